@@ -1,0 +1,1 @@
+//! Method-body codec (in progress).

@@ -1,0 +1,1 @@
+//! ildasm-style disassembly (in progress).

@@ -1,0 +1,1 @@
+//! Instruction iterator (in progress).

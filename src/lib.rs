@@ -1,0 +1,11 @@
+//! ilcheck: make .NET IL rewriting safe.
+//!
+//! - [`opcode`]: the ECMA-335 opcode table, the one source of truth for every other module.
+//! - [`instr`]: zero-copy instruction iterator and owned instructions.
+//! - [`body`]: lossless and canonical method-body codec (headers, code, EH sections).
+//! - [`disasm`]: ildasm-style text for bodies.
+
+pub mod body;
+pub mod disasm;
+pub mod instr;
+pub mod opcode;

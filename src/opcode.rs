@@ -1,0 +1,1 @@
+//! The opcode table (in progress).
