@@ -203,8 +203,8 @@ fn truncations_are_typed_errors_with_offsets() {
         let expected_offset = match len {
             0..12 => 0,
             12..61 => 12,
-            // Code ends at 61; the section starts at the next 4-byte boundary.
-            61..64 => 61,
+            // Code ends at 61; the 4-byte section header starts at the next boundary, 64.
+            61..68 => 61,
             _ => 64,
         };
         assert_eq!(
