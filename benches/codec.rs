@@ -28,14 +28,20 @@ fn synthetic_code(rng: &mut Rng, len: usize) -> Vec<u8> {
             0..=3 => (Opcode::Ldarg_0, Operand::None),
             4 => (Opcode::Ldloc_S, Operand::Var((r >> 8) as u8 as u16)),
             5 => (Opcode::Ldc_I4_S, Operand::Int8((r >> 8) as i8)),
-            6 | 7 => (Opcode::Call, Operand::Token(0x0A00_0000 | (r >> 40) as u32 & 0xFFFF)),
+            6 | 7 => (
+                Opcode::Call,
+                Operand::Token(0x0A00_0000 | (r >> 40) as u32 & 0xFFFF),
+            ),
             8 => (Opcode::Callvirt, Operand::Token(0x0600_0001)),
             9 => (Opcode::Ldfld, Operand::Token(0x0400_0002)),
             10 => (Opcode::Brtrue_S, Operand::ShortBranch(4)),
             11 => (Opcode::Br, Operand::Branch(-20)),
             12 => (Opcode::Ldstr, Operand::Token(0x7000_0001)),
             13 => (Opcode::Stloc_1, Operand::None),
-            14 if r % 97 == 0 => (Opcode::Switch, Operand::Switch(SwitchTargets::Owned(vec![1, 2, 3, 4]))),
+            14 if r.is_multiple_of(97) => (
+                Opcode::Switch,
+                Operand::Switch(SwitchTargets::Owned(vec![1, 2, 3, 4])),
+            ),
             14 => (Opcode::Ceq, Operand::None),
             _ => (Opcode::Ret, Operand::None),
         };
@@ -50,7 +56,7 @@ fn synthetic_bodies(sizes: &[usize]) -> (Vec<u8>, Vec<usize>) {
     let mut image = Vec::new();
     let mut starts = Vec::new();
     for &size in sizes {
-        while image.len() % 4 != 0 {
+        while !image.len().is_multiple_of(4) {
             image.push(0);
         }
         starts.push(image.len());
@@ -59,7 +65,7 @@ fn synthetic_bodies(sizes: &[usize]) -> (Vec<u8>, Vec<usize>) {
         image.extend_from_slice(&(code.len() as u32).to_le_bytes());
         image.extend_from_slice(&0x1100_0001u32.to_le_bytes());
         image.extend_from_slice(&code);
-        while image.len() % 4 != 0 {
+        while !image.len().is_multiple_of(4) {
             image.push(0);
         }
         // One small EH section with a catch clause.
@@ -70,15 +76,31 @@ fn synthetic_bodies(sizes: &[usize]) -> (Vec<u8>, Vec<usize>) {
 }
 
 fn il_bytes(image: &[u8], starts: &[usize]) -> u64 {
-    starts.iter().map(|&s| Body::parse(&image[s..]).unwrap().code.len() as u64).sum()
+    starts
+        .iter()
+        .map(|&s| Body::parse(&image[s..]).unwrap().code.len() as u64)
+        .sum()
 }
 
 fn bench_set(c: &mut Criterion, name: &str, image: &[u8], starts: &[usize]) {
     let il = il_bytes(image, starts);
-    let instructions: u64 = starts.iter().map(|&s| Body::decode(&image[s..]).unwrap().validate_code().unwrap() as u64).sum();
+    let instructions: u64 = starts
+        .iter()
+        .map(|&s| Body::decode(&image[s..]).unwrap().validate_code().unwrap() as u64)
+        .sum();
     let mut g = c.benchmark_group(name);
     g.throughput(Throughput::Bytes(il));
+    // Header, sections, and every instruction's opcode and operand bounds checked.
     g.bench_function("decode", |b| {
+        b.iter(|| {
+            starts
+                .iter()
+                .map(|&s| Body::decode(black_box(&image[s..])).unwrap().len())
+                .sum::<usize>()
+        })
+    });
+    // As `decode`, plus every instruction materialised with its operand.
+    g.bench_function("decode_iterate", |b| {
         b.iter(|| {
             let mut n = 0usize;
             for &s in starts {
@@ -91,7 +113,10 @@ fn bench_set(c: &mut Criterion, name: &str, image: &[u8], starts: &[usize]) {
             n
         })
     });
-    let bodies: Vec<Body<'_>> = starts.iter().map(|&s| Body::parse(&image[s..]).unwrap()).collect();
+    let bodies: Vec<Body<'_>> = starts
+        .iter()
+        .map(|&s| Body::parse(&image[s..]).unwrap())
+        .collect();
     let mut out = Vec::with_capacity(image.len());
     g.bench_function("encode_lossless", |b| {
         b.iter(|| {
@@ -112,8 +137,13 @@ fn bench_set(c: &mut Criterion, name: &str, image: &[u8], starts: &[usize]) {
         })
     });
     g.throughput(Throughput::Elements(instructions));
-    g.bench_function("decode_instructions", |b| {
-        b.iter(|| bodies.iter().map(|b| instr::count(black_box(b.code)).unwrap()).sum::<usize>())
+    g.bench_function("count_instructions", |b| {
+        b.iter(|| {
+            bodies
+                .iter()
+                .map(|b| instr::count(black_box(b.code)).unwrap())
+                .sum::<usize>()
+        })
     });
     g.finish();
 }
@@ -121,7 +151,10 @@ fn bench_set(c: &mut Criterion, name: &str, image: &[u8], starts: &[usize]) {
 fn codec(c: &mut Criterion) {
     for (name, sizes) in [
         ("synthetic_small", vec![24usize; 4000]),
-        ("synthetic_mixed", (0..2000).map(|i| 8 + (i * 37) % 600).collect()),
+        (
+            "synthetic_mixed",
+            (0..2000).map(|i| 8 + (i * 37) % 600).collect(),
+        ),
         ("synthetic_large", vec![70_000usize; 4]),
     ] {
         let (image, starts) = synthetic_bodies(&sizes);

@@ -7,7 +7,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "ilcheck", version, about = "Make .NET IL rewriting safe: lossless codec, verifier, rewriter harness")]
+#[command(
+    name = "ilcheck",
+    version,
+    about = "Make .NET IL rewriting safe: lossless codec, verifier, rewriter harness"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -40,26 +44,39 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
-        Command::Disasm { hex, file, canonical } => disasm(hex, file, canonical),
+        Command::Disasm {
+            hex,
+            file,
+            canonical,
+        } => disasm(hex, file, canonical),
     }
 }
 
 fn parse_hex(text: &str) -> Result<Vec<u8>> {
-    let digits: String = text.chars().filter(|c| !c.is_whitespace() && *c != ',').collect();
+    let digits: String = text
+        .chars()
+        .filter(|c| !c.is_whitespace() && *c != ',')
+        .collect();
     let digits = digits.strip_prefix("0x").unwrap_or(&digits);
-    if digits.len() % 2 != 0 {
+    if !digits.len().is_multiple_of(2) {
         bail!("hex input has an odd number of digits");
     }
     (0..digits.len())
         .step_by(2)
-        .map(|i| u8::from_str_radix(&digits[i..i + 2], 16).with_context(|| format!("bad hex at digit {i}")))
+        .map(|i| {
+            u8::from_str_radix(&digits[i..i + 2], 16)
+                .with_context(|| format!("bad hex at digit {i}"))
+        })
         .collect()
 }
 
 fn disasm(hex: Option<String>, file: Option<PathBuf>, canonical: bool) -> Result<ExitCode> {
     let (bytes, source) = match (hex, file) {
         (Some(h), _) => (parse_hex(&h)?, "--hex".to_string()),
-        (None, Some(f)) => (std::fs::read(&f).with_context(|| format!("reading {}", f.display()))?, f.display().to_string()),
+        (None, Some(f)) => (
+            std::fs::read(&f).with_context(|| format!("reading {}", f.display()))?,
+            f.display().to_string(),
+        ),
         (None, None) => bail!("give --hex BYTES or a FILE"),
     };
     let body = match Body::parse(&bytes) {

@@ -7,7 +7,10 @@ use ilcheck::opcode::{ALL, OperandKind};
 use proptest::prelude::*;
 
 fn cases() -> u32 {
-    std::env::var("ILCHECK_PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(2000)
+    std::env::var("ILCHECK_PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2000)
 }
 
 /// Canonical encoding is a fixed point, and canonical bytes decode to the same meaning.
@@ -21,7 +24,10 @@ fn check_canonical(body: &Body<'_>) {
     assert_eq!(twice, canon, "canonical fixed point");
     assert!(again.is_canonical());
     let (a, b) = (body.parts(), again.parts());
-    assert_eq!((a.code, &a.clauses, &a.raw_sections, a.local_sig), (b.code, &b.clauses, &b.raw_sections, b.local_sig));
+    assert_eq!(
+        (a.code, &a.clauses, &a.raw_sections, a.local_sig),
+        (b.code, &b.clauses, &b.raw_sections, b.local_sig)
+    );
     assert!(b.max_stack == a.max_stack || (again.is_tiny() && a.max_stack <= 8));
 }
 
@@ -78,26 +84,33 @@ proptest! {
 
 /// A random instruction stream of valid opcodes with random operands.
 fn code_strategy() -> impl Strategy<Value = Vec<u8>> {
-    let instr = (0..ALL.len(), any::<u64>(), prop::collection::vec(any::<i32>(), 0..6)).prop_map(|(i, v, sw)| {
-        let info = &ALL[i];
-        let operand = match info.operand {
-            OperandKind::None => instr::Operand::None,
-            OperandKind::ShortI => instr::Operand::Int8(v as i8),
-            OperandKind::I => instr::Operand::Int32(v as i32),
-            OperandKind::I8 => instr::Operand::Int64(v as i64),
-            OperandKind::ShortR => instr::Operand::Float32(v as u32),
-            OperandKind::R => instr::Operand::Float64(v),
-            OperandKind::ShortBrTarget => instr::Operand::ShortBranch(v as i8),
-            OperandKind::BrTarget => instr::Operand::Branch(v as i32),
-            OperandKind::Switch => instr::Operand::Switch(instr::SwitchTargets::Owned(sw)),
-            OperandKind::ShortLocal | OperandKind::ShortArg => instr::Operand::Var(v as u8 as u16),
-            OperandKind::Local | OperandKind::Arg => instr::Operand::Var(v as u16),
-            _ => instr::Operand::Token(v as u32),
-        };
-        let mut out = Vec::new();
-        instr::encode(info.opcode, &operand, &mut out).unwrap();
-        out
-    });
+    let instr = (
+        0..ALL.len(),
+        any::<u64>(),
+        prop::collection::vec(any::<i32>(), 0..6),
+    )
+        .prop_map(|(i, v, sw)| {
+            let info = &ALL[i];
+            let operand = match info.operand {
+                OperandKind::None => instr::Operand::None,
+                OperandKind::ShortI => instr::Operand::Int8(v as i8),
+                OperandKind::I => instr::Operand::Int32(v as i32),
+                OperandKind::I8 => instr::Operand::Int64(v as i64),
+                OperandKind::ShortR => instr::Operand::Float32(v as u32),
+                OperandKind::R => instr::Operand::Float64(v),
+                OperandKind::ShortBrTarget => instr::Operand::ShortBranch(v as i8),
+                OperandKind::BrTarget => instr::Operand::Branch(v as i32),
+                OperandKind::Switch => instr::Operand::Switch(instr::SwitchTargets::Owned(sw)),
+                OperandKind::ShortLocal | OperandKind::ShortArg => {
+                    instr::Operand::Var(v as u8 as u16)
+                }
+                OperandKind::Local | OperandKind::Arg => instr::Operand::Var(v as u16),
+                _ => instr::Operand::Token(v as u32),
+            };
+            let mut out = Vec::new();
+            instr::encode(info.opcode, &operand, &mut out).unwrap();
+            out
+        });
     prop::collection::vec(instr, 0..40).prop_map(|v| v.concat())
 }
 
@@ -136,24 +149,35 @@ fn section_spec() -> impl Strategy<Value = SectionSpec> {
         prop::collection::vec(any::<u8>(), 0..11),
         prop::collection::vec(any::<u8>(), 0..40),
     )
-        .prop_map(|(padding_junk, kind_extra, fat, reserved, eh, clauses, trailing, raw)| {
-            let mut s = SectionSpec { padding_junk, kind_extra, fat, reserved, eh, clauses, trailing, raw };
-            if !s.fat {
-                // A small section's DataSize is one byte and its fields are narrow.
-                s.clauses.truncate(20);
-                s.trailing.truncate(251 - 12 * s.clauses.len());
-                s.raw.truncate(251);
-                for c in &mut s.clauses {
-                    let masks = [0xFFFF, 0xFFFF, 0xFF, 0xFFFF, 0xFF, u32::MAX];
-                    for (v, m) in c.iter_mut().zip(masks) {
-                        *v &= m;
+        .prop_map(
+            |(padding_junk, kind_extra, fat, reserved, eh, clauses, trailing, raw)| {
+                let mut s = SectionSpec {
+                    padding_junk,
+                    kind_extra,
+                    fat,
+                    reserved,
+                    eh,
+                    clauses,
+                    trailing,
+                    raw,
+                };
+                if !s.fat {
+                    // A small section's DataSize is one byte and its fields are narrow.
+                    s.clauses.truncate(20);
+                    s.trailing.truncate(251 - 12 * s.clauses.len());
+                    s.raw.truncate(251);
+                    for c in &mut s.clauses {
+                        let masks = [0xFFFF, 0xFFFF, 0xFF, 0xFFFF, 0xFF, u32::MAX];
+                        for (v, m) in c.iter_mut().zip(masks) {
+                            *v &= m;
+                        }
                     }
+                } else {
+                    s.trailing.truncate(23);
                 }
-            } else {
-                s.trailing.truncate(23);
-            }
-            s
-        })
+                s
+            },
+        )
 }
 
 fn body_spec() -> impl Strategy<Value = BodySpec> {
@@ -167,15 +191,26 @@ fn body_spec() -> impl Strategy<Value = BodySpec> {
         code_strategy(),
         prop::collection::vec(section_spec(), 0..3),
     )
-        .prop_map(|(tiny, flags, size_dwords, extra, max_stack, local_sig, code, sections)| {
-            let tiny = tiny && code.len() < 64;
-            let mut spec = BodySpec { tiny, flags, size_dwords, extra, max_stack, local_sig, code, sections };
-            spec.extra.truncate((size_dwords as usize - 3) * 4);
-            if spec.tiny {
-                spec.sections.clear();
-            }
-            spec
-        })
+        .prop_map(
+            |(tiny, flags, size_dwords, extra, max_stack, local_sig, code, sections)| {
+                let tiny = tiny && code.len() < 64;
+                let mut spec = BodySpec {
+                    tiny,
+                    flags,
+                    size_dwords,
+                    extra,
+                    max_stack,
+                    local_sig,
+                    code,
+                    sections,
+                };
+                spec.extra.truncate((size_dwords as usize - 3) * 4);
+                if spec.tiny {
+                    spec.sections.clear();
+                }
+                spec
+            },
+        )
 }
 
 impl BodySpec {
@@ -195,14 +230,24 @@ impl BodySpec {
         b.extend_from_slice(&self.extra);
         b.extend_from_slice(&self.code);
         for (n, s) in self.sections.iter().enumerate() {
-            while b.len() % 4 != 0 {
+            while !b.len().is_multiple_of(4) {
                 b.push(s.padding_junk);
             }
             let more = if n + 1 < self.sections.len() { 0x80 } else { 0 };
-            let kind_bits = if s.eh { 0x01 } else if s.kind_extra & 0x3F == 0x01 { 0x02 } else { s.kind_extra & 0x3F };
+            let kind_bits = if s.eh {
+                0x01
+            } else if s.kind_extra & 0x3F == 0x01 {
+                0x02
+            } else {
+                s.kind_extra & 0x3F
+            };
             let kind = kind_bits | more | if s.fat { 0x40 } else { 0 };
             let clause_size = if s.fat { 24 } else { 12 };
-            let content_len = if s.eh { s.clauses.len() * clause_size + s.trailing.len() } else { s.raw.len() };
+            let content_len = if s.eh {
+                s.clauses.len() * clause_size + s.trailing.len()
+            } else {
+                s.raw.len()
+            };
             let data_size = 4 + content_len as u32;
             b.push(kind);
             if s.fat {

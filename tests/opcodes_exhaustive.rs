@@ -1,24 +1,44 @@
 //! Every defined opcode encodes and decodes with its operand kind; every undefined encoding is an
 //! `UnknownOpcode` error at its offset.
 
-use ilcheck::instr::{self, InstrError, Instruction, Instructions, Operand, SwitchTargets, decode_at};
-use ilcheck::opcode::{ALL, OperandKind, Opcode};
+use ilcheck::instr::{
+    self, InstrError, Instruction, Instructions, Operand, SwitchTargets, decode_at,
+};
+use ilcheck::opcode::{ALL, Opcode, OperandKind};
 
 /// A few operand values per kind, at the edges of their ranges.
 fn sample_operands(kind: OperandKind) -> Vec<Operand<'static>> {
     match kind {
         OperandKind::None => vec![Operand::None],
         OperandKind::ShortI => vec![Operand::Int8(0), Operand::Int8(-128), Operand::Int8(127)],
-        OperandKind::I => vec![Operand::Int32(i32::MIN), Operand::Int32(-1), Operand::Int32(i32::MAX)],
-        OperandKind::I8 => vec![Operand::Int64(i64::MIN), Operand::Int64(0x0102_0304_0506_0708)],
+        OperandKind::I => vec![
+            Operand::Int32(i32::MIN),
+            Operand::Int32(-1),
+            Operand::Int32(i32::MAX),
+        ],
+        OperandKind::I8 => vec![
+            Operand::Int64(i64::MIN),
+            Operand::Int64(0x0102_0304_0506_0708),
+        ],
         OperandKind::ShortR => vec![
             Operand::Float32(1.5f32.to_bits()),
             Operand::Float32(0x7FC0_1234), // NaN with payload
             Operand::Float32(0x8000_0000), // -0.0
         ],
-        OperandKind::R => vec![Operand::Float64(0x7FF8_0000_DEAD_BEEF), Operand::Float64(2.25f64.to_bits())],
-        OperandKind::ShortBrTarget => vec![Operand::ShortBranch(-128), Operand::ShortBranch(0), Operand::ShortBranch(127)],
-        OperandKind::BrTarget => vec![Operand::Branch(i32::MIN), Operand::Branch(0), Operand::Branch(1 << 20)],
+        OperandKind::R => vec![
+            Operand::Float64(0x7FF8_0000_DEAD_BEEF),
+            Operand::Float64(2.25f64.to_bits()),
+        ],
+        OperandKind::ShortBrTarget => vec![
+            Operand::ShortBranch(-128),
+            Operand::ShortBranch(0),
+            Operand::ShortBranch(127),
+        ],
+        OperandKind::BrTarget => vec![
+            Operand::Branch(i32::MIN),
+            Operand::Branch(0),
+            Operand::Branch(1 << 20),
+        ],
         OperandKind::Switch => vec![
             Operand::Switch(SwitchTargets::Owned(vec![])),
             Operand::Switch(SwitchTargets::Owned(vec![-5])),
@@ -51,7 +71,12 @@ fn every_opcode_round_trips_with_its_operand_kind() {
             let decoded = decode_at(&code, 0).unwrap();
             assert_eq!(decoded.opcode, info.opcode);
             assert_eq!(decoded.size(), code.len());
-            assert_eq!(decoded.clone().into_owned().operand, operand.clone().into_owned(), "{}", info.name);
+            assert_eq!(
+                decoded.clone().into_owned().operand,
+                operand.clone().into_owned(),
+                "{}",
+                info.name
+            );
             let mut again = Vec::new();
             decoded.encode(&mut again).unwrap();
             assert_eq!(again, code, "{}", info.name);
@@ -59,7 +84,11 @@ fn every_opcode_round_trips_with_its_operand_kind() {
             for cut in 1..code.len() {
                 let err = decode_at(&code[..cut], 0).unwrap_err();
                 assert_eq!(err.offset(), 0);
-                assert!(!matches!(err, InstrError::UnknownOpcode { .. }), "{}: {err}", info.name);
+                assert!(
+                    !matches!(err, InstrError::UnknownOpcode { .. }),
+                    "{}: {err}",
+                    info.name
+                );
             }
             checked += 1;
         }
@@ -79,17 +108,34 @@ fn operands_of_the_wrong_kind_are_rejected() {
 
 #[test]
 fn every_undefined_encoding_is_unknown_opcode() {
-    let defined_one: Vec<u8> = ALL.iter().filter(|i| i.opcode.size() == 1).map(|i| i.opcode.code() as u8).collect();
-    let defined_two: Vec<u8> = ALL.iter().filter(|i| i.opcode.size() == 2).map(|i| i.opcode.code() as u8).collect();
+    let defined_one: Vec<u8> = ALL
+        .iter()
+        .filter(|i| i.opcode.size() == 1)
+        .map(|i| i.opcode.code() as u8)
+        .collect();
+    let defined_two: Vec<u8> = ALL
+        .iter()
+        .filter(|i| i.opcode.size() == 2)
+        .map(|i| i.opcode.code() as u8)
+        .collect();
     let mut undefined = 0;
     for b in 0..=255u8 {
         // Placed after a nop so the reported offset is checked too.
         let code = [0x00, b, 0, 0, 0, 0, 0, 0, 0, 0];
         let result = Instructions::new(&code).nth(1).unwrap();
         if b == 0xFE || defined_one.contains(&b) {
-            assert!(!matches!(result, Err(InstrError::UnknownOpcode { .. })), "{b:#x}");
+            assert!(
+                !matches!(result, Err(InstrError::UnknownOpcode { .. })),
+                "{b:#x}"
+            );
         } else {
-            assert_eq!(result, Err(InstrError::UnknownOpcode { offset: 1, code: b as u16 }));
+            assert_eq!(
+                result,
+                Err(InstrError::UnknownOpcode {
+                    offset: 1,
+                    code: b as u16
+                })
+            );
             undefined += 1;
         }
         let code = [0x00, 0xFE, b, 0, 0, 0, 0, 0, 0, 0];
@@ -97,25 +143,46 @@ fn every_undefined_encoding_is_unknown_opcode() {
         if defined_two.contains(&b) {
             assert!(result.is_ok(), "FE {b:#x}");
         } else {
-            assert_eq!(result, Err(InstrError::UnknownOpcode { offset: 1, code: 0xFE00 | b as u16 }));
+            assert_eq!(
+                result,
+                Err(InstrError::UnknownOpcode {
+                    offset: 1,
+                    code: 0xFE00 | b as u16
+                })
+            );
             undefined += 1;
         }
     }
-    assert_eq!(undefined, (256 - 1 - defined_one.len()) + (256 - defined_two.len()));
+    assert_eq!(
+        undefined,
+        (256 - 1 - defined_one.len()) + (256 - defined_two.len())
+    );
     // The reserved F8–FF range in particular.
     for b in 0xF8..=0xFFu8 {
         if b != 0xFE {
-            assert!(matches!(decode_at(&[b], 0), Err(InstrError::UnknownOpcode { .. })));
+            assert!(matches!(
+                decode_at(&[b], 0),
+                Err(InstrError::UnknownOpcode { .. })
+            ));
         }
     }
-    assert_eq!(decode_at(&[0xFE], 0), Err(InstrError::OpcodeTruncated { offset: 0 }));
+    assert_eq!(
+        decode_at(&[0xFE], 0),
+        Err(InstrError::OpcodeTruncated { offset: 0 })
+    );
 }
 
 #[test]
 fn switch_count_is_bounded_by_remaining_bytes() {
     // A count of 0xFFFFFFFF with 8 bytes behind it: an error, and nothing allocated for it.
     let code = [0x45, 0xFF, 0xFF, 0xFF, 0xFF, 1, 0, 0, 0, 2, 0, 0, 0];
-    assert_eq!(decode_at(&code, 0), Err(InstrError::SwitchTruncated { offset: 0, count: u32::MAX }));
+    assert_eq!(
+        decode_at(&code, 0),
+        Err(InstrError::SwitchTruncated {
+            offset: 0,
+            count: u32::MAX
+        })
+    );
     let code = [0x45, 2, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0];
     let i: Instruction<'_> = decode_at(&code, 0).unwrap();
     assert_eq!(i.targets().collect::<Vec<_>>(), [14, 15]);
