@@ -36,7 +36,9 @@ pub enum ImageError {
     },
     #[error("metadata has no {0} stream")]
     MissingStream(&'static str),
-    #[error("table stream at offset {offset:#x} declares table {table:#04x}, which ECMA-335 does not define")]
+    #[error(
+        "table stream at offset {offset:#x} declares table {table:#04x}, which ECMA-335 does not define"
+    )]
     UnknownTable { table: u8, offset: usize },
     #[error(
         "table {table:?}: {rows} rows of {row_size} bytes at offset {offset:#x} exceed the {available} bytes left in the table stream"
@@ -57,7 +59,9 @@ pub enum ImageError {
         table: Table,
         rid: u32,
     },
-    #[error("{heap} index {index:#x} is outside the heap (heap at offset {heap_offset:#x}, {heap_size} bytes)")]
+    #[error(
+        "{heap} index {index:#x} is outside the heap (heap at offset {heap_offset:#x}, {heap_size} bytes)"
+    )]
     HeapIndex {
         heap: &'static str,
         index: u32,

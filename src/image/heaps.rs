@@ -16,17 +16,24 @@ impl<'a> StringHeap<'a> {
     /// The bytes of the string at `index`, without the terminating NUL.
     pub fn get_bytes(&self, index: u32) -> Result<&'a [u8], ImageError> {
         let start = index as usize;
-        let rest = self.data.get(start..).filter(|r| !r.is_empty()).ok_or(ImageError::HeapIndex {
-            heap: "#Strings",
-            index,
-            heap_offset: self.offset,
-            heap_size: self.data.len(),
-        })?;
-        let len = rest.iter().position(|&b| b == 0).ok_or(ImageError::BadHeapEntry {
-            heap: "#Strings",
-            offset: self.offset + start,
-            reason: "string runs to the end of the heap without a NUL",
-        })?;
+        let rest =
+            self.data
+                .get(start..)
+                .filter(|r| !r.is_empty())
+                .ok_or(ImageError::HeapIndex {
+                    heap: "#Strings",
+                    index,
+                    heap_offset: self.offset,
+                    heap_size: self.data.len(),
+                })?;
+        let len = rest
+            .iter()
+            .position(|&b| b == 0)
+            .ok_or(ImageError::BadHeapEntry {
+                heap: "#Strings",
+                offset: self.offset + start,
+                reason: "string runs to the end of the heap without a NUL",
+            })?;
         Ok(&rest[..len])
     }
 
@@ -52,22 +59,26 @@ fn length_prefixed<'a>(
     index: u32,
 ) -> Result<&'a [u8], ImageError> {
     let start = index as usize;
-    let rest = data.get(start..).filter(|r| !r.is_empty()).ok_or(ImageError::HeapIndex {
-        heap,
-        index,
-        heap_offset: offset,
-        heap_size: data.len(),
-    })?;
+    let rest = data
+        .get(start..)
+        .filter(|r| !r.is_empty())
+        .ok_or(ImageError::HeapIndex {
+            heap,
+            index,
+            heap_offset: offset,
+            heap_size: data.len(),
+        })?;
     let (len, used) = decompress_u32(rest).map_err(|_| ImageError::BadHeapEntry {
         heap,
         offset: offset + start,
         reason: "invalid or truncated length prefix",
     })?;
-    rest.get(used..used + len as usize).ok_or(ImageError::BadHeapEntry {
-        heap,
-        offset: offset + start,
-        reason: "entry runs past the end of the heap",
-    })
+    rest.get(used..used + len as usize)
+        .ok_or(ImageError::BadHeapEntry {
+            heap,
+            offset: offset + start,
+            reason: "entry runs past the end of the heap",
+        })
 }
 
 /// `#Blob`: signatures, constants, custom-attribute values.
@@ -145,11 +156,11 @@ impl<'a> GuidHeap<'a> {
             .checked_mul(16)
             .and_then(|start| self.data.get(start..start.checked_add(16)?))
             .ok_or(ImageError::HeapIndex {
-            heap: "#GUID",
-            index,
-            heap_offset: self.offset,
-            heap_size: self.data.len(),
-        })?;
+                heap: "#GUID",
+                index,
+                heap_offset: self.offset,
+                heap_size: self.data.len(),
+            })?;
         let mut g = [0u8; 16];
         g.copy_from_slice(bytes);
         Ok(Some(g))
@@ -162,11 +173,17 @@ mod tests {
 
     #[test]
     fn strings() {
-        let h = StringHeap { data: b"\0abc\0d\xff\0tail", offset: 100 };
+        let h = StringHeap {
+            data: b"\0abc\0d\xff\0tail",
+            offset: 100,
+        };
         assert_eq!(h.get(0).unwrap(), "");
         assert_eq!(h.get(1).unwrap(), "abc");
         assert_eq!(h.get(2).unwrap(), "bc");
-        assert!(matches!(h.get(5), Err(ImageError::BadHeapEntry { offset: 105, .. })));
+        assert!(matches!(
+            h.get(5),
+            Err(ImageError::BadHeapEntry { offset: 105, .. })
+        ));
         assert!(matches!(h.get(8), Err(ImageError::BadHeapEntry { .. })));
         assert!(matches!(h.get(13), Err(ImageError::HeapIndex { .. })));
         assert!(h.get(u32::MAX).is_err());
@@ -174,22 +191,34 @@ mod tests {
 
     #[test]
     fn blobs() {
-        let h = BlobHeap { data: &[0, 3, 1, 2, 3, 0x81, 0x00, 5], offset: 0 };
+        let h = BlobHeap {
+            data: &[0, 3, 1, 2, 3, 0x81, 0x00, 5],
+            offset: 0,
+        };
         assert_eq!(h.get(0).unwrap(), &[] as &[u8]);
         assert_eq!(h.get(1).unwrap(), &[1, 2, 3]);
         assert_eq!(h.content_offset(1), 2);
         assert!(h.get(5).is_err()); // 0x100 bytes claimed, 1 present
         assert!(h.get(8).is_err());
-        let bad = BlobHeap { data: &[0xE0, 0, 0, 0], offset: 0 };
+        let bad = BlobHeap {
+            data: &[0xE0, 0, 0, 0],
+            offset: 0,
+        };
         assert!(bad.get(0).is_err());
     }
 
     #[test]
     fn user_strings_and_guids() {
-        let us = UserStringHeap { data: &[0, 5, b'h', 0, b'i', 0, 0], offset: 0 };
+        let us = UserStringHeap {
+            data: &[0, 5, b'h', 0, b'i', 0, 0],
+            offset: 0,
+        };
         assert_eq!(us.get(1).unwrap(), "hi");
         assert!(us.contains(1) && us.contains(0) && !us.contains(7) && !us.contains(2));
-        let g = GuidHeap { data: &[7; 16], offset: 0 };
+        let g = GuidHeap {
+            data: &[7; 16],
+            offset: 0,
+        };
         assert_eq!(g.get(0).unwrap(), None);
         assert_eq!(g.get(1).unwrap(), Some([7; 16]));
         assert!(g.get(2).is_err());

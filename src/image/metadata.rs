@@ -63,7 +63,8 @@ impl MetadataRoot {
         }
         let major_version = le_u16(file, offset + 4).ok_or(trunc("metadata root", offset, 16))?;
         let minor_version = le_u16(file, offset + 6).ok_or(trunc("metadata root", offset, 16))?;
-        let version_len = le_u32(file, offset + 12).ok_or(trunc("metadata root", offset, 16))? as usize;
+        let version_len =
+            le_u32(file, offset + 12).ok_or(trunc("metadata root", offset, 16))? as usize;
         let version_at = offset + 16;
         if version_len > 255 {
             return Err(ImageError::BadMetadata {
@@ -71,10 +72,15 @@ impl MetadataRoot {
                 reason: "version string longer than 255 bytes",
             });
         }
-        let version_bytes = file
-            .get(version_at..version_at + version_len)
-            .ok_or(trunc("metadata version string", version_at, version_len))?;
-        let end = version_bytes.iter().position(|&b| b == 0).unwrap_or(version_bytes.len());
+        let version_bytes = file.get(version_at..version_at + version_len).ok_or(trunc(
+            "metadata version string",
+            version_at,
+            version_len,
+        ))?;
+        let end = version_bytes
+            .iter()
+            .position(|&b| b == 0)
+            .unwrap_or(version_bytes.len());
         let version = String::from_utf8_lossy(&version_bytes[..end]).into_owned();
         // The length field is meant to be a multiple of 4 already; round up to be safe.
         let mut pos = version_at + version_len.next_multiple_of(4);
@@ -94,14 +100,19 @@ impl MetadataRoot {
             let name_at = pos + 8;
             let window = file.get(name_at..).unwrap_or(&[]);
             let window = &window[..window.len().min(MAX_STREAM_NAME)];
-            let name_len = window.iter().position(|&b| b == 0).ok_or(ImageError::BadMetadata {
-                offset: name_at,
-                reason: "stream name without NUL within 32 bytes",
-            })?;
+            let name_len = window
+                .iter()
+                .position(|&b| b == 0)
+                .ok_or(ImageError::BadMetadata {
+                    offset: name_at,
+                    reason: "stream name without NUL within 32 bytes",
+                })?;
             let name = String::from_utf8_lossy(&window[..name_len]).into_owned();
             pos = name_at + (name_len + 1).next_multiple_of(4);
             let abs = offset.checked_add(rel);
-            let fits = abs.and_then(|a| a.checked_add(size)).is_some_and(|e| e <= file.len());
+            let fits = abs
+                .and_then(|a| a.checked_add(size))
+                .is_some_and(|e| e <= file.len());
             if !fits {
                 return Err(ImageError::StreamOutOfBounds {
                     name,
@@ -121,7 +132,15 @@ impl MetadataRoot {
             streams
                 .iter()
                 .find(|s| names.contains(&s.name.as_str()))
-                .map(|s| (s.name.clone(), StreamRange { offset: s.offset, size: s.size }))
+                .map(|s| {
+                    (
+                        s.name.clone(),
+                        StreamRange {
+                            offset: s.offset,
+                            size: s.size,
+                        },
+                    )
+                })
         };
         let (tables_name, tables) = find(&["#~", "#-"]).ok_or(ImageError::MissingStream("#~"))?;
         let range = |name: &str| find(&[name]).map(|(_, r)| r).unwrap_or_default();

@@ -66,10 +66,12 @@ impl Image<'static> {
 fn layout(file: &[u8]) -> Result<(PeInfo, MetadataRoot, TablesHeader), ImageError> {
     let pe = PeInfo::parse(file)?;
     let md = pe.cli.metadata;
-    let md_offset = pe.rva_to_offset(md.rva, file.len()).ok_or(ImageError::RvaNotMapped {
-        what: "metadata",
-        rva: md.rva,
-    })?;
+    let md_offset = pe
+        .rva_to_offset(md.rva, file.len())
+        .ok_or(ImageError::RvaNotMapped {
+            what: "metadata",
+            rva: md.rva,
+        })?;
     let metadata = MetadataRoot::parse(file, md_offset, md.size as usize)?;
     let tables = TablesHeader::parse(
         file,
@@ -130,22 +132,34 @@ impl<'a> Image<'a> {
 
     pub fn strings(&self) -> StringHeap<'_> {
         let r = self.metadata.strings;
-        StringHeap { data: self.stream(r), offset: r.offset }
+        StringHeap {
+            data: self.stream(r),
+            offset: r.offset,
+        }
     }
 
     pub fn blobs(&self) -> BlobHeap<'_> {
         let r = self.metadata.blob;
-        BlobHeap { data: self.stream(r), offset: r.offset }
+        BlobHeap {
+            data: self.stream(r),
+            offset: r.offset,
+        }
     }
 
     pub fn user_strings(&self) -> UserStringHeap<'_> {
         let r = self.metadata.user_strings;
-        UserStringHeap { data: self.stream(r), offset: r.offset }
+        UserStringHeap {
+            data: self.stream(r),
+            offset: r.offset,
+        }
     }
 
     pub fn guids(&self) -> GuidHeap<'_> {
         let r = self.metadata.guid;
-        GuidHeap { data: self.stream(r), offset: r.offset }
+        GuidHeap {
+            data: self.stream(r),
+            offset: r.offset,
+        }
     }
 
     /// File offset of `rva`, when a section's file data holds it.
@@ -170,7 +184,11 @@ impl<'a> Image<'a> {
     /// The MethodDef with row id `rid`.
     pub fn method(&self, rid: u32) -> Result<Method<'_>, ImageError> {
         let row = self.tables().method_def(rid)?;
-        Ok(Method { image: self, rid, row })
+        Ok(Method {
+            image: self,
+            rid,
+            row,
+        })
     }
 
     /// Counts over all MethodDefs: bodies, RVA 0, shared and unmapped RVAs.
@@ -213,8 +231,7 @@ impl<'a> Image<'a> {
 
     /// Whether an `ldstr` token's offset starts an entry wholly inside `#US`.
     pub fn user_string_ok(&self, token: Token) -> bool {
-        token.table_byte() == tables::USER_STRING_TABLE
-            && self.user_strings().contains(token.rid())
+        token.table_byte() == tables::USER_STRING_TABLE && self.user_strings().contains(token.rid())
     }
 
     /// The signature blob at `index` with its file offset, for error messages.
@@ -287,7 +304,12 @@ impl<'a> Image<'a> {
         self.type_name_at_depth(token, 0, out)
     }
 
-    fn type_name_at_depth(&self, token: Token, depth: u32, out: &mut String) -> Result<(), ImageError> {
+    fn type_name_at_depth(
+        &self,
+        token: Token,
+        depth: u32,
+        out: &mut String,
+    ) -> Result<(), ImageError> {
         let t = self.tables();
         let strings = self.strings();
         // Collect (namespace, name) from innermost outwards, then write outermost first.
@@ -298,13 +320,16 @@ impl<'a> Image<'a> {
             let (ns, name, outer) = match cur.table() {
                 Some(Table::TypeDef) => {
                     let row = t.type_def(cur.rid())?;
-                    let outer = t.enclosing_type(cur.rid())?.map(|r| Token::new(Table::TypeDef, r));
+                    let outer = t
+                        .enclosing_type(cur.rid())?
+                        .map(|r| Token::new(Table::TypeDef, r));
                     (row.namespace, row.name, outer)
                 }
                 Some(Table::TypeRef) => {
                     let row = t.type_ref(cur.rid())?;
                     let scope = row.resolution_scope;
-                    let outer = (scope.table() == Some(Table::TypeRef) && !scope.is_null()).then_some(scope);
+                    let outer = (scope.table() == Some(Table::TypeRef) && !scope.is_null())
+                        .then_some(scope);
                     (row.namespace, row.name, outer)
                 }
                 Some(Table::TypeSpec) if len == 0 => {

@@ -80,7 +80,8 @@ impl PeInfo {
         opts.parse_resources = false;
         opts.parse_imports = false;
         opts.parse_mode = ParseMode::Permissive;
-        let pe = goblin::pe::PE::parse_with_opts(file, &opts).map_err(|e| ImageError::Pe(e.to_string()))?;
+        let pe = goblin::pe::PE::parse_with_opts(file, &opts)
+            .map_err(|e| ImageError::Pe(e.to_string()))?;
         let optional = pe
             .header
             .optional_header
@@ -134,15 +135,19 @@ impl PeInfo {
     }
 
     fn parse_cli_header(&self, file: &[u8], rva: u32) -> Result<CliHeader, ImageError> {
-        let at = self.rva_to_offset(rva, file.len()).ok_or(ImageError::RvaNotMapped {
-            what: "CLI header",
-            rva,
-        })?;
-        let h = file.get(at..at.saturating_add(72)).ok_or(ImageError::Truncated {
-            what: "CLI header",
-            offset: at,
-            needed: 72,
-        })?;
+        let at = self
+            .rva_to_offset(rva, file.len())
+            .ok_or(ImageError::RvaNotMapped {
+                what: "CLI header",
+                rva,
+            })?;
+        let h = file
+            .get(at..at.saturating_add(72))
+            .ok_or(ImageError::Truncated {
+                what: "CLI header",
+                offset: at,
+                needed: 72,
+            })?;
         let u32_at = |o| le_u32(h, o).unwrap_or(0);
         let dir_at = |o| DataDir {
             rva: u32_at(o),

@@ -143,9 +143,17 @@ pub fn compress_i32(value: i32) -> Option<Vec<u8>> {
     if (-0x40..0x40).contains(&value) {
         Some(vec![(rotated & 0x7F) as u8])
     } else if (-0x2000..0x2000).contains(&value) {
-        Some((((rotated & 0x3FFF) as u16) | 0x8000).to_be_bytes().to_vec())
+        Some(
+            (((rotated & 0x3FFF) as u16) | 0x8000)
+                .to_be_bytes()
+                .to_vec(),
+        )
     } else if (-0x1000_0000..0x1000_0000).contains(&value) {
-        Some(((rotated & 0x1FFF_FFFF) | 0xC000_0000).to_be_bytes().to_vec())
+        Some(
+            ((rotated & 0x1FFF_FFFF) | 0xC000_0000)
+                .to_be_bytes()
+                .to_vec(),
+        )
     } else {
         None
     }
@@ -219,7 +227,9 @@ impl<'a> SigReader<'a> {
             let rest = self
                 .bytes
                 .get(self.pos..self.pos + 3)
-                .ok_or(SigError::Truncated { offset: self.bytes.len() })?;
+                .ok_or(SigError::Truncated {
+                    offset: self.bytes.len(),
+                })?;
             self.pos += 3;
             let v = (u32::from(b0 & 0x1F) << 24)
                 | (u32::from(rest[0]) << 16)
@@ -382,7 +392,11 @@ pub fn read_type(
             let token = r.type_def_or_ref()?;
             let inner = read_type(r, depth + 1, rend.as_deref_mut())?;
             if let Some(rd) = rend {
-                rd.push(if et == CMOD_REQD { " modreq(" } else { " modopt(" });
+                rd.push(if et == CMOD_REQD {
+                    " modreq("
+                } else {
+                    " modopt("
+                });
                 rd.names.write_type_name(token, depth + 1, rd.out)?;
                 rd.push(")");
             }
@@ -399,7 +413,11 @@ pub fn read_type(
             }
             let token = r.type_def_or_ref()?;
             if let Some(rd) = rend.as_deref_mut() {
-                rd.push(if kind == CLASS { "class " } else { "valuetype " });
+                rd.push(if kind == CLASS {
+                    "class "
+                } else {
+                    "valuetype "
+                });
                 rd.names.write_type_name(token, depth + 1, rd.out)?;
                 rd.push("<");
             }
@@ -433,7 +451,10 @@ pub fn read_type(
 }
 
 /// ArrayShape (II.23.2.13): rank, sizes, lower bounds; rendered ilasm-style (`[0...,0...]`).
-fn read_array_shape(r: &mut SigReader<'_>, rend: Option<&mut Renderer<'_>>) -> Result<(), SigError> {
+fn read_array_shape(
+    r: &mut SigReader<'_>,
+    rend: Option<&mut Renderer<'_>>,
+) -> Result<(), SigError> {
     let rank = r.compressed_u32()?;
     let sizes_at = r.clone();
     let num_sizes = r.count(1)?;
@@ -455,10 +476,20 @@ fn read_array_shape(r: &mut SigReader<'_>, rend: Option<&mut Renderer<'_>>) -> R
         if dim > 0 {
             rd.push(",");
         }
-        let size = if dim < ns { Some(sizes.compressed_u32()?) } else { None };
-        let low = if dim < nb { Some(bounds.compressed_i32()?) } else { None };
+        let size = if dim < ns {
+            Some(sizes.compressed_u32()?)
+        } else {
+            None
+        };
+        let low = if dim < nb {
+            Some(bounds.compressed_i32()?)
+        } else {
+            None
+        };
         let _ = match (low, size) {
-            (Some(lo), Some(sz)) => write!(rd.out, "{}...{}", lo, i64::from(lo) + i64::from(sz) - 1),
+            (Some(lo), Some(sz)) => {
+                write!(rd.out, "{}...{}", lo, i64::from(lo) + i64::from(sz) - 1)
+            }
             (Some(lo), None) => write!(rd.out, "{lo}..."),
             (None, Some(sz)) => write!(rd.out, "{sz}"),
             (None, None) => Ok(()),
@@ -527,7 +558,11 @@ pub fn read_method_sig(
     let ret = read_type(
         r,
         depth + 1,
-        if ret_sep.is_some() { rend.as_deref_mut() } else { None },
+        if ret_sep.is_some() {
+            rend.as_deref_mut()
+        } else {
+            None
+        },
     )?;
     if let (Some(rd), Some(sep)) = (rend.as_deref_mut(), ret_sep) {
         rd.push(sep);
@@ -597,7 +632,10 @@ pub fn read_local_sig(r: &mut SigReader<'_>) -> Result<u32, SigError> {
 }
 
 /// Field signature (II.23.2.4): returns the field type's element type.
-pub fn read_field_sig(r: &mut SigReader<'_>, rend: Option<&mut Renderer<'_>>) -> Result<u8, SigError> {
+pub fn read_field_sig(
+    r: &mut SigReader<'_>,
+    rend: Option<&mut Renderer<'_>>,
+) -> Result<u8, SigError> {
     let offset = r.pos();
     let cc = r.u8()?;
     if cc & callconv::KIND_MASK != callconv::FIELD {
@@ -630,7 +668,10 @@ pub fn read_property_sig(r: &mut SigReader<'_>) -> Result<u32, SigError> {
 }
 
 /// MethodSpec instantiation (II.23.2.15): returns the number of type arguments.
-pub fn read_method_spec(r: &mut SigReader<'_>, mut rend: Option<&mut Renderer<'_>>) -> Result<u32, SigError> {
+pub fn read_method_spec(
+    r: &mut SigReader<'_>,
+    mut rend: Option<&mut Renderer<'_>>,
+) -> Result<u32, SigError> {
     let offset = r.pos();
     let cc = r.u8()?;
     if cc != callconv::GENERICINST {
@@ -673,24 +714,39 @@ pub fn standalone_sig(blob: &[u8]) -> Result<StandAloneSig, SigError> {
             count: read_local_sig(&mut r)?,
         })
     } else {
-        Ok(StandAloneSig::Method(read_method_sig(&mut r, 0, None, None)?))
+        Ok(StandAloneSig::Method(read_method_sig(
+            &mut r, 0, None, None,
+        )?))
     }
 }
 
 /// Renders one type blob (as in a TypeSpec) with the given names.
-pub fn render_type(blob: &[u8], names: &dyn TypeNames, depth: u32, out: &mut String) -> Result<(), SigError> {
+pub fn render_type(
+    blob: &[u8],
+    names: &dyn TypeNames,
+    depth: u32,
+    out: &mut String,
+) -> Result<(), SigError> {
     let mut rd = Renderer { out, names };
     read_type(&mut SigReader::new(blob), depth, Some(&mut rd)).map(|_| ())
 }
 
 /// Renders a method signature blob as `ret(p1,p2)`; types named by `names`.
-pub fn render_method_sig(blob: &[u8], names: &dyn TypeNames, out: &mut String) -> Result<MethodSigSummary, SigError> {
+pub fn render_method_sig(
+    blob: &[u8],
+    names: &dyn TypeNames,
+    out: &mut String,
+) -> Result<MethodSigSummary, SigError> {
     let mut rd = Renderer { out, names };
     read_method_sig(&mut SigReader::new(blob), 0, Some(&mut rd), Some(""))
 }
 
 /// Renders only the parameter list `(p1,p2)` of a method signature blob.
-pub fn render_method_params(blob: &[u8], names: &dyn TypeNames, out: &mut String) -> Result<MethodSigSummary, SigError> {
+pub fn render_method_params(
+    blob: &[u8],
+    names: &dyn TypeNames,
+    out: &mut String,
+) -> Result<MethodSigSummary, SigError> {
     let mut rd = Renderer { out, names };
     read_method_sig(&mut SigReader::new(blob), 0, Some(&mut rd), None)
 }
@@ -741,7 +797,9 @@ mod tests {
 
     #[test]
     fn signed_round_trip_at_form_edges() {
-        for v in [-0x41, -0x40, 0x3F, 0x40, -0x2001, -0x2000, 0x1FFF, 0x2000, 0, -1, 1] {
+        for v in [
+            -0x41, -0x40, 0x3F, 0x40, -0x2001, -0x2000, 0x1FFF, 0x2000, 0, -1, 1,
+        ] {
             let enc = compress_i32(v).unwrap();
             assert_eq!(decompress_i32(&enc), Ok((v, enc.len())), "{v}");
         }
@@ -752,22 +810,46 @@ mod tests {
         for lead in 0xE0..=0xFFu8 {
             assert_eq!(
                 decompress_u32(&[lead, 0, 0, 0]),
-                Err(SigError::BadCompressedInt { offset: 0, byte: lead })
+                Err(SigError::BadCompressedInt {
+                    offset: 0,
+                    byte: lead
+                })
             );
         }
-        assert!(matches!(decompress_u32(&[]), Err(SigError::Truncated { .. })));
-        assert!(matches!(decompress_u32(&[0x80]), Err(SigError::Truncated { .. })));
-        assert!(matches!(decompress_u32(&[0xC0, 0, 0]), Err(SigError::Truncated { .. })));
+        assert!(matches!(
+            decompress_u32(&[]),
+            Err(SigError::Truncated { .. })
+        ));
+        assert!(matches!(
+            decompress_u32(&[0x80]),
+            Err(SigError::Truncated { .. })
+        ));
+        assert!(matches!(
+            decompress_u32(&[0xC0, 0, 0]),
+            Err(SigError::Truncated { .. })
+        ));
     }
 
     #[test]
     fn type_def_or_ref_tokens() {
-        assert_eq!(decode_type_def_or_ref(0x49), Some(Token::new(Table::TypeRef, 0x12)));
-        assert_eq!(decode_type_def_or_ref(0x08), Some(Token::new(Table::TypeDef, 2)));
-        assert_eq!(decode_type_def_or_ref(0x0A), Some(Token::new(Table::TypeSpec, 2)));
+        assert_eq!(
+            decode_type_def_or_ref(0x49),
+            Some(Token::new(Table::TypeRef, 0x12))
+        );
+        assert_eq!(
+            decode_type_def_or_ref(0x08),
+            Some(Token::new(Table::TypeDef, 2))
+        );
+        assert_eq!(
+            decode_type_def_or_ref(0x0A),
+            Some(Token::new(Table::TypeSpec, 2))
+        );
         assert_eq!(decode_type_def_or_ref(0x0B), None);
         let mut r = SigReader::new(&[0x0B]);
-        assert!(matches!(r.type_def_or_ref(), Err(SigError::BadTypeDefOrRef { .. })));
+        assert!(matches!(
+            r.type_def_or_ref(),
+            Err(SigError::BadTypeDefOrRef { .. })
+        ));
     }
 
     fn render(blob: &[u8]) -> Result<String, SigError> {
@@ -808,7 +890,10 @@ mod tests {
     fn array_shapes() {
         use element::*;
         // int32[0...,0...]: rank 2, no sizes, two zero lower bounds.
-        assert_eq!(render(&[ARRAY, I4, 2, 0, 2, 0, 0]).unwrap(), "int32[0...,0...]");
+        assert_eq!(
+            render(&[ARRAY, I4, 2, 0, 2, 0, 0]).unwrap(),
+            "int32[0...,0...]"
+        );
         // rank 2, sizes 3 and 4, lower bounds -2 and 1.
         assert_eq!(
             render(&[ARRAY, I4, 2, 2, 3, 4, 2, 0x7D, 0x02]).unwrap(),
@@ -832,13 +917,19 @@ mod tests {
         let (s, m) = render_method(&[0x20, 2, VOID, I4, STRING]).unwrap();
         assert_eq!(s, "void(int32,string)");
         assert!(m.has_this && !m.explicit_this && m.returns_void && !m.vararg);
-        assert_eq!((m.param_count, m.generic_params, m.sentinel_index), (2, 0, None));
+        assert_eq!(
+            (m.param_count, m.generic_params, m.sentinel_index),
+            (2, 0, None)
+        );
         assert_eq!(m.stack_args(), 3);
 
         // generic static !!0 <1>(!!0)
         let (s, m) = render_method(&[0x10, 1, 1, MVAR, 0, MVAR, 0]).unwrap();
         assert_eq!(s, "!!0(!!0)");
-        assert_eq!((m.generic_params, m.param_count, m.returns_void), (1, 1, false));
+        assert_eq!(
+            (m.generic_params, m.param_count, m.returns_void),
+            (1, 1, false)
+        );
 
         // vararg call site: int32(string, ..., int32, float64)
         let (s, m) = render_method(&[0x05, 3, I4, STRING, SENTINEL, I4, R8]).unwrap();
@@ -864,7 +955,9 @@ mod tests {
     fn nested_fnptr() {
         use element::*;
         // void (method int32 *(method void *(string)))
-        let blob = [0x00, 1, VOID, FNPTR, 0x00, 1, I4, FNPTR, 0x00, 1, VOID, STRING];
+        let blob = [
+            0x00, 1, VOID, FNPTR, 0x00, 1, I4, FNPTR, 0x00, 1, VOID, STRING,
+        ];
         let (s, m) = render_method(&blob).unwrap();
         assert_eq!(s, "void(method int32 *(method void *(string)))");
         assert_eq!(m.param_count, 1);
@@ -873,15 +966,37 @@ mod tests {
     #[test]
     fn local_field_spec_property() {
         use element::*;
-        let locals = [0x07, 3, PINNED, BYREF, I4, TYPEDBYREF, CMOD_OPT, 0x05, SZARRAY, OBJECT];
-        assert_eq!(standalone_sig(&locals), Ok(StandAloneSig::Locals { count: 3 }));
-        assert!(matches!(standalone_sig(&[0x07, 4, I4]), Err(SigError::CountTooLarge { .. })));
-        assert!(matches!(standalone_sig(&[0x07, 2, I4, SZARRAY]), Err(SigError::Truncated { .. })));
+        let locals = [
+            0x07, 3, PINNED, BYREF, I4, TYPEDBYREF, CMOD_OPT, 0x05, SZARRAY, OBJECT,
+        ];
+        assert_eq!(
+            standalone_sig(&locals),
+            Ok(StandAloneSig::Locals { count: 3 })
+        );
+        assert!(matches!(
+            standalone_sig(&[0x07, 4, I4]),
+            Err(SigError::CountTooLarge { .. })
+        ));
+        assert!(matches!(
+            standalone_sig(&[0x07, 2, I4, SZARRAY]),
+            Err(SigError::Truncated { .. })
+        ));
         let calli = [0x00, 1, I4, I8];
-        assert!(matches!(standalone_sig(&calli), Ok(StandAloneSig::Method(m)) if m.param_count == 1));
-        assert_eq!(read_field_sig(&mut SigReader::new(&[0x06, STRING]), None), Ok(STRING));
-        assert_eq!(read_method_spec(&mut SigReader::new(&[0x0A, 2, I4, OBJECT]), None), Ok(2));
-        assert_eq!(read_property_sig(&mut SigReader::new(&[0x28, 1, I4, STRING])), Ok(1));
+        assert!(
+            matches!(standalone_sig(&calli), Ok(StandAloneSig::Method(m)) if m.param_count == 1)
+        );
+        assert_eq!(
+            read_field_sig(&mut SigReader::new(&[0x06, STRING]), None),
+            Ok(STRING)
+        );
+        assert_eq!(
+            read_method_spec(&mut SigReader::new(&[0x0A, 2, I4, OBJECT]), None),
+            Ok(2)
+        );
+        assert_eq!(
+            read_property_sig(&mut SigReader::new(&[0x28, 1, I4, STRING])),
+            Ok(1)
+        );
     }
 
     #[test]
@@ -902,16 +1017,44 @@ mod tests {
             gdeep.extend_from_slice(&[GENERICINST, CLASS, 0x05, 1]);
         }
         assert!(render(&gdeep).is_err());
-        assert!(matches!(render(&[0x17]), Err(SigError::BadElementType { .. })));
-        assert!(matches!(render(&[INTERNAL, 0, 0, 0, 0]), Err(SigError::InternalElementType { .. })));
-        assert!(matches!(render(&[GENERICINST, I4]), Err(SigError::BadGenericInst { .. })));
+        assert!(matches!(
+            render(&[0x17]),
+            Err(SigError::BadElementType { .. })
+        ));
+        assert!(matches!(
+            render(&[INTERNAL, 0, 0, 0, 0]),
+            Err(SigError::InternalElementType { .. })
+        ));
+        assert!(matches!(
+            render(&[GENERICINST, I4]),
+            Err(SigError::BadGenericInst { .. })
+        ));
         // Huge parameter count against a short blob.
         assert!(matches!(
             method_sig_summary(&[0x00, 0xDF, 0xFF, 0xFF, 0xFF, VOID]),
             Err(SigError::CountTooLarge { .. })
         ));
         // Every truncation of a valid signature errors, never panics.
-        let full = [0x30, 1, 2, GENERICINST, CLASS, 0x05, 1, MVAR, 0, ARRAY, I4, 2, 1, 3, 1, 0x7B, BYREF, I4];
+        let full = [
+            0x30,
+            1,
+            2,
+            GENERICINST,
+            CLASS,
+            0x05,
+            1,
+            MVAR,
+            0,
+            ARRAY,
+            I4,
+            2,
+            1,
+            3,
+            1,
+            0x7B,
+            BYREF,
+            I4,
+        ];
         assert!(method_sig_summary(&full).is_ok());
         for cut in 0..full.len() {
             assert!(method_sig_summary(&full[..cut]).is_err(), "cut {cut}");

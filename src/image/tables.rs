@@ -64,13 +64,51 @@ impl Table {
     pub const ALL: [Table; TABLE_COUNT] = {
         use Table::*;
         [
-            Module, TypeRef, TypeDef, FieldPtr, Field, MethodPtr, MethodDef, ParamPtr, Param,
-            InterfaceImpl, MemberRef, Constant, CustomAttribute, FieldMarshal, DeclSecurity,
-            ClassLayout, FieldLayout, StandAloneSig, EventMap, EventPtr, Event, PropertyMap,
-            PropertyPtr, Property, MethodSemantics, MethodImpl, ModuleRef, TypeSpec, ImplMap,
-            FieldRva, EncLog, EncMap, Assembly, AssemblyProcessor, AssemblyOs, AssemblyRef,
-            AssemblyRefProcessor, AssemblyRefOs, File, ExportedType, ManifestResource,
-            NestedClass, GenericParam, MethodSpec, GenericParamConstraint,
+            Module,
+            TypeRef,
+            TypeDef,
+            FieldPtr,
+            Field,
+            MethodPtr,
+            MethodDef,
+            ParamPtr,
+            Param,
+            InterfaceImpl,
+            MemberRef,
+            Constant,
+            CustomAttribute,
+            FieldMarshal,
+            DeclSecurity,
+            ClassLayout,
+            FieldLayout,
+            StandAloneSig,
+            EventMap,
+            EventPtr,
+            Event,
+            PropertyMap,
+            PropertyPtr,
+            Property,
+            MethodSemantics,
+            MethodImpl,
+            ModuleRef,
+            TypeSpec,
+            ImplMap,
+            FieldRva,
+            EncLog,
+            EncMap,
+            Assembly,
+            AssemblyProcessor,
+            AssemblyOs,
+            AssemblyRef,
+            AssemblyRefProcessor,
+            AssemblyRefOs,
+            File,
+            ExportedType,
+            ManifestResource,
+            NestedClass,
+            GenericParam,
+            MethodSpec,
+            GenericParamConstraint,
         ]
     };
 
@@ -175,9 +213,12 @@ impl CodedIndex {
             CodedIndex::CustomAttributeType => {
                 &[None, None, Some(MethodDef), Some(MemberRef), None]
             }
-            CodedIndex::ResolutionScope => {
-                &[Some(Module), Some(ModuleRef), Some(AssemblyRef), Some(TypeRef)]
-            }
+            CodedIndex::ResolutionScope => &[
+                Some(Module),
+                Some(ModuleRef),
+                Some(AssemblyRef),
+                Some(TypeRef),
+            ],
             CodedIndex::TypeOrMethodDef => &[Some(TypeDef), Some(MethodDef)],
         }
     }
@@ -259,12 +300,7 @@ pub fn schema(table: Table) -> &'static [Column] {
         ],
         T::ModuleRef => &[Strings],
         T::TypeSpec => &[Blob],
-        T::ImplMap => &[
-            U16,
-            Coded(C::MemberForwarded),
-            Strings,
-            Index(T::ModuleRef),
-        ],
+        T::ImplMap => &[U16, Coded(C::MemberForwarded), Strings, Index(T::ModuleRef)],
         T::FieldRva => &[U32, Index(T::Field)],
         T::EncLog => &[U32, U32],
         T::EncMap => &[U32],
@@ -335,14 +371,21 @@ pub struct TablesHeader {
 
 impl TablesHeader {
     /// Parses the header at file offset `start` of a stream of `size` bytes within `file`.
-    pub fn parse(file: &[u8], start: usize, size: usize, uncompressed: bool) -> Result<Self, ImageError> {
-        let stream_end = start.checked_add(size).filter(|&e| e <= file.len()).ok_or(
-            ImageError::Truncated {
-                what: "table stream",
-                offset: start,
-                needed: size,
-            },
-        )?;
+    pub fn parse(
+        file: &[u8],
+        start: usize,
+        size: usize,
+        uncompressed: bool,
+    ) -> Result<Self, ImageError> {
+        let stream_end =
+            start
+                .checked_add(size)
+                .filter(|&e| e <= file.len())
+                .ok_or(ImageError::Truncated {
+                    what: "table stream",
+                    offset: start,
+                    needed: size,
+                })?;
         let stream = &file[..stream_end];
         let header = |what| ImageError::Truncated {
             what,
@@ -378,15 +421,24 @@ impl TablesHeader {
             pos += 4;
         }
         if heap_sizes & heap_sizes::EXTRA_DATA != 0 {
-            pos = pos.checked_add(4).filter(|&p| p <= stream_end).ok_or(ImageError::Truncated {
-                what: "table stream extra data",
-                offset: pos,
-                needed: 4,
-            })?;
+            pos = pos
+                .checked_add(4)
+                .filter(|&p| p <= stream_end)
+                .ok_or(ImageError::Truncated {
+                    what: "table stream extra data",
+                    offset: pos,
+                    needed: 4,
+                })?;
         }
 
         let heap_width = |flag: u8| if heap_sizes & flag != 0 { 4u8 } else { 2u8 };
-        let index_width = |t: Table| if rows[t as usize] < 0x1_0000 { 2u8 } else { 4u8 };
+        let index_width = |t: Table| {
+            if rows[t as usize] < 0x1_0000 {
+                2u8
+            } else {
+                4u8
+            }
+        };
         let coded_width = |c: CodedIndex| {
             let limit = 1u32 << (16 - c.tag_bits());
             let max = c
@@ -421,7 +473,9 @@ impl TablesHeader {
             info.row_size = u32::from(row_size);
             info.offset = pos;
             let bytes = u64::from(info.rows) * u64::from(info.row_size);
-            let end = (pos as u64).checked_add(bytes).filter(|&e| e <= stream_end as u64);
+            let end = (pos as u64)
+                .checked_add(bytes)
+                .filter(|&e| e <= stream_end as u64);
             pos = match end {
                 Some(e) => e as usize,
                 None => {
@@ -498,7 +552,14 @@ impl TablesHeader {
     }
 
     /// Reads a coded-index column and splits it into a token.
-    pub fn coded(&self, file: &[u8], table: Table, rid: u32, col: usize, kind: CodedIndex) -> Result<Token, ImageError> {
+    pub fn coded(
+        &self,
+        file: &[u8],
+        table: Table,
+        rid: u32,
+        col: usize,
+        kind: CodedIndex,
+    ) -> Result<Token, ImageError> {
         let v = self.cell(file, table, rid, col)?;
         kind.decode(v).ok_or(ImageError::BadCodedIndex {
             kind,
@@ -627,7 +688,13 @@ impl<'a> Tables<'a> {
         self.header.cell(self.file, table, rid, col)
     }
 
-    fn coded(&self, table: Table, rid: u32, col: usize, kind: CodedIndex) -> Result<Token, ImageError> {
+    fn coded(
+        &self,
+        table: Table,
+        rid: u32,
+        col: usize,
+        kind: CodedIndex,
+    ) -> Result<Token, ImageError> {
         self.header.coded(self.file, table, rid, col, kind)
     }
 
@@ -861,7 +928,10 @@ mod tests {
     #[test]
     fn every_table_has_a_schema() {
         for t in Table::ALL {
-            assert!(!schema(t).is_empty() && schema(t).len() <= MAX_COLUMNS, "{t:?}");
+            assert!(
+                !schema(t).is_empty() && schema(t).len() <= MAX_COLUMNS,
+                "{t:?}"
+            );
             assert_eq!(Table::from_u8(t as u8), Some(t));
         }
         assert_eq!(Table::from_u8(0x2D), None);
@@ -883,7 +953,15 @@ mod tests {
 
     #[test]
     fn row_sizes_and_widths() {
-        let mut s = stream(0, &[(Table::Module, 1), (Table::MethodDef, 2), (Table::Param, 70000)], false);
+        let mut s = stream(
+            0,
+            &[
+                (Table::Module, 1),
+                (Table::MethodDef, 2),
+                (Table::Param, 70000),
+            ],
+            false,
+        );
         let body_start = s.len();
         s.resize(body_start + 10 + 2 * 16 + 70000 * 6, 0);
         let h = TablesHeader::parse(&s, 0, s.len(), false).unwrap();
@@ -897,7 +975,11 @@ mod tests {
 
     #[test]
     fn extra_data_is_skipped() {
-        let mut s = stream(heap_sizes::EXTRA_DATA | heap_sizes::BIG_STRINGS, &[(Table::ModuleRef, 1)], true);
+        let mut s = stream(
+            heap_sizes::EXTRA_DATA | heap_sizes::BIG_STRINGS,
+            &[(Table::ModuleRef, 1)],
+            true,
+        );
         let start = s.len();
         s.extend_from_slice(&[1, 0, 0, 0]);
         let h = TablesHeader::parse(&s, 0, s.len(), true).unwrap();
