@@ -1,1 +1,293 @@
-//! ildasm-style disassembly (in progress).
+//! ildasm-style text for method bodies: the header summary, one line per instruction with branch
+//! targets as `IL_xxxx` labels, EH regions as nested `.try { … } catch … { … }` blocks when they
+//! nest, and the exception table as stored. Diffs and reports are made of this text.
+
+use crate::body::{Body, Clause, ClauseKind, Header, SectionContent};
+use crate::instr::{Instruction, Instructions, Operand};
+use std::fmt::{self, Write};
+
+/// Writes an instruction's operand (with the separating padding), ildasm-style.
+pub fn write_operand(f: &mut impl Write, i: &Instruction<'_>) -> fmt::Result {
+    if matches!(i.operand, Operand::None) {
+        return Ok(());
+    }
+    let pad = 11usize.saturating_sub(i.opcode.name().len());
+    write!(f, "{:pad$}", "")?;
+    let next = i.next_offset();
+    match &i.operand {
+        Operand::None => Ok(()),
+        Operand::Int8(v) => write!(f, "{v}"),
+        Operand::Int32(v) => write!(f, "{v}"),
+        Operand::Int64(v) => write!(f, "{v:#x}"),
+        Operand::Float32(bits) => write_float(
+            f,
+            f32::from_bits(*bits).is_finite(),
+            f32::from_bits(*bits) as f64,
+            &bits.to_le_bytes(),
+        ),
+        Operand::Float64(bits) => write_float(
+            f,
+            f64::from_bits(*bits).is_finite(),
+            f64::from_bits(*bits),
+            &bits.to_le_bytes(),
+        ),
+        Operand::ShortBranch(d) => write_label(f, next + *d as i64),
+        Operand::Branch(d) => write_label(f, next + *d as i64),
+        Operand::Switch(targets) => {
+            f.write_str("(")?;
+            for (n, d) in targets.iter().enumerate() {
+                if n > 0 {
+                    f.write_str(", ")?;
+                }
+                write_label(f, next + d as i64)?;
+            }
+            f.write_str(")")
+        }
+        Operand::Var(v) => {
+            let local = matches!(
+                i.opcode.operand_kind(),
+                crate::opcode::OperandKind::Local | crate::opcode::OperandKind::ShortLocal
+            );
+            write!(f, "{}_{v}", if local { "V" } else { "A" })
+        }
+        Operand::Token(t) => write!(f, "{t:#010x}"),
+    }
+}
+
+fn write_float(f: &mut impl Write, finite: bool, value: f64, bytes: &[u8]) -> fmt::Result {
+    if finite {
+        write!(f, "{value:?}")
+    } else {
+        // Infinities and NaNs (with their payloads) as the bytes ildasm shows for them.
+        f.write_str("(")?;
+        for (n, b) in bytes.iter().enumerate() {
+            write!(f, "{}{b:02X}", if n > 0 { " " } else { "" })?;
+        }
+        f.write_str(")")
+    }
+}
+
+/// `IL_xxxx` for a target offset; targets before the method start are shown as `IL_-xxxx`.
+pub fn write_label(f: &mut impl Write, target: i64) -> fmt::Result {
+    if target < 0 {
+        write!(f, "IL_-{:04x}", -target)
+    } else {
+        write!(f, "IL_{target:04x}")
+    }
+}
+
+/// One region of the structured EH view.
+struct Region {
+    start: u32,
+    end: u32,
+    label: String,
+}
+
+fn handler_label(c: &Clause) -> String {
+    match c.kind() {
+        ClauseKind::Catch => format!("catch {:#010x}", c.class_or_filter),
+        ClauseKind::Filter => "{  // handler".to_string(),
+        ClauseKind::Finally => "finally".to_string(),
+        ClauseKind::Fault => "fault".to_string(),
+        ClauseKind::Invalid => format!("handler (flags {:#x})", c.flags),
+    }
+}
+
+/// Regions in print order (outer before inner), or `None` when they do not nest cleanly on
+/// instruction boundaries; then only the flat listing and the table are shown.
+fn nested_regions(clauses: &[Clause], starts: &[u32], code_len: u32) -> Option<Vec<Region>> {
+    let on_boundary = |o: u64| o == code_len as u64 || starts.binary_search(&(o as u32)).is_ok();
+    let mut regions: Vec<Region> = Vec::new();
+    let mut push = |start: u64, end: u64, label: String| -> Option<()> {
+        if start >= end || !on_boundary(start) || !on_boundary(end) {
+            return None;
+        }
+        let (start, end) = (start as u32, end as u32);
+        if !regions
+            .iter()
+            .any(|r| r.start == start && r.end == end && r.label == label)
+        {
+            regions.push(Region { start, end, label });
+        }
+        Some(())
+    };
+    for c in clauses {
+        push(c.try_offset as u64, c.try_end(), ".try".to_string())?;
+        if c.kind() == ClauseKind::Filter {
+            push(
+                c.class_or_filter as u64,
+                c.handler_offset as u64,
+                "filter".to_string(),
+            )?;
+        }
+        push(c.handler_offset as u64, c.handler_end(), handler_label(c))?;
+    }
+    regions.sort_by(|a, b| a.start.cmp(&b.start).then(b.end.cmp(&a.end)));
+    let mut open: Vec<u32> = Vec::new();
+    for r in &regions {
+        while open.last().is_some_and(|&end| end <= r.start) {
+            open.pop();
+        }
+        if open.last().is_some_and(|&end| r.end > end) {
+            return None;
+        }
+        open.push(r.end);
+    }
+    Some(regions)
+}
+
+/// Full ildasm-style text of a body.
+pub fn disassemble(body: &Body<'_>) -> String {
+    let mut out = String::new();
+    // Writing to a String cannot fail.
+    let _ = write_body(&mut out, body);
+    out
+}
+
+fn write_body(out: &mut String, body: &Body<'_>) -> fmt::Result {
+    match &body.header {
+        Header::Tiny => writeln!(out, "// tiny header, code size {}", body.code.len())?,
+        Header::Fat(h) => {
+            writeln!(
+                out,
+                "// fat header: flags {:#05x}, header size {} bytes, code size {}",
+                h.flags,
+                h.size_dwords as usize * 4,
+                body.code.len()
+            )?;
+            if !h.extra.is_empty() {
+                writeln!(out, "// extra header bytes: {}", hex(h.extra))?;
+            }
+        }
+    }
+    writeln!(out, ".maxstack {}", body.max_stack())?;
+    if body.local_sig() != 0 || body.init_locals() {
+        let init = if body.init_locals() { "init " } else { "" };
+        writeln!(out, ".locals {init}{:#010x}", body.local_sig())?;
+    }
+    let clauses: Vec<Clause> = body.clauses().copied().collect();
+    write_code(out, body.code, &clauses)?;
+    for (n, s) in body.sections.iter().enumerate() {
+        let form = if s.is_fat() { "fat" } else { "small" };
+        write!(
+            out,
+            "// section {n}: kind {:#04x} ({form}), DataSize {}",
+            s.kind, s.data_size
+        )?;
+        if s.padding.iter().any(|&b| b != 0) {
+            write!(out, ", padding {}", hex(s.padding))?;
+        }
+        if s.reserved != 0 {
+            write!(out, ", reserved {:#06x}", s.reserved)?;
+        }
+        writeln!(out)?;
+        match &s.content {
+            SectionContent::Eh { clauses, trailing } => {
+                for (i, c) in clauses.iter().enumerate() {
+                    write!(
+                        out,
+                        "//   clause {i}: {:?} (flags {:#x}) try ",
+                        c.kind(),
+                        c.flags
+                    )?;
+                    write_range(out, c.try_offset as u64, c.try_end())?;
+                    out.push_str(" handler ");
+                    write_range(out, c.handler_offset as u64, c.handler_end())?;
+                    match c.kind() {
+                        ClauseKind::Catch => write!(out, " class {:#010x}", c.class_or_filter)?,
+                        ClauseKind::Filter => write!(out, " filter IL_{:04x}", c.class_or_filter)?,
+                        _ => write!(out, " token field {:#010x}", c.class_or_filter)?,
+                    }
+                    writeln!(out)?;
+                }
+                if !trailing.is_empty() {
+                    writeln!(out, "//   trailing bytes: {}", hex(trailing))?;
+                }
+            }
+            SectionContent::Raw(data) => writeln!(out, "//   data: {}", hex(data))?,
+        }
+    }
+    Ok(())
+}
+
+fn write_range(out: &mut String, start: u64, end: u64) -> fmt::Result {
+    write!(out, "IL_{start:04x} to IL_{end:04x}")
+}
+
+/// Writes the instruction listing, structured by EH regions when they nest.
+pub fn write_code(out: &mut String, code: &[u8], clauses: &[Clause]) -> fmt::Result {
+    let mut instrs = Vec::new();
+    let mut error = None;
+    for i in Instructions::new(code) {
+        match i {
+            Ok(i) => instrs.push(i),
+            Err(e) => error = Some(e),
+        }
+    }
+    let starts: Vec<u32> = instrs.iter().map(|i| i.offset).collect();
+    let regions = nested_regions(clauses, &starts, code.len() as u32).unwrap_or_default();
+    if regions.is_empty() && !clauses.is_empty() {
+        writeln!(
+            out,
+            "// EH regions do not nest on instruction boundaries; see the table below"
+        )?;
+    }
+    let mut next_region = 0;
+    let mut open: Vec<u32> = Vec::new();
+    let indent = |depth: usize| "  ".repeat(depth);
+    for i in &instrs {
+        close_until(out, &mut open, i.offset, &indent)?;
+        while let Some(r) = regions.get(next_region).filter(|r| r.start == i.offset) {
+            writeln!(out, "{}{}", indent(open.len()), r.label)?;
+            if !r.label.starts_with('{') {
+                writeln!(out, "{}{{", indent(open.len()))?;
+            }
+            open.push(r.end);
+            next_region += 1;
+        }
+        write!(
+            out,
+            "{}IL_{:04x}:  {}",
+            indent(open.len()),
+            i.offset,
+            i.opcode.name()
+        )?;
+        write_operand(out, i)?;
+        out.push('\n');
+    }
+    close_until(out, &mut open, u32::MAX, &indent)?;
+    if let Some(e) = error {
+        let at = e.offset() as usize;
+        writeln!(
+            out,
+            "// {e}; remaining bytes: {}",
+            hex(&code[at.min(code.len())..])
+        )?;
+    }
+    Ok(())
+}
+
+fn close_until(
+    out: &mut String,
+    open: &mut Vec<u32>,
+    offset: u32,
+    indent: &dyn Fn(usize) -> String,
+) -> fmt::Result {
+    while open.last().is_some_and(|&end| end <= offset) {
+        open.pop();
+        writeln!(out, "{}}}", indent(open.len()))?;
+    }
+    Ok(())
+}
+
+/// Space-separated upper-case hex bytes.
+pub fn hex(bytes: &[u8]) -> String {
+    let mut s = String::with_capacity(bytes.len() * 3);
+    for (n, b) in bytes.iter().enumerate() {
+        if n > 0 {
+            s.push(' ');
+        }
+        let _ = write!(s, "{b:02X}");
+    }
+    s
+}

@@ -1,1 +1,445 @@
-//! Instruction iterator (in progress).
+//! Instructions: a zero-copy iterator over IL code and an owned form, both driven by the opcode
+//! table.
+//!
+//! Decoding never allocates: a `switch` table stays a borrowed slice of its raw displacements.
+//! Branch displacements are kept as stored, so a target in the middle of an instruction or outside
+//! the method still decodes and re-encodes exactly; the verifier judges it.
+
+use crate::opcode::{Opcode, OperandKind};
+use std::fmt;
+
+/// The targets of a `switch`: raw little-endian `int32` displacements (borrowed), or owned values.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum SwitchTargets<'a> {
+    /// `4 * len` bytes straight from the code.
+    Raw(&'a [u8]),
+    Owned(Vec<i32>),
+}
+
+impl SwitchTargets<'_> {
+    pub fn len(&self) -> usize {
+        match self {
+            SwitchTargets::Raw(raw) => raw.len() / 4,
+            SwitchTargets::Owned(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The displacements, relative to the end of the `switch` instruction.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = i32> + '_ {
+        let (raw, owned): (&[u8], &[i32]) = match self {
+            SwitchTargets::Raw(raw) => (raw, &[]),
+            SwitchTargets::Owned(v) => (&[], v),
+        };
+        let raw_iter = raw
+            .chunks_exact(4)
+            .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]));
+        // Exactly one of the two is non-empty.
+        RawOrOwned {
+            raw: raw_iter,
+            owned: owned.iter(),
+        }
+    }
+
+    pub fn to_owned_targets(&self) -> SwitchTargets<'static> {
+        SwitchTargets::Owned(self.iter().collect())
+    }
+}
+
+struct RawOrOwned<R, O> {
+    raw: R,
+    owned: O,
+}
+
+impl<'b, R: ExactSizeIterator<Item = i32>, O: ExactSizeIterator<Item = &'b i32>> Iterator
+    for RawOrOwned<R, O>
+{
+    type Item = i32;
+    fn next(&mut self) -> Option<i32> {
+        self.raw.next().or_else(|| self.owned.next().copied())
+    }
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = self.raw.len() + self.owned.len();
+        (n, Some(n))
+    }
+}
+
+impl<'b, R: ExactSizeIterator<Item = i32>, O: ExactSizeIterator<Item = &'b i32>> ExactSizeIterator
+    for RawOrOwned<R, O>
+{
+}
+
+/// An instruction's operand. Which variant goes with which opcode is fixed by
+/// [`OperandKind`]; the encoder checks it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Operand<'a> {
+    None,
+    /// ShortInlineI.
+    Int8(i8),
+    /// InlineI.
+    Int32(i32),
+    /// InlineI8.
+    Int64(i64),
+    /// ShortInlineR as raw IEEE bits (NaN payloads survive).
+    Float32(u32),
+    /// InlineR as raw IEEE bits.
+    Float64(u64),
+    /// Short branch displacement, relative to the next instruction.
+    ShortBranch(i8),
+    /// Long branch displacement, relative to the next instruction.
+    Branch(i32),
+    Switch(SwitchTargets<'a>),
+    /// A local or argument index (ShortInlineVar holds it in one byte, InlineVar in two).
+    Var(u16),
+    /// A metadata token.
+    Token(u32),
+}
+
+impl Operand<'_> {
+    pub fn into_owned(self) -> Operand<'static> {
+        match self {
+            Operand::None => Operand::None,
+            Operand::Int8(v) => Operand::Int8(v),
+            Operand::Int32(v) => Operand::Int32(v),
+            Operand::Int64(v) => Operand::Int64(v),
+            Operand::Float32(v) => Operand::Float32(v),
+            Operand::Float64(v) => Operand::Float64(v),
+            Operand::ShortBranch(v) => Operand::ShortBranch(v),
+            Operand::Branch(v) => Operand::Branch(v),
+            Operand::Switch(t) => Operand::Switch(t.to_owned_targets()),
+            Operand::Var(v) => Operand::Var(v),
+            Operand::Token(v) => Operand::Token(v),
+        }
+    }
+
+    /// Whether this operand is the right shape for `kind`.
+    pub fn fits(&self, kind: OperandKind) -> bool {
+        match (self, kind) {
+            (Operand::None, OperandKind::None)
+            | (Operand::Int8(_), OperandKind::ShortI)
+            | (Operand::Int32(_), OperandKind::I)
+            | (Operand::Int64(_), OperandKind::I8)
+            | (Operand::Float32(_), OperandKind::ShortR)
+            | (Operand::Float64(_), OperandKind::R)
+            | (Operand::ShortBranch(_), OperandKind::ShortBrTarget)
+            | (Operand::Branch(_), OperandKind::BrTarget)
+            | (Operand::Switch(_), OperandKind::Switch)
+            | (Operand::Var(_), OperandKind::Local | OperandKind::Arg) => true,
+            (Operand::Var(v), OperandKind::ShortLocal | OperandKind::ShortArg) => *v <= 0xFF,
+            (Operand::Token(_), k) => k.is_token(),
+            _ => false,
+        }
+    }
+}
+
+/// One decoded instruction at an IL offset.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Instruction<'a> {
+    /// Offset of the first opcode byte from the start of the code.
+    pub offset: u32,
+    pub opcode: Opcode,
+    pub operand: Operand<'a>,
+}
+
+impl<'a> Instruction<'a> {
+    /// Encoded size in bytes.
+    pub fn size(&self) -> usize {
+        let operand = match (&self.operand, self.opcode.operand_kind().fixed_size()) {
+            (_, Some(n)) => n,
+            (Operand::Switch(t), None) => 4 + 4 * t.len(),
+            (_, None) => 4,
+        };
+        self.opcode.size() + operand
+    }
+
+    /// Offset of the instruction that follows, where displacements are measured from.
+    pub fn next_offset(&self) -> i64 {
+        self.offset as i64 + self.size() as i64
+    }
+
+    /// Absolute target of a branch (`br`, `leave`, conditional branches), if this is one. May lie
+    /// outside the method: callers check.
+    pub fn branch_target(&self) -> Option<i64> {
+        match self.operand {
+            Operand::ShortBranch(d) => Some(self.next_offset() + d as i64),
+            Operand::Branch(d) => Some(self.next_offset() + d as i64),
+            _ => None,
+        }
+    }
+
+    /// Every target this instruction may transfer to (branch target or switch cases), in order.
+    pub fn targets(&self) -> impl Iterator<Item = i64> + '_ {
+        let next = self.next_offset();
+        let single = self.branch_target();
+        let cases = match &self.operand {
+            Operand::Switch(t) => Some(t.iter().map(move |d| next + d as i64)),
+            _ => None,
+        };
+        single.into_iter().chain(cases.into_iter().flatten())
+    }
+
+    pub fn into_owned(self) -> Instruction<'static> {
+        Instruction {
+            offset: self.offset,
+            opcode: self.opcode,
+            operand: self.operand.into_owned(),
+        }
+    }
+
+    /// Appends the encoded instruction to `out`.
+    pub fn encode(&self, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+        encode(self.opcode, &self.operand, out)
+    }
+}
+
+/// Why an instruction could not be encoded.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum EncodeError {
+    #[error("operand {operand:?} does not fit opcode {opcode} (expects {expected:?})")]
+    OperandMismatch {
+        opcode: Opcode,
+        operand: String,
+        expected: OperandKind,
+    },
+    #[error("switch with {0} targets is too large to encode")]
+    SwitchTooLarge(usize),
+}
+
+/// Appends `opcode` with `operand` to `out`.
+pub fn encode(opcode: Opcode, operand: &Operand<'_>, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+    let kind = opcode.operand_kind();
+    if !operand.fits(kind) {
+        return Err(EncodeError::OperandMismatch {
+            opcode,
+            operand: format!("{operand:?}"),
+            expected: kind,
+        });
+    }
+    let code = opcode.code();
+    if code >> 8 == 0xFE {
+        out.extend_from_slice(&[0xFE, code as u8]);
+    } else {
+        out.push(code as u8);
+    }
+    match operand {
+        Operand::None => {}
+        Operand::Int8(v) => out.push(*v as u8),
+        Operand::ShortBranch(v) => out.push(*v as u8),
+        Operand::Int32(v) | Operand::Branch(v) => out.extend_from_slice(&v.to_le_bytes()),
+        Operand::Int64(v) => out.extend_from_slice(&v.to_le_bytes()),
+        Operand::Float32(v) | Operand::Token(v) => out.extend_from_slice(&v.to_le_bytes()),
+        Operand::Float64(v) => out.extend_from_slice(&v.to_le_bytes()),
+        Operand::Var(v) => match kind {
+            OperandKind::ShortLocal | OperandKind::ShortArg => out.push(*v as u8),
+            _ => out.extend_from_slice(&v.to_le_bytes()),
+        },
+        Operand::Switch(targets) => {
+            let n = u32::try_from(targets.len())
+                .map_err(|_| EncodeError::SwitchTooLarge(targets.len()))?;
+            out.extend_from_slice(&n.to_le_bytes());
+            match targets {
+                SwitchTargets::Raw(raw) => out.extend_from_slice(raw),
+                SwitchTargets::Owned(v) => v
+                    .iter()
+                    .for_each(|d| out.extend_from_slice(&d.to_le_bytes())),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Why the code stream could not be decoded at an IL offset.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum InstrError {
+    #[error("IL_{offset:04x}: unknown opcode {}", fmt_code(*code))]
+    UnknownOpcode { offset: u32, code: u16 },
+    #[error("IL_{offset:04x}: {opcode} needs {needed} operand bytes, only {available} remain")]
+    OperandTruncated {
+        offset: u32,
+        opcode: Opcode,
+        needed: usize,
+        available: usize,
+    },
+    #[error("IL_{offset:04x}: switch with {count} targets runs past the end of the code")]
+    SwitchTruncated { offset: u32, count: u32 },
+    #[error("IL_{offset:04x}: code ends inside a two-byte opcode")]
+    OpcodeTruncated { offset: u32 },
+}
+
+impl InstrError {
+    /// IL offset of the faulty instruction.
+    pub fn offset(&self) -> u32 {
+        match *self {
+            InstrError::UnknownOpcode { offset, .. }
+            | InstrError::OperandTruncated { offset, .. }
+            | InstrError::SwitchTruncated { offset, .. }
+            | InstrError::OpcodeTruncated { offset } => offset,
+        }
+    }
+}
+
+fn fmt_code(code: u16) -> String {
+    if code >> 8 == 0xFE {
+        format!("FE {:02X}", code & 0xFF)
+    } else {
+        format!("{code:02X}")
+    }
+}
+
+#[inline(always)]
+fn read<const N: usize>(code: &[u8], at: usize) -> Option<[u8; N]> {
+    code.get(at..at.checked_add(N)?)?.try_into().ok()
+}
+
+/// Decodes the instruction starting at `pos` in `code`.
+#[inline]
+pub fn decode_at(code: &[u8], pos: usize) -> Result<Instruction<'_>, InstrError> {
+    let offset = pos as u32;
+    let first = code[pos];
+    let (opcode, at) = if first == 0xFE {
+        let Some(&second) = code.get(pos + 1) else {
+            return Err(InstrError::OpcodeTruncated { offset });
+        };
+        match Opcode::from_fe_byte(second) {
+            Some(op) => (op, pos + 2),
+            None => {
+                return Err(InstrError::UnknownOpcode {
+                    offset,
+                    code: 0xFE00 | second as u16,
+                });
+            }
+        }
+    } else {
+        match Opcode::from_byte(first) {
+            Some(op) => (op, pos + 1),
+            None => {
+                return Err(InstrError::UnknownOpcode {
+                    offset,
+                    code: first as u16,
+                });
+            }
+        }
+    };
+    let kind = opcode.operand_kind();
+    let truncated = |needed: usize| InstrError::OperandTruncated {
+        offset,
+        opcode,
+        needed,
+        available: code.len() - at,
+    };
+    let operand = match kind {
+        OperandKind::None => Operand::None,
+        OperandKind::ShortI => {
+            Operand::Int8(read::<1>(code, at).ok_or_else(|| truncated(1))?[0] as i8)
+        }
+        OperandKind::ShortBrTarget => {
+            Operand::ShortBranch(read::<1>(code, at).ok_or_else(|| truncated(1))?[0] as i8)
+        }
+        OperandKind::ShortLocal | OperandKind::ShortArg => {
+            Operand::Var(read::<1>(code, at).ok_or_else(|| truncated(1))?[0] as u16)
+        }
+        OperandKind::Local | OperandKind::Arg => Operand::Var(u16::from_le_bytes(
+            read(code, at).ok_or_else(|| truncated(2))?,
+        )),
+        OperandKind::I => Operand::Int32(i32::from_le_bytes(
+            read(code, at).ok_or_else(|| truncated(4))?,
+        )),
+        OperandKind::BrTarget => Operand::Branch(i32::from_le_bytes(
+            read(code, at).ok_or_else(|| truncated(4))?,
+        )),
+        OperandKind::ShortR => Operand::Float32(u32::from_le_bytes(
+            read(code, at).ok_or_else(|| truncated(4))?,
+        )),
+        OperandKind::Tok
+        | OperandKind::Type
+        | OperandKind::Field
+        | OperandKind::Method
+        | OperandKind::String
+        | OperandKind::Sig => Operand::Token(u32::from_le_bytes(
+            read(code, at).ok_or_else(|| truncated(4))?,
+        )),
+        OperandKind::I8 => Operand::Int64(i64::from_le_bytes(
+            read(code, at).ok_or_else(|| truncated(8))?,
+        )),
+        OperandKind::R => Operand::Float64(u64::from_le_bytes(
+            read(code, at).ok_or_else(|| truncated(8))?,
+        )),
+        OperandKind::Switch => {
+            let count = u32::from_le_bytes(read(code, at).ok_or_else(|| truncated(4))?);
+            // The count is checked against the bytes that remain before anything is sliced.
+            let table = at + 4;
+            let remaining = code.len() - table;
+            if count as usize > remaining / 4 {
+                return Err(InstrError::SwitchTruncated { offset, count });
+            }
+            Operand::Switch(SwitchTargets::Raw(&code[table..table + 4 * count as usize]))
+        }
+    };
+    Ok(Instruction {
+        offset,
+        opcode,
+        operand,
+    })
+}
+
+/// Iterator over the instructions of a code stream. Stops after the first error.
+#[derive(Clone, Debug)]
+pub struct Instructions<'a> {
+    code: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Instructions<'a> {
+    pub fn new(code: &'a [u8]) -> Self {
+        Instructions { code, pos: 0 }
+    }
+
+    /// Offset of the next instruction to decode (the code length once finished).
+    pub fn position(&self) -> usize {
+        self.pos
+    }
+}
+
+impl<'a> Iterator for Instructions<'a> {
+    type Item = Result<Instruction<'a>, InstrError>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.pos >= self.code.len() {
+            return None;
+        }
+        match decode_at(self.code, self.pos) {
+            Ok(instr) => {
+                self.pos += instr.size();
+                Some(Ok(instr))
+            }
+            Err(e) => {
+                self.pos = self.code.len();
+                Some(Err(e))
+            }
+        }
+    }
+}
+
+impl std::iter::FusedIterator for Instructions<'_> {}
+
+/// Counts the instructions of `code`, or returns the first decoding error. Allocates nothing.
+pub fn count(code: &[u8]) -> Result<usize, InstrError> {
+    let mut n = 0;
+    for instr in Instructions::new(code) {
+        instr?;
+        n += 1;
+    }
+    Ok(n)
+}
+
+impl fmt::Display for Instruction<'_> {
+    /// `IL_0000: ldstr 0x70000001` style, with branch targets as `IL_xxxx` labels.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "IL_{:04x}:  {}", self.offset, self.opcode.name())?;
+        crate::disasm::write_operand(f, self)
+    }
+}

@@ -1,0 +1,247 @@
+//! Body structure decoding. Every length field is checked against the bytes that remain before it
+//! is used; nothing is allocated beyond a small multiple of the input's size.
+
+use super::*;
+use crate::instr::InstrError;
+
+/// Why a body could not be decoded. Every variant names the byte offset from the start of the
+/// body.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    #[error("byte 0: empty input, no method header")]
+    Empty,
+    #[error("byte 0: header byte {byte:#04x} is neither tiny (..10) nor fat (..11)")]
+    BadFormat { byte: u8 },
+    #[error("byte 0: fat header needs {needed} bytes, only {available} remain")]
+    HeaderTruncated { needed: usize, available: usize },
+    #[error("byte 1: fat header size {size_dwords} dwords is smaller than the 3 its fields need")]
+    FatHeaderTooSmall { size_dwords: u8 },
+    #[error("byte {offset}: code size {code_size} runs past the {available} bytes that remain")]
+    CodeTruncated {
+        offset: usize,
+        code_size: u32,
+        available: usize,
+    },
+    #[error("byte {offset}: section header or padding truncated ({available} bytes remain)")]
+    SectionHeaderTruncated { offset: usize, available: usize },
+    #[error("byte {offset}: section DataSize {data_size} is smaller than its 4-byte header")]
+    SectionDataSizeTooSmall { offset: usize, data_size: u32 },
+    #[error(
+        "byte {offset}: section DataSize {data_size} runs past the {available} bytes that remain"
+    )]
+    SectionTruncated {
+        offset: usize,
+        data_size: u32,
+        available: usize,
+    },
+    #[error("byte {offset}: {source}")]
+    Code { offset: usize, source: InstrError },
+    #[error("fat method header at RVA {rva:#x} is not 4-byte aligned")]
+    MisalignedFatHeader { rva: u32 },
+}
+
+impl DecodeError {
+    /// Byte offset of the fault from the start of the body.
+    pub fn offset(&self) -> usize {
+        match *self {
+            DecodeError::Empty
+            | DecodeError::BadFormat { .. }
+            | DecodeError::HeaderTruncated { .. }
+            | DecodeError::MisalignedFatHeader { .. } => 0,
+            DecodeError::FatHeaderTooSmall { .. } => 1,
+            DecodeError::CodeTruncated { offset, .. }
+            | DecodeError::SectionHeaderTruncated { offset, .. }
+            | DecodeError::SectionDataSizeTooSmall { offset, .. }
+            | DecodeError::SectionTruncated { offset, .. }
+            | DecodeError::Code { offset, .. } => offset,
+        }
+    }
+}
+
+#[inline]
+fn u16_at(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([b[at], b[at + 1]])
+}
+
+#[inline]
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+impl<'a> Body<'a> {
+    /// Reads a body's structure from `bytes` (which may run past the body's end). The code is
+    /// borrowed, not decoded: see [`Body::validate_code`] and [`Body::decode`].
+    ///
+    /// `bytes` must start at a 4-byte boundary of the image for section alignment to be right;
+    /// the image reader checks that for fat headers.
+    pub fn parse(bytes: &'a [u8]) -> Result<Body<'a>, DecodeError> {
+        let &first = bytes.first().ok_or(DecodeError::Empty)?;
+        match first & 0x3 {
+            0x2 => {
+                let code_size = (first >> 2) as usize;
+                let code = bytes
+                    .get(1..1 + code_size)
+                    .ok_or(DecodeError::CodeTruncated {
+                        offset: 1,
+                        code_size: code_size as u32,
+                        available: bytes.len() - 1,
+                    })?;
+                Ok(Body {
+                    header: Header::Tiny,
+                    code,
+                    sections: Vec::new(),
+                    size: 1 + code_size,
+                })
+            }
+            0x3 => Self::parse_fat(bytes),
+            _ => Err(DecodeError::BadFormat { byte: first }),
+        }
+    }
+
+    /// [`Body::parse`], then checks that the code decodes to whole, known instructions.
+    pub fn decode(bytes: &'a [u8]) -> Result<Body<'a>, DecodeError> {
+        let body = Self::parse(bytes)?;
+        body.validate_code()?;
+        Ok(body)
+    }
+
+    fn parse_fat(bytes: &'a [u8]) -> Result<Body<'a>, DecodeError> {
+        if bytes.len() < FAT_HEADER_SIZE {
+            return Err(DecodeError::HeaderTruncated {
+                needed: FAT_HEADER_SIZE,
+                available: bytes.len(),
+            });
+        }
+        let word = u16_at(bytes, 0);
+        let size_dwords = (word >> 12) as u8;
+        if (size_dwords as usize) * 4 < FAT_HEADER_SIZE {
+            return Err(DecodeError::FatHeaderTooSmall { size_dwords });
+        }
+        let header_len = size_dwords as usize * 4;
+        let extra = bytes
+            .get(FAT_HEADER_SIZE..header_len)
+            .ok_or(DecodeError::HeaderTruncated {
+                needed: header_len,
+                available: bytes.len(),
+            })?;
+        let flags = word & 0x0FFF;
+        let code_size = u32_at(bytes, 4);
+        let available = bytes.len() - header_len;
+        if code_size as usize > available {
+            return Err(DecodeError::CodeTruncated {
+                offset: header_len,
+                code_size,
+                available,
+            });
+        }
+        let code_end = header_len + code_size as usize;
+        let header = Header::Fat(FatHeader {
+            flags,
+            size_dwords,
+            max_stack: u16_at(bytes, 2),
+            local_sig: u32_at(bytes, 8),
+            extra,
+        });
+        let mut body = Body {
+            header,
+            code: &bytes[header_len..code_end],
+            sections: Vec::new(),
+            size: code_end,
+        };
+        if flags & FLAG_MORE_SECTS != 0 {
+            body.size = parse_sections(bytes, code_end, &mut body.sections)?;
+        }
+        Ok(body)
+    }
+}
+
+/// Parses the chain of sections starting at the first 4-byte boundary at or after `pos`; returns
+/// the offset just past the last one.
+fn parse_sections<'a>(
+    bytes: &'a [u8],
+    mut pos: usize,
+    out: &mut Vec<Section<'a>>,
+) -> Result<usize, DecodeError> {
+    loop {
+        let start = pos.next_multiple_of(4);
+        let header = bytes
+            .get(pos..start + 4)
+            .ok_or(DecodeError::SectionHeaderTruncated {
+                offset: pos,
+                available: bytes.len().saturating_sub(pos),
+            })?;
+        let padding = &header[..start - pos];
+        let kind = bytes[start];
+        let fat = kind & SECT_FAT_FORMAT != 0;
+        let (data_size, reserved) = if fat {
+            (u32_at(bytes, start) >> 8, 0)
+        } else {
+            (bytes[start + 1] as u32, u16_at(bytes, start + 2))
+        };
+        if data_size < 4 {
+            return Err(DecodeError::SectionDataSizeTooSmall {
+                offset: start,
+                data_size,
+            });
+        }
+        let end = start + data_size as usize;
+        let data = bytes
+            .get(start + 4..end)
+            .ok_or(DecodeError::SectionTruncated {
+                offset: start,
+                data_size,
+                available: bytes.len() - start,
+            })?;
+        let content = if kind & SECT_KIND_MASK == SECT_EH_TABLE {
+            let (clauses, trailing) = parse_clauses(data, fat);
+            SectionContent::Eh { clauses, trailing }
+        } else {
+            SectionContent::Raw(data)
+        };
+        out.push(Section {
+            padding,
+            kind,
+            data_size,
+            reserved,
+            content,
+        });
+        pos = end;
+        if kind & SECT_MORE_SECTS == 0 {
+            return Ok(pos);
+        }
+    }
+}
+
+fn parse_clauses(data: &[u8], fat: bool) -> (Vec<Clause>, &[u8]) {
+    let size = if fat {
+        FAT_CLAUSE_SIZE
+    } else {
+        SMALL_CLAUSE_SIZE
+    };
+    let chunks = data.chunks_exact(size);
+    let trailing = chunks.remainder();
+    let clauses = chunks
+        .map(|c| {
+            if fat {
+                Clause {
+                    flags: u32_at(c, 0),
+                    try_offset: u32_at(c, 4),
+                    try_length: u32_at(c, 8),
+                    handler_offset: u32_at(c, 12),
+                    handler_length: u32_at(c, 16),
+                    class_or_filter: u32_at(c, 20),
+                }
+            } else {
+                Clause {
+                    flags: u16_at(c, 0) as u32,
+                    try_offset: u16_at(c, 2) as u32,
+                    try_length: c[4] as u32,
+                    handler_offset: u16_at(c, 5) as u32,
+                    handler_length: c[7] as u32,
+                    class_or_filter: u32_at(c, 8),
+                }
+            }
+        })
+        .collect();
+    (clauses, trailing)
+}
