@@ -47,6 +47,7 @@ fn every_mono_assembly_opens_and_every_body_is_located() {
     let start = Instant::now();
     let mut total = MethodStats::default();
     let mut body_bytes = 0usize;
+    let mut decode_failures = Vec::new();
     for path in &files {
         let image = Image::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let stats = image.method_stats();
@@ -57,7 +58,13 @@ fn every_mono_assembly_opens_and_every_body_is_located() {
                     .body_bytes()
                     .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
                 assert!(!bytes.is_empty());
-                body_bytes += bytes.len().min(1);
+                match m.body() {
+                    Ok(exact) => {
+                        assert!(exact.len() <= bytes.len() && bytes.starts_with(exact));
+                        body_bytes += exact.len();
+                    }
+                    Err(e) => decode_failures.push(format!("{}: {e}", path.display())),
+                }
             }
         }
         total.method_defs += stats.method_defs;
@@ -66,14 +73,21 @@ fn every_mono_assembly_opens_and_every_body_is_located() {
         total.distinct_bodies += stats.distinct_bodies;
         total.shared_bodies += stats.shared_bodies;
         total.methods_sharing_a_body += stats.methods_sharing_a_body;
+        total.misaligned_fat += stats.misaligned_fat;
     }
     let elapsed = start.elapsed();
     eprintln!(
-        "opened {} assemblies in {:.1} ms: {total:?} ({body_bytes} body slices)",
+        "opened {} assemblies, located and decoded every body in {:.1} ms: {total:?} ({body_bytes} body bytes)",
         files.len(),
         elapsed.as_secs_f64() * 1e3
     );
     assert_eq!(total.with_body, total.method_defs - total.rva_zero);
+    assert!(
+        decode_failures.is_empty(),
+        "{} bodies failed: {:#?}",
+        decode_failures.len(),
+        &decode_failures[..decode_failures.len().min(10)]
+    );
     assert!(
         (220_000..280_000).contains(&total.with_body),
         "implausible body count {}",
@@ -271,6 +285,7 @@ fn touch_everything(image: &Image<'_>) {
         let _ = m.full_name();
         let _ = m.signature();
         let _ = m.body_bytes();
+        let _ = m.body();
     }
     let t = image.tables();
     for table in [Table::MemberRef, Table::MethodSpec, Table::StandAloneSig] {

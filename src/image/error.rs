@@ -80,6 +80,12 @@ pub enum ImageError {
     BadToken { token: Token, reason: &'static str },
     #[error("method {token}: body RVA {rva:#x} lies in no section's file data")]
     BodyOutsideSections { token: Token, rva: u32 },
+    #[error("method {token}: body at offset {offset:#x}: {source}")]
+    Body {
+        token: Token,
+        offset: usize,
+        source: crate::body::DecodeError,
+    },
     #[error("method {token} has RVA 0 and no body")]
     NoBody { token: Token },
 }

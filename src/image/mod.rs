@@ -14,6 +14,8 @@ pub mod tables;
 
 use std::path::Path;
 
+use crate::body::{Body, DecodeError};
+
 pub use error::ImageError;
 pub use heaps::{BlobHeap, GuidHeap, StringHeap, UserStringHeap};
 pub use metadata::MetadataRoot;
@@ -202,6 +204,7 @@ impl<'a> Image<'a> {
             } else if m.body_bytes().is_err() {
                 stats.outside_sections += 1;
             } else {
+                stats.misaligned_fat += usize::from(m.is_misaligned_fat());
                 rvas.push(m.rva());
             }
         }
@@ -412,6 +415,8 @@ pub struct MethodStats {
     pub methods_sharing_a_body: usize,
     /// RVA ≠ 0 but in no section's file data.
     pub outside_sections: usize,
+    /// Fat headers at an RVA that is not 4-byte aligned.
+    pub misaligned_fat: usize,
 }
 
 /// Iterator over all MethodDefs; rows that cannot be read end iteration.
@@ -544,5 +549,42 @@ impl<'i> Method<'i> {
             .ok_or(ImageError::BodyOutsideSections { token, rva })?;
         file.get(start..end)
             .ok_or(ImageError::BodyOutsideSections { token, rva })
+    }
+
+    /// Whether the body starts with a fat header at an RVA that is not 4-byte aligned
+    /// (II.25.4.3 requires the alignment; EH sections are aligned relative to it).
+    pub fn is_misaligned_fat(&self) -> bool {
+        self.row.rva % 4 != 0
+            && self
+                .body_bytes()
+                .is_ok_and(|b| b.first().is_some_and(|&h| h & 0x3 == 0x3))
+    }
+
+    /// The decoded body.
+    pub fn decoded_body(&self) -> Result<Body<'i>, ImageError> {
+        let bytes = self.body_bytes()?;
+        let token = self.token();
+        let offset = self.body_offset().unwrap_or(0);
+        let fail = |source| ImageError::Body {
+            token,
+            offset,
+            source,
+        };
+        if self.is_misaligned_fat() {
+            return Err(fail(DecodeError::MisalignedFatHeader { rva: self.row.rva }));
+        }
+        Body::parse(bytes).map_err(fail)
+    }
+
+    /// Exactly the bytes the body occupies: header, code, padding and sections.
+    pub fn body(&self) -> Result<&'i [u8], ImageError> {
+        let len = self.decoded_body()?.len();
+        let bytes = self.body_bytes()?;
+        // Body::parse never reports more than it was given; stay checked regardless.
+        bytes.get(..len).ok_or(ImageError::Truncated {
+            what: "method body",
+            offset: self.body_offset().unwrap_or(0),
+            needed: len,
+        })
     }
 }
