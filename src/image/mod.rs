@@ -554,7 +554,7 @@ impl<'i> Method<'i> {
     /// Whether the body starts with a fat header at an RVA that is not 4-byte aligned
     /// (II.25.4.3 requires the alignment; EH sections are aligned relative to it).
     pub fn is_misaligned_fat(&self) -> bool {
-        self.row.rva % 4 != 0
+        !self.row.rva.is_multiple_of(4)
             && self
                 .body_bytes()
                 .is_ok_and(|b| b.first().is_some_and(|&h| h & 0x3 == 0x3))
