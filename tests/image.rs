@@ -1,27 +1,36 @@
 //! The assembly reader over mono's class libraries (`/usr/lib/mono/4.5`).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::Instant;
 
 use ilcheck::image::{Image, ImageError, MethodStats, StandAloneSig, Table, Token};
 
-const MONO_DIR: &str = "/usr/lib/mono/4.5";
+/// mono's class libraries; `ILCHECK_MONO_DIR` points elsewhere.
+fn mono_dir() -> PathBuf {
+    std::env::var_os("ILCHECK_MONO_DIR")
+        .map_or_else(|| PathBuf::from("/usr/lib/mono/4.5"), PathBuf::from)
+}
 
 /// The mono assemblies, or `None` (after saying so loudly) when mono is not installed.
 /// With `ILCHECK_REQUIRE_MONO=1` a missing mono fails the test instead.
 fn mono_assemblies() -> Option<Vec<PathBuf>> {
-    let dir = Path::new(MONO_DIR);
+    let dir = mono_dir();
     if !dir.is_dir() {
-        let msg =
-            format!("!!! {MONO_DIR} not found: mono corpus tests SKIPPED (install mono-devel) !!!");
+        let msg = format!(
+            "!!! {} not found: mono corpus tests SKIPPED (install mono-devel) !!!",
+            dir.display()
+        );
         if std::env::var("ILCHECK_REQUIRE_MONO").as_deref() == Ok("1") {
-            panic!("{msg} and ILCHECK_REQUIRE_MONO=1");
+            panic!(
+                "{} not found and ILCHECK_REQUIRE_MONO=1: mono corpus tests cannot run",
+                dir.display()
+            );
         }
         eprintln!("{msg}");
         return None;
     }
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .expect("read mono dir")
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|e| e == "dll") && p.is_file())
@@ -31,7 +40,7 @@ fn mono_assemblies() -> Option<Vec<PathBuf>> {
 }
 
 fn mono_file(name: &str) -> Option<PathBuf> {
-    mono_assemblies().map(|_| Path::new(MONO_DIR).join(name))
+    mono_assemblies().map(|_| mono_dir().join(name))
 }
 
 #[test]
@@ -44,6 +53,19 @@ fn every_mono_assembly_opens_and_every_body_is_located() {
         136,
         "expected mono's 136 class-library assemblies"
     );
+    // Reader alone: open, enumerate MethodDefs, locate each body.
+    let start = Instant::now();
+    let mut located = 0usize;
+    for path in &files {
+        let image = Image::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        located += image.methods().filter(|m| m.body_bytes().is_ok()).count();
+    }
+    eprintln!(
+        "opened {} assemblies and located {located} bodies in {:.1} ms",
+        files.len(),
+        start.elapsed().as_secs_f64() * 1e3
+    );
+
     let start = Instant::now();
     let mut total = MethodStats::default();
     let mut body_bytes = 0usize;
@@ -344,4 +366,25 @@ fn truncated_and_corrupted_assemblies_error_without_panicking() {
         bytes[at] = original[at];
     }
     assert!(parsed > 0);
+}
+
+/// mono's tools next to the libraries (`*.exe`) are assemblies too.
+#[test]
+fn mono_executables_open() {
+    let Some(_) = mono_assemblies() else { return };
+    let mut opened = 0;
+    for entry in std::fs::read_dir(mono_dir()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "exe") || !path.is_file() {
+            continue;
+        }
+        let image = Image::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert_eq!(image.method_stats().outside_sections, 0);
+        for m in image.methods().filter(|m| m.rva() != 0) {
+            m.body()
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        }
+        opened += 1;
+    }
+    assert!(opened > 0);
 }

@@ -161,3 +161,110 @@ impl MetadataRoot {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A root at offset 0 with version "v4.0" and the given streams (relative offset, size, name).
+    fn root(streams: &[(u32, u32, &str)]) -> Vec<u8> {
+        let mut v = METADATA_SIGNATURE.to_le_bytes().to_vec();
+        v.extend_from_slice(&[1, 0, 1, 0, 0, 0, 0, 0, 8, 0, 0, 0]);
+        v.extend_from_slice(b"v4.0\0\0\0\0");
+        v.extend_from_slice(&[0, 0]);
+        v.extend_from_slice(&(streams.len() as u16).to_le_bytes());
+        for &(off, size, name) in streams {
+            v.extend_from_slice(&off.to_le_bytes());
+            v.extend_from_slice(&size.to_le_bytes());
+            v.extend_from_slice(name.as_bytes());
+            v.push(0);
+            while v.len() % 4 != 0 {
+                v.push(0);
+            }
+        }
+        v.resize(0x100, 0);
+        v
+    }
+
+    #[test]
+    fn streams_are_located() {
+        let b = root(&[
+            (0x80, 0x20, "#~"),
+            (0xA0, 0x10, "#Strings"),
+            (0xB0, 4, "#US"),
+            (0xC0, 0, "#GUID"),
+            (0xC0, 8, "#Blob"),
+        ]);
+        let r = MetadataRoot::parse(&b, 0, b.len()).unwrap();
+        assert_eq!(r.version, "v4.0");
+        assert_eq!(r.streams.len(), 5);
+        assert!(!r.tables_uncompressed);
+        assert_eq!(
+            r.tables,
+            StreamRange {
+                offset: 0x80,
+                size: 0x20
+            }
+        );
+        assert_eq!(
+            r.strings,
+            StreamRange {
+                offset: 0xA0,
+                size: 0x10
+            }
+        );
+        assert_eq!(
+            r.blob,
+            StreamRange {
+                offset: 0xC0,
+                size: 8
+            }
+        );
+        let enc = root(&[(0x80, 0x20, "#-")]);
+        assert!(
+            MetadataRoot::parse(&enc, 0, enc.len())
+                .unwrap()
+                .tables_uncompressed
+        );
+    }
+
+    #[test]
+    fn bad_roots_are_errors() {
+        let mut b = root(&[(0x80, 0x20, "#~")]);
+        assert!(matches!(
+            MetadataRoot::parse(&b[..20], 0, 20),
+            Err(ImageError::Truncated { .. })
+        ));
+        let no_tables = root(&[(0x80, 0x20, "#Strings")]);
+        assert!(matches!(
+            MetadataRoot::parse(&no_tables, 0, 0x100),
+            Err(ImageError::MissingStream(_))
+        ));
+        let outside = root(&[(0xF0, 0x20, "#~")]);
+        assert!(matches!(
+            MetadataRoot::parse(&outside, 0, 0x100),
+            Err(ImageError::StreamOutOfBounds { .. })
+        ));
+        let huge = root(&[(0xFFFF_FFF0, 0x20, "#~")]);
+        assert!(MetadataRoot::parse(&huge, 0, 0x100).is_err());
+        // Thousands of claimed streams in a short root.
+        b[26..28].copy_from_slice(&0xFFFFu16.to_le_bytes());
+        assert!(matches!(
+            MetadataRoot::parse(&b, 0, 0x100),
+            Err(ImageError::Truncated { .. })
+        ));
+        b[0] = b'X';
+        assert!(matches!(
+            MetadataRoot::parse(&b, 0, 0x100),
+            Err(ImageError::BadMetadataSignature { .. })
+        ));
+        // A stream name with no NUL in 32 bytes.
+        let mut long = root(&[]);
+        long[26] = 1;
+        long[36..80].fill(b'A');
+        assert!(matches!(
+            MetadataRoot::parse(&long, 0, 0x100),
+            Err(ImageError::BadMetadata { .. })
+        ));
+    }
+}
