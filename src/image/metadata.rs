@@ -178,7 +178,7 @@ mod tests {
             v.extend_from_slice(&size.to_le_bytes());
             v.extend_from_slice(name.as_bytes());
             v.push(0);
-            while v.len() % 4 != 0 {
+            while !v.len().is_multiple_of(4) {
                 v.push(0);
             }
         }
