@@ -126,6 +126,16 @@ fn mscorlib_facts() {
     assert!(image.method_count() > 20_000, "{}", image.method_count());
     assert!(image.metadata().version.starts_with("v4.0"));
     assert_eq!(image.cli_header().cb, 72);
+    let start = Instant::now();
+    let name_bytes: usize = image
+        .methods()
+        .map(|m| m.full_name().map_or(0, |n| n.len()))
+        .sum();
+    eprintln!(
+        "mscorlib: {} full names ({name_bytes} bytes) in {:.1} ms",
+        image.method_count(),
+        start.elapsed().as_secs_f64() * 1e3
+    );
     let mut found = false;
     let mut nested = 0;
     for m in image.methods() {

@@ -1001,4 +1001,53 @@ mod tests {
         assert!(TablesHeader::parse(&s[..20], 0, 20, false).is_err());
         assert!(TablesHeader::parse(&s, 0, s.len() + 1, false).is_err());
     }
+
+    fn u16s(v: &mut Vec<u8>, xs: &[u16]) {
+        for x in xs {
+            v.extend_from_slice(&x.to_le_bytes());
+        }
+    }
+
+    #[test]
+    fn method_ptr_indirection_and_nesting() {
+        let mut s = stream(
+            0,
+            &[
+                (Table::TypeDef, 3),
+                (Table::MethodPtr, 3),
+                (Table::MethodDef, 3),
+                (Table::NestedClass, 2),
+            ],
+            false,
+        );
+        // TypeDef: flags, name, namespace, extends, field list, method list.
+        for method_list in [1u16, 3, 4] {
+            s.extend_from_slice(&0u32.to_le_bytes());
+            u16s(&mut s, &[0, 0, 0, 1, method_list]);
+        }
+        // MethodPtr: list position -> MethodDef rid.
+        u16s(&mut s, &[3, 1, 2]);
+        for _ in 0..3 {
+            s.extend_from_slice(&0u32.to_le_bytes());
+            u16s(&mut s, &[0, 0, 0, 0, 1]);
+        }
+        // NestedClass, unsorted: 3 in 1, 2 in 3.
+        u16s(&mut s, &[3, 1, 2, 3]);
+        let h = TablesHeader::parse(&s, 0, s.len(), true).unwrap();
+        assert_eq!(h.end, s.len());
+        let t = Tables {
+            file: &s,
+            header: &h,
+        };
+        assert_eq!(t.declaring_type(3).unwrap(), Some(1));
+        assert_eq!(t.declaring_type(1).unwrap(), Some(1));
+        assert_eq!(t.declaring_type(2).unwrap(), Some(2));
+        assert_eq!(t.declaring_type(4).unwrap(), None);
+        assert_eq!(t.enclosing_type(3).unwrap(), Some(1));
+        assert_eq!(t.enclosing_type(2).unwrap(), Some(3));
+        assert_eq!(t.enclosing_type(1).unwrap(), None);
+        assert!(t.type_def(4).is_err() && t.method_def(0).is_err());
+        assert!(h.row_exists(Token::new(Table::MethodPtr, 3)));
+        assert!(!h.row_exists(Token::new(Table::MethodPtr, 4)));
+    }
 }
