@@ -362,6 +362,7 @@ fn truncated_and_corrupted_assemblies_error_without_panicking() {
     // Byte corruption: each of a few values at every offset of the metadata root and table
     // header, and strided across the file.
     let mut offsets: Vec<usize> = (md..(tables + 0x200).min(original.len())).collect();
+    offsets.extend(0..0x400.min(original.len())); // DOS, PE, optional headers, section table
     offsets.extend((0..original.len()).step_by(13));
     let mut bytes = original.clone();
     let mut parsed = 0;

@@ -832,7 +832,7 @@ impl<'a> Tables<'a> {
     }
 
     /// The TypeDef enclosing TypeDef `rid`, through the NestedClass table (binary search when
-    /// the table is marked sorted, a scan otherwise).
+    /// the table is marked sorted, as II.22 requires; a scan otherwise).
     pub fn enclosing_type(&self, rid: u32) -> Result<Option<u32>, ImageError> {
         let n = self.rows(Table::NestedClass);
         if n == 0 {
@@ -852,7 +852,7 @@ impl<'a> Tables<'a> {
             if lo <= n && self.cell(Table::NestedClass, lo, 0)? == rid {
                 return Ok(Some(self.cell(Table::NestedClass, lo, 1)?));
             }
-            // A table that lies about being sorted falls through to the scan.
+            return Ok(None);
         }
         for r in 1..=n {
             if self.cell(Table::NestedClass, r, 0)? == rid {
