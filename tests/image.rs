@@ -399,3 +399,42 @@ fn mono_executables_open() {
     }
     assert!(opened > 0);
 }
+
+/// Random multi-byte mutations of the metadata (tables, heaps, signatures) never panic.
+#[test]
+fn random_metadata_mutations_never_panic() {
+    let Some(path) = mono_file("Accessibility.dll") else {
+        return;
+    };
+    let original = std::fs::read(path).unwrap();
+    let image = Image::parse(&original).unwrap();
+    let md = image.metadata().offset;
+    let md_end = image
+        .metadata()
+        .streams
+        .iter()
+        .map(|s| s.offset + s.size)
+        .max()
+        .unwrap();
+    drop(image);
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let mut parsed = 0;
+    for _ in 0..3000 {
+        let mut bytes = original.clone();
+        for _ in 0..1 + next() % 8 {
+            let at = md + (next() as usize) % (md_end - md);
+            bytes[at] = next() as u8;
+        }
+        if let Ok(image) = Image::parse(&bytes) {
+            parsed += 1;
+            touch_everything(&image);
+        }
+    }
+    assert!(parsed > 100, "{parsed}");
+}
