@@ -412,7 +412,7 @@ struct Lookup {
     two: [u8; 256],
 }
 
-const LOOKUP: Lookup = {
+static LOOKUP: Lookup = {
     assert!(ALL.len() < UNDEFINED as usize);
     let mut one = [UNDEFINED; 256];
     let mut two = [UNDEFINED; 256];
@@ -428,18 +428,6 @@ const LOOKUP: Lookup = {
         i += 1;
     }
     Lookup { one, two }
-};
-
-/// Position of each opcode in [`ALL`], indexed by a dense key (low byte, plus 256 for `FE xx`).
-const INDEX: [u8; 512] = {
-    let mut index = [UNDEFINED; 512];
-    let mut i = 0;
-    while i < 256 {
-        index[i] = LOOKUP.one[i];
-        index[256 + i] = LOOKUP.two[i];
-        i += 1;
-    }
-    index
 };
 
 impl Opcode {
@@ -474,9 +462,9 @@ impl Opcode {
     #[inline]
     pub fn info(self) -> &'static OpInfo {
         let code = self as u16;
-        let key = (code & 0xFF) as usize + if code >> 8 == 0xFE { 256 } else { 0 };
-        // Every variant was placed in INDEX when the table was built.
-        &ALL[INDEX[key] as usize]
+        let table = if code >> 8 == 0xFE { &LOOKUP.two } else { &LOOKUP.one };
+        // Every variant was placed in LOOKUP when the table was built.
+        &ALL[table[(code & 0xFF) as usize] as usize]
     }
 
     pub fn name(self) -> &'static str {
