@@ -4,8 +4,10 @@
 //! - [`instr`]: zero-copy instruction iterator and owned instructions.
 //! - [`body`]: lossless and canonical method-body codec (headers, code, EH sections).
 //! - [`disasm`]: ildasm-style text for bodies.
+//! - [`image`]: assembly reader (PE, CLI header, metadata tables, heaps, signatures, method bodies).
 
 pub mod body;
 pub mod disasm;
+pub mod image;
 pub mod instr;
 pub mod opcode;
