@@ -7,7 +7,9 @@
 //! - [`image`]: assembly reader (PE, CLI header, metadata tables, heaps, signatures, method bodies).
 
 pub mod body;
+pub mod corpus;
 pub mod disasm;
 pub mod image;
 pub mod instr;
 pub mod opcode;
+pub mod report;
