@@ -5,11 +5,13 @@
 //! - [`body`]: lossless and canonical method-body codec (headers, code, EH sections).
 //! - [`disasm`]: ildasm-style text for bodies.
 //! - [`image`]: assembly reader (PE, CLI header, metadata tables, heaps, signatures, method bodies).
+//! - [`ir`]: the rewriter: label-based editable bodies, edits, transforms, branch-relaxing layout.
 
 pub mod body;
 pub mod corpus;
 pub mod disasm;
 pub mod image;
 pub mod instr;
+pub mod ir;
 pub mod opcode;
 pub mod report;
