@@ -5,10 +5,12 @@
 //! Body ──Method::from_body──► Method ──edit / transforms──► Method ──layout──► body bytes
 //! ```
 
+pub mod edit;
 pub mod layout;
 pub mod lift;
 pub mod method;
 
+pub use edit::{BlockId, EditError, EditSummary, Editor, Regions, Targets};
 pub use layout::{
     BranchForms, Layout, LayoutError, LayoutInfo, LayoutOptions, MaxStackPolicy, layout,
 };

@@ -1,0 +1,452 @@
+//! Edits on an [`ir::Method`](Method), recorded by an [`Editor`] and applied in one pass.
+//!
+//! An insertion before an instruction X states both choices that are otherwise easy to make by
+//! accident: whether branches that targeted X now reach the new code ([`Targets`]) and whether
+//! the new code belongs to the regions X starts ([`Regions`]). Instructions carry their prefixes,
+//! so no edit can separate a prefix from its instruction.
+//!
+//! Label roles are read from their uses: a label used by a branch, `leave` or `switch` is a
+//! target; a clause's try, handler or filter start is a region start; a try or handler end is a
+//! region end. A label used in roles that the edit would move to different places is refused
+//! ([`EditError::AmbiguousLabel`]).
+
+use super::method::*;
+
+/// Where branches that targeted an instruction go when code is inserted before it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Targets {
+    /// They reach the new code, which then runs before X on every path.
+    ToNew,
+    /// They still reach X; the new code runs only when falling through into it.
+    StayOnOld,
+}
+
+/// Whether inserted code joins the exception-handling regions at its insertion point.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Regions {
+    /// Before X: the new code is part of every region that starts at X (as well as those X is
+    /// already inside). After Y: it is part of every region that ends with Y.
+    Inside,
+    /// Before X: regions that start at X still start at X. After Y: regions that end with Y
+    /// still end there.
+    Outside,
+}
+
+/// Why an edit was refused. The method is unchanged when [`Editor::commit`] fails.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum EditError {
+    #[error("instruction index {index} is out of range (the method has {len})")]
+    IndexOutOfRange { index: usize, len: usize },
+    #[error("instruction {index}: conflicting edits ({reason})")]
+    ConflictingEdits { index: usize, reason: &'static str },
+    #[error("label {label} is used as {roles} and this edit would move those uses apart")]
+    AmbiguousLabel { label: u32, roles: &'static str },
+    #[error("label {0} is not a label of this method")]
+    UnknownLabel(u32),
+    #[error("label {0} would be bound twice")]
+    BoundTwice(u32),
+    #[error(
+        "new clause cannot be placed: it nests inside clause {outer} but must follow clause {inner}"
+    )]
+    ClauseOrder { inner: usize, outer: usize },
+}
+
+/// Identifies a block of code an edit inserted, to bind labels at its start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct BlockId(u32);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// Inserted after the instruction before the gap.
+    After(Regions),
+    Before(Targets, Regions),
+    /// The instruction at the gap replaced by the block (empty block: removed).
+    Replace,
+    /// At the end of the code, after everything else.
+    Append,
+}
+
+impl Kind {
+    /// Order of chunks within one gap.
+    fn rank(self) -> u8 {
+        match self {
+            Kind::After(_) => 0,
+            Kind::Append => 1,
+            Kind::Before(..) => 2,
+            Kind::Replace => 3,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Op {
+    /// The gap: before old instruction `gap` (`gap == n` is the end).
+    gap: u32,
+    kind: Kind,
+    code: (u32, u32),
+    /// New index of the block's first instruction, once placed.
+    placed: u32,
+}
+
+/// What a commit did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EditSummary {
+    pub inserted: usize,
+    pub removed: usize,
+}
+
+/// Records edits against the instruction indices the method has now; [`Editor::commit`] applies
+/// them all at once.
+#[derive(Debug)]
+pub struct Editor<'m> {
+    m: &'m mut Method,
+    ops: Vec<Op>,
+    code: Vec<Instr>,
+    binds: Vec<(Label, BlockId)>,
+    new_clauses: Vec<EhClause>,
+}
+
+const TARGET: u8 = 1;
+const START: u8 = 2;
+const END: u8 = 4;
+
+fn role_names(roles: u8) -> &'static str {
+    match roles {
+        r if r == TARGET | START => "branch target and region start",
+        r if r == TARGET | END => "branch target and region end",
+        r if r == START | END => "region start and region end",
+        _ => "branch target, region start and region end",
+    }
+}
+
+impl Method {
+    /// Starts a batch of edits.
+    pub fn edit(&mut self) -> Editor<'_> {
+        Editor {
+            m: self,
+            ops: Vec::new(),
+            code: Vec::new(),
+            binds: Vec::new(),
+            new_clauses: Vec::new(),
+        }
+    }
+
+    /// Adds a clause where table order keeps inner clauses before the clauses that enclose
+    /// them; returns its index.
+    pub fn add_clause(&mut self, clause: EhClause) -> Result<usize, EditError> {
+        for l in clause.labels() {
+            if self.position(l).is_none() {
+                return Err(EditError::UnknownLabel(l.0));
+            }
+        }
+        let span =
+            |a: Label, b: Label| (self.position(a).unwrap_or(0), self.position(b).unwrap_or(0));
+        let within =
+            |inner: (usize, usize), outer: (usize, usize)| outer.0 <= inner.0 && inner.1 <= outer.1;
+        let regions = |c: &EhClause| {
+            let mut r = vec![
+                span(c.try_start, c.try_end),
+                span(c.handler_start, c.handler_end),
+            ];
+            if let Some(f) = c.filter_start {
+                r.push(span(f, c.handler_start));
+            }
+            r
+        };
+        let new_try = span(clause.try_start, clause.try_end);
+        let new_regions = regions(&clause);
+        let mut after = 0; // the new clause goes after every clause nested in it
+        let mut first_outer = None;
+        for (i, c) in self.clauses.iter().enumerate() {
+            let c_try = span(c.try_start, c.try_end);
+            if new_regions.iter().any(|&r| within(c_try, r)) {
+                after = i + 1;
+            } else if regions(c).iter().any(|&r| within(new_try, r)) && first_outer.is_none() {
+                first_outer = Some(i);
+            }
+        }
+        if let Some(outer) = first_outer
+            && outer < after
+        {
+            return Err(EditError::ClauseOrder {
+                inner: after - 1,
+                outer,
+            });
+        }
+        self.clauses.insert(after, clause);
+        Ok(after)
+    }
+}
+
+impl Editor<'_> {
+    /// The method as it is before the edits are applied.
+    pub fn method(&self) -> &Method {
+        self.m
+    }
+
+    /// A fresh label, to be bound with [`Editor::bind`] or used by a later edit.
+    pub fn new_label(&mut self) -> Label {
+        self.m.new_label()
+    }
+
+    /// Stores a `switch` table for new code.
+    pub fn add_switch(&mut self, targets: &[Label]) -> SwitchTable {
+        self.m.add_switch(targets)
+    }
+
+    /// Stores a prefix run for new code.
+    pub fn add_prefixes(&mut self, prefixes: &[Prefix]) -> Prefixes {
+        self.m.add_prefixes(prefixes)
+    }
+
+    fn check_index(&self, index: usize) -> Result<u32, EditError> {
+        if index < self.m.instrs.len() {
+            Ok(index as u32)
+        } else {
+            Err(EditError::IndexOutOfRange {
+                index,
+                len: self.m.instrs.len(),
+            })
+        }
+    }
+
+    fn record(&mut self, gap: u32, kind: Kind, code: &[Instr]) -> BlockId {
+        let start = self.code.len() as u32;
+        self.code.extend_from_slice(code);
+        self.ops.push(Op {
+            gap,
+            kind,
+            code: (start, self.code.len() as u32),
+            placed: 0,
+        });
+        BlockId(self.ops.len() as u32 - 1)
+    }
+
+    /// Inserts `code` before instruction `at` (before its prefixes).
+    pub fn insert_before(
+        &mut self,
+        at: usize,
+        code: &[Instr],
+        targets: Targets,
+        regions: Regions,
+    ) -> Result<BlockId, EditError> {
+        let gap = self.check_index(at)?;
+        Ok(self.record(gap, Kind::Before(targets, regions), code))
+    }
+
+    /// Inserts `code` after instruction `at`. Branches to the instruction that follows still
+    /// reach it (use [`Editor::insert_before`] on that instruction to choose otherwise).
+    pub fn insert_after(
+        &mut self,
+        at: usize,
+        code: &[Instr],
+        regions: Regions,
+    ) -> Result<BlockId, EditError> {
+        let gap = self.check_index(at)? + 1;
+        Ok(self.record(gap, Kind::After(regions), code))
+    }
+
+    /// Replaces instruction `at` (with its prefixes) by `code`; every label bound before it is
+    /// bound before the replacement.
+    pub fn replace(&mut self, at: usize, code: &[Instr]) -> Result<BlockId, EditError> {
+        let gap = self.check_index(at)?;
+        Ok(self.record(gap, Kind::Replace, code))
+    }
+
+    /// Removes instruction `at` with its prefixes; labels bound before it move to what follows.
+    pub fn remove(&mut self, at: usize) -> Result<(), EditError> {
+        self.replace(at, &[]).map(|_| ())
+    }
+
+    /// Appends `code` at the end, after every other edit's code; regions that end with the last
+    /// instruction do not grow.
+    pub fn append(&mut self, code: &[Instr]) -> BlockId {
+        let gap = self.m.instrs.len() as u32;
+        self.record(gap, Kind::Append, code)
+    }
+
+    /// Binds `label` before the first instruction of `block` (or where the block would be, when
+    /// it is empty).
+    pub fn bind(&mut self, block: BlockId, label: Label) -> Result<(), EditError> {
+        if label.index() >= self.m.labels.len() {
+            return Err(EditError::UnknownLabel(label.0));
+        }
+        self.binds.push((label, block));
+        Ok(())
+    }
+
+    /// Adds a clause once the edits are applied (see [`Method::add_clause`]).
+    pub fn add_clause(&mut self, clause: EhClause) {
+        self.new_clauses.push(clause);
+    }
+
+    /// Applies every recorded edit, or none.
+    pub fn commit(mut self) -> Result<EditSummary, EditError> {
+        let n = self.m.instrs.len();
+        // Stable: edits at one gap keep the order they were recorded in.
+        let mut order: Vec<u32> = (0..self.ops.len() as u32).collect();
+        order.sort_by_key(|&i| {
+            let op = &self.ops[i as usize];
+            (op.gap, op.kind.rank())
+        });
+        // Per gap: the policies in force, checked for conflicts.
+        for w in order.windows(2) {
+            let (a, b) = (&self.ops[w[0] as usize], &self.ops[w[1] as usize]);
+            if a.gap != b.gap || a.kind.rank() != b.kind.rank() {
+                continue;
+            }
+            let reason = match (a.kind, b.kind) {
+                (Kind::Replace, Kind::Replace) => "replaced or removed twice",
+                (Kind::Before(..), Kind::Before(..)) if a.kind != b.kind => {
+                    "insertions before it disagree on targets or regions"
+                }
+                (Kind::After(_), Kind::After(_)) if a.kind != b.kind => {
+                    "insertions after it disagree on regions"
+                }
+                _ => continue,
+            };
+            return Err(EditError::ConflictingEdits {
+                index: a.gap as usize,
+                reason,
+            });
+        }
+        for (k, &(label, _)) in self.binds.iter().enumerate() {
+            let again = self.binds[k + 1..].iter().any(|(l, _)| *l == label);
+            if again || self.m.labels[label.index()] != UNBOUND {
+                return Err(EditError::BoundTwice(label.0));
+            }
+        }
+
+        // Label roles, from every use in the method and in the new code.
+        let mut roles = vec![0u8; self.m.labels.len()];
+        let mut mark = |l: Label, r: u8| {
+            if let Some(slot) = roles.get_mut(l.index()) {
+                *slot |= r;
+            }
+        };
+        for ins in self.m.instrs.iter().chain(&self.code) {
+            if let Operand::Target(l) = ins.operand {
+                mark(l, TARGET);
+            }
+        }
+        for &l in &self.m.switch_targets {
+            mark(l, TARGET);
+        }
+        for c in self.m.clauses.iter().chain(&self.new_clauses) {
+            mark(c.try_start, START);
+            mark(c.handler_start, START);
+            if let Some(f) = c.filter_start {
+                mark(f, START);
+            }
+            mark(c.try_end, END);
+            mark(c.handler_end, END);
+        }
+
+        // New positions per gap: `gap_start` (before after-chunks), `after_end` (before
+        // before-chunks), `before_end` (at X or its replacement).
+        let mut gap_start = vec![0u32; n + 1];
+        let mut after_end = vec![0u32; n + 1];
+        let mut before_end = vec![0u32; n + 1];
+        let mut after_policy = vec![None::<Regions>; n + 1];
+        let mut before_policy = vec![None::<(Targets, Regions)>; n + 1];
+        let mut replaced = vec![false; n + 1];
+        for &i in &order {
+            let op = self.ops[i as usize];
+            match op.kind {
+                Kind::After(r) => after_policy[op.gap as usize] = Some(r),
+                Kind::Before(t, r) => before_policy[op.gap as usize] = Some((t, r)),
+                Kind::Replace => replaced[op.gap as usize] = true,
+                Kind::Append => {}
+            }
+        }
+        let inserted = self.code.len();
+        let removed = replaced.iter().filter(|&&r| r).count();
+        let mut out: Vec<Instr> = Vec::with_capacity(n + inserted);
+        let mut next_op = 0usize;
+        for g in 0..=n {
+            gap_start[g] = out.len() as u32;
+            // Chunks are sorted by rank: After, Append, Before, Replace.
+            let mut emit = |rank_max: u8, out: &mut Vec<Instr>, ops: &mut Vec<Op>| {
+                while next_op < order.len() {
+                    let op = &mut ops[order[next_op] as usize];
+                    if op.gap as usize != g || op.kind.rank() > rank_max {
+                        break;
+                    }
+                    op.placed = out.len() as u32;
+                    out.extend_from_slice(&self.code[op.code.0 as usize..op.code.1 as usize]);
+                    next_op += 1;
+                }
+            };
+            emit(0, &mut out, &mut self.ops);
+            after_end[g] = out.len() as u32;
+            emit(1, &mut out, &mut self.ops);
+            emit(2, &mut out, &mut self.ops);
+            before_end[g] = out.len() as u32;
+            emit(3, &mut out, &mut self.ops);
+            if g < n && !replaced[g] {
+                out.push(self.m.instrs[g]);
+            }
+        }
+
+        // Move every bound label.
+        let mut new_labels = self.m.labels.clone();
+        for (l, slot) in new_labels.iter_mut().enumerate() {
+            let p = *slot;
+            if p == UNBOUND || p as usize > n {
+                continue;
+            }
+            let g = p as usize;
+            let to_target = match before_policy[g] {
+                Some((Targets::ToNew, _)) => after_end[g],
+                _ => before_end[g],
+            };
+            let to_start = match before_policy[g] {
+                Some((_, Regions::Inside)) => after_end[g],
+                _ => before_end[g],
+            };
+            let to_end = match after_policy[g] {
+                Some(Regions::Inside) => after_end[g],
+                _ => gap_start[g],
+            };
+            let r = roles[l];
+            let mut dest = None::<u32>;
+            for (role, to) in [(TARGET, to_target), (START, to_start), (END, to_end)] {
+                if r & role != 0 {
+                    match dest {
+                        Some(d) if d != to => {
+                            return Err(EditError::AmbiguousLabel {
+                                label: l as u32,
+                                roles: role_names(r),
+                            });
+                        }
+                        _ => dest = Some(to),
+                    }
+                }
+            }
+            // A label nothing uses moves like a branch target.
+            *slot = dest.unwrap_or(to_target);
+        }
+        for &(label, block) in &self.binds {
+            let op = &self.ops[block.0 as usize];
+            new_labels[label.index()] = op.placed;
+        }
+
+        let old_instrs = std::mem::replace(&mut self.m.instrs, out);
+        let old_labels = std::mem::replace(&mut self.m.labels, new_labels);
+        let old_clauses = if self.new_clauses.is_empty() {
+            Vec::new()
+        } else {
+            self.m.clauses.clone()
+        };
+        for c in std::mem::take(&mut self.new_clauses) {
+            if let Err(e) = self.m.add_clause(c) {
+                // All or nothing: put the method back as it was.
+                self.m.instrs = old_instrs;
+                self.m.labels = old_labels;
+                self.m.clauses = old_clauses;
+                return Err(e);
+            }
+        }
+        Ok(EditSummary { inserted, removed })
+    }
+}
