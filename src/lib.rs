@@ -4,8 +4,10 @@
 //! - [`instr`]: zero-copy instruction iterator and owned instructions.
 //! - [`body`]: lossless and canonical method-body codec (headers, code, EH sections).
 //! - [`disasm`]: ildasm-style text for bodies.
+//! - [`verify`]: structural verifier (stack depths, branches, EH regions, prefixes, operands).
 
 pub mod body;
 pub mod disasm;
 pub mod instr;
 pub mod opcode;
+pub mod verify;
