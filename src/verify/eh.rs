@@ -170,7 +170,14 @@ fn check_clause(v: &mut Verifier, len: usize, ci: usize, c: &Clause, r: &dyn Res
         ("try end", c.try_end()),
         ("handler start", c.handler_offset as u64),
         ("handler end", c.handler_end()),
-        ("filter start", if filter { c.class_or_filter as u64 } else { len64 }),
+        (
+            "filter start",
+            if filter {
+                c.class_or_filter as u64
+            } else {
+                len64
+            },
+        ),
     ];
     for (what, b) in bounds {
         if !is_boundary(v, b, len) {

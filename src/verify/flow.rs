@@ -42,7 +42,8 @@ pub(super) fn decode(v: &mut Verifier, code: &[u8], ctx: &Ctx, r: &dyn Resolver)
                 let start = v.targets.len() as u32;
                 v.targets.push(t.len() as u32);
                 for d in t.iter() {
-                    v.targets.push(target_offset(Some(next as i64 + d as i64), len));
+                    v.targets
+                        .push(target_offset(Some(next as i64 + d as i64), len));
                 }
                 start
             }
@@ -244,7 +245,9 @@ fn check_tail_call(v: &mut Verifier, prefix: usize, call: usize, eh_ok: bool) {
     let ok = is_ret(next)
         || v.ins.get(next).is_some_and(|x| {
             matches!(x.op, Opcode::Br | Opcode::Br_S)
-                && v.targets_of(next).first().is_some_and(|&t| is_ret(t as usize))
+                && v.targets_of(next)
+                    .first()
+                    .is_some_and(|&t| is_ret(t as usize))
         });
     if !ok {
         v.report(
@@ -304,29 +307,31 @@ pub(super) fn check_transfers(v: &mut Verifier, eh_ok: bool) {
                     v.report(code, ins.off, format!("{} inside a {what}", ins.op));
                 }
             }
-            Opcode::Endfinally if eh_ok => {
-                if !matches!(
-                    enclosing_handler(v, i),
-                    Some(RegionKind::Finally | RegionKind::Fault)
-                ) {
-                    v.report(
-                        Code::Endfinally,
-                        ins.off,
-                        "endfinally outside a finally or fault handler".into(),
-                    );
-                }
+            Opcode::Endfinally
+                if eh_ok
+                    && !matches!(
+                        enclosing_handler(v, i),
+                        Some(RegionKind::Finally | RegionKind::Fault)
+                    ) =>
+            {
+                v.report(
+                    Code::Endfinally,
+                    ins.off,
+                    "endfinally outside a finally or fault handler".into(),
+                );
             }
-            Opcode::Rethrow if eh_ok => {
-                if !matches!(
-                    enclosing_handler(v, i),
-                    Some(RegionKind::Catch | RegionKind::FilterHandler)
-                ) {
-                    v.report(
-                        Code::Rethrow,
-                        ins.off,
-                        "rethrow outside a catch handler".into(),
-                    );
-                }
+            Opcode::Rethrow
+                if eh_ok
+                    && !matches!(
+                        enclosing_handler(v, i),
+                        Some(RegionKind::Catch | RegionKind::FilterHandler)
+                    ) =>
+            {
+                v.report(
+                    Code::Rethrow,
+                    ins.off,
+                    "rethrow outside a catch handler".into(),
+                );
             }
             Opcode::Endfilter if eh_ok => {
                 let r = v.region_of(i);
@@ -422,7 +427,10 @@ fn transfer(v: &mut Verifier, from: usize, to: usize, kind: Transfer) -> bool {
             v.report(
                 code,
                 off,
-                format!("{what} leaves a {} starting at IL_{:04x}", node.kind, node.start),
+                format!(
+                    "{what} leaves a {} starting at IL_{:04x}",
+                    node.kind, node.start
+                ),
             );
             return true;
         }

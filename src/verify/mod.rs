@@ -22,9 +22,7 @@ mod stack;
 #[cfg(test)]
 mod tests;
 
-pub use resolver::{
-    CallSig, MethodSig, NoResolver, Resolver, SyntheticResolver, token_table_fits,
-};
+pub use resolver::{CallSig, MethodSig, NoResolver, Resolver, SyntheticResolver, token_table_fits};
 
 use crate::body::{Body, Clause};
 use crate::opcode::Opcode;
@@ -439,15 +437,14 @@ impl Verifier {
         }
         stack::run(self, &ctx, resolver, eh_ok);
         if !self.first_only {
-            self.diags
-                .sort_by(|a, b| (a.offset, a.code).cmp(&(b.offset, b.code)));
+            self.diags.sort_by_key(|d| (d.offset, d.code));
             self.diags
                 .dedup_by(|a, b| a.offset == b.offset && a.code == b.code);
         }
     }
 
     fn report(&mut self, code: Code, offset: u32, message: String) {
-        if !(self.first_only && !self.diags.is_empty()) {
+        if !self.stop() {
             self.diags.push(Diagnostic {
                 code,
                 offset,

@@ -57,7 +57,14 @@ pub(super) fn check(v: &mut Verifier, off: u32, op: Opcode, arg: u32, ctx: &Ctx,
     }
 }
 
-fn check_token(v: &mut Verifier, off: u32, op: Opcode, kind: OperandKind, token: u32, r: &dyn Resolver) {
+fn check_token(
+    v: &mut Verifier,
+    off: u32,
+    op: Opcode,
+    kind: OperandKind,
+    token: u32,
+    r: &dyn Resolver,
+) {
     if !r.token_fits(kind, token) {
         let (code, what) = match kind {
             OperandKind::Type => (Code::ExpectedTypeToken, "a type"),
@@ -67,7 +74,11 @@ fn check_token(v: &mut Verifier, off: u32, op: Opcode, kind: OperandKind, token:
             OperandKind::Sig => (Code::ExpectedSigToken, "a StandAloneSig"),
             _ => (Code::TokenResolve, "a type, method or field"),
         };
-        v.report(code, off, format!("{op} needs {what} token, not {token:#010x}"));
+        v.report(
+            code,
+            off,
+            format!("{op} needs {what} token, not {token:#010x}"),
+        );
         return;
     }
     if kind == OperandKind::String {
