@@ -1,1 +1,170 @@
-fn main() {}
+//! Decode and encode throughput of the body codec, in bytes of IL, on synthetic bodies with an
+//! opcode mix close to compiler output (loads, calls, branches, a few switches) and on the real
+//! corpus in `/usr/lib/mono/4.5` when it is present (`ILCHECK_BENCH_CORPUS` names another
+//! directory).
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use ilcheck::body::Body;
+use ilcheck::instr::{self, Operand, SwitchTargets};
+use ilcheck::opcode::Opcode;
+use std::hint::black_box;
+
+/// A deterministic pseudo-random sequence (xorshift), so runs compare.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+fn synthetic_code(rng: &mut Rng, len: usize) -> Vec<u8> {
+    let mut code = Vec::with_capacity(len + 16);
+    while code.len() < len {
+        let r = rng.next();
+        let (op, operand) = match r % 16 {
+            0..=3 => (Opcode::Ldarg_0, Operand::None),
+            4 => (Opcode::Ldloc_S, Operand::Var((r >> 8) as u8 as u16)),
+            5 => (Opcode::Ldc_I4_S, Operand::Int8((r >> 8) as i8)),
+            6 | 7 => (
+                Opcode::Call,
+                Operand::Token(0x0A00_0000 | (r >> 40) as u32 & 0xFFFF),
+            ),
+            8 => (Opcode::Callvirt, Operand::Token(0x0600_0001)),
+            9 => (Opcode::Ldfld, Operand::Token(0x0400_0002)),
+            10 => (Opcode::Brtrue_S, Operand::ShortBranch(4)),
+            11 => (Opcode::Br, Operand::Branch(-20)),
+            12 => (Opcode::Ldstr, Operand::Token(0x7000_0001)),
+            13 => (Opcode::Stloc_1, Operand::None),
+            14 if r.is_multiple_of(97) => (
+                Opcode::Switch,
+                Operand::Switch(SwitchTargets::Owned(vec![1, 2, 3, 4])),
+            ),
+            14 => (Opcode::Ceq, Operand::None),
+            _ => (Opcode::Ret, Operand::None),
+        };
+        instr::encode(op, &operand, &mut code).unwrap();
+    }
+    code
+}
+
+/// Fat bodies of the given code sizes, concatenated 4-byte aligned like in an image.
+fn synthetic_bodies(sizes: &[usize]) -> (Vec<u8>, Vec<usize>) {
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let mut image = Vec::new();
+    let mut starts = Vec::new();
+    for &size in sizes {
+        while !image.len().is_multiple_of(4) {
+            image.push(0);
+        }
+        starts.push(image.len());
+        let code = synthetic_code(&mut rng, size);
+        image.extend_from_slice(&[0x1B, 0x30, 0x08, 0x00]);
+        image.extend_from_slice(&(code.len() as u32).to_le_bytes());
+        image.extend_from_slice(&0x1100_0001u32.to_le_bytes());
+        image.extend_from_slice(&code);
+        while !image.len().is_multiple_of(4) {
+            image.push(0);
+        }
+        // One small EH section with a catch clause.
+        image.extend_from_slice(&[0x01, 16, 0, 0]);
+        image.extend_from_slice(&[0, 0, 0, 0, 4, 4, 0, 4, 1, 0, 0, 1]);
+    }
+    (image, starts)
+}
+
+fn il_bytes(image: &[u8], starts: &[usize]) -> u64 {
+    starts
+        .iter()
+        .map(|&s| Body::parse(&image[s..]).unwrap().code.len() as u64)
+        .sum()
+}
+
+fn bench_set(c: &mut Criterion, name: &str, image: &[u8], starts: &[usize]) {
+    let il = il_bytes(image, starts);
+    let instructions: u64 = starts
+        .iter()
+        .map(|&s| Body::decode(&image[s..]).unwrap().validate_code().unwrap() as u64)
+        .sum();
+    let mut g = c.benchmark_group(name);
+    g.throughput(Throughput::Bytes(il));
+    // Header, sections, and every instruction's opcode and operand bounds checked.
+    g.bench_function("decode", |b| {
+        b.iter(|| {
+            starts
+                .iter()
+                .map(|&s| Body::decode(black_box(&image[s..])).unwrap().len())
+                .sum::<usize>()
+        })
+    });
+    // As `decode`, plus every instruction materialised with its operand.
+    g.bench_function("decode_iterate", |b| {
+        b.iter(|| {
+            let mut n = 0usize;
+            for &s in starts {
+                let body = Body::parse(black_box(&image[s..])).unwrap();
+                for i in body.instructions() {
+                    black_box(i.unwrap());
+                    n += 1;
+                }
+            }
+            n
+        })
+    });
+    let bodies: Vec<Body<'_>> = starts
+        .iter()
+        .map(|&s| Body::parse(&image[s..]).unwrap())
+        .collect();
+    let mut out = Vec::with_capacity(image.len());
+    g.bench_function("encode_lossless", |b| {
+        b.iter(|| {
+            out.clear();
+            for body in &bodies {
+                body.encode(&mut out).unwrap();
+            }
+            out.len()
+        })
+    });
+    g.bench_function("encode_canonical", |b| {
+        b.iter(|| {
+            out.clear();
+            for body in &bodies {
+                body.encode_canonical(&mut out).unwrap();
+            }
+            out.len()
+        })
+    });
+    g.throughput(Throughput::Elements(instructions));
+    g.bench_function("count_instructions", |b| {
+        b.iter(|| {
+            bodies
+                .iter()
+                .map(|b| instr::count(black_box(b.code)).unwrap())
+                .sum::<usize>()
+        })
+    });
+    g.finish();
+}
+
+fn codec(c: &mut Criterion) {
+    for (name, sizes) in [
+        ("synthetic_small", vec![24usize; 4000]),
+        (
+            "synthetic_mixed",
+            (0..2000).map(|i| 8 + (i * 37) % 600).collect(),
+        ),
+        ("synthetic_large", vec![70_000usize; 4]),
+    ] {
+        let (image, starts) = synthetic_bodies(&sizes);
+        bench_set(c, name, &image, &starts);
+    }
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(20).measurement_time(std::time::Duration::from_secs(3));
+    targets = codec
+}
+criterion_main!(benches);

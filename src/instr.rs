@@ -5,7 +5,7 @@
 //! Branch displacements are kept as stored, so a target in the middle of an instruction or outside
 //! the method still decodes and re-encodes exactly; the verifier judges it.
 
-use crate::opcode::{Opcode, OperandKind};
+use crate::opcode::{DECODE, Opcode, OperandKind};
 use std::fmt;
 
 /// The targets of a `switch`: raw little-endian `int32` displacements (borrowed), or owned values.
@@ -290,99 +290,100 @@ fn fmt_code(code: u16) -> String {
 }
 
 #[inline(always)]
-fn read<const N: usize>(code: &[u8], at: usize) -> Option<[u8; N]> {
-    code.get(at..at.checked_add(N)?)?.try_into().ok()
+fn le<const N: usize>(code: &[u8], at: usize) -> [u8; N] {
+    // Callers have checked that `at + N <= code.len()`.
+    code[at..at + N].try_into().unwrap_or([0; N])
 }
 
-/// Decodes the instruction starting at `pos` in `code`.
+/// Decodes the instruction starting at `pos` in `code` (`pos < code.len()`).
 #[inline]
 pub fn decode_at(code: &[u8], pos: usize) -> Result<Instruction<'_>, InstrError> {
+    decode_with_len(code, pos).map(|(i, _)| i)
+}
+
+/// Decodes the instruction at `pos` and returns it with its encoded length.
+#[inline]
+fn decode_with_len(code: &[u8], pos: usize) -> Result<(Instruction<'_>, usize), InstrError> {
     let offset = pos as u32;
     let first = code[pos];
-    let (opcode, at) = if first == 0xFE {
+    let mut entry = DECODE.one[first as usize];
+    if first == 0xFE {
         let Some(&second) = code.get(pos + 1) else {
             return Err(InstrError::OpcodeTruncated { offset });
         };
-        match Opcode::from_fe_byte(second) {
-            Some(op) => (op, pos + 2),
-            None => {
-                return Err(InstrError::UnknownOpcode {
-                    offset,
-                    code: 0xFE00 | second as u16,
-                });
-            }
+        entry = DECODE.two[second as usize];
+        if entry.opcode.is_none() {
+            return Err(InstrError::UnknownOpcode {
+                offset,
+                code: 0xFE00 | second as u16,
+            });
         }
-    } else {
-        match Opcode::from_byte(first) {
-            Some(op) => (op, pos + 1),
-            None => {
-                return Err(InstrError::UnknownOpcode {
-                    offset,
-                    code: first as u16,
-                });
-            }
-        }
+    }
+    let Some(opcode) = entry.opcode else {
+        return Err(InstrError::UnknownOpcode {
+            offset,
+            code: first as u16,
+        });
     };
-    let kind = opcode.operand_kind();
-    let truncated = |needed: usize| InstrError::OperandTruncated {
-        offset,
-        opcode,
-        needed,
-        available: code.len() - at,
-    };
-    let operand = match kind {
+    let len = entry.len as usize;
+    if code.len() - pos < len {
+        let at = pos + opcode.size();
+        return Err(InstrError::OperandTruncated {
+            offset,
+            opcode,
+            needed: len - opcode.size(),
+            available: code.len() - at,
+        });
+    }
+    let at = pos + opcode.size();
+    let operand = match entry.operand {
         OperandKind::None => Operand::None,
-        OperandKind::ShortI => {
-            Operand::Int8(read::<1>(code, at).ok_or_else(|| truncated(1))?[0] as i8)
-        }
-        OperandKind::ShortBrTarget => {
-            Operand::ShortBranch(read::<1>(code, at).ok_or_else(|| truncated(1))?[0] as i8)
-        }
-        OperandKind::ShortLocal | OperandKind::ShortArg => {
-            Operand::Var(read::<1>(code, at).ok_or_else(|| truncated(1))?[0] as u16)
-        }
-        OperandKind::Local | OperandKind::Arg => Operand::Var(u16::from_le_bytes(
-            read(code, at).ok_or_else(|| truncated(2))?,
-        )),
-        OperandKind::I => Operand::Int32(i32::from_le_bytes(
-            read(code, at).ok_or_else(|| truncated(4))?,
-        )),
-        OperandKind::BrTarget => Operand::Branch(i32::from_le_bytes(
-            read(code, at).ok_or_else(|| truncated(4))?,
-        )),
-        OperandKind::ShortR => Operand::Float32(u32::from_le_bytes(
-            read(code, at).ok_or_else(|| truncated(4))?,
-        )),
+        OperandKind::ShortI => Operand::Int8(code[at] as i8),
+        OperandKind::ShortBrTarget => Operand::ShortBranch(code[at] as i8),
+        OperandKind::ShortLocal | OperandKind::ShortArg => Operand::Var(code[at] as u16),
+        OperandKind::Local | OperandKind::Arg => Operand::Var(u16::from_le_bytes(le(code, at))),
+        OperandKind::I => Operand::Int32(i32::from_le_bytes(le(code, at))),
+        OperandKind::BrTarget => Operand::Branch(i32::from_le_bytes(le(code, at))),
+        OperandKind::ShortR => Operand::Float32(u32::from_le_bytes(le(code, at))),
         OperandKind::Tok
         | OperandKind::Type
         | OperandKind::Field
         | OperandKind::Method
         | OperandKind::String
-        | OperandKind::Sig => Operand::Token(u32::from_le_bytes(
-            read(code, at).ok_or_else(|| truncated(4))?,
-        )),
-        OperandKind::I8 => Operand::Int64(i64::from_le_bytes(
-            read(code, at).ok_or_else(|| truncated(8))?,
-        )),
-        OperandKind::R => Operand::Float64(u64::from_le_bytes(
-            read(code, at).ok_or_else(|| truncated(8))?,
-        )),
+        | OperandKind::Sig => Operand::Token(u32::from_le_bytes(le(code, at))),
+        OperandKind::I8 => Operand::Int64(i64::from_le_bytes(le(code, at))),
+        OperandKind::R => Operand::Float64(u64::from_le_bytes(le(code, at))),
         OperandKind::Switch => {
-            let count = u32::from_le_bytes(read(code, at).ok_or_else(|| truncated(4))?);
-            // The count is checked against the bytes that remain before anything is sliced.
-            let table = at + 4;
-            let remaining = code.len() - table;
-            if count as usize > remaining / 4 {
-                return Err(InstrError::SwitchTruncated { offset, count });
-            }
-            Operand::Switch(SwitchTargets::Raw(&code[table..table + 4 * count as usize]))
+            let table = switch_table(code, pos, at)?;
+            let instr = Instruction {
+                offset,
+                opcode,
+                operand: Operand::Switch(SwitchTargets::Raw(table)),
+            };
+            return Ok((instr, len + table.len()));
         }
     };
-    Ok(Instruction {
+    let instr = Instruction {
         offset,
         opcode,
         operand,
-    })
+    };
+    Ok((instr, len))
+}
+
+/// The raw case table of the `switch` at `pos` whose count starts at `at`. The count is checked
+/// against the bytes that remain before anything is sliced.
+#[inline]
+fn switch_table(code: &[u8], pos: usize, at: usize) -> Result<&[u8], InstrError> {
+    let count = u32::from_le_bytes(le(code, at));
+    let table = at + 4;
+    if count as usize > (code.len() - table) / 4 {
+        return Err(InstrError::SwitchTruncated {
+            offset: pos as u32,
+            count,
+        });
+    }
+    Ok(&code[table..table + 4 * count as usize])
 }
 
 /// Iterator over the instructions of a code stream. Stops after the first error.
@@ -411,9 +412,9 @@ impl<'a> Iterator for Instructions<'a> {
         if self.pos >= self.code.len() {
             return None;
         }
-        match decode_at(self.code, self.pos) {
-            Ok(instr) => {
-                self.pos += instr.size();
+        match decode_with_len(self.code, self.pos) {
+            Ok((instr, len)) => {
+                self.pos += len;
                 Some(Ok(instr))
             }
             Err(e) => {
@@ -427,11 +428,36 @@ impl<'a> Iterator for Instructions<'a> {
 impl std::iter::FusedIterator for Instructions<'_> {}
 
 /// Counts the instructions of `code`, or returns the first decoding error. Allocates nothing.
+///
+/// This is the structural check behind [`crate::body::Body::validate_code`]: every opcode known,
+/// every operand and switch table inside the code. It reads only the per-byte length table, so
+/// its one hot branch is well predicted.
 pub fn count(code: &[u8]) -> Result<usize, InstrError> {
+    let mut pos = 0;
     let mut n = 0;
-    for instr in Instructions::new(code) {
-        instr?;
+    while pos < code.len() {
+        let first = code[pos];
+        let mut len = DECODE.one[first as usize].len as usize;
+        if first == 0xFE {
+            len = code
+                .get(pos + 1)
+                .map_or(0, |&b| DECODE.two[b as usize].len as usize);
+        }
+        if len != 0 && first != 0x45 {
+            pos += len;
+            n += 1;
+            continue;
+        }
+        // Switch and errors: the full decoder handles them.
+        let (_, len) = decode_with_len(code, pos)?;
+        pos += len;
         n += 1;
+    }
+    if pos > code.len() {
+        // The last instruction ran past the end: find it and report it exactly.
+        return Instructions::new(code)
+            .find_map(Result::err)
+            .map_or(Ok(n), Err);
     }
     Ok(n)
 }

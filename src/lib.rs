@@ -4,10 +4,12 @@
 //! - [`instr`]: zero-copy instruction iterator and owned instructions.
 //! - [`body`]: lossless and canonical method-body codec (headers, code, EH sections).
 //! - [`disasm`]: ildasm-style text for bodies.
+//! - [`image`]: assembly reader (PE, CLI header, metadata tables, heaps, signatures, method bodies).
 //! - [`verify`]: structural verifier (stack depths, branches, EH regions, prefixes, operands).
 
 pub mod body;
 pub mod disasm;
+pub mod image;
 pub mod instr;
 pub mod opcode;
 pub mod verify;

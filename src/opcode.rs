@@ -412,7 +412,7 @@ struct Lookup {
     two: [u8; 256],
 }
 
-const LOOKUP: Lookup = {
+static LOOKUP: Lookup = {
     assert!(ALL.len() < UNDEFINED as usize);
     let mut one = [UNDEFINED; 256];
     let mut two = [UNDEFINED; 256];
@@ -430,16 +430,53 @@ const LOOKUP: Lookup = {
     Lookup { one, two }
 };
 
-/// Position of each opcode in [`ALL`], indexed by a dense key (low byte, plus 256 for `FE xx`).
-const INDEX: [u8; 512] = {
-    let mut index = [UNDEFINED; 512];
+/// What the decoder needs of one opcode byte, in one small entry: the hot loops read nothing
+/// else.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct DecodeEntry {
+    pub opcode: Option<Opcode>,
+    pub operand: OperandKind,
+    /// Opcode plus operand bytes; for `switch`, without its table; 0 when undefined.
+    pub len: u8,
+}
+
+pub(crate) struct DecodeTables {
+    /// By first byte. `FE` has `len` 0 and no opcode: the second byte decides.
+    pub one: [DecodeEntry; 256],
+    /// By the byte after `FE`.
+    pub two: [DecodeEntry; 256],
+}
+
+pub(crate) static DECODE: DecodeTables = {
+    const NONE: DecodeEntry = DecodeEntry {
+        opcode: None,
+        operand: OperandKind::None,
+        len: 0,
+    };
+    let mut one = [NONE; 256];
+    let mut two = [NONE; 256];
     let mut i = 0;
-    while i < 256 {
-        index[i] = LOOKUP.one[i];
-        index[256 + i] = LOOKUP.two[i];
+    while i < ALL.len() {
+        let info = &ALL[i];
+        let code = info.opcode as u16;
+        let operand_len = match info.operand.fixed_size() {
+            Some(n) => n,
+            None => 4,
+        };
+        let two_byte = code >> 8 == 0xFE;
+        let entry = DecodeEntry {
+            opcode: Some(info.opcode),
+            operand: info.operand,
+            len: (if two_byte { 2 } else { 1 } + operand_len) as u8,
+        };
+        if two_byte {
+            two[(code & 0xFF) as usize] = entry;
+        } else {
+            one[code as usize] = entry;
+        }
         i += 1;
     }
-    index
+    DecodeTables { one, two }
 };
 
 impl Opcode {
@@ -474,9 +511,13 @@ impl Opcode {
     #[inline]
     pub fn info(self) -> &'static OpInfo {
         let code = self as u16;
-        let key = (code & 0xFF) as usize + if code >> 8 == 0xFE { 256 } else { 0 };
-        // Every variant was placed in INDEX when the table was built.
-        &ALL[INDEX[key] as usize]
+        let table = if code >> 8 == 0xFE {
+            &LOOKUP.two
+        } else {
+            &LOOKUP.one
+        };
+        // Every variant was placed in LOOKUP when the table was built.
+        &ALL[table[(code & 0xFF) as usize] as usize]
     }
 
     pub fn name(self) -> &'static str {

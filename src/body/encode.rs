@@ -122,7 +122,7 @@ fn write_section_header(kind: u8, data_size: u32, reserved: u16, out: &mut Vec<u
 }
 
 fn pad_to_4(start: usize, out: &mut Vec<u8>) {
-    while (out.len() - start) % 4 != 0 {
+    while !(out.len() - start).is_multiple_of(4) {
         out.push(0);
     }
 }

@@ -1,0 +1,227 @@
+//! The metadata heaps (II.24.2.2–II.24.2.5): `#Strings`, `#Blob`, `#US` and `#GUID`.
+//! Each view borrows the heap's bytes and knows its file offset for error messages.
+
+use super::error::ImageError;
+use super::sig::decompress_u32;
+
+/// `#Strings`: UTF-8, NUL-terminated, indexed by byte offset.
+#[derive(Debug, Clone, Copy)]
+pub struct StringHeap<'a> {
+    pub data: &'a [u8],
+    /// File offset of the heap.
+    pub offset: usize,
+}
+
+impl<'a> StringHeap<'a> {
+    /// The bytes of the string at `index`, without the terminating NUL.
+    pub fn get_bytes(&self, index: u32) -> Result<&'a [u8], ImageError> {
+        let start = index as usize;
+        let rest =
+            self.data
+                .get(start..)
+                .filter(|r| !r.is_empty())
+                .ok_or(ImageError::HeapIndex {
+                    heap: "#Strings",
+                    index,
+                    heap_offset: self.offset,
+                    heap_size: self.data.len(),
+                })?;
+        let len = rest
+            .iter()
+            .position(|&b| b == 0)
+            .ok_or(ImageError::BadHeapEntry {
+                heap: "#Strings",
+                offset: self.offset + start,
+                reason: "string runs to the end of the heap without a NUL",
+            })?;
+        Ok(&rest[..len])
+    }
+
+    /// The string at `index`. Index 0 is the empty string when the heap is empty too.
+    pub fn get(&self, index: u32) -> Result<&'a str, ImageError> {
+        if index == 0 && self.data.is_empty() {
+            return Ok("");
+        }
+        let bytes = self.get_bytes(index)?;
+        std::str::from_utf8(bytes).map_err(|_| ImageError::BadHeapEntry {
+            heap: "#Strings",
+            offset: self.offset + index as usize,
+            reason: "string is not UTF-8",
+        })
+    }
+}
+
+/// Shared by `#Blob` and `#US`: entries are a compressed length followed by that many bytes.
+fn length_prefixed<'a>(
+    heap: &'static str,
+    data: &'a [u8],
+    offset: usize,
+    index: u32,
+) -> Result<&'a [u8], ImageError> {
+    let start = index as usize;
+    let rest = data
+        .get(start..)
+        .filter(|r| !r.is_empty())
+        .ok_or(ImageError::HeapIndex {
+            heap,
+            index,
+            heap_offset: offset,
+            heap_size: data.len(),
+        })?;
+    let (len, used) = decompress_u32(rest).map_err(|_| ImageError::BadHeapEntry {
+        heap,
+        offset: offset + start,
+        reason: "invalid or truncated length prefix",
+    })?;
+    rest.get(used..used + len as usize)
+        .ok_or(ImageError::BadHeapEntry {
+            heap,
+            offset: offset + start,
+            reason: "entry runs past the end of the heap",
+        })
+}
+
+/// `#Blob`: signatures, constants, custom-attribute values.
+#[derive(Debug, Clone, Copy)]
+pub struct BlobHeap<'a> {
+    pub data: &'a [u8],
+    pub offset: usize,
+}
+
+impl<'a> BlobHeap<'a> {
+    /// The blob at `index`. Index 0 is the empty blob even when the heap is absent.
+    pub fn get(&self, index: u32) -> Result<&'a [u8], ImageError> {
+        if index == 0 && self.data.is_empty() {
+            return Ok(&[]);
+        }
+        length_prefixed("#Blob", self.data, self.offset, index)
+    }
+
+    /// File offset of the blob's first content byte (after the length prefix).
+    pub fn content_offset(&self, index: u32) -> usize {
+        let start = index as usize;
+        let used = self
+            .data
+            .get(start..)
+            .and_then(|r| decompress_u32(r).ok())
+            .map_or(0, |(_, used)| used);
+        self.offset + start + used
+    }
+}
+
+/// `#US`: the string literals of `ldstr`, UTF-16LE plus one trailing flag byte.
+#[derive(Debug, Clone, Copy)]
+pub struct UserStringHeap<'a> {
+    pub data: &'a [u8],
+    pub offset: usize,
+}
+
+impl<'a> UserStringHeap<'a> {
+    /// Raw entry at `index`: UTF-16LE code units followed by the flag byte (when the length is odd).
+    pub fn get_raw(&self, index: u32) -> Result<&'a [u8], ImageError> {
+        length_prefixed("#US", self.data, self.offset, index)
+    }
+
+    /// Whether `index` starts an entry lying wholly inside the heap.
+    pub fn contains(&self, index: u32) -> bool {
+        self.get_raw(index).is_ok()
+    }
+
+    /// Decodes the string at `index` (unpaired surrogates become U+FFFD).
+    pub fn get(&self, index: u32) -> Result<String, ImageError> {
+        let raw = self.get_raw(index)?;
+        let units = raw
+            .chunks_exact(2)
+            .map(|c| u16::from_le_bytes([c[0], c[1]]));
+        Ok(char::decode_utf16(units)
+            .map(|c| c.unwrap_or(char::REPLACEMENT_CHARACTER))
+            .collect())
+    }
+}
+
+/// `#GUID`: 16-byte entries, indexed from 1.
+#[derive(Debug, Clone, Copy)]
+pub struct GuidHeap<'a> {
+    pub data: &'a [u8],
+    pub offset: usize,
+}
+
+impl<'a> GuidHeap<'a> {
+    /// The GUID at 1-based `index`; `None` for index 0 (no GUID).
+    pub fn get(&self, index: u32) -> Result<Option<[u8; 16]>, ImageError> {
+        if index == 0 {
+            return Ok(None);
+        }
+        let bytes = (index as usize - 1)
+            .checked_mul(16)
+            .and_then(|start| self.data.get(start..start.checked_add(16)?))
+            .ok_or(ImageError::HeapIndex {
+                heap: "#GUID",
+                index,
+                heap_offset: self.offset,
+                heap_size: self.data.len(),
+            })?;
+        let mut g = [0u8; 16];
+        g.copy_from_slice(bytes);
+        Ok(Some(g))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strings() {
+        let h = StringHeap {
+            data: b"\0abc\0d\xff\0tail",
+            offset: 100,
+        };
+        assert_eq!(h.get(0).unwrap(), "");
+        assert_eq!(h.get(1).unwrap(), "abc");
+        assert_eq!(h.get(2).unwrap(), "bc");
+        assert!(matches!(
+            h.get(5),
+            Err(ImageError::BadHeapEntry { offset: 105, .. })
+        ));
+        assert!(matches!(h.get(8), Err(ImageError::BadHeapEntry { .. })));
+        assert!(matches!(h.get(13), Err(ImageError::HeapIndex { .. })));
+        assert!(h.get(u32::MAX).is_err());
+    }
+
+    #[test]
+    fn blobs() {
+        let h = BlobHeap {
+            data: &[0, 3, 1, 2, 3, 0x81, 0x00, 5],
+            offset: 0,
+        };
+        assert_eq!(h.get(0).unwrap(), &[] as &[u8]);
+        assert_eq!(h.get(1).unwrap(), &[1, 2, 3]);
+        assert_eq!(h.content_offset(1), 2);
+        assert!(h.get(5).is_err()); // 0x100 bytes claimed, 1 present
+        assert!(h.get(8).is_err());
+        let bad = BlobHeap {
+            data: &[0xE0, 0, 0, 0],
+            offset: 0,
+        };
+        assert!(bad.get(0).is_err());
+    }
+
+    #[test]
+    fn user_strings_and_guids() {
+        let us = UserStringHeap {
+            data: &[0, 5, b'h', 0, b'i', 0, 0],
+            offset: 0,
+        };
+        assert_eq!(us.get(1).unwrap(), "hi");
+        assert!(us.contains(1) && us.contains(0) && !us.contains(7) && !us.contains(2));
+        let g = GuidHeap {
+            data: &[7; 16],
+            offset: 0,
+        };
+        assert_eq!(g.get(0).unwrap(), None);
+        assert_eq!(g.get(1).unwrap(), Some([7; 16]));
+        assert!(g.get(2).is_err());
+        assert!(g.get(u32::MAX).is_err());
+    }
+}

@@ -1,0 +1,590 @@
+//! Assembly reader: PE container, CLI header, metadata streams, tables, heaps and signatures,
+//! and the method bodies they locate.
+//!
+//! Everything borrows the image's bytes (a memory map or a caller's slice); names and
+//! signatures are decoded on demand so enumerating methods costs no allocation.
+
+pub mod error;
+pub mod heaps;
+pub mod metadata;
+pub mod pe;
+mod read;
+pub mod sig;
+pub mod tables;
+
+use std::path::Path;
+
+use crate::body::{Body, DecodeError};
+
+pub use error::ImageError;
+pub use heaps::{BlobHeap, GuidHeap, StringHeap, UserStringHeap};
+pub use metadata::MetadataRoot;
+pub use pe::{CliHeader, PeInfo, Section};
+pub use sig::{MethodSigSummary, SigError, StandAloneSig};
+pub use tables::{CodedIndex, Table, Tables, TablesHeader, Token};
+
+/// Deepest chain of enclosing types or TypeRef scopes followed when naming a type.
+const MAX_NESTING: usize = 64;
+
+enum Backing<'a> {
+    Mapped(memmap2::Mmap),
+    Borrowed(&'a [u8]),
+}
+
+/// A parsed .NET assembly (or module). Holds only offsets into its bytes.
+pub struct Image<'a> {
+    backing: Backing<'a>,
+    pe: PeInfo,
+    metadata: MetadataRoot,
+    tables: TablesHeader,
+}
+
+impl std::fmt::Debug for Image<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Image")
+            .field("len", &self.bytes().len())
+            .field("metadata_version", &self.metadata.version)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Image<'static> {
+    /// Memory-maps and parses the file at `path`.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, ImageError> {
+        let file = std::fs::File::open(path)?;
+        // SAFETY: the map is read-only and private to this Image. Another process truncating
+        // the file while it is mapped would fault; that is the accepted cost of mapping.
+        let map = unsafe { memmap2::Mmap::map(&file)? };
+        let (pe, metadata, tables) = layout(&map)?;
+        Ok(Image {
+            backing: Backing::Mapped(map),
+            pe,
+            metadata,
+            tables,
+        })
+    }
+}
+
+fn layout(file: &[u8]) -> Result<(PeInfo, MetadataRoot, TablesHeader), ImageError> {
+    let pe = PeInfo::parse(file)?;
+    let md = pe.cli.metadata;
+    let md_offset = pe
+        .rva_to_offset(md.rva, file.len())
+        .ok_or(ImageError::RvaNotMapped {
+            what: "metadata",
+            rva: md.rva,
+        })?;
+    let metadata = MetadataRoot::parse(file, md_offset, md.size as usize)?;
+    let tables = TablesHeader::parse(
+        file,
+        metadata.tables.offset,
+        metadata.tables.size,
+        metadata.tables_uncompressed,
+    )?;
+    Ok((pe, metadata, tables))
+}
+
+impl<'a> Image<'a> {
+    /// Parses an image held in memory.
+    pub fn parse(bytes: &'a [u8]) -> Result<Self, ImageError> {
+        let (pe, metadata, tables) = layout(bytes)?;
+        Ok(Image {
+            backing: Backing::Borrowed(bytes),
+            pe,
+            metadata,
+            tables,
+        })
+    }
+
+    /// The whole file.
+    pub fn bytes(&self) -> &[u8] {
+        match &self.backing {
+            Backing::Mapped(m) => m,
+            Backing::Borrowed(b) => b,
+        }
+    }
+
+    pub fn pe(&self) -> &PeInfo {
+        &self.pe
+    }
+
+    pub fn cli_header(&self) -> &CliHeader {
+        &self.pe.cli
+    }
+
+    pub fn metadata(&self) -> &MetadataRoot {
+        &self.metadata
+    }
+
+    pub fn tables_header(&self) -> &TablesHeader {
+        &self.tables
+    }
+
+    pub fn tables(&self) -> Tables<'_> {
+        Tables {
+            file: self.bytes(),
+            header: &self.tables,
+        }
+    }
+
+    fn stream(&self, r: metadata::StreamRange) -> &[u8] {
+        // Ranges were checked against the file when the root was parsed.
+        self.bytes().get(r.offset..r.offset + r.size).unwrap_or(&[])
+    }
+
+    pub fn strings(&self) -> StringHeap<'_> {
+        let r = self.metadata.strings;
+        StringHeap {
+            data: self.stream(r),
+            offset: r.offset,
+        }
+    }
+
+    pub fn blobs(&self) -> BlobHeap<'_> {
+        let r = self.metadata.blob;
+        BlobHeap {
+            data: self.stream(r),
+            offset: r.offset,
+        }
+    }
+
+    pub fn user_strings(&self) -> UserStringHeap<'_> {
+        let r = self.metadata.user_strings;
+        UserStringHeap {
+            data: self.stream(r),
+            offset: r.offset,
+        }
+    }
+
+    pub fn guids(&self) -> GuidHeap<'_> {
+        let r = self.metadata.guid;
+        GuidHeap {
+            data: self.stream(r),
+            offset: r.offset,
+        }
+    }
+
+    /// File offset of `rva`, when a section's file data holds it.
+    pub fn rva_to_offset(&self, rva: u32) -> Option<usize> {
+        self.pe.rva_to_offset(rva, self.bytes().len())
+    }
+
+    /// Number of MethodDef rows.
+    pub fn method_count(&self) -> u32 {
+        self.tables.rows(Table::MethodDef)
+    }
+
+    /// Every MethodDef, in table order.
+    pub fn methods(&self) -> Methods<'_> {
+        Methods {
+            image: self,
+            next: 1,
+            end: self.method_count(),
+        }
+    }
+
+    /// The MethodDef with row id `rid`.
+    pub fn method(&self, rid: u32) -> Result<Method<'_>, ImageError> {
+        let row = self.tables().method_def(rid)?;
+        Ok(Method {
+            image: self,
+            rid,
+            row,
+        })
+    }
+
+    /// Counts over all MethodDefs: bodies, RVA 0, shared and unmapped RVAs.
+    pub fn method_stats(&self) -> MethodStats {
+        let mut stats = MethodStats::default();
+        let mut rvas = Vec::new();
+        for m in self.methods() {
+            stats.method_defs += 1;
+            if m.rva() == 0 {
+                stats.rva_zero += 1;
+            } else if m.body_bytes().is_err() {
+                stats.outside_sections += 1;
+            } else {
+                stats.misaligned_fat += usize::from(m.is_misaligned_fat());
+                rvas.push(m.rva());
+            }
+        }
+        rvas.sort_unstable();
+        for group in rvas.chunk_by(|a, b| a == b) {
+            stats.distinct_bodies += 1;
+            if group.len() > 1 {
+                stats.shared_bodies += 1;
+                stats.methods_sharing_a_body += group.len();
+            }
+        }
+        stats.with_body = rvas.len();
+        stats
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Resolution helpers for the verifier
+
+    /// Whether `token` names something that exists: a row of its table, or for `ldstr`
+    /// tokens (0x70) an entry lying inside `#US`.
+    pub fn token_exists(&self, token: Token) -> bool {
+        if token.table_byte() == tables::USER_STRING_TABLE {
+            return self.user_string_ok(token);
+        }
+        self.tables.row_exists(token)
+    }
+
+    /// Whether an `ldstr` token's offset starts an entry wholly inside `#US`.
+    pub fn user_string_ok(&self, token: Token) -> bool {
+        token.table_byte() == tables::USER_STRING_TABLE && self.user_strings().contains(token.rid())
+    }
+
+    /// The signature blob at `index` with its file offset, for error messages.
+    fn sig_blob(&self, index: u32) -> Result<(&[u8], usize), ImageError> {
+        let heap = self.blobs();
+        Ok((heap.get(index)?, heap.content_offset(index)))
+    }
+
+    /// Summary of the method signature a call token refers to: a MethodDef's signature, a
+    /// MemberRef's call-site signature (vararg extras after the sentinel), or a MethodSpec's
+    /// generic method.
+    pub fn method_sig(&self, token: Token) -> Result<MethodSigSummary, ImageError> {
+        let t = self.tables();
+        let index = match token.table() {
+            Some(Table::MethodDef) => t.method_def(token.rid())?.signature,
+            Some(Table::MemberRef) => t.member_ref(token.rid())?.signature,
+            Some(Table::MethodSpec) => {
+                let method = t.method_spec(token.rid())?.method;
+                if method.table() == Some(Table::MethodSpec) {
+                    return Err(ImageError::BadToken {
+                        token,
+                        reason: "MethodSpec of a MethodSpec",
+                    });
+                }
+                return self.method_sig(method);
+            }
+            _ => {
+                return Err(ImageError::BadToken {
+                    token,
+                    reason: "not a MethodDef, MemberRef or MethodSpec",
+                });
+            }
+        };
+        let (blob, offset) = self.sig_blob(index)?;
+        sig::method_sig_summary(blob).map_err(|source| ImageError::Sig { offset, source })
+    }
+
+    /// A StandAloneSig token's signature: a body's locals, or a `calli` target.
+    pub fn standalone_sig(&self, token: Token) -> Result<StandAloneSig, ImageError> {
+        if token.table() != Some(Table::StandAloneSig) {
+            return Err(ImageError::BadToken {
+                token,
+                reason: "not a StandAloneSig",
+            });
+        }
+        let index = self.tables().standalone_sig(token.rid())?.signature;
+        let (blob, offset) = self.sig_blob(index)?;
+        sig::standalone_sig(blob).map_err(|source| ImageError::Sig { offset, source })
+    }
+
+    /// Number of locals a body's LocalVarSigTok declares (0 for the null token).
+    pub fn local_count(&self, token: Token) -> Result<u32, ImageError> {
+        if token.0 == 0 {
+            return Ok(0);
+        }
+        match self.standalone_sig(token)? {
+            StandAloneSig::Locals { count } => Ok(count),
+            StandAloneSig::Method(_) => Err(ImageError::BadToken {
+                token,
+                reason: "a method signature, not a local-variable signature",
+            }),
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Names
+
+    /// Appends `Namespace.Outer/Inner` for a TypeDef, TypeRef or (rendered) TypeSpec.
+    pub fn write_type_name(&self, token: Token, out: &mut String) -> Result<(), ImageError> {
+        self.type_name_at_depth(token, 0, out)
+    }
+
+    fn type_name_at_depth(
+        &self,
+        token: Token,
+        depth: u32,
+        out: &mut String,
+    ) -> Result<(), ImageError> {
+        let t = self.tables();
+        let strings = self.strings();
+        // Collect (namespace, name) from innermost outwards, then write outermost first.
+        let mut chain: [(u32, u32); MAX_NESTING] = [(0, 0); MAX_NESTING];
+        let mut len = 0;
+        let mut cur = token;
+        loop {
+            let (ns, name, outer) = match cur.table() {
+                Some(Table::TypeDef) => {
+                    let row = t.type_def(cur.rid())?;
+                    let outer = t
+                        .enclosing_type(cur.rid())?
+                        .map(|r| Token::new(Table::TypeDef, r));
+                    (row.namespace, row.name, outer)
+                }
+                Some(Table::TypeRef) => {
+                    let row = t.type_ref(cur.rid())?;
+                    let scope = row.resolution_scope;
+                    let outer = (scope.table() == Some(Table::TypeRef) && !scope.is_null())
+                        .then_some(scope);
+                    (row.namespace, row.name, outer)
+                }
+                Some(Table::TypeSpec) if len == 0 => {
+                    let index = t.type_spec(cur.rid())?.signature;
+                    let (blob, offset) = self.sig_blob(index)?;
+                    let names = ImageNames { image: self };
+                    return sig::render_type(blob, &names, depth, out)
+                        .map_err(|source| ImageError::Sig { offset, source });
+                }
+                _ => {
+                    return Err(ImageError::BadToken {
+                        token: cur,
+                        reason: "not a type",
+                    });
+                }
+            };
+            if len == MAX_NESTING {
+                return Err(ImageError::BadToken {
+                    token,
+                    reason: "types nested too deeply (or in a cycle)",
+                });
+            }
+            chain[len] = (ns, name);
+            len += 1;
+            match outer {
+                Some(o) => cur = o,
+                None => break,
+            }
+        }
+        for (i, &(ns, name)) in chain[..len].iter().rev().enumerate() {
+            if i > 0 {
+                out.push('/');
+            } else {
+                let ns = strings.get(ns)?;
+                if !ns.is_empty() {
+                    out.push_str(ns);
+                    out.push('.');
+                }
+            }
+            out.push_str(strings.get(name)?);
+        }
+        Ok(())
+    }
+}
+
+/// Names types in signatures through the image's tables.
+struct ImageNames<'i> {
+    image: &'i Image<'i>,
+}
+
+impl sig::TypeNames for ImageNames<'_> {
+    fn write_type_name(&self, token: Token, depth: u32, out: &mut String) -> Result<(), SigError> {
+        if depth >= sig::MAX_DEPTH {
+            return Err(SigError::TooDeep {
+                offset: 0,
+                limit: sig::MAX_DEPTH,
+            });
+        }
+        if self.image.type_name_at_depth(token, depth, out).is_err() {
+            // A dangling or malformed token still renders, as its hex value.
+            out.push_str(&format!("{token}"));
+        }
+        Ok(())
+    }
+}
+
+/// Counts over an image's MethodDefs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct MethodStats {
+    pub method_defs: usize,
+    /// RVA 0: abstract, extern, runtime-implemented, P/Invoke.
+    pub rva_zero: usize,
+    /// RVA ≠ 0 and inside a section: a body slice exists.
+    pub with_body: usize,
+    /// Distinct body RVAs.
+    pub distinct_bodies: usize,
+    /// Body RVAs used by more than one MethodDef.
+    pub shared_bodies: usize,
+    /// MethodDefs whose RVA is also used by another MethodDef.
+    pub methods_sharing_a_body: usize,
+    /// RVA ≠ 0 but in no section's file data.
+    pub outside_sections: usize,
+    /// Fat headers at an RVA that is not 4-byte aligned.
+    pub misaligned_fat: usize,
+}
+
+/// Iterator over all MethodDefs; rows that cannot be read end iteration.
+pub struct Methods<'i> {
+    image: &'i Image<'i>,
+    next: u32,
+    end: u32,
+}
+
+impl<'i> Iterator for Methods<'i> {
+    type Item = Method<'i>;
+
+    fn next(&mut self) -> Option<Method<'i>> {
+        if self.next > self.end {
+            return None;
+        }
+        let rid = self.next;
+        self.next += 1;
+        // Rows lie inside the table stream by construction, so this only fails on a bug.
+        self.image.method(rid).ok()
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = (self.end + 1).saturating_sub(self.next) as usize;
+        (n, Some(n))
+    }
+}
+
+/// One MethodDef row with access to its name, signature and body bytes.
+#[derive(Clone, Copy)]
+pub struct Method<'i> {
+    image: &'i Image<'i>,
+    rid: u32,
+    row: tables::MethodDefRow,
+}
+
+impl std::fmt::Debug for Method<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Method")
+            .field("token", &self.token())
+            .field("rva", &self.row.rva)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'i> Method<'i> {
+    pub fn token(&self) -> Token {
+        Token::new(Table::MethodDef, self.rid)
+    }
+
+    pub fn rid(&self) -> u32 {
+        self.rid
+    }
+
+    pub fn row(&self) -> &tables::MethodDefRow {
+        &self.row
+    }
+
+    pub fn rva(&self) -> u32 {
+        self.row.rva
+    }
+
+    /// MethodAttributes (II.23.1.10).
+    pub fn flags(&self) -> u16 {
+        self.row.flags
+    }
+
+    /// MethodImplAttributes (II.23.1.11).
+    pub fn impl_flags(&self) -> u16 {
+        self.row.impl_flags
+    }
+
+    /// The simple name, e.g. `Concat`.
+    pub fn name(&self) -> Result<&'i str, ImageError> {
+        self.image.strings().get(self.row.name)
+    }
+
+    /// The signature blob.
+    pub fn signature_blob(&self) -> Result<&'i [u8], ImageError> {
+        self.image.blobs().get(self.row.signature)
+    }
+
+    pub fn signature(&self) -> Result<MethodSigSummary, ImageError> {
+        let (blob, offset) = self.image.sig_blob(self.row.signature)?;
+        sig::method_sig_summary(blob).map_err(|source| ImageError::Sig { offset, source })
+    }
+
+    /// The declaring TypeDef's row id (None for a MethodDef no type's method list covers).
+    pub fn declaring_type(&self) -> Result<Option<u32>, ImageError> {
+        self.image.tables().declaring_type(self.rid)
+    }
+
+    /// `Namespace.Outer/Inner::Method(int32,string)`.
+    pub fn full_name(&self) -> Result<String, ImageError> {
+        let mut out = String::new();
+        if let Some(owner) = self.declaring_type()? {
+            self.image
+                .write_type_name(Token::new(Table::TypeDef, owner), &mut out)?;
+            out.push_str("::");
+        }
+        out.push_str(self.name()?);
+        let (blob, offset) = self.image.sig_blob(self.row.signature)?;
+        let names = ImageNames { image: self.image };
+        sig::render_method_params(blob, &names, &mut out)
+            .map_err(|source| ImageError::Sig { offset, source })?;
+        Ok(out)
+    }
+
+    /// File offset of the body, when the RVA is non-zero and mapped.
+    pub fn body_offset(&self) -> Option<usize> {
+        if self.row.rva == 0 {
+            return None;
+        }
+        self.image.rva_to_offset(self.row.rva)
+    }
+
+    /// The bytes from the body's start to the end of its section; the body codec finds the
+    /// exact extent. Errors for RVA 0 (no body) and for RVAs in no section.
+    pub fn body_bytes(&self) -> Result<&'i [u8], ImageError> {
+        let token = self.token();
+        let rva = self.row.rva;
+        if rva == 0 {
+            return Err(ImageError::NoBody { token });
+        }
+        let file = self.image.bytes();
+        let (start, end) = self
+            .image
+            .pe
+            .rva_to_section_tail(rva, file.len())
+            .ok_or(ImageError::BodyOutsideSections { token, rva })?;
+        file.get(start..end)
+            .ok_or(ImageError::BodyOutsideSections { token, rva })
+    }
+
+    /// Whether the body starts with a fat header at an RVA that is not 4-byte aligned
+    /// (II.25.4.3 requires the alignment; EH sections are aligned relative to it).
+    pub fn is_misaligned_fat(&self) -> bool {
+        !self.row.rva.is_multiple_of(4)
+            && self
+                .body_bytes()
+                .is_ok_and(|b| b.first().is_some_and(|&h| h & 0x3 == 0x3))
+    }
+
+    /// The decoded body.
+    pub fn decoded_body(&self) -> Result<Body<'i>, ImageError> {
+        let bytes = self.body_bytes()?;
+        let token = self.token();
+        let offset = self.body_offset().unwrap_or(0);
+        let fail = |source| ImageError::Body {
+            token,
+            offset,
+            source,
+        };
+        if self.is_misaligned_fat() {
+            return Err(fail(DecodeError::MisalignedFatHeader { rva: self.row.rva }));
+        }
+        Body::parse(bytes).map_err(fail)
+    }
+
+    /// Exactly the bytes the body occupies: header, code, padding and sections.
+    pub fn body(&self) -> Result<&'i [u8], ImageError> {
+        let len = self.decoded_body()?.len();
+        let bytes = self.body_bytes()?;
+        // Body::parse never reports more than it was given; stay checked regardless.
+        bytes.get(..len).ok_or(ImageError::Truncated {
+            what: "method body",
+            offset: self.body_offset().unwrap_or(0),
+            needed: len,
+        })
+    }
+}

@@ -1,0 +1,198 @@
+//! The PE container: headers and sections through goblin, RVA mapping, and the CLI header
+//! (ECMA-335 II.25.3.3).
+
+use goblin::pe::options::{ParseMode, ParseOptions};
+
+use super::error::ImageError;
+use super::read::{le_u16, le_u32};
+
+/// Data directory index of the CLI header.
+const CLI_HEADER_DIRECTORY: usize = 14;
+
+/// A section's place in memory and in the file.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Section {
+    pub name: String,
+    pub virtual_address: u32,
+    pub virtual_size: u32,
+    pub raw_offset: u32,
+    pub raw_size: u32,
+    pub characteristics: u32,
+}
+
+impl Section {
+    /// Bytes of the section present in the file: the raw data, cut to the virtual size when
+    /// that is smaller (the loader maps no more), and to the file's end.
+    fn file_span(&self, file_len: usize) -> (u64, u64) {
+        let mut len = u64::from(self.raw_size);
+        if self.virtual_size != 0 {
+            len = len.min(u64::from(self.virtual_size));
+        }
+        let start = u64::from(self.raw_offset);
+        let end = (start + len).min(file_len as u64);
+        (start, end.max(start))
+    }
+}
+
+/// RVA and size pair.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct DataDir {
+    pub rva: u32,
+    pub size: u32,
+}
+
+/// The CLI header (COR20).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct CliHeader {
+    /// File offset of the header.
+    pub offset: usize,
+    pub cb: u32,
+    pub major_runtime_version: u16,
+    pub minor_runtime_version: u16,
+    pub metadata: DataDir,
+    pub flags: u32,
+    /// Entry point: a MethodDef/File token, or an RVA when flags has NATIVE_ENTRYPOINT (0x10).
+    pub entry_point_token: u32,
+    pub resources: DataDir,
+    pub strong_name_signature: DataDir,
+    pub code_manager_table: DataDir,
+    pub vtable_fixups: DataDir,
+    pub export_address_table_jumps: DataDir,
+    pub managed_native_header: DataDir,
+}
+
+/// What the reader keeps of the PE container.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PeInfo {
+    pub is_64: bool,
+    pub machine: u16,
+    pub sections: Vec<Section>,
+    pub cli: CliHeader,
+}
+
+impl PeInfo {
+    pub fn parse(file: &[u8]) -> Result<Self, ImageError> {
+        // Only headers and sections matter here; skip the directories goblin would otherwise
+        // resolve (imports, resources, certificates, TLS) and tolerate oddities in the rest.
+        let mut opts = ParseOptions::default();
+        opts.parse_attribute_certificates = false;
+        opts.parse_tls_data = false;
+        opts.parse_resources = false;
+        opts.parse_imports = false;
+        opts.parse_mode = ParseMode::Permissive;
+        let pe = goblin::pe::PE::parse_with_opts(file, &opts)
+            .map_err(|e| ImageError::Pe(e.to_string()))?;
+        let optional = pe
+            .header
+            .optional_header
+            .ok_or_else(|| ImageError::Pe("no optional header".into()))?;
+        let sections = pe
+            .sections
+            .iter()
+            .map(|s| Section {
+                name: String::from_utf8_lossy(&s.name)
+                    .trim_end_matches('\0')
+                    .to_string(),
+                virtual_address: s.virtual_address,
+                virtual_size: s.virtual_size,
+                raw_offset: s.pointer_to_raw_data,
+                raw_size: s.size_of_raw_data,
+                characteristics: s.characteristics,
+            })
+            .collect::<Vec<_>>();
+        let dir = optional
+            .data_directories
+            .data_directories
+            .get(CLI_HEADER_DIRECTORY)
+            .copied()
+            .flatten()
+            .map(|(_, d)| d)
+            .filter(|d| d.virtual_address != 0)
+            .ok_or(ImageError::NotDotNet)?;
+
+        let mut info = PeInfo {
+            is_64: pe.is_64,
+            machine: pe.header.coff_header.machine,
+            sections,
+            cli: CliHeader {
+                offset: 0,
+                cb: 0,
+                major_runtime_version: 0,
+                minor_runtime_version: 0,
+                metadata: DataDir::default(),
+                flags: 0,
+                entry_point_token: 0,
+                resources: DataDir::default(),
+                strong_name_signature: DataDir::default(),
+                code_manager_table: DataDir::default(),
+                vtable_fixups: DataDir::default(),
+                export_address_table_jumps: DataDir::default(),
+                managed_native_header: DataDir::default(),
+            },
+        };
+        info.cli = info.parse_cli_header(file, dir.virtual_address)?;
+        Ok(info)
+    }
+
+    fn parse_cli_header(&self, file: &[u8], rva: u32) -> Result<CliHeader, ImageError> {
+        let at = self
+            .rva_to_offset(rva, file.len())
+            .ok_or(ImageError::RvaNotMapped {
+                what: "CLI header",
+                rva,
+            })?;
+        let h = file
+            .get(at..at.saturating_add(72))
+            .ok_or(ImageError::Truncated {
+                what: "CLI header",
+                offset: at,
+                needed: 72,
+            })?;
+        let u32_at = |o| le_u32(h, o).unwrap_or(0);
+        let dir_at = |o| DataDir {
+            rva: u32_at(o),
+            size: u32_at(o + 4),
+        };
+        let cb = u32_at(0);
+        if cb < 72 {
+            return Err(ImageError::BadCliHeader { offset: at, cb });
+        }
+        Ok(CliHeader {
+            offset: at,
+            cb,
+            major_runtime_version: le_u16(h, 4).unwrap_or(0),
+            minor_runtime_version: le_u16(h, 6).unwrap_or(0),
+            metadata: dir_at(8),
+            flags: u32_at(16),
+            entry_point_token: u32_at(20),
+            resources: dir_at(24),
+            strong_name_signature: dir_at(32),
+            code_manager_table: dir_at(40),
+            vtable_fixups: dir_at(48),
+            export_address_table_jumps: dir_at(56),
+            managed_native_header: dir_at(64),
+        })
+    }
+
+    /// The section holding `rva` in its file data.
+    pub fn section_of(&self, rva: u32, file_len: usize) -> Option<&Section> {
+        self.sections.iter().find(|s| {
+            let (start, end) = s.file_span(file_len);
+            rva >= s.virtual_address && u64::from(rva - s.virtual_address) < end - start
+        })
+    }
+
+    /// File offset of `rva`, when a section's file data holds it.
+    pub fn rva_to_offset(&self, rva: u32, file_len: usize) -> Option<usize> {
+        let s = self.section_of(rva, file_len)?;
+        Some(s.raw_offset as usize + (rva - s.virtual_address) as usize)
+    }
+
+    /// File range from `rva` to the end of its section's file data.
+    pub fn rva_to_section_tail(&self, rva: u32, file_len: usize) -> Option<(usize, usize)> {
+        let s = self.section_of(rva, file_len)?;
+        let (start, end) = s.file_span(file_len);
+        let at = start + u64::from(rva - s.virtual_address);
+        Some((at as usize, end as usize))
+    }
+}

@@ -1,0 +1,1080 @@
+//! Signature blobs (ECMA-335 II.23.2): compressed integers and tokens, the type grammar, and
+//! method, field, local-variable, property and method-spec signatures.
+//!
+//! Every reader works on a borrowed blob, never allocates, bounds every count by the bytes that
+//! remain and bounds recursion by [`MAX_DEPTH`]. Offsets in [`SigError`] are relative to the blob.
+
+use std::fmt::Write as _;
+
+use thiserror::Error;
+
+use super::tables::{Table, Token};
+
+/// Deepest nesting of types (arrays of pointers of generic instances, function pointers, custom
+/// modifiers…) accepted before a signature is rejected as hostile.
+pub const MAX_DEPTH: u32 = 64;
+
+/// Element types (II.23.1.16).
+pub mod element {
+    pub const END: u8 = 0x00;
+    pub const VOID: u8 = 0x01;
+    pub const BOOLEAN: u8 = 0x02;
+    pub const CHAR: u8 = 0x03;
+    pub const I1: u8 = 0x04;
+    pub const U1: u8 = 0x05;
+    pub const I2: u8 = 0x06;
+    pub const U2: u8 = 0x07;
+    pub const I4: u8 = 0x08;
+    pub const U4: u8 = 0x09;
+    pub const I8: u8 = 0x0A;
+    pub const U8: u8 = 0x0B;
+    pub const R4: u8 = 0x0C;
+    pub const R8: u8 = 0x0D;
+    pub const STRING: u8 = 0x0E;
+    pub const PTR: u8 = 0x0F;
+    pub const BYREF: u8 = 0x10;
+    pub const VALUETYPE: u8 = 0x11;
+    pub const CLASS: u8 = 0x12;
+    pub const VAR: u8 = 0x13;
+    pub const ARRAY: u8 = 0x14;
+    pub const GENERICINST: u8 = 0x15;
+    pub const TYPEDBYREF: u8 = 0x16;
+    pub const I: u8 = 0x18;
+    pub const U: u8 = 0x19;
+    pub const FNPTR: u8 = 0x1B;
+    pub const OBJECT: u8 = 0x1C;
+    pub const SZARRAY: u8 = 0x1D;
+    pub const MVAR: u8 = 0x1E;
+    pub const CMOD_REQD: u8 = 0x1F;
+    pub const CMOD_OPT: u8 = 0x20;
+    pub const INTERNAL: u8 = 0x21;
+    pub const MODIFIER: u8 = 0x40;
+    pub const SENTINEL: u8 = 0x41;
+    pub const PINNED: u8 = 0x45;
+}
+
+/// Calling-convention byte (II.23.2.1–II.23.2.3): low nibble is the kind, high bits are flags.
+pub mod callconv {
+    pub const DEFAULT: u8 = 0x00;
+    pub const C: u8 = 0x01;
+    pub const STDCALL: u8 = 0x02;
+    pub const THISCALL: u8 = 0x03;
+    pub const FASTCALL: u8 = 0x04;
+    pub const VARARG: u8 = 0x05;
+    pub const FIELD: u8 = 0x06;
+    pub const LOCAL_SIG: u8 = 0x07;
+    pub const PROPERTY: u8 = 0x08;
+    /// Unmanaged calling convention described by modifiers (used by newer runtimes).
+    pub const UNMANAGED: u8 = 0x09;
+    pub const GENERICINST: u8 = 0x0A;
+    pub const KIND_MASK: u8 = 0x0F;
+    pub const GENERIC: u8 = 0x10;
+    pub const HASTHIS: u8 = 0x20;
+    pub const EXPLICITTHIS: u8 = 0x40;
+}
+
+/// What is wrong with a signature blob, at which offset within the blob.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum SigError {
+    #[error("signature truncated at offset {offset}")]
+    Truncated { offset: usize },
+    #[error("invalid compressed integer lead byte {byte:#04x} at offset {offset}")]
+    BadCompressedInt { offset: usize, byte: u8 },
+    #[error("TypeDefOrRef coded token {value:#x} at offset {offset} has the invalid tag 3")]
+    BadTypeDefOrRef { offset: usize, value: u32 },
+    #[error("unknown element type {byte:#04x} at offset {offset}")]
+    BadElementType { offset: usize, byte: u8 },
+    #[error("element type INTERNAL (0x21) at offset {offset} only exists in runtime memory")]
+    InternalElementType { offset: usize },
+    #[error("GENERICINST at offset {offset} is followed by {byte:#04x}, not CLASS or VALUETYPE")]
+    BadGenericInst { offset: usize, byte: u8 },
+    #[error("types nested deeper than {limit} at offset {offset}")]
+    TooDeep { offset: usize, limit: u32 },
+    #[error("calling convention {byte:#04x} at offset {offset} does not start a {expected}")]
+    WrongKind {
+        offset: usize,
+        byte: u8,
+        expected: &'static str,
+    },
+    #[error("count {count} at offset {offset} exceeds the {remaining} bytes that remain")]
+    CountTooLarge {
+        offset: usize,
+        count: u32,
+        remaining: usize,
+    },
+    #[error("second SENTINEL at offset {offset}")]
+    DuplicateSentinel { offset: usize },
+    #[error("SENTINEL at offset {offset} outside a parameter list")]
+    MisplacedSentinel { offset: usize },
+}
+
+// ---------------------------------------------------------------------------------------------
+// Compressed integers (II.23.2)
+
+/// Decodes a compressed unsigned integer at the start of `bytes`: `(value, bytes consumed)`.
+pub fn decompress_u32(bytes: &[u8]) -> Result<(u32, usize), SigError> {
+    let mut r = SigReader::new(bytes);
+    let v = r.compressed_u32()?;
+    Ok((v, r.pos()))
+}
+
+/// Decodes a compressed signed integer at the start of `bytes`: `(value, bytes consumed)`.
+pub fn decompress_i32(bytes: &[u8]) -> Result<(i32, usize), SigError> {
+    let mut r = SigReader::new(bytes);
+    let v = r.compressed_i32()?;
+    Ok((v, r.pos()))
+}
+
+/// Encodes `value` in the shortest compressed form; `None` above 0x1FFF_FFFF.
+pub fn compress_u32(value: u32) -> Option<Vec<u8>> {
+    match value {
+        0..=0x7F => Some(vec![value as u8]),
+        0x80..=0x3FFF => Some(((value as u16) | 0x8000).to_be_bytes().to_vec()),
+        0x4000..=0x1FFF_FFFF => Some((value | 0xC000_0000).to_be_bytes().to_vec()),
+        _ => None,
+    }
+}
+
+/// Encodes `value` in the shortest compressed signed form (rotated sign bit); `None` outside
+/// -2^28 ..= 2^28-1.
+pub fn compress_i32(value: i32) -> Option<Vec<u8>> {
+    let sign = u32::from(value < 0);
+    let rotated = ((value as u32) << 1) | sign;
+    if (-0x40..0x40).contains(&value) {
+        Some(vec![(rotated & 0x7F) as u8])
+    } else if (-0x2000..0x2000).contains(&value) {
+        Some(
+            (((rotated & 0x3FFF) as u16) | 0x8000)
+                .to_be_bytes()
+                .to_vec(),
+        )
+    } else if (-0x1000_0000..0x1000_0000).contains(&value) {
+        Some(
+            ((rotated & 0x1FFF_FFFF) | 0xC000_0000)
+                .to_be_bytes()
+                .to_vec(),
+        )
+    } else {
+        None
+    }
+}
+
+/// Decodes a TypeDefOrRef coded value (II.23.2.8) into a token.
+pub fn decode_type_def_or_ref(value: u32) -> Option<Token> {
+    let table = match value & 3 {
+        0 => Table::TypeDef,
+        1 => Table::TypeRef,
+        2 => Table::TypeSpec,
+        _ => return None,
+    };
+    Some(Token::new(table, value >> 2))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reader
+
+/// A cursor over one signature blob.
+#[derive(Debug, Clone)]
+pub struct SigReader<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> SigReader<'a> {
+    pub fn new(bytes: &'a [u8]) -> Self {
+        SigReader { bytes, pos: 0 }
+    }
+
+    /// Offset of the next byte within the blob.
+    pub fn pos(&self) -> usize {
+        self.pos
+    }
+
+    pub fn remaining(&self) -> usize {
+        self.bytes.len().saturating_sub(self.pos)
+    }
+
+    pub fn peek(&self) -> Result<u8, SigError> {
+        self.bytes
+            .get(self.pos)
+            .copied()
+            .ok_or(SigError::Truncated { offset: self.pos })
+    }
+
+    pub fn u8(&mut self) -> Result<u8, SigError> {
+        let b = self.peek()?;
+        self.pos += 1;
+        Ok(b)
+    }
+
+    /// Compressed unsigned integer in its 1-, 2- or 4-byte form.
+    pub fn compressed_u32(&mut self) -> Result<u32, SigError> {
+        self.compressed_u32_with_width().map(|(v, _)| v)
+    }
+
+    /// The value and the number of payload bits of its form (7, 14 or 29).
+    fn compressed_u32_with_width(&mut self) -> Result<(u32, u32), SigError> {
+        let start = self.pos;
+        let b0 = self.u8()?;
+        if b0 & 0x80 == 0 {
+            return Ok((u32::from(b0), 7));
+        }
+        if b0 & 0xC0 == 0x80 {
+            let b1 = self.u8()?;
+            return Ok(((u32::from(b0 & 0x3F) << 8) | u32::from(b1), 14));
+        }
+        if b0 & 0xE0 == 0xC0 {
+            let rest = self
+                .bytes
+                .get(self.pos..self.pos + 3)
+                .ok_or(SigError::Truncated {
+                    offset: self.bytes.len(),
+                })?;
+            self.pos += 3;
+            let v = (u32::from(b0 & 0x1F) << 24)
+                | (u32::from(rest[0]) << 16)
+                | (u32::from(rest[1]) << 8)
+                | u32::from(rest[2]);
+            return Ok((v, 29));
+        }
+        self.pos = start;
+        Err(SigError::BadCompressedInt {
+            offset: start,
+            byte: b0,
+        })
+    }
+
+    /// Compressed signed integer: the sign bit is rotated into bit 0 of the unsigned form.
+    pub fn compressed_i32(&mut self) -> Result<i32, SigError> {
+        let (u, bits) = self.compressed_u32_with_width()?;
+        let magnitude = (u >> 1) as i32;
+        Ok(if u & 1 == 0 {
+            magnitude
+        } else {
+            magnitude - (1i32 << (bits - 1))
+        })
+    }
+
+    /// Compressed TypeDefOrRef token (II.23.2.8).
+    pub fn type_def_or_ref(&mut self) -> Result<Token, SigError> {
+        let offset = self.pos;
+        let value = self.compressed_u32()?;
+        decode_type_def_or_ref(value).ok_or(SigError::BadTypeDefOrRef { offset, value })
+    }
+
+    /// Reads a count and checks that at least `count * min_item_len` bytes remain, so a hostile
+    /// count can neither drive an allocation nor a long loop.
+    fn count(&mut self, min_item_len: usize) -> Result<u32, SigError> {
+        let offset = self.pos;
+        let count = self.compressed_u32()?;
+        let needed = (count as usize).saturating_mul(min_item_len);
+        if needed > self.remaining() {
+            return Err(SigError::CountTooLarge {
+                offset,
+                count,
+                remaining: self.remaining(),
+            });
+        }
+        Ok(count)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rendering support
+
+/// Supplies readable names for TypeDef/TypeRef/TypeSpec tokens while rendering a type.
+pub trait TypeNames {
+    /// Appends the name of `token` to `out`. `depth` is the current nesting, to be passed on
+    /// when a TypeSpec is rendered through [`read_type`].
+    fn write_type_name(&self, token: Token, depth: u32, out: &mut String) -> Result<(), SigError>;
+}
+
+/// Names tokens by their hex value; for signatures read without an image.
+pub struct TokenNames;
+
+impl TypeNames for TokenNames {
+    fn write_type_name(&self, token: Token, _depth: u32, out: &mut String) -> Result<(), SigError> {
+        let _ = write!(out, "{:#010x}", token.0);
+        Ok(())
+    }
+}
+
+/// Where rendered text goes and how type tokens are named.
+pub struct Renderer<'o> {
+    pub out: &'o mut String,
+    pub names: &'o dyn TypeNames,
+}
+
+impl Renderer<'_> {
+    fn push(&mut self, s: &str) {
+        self.out.push_str(s);
+    }
+}
+
+fn primitive_name(et: u8) -> Option<&'static str> {
+    use element::*;
+    Some(match et {
+        VOID => "void",
+        BOOLEAN => "bool",
+        CHAR => "char",
+        I1 => "int8",
+        U1 => "uint8",
+        I2 => "int16",
+        U2 => "uint16",
+        I4 => "int32",
+        U4 => "uint32",
+        I8 => "int64",
+        U8 => "uint64",
+        R4 => "float32",
+        R8 => "float64",
+        STRING => "string",
+        OBJECT => "object",
+        I => "native int",
+        U => "native uint",
+        TYPEDBYREF => "typedref",
+        _ => return None,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Type grammar (II.23.2.12 and the parameter/return/local forms around it)
+
+/// Reads one type, including the custom modifiers, BYREF, PINNED and TYPEDBYREF forms that
+/// precede or replace it in parameters, return types and locals. Renders it when `rend` is
+/// given. Returns the element type of the type proper (after modifiers and PINNED).
+pub fn read_type(
+    r: &mut SigReader<'_>,
+    depth: u32,
+    mut rend: Option<&mut Renderer<'_>>,
+) -> Result<u8, SigError> {
+    use element::*;
+    if depth >= MAX_DEPTH {
+        return Err(SigError::TooDeep {
+            offset: r.pos(),
+            limit: MAX_DEPTH,
+        });
+    }
+    let offset = r.pos();
+    let et = r.u8()?;
+    if let Some(name) = primitive_name(et) {
+        if let Some(rd) = rend {
+            rd.push(name);
+        }
+        return Ok(et);
+    }
+    match et {
+        CLASS | VALUETYPE => {
+            let token = r.type_def_or_ref()?;
+            if let Some(rd) = rend {
+                rd.push(if et == CLASS { "class " } else { "valuetype " });
+                rd.names.write_type_name(token, depth + 1, rd.out)?;
+            }
+        }
+        VAR | MVAR => {
+            let n = r.compressed_u32()?;
+            if let Some(rd) = rend {
+                let _ = write!(rd.out, "{}{}", if et == VAR { "!" } else { "!!" }, n);
+            }
+        }
+        PTR | BYREF | SZARRAY | PINNED | MODIFIER => {
+            read_type(r, depth + 1, rend.as_deref_mut())?;
+            if let Some(rd) = rend {
+                rd.push(match et {
+                    PTR => "*",
+                    BYREF => "&",
+                    SZARRAY => "[]",
+                    PINNED => " pinned",
+                    _ => " modifier",
+                });
+            }
+        }
+        CMOD_REQD | CMOD_OPT => {
+            let token = r.type_def_or_ref()?;
+            let inner = read_type(r, depth + 1, rend.as_deref_mut())?;
+            if let Some(rd) = rend {
+                rd.push(if et == CMOD_REQD {
+                    " modreq("
+                } else {
+                    " modopt("
+                });
+                rd.names.write_type_name(token, depth + 1, rd.out)?;
+                rd.push(")");
+            }
+            return Ok(inner);
+        }
+        GENERICINST => {
+            let kind_offset = r.pos();
+            let kind = r.u8()?;
+            if kind != CLASS && kind != VALUETYPE {
+                return Err(SigError::BadGenericInst {
+                    offset: kind_offset,
+                    byte: kind,
+                });
+            }
+            let token = r.type_def_or_ref()?;
+            if let Some(rd) = rend.as_deref_mut() {
+                rd.push(if kind == CLASS {
+                    "class "
+                } else {
+                    "valuetype "
+                });
+                rd.names.write_type_name(token, depth + 1, rd.out)?;
+                rd.push("<");
+            }
+            let count = r.count(1)?;
+            for i in 0..count {
+                if i > 0
+                    && let Some(rd) = rend.as_deref_mut()
+                {
+                    rd.push(",");
+                }
+                read_type(r, depth + 1, rend.as_deref_mut())?;
+            }
+            if let Some(rd) = rend {
+                rd.push(">");
+            }
+        }
+        ARRAY => {
+            read_type(r, depth + 1, rend.as_deref_mut())?;
+            read_array_shape(r, rend)?;
+        }
+        FNPTR => {
+            if let Some(rd) = rend.as_deref_mut() {
+                rd.push("method ");
+            }
+            read_method_sig(r, depth + 1, rend, Some(" *"))?;
+        }
+        INTERNAL => return Err(SigError::InternalElementType { offset }),
+        _ => return Err(SigError::BadElementType { offset, byte: et }),
+    }
+    Ok(et)
+}
+
+/// ArrayShape (II.23.2.13): rank, sizes, lower bounds; rendered ilasm-style (`[0...,0...]`).
+fn read_array_shape(
+    r: &mut SigReader<'_>,
+    rend: Option<&mut Renderer<'_>>,
+) -> Result<(), SigError> {
+    let rank = r.compressed_u32()?;
+    let sizes_at = r.clone();
+    let num_sizes = r.count(1)?;
+    for _ in 0..num_sizes {
+        r.compressed_u32()?;
+    }
+    let bounds_at = r.clone();
+    let num_bounds = r.count(1)?;
+    for _ in 0..num_bounds {
+        r.compressed_i32()?;
+    }
+    let Some(rd) = rend else { return Ok(()) };
+    // Everything was validated above; re-read to render without allocating.
+    let (mut sizes, mut bounds) = (sizes_at, bounds_at);
+    let ns = sizes.compressed_u32()?;
+    let nb = bounds.compressed_u32()?;
+    rd.push("[");
+    for dim in 0..rank {
+        if dim > 0 {
+            rd.push(",");
+        }
+        let size = if dim < ns {
+            Some(sizes.compressed_u32()?)
+        } else {
+            None
+        };
+        let low = if dim < nb {
+            Some(bounds.compressed_i32()?)
+        } else {
+            None
+        };
+        let _ = match (low, size) {
+            (Some(lo), Some(sz)) => {
+                write!(rd.out, "{}...{}", lo, i64::from(lo) + i64::from(sz) - 1)
+            }
+            (Some(lo), None) => write!(rd.out, "{lo}..."),
+            (None, Some(sz)) => write!(rd.out, "{sz}"),
+            (None, None) => Ok(()),
+        };
+        if dim >= 64 {
+            rd.push("...");
+            break;
+        }
+    }
+    rd.push("]");
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Method signatures
+
+/// What the verifier needs to know about a method signature (definition or call site).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub struct MethodSigSummary {
+    /// The raw calling-convention byte.
+    pub calling_convention: u8,
+    pub has_this: bool,
+    pub explicit_this: bool,
+    pub vararg: bool,
+    /// Number of generic parameters (0 unless the GENERIC flag is set).
+    pub generic_params: u32,
+    /// All parameters, including any that follow the sentinel.
+    pub param_count: u32,
+    pub returns_void: bool,
+    /// Number of parameters before the SENTINEL; the rest are a call site's vararg extras.
+    pub sentinel_index: Option<usize>,
+}
+
+impl MethodSigSummary {
+    /// Stack slots a call pops: the parameters plus `this` when present and not explicit.
+    pub fn stack_args(&self) -> u64 {
+        u64::from(self.param_count) + u64::from(self.has_this && !self.explicit_this)
+    }
+}
+
+/// Reads a MethodDefSig / MethodRefSig / StandAloneMethodSig (II.23.2.1–3), from the calling
+/// convention byte on. When `rend` is given, renders `(p1,p2,...)`, preceded by the return type
+/// and `ret_sep` when `ret_sep` is given.
+pub fn read_method_sig(
+    r: &mut SigReader<'_>,
+    depth: u32,
+    mut rend: Option<&mut Renderer<'_>>,
+    ret_sep: Option<&str>,
+) -> Result<MethodSigSummary, SigError> {
+    let offset = r.pos();
+    let cc = r.u8()?;
+    let kind = cc & callconv::KIND_MASK;
+    if kind > callconv::VARARG && kind != callconv::UNMANAGED {
+        return Err(SigError::WrongKind {
+            offset,
+            byte: cc,
+            expected: "method signature",
+        });
+    }
+    let generic_params = if cc & callconv::GENERIC != 0 {
+        r.compressed_u32()?
+    } else {
+        0
+    };
+    let param_count = r.count(1)?;
+    let ret = read_type(
+        r,
+        depth + 1,
+        if ret_sep.is_some() {
+            rend.as_deref_mut()
+        } else {
+            None
+        },
+    )?;
+    if let (Some(rd), Some(sep)) = (rend.as_deref_mut(), ret_sep) {
+        rd.push(sep);
+    }
+    if let Some(rd) = rend.as_deref_mut() {
+        rd.push("(");
+    }
+    let mut sentinel_index = None;
+    let mut i = 0u32;
+    while i < param_count {
+        if r.peek()? == element::SENTINEL {
+            let at = r.pos();
+            if sentinel_index.is_some() {
+                return Err(SigError::DuplicateSentinel { offset: at });
+            }
+            r.u8()?;
+            sentinel_index = Some(i as usize);
+            if let Some(rd) = rend.as_deref_mut() {
+                rd.push(if i > 0 { ",..." } else { "..." });
+            }
+            continue;
+        }
+        if let Some(rd) = rend.as_deref_mut()
+            && (i > 0 || sentinel_index.is_some())
+        {
+            rd.push(",");
+        }
+        read_type(r, depth + 1, rend.as_deref_mut())?;
+        i += 1;
+    }
+    if let Some(rd) = rend {
+        rd.push(")");
+    }
+    Ok(MethodSigSummary {
+        calling_convention: cc,
+        has_this: cc & callconv::HASTHIS != 0,
+        explicit_this: cc & callconv::EXPLICITTHIS != 0,
+        vararg: kind == callconv::VARARG,
+        generic_params,
+        param_count,
+        returns_void: ret == element::VOID,
+        sentinel_index,
+    })
+}
+
+/// Summary of a whole method signature blob.
+pub fn method_sig_summary(blob: &[u8]) -> Result<MethodSigSummary, SigError> {
+    read_method_sig(&mut SigReader::new(blob), 0, None, None)
+}
+
+/// Local-variable signature (II.23.2.6): returns the number of locals.
+pub fn read_local_sig(r: &mut SigReader<'_>) -> Result<u32, SigError> {
+    let offset = r.pos();
+    let cc = r.u8()?;
+    if cc != callconv::LOCAL_SIG {
+        return Err(SigError::WrongKind {
+            offset,
+            byte: cc,
+            expected: "local variable signature",
+        });
+    }
+    let count = r.count(1)?;
+    for _ in 0..count {
+        read_type(r, 1, None)?;
+    }
+    Ok(count)
+}
+
+/// Field signature (II.23.2.4): returns the field type's element type.
+pub fn read_field_sig(
+    r: &mut SigReader<'_>,
+    rend: Option<&mut Renderer<'_>>,
+) -> Result<u8, SigError> {
+    let offset = r.pos();
+    let cc = r.u8()?;
+    if cc & callconv::KIND_MASK != callconv::FIELD {
+        return Err(SigError::WrongKind {
+            offset,
+            byte: cc,
+            expected: "field signature",
+        });
+    }
+    read_type(r, 1, rend)
+}
+
+/// Property signature (II.23.2.5): returns the parameter count.
+pub fn read_property_sig(r: &mut SigReader<'_>) -> Result<u32, SigError> {
+    let offset = r.pos();
+    let cc = r.u8()?;
+    if cc & callconv::KIND_MASK != callconv::PROPERTY {
+        return Err(SigError::WrongKind {
+            offset,
+            byte: cc,
+            expected: "property signature",
+        });
+    }
+    let count = r.count(1)?;
+    read_type(r, 1, None)?;
+    for _ in 0..count {
+        read_type(r, 1, None)?;
+    }
+    Ok(count)
+}
+
+/// MethodSpec instantiation (II.23.2.15): returns the number of type arguments.
+pub fn read_method_spec(
+    r: &mut SigReader<'_>,
+    mut rend: Option<&mut Renderer<'_>>,
+) -> Result<u32, SigError> {
+    let offset = r.pos();
+    let cc = r.u8()?;
+    if cc != callconv::GENERICINST {
+        return Err(SigError::WrongKind {
+            offset,
+            byte: cc,
+            expected: "method instantiation",
+        });
+    }
+    let count = r.count(1)?;
+    if let Some(rd) = rend.as_deref_mut() {
+        rd.push("<");
+    }
+    for i in 0..count {
+        if i > 0
+            && let Some(rd) = rend.as_deref_mut()
+        {
+            rd.push(",");
+        }
+        read_type(r, 1, rend.as_deref_mut())?;
+    }
+    if let Some(rd) = rend {
+        rd.push(">");
+    }
+    Ok(count)
+}
+
+/// What a StandAloneSig row describes: the locals of a method body, or the target of a `calli`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum StandAloneSig {
+    Locals { count: u32 },
+    Method(MethodSigSummary),
+}
+
+/// Parses a StandAloneSig blob by its leading byte.
+pub fn standalone_sig(blob: &[u8]) -> Result<StandAloneSig, SigError> {
+    let mut r = SigReader::new(blob);
+    if r.peek()? == callconv::LOCAL_SIG {
+        Ok(StandAloneSig::Locals {
+            count: read_local_sig(&mut r)?,
+        })
+    } else {
+        Ok(StandAloneSig::Method(read_method_sig(
+            &mut r, 0, None, None,
+        )?))
+    }
+}
+
+/// Renders one type blob (as in a TypeSpec) with the given names.
+pub fn render_type(
+    blob: &[u8],
+    names: &dyn TypeNames,
+    depth: u32,
+    out: &mut String,
+) -> Result<(), SigError> {
+    let mut rd = Renderer { out, names };
+    read_type(&mut SigReader::new(blob), depth, Some(&mut rd)).map(|_| ())
+}
+
+/// Renders a method signature blob as `ret(p1,p2)`; types named by `names`.
+pub fn render_method_sig(
+    blob: &[u8],
+    names: &dyn TypeNames,
+    out: &mut String,
+) -> Result<MethodSigSummary, SigError> {
+    let mut rd = Renderer { out, names };
+    read_method_sig(&mut SigReader::new(blob), 0, Some(&mut rd), Some(""))
+}
+
+/// Renders only the parameter list `(p1,p2)` of a method signature blob.
+pub fn render_method_params(
+    blob: &[u8],
+    names: &dyn TypeNames,
+    out: &mut String,
+) -> Result<MethodSigSummary, SigError> {
+    let mut rd = Renderer { out, names };
+    read_method_sig(&mut SigReader::new(blob), 0, Some(&mut rd), None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const UNSIGNED: &[(u32, &[u8])] = &[
+        (0x03, &[0x03]),
+        (0x7F, &[0x7F]),
+        (0x80, &[0x80, 0x80]),
+        (0x2E57, &[0xAE, 0x57]),
+        (0x3FFF, &[0xBF, 0xFF]),
+        (0x4000, &[0xC0, 0x00, 0x40, 0x00]),
+        (0x1FFF_FFFF, &[0xDF, 0xFF, 0xFF, 0xFF]),
+    ];
+
+    const SIGNED: &[(i32, &[u8])] = &[
+        (3, &[0x06]),
+        (-3, &[0x7B]),
+        (64, &[0x80, 0x80]),
+        (-64, &[0x01]),
+        (8192, &[0xC0, 0x00, 0x40, 0x00]),
+        (-8192, &[0x80, 0x01]),
+        (268_435_455, &[0xDF, 0xFF, 0xFF, 0xFE]),
+        (-268_435_456, &[0xC0, 0x00, 0x00, 0x01]),
+    ];
+
+    #[test]
+    fn ecma_unsigned_examples() {
+        for &(v, bytes) in UNSIGNED {
+            assert_eq!(decompress_u32(bytes), Ok((v, bytes.len())), "{v:#x}");
+            assert_eq!(compress_u32(v).as_deref(), Some(bytes), "{v:#x}");
+        }
+        assert_eq!(compress_u32(0x2000_0000), None);
+    }
+
+    #[test]
+    fn ecma_signed_examples() {
+        for &(v, bytes) in SIGNED {
+            assert_eq!(decompress_i32(bytes), Ok((v, bytes.len())), "{v}");
+            assert_eq!(compress_i32(v).as_deref(), Some(bytes), "{v}");
+        }
+        assert_eq!(compress_i32(268_435_456), None);
+        assert_eq!(compress_i32(-268_435_457), None);
+    }
+
+    #[test]
+    fn signed_round_trip_at_form_edges() {
+        for v in [
+            -0x41, -0x40, 0x3F, 0x40, -0x2001, -0x2000, 0x1FFF, 0x2000, 0, -1, 1,
+        ] {
+            let enc = compress_i32(v).unwrap();
+            assert_eq!(decompress_i32(&enc), Ok((v, enc.len())), "{v}");
+        }
+    }
+
+    #[test]
+    fn invalid_and_truncated_compressed_ints() {
+        for lead in 0xE0..=0xFFu8 {
+            assert_eq!(
+                decompress_u32(&[lead, 0, 0, 0]),
+                Err(SigError::BadCompressedInt {
+                    offset: 0,
+                    byte: lead
+                })
+            );
+        }
+        assert!(matches!(
+            decompress_u32(&[]),
+            Err(SigError::Truncated { .. })
+        ));
+        assert!(matches!(
+            decompress_u32(&[0x80]),
+            Err(SigError::Truncated { .. })
+        ));
+        assert!(matches!(
+            decompress_u32(&[0xC0, 0, 0]),
+            Err(SigError::Truncated { .. })
+        ));
+    }
+
+    #[test]
+    fn type_def_or_ref_tokens() {
+        assert_eq!(
+            decode_type_def_or_ref(0x49),
+            Some(Token::new(Table::TypeRef, 0x12))
+        );
+        assert_eq!(
+            decode_type_def_or_ref(0x08),
+            Some(Token::new(Table::TypeDef, 2))
+        );
+        assert_eq!(
+            decode_type_def_or_ref(0x0A),
+            Some(Token::new(Table::TypeSpec, 2))
+        );
+        assert_eq!(decode_type_def_or_ref(0x0B), None);
+        let mut r = SigReader::new(&[0x0B]);
+        assert!(matches!(
+            r.type_def_or_ref(),
+            Err(SigError::BadTypeDefOrRef { .. })
+        ));
+    }
+
+    fn render(blob: &[u8]) -> Result<String, SigError> {
+        let mut s = String::new();
+        render_type(blob, &TokenNames, 0, &mut s)?;
+        Ok(s)
+    }
+
+    fn render_method(blob: &[u8]) -> Result<(String, MethodSigSummary), SigError> {
+        let mut s = String::new();
+        let m = render_method_sig(blob, &TokenNames, &mut s)?;
+        Ok((s, m))
+    }
+
+    #[test]
+    fn type_grammar_renders() {
+        use element::*;
+        assert_eq!(render(&[I4]).unwrap(), "int32");
+        assert_eq!(render(&[SZARRAY, STRING]).unwrap(), "string[]");
+        assert_eq!(render(&[BYREF, PTR, U1]).unwrap(), "uint8*&");
+        assert_eq!(render(&[VAR, 0]).unwrap(), "!0");
+        assert_eq!(render(&[MVAR, 1]).unwrap(), "!!1");
+        assert_eq!(render(&[CLASS, 0x49]).unwrap(), "class 0x01000012");
+        assert_eq!(render(&[VALUETYPE, 0x08]).unwrap(), "valuetype 0x02000002");
+        assert_eq!(
+            render(&[GENERICINST, CLASS, 0x05, 2, I4, OBJECT]).unwrap(),
+            "class 0x01000001<int32,object>"
+        );
+        assert_eq!(
+            render(&[CMOD_OPT, 0x05, I4]).unwrap(),
+            "int32 modopt(0x01000001)"
+        );
+        assert_eq!(render(&[PINNED, BYREF, CHAR]).unwrap(), "char& pinned");
+        assert_eq!(render(&[TYPEDBYREF]).unwrap(), "typedref");
+    }
+
+    #[test]
+    fn array_shapes() {
+        use element::*;
+        // int32[0...,0...]: rank 2, no sizes, two zero lower bounds.
+        assert_eq!(
+            render(&[ARRAY, I4, 2, 0, 2, 0, 0]).unwrap(),
+            "int32[0...,0...]"
+        );
+        // rank 2, sizes 3 and 4, lower bounds -2 and 1.
+        assert_eq!(
+            render(&[ARRAY, I4, 2, 2, 3, 4, 2, 0x7D, 0x02]).unwrap(),
+            "int32[-2...0,1...4]"
+        );
+        // rank 3, no sizes and bounds.
+        assert_eq!(render(&[ARRAY, OBJECT, 3, 0, 0]).unwrap(), "object[,,]");
+        // truncated shape
+        assert!(render(&[ARRAY, I4, 2, 2, 3]).is_err());
+        // hostile count: claims many sizes but bytes end
+        assert!(matches!(
+            render(&[ARRAY, I4, 2, 0x9F, 0xFF]),
+            Err(SigError::CountTooLarge { .. })
+        ));
+    }
+
+    #[test]
+    fn method_sigs() {
+        use element::*;
+        // instance void (int32, string)
+        let (s, m) = render_method(&[0x20, 2, VOID, I4, STRING]).unwrap();
+        assert_eq!(s, "void(int32,string)");
+        assert!(m.has_this && !m.explicit_this && m.returns_void && !m.vararg);
+        assert_eq!(
+            (m.param_count, m.generic_params, m.sentinel_index),
+            (2, 0, None)
+        );
+        assert_eq!(m.stack_args(), 3);
+
+        // generic static !!0 <1>(!!0)
+        let (s, m) = render_method(&[0x10, 1, 1, MVAR, 0, MVAR, 0]).unwrap();
+        assert_eq!(s, "!!0(!!0)");
+        assert_eq!(
+            (m.generic_params, m.param_count, m.returns_void),
+            (1, 1, false)
+        );
+
+        // vararg call site: int32(string, ..., int32, float64)
+        let (s, m) = render_method(&[0x05, 3, I4, STRING, SENTINEL, I4, R8]).unwrap();
+        assert_eq!(s, "int32(string,...,int32,float64)");
+        assert!(m.vararg);
+        assert_eq!((m.param_count, m.sentinel_index), (3, Some(1)));
+
+        // Return type behind a modifier still counts as void.
+        let m = method_sig_summary(&[0x00, 0, CMOD_REQD, 0x05, VOID]).unwrap();
+        assert!(m.returns_void);
+
+        assert!(matches!(
+            method_sig_summary(&[0x05, 2, VOID, SENTINEL, SENTINEL, I4, I4]),
+            Err(SigError::DuplicateSentinel { .. })
+        ));
+        assert!(matches!(
+            method_sig_summary(&[0x06, I4]),
+            Err(SigError::WrongKind { .. })
+        ));
+    }
+
+    #[test]
+    fn nested_fnptr() {
+        use element::*;
+        // void (method int32 *(method void *(string)))
+        let blob = [
+            0x00, 1, VOID, FNPTR, 0x00, 1, I4, FNPTR, 0x00, 1, VOID, STRING,
+        ];
+        let (s, m) = render_method(&blob).unwrap();
+        assert_eq!(s, "void(method int32 *(method void *(string)))");
+        assert_eq!(m.param_count, 1);
+    }
+
+    #[test]
+    fn local_field_spec_property() {
+        use element::*;
+        let locals = [
+            0x07, 3, PINNED, BYREF, I4, TYPEDBYREF, CMOD_OPT, 0x05, SZARRAY, OBJECT,
+        ];
+        assert_eq!(
+            standalone_sig(&locals),
+            Ok(StandAloneSig::Locals { count: 3 })
+        );
+        assert!(matches!(
+            standalone_sig(&[0x07, 4, I4]),
+            Err(SigError::CountTooLarge { .. })
+        ));
+        assert!(matches!(
+            standalone_sig(&[0x07, 2, I4, SZARRAY]),
+            Err(SigError::Truncated { .. })
+        ));
+        let calli = [0x00, 1, I4, I8];
+        assert!(
+            matches!(standalone_sig(&calli), Ok(StandAloneSig::Method(m)) if m.param_count == 1)
+        );
+        assert_eq!(
+            read_field_sig(&mut SigReader::new(&[0x06, STRING]), None),
+            Ok(STRING)
+        );
+        assert_eq!(
+            read_method_spec(&mut SigReader::new(&[0x0A, 2, I4, OBJECT]), None),
+            Ok(2)
+        );
+        assert_eq!(
+            read_property_sig(&mut SigReader::new(&[0x28, 1, I4, STRING])),
+            Ok(1)
+        );
+    }
+
+    #[test]
+    fn hostile_inputs_error() {
+        use element::*;
+        // Deep nesting: a long run of SZARRAY.
+        let deep = vec![SZARRAY; 10_000];
+        assert!(matches!(render(&deep), Err(SigError::TooDeep { .. })));
+        // Deep FNPTR nesting.
+        let mut fn_deep = Vec::new();
+        for _ in 0..1000 {
+            fn_deep.extend_from_slice(&[FNPTR, 0x00, 0]);
+        }
+        assert!(matches!(render(&fn_deep), Err(SigError::TooDeep { .. })));
+        // Deep generic instantiation.
+        let mut gdeep = Vec::new();
+        for _ in 0..1000 {
+            gdeep.extend_from_slice(&[GENERICINST, CLASS, 0x05, 1]);
+        }
+        assert!(render(&gdeep).is_err());
+        assert!(matches!(
+            render(&[0x17]),
+            Err(SigError::BadElementType { .. })
+        ));
+        assert!(matches!(
+            render(&[INTERNAL, 0, 0, 0, 0]),
+            Err(SigError::InternalElementType { .. })
+        ));
+        assert!(matches!(
+            render(&[GENERICINST, I4]),
+            Err(SigError::BadGenericInst { .. })
+        ));
+        // Huge parameter count against a short blob.
+        assert!(matches!(
+            method_sig_summary(&[0x00, 0xDF, 0xFF, 0xFF, 0xFF, VOID]),
+            Err(SigError::CountTooLarge { .. })
+        ));
+        // Every truncation of a valid signature errors, never panics.
+        let full = [
+            0x30,
+            1,
+            2,
+            GENERICINST,
+            CLASS,
+            0x05,
+            1,
+            MVAR,
+            0,
+            ARRAY,
+            I4,
+            2,
+            1,
+            3,
+            1,
+            0x7B,
+            BYREF,
+            I4,
+        ];
+        assert!(method_sig_summary(&full).is_ok());
+        for cut in 0..full.len() {
+            assert!(method_sig_summary(&full[..cut]).is_err(), "cut {cut}");
+            let mut s = String::new();
+            assert!(render_method_sig(&full[..cut], &TokenNames, &mut s).is_err());
+        }
+    }
+
+    #[test]
+    fn exhaustive_short_blobs_never_panic() {
+        let mut s = String::new();
+        for a in 0..=255u8 {
+            for b in 0..=255u8 {
+                for blob in [[a, b, 0x1D, 0x14], [0x00, a, b, 0x41]] {
+                    let _ = method_sig_summary(&blob);
+                    let _ = standalone_sig(&blob);
+                    s.clear();
+                    let _ = render_type(&blob, &TokenNames, 0, &mut s);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,1053 @@
+//! The metadata table stream (`#~` or `#-`, ECMA-335 II.24.2.6) and the table schema of II.22.
+//!
+//! Parsing computes, for every table 0x00–0x2C, its row count, row size, column offsets and
+//! file offset, so any row of any table is found in O(1) and read without copying.
+
+use super::error::ImageError;
+use super::read::{le_u16, le_u32, le_u64};
+
+/// Metadata tables by number (II.22).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[repr(u8)]
+pub enum Table {
+    Module = 0x00,
+    TypeRef = 0x01,
+    TypeDef = 0x02,
+    FieldPtr = 0x03,
+    Field = 0x04,
+    MethodPtr = 0x05,
+    MethodDef = 0x06,
+    ParamPtr = 0x07,
+    Param = 0x08,
+    InterfaceImpl = 0x09,
+    MemberRef = 0x0A,
+    Constant = 0x0B,
+    CustomAttribute = 0x0C,
+    FieldMarshal = 0x0D,
+    DeclSecurity = 0x0E,
+    ClassLayout = 0x0F,
+    FieldLayout = 0x10,
+    StandAloneSig = 0x11,
+    EventMap = 0x12,
+    EventPtr = 0x13,
+    Event = 0x14,
+    PropertyMap = 0x15,
+    PropertyPtr = 0x16,
+    Property = 0x17,
+    MethodSemantics = 0x18,
+    MethodImpl = 0x19,
+    ModuleRef = 0x1A,
+    TypeSpec = 0x1B,
+    ImplMap = 0x1C,
+    FieldRva = 0x1D,
+    EncLog = 0x1E,
+    EncMap = 0x1F,
+    Assembly = 0x20,
+    AssemblyProcessor = 0x21,
+    AssemblyOs = 0x22,
+    AssemblyRef = 0x23,
+    AssemblyRefProcessor = 0x24,
+    AssemblyRefOs = 0x25,
+    File = 0x26,
+    ExportedType = 0x27,
+    ManifestResource = 0x28,
+    NestedClass = 0x29,
+    GenericParam = 0x2A,
+    MethodSpec = 0x2B,
+    GenericParamConstraint = 0x2C,
+}
+
+/// Number of table kinds ECMA-335 defines (0x00..=0x2C).
+pub const TABLE_COUNT: usize = 0x2D;
+
+impl Table {
+    pub const ALL: [Table; TABLE_COUNT] = {
+        use Table::*;
+        [
+            Module,
+            TypeRef,
+            TypeDef,
+            FieldPtr,
+            Field,
+            MethodPtr,
+            MethodDef,
+            ParamPtr,
+            Param,
+            InterfaceImpl,
+            MemberRef,
+            Constant,
+            CustomAttribute,
+            FieldMarshal,
+            DeclSecurity,
+            ClassLayout,
+            FieldLayout,
+            StandAloneSig,
+            EventMap,
+            EventPtr,
+            Event,
+            PropertyMap,
+            PropertyPtr,
+            Property,
+            MethodSemantics,
+            MethodImpl,
+            ModuleRef,
+            TypeSpec,
+            ImplMap,
+            FieldRva,
+            EncLog,
+            EncMap,
+            Assembly,
+            AssemblyProcessor,
+            AssemblyOs,
+            AssemblyRef,
+            AssemblyRefProcessor,
+            AssemblyRefOs,
+            File,
+            ExportedType,
+            ManifestResource,
+            NestedClass,
+            GenericParam,
+            MethodSpec,
+            GenericParamConstraint,
+        ]
+    };
+
+    pub fn from_u8(n: u8) -> Option<Table> {
+        Table::ALL.get(usize::from(n)).copied()
+    }
+}
+
+/// A metadata token: table number in the high byte, row id (1-based) in the low 24 bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub struct Token(pub u32);
+
+/// Table byte of `ldstr` tokens: the low 24 bits are an offset into `#US`.
+pub const USER_STRING_TABLE: u8 = 0x70;
+
+impl Token {
+    pub fn new(table: Table, rid: u32) -> Token {
+        Token((u32::from(table as u8) << 24) | (rid & 0x00FF_FFFF))
+    }
+    pub fn table_byte(self) -> u8 {
+        (self.0 >> 24) as u8
+    }
+    pub fn table(self) -> Option<Table> {
+        Table::from_u8(self.table_byte())
+    }
+    pub fn rid(self) -> u32 {
+        self.0 & 0x00FF_FFFF
+    }
+    pub fn is_null(self) -> bool {
+        self.rid() == 0
+    }
+}
+
+impl std::fmt::Display for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:#010x}", self.0)
+    }
+}
+
+/// Coded indexes (II.24.2.6): a tag in the low bits picks one of several tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum CodedIndex {
+    TypeDefOrRef,
+    HasConstant,
+    HasCustomAttribute,
+    HasFieldMarshal,
+    HasDeclSecurity,
+    MemberRefParent,
+    HasSemantics,
+    MethodDefOrRef,
+    MemberForwarded,
+    Implementation,
+    CustomAttributeType,
+    ResolutionScope,
+    TypeOrMethodDef,
+}
+
+impl CodedIndex {
+    /// Tables by tag; `None` marks tags ECMA-335 leaves unused.
+    pub fn targets(self) -> &'static [Option<Table>] {
+        use Table::*;
+        match self {
+            CodedIndex::TypeDefOrRef => &[Some(TypeDef), Some(TypeRef), Some(TypeSpec)],
+            CodedIndex::HasConstant => &[Some(Field), Some(Param), Some(Property)],
+            CodedIndex::HasCustomAttribute => &[
+                Some(MethodDef),
+                Some(Field),
+                Some(TypeRef),
+                Some(TypeDef),
+                Some(Param),
+                Some(InterfaceImpl),
+                Some(MemberRef),
+                Some(Module),
+                Some(DeclSecurity),
+                Some(Property),
+                Some(Event),
+                Some(StandAloneSig),
+                Some(ModuleRef),
+                Some(TypeSpec),
+                Some(Assembly),
+                Some(AssemblyRef),
+                Some(File),
+                Some(ExportedType),
+                Some(ManifestResource),
+                Some(GenericParam),
+                Some(GenericParamConstraint),
+                Some(MethodSpec),
+            ],
+            CodedIndex::HasFieldMarshal => &[Some(Field), Some(Param)],
+            CodedIndex::HasDeclSecurity => &[Some(TypeDef), Some(MethodDef), Some(Assembly)],
+            CodedIndex::MemberRefParent => &[
+                Some(TypeDef),
+                Some(TypeRef),
+                Some(ModuleRef),
+                Some(MethodDef),
+                Some(TypeSpec),
+            ],
+            CodedIndex::HasSemantics => &[Some(Event), Some(Property)],
+            CodedIndex::MethodDefOrRef => &[Some(MethodDef), Some(MemberRef)],
+            CodedIndex::MemberForwarded => &[Some(Field), Some(MethodDef)],
+            CodedIndex::Implementation => &[Some(File), Some(AssemblyRef), Some(ExportedType)],
+            CodedIndex::CustomAttributeType => {
+                &[None, None, Some(MethodDef), Some(MemberRef), None]
+            }
+            CodedIndex::ResolutionScope => &[
+                Some(Module),
+                Some(ModuleRef),
+                Some(AssemblyRef),
+                Some(TypeRef),
+            ],
+            CodedIndex::TypeOrMethodDef => &[Some(TypeDef), Some(MethodDef)],
+        }
+    }
+
+    /// Bits of tag: enough to number every target.
+    pub fn tag_bits(self) -> u32 {
+        let n = self.targets().len() as u32;
+        u32::BITS - (n - 1).leading_zeros()
+    }
+
+    /// Splits a stored value into a token; `None` for a tag naming no table.
+    pub fn decode(self, value: u32) -> Option<Token> {
+        let bits = self.tag_bits();
+        let tag = value & ((1 << bits) - 1);
+        let table = (*self.targets().get(tag as usize)?)?;
+        Some(Token::new(table, value >> bits))
+    }
+}
+
+/// Kinds of column (II.22): fixed-size constants, heap indexes, simple and coded indexes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Column {
+    U16,
+    U32,
+    Strings,
+    Guid,
+    Blob,
+    Index(Table),
+    Coded(CodedIndex),
+}
+
+/// Columns of each table, in stored order.
+pub fn schema(table: Table) -> &'static [Column] {
+    use CodedIndex as C;
+    use Column::*;
+    use Table as T;
+    match table {
+        T::Module => &[U16, Strings, Guid, Guid, Guid],
+        T::TypeRef => &[Coded(C::ResolutionScope), Strings, Strings],
+        T::TypeDef => &[
+            U32,
+            Strings,
+            Strings,
+            Coded(C::TypeDefOrRef),
+            Index(T::Field),
+            Index(T::MethodDef),
+        ],
+        T::FieldPtr => &[Index(T::Field)],
+        T::Field => &[U16, Strings, Blob],
+        T::MethodPtr => &[Index(T::MethodDef)],
+        T::MethodDef => &[U32, U16, U16, Strings, Blob, Index(T::Param)],
+        T::ParamPtr => &[Index(T::Param)],
+        T::Param => &[U16, U16, Strings],
+        T::InterfaceImpl => &[Index(T::TypeDef), Coded(C::TypeDefOrRef)],
+        T::MemberRef => &[Coded(C::MemberRefParent), Strings, Blob],
+        // Type (1 byte) plus a padding byte, stored as one 2-byte column.
+        T::Constant => &[U16, Coded(C::HasConstant), Blob],
+        T::CustomAttribute => &[
+            Coded(C::HasCustomAttribute),
+            Coded(C::CustomAttributeType),
+            Blob,
+        ],
+        T::FieldMarshal => &[Coded(C::HasFieldMarshal), Blob],
+        T::DeclSecurity => &[U16, Coded(C::HasDeclSecurity), Blob],
+        T::ClassLayout => &[U16, U32, Index(T::TypeDef)],
+        T::FieldLayout => &[U32, Index(T::Field)],
+        T::StandAloneSig => &[Blob],
+        T::EventMap => &[Index(T::TypeDef), Index(T::Event)],
+        T::EventPtr => &[Index(T::Event)],
+        T::Event => &[U16, Strings, Coded(C::TypeDefOrRef)],
+        T::PropertyMap => &[Index(T::TypeDef), Index(T::Property)],
+        T::PropertyPtr => &[Index(T::Property)],
+        T::Property => &[U16, Strings, Blob],
+        T::MethodSemantics => &[U16, Index(T::MethodDef), Coded(C::HasSemantics)],
+        T::MethodImpl => &[
+            Index(T::TypeDef),
+            Coded(C::MethodDefOrRef),
+            Coded(C::MethodDefOrRef),
+        ],
+        T::ModuleRef => &[Strings],
+        T::TypeSpec => &[Blob],
+        T::ImplMap => &[U16, Coded(C::MemberForwarded), Strings, Index(T::ModuleRef)],
+        T::FieldRva => &[U32, Index(T::Field)],
+        T::EncLog => &[U32, U32],
+        T::EncMap => &[U32],
+        T::Assembly => &[U32, U16, U16, U16, U16, U32, Blob, Strings, Strings],
+        T::AssemblyProcessor => &[U32],
+        T::AssemblyOs => &[U32, U32, U32],
+        T::AssemblyRef => &[U16, U16, U16, U16, U32, Blob, Strings, Strings, Blob],
+        T::AssemblyRefProcessor => &[U32, Index(T::AssemblyRef)],
+        T::AssemblyRefOs => &[U32, U32, U32, Index(T::AssemblyRef)],
+        T::File => &[U32, Strings, Blob],
+        T::ExportedType => &[U32, U32, Strings, Strings, Coded(C::Implementation)],
+        T::ManifestResource => &[U32, U32, Strings, Coded(C::Implementation)],
+        T::NestedClass => &[Index(T::TypeDef), Index(T::TypeDef)],
+        T::GenericParam => &[U16, U16, Coded(C::TypeOrMethodDef), Strings],
+        T::MethodSpec => &[Coded(C::MethodDefOrRef), Blob],
+        T::GenericParamConstraint => &[Index(T::GenericParam), Coded(C::TypeDefOrRef)],
+    }
+}
+
+/// Most columns any table has (Assembly and AssemblyRef).
+pub const MAX_COLUMNS: usize = 9;
+
+/// heap-size flags (II.24.2.6) and the CLR's extension flags.
+pub mod heap_sizes {
+    pub const BIG_STRINGS: u8 = 0x01;
+    pub const BIG_GUID: u8 = 0x02;
+    pub const BIG_BLOB: u8 = 0x04;
+    pub const PADDING: u8 = 0x08;
+    pub const DELTA_ONLY: u8 = 0x20;
+    /// Four bytes of extra data follow the row counts.
+    pub const EXTRA_DATA: u8 = 0x40;
+    pub const HAS_DELETE: u8 = 0x80;
+}
+
+/// Where one table lives and how its rows are laid out.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct TableInfo {
+    pub rows: u32,
+    pub row_size: u32,
+    /// File offset of row 1.
+    pub offset: usize,
+    col_offset: [u8; MAX_COLUMNS],
+    col_width: [u8; MAX_COLUMNS],
+}
+
+impl TableInfo {
+    /// Offset within a row and width (2 or 4) of column `col`.
+    pub fn column(&self, col: usize) -> Option<(usize, usize)> {
+        let w = *self.col_width.get(col)?;
+        (w != 0).then(|| (usize::from(self.col_offset[col]), usize::from(w)))
+    }
+}
+
+/// The parsed header of the table stream and the layout of every table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TablesHeader {
+    pub major_version: u8,
+    pub minor_version: u8,
+    pub heap_sizes: u8,
+    pub valid: u64,
+    pub sorted: u64,
+    /// The stream was `#-` (uncompressed, may hold Ptr and ENC tables).
+    pub uncompressed: bool,
+    /// File offset just past the last table.
+    pub end: usize,
+    pub tables: [TableInfo; TABLE_COUNT],
+}
+
+impl TablesHeader {
+    /// Parses the header at file offset `start` of a stream of `size` bytes within `file`.
+    pub fn parse(
+        file: &[u8],
+        start: usize,
+        size: usize,
+        uncompressed: bool,
+    ) -> Result<Self, ImageError> {
+        let stream_end =
+            start
+                .checked_add(size)
+                .filter(|&e| e <= file.len())
+                .ok_or(ImageError::Truncated {
+                    what: "table stream",
+                    offset: start,
+                    needed: size,
+                })?;
+        let stream = &file[..stream_end];
+        let header = |what| ImageError::Truncated {
+            what,
+            offset: start,
+            needed: 24,
+        };
+        let major_version = *stream.get(start + 4).ok_or(header("table stream header"))?;
+        let minor_version = *stream.get(start + 5).ok_or(header("table stream header"))?;
+        let heap_sizes = *stream.get(start + 6).ok_or(header("table stream header"))?;
+        let valid = le_u64(stream, start + 8).ok_or(header("table stream header"))?;
+        let sorted = le_u64(stream, start + 16).ok_or(header("table stream header"))?;
+
+        let mut rows = [0u32; TABLE_COUNT];
+        let mut pos = start + 24;
+        for bit in 0..64u32 {
+            if valid & (1u64 << bit) == 0 {
+                continue;
+            }
+            let count = le_u32(stream, pos).ok_or(ImageError::Truncated {
+                what: "table row counts",
+                offset: pos,
+                needed: 4,
+            })?;
+            match rows.get_mut(bit as usize) {
+                Some(r) => *r = count,
+                None => {
+                    return Err(ImageError::UnknownTable {
+                        table: bit as u8,
+                        offset: start + 8,
+                    });
+                }
+            }
+            pos += 4;
+        }
+        if heap_sizes & heap_sizes::EXTRA_DATA != 0 {
+            pos = pos
+                .checked_add(4)
+                .filter(|&p| p <= stream_end)
+                .ok_or(ImageError::Truncated {
+                    what: "table stream extra data",
+                    offset: pos,
+                    needed: 4,
+                })?;
+        }
+
+        let heap_width = |flag: u8| if heap_sizes & flag != 0 { 4u8 } else { 2u8 };
+        let index_width = |t: Table| {
+            if rows[t as usize] < 0x1_0000 {
+                2u8
+            } else {
+                4u8
+            }
+        };
+        let coded_width = |c: CodedIndex| {
+            let limit = 1u32 << (16 - c.tag_bits());
+            let max = c
+                .targets()
+                .iter()
+                .flatten()
+                .map(|&t| rows[t as usize])
+                .max()
+                .unwrap_or(0);
+            if max < limit { 2u8 } else { 4u8 }
+        };
+
+        let mut tables = [TableInfo::default(); TABLE_COUNT];
+        for table in Table::ALL {
+            let info = &mut tables[table as usize];
+            let mut row_size = 0u8;
+            for (i, col) in schema(table).iter().enumerate() {
+                let w = match *col {
+                    Column::U16 => 2,
+                    Column::U32 => 4,
+                    Column::Strings => heap_width(heap_sizes::BIG_STRINGS),
+                    Column::Guid => heap_width(heap_sizes::BIG_GUID),
+                    Column::Blob => heap_width(heap_sizes::BIG_BLOB),
+                    Column::Index(t) => index_width(t),
+                    Column::Coded(c) => coded_width(c),
+                };
+                info.col_offset[i] = row_size;
+                info.col_width[i] = w;
+                row_size += w;
+            }
+            info.rows = rows[table as usize];
+            info.row_size = u32::from(row_size);
+            info.offset = pos;
+            let bytes = u64::from(info.rows) * u64::from(info.row_size);
+            let end = (pos as u64)
+                .checked_add(bytes)
+                .filter(|&e| e <= stream_end as u64);
+            pos = match end {
+                Some(e) => e as usize,
+                None => {
+                    return Err(ImageError::TableTooLarge {
+                        table,
+                        rows: info.rows,
+                        row_size: info.row_size,
+                        offset: pos,
+                        available: stream_end - pos,
+                    });
+                }
+            };
+        }
+
+        Ok(TablesHeader {
+            major_version,
+            minor_version,
+            heap_sizes,
+            valid,
+            sorted,
+            uncompressed,
+            end: pos,
+            tables,
+        })
+    }
+
+    pub fn info(&self, table: Table) -> &TableInfo {
+        &self.tables[table as usize]
+    }
+
+    pub fn rows(&self, table: Table) -> u32 {
+        self.tables[table as usize].rows
+    }
+
+    pub fn is_sorted(&self, table: Table) -> bool {
+        self.sorted & (1u64 << (table as u8)) != 0
+    }
+
+    /// Whether `token` names an existing row (rid 1..=rows) of a defined table.
+    pub fn row_exists(&self, token: Token) -> bool {
+        match token.table() {
+            Some(t) => token.rid() >= 1 && token.rid() <= self.rows(t),
+            None => false,
+        }
+    }
+
+    /// Reads column `col` of row `rid` of `table`.
+    pub fn cell(&self, file: &[u8], table: Table, rid: u32, col: usize) -> Result<u32, ImageError> {
+        let info = self.info(table);
+        if rid == 0 || rid > info.rows {
+            return Err(ImageError::RowOutOfRange {
+                table,
+                rid,
+                rows: info.rows,
+            });
+        }
+        let (off, width) = info.column(col).ok_or(ImageError::RowOutOfRange {
+            table,
+            rid,
+            rows: info.rows,
+        })?;
+        // In range by construction: parse checked rows * row_size against the stream.
+        let at = info.offset + (rid as usize - 1) * info.row_size as usize + off;
+        let v = if width == 2 {
+            le_u16(file, at).map(u32::from)
+        } else {
+            le_u32(file, at)
+        };
+        v.ok_or(ImageError::Truncated {
+            what: "table row",
+            offset: at,
+            needed: width,
+        })
+    }
+
+    /// Reads a coded-index column and splits it into a token.
+    pub fn coded(
+        &self,
+        file: &[u8],
+        table: Table,
+        rid: u32,
+        col: usize,
+        kind: CodedIndex,
+    ) -> Result<Token, ImageError> {
+        let v = self.cell(file, table, rid, col)?;
+        kind.decode(v).ok_or(ImageError::BadCodedIndex {
+            kind,
+            value: v,
+            table,
+            rid,
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Typed rows. Heap indexes are kept as raw offsets; resolve them through the heaps.
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct ModuleRow {
+    pub generation: u16,
+    pub name: u32,
+    pub mvid: u32,
+    pub enc_id: u32,
+    pub enc_base_id: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct TypeRefRow {
+    pub resolution_scope: Token,
+    pub name: u32,
+    pub namespace: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct TypeDefRow {
+    pub flags: u32,
+    pub name: u32,
+    pub namespace: u32,
+    pub extends: Token,
+    pub field_list: u32,
+    pub method_list: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct FieldRow {
+    pub flags: u16,
+    pub name: u32,
+    pub signature: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct MethodDefRow {
+    pub rva: u32,
+    pub impl_flags: u16,
+    pub flags: u16,
+    pub name: u32,
+    pub signature: u32,
+    pub param_list: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct ParamRow {
+    pub flags: u16,
+    pub sequence: u16,
+    pub name: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct MemberRefRow {
+    pub class: Token,
+    pub name: u32,
+    pub signature: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct StandAloneSigRow {
+    pub signature: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct TypeSpecRow {
+    pub signature: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct MethodSpecRow {
+    pub method: Token,
+    pub instantiation: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct NestedClassRow {
+    pub nested_class: u32,
+    pub enclosing_class: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct AssemblyRow {
+    pub hash_alg_id: u32,
+    pub version: [u16; 4],
+    pub flags: u32,
+    pub public_key: u32,
+    pub name: u32,
+    pub culture: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct AssemblyRefRow {
+    pub version: [u16; 4],
+    pub flags: u32,
+    pub public_key_or_token: u32,
+    pub name: u32,
+    pub culture: u32,
+    pub hash_value: u32,
+}
+
+/// Typed, zero-copy access to the rows of one image's tables.
+#[derive(Clone, Copy)]
+pub struct Tables<'a> {
+    pub file: &'a [u8],
+    pub header: &'a TablesHeader,
+}
+
+impl<'a> Tables<'a> {
+    pub fn rows(&self, table: Table) -> u32 {
+        self.header.rows(table)
+    }
+
+    pub fn cell(&self, table: Table, rid: u32, col: usize) -> Result<u32, ImageError> {
+        self.header.cell(self.file, table, rid, col)
+    }
+
+    fn coded(
+        &self,
+        table: Table,
+        rid: u32,
+        col: usize,
+        kind: CodedIndex,
+    ) -> Result<Token, ImageError> {
+        self.header.coded(self.file, table, rid, col, kind)
+    }
+
+    pub fn module(&self, rid: u32) -> Result<ModuleRow, ImageError> {
+        let t = Table::Module;
+        Ok(ModuleRow {
+            generation: self.cell(t, rid, 0)? as u16,
+            name: self.cell(t, rid, 1)?,
+            mvid: self.cell(t, rid, 2)?,
+            enc_id: self.cell(t, rid, 3)?,
+            enc_base_id: self.cell(t, rid, 4)?,
+        })
+    }
+
+    pub fn type_ref(&self, rid: u32) -> Result<TypeRefRow, ImageError> {
+        let t = Table::TypeRef;
+        Ok(TypeRefRow {
+            resolution_scope: self.coded(t, rid, 0, CodedIndex::ResolutionScope)?,
+            name: self.cell(t, rid, 1)?,
+            namespace: self.cell(t, rid, 2)?,
+        })
+    }
+
+    pub fn type_def(&self, rid: u32) -> Result<TypeDefRow, ImageError> {
+        let t = Table::TypeDef;
+        Ok(TypeDefRow {
+            flags: self.cell(t, rid, 0)?,
+            name: self.cell(t, rid, 1)?,
+            namespace: self.cell(t, rid, 2)?,
+            extends: self.coded(t, rid, 3, CodedIndex::TypeDefOrRef)?,
+            field_list: self.cell(t, rid, 4)?,
+            method_list: self.cell(t, rid, 5)?,
+        })
+    }
+
+    pub fn field(&self, rid: u32) -> Result<FieldRow, ImageError> {
+        let t = Table::Field;
+        Ok(FieldRow {
+            flags: self.cell(t, rid, 0)? as u16,
+            name: self.cell(t, rid, 1)?,
+            signature: self.cell(t, rid, 2)?,
+        })
+    }
+
+    pub fn method_def(&self, rid: u32) -> Result<MethodDefRow, ImageError> {
+        let t = Table::MethodDef;
+        Ok(MethodDefRow {
+            rva: self.cell(t, rid, 0)?,
+            impl_flags: self.cell(t, rid, 1)? as u16,
+            flags: self.cell(t, rid, 2)? as u16,
+            name: self.cell(t, rid, 3)?,
+            signature: self.cell(t, rid, 4)?,
+            param_list: self.cell(t, rid, 5)?,
+        })
+    }
+
+    pub fn param(&self, rid: u32) -> Result<ParamRow, ImageError> {
+        let t = Table::Param;
+        Ok(ParamRow {
+            flags: self.cell(t, rid, 0)? as u16,
+            sequence: self.cell(t, rid, 1)? as u16,
+            name: self.cell(t, rid, 2)?,
+        })
+    }
+
+    pub fn member_ref(&self, rid: u32) -> Result<MemberRefRow, ImageError> {
+        let t = Table::MemberRef;
+        Ok(MemberRefRow {
+            class: self.coded(t, rid, 0, CodedIndex::MemberRefParent)?,
+            name: self.cell(t, rid, 1)?,
+            signature: self.cell(t, rid, 2)?,
+        })
+    }
+
+    pub fn standalone_sig(&self, rid: u32) -> Result<StandAloneSigRow, ImageError> {
+        Ok(StandAloneSigRow {
+            signature: self.cell(Table::StandAloneSig, rid, 0)?,
+        })
+    }
+
+    pub fn type_spec(&self, rid: u32) -> Result<TypeSpecRow, ImageError> {
+        Ok(TypeSpecRow {
+            signature: self.cell(Table::TypeSpec, rid, 0)?,
+        })
+    }
+
+    pub fn method_spec(&self, rid: u32) -> Result<MethodSpecRow, ImageError> {
+        let t = Table::MethodSpec;
+        Ok(MethodSpecRow {
+            method: self.coded(t, rid, 0, CodedIndex::MethodDefOrRef)?,
+            instantiation: self.cell(t, rid, 1)?,
+        })
+    }
+
+    pub fn nested_class(&self, rid: u32) -> Result<NestedClassRow, ImageError> {
+        let t = Table::NestedClass;
+        Ok(NestedClassRow {
+            nested_class: self.cell(t, rid, 0)?,
+            enclosing_class: self.cell(t, rid, 1)?,
+        })
+    }
+
+    pub fn assembly(&self, rid: u32) -> Result<AssemblyRow, ImageError> {
+        let t = Table::Assembly;
+        Ok(AssemblyRow {
+            hash_alg_id: self.cell(t, rid, 0)?,
+            version: [
+                self.cell(t, rid, 1)? as u16,
+                self.cell(t, rid, 2)? as u16,
+                self.cell(t, rid, 3)? as u16,
+                self.cell(t, rid, 4)? as u16,
+            ],
+            flags: self.cell(t, rid, 5)?,
+            public_key: self.cell(t, rid, 6)?,
+            name: self.cell(t, rid, 7)?,
+            culture: self.cell(t, rid, 8)?,
+        })
+    }
+
+    pub fn assembly_ref(&self, rid: u32) -> Result<AssemblyRefRow, ImageError> {
+        let t = Table::AssemblyRef;
+        Ok(AssemblyRefRow {
+            version: [
+                self.cell(t, rid, 0)? as u16,
+                self.cell(t, rid, 1)? as u16,
+                self.cell(t, rid, 2)? as u16,
+                self.cell(t, rid, 3)? as u16,
+            ],
+            flags: self.cell(t, rid, 4)?,
+            public_key_or_token: self.cell(t, rid, 5)?,
+            name: self.cell(t, rid, 6)?,
+            culture: self.cell(t, rid, 7)?,
+            hash_value: self.cell(t, rid, 8)?,
+        })
+    }
+
+    /// The TypeDef enclosing TypeDef `rid`, through the NestedClass table (binary search when
+    /// the table is marked sorted, as II.22 requires; a scan otherwise).
+    pub fn enclosing_type(&self, rid: u32) -> Result<Option<u32>, ImageError> {
+        let n = self.rows(Table::NestedClass);
+        if n == 0 {
+            return Ok(None);
+        }
+        if self.header.is_sorted(Table::NestedClass) {
+            let (mut lo, mut hi) = (1u32, n + 1);
+            while lo < hi {
+                let mid = lo + (hi - lo) / 2;
+                let key = self.cell(Table::NestedClass, mid, 0)?;
+                if key < rid {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
+                }
+            }
+            if lo <= n && self.cell(Table::NestedClass, lo, 0)? == rid {
+                return Ok(Some(self.cell(Table::NestedClass, lo, 1)?));
+            }
+            return Ok(None);
+        }
+        for r in 1..=n {
+            if self.cell(Table::NestedClass, r, 0)? == rid {
+                return Ok(Some(self.cell(Table::NestedClass, r, 1)?));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The TypeDef whose method list holds MethodDef `rid`. Method lists are runs of rows
+    /// (II.22.37); with a MethodPtr table they run over MethodPtr rows instead.
+    pub fn declaring_type(&self, method_rid: u32) -> Result<Option<u32>, ImageError> {
+        let list_index = if self.rows(Table::MethodPtr) > 0 {
+            let mut found = None;
+            for p in 1..=self.rows(Table::MethodPtr) {
+                if self.cell(Table::MethodPtr, p, 0)? == method_rid {
+                    found = Some(p);
+                    break;
+                }
+            }
+            match found {
+                Some(p) => p,
+                None => return Ok(None),
+            }
+        } else {
+            method_rid
+        };
+        // Last TypeDef whose MethodList start is <= list_index.
+        let n = self.rows(Table::TypeDef);
+        let (mut lo, mut hi) = (1u32, n + 1);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.cell(Table::TypeDef, mid, 5)? <= list_index {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        let owner = lo - 1;
+        Ok((owner >= 1).then_some(owner))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tag_bits_match_ecma() {
+        assert_eq!(CodedIndex::TypeDefOrRef.tag_bits(), 2);
+        assert_eq!(CodedIndex::HasCustomAttribute.tag_bits(), 5);
+        assert_eq!(CodedIndex::HasCustomAttribute.targets().len(), 22);
+        assert_eq!(CodedIndex::MemberRefParent.tag_bits(), 3);
+        assert_eq!(CodedIndex::CustomAttributeType.tag_bits(), 3);
+        assert_eq!(CodedIndex::HasFieldMarshal.tag_bits(), 1);
+        assert_eq!(CodedIndex::ResolutionScope.tag_bits(), 2);
+    }
+
+    #[test]
+    fn coded_decode() {
+        assert_eq!(
+            CodedIndex::TypeDefOrRef.decode((5 << 2) | 1),
+            Some(Token::new(Table::TypeRef, 5))
+        );
+        assert_eq!(CodedIndex::TypeDefOrRef.decode(3), None);
+        assert_eq!(CodedIndex::CustomAttributeType.decode(0), None);
+        assert_eq!(
+            CodedIndex::CustomAttributeType.decode((7 << 3) | 3),
+            Some(Token::new(Table::MemberRef, 7))
+        );
+    }
+
+    #[test]
+    fn every_table_has_a_schema() {
+        for t in Table::ALL {
+            assert!(
+                !schema(t).is_empty() && schema(t).len() <= MAX_COLUMNS,
+                "{t:?}"
+            );
+            assert_eq!(Table::from_u8(t as u8), Some(t));
+        }
+        assert_eq!(Table::from_u8(0x2D), None);
+    }
+
+    fn stream(heap_sizes: u8, counts: &[(Table, u32)], extra: bool) -> Vec<u8> {
+        let mut v = vec![0, 0, 0, 0, 2, 0, heap_sizes, 1];
+        let valid: u64 = counts.iter().map(|(t, _)| 1u64 << (*t as u8)).sum();
+        v.extend_from_slice(&valid.to_le_bytes());
+        v.extend_from_slice(&0u64.to_le_bytes());
+        for (_, c) in counts {
+            v.extend_from_slice(&c.to_le_bytes());
+        }
+        if extra {
+            v.extend_from_slice(&[0xAA; 4]);
+        }
+        v
+    }
+
+    #[test]
+    fn row_sizes_and_widths() {
+        let mut s = stream(
+            0,
+            &[
+                (Table::Module, 1),
+                (Table::MethodDef, 2),
+                (Table::Param, 70000),
+            ],
+            false,
+        );
+        let body_start = s.len();
+        s.resize(body_start + 10 + 2 * 16 + 70000 * 6, 0);
+        let h = TablesHeader::parse(&s, 0, s.len(), false).unwrap();
+        assert_eq!(h.info(Table::Module).row_size, 10);
+        assert_eq!(h.info(Table::Module).offset, body_start);
+        // ParamList widens to 4 bytes because Param has more than 65535 rows.
+        assert_eq!(h.info(Table::MethodDef).row_size, 4 + 2 + 2 + 2 + 2 + 4);
+        assert_eq!(h.info(Table::MethodDef).offset, body_start + 10);
+        assert_eq!(h.end, s.len());
+    }
+
+    #[test]
+    fn extra_data_is_skipped() {
+        let mut s = stream(
+            heap_sizes::EXTRA_DATA | heap_sizes::BIG_STRINGS,
+            &[(Table::ModuleRef, 1)],
+            true,
+        );
+        let start = s.len();
+        s.extend_from_slice(&[1, 0, 0, 0]);
+        let h = TablesHeader::parse(&s, 0, s.len(), true).unwrap();
+        assert_eq!(h.info(Table::ModuleRef).offset, start);
+        assert_eq!(h.cell(&s, Table::ModuleRef, 1, 0).unwrap(), 1);
+    }
+
+    #[test]
+    fn hostile_row_counts_are_rejected() {
+        let s = stream(0, &[(Table::TypeDef, u32::MAX)], false);
+        assert!(matches!(
+            TablesHeader::parse(&s, 0, s.len(), false),
+            Err(ImageError::TableTooLarge { .. })
+        ));
+        let s = stream(0, &[(Table::TypeDef, 1)], false);
+        let mut s2 = s.clone();
+        s2[8 + 5] = 0x80; // table 0x2F
+        assert!(TablesHeader::parse(&s2, 0, s2.len(), false).is_err());
+        assert!(TablesHeader::parse(&s[..20], 0, 20, false).is_err());
+        assert!(TablesHeader::parse(&s, 0, s.len() + 1, false).is_err());
+    }
+
+    fn u16s(v: &mut Vec<u8>, xs: &[u16]) {
+        for x in xs {
+            v.extend_from_slice(&x.to_le_bytes());
+        }
+    }
+
+    #[test]
+    fn method_ptr_indirection_and_nesting() {
+        let mut s = stream(
+            0,
+            &[
+                (Table::TypeDef, 3),
+                (Table::MethodPtr, 3),
+                (Table::MethodDef, 3),
+                (Table::NestedClass, 2),
+            ],
+            false,
+        );
+        // TypeDef: flags, name, namespace, extends, field list, method list.
+        for method_list in [1u16, 3, 4] {
+            s.extend_from_slice(&0u32.to_le_bytes());
+            u16s(&mut s, &[0, 0, 0, 1, method_list]);
+        }
+        // MethodPtr: list position -> MethodDef rid.
+        u16s(&mut s, &[3, 1, 2]);
+        for _ in 0..3 {
+            s.extend_from_slice(&0u32.to_le_bytes());
+            u16s(&mut s, &[0, 0, 0, 0, 1]);
+        }
+        // NestedClass, unsorted: 3 in 1, 2 in 3.
+        u16s(&mut s, &[3, 1, 2, 3]);
+        let h = TablesHeader::parse(&s, 0, s.len(), true).unwrap();
+        assert_eq!(h.end, s.len());
+        let t = Tables {
+            file: &s,
+            header: &h,
+        };
+        assert_eq!(t.declaring_type(3).unwrap(), Some(1));
+        assert_eq!(t.declaring_type(1).unwrap(), Some(1));
+        assert_eq!(t.declaring_type(2).unwrap(), Some(2));
+        assert_eq!(t.declaring_type(4).unwrap(), None);
+        assert_eq!(t.enclosing_type(3).unwrap(), Some(1));
+        assert_eq!(t.enclosing_type(2).unwrap(), Some(3));
+        assert_eq!(t.enclosing_type(1).unwrap(), None);
+        assert!(t.type_def(4).is_err() && t.method_def(0).is_err());
+        assert!(h.row_exists(Token::new(Table::MethodPtr, 3)));
+        assert!(!h.row_exists(Token::new(Table::MethodPtr, 4)));
+    }
+}
