@@ -2,8 +2,8 @@
 //! entering and leaving protected regions.
 
 use super::eh::RegionKind;
-use super::{Code, Ctx, Ins, NONE, Resolver, Verifier, flag, operand};
-use crate::instr::{InstrError, Operand, decode_at};
+use super::{Code, Ctx, Ins, NONE, Resolver, Verifier, flag, fx, operand};
+use crate::instr::{InstrError, Operand, decode_with_len};
 use crate::opcode::{Flow, Opcode};
 
 /// Decodes `code` into `v.ins`, records branch targets as byte offsets, and checks operands.
@@ -17,7 +17,7 @@ pub(super) fn decode(v: &mut Verifier, code: &[u8], ctx: &Ctx, r: &dyn Resolver)
     let mut pending: u16 = 0;
     let mut pending_any = false;
     while pos < len {
-        let instr = match decode_at(code, pos) {
+        let (instr, size) = match decode_with_len(code, pos) {
             Ok(i) => i,
             Err(e) => {
                 let (c, what) = match e {
@@ -30,7 +30,7 @@ pub(super) fn decode(v: &mut Verifier, code: &[u8], ctx: &Ctx, r: &dyn Resolver)
         };
         let idx = v.ins.len() as u32;
         v.at[pos] = idx;
-        let next = pos + instr.size();
+        let next = pos + size;
         let arg = match &instr.operand {
             Operand::ShortBranch(_) | Operand::Branch(_) => {
                 let start = v.targets.len() as u32;
@@ -53,8 +53,15 @@ pub(super) fn decode(v: &mut Verifier, code: &[u8], ctx: &Ctx, r: &dyn Resolver)
             _ => 0,
         };
         let op = instr.opcode;
+        let fx = fx::get(op);
         let mut flags = if pending_any { flag::AFTER_PREFIX } else { 0 };
-        if op.is_prefix() {
+        if fx.kind & fx::TARGETS != 0 {
+            v.branches.push(idx);
+        }
+        if fx.kind & fx::SPECIAL != 0 {
+            v.special.push(idx);
+        }
+        if fx.flow == Flow::Prefix {
             pending_any = true;
             if op == Opcode::Tail {
                 pending |= flag::TAIL;
@@ -74,6 +81,7 @@ pub(super) fn decode(v: &mut Verifier, code: &[u8], ctx: &Ctx, r: &dyn Resolver)
             arg,
             op,
             flags,
+            fx,
         });
         pos = next;
     }
@@ -92,11 +100,9 @@ fn target_offset(target: Option<i64>, len: usize) -> u32 {
 /// Turns target offsets into instruction indices, reporting bad ones (left as [`NONE`]), and
 /// marks forward targets.
 pub(super) fn resolve_targets(v: &mut Verifier) {
-    for i in 0..v.ins.len() {
+    for b in 0..v.branches.len() {
+        let i = v.branches[b] as usize;
         let ins = v.ins[i];
-        if !(ins.op.operand_kind().is_branch() || ins.op == Opcode::Switch) {
-            continue;
-        }
         let start = ins.arg as usize;
         let count = v.targets[start] as usize;
         for k in start + 1..start + 1 + count {
@@ -202,15 +208,16 @@ fn prefix_code(prefix: Opcode) -> Code {
 /// `tail.` call must be followed by `ret` and lie outside protected regions.
 pub(super) fn check_prefixes(v: &mut Verifier, eh_ok: bool) {
     let n = v.ins.len();
-    let mut i = 0;
-    while i < n {
-        if !v.ins[i].op.is_prefix() {
-            i += 1;
+    // Resume point: prefixes already handled as part of an earlier run.
+    let mut next = 0;
+    for s in 0..v.special.len() {
+        let i = v.special[s] as usize;
+        if i < next || v.ins[i].fx.flow != Flow::Prefix {
             continue;
         }
         // The prefix run i..j and the instruction j it modifies.
         let mut j = i;
-        while j < n && v.ins[j].op.is_prefix() {
+        while j < n && v.ins[j].fx.flow == Flow::Prefix {
             j += 1;
         }
         if j == n {
@@ -232,7 +239,7 @@ pub(super) fn check_prefixes(v: &mut Verifier, eh_ok: bool) {
                 check_tail_call(v, k, j, eh_ok);
             }
         }
-        i = j + 1;
+        next = j + 1;
     }
 }
 
@@ -276,92 +283,35 @@ enum Transfer {
 /// `endfinally`, `endfilter` and `rethrow`; falling off the end of the code.
 pub(super) fn check_transfers(v: &mut Verifier, eh_ok: bool) {
     let n = v.ins.len();
-    let regions = !v.nodes.is_empty();
-    for i in 0..n {
-        let ins = v.ins[i];
-        let flow = ins.op.flow();
-        if regions && matches!(flow, Flow::Branch | Flow::CondBranch) {
-            let kind = if matches!(ins.op, Opcode::Leave | Opcode::Leave_S) {
-                Transfer::Leave
-            } else {
-                Transfer::Branch
-            };
-            let start = ins.arg as usize + 1;
-            let count = v.targets[ins.arg as usize] as usize;
-            for k in start..start + count {
-                let t = v.targets[k];
-                if t != NONE && transfer(v, i, t as usize, kind) {
-                    break;
-                }
-            }
+    if v.nodes.is_empty() {
+        // No regions: only the placement rules and the end of the code apply.
+        for s in 0..v.special.len() {
+            placement(v, v.special[s] as usize, eh_ok);
         }
-        match ins.op {
-            Opcode::Ret | Opcode::Jmp if regions => {
-                let r = v.region_of(i);
-                if r != NONE {
-                    let (code, what) = match v.nodes[r as usize].kind {
-                        RegionKind::Try => (Code::ReturnFromTry, "try"),
-                        RegionKind::Filter => (Code::ReturnFromFilter, "filter"),
-                        _ => (Code::ReturnFromHandler, "handler"),
-                    };
-                    v.report(code, ins.off, format!("{} inside a {what}", ins.op));
-                }
-            }
-            Opcode::Endfinally
-                if eh_ok
-                    && !matches!(
-                        enclosing_handler(v, i),
-                        Some(RegionKind::Finally | RegionKind::Fault)
-                    ) =>
-            {
-                v.report(
-                    Code::Endfinally,
-                    ins.off,
-                    "endfinally outside a finally or fault handler".into(),
-                );
-            }
-            Opcode::Rethrow
-                if eh_ok
-                    && !matches!(
-                        enclosing_handler(v, i),
-                        Some(RegionKind::Catch | RegionKind::FilterHandler)
-                    ) =>
-            {
-                v.report(
-                    Code::Rethrow,
-                    ins.off,
-                    "rethrow outside a catch handler".into(),
-                );
-            }
-            Opcode::Endfilter if eh_ok => {
-                let r = v.region_of(i);
-                let ok = r != NONE && {
-                    let node = &v.nodes[r as usize];
-                    node.kind == RegionKind::Filter && node.end_idx == i as u32 + 1
-                };
-                if !ok {
-                    v.report(
-                        Code::Endfilter,
-                        ins.off,
-                        "endfilter other than at the end of a filter".into(),
-                    );
-                }
-            }
-            _ => {}
-        }
-        if !flow.ends_block() {
-            if i + 1 == n {
-                let what = if ins.op.is_prefix() {
-                    "code ends after a prefix"
+    } else {
+        for i in 0..n {
+            let ins = v.ins[i];
+            if ins.fx.kind & fx::TARGETS != 0 {
+                let kind = if matches!(ins.op, Opcode::Leave | Opcode::Leave_S) {
+                    Transfer::Leave
                 } else {
-                    "control falls off the end of the code"
+                    Transfer::Branch
                 };
-                if !ins.op.is_prefix() {
-                    v.report(Code::MethodFallthrough, ins.off, what.into());
+                let start = ins.arg as usize + 1;
+                let count = v.targets[ins.arg as usize] as usize;
+                for k in start..start + count {
+                    let t = v.targets[k];
+                    if t != NONE && transfer(v, i, t as usize, kind) {
+                        break;
+                    }
                 }
-            } else if regions && v.region_of(i) != v.region_of(i + 1) {
+            }
+            if ins.fx.kind & fx::SPECIAL != 0 {
+                placement(v, i, eh_ok);
+            }
+            let r = v.region_of(i);
+            if i + 1 < n && !ins.fx.flow.ends_block() && r != v.region_of(i + 1) {
                 // A filter that does not end in endfilter is reported once, by the table rules.
-                let r = v.region_of(i);
                 let filter_end = r != NONE && {
                     let node = &v.nodes[r as usize];
                     node.kind == RegionKind::Filter && node.end_idx == i as u32 + 1
@@ -370,10 +320,78 @@ pub(super) fn check_transfers(v: &mut Verifier, eh_ok: bool) {
                     transfer(v, i, i + 1, Transfer::Fallthrough);
                 }
             }
+            if v.stop() {
+                return;
+            }
         }
-        if v.stop() {
-            return;
+    }
+    // A trailing prefix is reported by the prefix rules.
+    let last = v.ins[n - 1];
+    if !last.fx.flow.ends_block() && last.fx.flow != Flow::Prefix {
+        v.report(
+            Code::MethodFallthrough,
+            last.off,
+            "control falls off the end of the code".into(),
+        );
+    }
+}
+
+/// Where `ret`, `jmp`, `endfinally`, `endfilter` and `rethrow` may appear.
+fn placement(v: &mut Verifier, i: usize, eh_ok: bool) {
+    let ins = v.ins[i];
+    match ins.op {
+        Opcode::Ret | Opcode::Jmp => {
+            let r = v.region_of(i);
+            if r != NONE {
+                let (code, what) = match v.nodes[r as usize].kind {
+                    RegionKind::Try => (Code::ReturnFromTry, "try"),
+                    RegionKind::Filter => (Code::ReturnFromFilter, "filter"),
+                    _ => (Code::ReturnFromHandler, "handler"),
+                };
+                v.report(code, ins.off, format!("{} inside a {what}", ins.op));
+            }
         }
+        Opcode::Endfinally
+            if eh_ok
+                && !matches!(
+                    enclosing_handler(v, i),
+                    Some(RegionKind::Finally | RegionKind::Fault)
+                ) =>
+        {
+            v.report(
+                Code::Endfinally,
+                ins.off,
+                "endfinally outside a finally or fault handler".into(),
+            );
+        }
+        Opcode::Rethrow
+            if eh_ok
+                && !matches!(
+                    enclosing_handler(v, i),
+                    Some(RegionKind::Catch | RegionKind::FilterHandler)
+                ) =>
+        {
+            v.report(
+                Code::Rethrow,
+                ins.off,
+                "rethrow outside a catch handler".into(),
+            );
+        }
+        Opcode::Endfilter if eh_ok => {
+            let r = v.region_of(i);
+            let ok = r != NONE && {
+                let node = &v.nodes[r as usize];
+                node.kind == RegionKind::Filter && node.end_idx == i as u32 + 1
+            };
+            if !ok {
+                v.report(
+                    Code::Endfilter,
+                    ins.off,
+                    "endfilter other than at the end of a filter".into(),
+                );
+            }
+        }
+        _ => {}
     }
 }
 

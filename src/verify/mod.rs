@@ -22,10 +22,12 @@ mod stack;
 #[cfg(test)]
 mod tests;
 
-pub use resolver::{CallSig, MethodSig, NoResolver, Resolver, SyntheticResolver, token_table_fits};
+pub use resolver::{
+    CallSig, ImageResolver, MethodSig, NoResolver, Resolver, SyntheticResolver, token_table_fits,
+};
 
 use crate::body::{Body, Clause};
-use crate::opcode::Opcode;
+use crate::opcode::{Flow, Opcode};
 use serde::Serialize;
 use std::fmt;
 
@@ -94,8 +96,6 @@ codes! {
     ReturnMissing,
     /// `ret` from a non-void method with more than the return value on the stack (III.3.56).
     ReturnEmpty,
-    /// `localloc` with more than its size on the stack (III.3.47).
-    LocallocStackNotEmpty,
     /// `jmp` with a non-empty stack (III.3.37). ilcheck's own name.
     JmpStackNotEmpty,
     /// `endfilter` without exactly one item on the stack (III.3.34).
@@ -254,6 +254,81 @@ struct Ins {
     arg: u32,
     op: Opcode,
     flags: u16,
+    fx: Fx,
+}
+
+/// An opcode's facts in the form the hot loops want, derived from [`crate::opcode::ALL`].
+#[derive(Clone, Copy, Debug)]
+struct Fx {
+    /// Items popped, or [`fx::POP_ALL`], or [`fx::SIG`] (from a signature).
+    pops: u8,
+    /// Items pushed, or [`fx::SIG`].
+    pushes: u8,
+    flow: Flow,
+    /// [`fx::TARGETS`], [`fx::SPECIAL`].
+    kind: u8,
+}
+
+mod fx {
+    use super::Fx;
+    use crate::opcode::{ALL, Flow, Opcode, OperandKind, Pops, Pushes};
+
+    pub const POP_ALL: u8 = 255;
+    pub const SIG: u8 = 254;
+    /// Has branch or switch targets.
+    pub const TARGETS: u8 = 1;
+    /// Has placement rules of its own: prefixes, `ret`, `jmp`, `endfinally`, `endfilter`,
+    /// `rethrow`.
+    pub const SPECIAL: u8 = 2;
+
+    const fn of(i: usize) -> Fx {
+        let info = &ALL[i];
+        let pops = match info.pops {
+            Pops::Fixed(n) => n,
+            Pops::All => POP_ALL,
+            Pops::Signature => SIG,
+        };
+        let pushes = match info.pushes {
+            Pushes::Fixed(n) => n,
+            Pushes::Signature => SIG,
+        };
+        let targets = matches!(
+            info.operand,
+            OperandKind::ShortBrTarget | OperandKind::BrTarget | OperandKind::Switch
+        );
+        let special = matches!(info.flow, Flow::Prefix | Flow::Return)
+            || info.opcode as u16 == Opcode::Rethrow as u16;
+        Fx {
+            pops,
+            pushes,
+            flow: info.flow,
+            kind: (targets as u8 * TARGETS) | (special as u8 * SPECIAL),
+        }
+    }
+
+    /// Indexed like the opcode's encoding: low byte, plus 256 for `FE xx`.
+    static TABLE: [Fx; 512] = {
+        let mut t = [Fx {
+            pops: 0,
+            pushes: 0,
+            flow: Flow::Next,
+            kind: 0,
+        }; 512];
+        let mut i = 0;
+        while i < ALL.len() {
+            let code = ALL[i].opcode as u16;
+            let key = (code & 0xFF) as usize + if code >> 8 == 0xFE { 256 } else { 0 };
+            t[key] = of(i);
+            i += 1;
+        }
+        t
+    };
+
+    #[inline]
+    pub fn get(op: Opcode) -> Fx {
+        let code = op as u16;
+        TABLE[(code & 0xFF) as usize + ((code >> 8 == 0xFE) as usize) * 256]
+    }
 }
 
 /// Per-instruction flags.
@@ -284,6 +359,10 @@ pub struct Verifier {
     /// Branch and switch targets: `[count, target…]` per branching instruction; targets are
     /// byte offsets after decoding and instruction indices (or [`NONE`]) once resolved.
     targets: Vec<u32>,
+    /// Indices of instructions with [`fx::SPECIAL`] placement rules.
+    special: Vec<u32>,
+    /// Indices of instructions with branch or switch targets.
+    branches: Vec<u32>,
     /// Instruction index by byte offset ([`NONE`] inside an instruction); `at[len]` = count.
     at: Vec<u32>,
     depth: Vec<u32>,
@@ -401,6 +480,8 @@ impl Verifier {
     ) {
         self.ins.clear();
         self.targets.clear();
+        self.special.clear();
+        self.branches.clear();
         self.region.clear();
         self.nodes.clear();
         self.diags.clear();
@@ -461,7 +542,7 @@ impl Verifier {
     /// The `[target…]` slice of a branching instruction.
     fn targets_of(&self, i: usize) -> &[u32] {
         let ins = self.ins[i];
-        if ins.op.operand_kind().is_branch() || ins.op == Opcode::Switch {
+        if ins.fx.kind & fx::TARGETS != 0 {
             let start = ins.arg as usize;
             let count = self.targets[start] as usize;
             &self.targets[start + 1..start + 1 + count]

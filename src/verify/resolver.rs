@@ -4,8 +4,13 @@
 //! Every question may be answered "unknown" (`None`); the verifier then skips the checks that
 //! depend on the answer instead of guessing, so an incomplete resolver never causes a false alarm.
 
+use crate::body::Body;
+use crate::image::sig::StandAloneSig;
+use crate::image::{Image, Method, Token};
 use crate::opcode::{Opcode, OperandKind};
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
 
 /// The stack-relevant shape of a callee's signature at one call site.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -232,5 +237,109 @@ impl Resolver for SyntheticResolver {
 
     fn string_exists(&self, token: u32) -> Option<bool> {
         self.known(self.strings.contains(&token))
+    }
+}
+
+/// Resolves through an assembly's metadata: MethodDef, MemberRef and MethodSpec signatures,
+/// `calli` StandAloneSigs, row existence and `#US` entries. Call signatures are cached, so keep
+/// one resolver per image and call [`ImageResolver::set_method`] before each body.
+pub struct ImageResolver<'i> {
+    image: &'i Image<'i>,
+    method: Option<MethodSig>,
+    locals: Option<u32>,
+    calls: RefCell<HashMap<u32, Option<CallSig>, BuildHasherDefault<TokenHasher>>>,
+}
+
+/// Tokens are well-spread integers that need no DoS-resistant hashing: one multiply will do.
+#[derive(Default)]
+struct TokenHasher(u64);
+
+impl Hasher for TokenHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.0 = (n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+impl<'i> ImageResolver<'i> {
+    pub fn new(image: &'i Image<'i>) -> Self {
+        ImageResolver {
+            image,
+            method: None,
+            locals: None,
+            calls: RefCell::default(),
+        }
+    }
+
+    /// Answers for `method` (its signature) and `body` (its locals) from now on.
+    pub fn set_method(&mut self, method: &Method<'_>, body: &Body<'_>) {
+        self.method = method.signature().ok().map(|s| MethodSig {
+            arg_count: u16::try_from(
+                s.param_count as u64 + (s.has_this && !s.explicit_this) as u64,
+            )
+            .unwrap_or(u16::MAX),
+            returns_void: s.returns_void,
+        });
+        self.locals = self.image.local_count(Token(body.local_sig())).ok();
+    }
+
+    /// A resolver for one method of `image`.
+    pub fn for_method(image: &'i Image<'i>, method: &Method<'_>, body: &Body<'_>) -> Self {
+        let mut r = Self::new(image);
+        r.set_method(method, body);
+        r
+    }
+
+    fn lookup(&self, opcode: Opcode, token: u32) -> Option<CallSig> {
+        let s = if opcode == Opcode::Calli {
+            match self.image.standalone_sig(Token(token)).ok()? {
+                StandAloneSig::Method(s) => s,
+                StandAloneSig::Locals { .. } => return None,
+            }
+        } else {
+            self.image.method_sig(Token(token)).ok()?
+        };
+        let fixed = s.sentinel_index.map_or(s.param_count, |i| i as u32);
+        Some(CallSig {
+            has_this: s.has_this,
+            explicit_this: s.explicit_this,
+            param_count: u16::try_from(fixed).ok()?,
+            returns_void: s.returns_void,
+            vararg_extra: u16::try_from(s.param_count.checked_sub(fixed)?).ok()?,
+        })
+    }
+}
+
+impl Resolver for ImageResolver<'_> {
+    fn method(&self) -> Option<MethodSig> {
+        self.method
+    }
+
+    fn local_count(&self) -> Option<u32> {
+        self.locals
+    }
+
+    fn call_sig(&self, opcode: Opcode, token: u32) -> Option<CallSig> {
+        // The table byte keeps `calli` StandAloneSig keys apart from method tokens.
+        *self
+            .calls
+            .borrow_mut()
+            .entry(token)
+            .or_insert_with(|| self.lookup(opcode, token))
+    }
+
+    fn token_exists(&self, token: u32) -> Option<bool> {
+        Some(self.image.token_exists(Token(token)))
+    }
+
+    fn string_exists(&self, token: u32) -> Option<bool> {
+        Some(self.image.user_string_ok(Token(token)))
     }
 }

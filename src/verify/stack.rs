@@ -6,8 +6,8 @@
 //! already known, where the depths must agree. Each instruction is visited once.
 
 use super::eh::RegionKind;
-use super::{CallSig, Code, Ctx, NONE, Resolver, Verifier, flag};
-use crate::opcode::{Flow, Opcode, Pops, Pushes};
+use super::{CallSig, Code, Ctx, NONE, Resolver, Verifier, flag, fx};
+use crate::opcode::Opcode;
 
 pub(super) fn run(v: &mut Verifier, ctx: &Ctx, r: &dyn Resolver, eh_ok: bool) {
     let n = v.ins.len();
@@ -65,25 +65,21 @@ fn walk(v: &mut Verifier, mut i: usize, ctx: &Ctx, r: &dyn Resolver) {
     let mut d = v.depth[i];
     loop {
         let ins = v.ins[i];
-        let info = ins.op.info();
-        let (pops, pushes) = match (info.pops, info.pushes) {
-            (Pops::Fixed(p), Pushes::Fixed(u)) => (p as u32, u as u32),
-            (Pops::All, _) => (d, 0),
-            _ if ins.op == Opcode::Ret => {
-                check_ret(v, ins.off, d, ctx);
-                return;
-            }
-            _ => match call_effect(v, i, r) {
+        let fx = ins.fx;
+        let (pops, pushes) = if fx.pops < fx::SIG && fx.pushes < fx::SIG {
+            (fx.pops as u32, fx.pushes as u32)
+        } else if fx.pops == fx::POP_ALL {
+            (d, 0)
+        } else if ins.op == Opcode::Ret {
+            check_ret(v, ins.off, d, ctx);
+            return;
+        } else {
+            match call_effect(v, i, r) {
                 Some(sig) => (sig.pops(ins.op), sig.pushes(ins.op)),
                 None => return,
-            },
+            }
         };
         match ins.op {
-            Opcode::Localloc if d > 1 => v.report(
-                Code::LocallocStackNotEmpty,
-                ins.off,
-                format!("localloc with {d} items on the stack; only its size may be there"),
-            ),
             Opcode::Jmp if d != 0 => v.report(
                 Code::JmpStackNotEmpty,
                 ins.off,
@@ -130,7 +126,7 @@ fn walk(v: &mut Verifier, mut i: usize, ctx: &Ctx, r: &dyn Resolver) {
                 format!("stack depth {d} exceeds the declared MaxStack {declared}"),
             );
         }
-        if matches!(info.flow, Flow::Branch | Flow::CondBranch) {
+        if fx.kind & fx::TARGETS != 0 {
             let start = ins.arg as usize + 1;
             let count = v.targets[ins.arg as usize] as usize;
             for k in start..start + count {
@@ -140,7 +136,7 @@ fn walk(v: &mut Verifier, mut i: usize, ctx: &Ctx, r: &dyn Resolver) {
                 }
             }
         }
-        if info.flow.ends_block() || i + 1 == n || v.stop() {
+        if fx.flow.ends_block() || i + 1 == n || (v.first_only && v.stop()) {
             return;
         }
         i += 1;
@@ -196,7 +192,7 @@ fn post_checks(v: &mut Verifier) {
             continue;
         }
         let ins = v.ins[i];
-        if v.ins[i - 1].op.flow().ends_block()
+        if v.ins[i - 1].fx.flow.ends_block()
             && ins.flags & (flag::FORWARD_TARGET | flag::HANDLER_START) == 0
         {
             v.report(
