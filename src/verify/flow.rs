@@ -70,10 +70,8 @@ pub(super) fn decode(v: &mut Verifier, code: &[u8], ctx: &Ctx, r: &dyn Resolver)
             flags |= pending;
             pending = 0;
             pending_any = false;
-            operand::check(v, instr.offset, op, arg, ctx, r);
         }
-        if op == Opcode::Constrained {
-            // The only prefix with a token operand.
+        if fx.kind & fx::OPERAND != 0 {
             operand::check(v, instr.offset, op, arg, ctx, r);
         }
         v.ins.push(Ins {

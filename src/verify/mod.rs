@@ -280,6 +280,8 @@ mod fx {
     /// Has placement rules of its own: prefixes, `ret`, `jmp`, `endfinally`, `endfilter`,
     /// `rethrow`.
     pub const SPECIAL: u8 = 2;
+    /// Has an operand rule: a local, an argument (also implied, as in `ldarg.0`) or a token.
+    pub const OPERAND: u8 = 4;
 
     const fn of(i: usize) -> Fx {
         let info = &ALL[i];
@@ -298,11 +300,24 @@ mod fx {
         );
         let special = matches!(info.flow, Flow::Prefix | Flow::Return)
             || info.opcode as u16 == Opcode::Rethrow as u16;
+        let code = info.opcode as u16;
+        let operand = !matches!(
+            info.operand,
+            OperandKind::None
+                | OperandKind::ShortI
+                | OperandKind::I
+                | OperandKind::I8
+                | OperandKind::ShortR
+                | OperandKind::R
+                | OperandKind::ShortBrTarget
+                | OperandKind::BrTarget
+                | OperandKind::Switch
+        ) || matches!(code, 0x02..=0x0D);
         Fx {
             pops,
             pushes,
             flow: info.flow,
-            kind: (targets as u8 * TARGETS) | (special as u8 * SPECIAL),
+            kind: (targets as u8 * TARGETS) | (special as u8 * SPECIAL) | (operand as u8 * OPERAND),
         }
     }
 

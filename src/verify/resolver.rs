@@ -290,6 +290,13 @@ impl<'i> ImageResolver<'i> {
         self.locals = self.image.local_count(Token(body.local_sig())).ok();
     }
 
+    /// Answers with facts gathered earlier (by [`Resolver::method`] and
+    /// [`Resolver::local_count`] after [`ImageResolver::set_method`]).
+    pub fn set_facts(&mut self, method: Option<MethodSig>, locals: Option<u32>) {
+        self.method = method;
+        self.locals = locals;
+    }
+
     /// A resolver for one method of `image`.
     pub fn for_method(image: &'i Image<'i>, method: &Method<'_>, body: &Body<'_>) -> Self {
         let mut r = Self::new(image);

@@ -40,12 +40,29 @@ fn seed(v: &mut Verifier, i: usize, d: u32) {
     merge(v, i, d);
 }
 
-/// Records depth `d` arriving at instruction `t`.
+/// Records depth `d` arriving at instruction `t` by a branch or as a handler entry.
 fn merge(v: &mut Verifier, t: usize, d: u32) {
     let known = v.depth[t];
     if known == NONE {
         v.depth[t] = d;
         v.work.push(t as u32);
+        // III.1.7.5: a single forward scan assumes an empty stack after an unconditional
+        // transfer unless an earlier forward branch says otherwise. Only branches reach such
+        // an instruction, so its first recorded depth is the one to check.
+        if d != 0
+            && t > 0
+            && v.ins[t - 1].fx.flow.ends_block()
+            && v.ins[t].flags & (flag::FORWARD_TARGET | flag::HANDLER_START) == 0
+        {
+            v.report(
+                Code::BackwardBranch,
+                v.ins[t].off,
+                format!(
+                    "follows an unconditional transfer, is reached only by backward branches, \
+                     and has stack depth {d} instead of 0"
+                ),
+            );
+        }
     } else if known != d {
         path_mismatch(v, t, known, d);
     }
@@ -184,27 +201,8 @@ fn check_ret(v: &mut Verifier, off: u32, d: u32, ctx: &Ctx) {
     v.report(code, off, msg);
 }
 
-/// Rules on the computed depths: the single-forward-scan rule and empty stacks at try entry.
+/// A try must be entered with an empty stack.
 fn post_checks(v: &mut Verifier) {
-    for i in 1..v.ins.len() {
-        let d = v.depth[i];
-        if d == NONE || d == 0 {
-            continue;
-        }
-        let ins = v.ins[i];
-        if v.ins[i - 1].fx.flow.ends_block()
-            && ins.flags & (flag::FORWARD_TARGET | flag::HANDLER_START) == 0
-        {
-            v.report(
-                Code::BackwardBranch,
-                ins.off,
-                format!(
-                    "follows an unconditional transfer, is reached only by backward branches, \
-                     and has stack depth {d} instead of 0"
-                ),
-            );
-        }
-    }
     for k in 0..v.nodes.len() {
         let node = v.nodes[k];
         if node.kind != RegionKind::Try {
