@@ -5,7 +5,7 @@
 //! Branch displacements are kept as stored, so a target in the middle of an instruction or outside
 //! the method still decodes and re-encodes exactly; the verifier judges it.
 
-use crate::opcode::{DECODE, Opcode, OperandKind};
+use crate::opcode::{DECODE, FAST_LEN, Opcode, OperandKind};
 use std::fmt;
 
 /// The targets of a `switch`: raw little-endian `int32` displacements (borrowed), or owned values.
@@ -436,21 +436,13 @@ pub fn count(code: &[u8]) -> Result<usize, InstrError> {
     let mut pos = 0;
     let mut n = 0;
     while pos < code.len() {
-        let first = code[pos];
-        let mut len = DECODE.one[first as usize].len as usize;
-        if first == 0xFE {
-            len = code
-                .get(pos + 1)
-                .map_or(0, |&b| DECODE.two[b as usize].len as usize);
-        }
-        if len != 0 && first != 0x45 {
+        let len = FAST_LEN[code[pos] as usize] as usize;
+        if len != 0 {
             pos += len;
-            n += 1;
-            continue;
+        } else {
+            // Two-byte opcodes, switch and errors: the full decoder handles them.
+            pos += decode_with_len(code, pos)?.1;
         }
-        // Switch and errors: the full decoder handles them.
-        let (_, len) = decode_with_len(code, pos)?;
-        pos += len;
         n += 1;
     }
     if pos > code.len() {

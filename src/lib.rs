@@ -8,8 +8,10 @@
 //! - [`verify`]: structural verifier (stack depths, branches, EH regions, prefixes, operands).
 
 pub mod body;
+pub mod corpus;
 pub mod disasm;
 pub mod image;
 pub mod instr;
 pub mod opcode;
+pub mod report;
 pub mod verify;

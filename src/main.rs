@@ -3,6 +3,8 @@
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 use ilcheck::body::Body;
+use ilcheck::corpus::{self, Input, RoundtripOptions, RoundtripReport};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -19,6 +21,27 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Decode and losslessly re-encode every method body; compare with the original bytes.
+    ///
+    /// With no PATH: the project's own corpus (embedded) plus system assemblies found in standard
+    /// places (/usr/lib/mono/4.5, a .NET shared framework). Exit code 0 when every body and image
+    /// round-trips, 1 on any mismatch or decode failure, 2 on usage or I/O errors.
+    Roundtrip {
+        /// Assemblies, or directories searched recursively for .dll and .exe files.
+        paths: Vec<PathBuf>,
+        /// Also encode canonically and count bodies their compiler left non-canonical, by reason.
+        #[arg(long)]
+        canonical: bool,
+        /// Print the JSON report (schema: docs/roundtrip-json.md) instead of the summary.
+        #[arg(long)]
+        json: bool,
+        /// Write a Markdown report with diffs to this file.
+        #[arg(long, value_name = "FILE.md")]
+        report: Option<PathBuf>,
+        /// How many failures to list with diffs.
+        #[arg(long, default_value_t = 20)]
+        max_failures: usize,
+    },
     /// Disassemble one method body given as hex or as a binary file.
     Disasm {
         /// Body bytes as hex, e.g. "2A" or "13 30 01 00 …".
@@ -49,6 +72,21 @@ fn run(cli: Cli) -> Result<ExitCode> {
             file,
             canonical,
         } => disasm(hex, file, canonical),
+        Command::Roundtrip {
+            paths,
+            canonical,
+            json,
+            report,
+            max_failures,
+        } => roundtrip(
+            paths,
+            RoundtripOptions {
+                canonical,
+                max_failures,
+            },
+            json,
+            report,
+        ),
     }
 }
 
@@ -101,4 +139,90 @@ fn disasm(hex: Option<String>, file: Option<PathBuf>, canonical: bool) -> Result
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The inputs named on the command line, or the default corpus with the sources it used.
+fn inputs(paths: Vec<PathBuf>) -> Result<(Vec<Input>, Vec<String>)> {
+    if !paths.is_empty() {
+        let files = corpus::discover(&paths)?;
+        let mut sources: Vec<String> = paths
+            .iter()
+            .take(3)
+            .map(|p| p.display().to_string())
+            .collect();
+        if paths.len() > 3 {
+            sources.push(format!("and {} more paths", paths.len() - 3));
+        }
+        return Ok((files.into_iter().map(Input::File).collect(), sources));
+    }
+    let mut inputs: Vec<Input> = corpus::EMBEDDED
+        .iter()
+        .map(|&(name, bytes)| Input::Embedded { name, bytes })
+        .collect();
+    let mut sources = vec![format!(
+        "embedded project corpus ({} assemblies)",
+        inputs.len()
+    )];
+    for dir in corpus::system_dirs() {
+        let files = corpus::discover(std::slice::from_ref(&dir))?;
+        sources.push(format!("{} ({} files)", dir.display(), files.len()));
+        inputs.extend(files.into_iter().map(Input::File));
+    }
+    if sources.len() == 1 {
+        sources.push(
+            "no system assemblies found (install mono-devel for /usr/lib/mono/4.5)".to_string(),
+        );
+    }
+    Ok((inputs, sources))
+}
+
+fn progress_bar(len: usize) -> indicatif::ProgressBar {
+    if len < 20 || !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(len as u64);
+    if let Ok(style) = indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} {wide_msg}") {
+        bar.set_style(style);
+    }
+    bar
+}
+
+fn roundtrip(
+    paths: Vec<PathBuf>,
+    opts: RoundtripOptions,
+    json: bool,
+    report_path: Option<PathBuf>,
+) -> Result<ExitCode> {
+    let (inputs, sources) = inputs(paths)?;
+    if !json {
+        eprintln!("ilcheck roundtrip: {}", sources.join("; "));
+    }
+    let mut report = RoundtripReport {
+        sources,
+        ..Default::default()
+    };
+    let bar = progress_bar(inputs.len());
+    corpus::roundtrip(&inputs, opts, &mut report, |input| {
+        bar.set_message(input.name());
+        bar.inc(1);
+    });
+    bar.finish_and_clear();
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", ilcheck::report::roundtrip_summary(&report));
+    }
+    if let Some(path) = report_path {
+        let command = std::env::args().collect::<Vec<_>>().join(" ");
+        std::fs::write(
+            &path,
+            ilcheck::report::roundtrip_markdown(&report, &command),
+        )
+        .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(if report.all_identical() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }

@@ -479,6 +479,21 @@ pub(crate) static DECODE: DecodeTables = {
     DecodeTables { one, two }
 };
 
+/// Length of each one-byte instruction by its first byte; 0 for `FE`, `switch` and undefined
+/// bytes, which take the full decoder. One byte an entry keeps the table in four cache lines.
+pub(crate) static FAST_LEN: [u8; 256] = {
+    let mut len = [0u8; 256];
+    let mut i = 0;
+    while i < 256 {
+        let e = DECODE.one[i];
+        if e.opcode.is_some() && i != 0x45 {
+            len[i] = e.len;
+        }
+        i += 1;
+    }
+    len
+};
+
 impl Opcode {
     /// The one-byte opcode encoded by `byte`, if any. `0xFE` (the two-byte escape) is not one.
     #[inline]

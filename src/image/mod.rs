@@ -542,13 +542,11 @@ impl<'i> Method<'i> {
             return Err(ImageError::NoBody { token });
         }
         let file = self.image.bytes();
-        let (start, end) = self
-            .image
-            .pe
-            .rva_to_section_tail(rva, file.len())
-            .ok_or(ImageError::BodyOutsideSections { token, rva })?;
-        file.get(start..end)
-            .ok_or(ImageError::BodyOutsideSections { token, rva })
+        // No error value is built on the success path: this runs once per method.
+        match self.image.pe.rva_to_section_tail(rva, file.len()) {
+            Some((start, end)) if start <= end && end <= file.len() => Ok(&file[start..end]),
+            _ => Err(ImageError::BodyOutsideSections { token, rva }),
+        }
     }
 
     /// Whether the body starts with a fat header at an RVA that is not 4-byte aligned

@@ -146,7 +146,7 @@ fn check_clause(v: &mut Verifier, len: usize, ci: usize, c: &Clause, r: &dyn Res
     if c.try_length == 0 || c.handler_length == 0 {
         let what = if c.try_length == 0 { "try" } else { "handler" };
         v.report(
-            Code::EHEmptyRegion,
+            Code::EHRegionEmpty,
             at,
             format!("clause {ci}: the {what} is empty"),
         );
@@ -182,7 +182,7 @@ fn check_clause(v: &mut Verifier, len: usize, ci: usize, c: &Clause, r: &dyn Res
     for (what, b) in bounds {
         if !is_boundary(v, b, len) {
             v.report(
-                Code::EHMidInstruction,
+                Code::EHBoundaryNotInstructionStart,
                 b as u32,
                 format!("clause {ci}: the {what} IL_{b:04x} is not an instruction start"),
             );
@@ -311,11 +311,11 @@ fn join_equal(v: &mut Verifier, n: u32, x: &Interval, clauses: &[Clause]) -> boo
             )
         }
         (RegionKind::Try, _) | (_, RegionKind::Try) => (
-            Code::EHTryEqualsHandler,
+            Code::EHTryIsHandler,
             "its block is both a try and a handler or filter",
         ),
         _ => (
-            Code::EHSameHandler,
+            Code::EHDuplicateHandlerStart,
             "its handler or filter is the same block as another",
         ),
     };
@@ -360,7 +360,7 @@ fn check_nesting(v: &mut Verifier, parent: u32, x: &Interval) -> bool {
             let n = v.nodes[q as usize];
             if n.kind.is_handler_like() {
                 v.report(
-                    Code::EHSameHandler,
+                    Code::EHDuplicateHandlerStart,
                     x.start,
                     format!(
                         "clause {}: its {} starts where the {} of clause {} starts",
@@ -380,7 +380,7 @@ fn check_order(v: &mut Verifier, parent: u32, x: &Interval) -> bool {
     let p = v.nodes[parent as usize];
     if x.clause > p.min_clause {
         v.report(
-            Code::EHInnerAfterOuter,
+            Code::EHOrderInnerAfterOuter,
             x.start,
             format!(
                 "clause {} is nested in the {} of clause {} but listed after it",

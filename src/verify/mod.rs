@@ -111,20 +111,20 @@ codes! {
     /// Clause flags name no handler kind (II.25.4.6).
     EHInvalidKind,
     /// A try or handler of length zero.
-    EHEmptyRegion,
+    EHRegionEmpty,
     /// A region boundary not on an instruction start (or between a prefix and its instruction).
-    EHMidInstruction,
+    EHBoundaryNotInstructionStart,
     /// Two regions overlap without one nesting in the other, or a clause's handler or filter
     /// lies in its own try (or the reverse).
     EHOverlap,
     /// A try is the same block as a handler or filter.
-    EHTryEqualsHandler,
+    EHTryIsHandler,
     /// A try shared by several clauses has a finally or fault handler.
     EHSharedTryFinally,
     /// Two handlers or filters start at the same instruction.
-    EHSameHandler,
+    EHDuplicateHandlerStart,
     /// A clause nested in another is listed after it (inner clauses come first).
-    EHInnerAfterOuter,
+    EHOrderInnerAfterOuter,
     /// A filter does not start before its handler.
     EHFilterNotBeforeHandler,
     /// A filter contains a try, handler or filter.

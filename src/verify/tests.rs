@@ -517,13 +517,13 @@ fn clause_bounds() {
         c.try_length = 0;
         vec![c]
     });
-    assert_eq!(got, [Code::EHEmptyRegion]);
+    assert_eq!(got, [Code::EHRegionEmpty]);
     let got = eh_codes(&items, |a| {
         let mut c = catch(a, ("t", "h"), ("h", "he"));
         c.handler_length -= 1;
         vec![c]
     });
-    assert_eq!(got, [Code::EHMidInstruction]);
+    assert_eq!(got, [Code::EHBoundaryNotInstructionStart]);
     let got = eh_codes(&items, |a| {
         let mut c = catch(a, ("t", "h"), ("h", "he"));
         c.flags = 3;
@@ -542,14 +542,14 @@ fn clause_bounds() {
 fn try_equals_handler_and_same_handler() {
     let items = try_catch();
     let got = eh_codes(&items, |a| vec![catch(a, ("t", "h"), ("t", "h"))]);
-    assert!(got.contains(&Code::EHTryEqualsHandler), "{got:?}");
+    assert!(got.contains(&Code::EHTryIsHandler), "{got:?}");
     let got = eh_codes(&items, |a| {
         vec![
             catch(a, ("t", "h"), ("h", "he")),
             catch(a, ("t", "h"), ("h", "he")),
         ]
     });
-    assert!(got.contains(&Code::EHSameHandler), "{got:?}");
+    assert!(got.contains(&Code::EHDuplicateHandlerStart), "{got:?}");
 }
 
 /// try { try { leave a } catch { pop; leave a } a: leave end } finally { endfinally } end: ret
@@ -588,7 +588,7 @@ fn nesting_order_and_overlap() {
         c
     });
     assert!(
-        !got.is_empty() && got.iter().all(|&c| c == Code::EHInnerAfterOuter),
+        !got.is_empty() && got.iter().all(|&c| c == Code::EHOrderInnerAfterOuter),
         "{got:?}"
     );
     // Partial overlap: the inner try reaches past the outer one's end.
@@ -1266,7 +1266,7 @@ fn mutations_are_caught() {
     );
     // Shift a clause boundary off an instruction start (into the long leave).
     let wide = with(&eh, |v| v[2] = br(Leave, "end"));
-    check_raw(&wide, Code::EHMidInstruction, |_, _, cl, _| {
+    check_raw(&wide, Code::EHBoundaryNotInstructionStart, |_, _, cl, _| {
         cl[0].try_length -= 1
     });
     // Two clauses that overlap.
@@ -1274,7 +1274,7 @@ fn mutations_are_caught() {
         cl[0].handler_length = a.at("he") - a.at("ih");
     });
     // Inner and outer clause order swapped.
-    check_raw(&nest, Code::EHInnerAfterOuter, |_, _, cl, _| cl.swap(0, 1));
+    check_raw(&nest, Code::EHOrderInnerAfterOuter, |_, _, cl, _| cl.swap(0, 1));
     // br out of a try.
     check(&with(&eh, |v| v[2] = br(Br_S, "end")), Code::BranchOutOfTry);
     // leave out of a finally.

@@ -1,0 +1,653 @@
+//! Corpus runs: find assemblies, round-trip every method body, and count what was seen.
+//!
+//! The default corpus is the project's own assemblies (embedded in the binary, so the default
+//! run works anywhere) plus system assemblies found in standard places.
+
+use crate::body::{Body, ClauseKind, DecodeError, Header, SectionContent};
+use crate::image::{Image, ImageError};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// The project's own test assemblies (`corpus/bin`), built from `corpus/il` and `corpus/cs`.
+pub const EMBEDDED: &[(&str, &[u8])] = &[
+    (
+        "corpus/bin/codec_shapes.dll",
+        include_bytes!("../corpus/bin/codec_shapes.dll"),
+    ),
+    (
+        "corpus/bin/verify_cases.dll",
+        include_bytes!("../corpus/bin/verify_cases.dll"),
+    ),
+    (
+        "corpus/bin/control_flow.exe",
+        include_bytes!("../corpus/bin/control_flow.exe"),
+    ),
+    (
+        "corpus/bin/control_flow.debug.exe",
+        include_bytes!("../corpus/bin/control_flow.debug.exe"),
+    ),
+    (
+        "corpus/bin/features.exe",
+        include_bytes!("../corpus/bin/features.exe"),
+    ),
+    (
+        "corpus/bin/features.debug.exe",
+        include_bytes!("../corpus/bin/features.debug.exe"),
+    ),
+    (
+        "corpus/bin/unsafe_numeric.exe",
+        include_bytes!("../corpus/bin/unsafe_numeric.exe"),
+    ),
+    (
+        "corpus/bin/unsafe_numeric.debug.exe",
+        include_bytes!("../corpus/bin/unsafe_numeric.debug.exe"),
+    ),
+];
+
+/// Directories of system assemblies searched by the default run, when present.
+pub fn system_dirs() -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    let mono = PathBuf::from("/usr/lib/mono/4.5");
+    if mono.is_dir() {
+        dirs.push(mono);
+    }
+    // The newest .NET shared framework, where a .NET SDK or runtime is installed.
+    for root in [
+        "/usr/share/dotnet",
+        "/usr/lib/dotnet",
+        "/usr/local/share/dotnet",
+    ] {
+        let shared = Path::new(root).join("shared/Microsoft.NETCore.App");
+        if let Ok(entries) = std::fs::read_dir(&shared) {
+            let mut versions: Vec<PathBuf> = entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.is_dir())
+                .collect();
+            versions.sort();
+            if let Some(newest) = versions.pop() {
+                dirs.push(newest);
+                break;
+            }
+        }
+    }
+    dirs
+}
+
+/// One assembly to read: a file, or one of the embedded ones.
+#[derive(Clone, Debug)]
+pub enum Input {
+    File(PathBuf),
+    Embedded {
+        name: &'static str,
+        bytes: &'static [u8],
+    },
+}
+
+impl Input {
+    pub fn name(&self) -> String {
+        match self {
+            Input::File(p) => p.display().to_string(),
+            Input::Embedded { name, .. } => format!("{name} (embedded)"),
+        }
+    }
+
+    /// Opens the image (memory-mapped for files).
+    pub fn open(&self) -> Result<Image<'static>, ImageError> {
+        match self {
+            Input::File(p) => Image::open(p),
+            Input::Embedded { bytes, .. } => Image::parse(bytes),
+        }
+    }
+}
+
+/// Expands paths into assembly files: directories are searched recursively for `.dll` and `.exe`
+/// files, in sorted order; files are taken as given.
+pub fn discover(paths: &[PathBuf]) -> std::io::Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for p in paths {
+        let meta = std::fs::metadata(p)
+            .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", p.display())))?;
+        if meta.is_dir() {
+            walk(p, &mut out)?;
+        } else {
+            out.push(p.clone());
+        }
+    }
+    Ok(out)
+}
+
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    entries.sort();
+    for path in entries {
+        // Symlinked directories are not followed, so a cycle cannot loop forever.
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if meta.is_dir() {
+            walk(&path, out)?;
+        } else if is_assembly_name(&path) {
+            out.push(path);
+        }
+    }
+    Ok(())
+}
+
+fn is_assembly_name(path: &Path) -> bool {
+    path.extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("dll") || e.eq_ignore_ascii_case("exe"))
+}
+
+/// What a corpus run found wrong with one method body or image.
+#[derive(Clone, Debug, Serialize)]
+pub struct Failure {
+    pub assembly: String,
+    /// Full method name, or empty for image-level failures.
+    pub method: String,
+    /// MethodDef token as `0x06xxxxxx`, or empty.
+    pub token: String,
+    /// File offset of the fault.
+    pub offset: usize,
+    /// `decode_error`, `encode_error`, `mismatch`, `image_mismatch`, `image_error`, or
+    /// `raw_code` (listed apart: not a failure).
+    pub kind: &'static str,
+    pub message: String,
+    /// The original body bytes (for diffs; not serialised).
+    #[serde(skip)]
+    pub original: Vec<u8>,
+    /// The re-encoded body bytes (for diffs; not serialised).
+    #[serde(skip)]
+    pub reencoded: Vec<u8>,
+}
+
+/// Counts of clause kinds.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct ClauseCounts {
+    pub catch: u64,
+    pub filter: u64,
+    pub finally: u64,
+    pub fault: u64,
+    pub invalid: u64,
+}
+
+/// Statistics of `--canonical`.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct CanonicalStats {
+    pub bodies_checked: u64,
+    pub non_canonical: u64,
+    /// Reason → bodies; a body can have several reasons.
+    pub reasons: BTreeMap<&'static str, u64>,
+    pub bytes_saved: i64,
+    pub canonical_seconds: f64,
+}
+
+/// The round-trip report. The JSON schema is documented in `docs/roundtrip-json.md`.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct RoundtripReport {
+    pub schema: &'static str,
+    pub sources: Vec<String>,
+    pub assemblies: u64,
+    pub skipped: Vec<Skipped>,
+    pub image_errors: u64,
+    pub method_defs: u64,
+    pub rva_zero: u64,
+    /// Distinct method bodies (a body shared by several MethodDefs counts once).
+    pub bodies: u64,
+    pub shared_bodies: u64,
+    pub tiny: u64,
+    pub fat: u64,
+    pub eh_sections_small: u64,
+    pub eh_sections_fat: u64,
+    pub other_sections: u64,
+    pub clauses: ClauseCounts,
+    pub instructions: u64,
+    /// Bodies whose code does not decode to whole, known instructions; their code is kept raw
+    /// from the fault on, so they still round-trip. Not a codec failure: the verifier reports
+    /// them.
+    pub raw_code: u64,
+    pub raw_code_listed: Vec<Failure>,
+    pub il_bytes: u64,
+    pub body_bytes: u64,
+    pub identical: u64,
+    pub mismatches: u64,
+    pub decode_errors: u64,
+    pub encode_errors: u64,
+    pub images_identical: u64,
+    pub decode_seconds: f64,
+    pub encode_seconds: f64,
+    pub canonical: Option<CanonicalStats>,
+    pub failures: Vec<Failure>,
+    /// Failures beyond the listing limit, counted but not listed.
+    pub failures_not_listed: u64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Skipped {
+    pub path: String,
+    pub reason: String,
+}
+
+impl RoundtripReport {
+    pub fn all_identical(&self) -> bool {
+        self.mismatches == 0
+            && self.decode_errors == 0
+            && self.encode_errors == 0
+            && self.image_errors == 0
+            && self.images_identical == self.assemblies
+    }
+
+    /// MB/s (10^6 bytes) of IL for a phase.
+    pub fn mb_per_s(&self, seconds: f64) -> f64 {
+        if seconds > 0.0 {
+            self.il_bytes as f64 / seconds / 1e6
+        } else {
+            0.0
+        }
+    }
+
+    /// Instructions per second for a phase.
+    pub fn instructions_per_s(&self, seconds: f64) -> f64 {
+        if seconds > 0.0 {
+            self.instructions as f64 / seconds
+        } else {
+            0.0
+        }
+    }
+}
+
+/// Options of a round-trip run.
+#[derive(Clone, Copy, Debug)]
+pub struct RoundtripOptions {
+    pub canonical: bool,
+    /// How many failures keep their bytes and are listed.
+    pub max_failures: usize,
+}
+
+impl Default for RoundtripOptions {
+    fn default() -> Self {
+        RoundtripOptions {
+            canonical: false,
+            max_failures: 20,
+        }
+    }
+}
+
+/// Round-trips every body of every input, accumulating into `report`. `progress` is called
+/// after each input.
+pub fn roundtrip(
+    inputs: &[Input],
+    opts: RoundtripOptions,
+    report: &mut RoundtripReport,
+    mut progress: impl FnMut(&Input),
+) {
+    report.schema = "ilcheck.roundtrip/1";
+    let mut scratch = Scratch::default();
+    for input in inputs {
+        match input.open() {
+            Ok(image) => {
+                report.assemblies += 1;
+                roundtrip_image(&input.name(), &image, opts, report, &mut scratch);
+            }
+            Err(e @ (ImageError::NotDotNet | ImageError::Pe(_))) => report.skipped.push(Skipped {
+                path: input.name(),
+                reason: e.to_string(),
+            }),
+            Err(e) => {
+                report.image_errors += 1;
+                push_failure(
+                    report,
+                    opts,
+                    Failure {
+                        assembly: input.name(),
+                        method: String::new(),
+                        token: String::new(),
+                        offset: 0,
+                        kind: "image_error",
+                        message: e.to_string(),
+                        original: Vec::new(),
+                        reencoded: Vec::new(),
+                    },
+                );
+            }
+        }
+        progress(input);
+    }
+}
+
+/// Buffers reused across images.
+#[derive(Default)]
+struct Scratch {
+    /// (file offset, MethodDef rid, RVA) of each distinct body.
+    bodies: Vec<(usize, u32, u32)>,
+    encoded: Vec<u8>,
+    spans: Vec<(usize, usize)>,
+    canonical: Vec<u8>,
+}
+
+fn push_failure(report: &mut RoundtripReport, opts: RoundtripOptions, failure: Failure) {
+    if report.failures.len() < opts.max_failures {
+        report.failures.push(failure);
+    } else {
+        report.failures_not_listed += 1;
+    }
+}
+
+fn method_name(image: &Image<'_>, rid: u32) -> String {
+    image
+        .method(rid)
+        .and_then(|m| m.full_name())
+        .unwrap_or_else(|e| format!("<name unreadable: {e}>"))
+}
+
+fn roundtrip_image(
+    name: &str,
+    image: &Image<'_>,
+    opts: RoundtripOptions,
+    report: &mut RoundtripReport,
+    scratch: &mut Scratch,
+) {
+    let file = image.bytes();
+    let stats = image.method_stats();
+    report.method_defs += stats.method_defs as u64;
+    report.rva_zero += stats.rva_zero as u64;
+    report.shared_bodies += stats.shared_bodies as u64;
+
+    // Distinct bodies by file offset, in file order.
+    scratch.bodies.clear();
+    for m in image.methods() {
+        if let Some(offset) = m.body_offset() {
+            scratch.bodies.push((offset, m.rid(), m.rva()));
+        } else if m.rva() != 0 {
+            report.decode_errors += 1;
+            let err = ImageError::BodyOutsideSections {
+                token: m.token(),
+                rva: m.rva(),
+            };
+            push_failure(
+                report,
+                opts,
+                failure(name, image, m.rid(), 0, "decode_error", err.to_string()),
+            );
+        }
+    }
+    scratch.bodies.sort_unstable();
+    scratch.bodies.dedup_by_key(|b| b.0);
+
+    // Decode, timed on its own: header, sections, every instruction checked.
+    let start = Instant::now();
+    type Decoded<'a> = Result<(Body<'a>, Result<usize, DecodeError>), DecodeError>;
+    let decoded: Vec<Decoded<'_>> = scratch
+        .bodies
+        .iter()
+        .map(|&(offset, _, rva)| {
+            let bytes = &file[offset..];
+            if !rva.is_multiple_of(4) && bytes.first().is_some_and(|b| b & 3 == 3) {
+                return Err(DecodeError::MisalignedFatHeader { rva });
+            }
+            let body = Body::parse(bytes)?;
+            // Code that does not decode to whole instructions is kept raw from the fault on:
+            // the body still round-trips, and the verifier names the fault.
+            let instructions = body.validate_code();
+            Ok((body, instructions))
+        })
+        .collect();
+    report.decode_seconds += start.elapsed().as_secs_f64();
+
+    // Lossless encode, timed on its own, into one buffer.
+    let start = Instant::now();
+    scratch.encoded.clear();
+    scratch.spans.clear();
+    let mut encode_failed = vec![None; decoded.len()];
+    for (i, d) in decoded.iter().enumerate() {
+        let at = scratch.encoded.len();
+        if let Ok((body, _)) = d
+            && let Err(e) = body.encode(&mut scratch.encoded)
+        {
+            encode_failed[i] = Some(e.to_string());
+            scratch.encoded.truncate(at);
+        }
+        scratch.spans.push((at, scratch.encoded.len() - at));
+    }
+    report.encode_seconds += start.elapsed().as_secs_f64();
+
+    // Compare, count, and write every body back into a copy of the image.
+    let mut patched = file.to_vec();
+    for (i, d) in decoded.iter().enumerate() {
+        let (offset, rid, _) = scratch.bodies[i];
+        let (body, instructions) = match d {
+            Ok(v) => v,
+            Err(e) => {
+                report.decode_errors += 1;
+                push_failure(
+                    report,
+                    opts,
+                    failure(
+                        name,
+                        image,
+                        rid,
+                        offset + e.offset(),
+                        "decode_error",
+                        e.to_string(),
+                    ),
+                );
+                continue;
+            }
+        };
+        report.bodies += 1;
+        let instructions = match instructions {
+            Ok(n) => *n,
+            Err(e) => {
+                report.raw_code += 1;
+                if report.raw_code_listed.len() < opts.max_failures {
+                    let mut f = failure(
+                        name,
+                        image,
+                        rid,
+                        offset + e.offset(),
+                        "raw_code",
+                        e.to_string(),
+                    );
+                    f.message = format!("code kept raw from here: {e}");
+                    report.raw_code_listed.push(f);
+                }
+                0
+            }
+        };
+        count_body(report, body, instructions);
+        if let Some(msg) = &encode_failed[i] {
+            report.encode_errors += 1;
+            push_failure(
+                report,
+                opts,
+                failure(name, image, rid, offset, "encode_error", msg.clone()),
+            );
+            continue;
+        }
+        let (at, len) = scratch.spans[i];
+        let encoded = &scratch.encoded[at..at + len];
+        let original = &file[offset..offset + body.len()];
+        if encoded == original {
+            report.identical += 1;
+        } else {
+            report.mismatches += 1;
+            let first_diff = encoded
+                .iter()
+                .zip(original)
+                .position(|(a, b)| a != b)
+                .unwrap_or(len.min(original.len()));
+            let mut f = failure(
+                name,
+                image,
+                rid,
+                offset + first_diff,
+                "mismatch",
+                format!("re-encoded body differs from byte {first_diff} on"),
+            );
+            f.original = original.to_vec();
+            f.reencoded = encoded.to_vec();
+            push_failure(report, opts, f);
+        }
+        if let Some(dst) = patched.get_mut(offset..offset + len) {
+            dst.copy_from_slice(encoded);
+        }
+        if opts.canonical {
+            canonical_stats(report, body, &mut scratch.canonical);
+        }
+    }
+    if patched == file {
+        report.images_identical += 1;
+    } else {
+        let at = patched
+            .iter()
+            .zip(file)
+            .position(|(a, b)| a != b)
+            .unwrap_or(0);
+        push_failure(
+            report,
+            opts,
+            Failure {
+                assembly: name.to_string(),
+                method: String::new(),
+                token: String::new(),
+                offset: at,
+                kind: "image_mismatch",
+                message: format!(
+                    "image with re-encoded bodies differs from the file at offset {at:#x}"
+                ),
+                original: Vec::new(),
+                reencoded: Vec::new(),
+            },
+        );
+    }
+}
+
+fn failure(
+    assembly: &str,
+    image: &Image<'_>,
+    rid: u32,
+    offset: usize,
+    kind: &'static str,
+    message: String,
+) -> Failure {
+    Failure {
+        assembly: assembly.to_string(),
+        method: method_name(image, rid),
+        token: format!("{:#010x}", 0x0600_0000 | rid),
+        offset,
+        kind,
+        message,
+        original: Vec::new(),
+        reencoded: Vec::new(),
+    }
+}
+
+fn count_body(report: &mut RoundtripReport, body: &Body<'_>, instructions: usize) {
+    report.instructions += instructions as u64;
+    report.il_bytes += body.code.len() as u64;
+    report.body_bytes += body.len() as u64;
+    match body.header {
+        Header::Tiny => report.tiny += 1,
+        Header::Fat(_) => report.fat += 1,
+    }
+    for s in &body.sections {
+        match (&s.content, s.is_fat()) {
+            (SectionContent::Eh { .. }, false) => report.eh_sections_small += 1,
+            (SectionContent::Eh { .. }, true) => report.eh_sections_fat += 1,
+            (SectionContent::Raw(_), _) => report.other_sections += 1,
+        }
+        for c in s.clauses() {
+            let counts = &mut report.clauses;
+            match c.kind() {
+                ClauseKind::Catch => counts.catch += 1,
+                ClauseKind::Filter => counts.filter += 1,
+                ClauseKind::Finally => counts.finally += 1,
+                ClauseKind::Fault => counts.fault += 1,
+                ClauseKind::Invalid => counts.invalid += 1,
+            }
+        }
+    }
+}
+
+/// Why a body's stored form is not the canonical one; several reasons may hold.
+pub fn noncanonical_reasons(body: &Body<'_>) -> Vec<&'static str> {
+    let mut reasons = Vec::new();
+    let parts = body.parts();
+    if let Some(h) = body.fat() {
+        if parts.tiny_eligible() {
+            reasons.push("fat header where tiny fits");
+        }
+        if h.size_dwords != 3 {
+            reasons.push("fat header size other than 12 bytes");
+        }
+        let known =
+            crate::body::FORMAT_FAT | crate::body::FLAG_MORE_SECTS | crate::body::FLAG_INIT_LOCALS;
+        if h.flags & !known != 0 {
+            reasons.push("unknown fat header flag bits");
+        }
+        if h.flags & crate::body::FLAG_MORE_SECTS != 0 && body.sections.is_empty() {
+            reasons.push("MoreSects with no section");
+        }
+    }
+    let eh_sections = body.sections.iter().filter(|s| s.is_eh()).count();
+    if eh_sections > 1 {
+        reasons.push("several EH sections");
+    }
+    if body.sections.iter().any(|s| s.is_eh() && s.is_fat()) && parts.small_eh_eligible() {
+        reasons.push("fat EH section where small fits");
+    }
+    if body
+        .sections
+        .iter()
+        .any(|s| s.padding.iter().any(|&b| b != 0))
+    {
+        reasons.push("non-zero padding before a section");
+    }
+    if body.sections.iter().any(|s| s.reserved != 0) {
+        reasons.push("non-zero reserved bytes in a small section header");
+    }
+    if body
+        .sections
+        .iter()
+        .any(|s| matches!(s.content, SectionContent::Eh { trailing, .. } if !trailing.is_empty()))
+    {
+        reasons.push("EH DataSize not a whole number of clauses");
+    }
+    if body
+        .sections
+        .iter()
+        .any(|s| s.is_eh() && s.clauses().is_empty())
+    {
+        reasons.push("empty EH section");
+    }
+    if body.sections.iter().any(|s| !s.is_eh()) {
+        reasons.push("non-EH section (OptIL or unknown)");
+    }
+    reasons
+}
+
+fn canonical_stats(report: &mut RoundtripReport, body: &Body<'_>, buf: &mut Vec<u8>) {
+    let stats = report.canonical.get_or_insert_with(CanonicalStats::default);
+    stats.bodies_checked += 1;
+    let start = Instant::now();
+    buf.clear();
+    let ok = body.encode_canonical(buf).is_ok();
+    stats.canonical_seconds += start.elapsed().as_secs_f64();
+    let mut lossless = Vec::with_capacity(body.len());
+    let same = ok && body.encode(&mut lossless).is_ok() && lossless == *buf;
+    if !same {
+        stats.non_canonical += 1;
+        stats.bytes_saved += body.len() as i64 - buf.len() as i64;
+        let reasons = noncanonical_reasons(body);
+        if reasons.is_empty() {
+            *stats.reasons.entry("other").or_default() += 1;
+        }
+        for r in reasons {
+            *stats.reasons.entry(r).or_default() += 1;
+        }
+    }
+}

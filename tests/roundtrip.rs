@@ -1,0 +1,125 @@
+//! Corpus round trips: the project's own assemblies always, mono's 4.5 corpus when installed.
+
+mod support;
+
+use ilcheck::corpus::{self, Input, RoundtripOptions, RoundtripReport};
+use std::path::PathBuf;
+
+fn run(inputs: &[Input], canonical: bool) -> RoundtripReport {
+    let mut report = RoundtripReport::default();
+    let opts = RoundtripOptions {
+        canonical,
+        max_failures: 50,
+    };
+    corpus::roundtrip(inputs, opts, &mut report, |_| {});
+    report
+}
+
+#[test]
+fn embedded_list_is_the_corpus_directory() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("corpus/bin");
+    let mut on_disk: Vec<String> = corpus::discover(&[dir])
+        .unwrap()
+        .iter()
+        .map(|p| format!("corpus/bin/{}", p.file_name().unwrap().to_string_lossy()))
+        .collect();
+    let mut embedded: Vec<String> = corpus::EMBEDDED
+        .iter()
+        .map(|(n, _)| n.to_string())
+        .collect();
+    on_disk.sort();
+    embedded.sort();
+    assert_eq!(
+        embedded, on_disk,
+        "EMBEDDED in src/corpus.rs must list every file of corpus/bin"
+    );
+}
+
+#[test]
+fn project_corpus_round_trips() {
+    let inputs: Vec<Input> = corpus::EMBEDDED
+        .iter()
+        .map(|&(name, bytes)| Input::Embedded { name, bytes })
+        .collect();
+    let r = run(&inputs, true);
+    assert_eq!(r.assemblies as usize, corpus::EMBEDDED.len());
+    assert!(
+        r.all_identical(),
+        "{}",
+        ilcheck::report::roundtrip_summary(&r)
+    );
+    assert_eq!(r.identical, r.bodies);
+    // The shapes the corpus was written to contain.
+    assert!(r.eh_sections_fat > 0 && r.eh_sections_small > 0);
+    assert!(
+        r.clauses.filter > 0 && r.clauses.fault > 0 && r.clauses.finally > 0 && r.clauses.catch > 0
+    );
+    assert!(r.il_bytes > 70_000, "the >64 KiB method is there");
+    // verify_cases.dll has bodies whose code is deliberately undecodable: kept raw, round-tripped.
+    assert_eq!(
+        r.raw_code,
+        5,
+        "{:#?}",
+        r.raw_code_listed
+            .iter()
+            .map(|f| &f.method)
+            .collect::<Vec<_>>()
+    );
+    // ilasm and mcs write canonical forms (fat-where-tiny and the like are body-level fixtures
+    // in tests/codec_props.rs); every body was checked.
+    let canonical = r.canonical.unwrap();
+    assert_eq!(canonical.bodies_checked, r.bodies);
+    assert_eq!(canonical.non_canonical, 0, "{:?}", canonical.reasons);
+}
+
+#[test]
+fn mono_corpus_round_trips_byte_for_byte() {
+    let Some(dir) = support::mono_corpus("mono_corpus_round_trips_byte_for_byte") else {
+        return;
+    };
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "dll"))
+        .collect();
+    files.sort();
+    let inputs: Vec<Input> = files.into_iter().map(Input::File).collect();
+    let r = run(&inputs, true);
+    let summary = ilcheck::report::roundtrip_summary(&r);
+    assert!(r.assemblies >= 130, "{summary}");
+    assert!(r.bodies > 200_000, "{summary}");
+    assert!(r.instructions > 4_000_000, "{summary}");
+    assert_eq!(r.identical, r.bodies, "{summary}");
+    assert_eq!(
+        (r.mismatches, r.decode_errors, r.encode_errors, r.raw_code),
+        (0, 0, 0, 0),
+        "{summary}"
+    );
+    assert_eq!(r.images_identical, r.assemblies, "{summary}");
+}
+
+#[test]
+fn whole_mono_tree_reads_without_crash() {
+    let Some(dir) = support::mono_corpus("whole_mono_tree_reads_without_crash") else {
+        return;
+    };
+    let root = dir.parent().unwrap().to_path_buf();
+    let inputs: Vec<Input> = corpus::discover(&[root])
+        .unwrap()
+        .into_iter()
+        .map(Input::File)
+        .collect();
+    let r = run(&inputs, false);
+    let summary = ilcheck::report::roundtrip_summary(&r);
+    assert!(inputs.len() > 1000, "{summary}");
+    // Every file is read, skipped with a reason, or an explained image error; every body that
+    // decodes round-trips.
+    assert_eq!(
+        r.assemblies + r.skipped.len() as u64 + r.image_errors,
+        inputs.len() as u64,
+        "{summary}"
+    );
+    assert_eq!(r.mismatches, 0, "{summary}");
+    assert_eq!(r.encode_errors, 0, "{summary}");
+    assert!(r.skipped.iter().all(|s| !s.reason.is_empty()));
+}

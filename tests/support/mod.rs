@@ -1,0 +1,42 @@
+//! Shared by the integration tests: where mono's corpus is, and how a test that needs it says so.
+
+use std::path::PathBuf;
+
+/// Mono's 4.5 assemblies (`ILCHECK_MONO_DIR` overrides the place). When they are absent the
+/// test says so loudly, and under `ILCHECK_REQUIRE_MONO=1` (set by `.ci/run`) it fails instead
+/// of skipping.
+#[allow(dead_code)]
+pub fn mono_corpus(test: &str) -> Option<PathBuf> {
+    let dir = PathBuf::from(
+        std::env::var("ILCHECK_MONO_DIR").unwrap_or_else(|_| "/usr/lib/mono/4.5".into()),
+    );
+    if dir.join("mscorlib.dll").is_file() {
+        return Some(dir);
+    }
+    let msg = format!(
+        "{test}: mono corpus not found at {} — install it with `bash scripts/setup.sh` (apt-get install mono-devel)",
+        dir.display()
+    );
+    if std::env::var("ILCHECK_REQUIRE_MONO").as_deref() == Ok("1") {
+        panic!("{msg} (required: ILCHECK_REQUIRE_MONO=1)");
+    }
+    eprintln!("\n!!! SKIPPED {msg}\n");
+    None
+}
+
+/// Whether a mono tool is on PATH; same loud-skip / required-fail rule as [`mono_corpus`].
+#[allow(dead_code)]
+pub fn mono_tool(test: &str, tool: &str) -> bool {
+    let found = std::process::Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        let msg = format!("{test}: `{tool}` not found — install it with `bash scripts/setup.sh`");
+        if std::env::var("ILCHECK_REQUIRE_MONO").as_deref() == Ok("1") {
+            panic!("{msg} (required: ILCHECK_REQUIRE_MONO=1)");
+        }
+        eprintln!("\n!!! SKIPPED {msg}\n");
+    }
+    found
+}
