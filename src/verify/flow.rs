@@ -408,16 +408,30 @@ fn enclosing_handler(v: &Verifier, i: usize) -> Option<RegionKind> {
 }
 
 /// Checks one transfer from instruction `from` to `to`: the regions it exits and enters.
-/// Returns true if it reported.
+/// Returns true if it reported. A fall-through into a handler or filter is named for the
+/// entry, every other fault for the exit first.
 fn transfer(v: &mut Verifier, from: usize, to: usize, kind: Transfer) -> bool {
-    let (rf, rt) = (v.region_of(from), v.region_of(to));
-    if rf == rt {
+    if v.region_of(from) == v.region_of(to) {
         return false;
     }
-    let off = v.ins[from].off;
-    let op = v.ins[from].op;
-    // Exits: regions around `from` that do not hold `to`.
-    let mut r = rf;
+    if kind == Transfer::Fallthrough {
+        entries(v, from, to, kind) || exits(v, from, to, kind)
+    } else {
+        exits(v, from, to, kind) || entries(v, from, to, kind)
+    }
+}
+
+fn describe(v: &Verifier, from: usize, kind: Transfer) -> String {
+    if kind == Transfer::Fallthrough {
+        "control falls through and".to_string()
+    } else {
+        v.ins[from].op.to_string()
+    }
+}
+
+/// Regions around `from` that do not hold `to`.
+fn exits(v: &mut Verifier, from: usize, to: usize, kind: Transfer) -> bool {
+    let mut r = v.region_of(from);
     while r != NONE {
         let node = v.nodes[r as usize];
         if node.holds(to as u32) {
@@ -435,25 +449,23 @@ fn transfer(v: &mut Verifier, from: usize, to: usize, kind: Transfer) -> bool {
             (Transfer::Branch, _) => Some(Code::BranchOutOfHandler),
         };
         if let Some(code) = code {
-            let what = if kind == Transfer::Fallthrough {
-                "control falls through".to_string()
-            } else {
-                op.to_string()
-            };
-            v.report(
-                code,
-                off,
-                format!(
-                    "{what} leaves a {} starting at IL_{:04x}",
-                    node.kind, node.start
-                ),
+            let msg = format!(
+                "{} leaves the {} starting at IL_{:04x}",
+                describe(v, from, kind),
+                node.kind,
+                node.start
             );
+            v.report(code, v.ins[from].off, msg);
             return true;
         }
         r = node.parent;
     }
-    // Entries: regions around `to` that do not hold `from`.
-    let mut r = rt;
+    false
+}
+
+/// Regions around `to` that do not hold `from`.
+fn entries(v: &mut Verifier, from: usize, to: usize, kind: Transfer) -> bool {
+    let mut r = v.region_of(to);
     while r != NONE {
         let node = v.nodes[r as usize];
         if node.holds(from as u32) {
@@ -471,19 +483,14 @@ fn transfer(v: &mut Verifier, from: usize, to: usize, kind: Transfer) -> bool {
             (Transfer::Branch, _) => Some(Code::BranchIntoHandler),
         };
         if let Some(code) = code {
-            let what = if kind == Transfer::Fallthrough {
-                "control falls through".to_string()
-            } else {
-                op.to_string()
-            };
-            v.report(
-                code,
-                off,
-                format!(
-                    "{what} enters a {} starting at IL_{:04x} at IL_{:04x}",
-                    node.kind, node.start, v.ins[to].off
-                ),
+            let msg = format!(
+                "{} enters the {} starting at IL_{:04x} at IL_{:04x}",
+                describe(v, from, kind),
+                node.kind,
+                node.start,
+                v.ins[to].off
             );
+            v.report(code, v.ins[from].off, msg);
             return true;
         }
         r = node.parent;

@@ -44,11 +44,11 @@ fn seed(v: &mut Verifier, i: usize, d: u32) {
 fn merge(v: &mut Verifier, t: usize, d: u32) {
     let known = v.depth[t];
     if known == NONE {
-        v.depth[t] = d;
         v.work.push(t as u32);
         // III.1.7.5: a single forward scan assumes an empty stack after an unconditional
         // transfer unless an earlier forward branch says otherwise. Only branches reach such
-        // an instruction, so its first recorded depth is the one to check.
+        // an instruction, so its first recorded depth is the one to check; on a mismatch the
+        // scan's assumption (0) is kept, so the fault is reported once.
         if d != 0
             && t > 0
             && v.ins[t - 1].fx.flow.ends_block()
@@ -62,6 +62,9 @@ fn merge(v: &mut Verifier, t: usize, d: u32) {
                      and has stack depth {d} instead of 0"
                 ),
             );
+            v.depth[t] = 0;
+        } else {
+            v.depth[t] = d;
         }
     } else if known != d {
         path_mismatch(v, t, known, d);

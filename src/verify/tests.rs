@@ -763,11 +763,25 @@ fn branch_out_of_and_into_regions() {
 
 #[test]
 fn fallthrough_rules() {
-    // The try falls into its handler.
+    // The try falls into its handler: named for the handler it enters.
     let mut items = try_catch();
     items[2] = op(Nop);
     let got = eh_codes(&items, |a| vec![catch(a, ("t", "h"), ("h", "he"))]);
-    assert!(got.contains(&Code::FallthroughException), "{got:?}");
+    assert!(got.contains(&Code::FallthroughIntoHandler), "{got:?}");
+    // The try falls out into ordinary code.
+    let items = [
+        lbl("t"),
+        op(Nop),
+        lbl("x"),
+        op(Nop),
+        br(Br_S, "end"),
+        lbl("h"),
+        op(Endfinally),
+        lbl("end"),
+        op(Ret),
+    ];
+    let got = eh_codes(&items, |a| vec![finally(a, ("t", "x"), ("h", "end"))]);
+    assert_eq!(got, [Code::FallthroughException]);
     // Code before a handler falls into it.
     let items = [
         lbl("t"),
@@ -1274,7 +1288,9 @@ fn mutations_are_caught() {
         cl[0].handler_length = a.at("he") - a.at("ih");
     });
     // Inner and outer clause order swapped.
-    check_raw(&nest, Code::EHOrderInnerAfterOuter, |_, _, cl, _| cl.swap(0, 1));
+    check_raw(&nest, Code::EHOrderInnerAfterOuter, |_, _, cl, _| {
+        cl.swap(0, 1)
+    });
     // br out of a try.
     check(&with(&eh, |v| v[2] = br(Br_S, "end")), Code::BranchOutOfTry);
     // leave out of a finally.
