@@ -414,11 +414,11 @@ fn transfer(v: &mut Verifier, from: usize, to: usize, kind: Transfer) -> bool {
     if v.region_of(from) == v.region_of(to) {
         return false;
     }
-    if kind == Transfer::Fallthrough {
-        entries(v, from, to, kind) || exits(v, from, to, kind)
-    } else {
-        exits(v, from, to, kind) || entries(v, from, to, kind)
+    let entry_first = kind == Transfer::Fallthrough;
+    if entry_first && entries(v, from, to, kind) {
+        return true;
     }
+    exits(v, from, to, kind) || (!entry_first && entries(v, from, to, kind))
 }
 
 fn describe(v: &Verifier, from: usize, kind: Transfer) -> String {
