@@ -5,6 +5,7 @@
 //! - [`body`]: lossless and canonical method-body codec (headers, code, EH sections).
 //! - [`disasm`]: ildasm-style text for bodies.
 //! - [`image`]: assembly reader (PE, CLI header, metadata tables, heaps, signatures, method bodies).
+//! - [`verify`]: structural verifier (stack depths, branches, EH regions, prefixes, operands).
 
 pub mod body;
 pub mod corpus;
@@ -13,3 +14,4 @@ pub mod image;
 pub mod instr;
 pub mod opcode;
 pub mod report;
+pub mod verify;
