@@ -148,7 +148,46 @@ fn bench_set(c: &mut Criterion, name: &str, image: &[u8], starts: &[usize]) {
     g.finish();
 }
 
+/// Every distinct method body of the real corpus, copied into one 4-byte-aligned buffer.
+fn real_corpus() -> Option<(String, Vec<u8>, Vec<usize>)> {
+    let dir = std::env::var("ILCHECK_BENCH_CORPUS").unwrap_or_else(|_| "/usr/lib/mono/4.5".into());
+    let files = ilcheck::corpus::discover(&[dir.clone().into()]).ok()?;
+    let mut image = Vec::new();
+    let mut starts = Vec::new();
+    for f in files
+        .iter()
+        .filter(|f| f.extension().is_some_and(|e| e == "dll"))
+    {
+        let Ok(img) = ilcheck::image::Image::open(f) else {
+            continue;
+        };
+        let mut seen = std::collections::HashSet::new();
+        for m in img.methods() {
+            if m.rva() == 0 || !seen.insert(m.rva()) {
+                continue;
+            }
+            if let Ok(bytes) = m.body() {
+                while !image.len().is_multiple_of(4) {
+                    image.push(0);
+                }
+                starts.push(image.len());
+                image.extend_from_slice(bytes);
+            }
+        }
+    }
+    (!starts.is_empty()).then_some((dir, image, starts))
+}
+
 fn codec(c: &mut Criterion) {
+    match real_corpus() {
+        Some((dir, image, starts)) => {
+            eprintln!("real corpus: {} bodies from {dir}", starts.len());
+            bench_set(c, "mono_4.5", &image, &starts);
+        }
+        None => eprintln!(
+            "!!! real corpus absent (install mono-devel or set ILCHECK_BENCH_CORPUS): synthetic bodies only"
+        ),
+    }
     for (name, sizes) in [
         ("synthetic_small", vec![24usize; 4000]),
         (

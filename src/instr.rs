@@ -303,7 +303,7 @@ pub fn decode_at(code: &[u8], pos: usize) -> Result<Instruction<'_>, InstrError>
 
 /// Decodes the instruction at `pos` and returns it with its encoded length.
 #[inline]
-fn decode_with_len(code: &[u8], pos: usize) -> Result<(Instruction<'_>, usize), InstrError> {
+pub fn decode_with_len(code: &[u8], pos: usize) -> Result<(Instruction<'_>, usize), InstrError> {
     let offset = pos as u32;
     let first = code[pos];
     let mut entry = DECODE.one[first as usize];

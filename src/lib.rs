@@ -6,6 +6,7 @@
 //! - [`disasm`]: ildasm-style text for bodies.
 //! - [`image`]: assembly reader (PE, CLI header, metadata tables, heaps, signatures, method bodies).
 //! - [`ir`]: the rewriter: label-based editable bodies, edits, transforms, branch-relaxing layout.
+//! - [`verify`]: structural verifier (stack depths, branches, EH regions, prefixes, operands).
 
 pub mod body;
 pub mod corpus;
@@ -15,3 +16,4 @@ pub mod instr;
 pub mod ir;
 pub mod opcode;
 pub mod report;
+pub mod verify;

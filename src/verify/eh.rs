@@ -1,0 +1,444 @@
+//! Exception-handling table rules (II.19, II.25.4.6) and the region tree.
+//!
+//! Every try, handler and filter is an interval of byte offsets. Sorted by start (outer first
+//! on ties), one sweep with a stack of open intervals finds partial overlaps, equal blocks,
+//! nesting order and filter contents in O(k log k); the same sweep over the instructions gives
+//! each its innermost region. Region checks elsewhere run only when the table is sound.
+
+use super::{Code, NONE, Resolver, Verifier, flag};
+use crate::body::{Clause, ClauseKind};
+use crate::opcode::{Opcode, OperandKind};
+use std::cmp::Reverse;
+use std::fmt;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum RegionKind {
+    Try,
+    Filter,
+    Catch,
+    /// The handler of a filter clause: a catch for `rethrow`'s purposes.
+    FilterHandler,
+    Finally,
+    Fault,
+}
+
+impl RegionKind {
+    fn is_handler_like(self) -> bool {
+        self != RegionKind::Try
+    }
+}
+
+impl fmt::Display for RegionKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RegionKind::Try => "try",
+            RegionKind::Filter => "filter",
+            RegionKind::Catch => "catch handler",
+            RegionKind::FilterHandler => "filter handler",
+            RegionKind::Finally => "finally handler",
+            RegionKind::Fault => "fault handler",
+        })
+    }
+}
+
+/// One region as a byte interval, before the sweep.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Interval {
+    start: u32,
+    end: u32,
+    kind: RegionKind,
+    clause: u32,
+}
+
+/// A node of the region tree. A try shared by several clauses is one node.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Node {
+    pub kind: RegionKind,
+    /// Byte offsets.
+    pub start: u32,
+    pub end: u32,
+    /// Instruction indices: first, and one past the last.
+    pub first: u32,
+    pub end_idx: u32,
+    /// Enclosing node or [`NONE`].
+    pub parent: u32,
+    /// Lowest and highest clause index owning this block (equal unless a shared try).
+    min_clause: u32,
+    max_clause: u32,
+    /// A shared try with a finally or fault among its clauses.
+    has_finally: bool,
+}
+
+impl Node {
+    /// Whether instruction `i` lies in this region.
+    pub fn holds(&self, i: u32) -> bool {
+        self.first <= i && i < self.end_idx
+    }
+}
+
+/// Checks the table and, if it is sound, builds `v.nodes` and `v.region`. Returns whether the
+/// table is sound enough for region rules.
+pub(super) fn check(v: &mut Verifier, len: usize, clauses: &[Clause], r: &dyn Resolver) -> bool {
+    if clauses.is_empty() {
+        return true;
+    }
+    let mut ok = true;
+    for (ci, c) in clauses.iter().enumerate() {
+        ok &= check_clause(v, len, ci, c, r);
+    }
+    if !ok || v.stop() {
+        return false;
+    }
+    let mut intervals = std::mem::take(&mut v.intervals);
+    intervals.clear();
+    for (ci, c) in clauses.iter().enumerate() {
+        let clause = ci as u32;
+        let handler = match c.kind() {
+            ClauseKind::Catch => RegionKind::Catch,
+            ClauseKind::Filter => RegionKind::FilterHandler,
+            ClauseKind::Finally => RegionKind::Finally,
+            _ => RegionKind::Fault,
+        };
+        intervals.push(Interval {
+            start: c.try_offset,
+            end: c.try_end() as u32,
+            kind: RegionKind::Try,
+            clause,
+        });
+        intervals.push(Interval {
+            start: c.handler_offset,
+            end: c.handler_end() as u32,
+            kind: handler,
+            clause,
+        });
+        if c.kind() == ClauseKind::Filter {
+            intervals.push(Interval {
+                start: c.class_or_filter,
+                end: c.handler_offset,
+                kind: RegionKind::Filter,
+                clause,
+            });
+        }
+    }
+    intervals.sort_unstable_by_key(|x| (x.start, Reverse(x.end), x.kind, x.clause));
+    let ok = build_tree(v, &intervals, clauses);
+    v.intervals = intervals;
+    if !ok {
+        v.nodes.clear();
+        return false;
+    }
+    assign_regions(v);
+    true
+}
+
+/// Rules about one clause on its own. Returns false if its regions cannot be placed.
+fn check_clause(v: &mut Verifier, len: usize, ci: usize, c: &Clause, r: &dyn Resolver) -> bool {
+    let kind = c.kind();
+    let at = c.try_offset;
+    if kind == ClauseKind::Invalid {
+        v.report(
+            Code::EHInvalidKind,
+            at,
+            format!("clause {ci}: flags {:#x} name no handler kind", c.flags),
+        );
+        return false;
+    }
+    if c.try_length == 0 || c.handler_length == 0 {
+        let what = if c.try_length == 0 { "try" } else { "handler" };
+        v.report(
+            Code::EHRegionEmpty,
+            at,
+            format!("clause {ci}: the {what} is empty"),
+        );
+        return false;
+    }
+    let len64 = len as u64;
+    let filter = kind == ClauseKind::Filter;
+    if c.try_end() > len64
+        || c.handler_end() > len64
+        || (filter && c.class_or_filter as u64 >= len64)
+    {
+        v.report(
+            Code::EHClauseOutOfRange,
+            at,
+            format!("clause {ci}: a region reaches past the end of the code ({len:#x} bytes)"),
+        );
+        return false;
+    }
+    let bounds = [
+        ("try start", c.try_offset as u64),
+        ("try end", c.try_end()),
+        ("handler start", c.handler_offset as u64),
+        ("handler end", c.handler_end()),
+        (
+            "filter start",
+            if filter {
+                c.class_or_filter as u64
+            } else {
+                len64
+            },
+        ),
+    ];
+    for (what, b) in bounds {
+        if !is_boundary(v, b, len) {
+            v.report(
+                Code::EHBoundaryNotInstructionStart,
+                b as u32,
+                format!("clause {ci}: the {what} IL_{b:04x} is not an instruction start"),
+            );
+            return false;
+        }
+    }
+    if filter && c.class_or_filter >= c.handler_offset {
+        v.report(
+            Code::EHFilterNotBeforeHandler,
+            c.class_or_filter,
+            format!("clause {ci}: the filter does not start before its handler"),
+        );
+        return false;
+    }
+    if kind == ClauseKind::Catch {
+        let token = c.class_or_filter;
+        if !r.token_fits(OperandKind::Type, token) {
+            v.report(
+                Code::ExpectedTypeToken,
+                c.handler_offset,
+                format!("clause {ci}: catch class {token:#010x} is not a type token"),
+            );
+        } else if token & 0x00FF_FFFF == 0 || r.token_exists(token) == Some(false) {
+            v.report(
+                Code::TokenResolve,
+                c.handler_offset,
+                format!("clause {ci}: catch class {token:#010x} does not exist"),
+            );
+        }
+    }
+    true
+}
+
+/// An offset where a region may begin or end: an instruction start not inside a prefixed
+/// instruction, or the end of the code.
+fn is_boundary(v: &Verifier, off: u64, len: usize) -> bool {
+    if off == len as u64 {
+        return true;
+    }
+    off < len as u64 && {
+        let i = v.at[off as usize];
+        i != NONE && v.ins[i as usize].flags & flag::AFTER_PREFIX == 0
+    }
+}
+
+/// The sweep over sorted intervals; fills `v.nodes` in sorted order. Returns false on any
+/// finding.
+fn build_tree(v: &mut Verifier, intervals: &[Interval], clauses: &[Clause]) -> bool {
+    let mut ok = true;
+    v.open.clear();
+    v.try_node.clear();
+    v.try_node.resize(clauses.len(), NONE);
+    for x in intervals {
+        while let Some(&top) = v.open.last() {
+            if v.nodes[top as usize].end <= x.start {
+                v.open.pop();
+            } else {
+                break;
+            }
+        }
+        let parent = v.open.last().copied().unwrap_or(NONE);
+        if parent != NONE {
+            let p = v.nodes[parent as usize];
+            if p.start == x.start && p.end == x.end {
+                ok &= join_equal(v, parent, x, clauses);
+                continue;
+            }
+            if x.end > p.end {
+                v.report(
+                    Code::EHOverlap,
+                    x.start,
+                    format!(
+                        "clause {}: its {} [IL_{:04x}, IL_{:04x}) overlaps the {} [IL_{:04x}, IL_{:04x})",
+                        x.clause, x.kind, x.start, x.end, p.kind, p.start, p.end
+                    ),
+                );
+                ok = false;
+                continue;
+            }
+            ok &= check_nesting(v, parent, x);
+        }
+        if x.kind == RegionKind::Try {
+            v.try_node[x.clause as usize] = v.nodes.len() as u32;
+        }
+        v.nodes.push(Node {
+            kind: x.kind,
+            start: x.start,
+            end: x.end,
+            first: NONE,
+            end_idx: NONE,
+            parent,
+            min_clause: x.clause,
+            max_clause: x.clause,
+            has_finally: x.kind == RegionKind::Try
+                && matches!(
+                    clauses[x.clause as usize].kind(),
+                    ClauseKind::Finally | ClauseKind::Fault
+                ),
+        });
+        v.open.push(v.nodes.len() as u32 - 1);
+    }
+    ok
+}
+
+/// `x` is the same block as node `n`: allowed only for a try shared by catch and filter clauses.
+fn join_equal(v: &mut Verifier, n: u32, x: &Interval, clauses: &[Clause]) -> bool {
+    let node = v.nodes[n as usize];
+    let (code, msg) = match (node.kind, x.kind) {
+        (RegionKind::Try, RegionKind::Try) => {
+            let fin = matches!(
+                clauses[x.clause as usize].kind(),
+                ClauseKind::Finally | ClauseKind::Fault
+            );
+            if !(fin || node.has_finally) {
+                let parent = node.parent;
+                let node = &mut v.nodes[n as usize];
+                node.min_clause = node.min_clause.min(x.clause);
+                node.max_clause = node.max_clause.max(x.clause);
+                v.try_node[x.clause as usize] = n;
+                // The newcomer must also come before whatever encloses the shared try.
+                return parent == NONE || check_order(v, parent, x);
+            }
+            (
+                Code::EHSharedTryFinally,
+                "shares its try with another clause but has a finally or fault (or the other does)",
+            )
+        }
+        (RegionKind::Try, _) | (_, RegionKind::Try) => (
+            Code::EHTryIsHandler,
+            "its block is both a try and a handler or filter",
+        ),
+        _ => (
+            Code::EHDuplicateHandlerStart,
+            "its handler or filter is the same block as another",
+        ),
+    };
+    v.report(code, x.start, format!("clause {}: {msg}", x.clause));
+    false
+}
+
+/// Rules for `x` nested directly in node `parent`.
+fn check_nesting(v: &mut Verifier, parent: u32, x: &Interval) -> bool {
+    let p = v.nodes[parent as usize];
+    if p.kind == RegionKind::Filter {
+        v.report(
+            Code::EHFilterContainsRegion,
+            x.start,
+            format!(
+                "clause {}: its {} lies inside the filter at IL_{:04x}",
+                x.clause, x.kind, p.start
+            ),
+        );
+        return false;
+    }
+    let own = if x.kind == RegionKind::Try {
+        p.kind != RegionKind::Try && p.min_clause == x.clause
+    } else {
+        v.try_node[x.clause as usize] == parent
+    };
+    if own {
+        v.report(
+            Code::EHOverlap,
+            x.start,
+            format!(
+                "clause {}: its {} lies inside its own {}",
+                x.clause, x.kind, p.kind
+            ),
+        );
+        return false;
+    }
+    if x.kind.is_handler_like() {
+        // Two handlers (or filters) starting together, however nested, are ambiguous.
+        let mut q = parent;
+        while q != NONE && v.nodes[q as usize].start == x.start {
+            let n = v.nodes[q as usize];
+            if n.kind.is_handler_like() {
+                v.report(
+                    Code::EHDuplicateHandlerStart,
+                    x.start,
+                    format!(
+                        "clause {}: its {} starts where the {} of clause {} starts",
+                        x.clause, x.kind, n.kind, n.min_clause
+                    ),
+                );
+                return false;
+            }
+            q = n.parent;
+        }
+    }
+    check_order(v, parent, x)
+}
+
+/// Inner clauses come first: `x`, nested in `parent`, must belong to an earlier clause.
+fn check_order(v: &mut Verifier, parent: u32, x: &Interval) -> bool {
+    let p = v.nodes[parent as usize];
+    if x.clause > p.min_clause {
+        v.report(
+            Code::EHOrderInnerAfterOuter,
+            x.start,
+            format!(
+                "clause {} is nested in the {} of clause {} but listed after it",
+                x.clause, p.kind, p.min_clause
+            ),
+        );
+        return false;
+    }
+    true
+}
+
+/// Gives each node its instruction range and each instruction its innermost node; marks handler
+/// starts; checks that filters end in `endfilter`.
+fn assign_regions(v: &mut Verifier) {
+    for k in 0..v.nodes.len() {
+        let node = v.nodes[k];
+        let first = v.at[node.start as usize];
+        let end_idx = v.at[node.end as usize];
+        let n = &mut v.nodes[k];
+        n.first = first;
+        n.end_idx = end_idx;
+        if node.kind.is_handler_like() {
+            v.ins[first as usize].flags |= flag::HANDLER_START;
+        }
+    }
+    let count = v.ins.len();
+    v.region.clear();
+    v.region.resize(count, NONE);
+    v.open.clear();
+    let mut next = 0;
+    for i in 0..count as u32 {
+        while let Some(&top) = v.open.last() {
+            if v.nodes[top as usize].end_idx <= i {
+                v.open.pop();
+            } else {
+                break;
+            }
+        }
+        while next < v.nodes.len() && v.nodes[next].first <= i {
+            v.open.push(next as u32);
+            next += 1;
+        }
+        v.region[i as usize] = v.open.last().copied().unwrap_or(NONE);
+    }
+    for k in 0..v.nodes.len() {
+        let node = v.nodes[k];
+        if node.kind == RegionKind::Filter {
+            let last = v.ins[node.end_idx as usize - 1];
+            if last.op != Opcode::Endfilter {
+                v.report(
+                    Code::EHFilterNoEndfilter,
+                    last.off,
+                    format!(
+                        "the filter at IL_{:04x} ends with {}, not endfilter",
+                        node.start, last.op
+                    ),
+                );
+            }
+        }
+    }
+}

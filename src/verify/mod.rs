@@ -1,0 +1,610 @@
+//! Structural verifier for method bodies.
+//!
+//! Checks what ECMA-335 requires of a body's shape — instruction stream, branch targets,
+//! evaluation-stack depths, the exception-handling table, entry and exit of protected regions,
+//! prefixes and operand ranges — without type inference. Every opcode fact (operand kind, stack
+//! effect, flow) comes from [`crate::opcode`]; signatures and metadata come from a [`Resolver`].
+//!
+//! The work is a linear decode into a compact per-instruction array, a linear pass over the EH
+//! table that assigns each instruction its innermost region, linear rule passes, and a worklist
+//! dataflow for stack depths in which each instruction is visited once. A reusable [`Verifier`]
+//! keeps its scratch buffers between bodies. Input is untrusted: nothing panics, every loop is
+//! bounded by the input, and memory stays a small multiple of the code size.
+//!
+//! Stack rules are checked on code reachable from the entry point and the handlers; the other
+//! rules on every instruction.
+
+mod eh;
+mod flow;
+mod operand;
+mod resolver;
+mod stack;
+#[cfg(test)]
+mod tests;
+
+pub use resolver::{
+    CallSig, ImageResolver, MethodSig, NoResolver, Resolver, SyntheticResolver, token_table_fits,
+};
+
+use crate::body::{Body, Clause};
+use crate::opcode::{Flow, Opcode};
+use serde::Serialize;
+use std::fmt;
+
+macro_rules! codes {
+    ($( $(#[$doc:meta])* $name:ident, )*) => {
+        /// A diagnostic's stable name. Names match ILVerify's `VerifierError` where one exists;
+        /// the `EH…` table rules and a few others are ilcheck's own.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+        pub enum Code {
+            $( $(#[$doc])* $name, )*
+        }
+
+        impl Code {
+            /// Every code, in declaration order.
+            pub const ALL: &'static [Code] = &[$(Code::$name,)*];
+
+            /// The stable name.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(Code::$name => stringify!($name),)*
+                }
+            }
+
+            /// The code with this stable name.
+            pub fn from_name(name: &str) -> Option<Code> {
+                match name {
+                    $(stringify!($name) => Some(Code::$name),)*
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+codes! {
+    // Instruction stream.
+    /// An undefined opcode byte (III.1.2, III.1.9).
+    UnknownOpcode,
+    /// The code is empty (II.25.4.1: a body holds at least one instruction).
+    CodeSizeZero,
+    /// The code ends inside an instruction or after a prefix with no instruction (III.1.2).
+    MethodEnd,
+    /// Control falls off the end of the code (III.1.7.4).
+    MethodFallthrough,
+
+    // Branch targets.
+    /// A branch, `switch` or `leave` target outside the code (III.1.7.4, III.3.15).
+    BadBranch,
+    /// A target in the middle of an instruction or between a prefix and its instruction
+    /// (III.1.7.4, III.2).
+    BadJumpTarget,
+
+    // Evaluation stack.
+    /// An instruction pops more items than the stack holds (III.1.7.5).
+    StackUnderflow,
+    /// The stack grows beyond the declared MaxStack (II.25.4.3; tiny headers declare 8).
+    StackOverflow,
+    /// Paths reach an instruction with different stack depths (III.1.7.5).
+    PathStackDepth,
+    /// After an unconditional transfer, an instruction not reached by an earlier forward branch
+    /// starts with a non-empty stack (III.1.7.5, single forward scan).
+    BackwardBranch,
+    /// `ret` from a void method with a non-empty stack (III.3.56).
+    ReturnVoid,
+    /// `ret` from a non-void method with an empty stack (III.3.56).
+    ReturnMissing,
+    /// `ret` from a non-void method with more than the return value on the stack (III.3.56).
+    ReturnEmpty,
+    /// `jmp` with a non-empty stack (III.3.37). ilcheck's own name.
+    JmpStackNotEmpty,
+    /// `endfilter` without exactly one item on the stack (III.3.34).
+    EndfilterStack,
+    /// A `tail.` call with more than its arguments on the stack (III.2.4).
+    TailStackEmpty,
+    /// A try entered with a non-empty stack (III.1.7.5, II.19).
+    TryNonEmptyStack,
+
+    // Exception-handling table (II.19, II.25.4.6). Own names except EHClauseOutOfRange.
+    /// A try, handler or filter reaches outside the code.
+    EHClauseOutOfRange,
+    /// Clause flags name no handler kind (II.25.4.6).
+    EHInvalidKind,
+    /// A try or handler of length zero.
+    EHRegionEmpty,
+    /// A region boundary not on an instruction start (or between a prefix and its instruction).
+    EHBoundaryNotInstructionStart,
+    /// Two regions overlap without one nesting in the other, or a clause's handler or filter
+    /// lies in its own try (or the reverse).
+    EHOverlap,
+    /// A try is the same block as a handler or filter.
+    EHTryIsHandler,
+    /// A try shared by several clauses has a finally or fault handler.
+    EHSharedTryFinally,
+    /// Two handlers or filters start at the same instruction.
+    EHDuplicateHandlerStart,
+    /// A clause nested in another is listed after it (inner clauses come first).
+    EHOrderInnerAfterOuter,
+    /// A filter does not start before its handler.
+    EHFilterNotBeforeHandler,
+    /// A filter contains a try, handler or filter.
+    EHFilterContainsRegion,
+    /// A filter's last instruction is not `endfilter`.
+    EHFilterNoEndfilter,
+
+    // Entering and leaving regions (II.19, III.1.7.4).
+    /// A branch into a try other than at its first instruction.
+    BranchIntoTry,
+    /// A branch into a handler.
+    BranchIntoHandler,
+    /// A branch into a filter.
+    BranchIntoFilter,
+    /// A branch out of a try (only `leave` and `throw` may exit).
+    BranchOutOfTry,
+    /// A branch out of a catch or fault handler.
+    BranchOutOfHandler,
+    /// A branch out of a filter.
+    BranchOutOfFilter,
+    /// A branch out of a finally handler.
+    BranchOutOfFinally,
+    /// Control falls through the end of a try, handler or filter.
+    FallthroughException,
+    /// Control falls through into a handler.
+    FallthroughIntoHandler,
+    /// Control falls through into a filter.
+    FallthroughIntoFilter,
+    /// `ret` or `jmp` inside a try.
+    ReturnFromTry,
+    /// `ret` or `jmp` inside a handler.
+    ReturnFromHandler,
+    /// `ret` or `jmp` inside a filter.
+    ReturnFromFilter,
+    /// `leave` into a try other than at its first instruction (III.3.45).
+    LeaveIntoTry,
+    /// `leave` into a handler (III.3.45).
+    LeaveIntoHandler,
+    /// `leave` into a filter (III.3.45).
+    LeaveIntoFilter,
+    /// `leave` out of a filter (III.3.45).
+    LeaveOutOfFilter,
+    /// `leave` out of a finally handler (III.3.45).
+    LeaveOutOfFinally,
+    /// `leave` out of a fault handler (III.3.45).
+    LeaveOutOfFault,
+    /// `endfinally` outside a finally or fault handler (III.3.35).
+    Endfinally,
+    /// `endfilter` other than as the last instruction of a filter (III.3.34).
+    Endfilter,
+    /// `rethrow` outside a catch handler (III.4.24).
+    Rethrow,
+
+    // Prefixes (III.2).
+    /// `tail.` not followed by `call`, `calli` or `callvirt` (III.2.4).
+    TailCall,
+    /// A `tail.` call not followed by `ret` (or a `br` to a `ret`) (III.2.4).
+    TailRet,
+    /// A `tail.` call inside a try, handler or filter (III.2.4).
+    TailCallInsideER,
+    /// `volatile.` before an instruction it cannot prefix (III.2.6).
+    Volatile,
+    /// `unaligned.` before an instruction it cannot prefix (III.2.5).
+    Unaligned,
+    /// `readonly.` before an instruction other than `ldelema` or `call` (III.2.3).
+    ReadOnly,
+    /// `constrained.` before an instruction other than `callvirt`, `call` or `ldftn` (III.2.1).
+    Constrained,
+    /// `no.` before an instruction it cannot prefix (III.2.2). ilcheck's own name.
+    NoPrefix,
+
+    // Operands.
+    /// A local index beyond the locals signature (III.3.43, 3.44, 3.63; II.23.2.6).
+    UnrecognizedLocalNumber,
+    /// An argument index beyond the method's signature (III.3.38, 3.39, 3.61).
+    UnrecognizedArgumentNumber,
+    /// A token that names no row, or a row-0 token, or an `ldtoken` token of another table
+    /// (III.1.9, II.22).
+    TokenResolve,
+    /// A TypeDef, TypeRef or TypeSpec token expected (III.1.9, II.25.4.6 catch class).
+    ExpectedTypeToken,
+    /// A MethodDef, MemberRef or MethodSpec token expected (III.1.9).
+    ExpectedMethodToken,
+    /// A Field or MemberRef token expected (III.1.9).
+    ExpectedFieldToken,
+    /// A StandAloneSig token expected for `calli` (III.3.20). ilcheck's own name.
+    ExpectedSigToken,
+    /// An `ldstr` token that is not a `#US` heap entry (III.4.16, II.24.2.4).
+    StringOperand,
+
+    // Not a verification error.
+    /// The resolver does not know a callee's signature, so the stack depth after the call is
+    /// unknown. Returned only by [`max_stack`]; [`verify`] skips such paths instead.
+    UnresolvedToken,
+}
+
+impl fmt::Display for Code {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One finding: what rule, where (IL offset of the instruction or region it concerns), and a
+/// human explanation.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct Diagnostic {
+    pub code: Code,
+    pub offset: u32,
+    pub message: String,
+}
+
+impl fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "IL_{:04x}: {}: {}", self.offset, self.code, self.message)
+    }
+}
+
+/// Marks "no instruction", "no region" and "no depth yet".
+pub(crate) const NONE: u32 = u32::MAX;
+
+/// One decoded instruction, compactly.
+#[derive(Clone, Copy, Debug)]
+struct Ins {
+    off: u32,
+    /// Local or argument index, token, `ShortI` byte, or for branches and `switch` the index of
+    /// `[count, target…]` in `Verifier::targets`.
+    arg: u32,
+    op: Opcode,
+    flags: u16,
+    fx: Fx,
+}
+
+/// An opcode's facts in the form the hot loops want, derived from [`crate::opcode::ALL`].
+#[derive(Clone, Copy, Debug)]
+struct Fx {
+    /// Items popped, or [`fx::POP_ALL`], or [`fx::SIG`] (from a signature).
+    pops: u8,
+    /// Items pushed, or [`fx::SIG`].
+    pushes: u8,
+    flow: Flow,
+    /// [`fx::TARGETS`], [`fx::SPECIAL`].
+    kind: u8,
+}
+
+mod fx {
+    use super::Fx;
+    use crate::opcode::{ALL, Flow, Opcode, OperandKind, Pops, Pushes};
+
+    pub const POP_ALL: u8 = 255;
+    pub const SIG: u8 = 254;
+    /// Has branch or switch targets.
+    pub const TARGETS: u8 = 1;
+    /// Has placement rules of its own: prefixes, `ret`, `jmp`, `endfinally`, `endfilter`,
+    /// `rethrow`.
+    pub const SPECIAL: u8 = 2;
+    /// Has an operand rule: a local, an argument (also implied, as in `ldarg.0`) or a token.
+    pub const OPERAND: u8 = 4;
+
+    const fn of(i: usize) -> Fx {
+        let info = &ALL[i];
+        let pops = match info.pops {
+            Pops::Fixed(n) => n,
+            Pops::All => POP_ALL,
+            Pops::Signature => SIG,
+        };
+        let pushes = match info.pushes {
+            Pushes::Fixed(n) => n,
+            Pushes::Signature => SIG,
+        };
+        let targets = matches!(
+            info.operand,
+            OperandKind::ShortBrTarget | OperandKind::BrTarget | OperandKind::Switch
+        );
+        let special = matches!(info.flow, Flow::Prefix | Flow::Return)
+            || info.opcode as u16 == Opcode::Rethrow as u16;
+        let code = info.opcode as u16;
+        let operand = !matches!(
+            info.operand,
+            OperandKind::None
+                | OperandKind::ShortI
+                | OperandKind::I
+                | OperandKind::I8
+                | OperandKind::ShortR
+                | OperandKind::R
+                | OperandKind::ShortBrTarget
+                | OperandKind::BrTarget
+                | OperandKind::Switch
+        ) || matches!(code, 0x02..=0x0D);
+        Fx {
+            pops,
+            pushes,
+            flow: info.flow,
+            kind: (targets as u8 * TARGETS) | (special as u8 * SPECIAL) | (operand as u8 * OPERAND),
+        }
+    }
+
+    /// Indexed like the opcode's encoding: low byte, plus 256 for `FE xx`.
+    static TABLE: [Fx; 512] = {
+        let mut t = [Fx {
+            pops: 0,
+            pushes: 0,
+            flow: Flow::Next,
+            kind: 0,
+        }; 512];
+        let mut i = 0;
+        while i < ALL.len() {
+            let code = ALL[i].opcode as u16;
+            let key = (code & 0xFF) as usize + if code >> 8 == 0xFE { 256 } else { 0 };
+            t[key] = of(i);
+            i += 1;
+        }
+        t
+    };
+
+    #[inline]
+    pub fn get(op: Opcode) -> Fx {
+        let code = op as u16;
+        TABLE[(code & 0xFF) as usize + ((code >> 8 == 0xFE) as usize) * 256]
+    }
+}
+
+/// Per-instruction flags.
+mod flag {
+    /// Follows a prefix: not a valid branch target or region boundary.
+    pub const AFTER_PREFIX: u16 = 1 << 0;
+    /// Target of a branch from an earlier instruction.
+    pub const FORWARD_TARGET: u16 = 1 << 1;
+    /// First instruction of a handler or filter.
+    pub const HANDLER_START: u16 = 1 << 2;
+    /// Prefixed by `tail.`.
+    pub const TAIL: u16 = 1 << 3;
+}
+
+/// Facts about the method gathered once per run.
+#[derive(Clone, Copy, Debug)]
+struct Ctx {
+    method: Option<MethodSig>,
+    locals: Option<u32>,
+    declared_max_stack: Option<u16>,
+}
+
+/// A reusable verifier: keeps its buffers between bodies so verifying many bodies allocates only
+/// when a body is larger than every one before it.
+#[derive(Debug, Default)]
+pub struct Verifier {
+    ins: Vec<Ins>,
+    /// Branch and switch targets: `[count, target…]` per branching instruction; targets are
+    /// byte offsets after decoding and instruction indices (or [`NONE`]) once resolved.
+    targets: Vec<u32>,
+    /// Indices of instructions with [`fx::SPECIAL`] placement rules.
+    special: Vec<u32>,
+    /// Indices of instructions with branch or switch targets.
+    branches: Vec<u32>,
+    /// Instruction index by byte offset ([`NONE`] inside an instruction); `at[len]` = count.
+    at: Vec<u32>,
+    depth: Vec<u32>,
+    /// Innermost region per instruction; empty when the body has no regions.
+    region: Vec<u32>,
+    nodes: Vec<eh::Node>,
+    intervals: Vec<eh::Interval>,
+    try_node: Vec<u32>,
+    open: Vec<u32>,
+    work: Vec<u32>,
+    clauses: Vec<Clause>,
+    diags: Vec<Diagnostic>,
+    first_only: bool,
+    incomplete: bool,
+    max: u32,
+}
+
+impl Verifier {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Verifies a parsed body; the findings are sorted by offset.
+    pub fn verify(&mut self, body: &Body<'_>, resolver: &dyn Resolver) -> &[Diagnostic] {
+        self.first_only = false;
+        self.run_body(body, resolver);
+        &self.diags
+    }
+
+    /// Verifies raw code with its clauses. `declared_max_stack` of `None` skips the MaxStack
+    /// check.
+    pub fn verify_code(
+        &mut self,
+        code: &[u8],
+        clauses: &[Clause],
+        declared_max_stack: Option<u16>,
+        resolver: &dyn Resolver,
+    ) -> &[Diagnostic] {
+        self.first_only = false;
+        self.run(code, clauses, declared_max_stack, resolver);
+        &self.diags
+    }
+
+    /// Stops at the first finding (not necessarily the one at the lowest offset).
+    pub fn verify_first(&mut self, body: &Body<'_>, resolver: &dyn Resolver) -> Option<Diagnostic> {
+        self.first_only = true;
+        self.run_body(body, resolver);
+        self.diags.first().cloned()
+    }
+
+    /// The largest stack depth the code reaches, computed by the verifier's dataflow; an error
+    /// if the code has a structural fault or a callee's signature is unknown.
+    pub fn max_stack(
+        &mut self,
+        code: &[u8],
+        clauses: &[Clause],
+        resolver: &dyn Resolver,
+    ) -> Result<u16, Diagnostic> {
+        self.first_only = true;
+        self.run(code, clauses, None, resolver);
+        if let Some(d) = self.diags.first() {
+            return Err(d.clone());
+        }
+        if self.incomplete {
+            return Err(Diagnostic {
+                code: Code::UnresolvedToken,
+                offset: 0,
+                message: "a callee's signature is unknown, so the stack depth is too".into(),
+            });
+        }
+        u16::try_from(self.max).map_err(|_| Diagnostic {
+            code: Code::StackOverflow,
+            offset: 0,
+            message: format!("stack depth {} exceeds 65535", self.max),
+        })
+    }
+
+    /// Findings of the last run.
+    pub fn diagnostics(&self) -> &[Diagnostic] {
+        &self.diags
+    }
+
+    /// Whether the last run analysed every reachable path: false when a callee's signature was
+    /// unknown, so stack checks after that call were skipped.
+    pub fn is_complete(&self) -> bool {
+        !self.incomplete
+    }
+
+    /// The largest stack depth seen by the last run's dataflow.
+    pub fn computed_max_stack(&self) -> u32 {
+        self.max
+    }
+
+    fn run_body(&mut self, body: &Body<'_>, resolver: &dyn Resolver) {
+        let max = Some(body.max_stack());
+        let eh: Vec<_> = body.sections.iter().filter(|s| s.is_eh()).collect();
+        if eh.len() <= 1 {
+            let clauses = eh.first().map_or(&[][..], |s| s.clauses());
+            self.run(body.code, clauses, max, resolver);
+        } else {
+            let mut clauses = std::mem::take(&mut self.clauses);
+            clauses.clear();
+            clauses.extend(body.clauses().copied());
+            self.run(body.code, &clauses, max, resolver);
+            self.clauses = clauses;
+        }
+    }
+
+    fn run(
+        &mut self,
+        code: &[u8],
+        clauses: &[Clause],
+        declared_max_stack: Option<u16>,
+        resolver: &dyn Resolver,
+    ) {
+        self.ins.clear();
+        self.targets.clear();
+        self.special.clear();
+        self.branches.clear();
+        self.region.clear();
+        self.nodes.clear();
+        self.diags.clear();
+        self.incomplete = false;
+        self.max = 0;
+        let ctx = Ctx {
+            method: resolver.method(),
+            locals: resolver.local_count(),
+            declared_max_stack,
+        };
+        if code.is_empty() {
+            self.report(Code::CodeSizeZero, 0, "the code is empty".into());
+            return;
+        }
+        if code.len() >= NONE as usize {
+            self.report(Code::MethodEnd, 0, "the code is larger than 4 GiB".into());
+            return;
+        }
+        if !flow::decode(self, code, &ctx, resolver) || self.stop() {
+            return;
+        }
+        flow::resolve_targets(self);
+        if self.stop() {
+            return;
+        }
+        let eh_ok = eh::check(self, code.len(), clauses, resolver);
+        if self.stop() {
+            return;
+        }
+        flow::check_prefixes(self, eh_ok);
+        flow::check_transfers(self, eh_ok);
+        if self.stop() {
+            return;
+        }
+        stack::run(self, &ctx, resolver, eh_ok);
+        if !self.first_only {
+            self.diags.sort_by_key(|d| (d.offset, d.code));
+            self.diags
+                .dedup_by(|a, b| a.offset == b.offset && a.code == b.code);
+        }
+    }
+
+    fn report(&mut self, code: Code, offset: u32, message: String) {
+        if !self.stop() {
+            self.diags.push(Diagnostic {
+                code,
+                offset,
+                message,
+            });
+        }
+    }
+
+    /// In first-only mode, whether a finding has been made and work can stop.
+    fn stop(&self) -> bool {
+        self.first_only && !self.diags.is_empty()
+    }
+
+    /// The `[target…]` slice of a branching instruction.
+    fn targets_of(&self, i: usize) -> &[u32] {
+        let ins = self.ins[i];
+        if ins.fx.kind & fx::TARGETS != 0 {
+            let start = ins.arg as usize;
+            let count = self.targets[start] as usize;
+            &self.targets[start + 1..start + 1 + count]
+        } else {
+            &[]
+        }
+    }
+
+    /// The innermost region of instruction `i`, or [`NONE`].
+    fn region_of(&self, i: usize) -> u32 {
+        self.region.get(i).copied().unwrap_or(NONE)
+    }
+}
+
+/// Verifies a body and returns every finding, sorted by offset.
+pub fn verify(body: &Body<'_>, resolver: &dyn Resolver) -> Vec<Diagnostic> {
+    Verifier::new().verify(body, resolver).to_vec()
+}
+
+/// Verifies a body and returns the first finding, stopping there.
+pub fn verify_first(body: &Body<'_>, resolver: &dyn Resolver) -> Option<Diagnostic> {
+    Verifier::new().verify_first(body, resolver)
+}
+
+/// Verifies raw code and clauses (as the rewriter lays them out) and returns every finding.
+pub fn verify_code(
+    code: &[u8],
+    clauses: &[Clause],
+    declared_max_stack: Option<u16>,
+    resolver: &dyn Resolver,
+) -> Vec<Diagnostic> {
+    Verifier::new()
+        .verify_code(code, clauses, declared_max_stack, resolver)
+        .to_vec()
+}
+
+/// The MaxStack that `code` needs, by the verifier's dataflow (see [`Verifier::max_stack`]).
+pub fn max_stack(
+    code: &[u8],
+    clauses: &[Clause],
+    resolver: &dyn Resolver,
+) -> Result<u16, Diagnostic> {
+    Verifier::new().max_stack(code, clauses, resolver)
+}
+
+/// The MaxStack a parsed body needs, ignoring the one it declares.
+pub fn body_max_stack(body: &Body<'_>, resolver: &dyn Resolver) -> Result<u16, Diagnostic> {
+    let clauses: Vec<Clause> = body.clauses().copied().collect();
+    max_stack(body.code, &clauses, resolver)
+}

@@ -1,0 +1,352 @@
+//! What the verifier needs to know beyond the body's bytes: signatures, local counts and which
+//! metadata rows exist.
+//!
+//! Every question may be answered "unknown" (`None`); the verifier then skips the checks that
+//! depend on the answer instead of guessing, so an incomplete resolver never causes a false alarm.
+
+use crate::body::Body;
+use crate::image::sig::StandAloneSig;
+use crate::image::{Image, Method, Token};
+use crate::opcode::{Opcode, OperandKind};
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// The stack-relevant shape of a callee's signature at one call site.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct CallSig {
+    /// HASTHIS: an instance method.
+    pub has_this: bool,
+    /// EXPLICITTHIS: `this` is already the first of `param_count` parameters.
+    pub explicit_this: bool,
+    /// Parameters before any SENTINEL (II.23.2.1–3).
+    pub param_count: u16,
+    pub returns_void: bool,
+    /// Extra arguments after the SENTINEL of a vararg call site (MemberRef or `calli` signature).
+    pub vararg_extra: u16,
+}
+
+impl CallSig {
+    /// A static method taking `params` arguments.
+    pub fn static_method(params: u16, returns_void: bool) -> Self {
+        CallSig {
+            param_count: params,
+            returns_void,
+            ..CallSig::default()
+        }
+    }
+
+    /// An instance method taking `params` arguments besides `this`.
+    pub fn instance(params: u16, returns_void: bool) -> Self {
+        CallSig {
+            has_this: true,
+            ..CallSig::static_method(params, returns_void)
+        }
+    }
+
+    /// Items `opcode` pops for this signature: the arguments, `this` unless it is explicit or
+    /// being created (`newobj`), and the function pointer of `calli` (III.3.19, 3.20, 4.2, 4.21).
+    pub fn pops(&self, opcode: Opcode) -> u32 {
+        let args = self.param_count as u32 + self.vararg_extra as u32;
+        let this = (self.has_this && !self.explicit_this) as u32;
+        match opcode {
+            Opcode::Newobj => args,
+            Opcode::Calli => args + this + 1,
+            _ => args + this,
+        }
+    }
+
+    /// Items `opcode` pushes: the new object for `newobj`, else the return value if any.
+    pub fn pushes(&self, opcode: Opcode) -> u32 {
+        match opcode {
+            Opcode::Newobj => 1,
+            _ => !self.returns_void as u32,
+        }
+    }
+}
+
+/// The verified method's own signature.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct MethodSig {
+    /// Arguments, counting `this` for instance methods (what `ldarg` indexes).
+    pub arg_count: u16,
+    pub returns_void: bool,
+}
+
+/// Answers the verifier's questions about metadata. `None` means "unknown".
+pub trait Resolver {
+    /// The signature of the method whose body is verified.
+    fn method(&self) -> Option<MethodSig> {
+        None
+    }
+
+    /// How many locals the body's local signature declares (0 when it has none).
+    fn local_count(&self) -> Option<u32> {
+        None
+    }
+
+    /// The signature used by `call`, `callvirt`, `newobj` (a MethodDef, MemberRef or MethodSpec
+    /// token) or `calli` (a StandAloneSig token).
+    fn call_sig(&self, opcode: Opcode, token: u32) -> Option<CallSig> {
+        let _ = (opcode, token);
+        None
+    }
+
+    /// Whether the row a metadata token names exists.
+    fn token_exists(&self, token: u32) -> Option<bool> {
+        let _ = token;
+        None
+    }
+
+    /// Whether a `0x70xxxxxx` token is the offset of a string in the `#US` heap.
+    fn string_exists(&self, token: u32) -> Option<bool> {
+        let _ = token;
+        None
+    }
+
+    /// Whether the token's table is one the operand kind allows. The default follows
+    /// Partition III 1.9 and the opcode pages; override only for a stricter or looser policy.
+    fn token_fits(&self, kind: OperandKind, token: u32) -> bool {
+        token_table_fits(kind, token)
+    }
+}
+
+/// Metadata table numbers (II.22) that operands refer to.
+mod table {
+    pub const TYPE_REF: u32 = 0x01;
+    pub const TYPE_DEF: u32 = 0x02;
+    pub const FIELD: u32 = 0x04;
+    pub const METHOD_DEF: u32 = 0x06;
+    pub const MEMBER_REF: u32 = 0x0A;
+    pub const STANDALONE_SIG: u32 = 0x11;
+    pub const TYPE_SPEC: u32 = 0x1B;
+    pub const METHOD_SPEC: u32 = 0x2B;
+    pub const USER_STRING: u32 = 0x70;
+}
+
+/// Whether `token`'s table suits an operand of `kind`. A MemberRef may name a field or a method,
+/// so it fits both; which one it is needs its signature.
+pub fn token_table_fits(kind: OperandKind, token: u32) -> bool {
+    use table::*;
+    let t = token >> 24;
+    let is_type = matches!(t, TYPE_REF | TYPE_DEF | TYPE_SPEC);
+    let is_method = matches!(t, METHOD_DEF | MEMBER_REF | METHOD_SPEC);
+    match kind {
+        OperandKind::Type => is_type,
+        OperandKind::Field => matches!(t, FIELD | MEMBER_REF),
+        OperandKind::Method => is_method,
+        OperandKind::Tok => is_type || is_method || t == FIELD,
+        OperandKind::String => t == USER_STRING,
+        OperandKind::Sig => t == STANDALONE_SIG,
+        _ => true,
+    }
+}
+
+/// A resolver that knows nothing: only the body's own structure is checked.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoResolver;
+
+impl Resolver for NoResolver {}
+
+/// An in-memory resolver for tests and generators.
+///
+/// ```
+/// use ilcheck::verify::{CallSig, SyntheticResolver};
+/// let r = SyntheticResolver::new()
+///     .method(1, false)
+///     .locals(2)
+///     .call(0x0A00_0001, CallSig::static_method(1, true))
+///     .string(0x7000_0001)
+///     .closed();
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct SyntheticResolver {
+    method: Option<MethodSig>,
+    locals: Option<u32>,
+    calls: HashMap<u32, CallSig>,
+    tokens: HashSet<u32>,
+    strings: HashSet<u32>,
+    closed: bool,
+}
+
+impl SyntheticResolver {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The verified method takes `arg_count` arguments (counting `this`).
+    pub fn method(mut self, arg_count: u16, returns_void: bool) -> Self {
+        self.method = Some(MethodSig {
+            arg_count,
+            returns_void,
+        });
+        self
+    }
+
+    pub fn locals(mut self, count: u32) -> Self {
+        self.locals = Some(count);
+        self
+    }
+
+    /// A callee token (or a `calli` StandAloneSig token) and its signature; the token exists.
+    pub fn call(mut self, token: u32, sig: CallSig) -> Self {
+        self.calls.insert(token, sig);
+        self.tokens.insert(token);
+        self
+    }
+
+    /// A metadata token whose row exists.
+    pub fn token(mut self, token: u32) -> Self {
+        self.tokens.insert(token);
+        self
+    }
+
+    /// A `#US` token that names a string.
+    pub fn string(mut self, token: u32) -> Self {
+        self.strings.insert(token);
+        self
+    }
+
+    /// From now on, tokens and strings not registered do not exist (instead of being unknown).
+    pub fn closed(mut self) -> Self {
+        self.closed = true;
+        self
+    }
+
+    fn known(&self, present: bool) -> Option<bool> {
+        (present || self.closed).then_some(present)
+    }
+}
+
+impl Resolver for SyntheticResolver {
+    fn method(&self) -> Option<MethodSig> {
+        self.method
+    }
+
+    fn local_count(&self) -> Option<u32> {
+        self.locals
+    }
+
+    fn call_sig(&self, _opcode: Opcode, token: u32) -> Option<CallSig> {
+        self.calls.get(&token).copied()
+    }
+
+    fn token_exists(&self, token: u32) -> Option<bool> {
+        self.known(self.tokens.contains(&token))
+    }
+
+    fn string_exists(&self, token: u32) -> Option<bool> {
+        self.known(self.strings.contains(&token))
+    }
+}
+
+/// Resolves through an assembly's metadata: MethodDef, MemberRef and MethodSpec signatures,
+/// `calli` StandAloneSigs, row existence and `#US` entries. Call signatures are cached, so keep
+/// one resolver per image and call [`ImageResolver::set_method`] before each body.
+pub struct ImageResolver<'i> {
+    image: &'i Image<'i>,
+    method: Option<MethodSig>,
+    locals: Option<u32>,
+    calls: RefCell<HashMap<u32, Option<CallSig>, BuildHasherDefault<TokenHasher>>>,
+}
+
+/// Tokens are well-spread integers that need no DoS-resistant hashing: one multiply will do.
+#[derive(Default)]
+struct TokenHasher(u64);
+
+impl Hasher for TokenHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.0 = (n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+impl<'i> ImageResolver<'i> {
+    pub fn new(image: &'i Image<'i>) -> Self {
+        ImageResolver {
+            image,
+            method: None,
+            locals: None,
+            calls: RefCell::default(),
+        }
+    }
+
+    /// Answers for `method` (its signature) and `body` (its locals) from now on.
+    pub fn set_method(&mut self, method: &Method<'_>, body: &Body<'_>) {
+        self.method = method.signature().ok().map(|s| MethodSig {
+            arg_count: u16::try_from(
+                s.param_count as u64 + (s.has_this && !s.explicit_this) as u64,
+            )
+            .unwrap_or(u16::MAX),
+            returns_void: s.returns_void,
+        });
+        self.locals = self.image.local_count(Token(body.local_sig())).ok();
+    }
+
+    /// Answers with facts gathered earlier (by [`Resolver::method`] and
+    /// [`Resolver::local_count`] after [`ImageResolver::set_method`]).
+    pub fn set_facts(&mut self, method: Option<MethodSig>, locals: Option<u32>) {
+        self.method = method;
+        self.locals = locals;
+    }
+
+    /// A resolver for one method of `image`.
+    pub fn for_method(image: &'i Image<'i>, method: &Method<'_>, body: &Body<'_>) -> Self {
+        let mut r = Self::new(image);
+        r.set_method(method, body);
+        r
+    }
+
+    fn lookup(&self, opcode: Opcode, token: u32) -> Option<CallSig> {
+        let s = if opcode == Opcode::Calli {
+            match self.image.standalone_sig(Token(token)).ok()? {
+                StandAloneSig::Method(s) => s,
+                StandAloneSig::Locals { .. } => return None,
+            }
+        } else {
+            self.image.method_sig(Token(token)).ok()?
+        };
+        let fixed = s.sentinel_index.map_or(s.param_count, |i| i as u32);
+        Some(CallSig {
+            has_this: s.has_this,
+            explicit_this: s.explicit_this,
+            param_count: u16::try_from(fixed).ok()?,
+            returns_void: s.returns_void,
+            vararg_extra: u16::try_from(s.param_count.checked_sub(fixed)?).ok()?,
+        })
+    }
+}
+
+impl Resolver for ImageResolver<'_> {
+    fn method(&self) -> Option<MethodSig> {
+        self.method
+    }
+
+    fn local_count(&self) -> Option<u32> {
+        self.locals
+    }
+
+    fn call_sig(&self, opcode: Opcode, token: u32) -> Option<CallSig> {
+        // The table byte keeps `calli` StandAloneSig keys apart from method tokens.
+        *self
+            .calls
+            .borrow_mut()
+            .entry(token)
+            .or_insert_with(|| self.lookup(opcode, token))
+    }
+
+    fn token_exists(&self, token: u32) -> Option<bool> {
+        Some(self.image.token_exists(Token(token)))
+    }
+
+    fn string_exists(&self, token: u32) -> Option<bool> {
+        Some(self.image.user_string_ok(Token(token)))
+    }
+}

@@ -1,0 +1,1358 @@
+//! Rule-by-rule tests on hand-assembled bodies, and a mutation suite.
+
+use super::*;
+use crate::body::Clause;
+use crate::instr::{Operand, encode};
+use crate::opcode::Opcode::{self, *};
+use std::collections::HashMap;
+
+/// One line of a test body.
+#[derive(Clone, Debug)]
+enum It {
+    Op(Opcode, Operand<'static>),
+    /// A branch (short or long form) to a label.
+    Br(Opcode, &'static str),
+    Switch(Vec<&'static str>),
+    Label(&'static str),
+    Raw(Vec<u8>),
+}
+
+fn op(o: Opcode) -> It {
+    It::Op(o, Operand::None)
+}
+fn tok(o: Opcode, t: u32) -> It {
+    It::Op(o, Operand::Token(t))
+}
+fn var(o: Opcode, v: u16) -> It {
+    It::Op(o, Operand::Var(v))
+}
+fn i8_(o: Opcode, v: i8) -> It {
+    It::Op(o, Operand::Int8(v))
+}
+fn br(o: Opcode, l: &'static str) -> It {
+    It::Br(o, l)
+}
+fn lbl(l: &'static str) -> It {
+    It::Label(l)
+}
+
+struct Asm {
+    code: Vec<u8>,
+    labels: HashMap<&'static str, u32>,
+}
+
+impl Asm {
+    fn at(&self, l: &str) -> u32 {
+        self.labels[l]
+    }
+}
+
+fn size(it: &It) -> usize {
+    match it {
+        It::Op(o, operand) => {
+            let mut v = Vec::new();
+            encode(*o, operand, &mut v).unwrap();
+            v.len()
+        }
+        It::Br(o, _) => o.size() + o.operand_kind().fixed_size().unwrap(),
+        It::Switch(ls) => 5 + 4 * ls.len(),
+        It::Label(_) => 0,
+        It::Raw(b) => b.len(),
+    }
+}
+
+fn asm(items: &[It]) -> Asm {
+    let mut labels = HashMap::new();
+    let mut pos = 0;
+    for it in items {
+        if let It::Label(l) = it {
+            labels.insert(*l, pos as u32);
+        }
+        pos += size(it);
+    }
+    let mut code = Vec::new();
+    for it in items {
+        let next = (code.len() + size(it)) as i64;
+        match it {
+            It::Op(o, operand) => encode(*o, operand, &mut code).unwrap(),
+            It::Br(o, l) => {
+                let d = labels[l] as i64 - next;
+                let operand = if o.operand_kind() == crate::opcode::OperandKind::ShortBrTarget {
+                    Operand::ShortBranch(i8::try_from(d).unwrap())
+                } else {
+                    Operand::Branch(d as i32)
+                };
+                encode(*o, &operand, &mut code).unwrap();
+            }
+            It::Switch(ls) => {
+                let ds = ls
+                    .iter()
+                    .map(|l| (labels[l] as i64 - next) as i32)
+                    .collect();
+                let operand = Operand::Switch(crate::instr::SwitchTargets::Owned(ds));
+                encode(Switch, &operand, &mut code).unwrap();
+            }
+            It::Label(_) => {}
+            It::Raw(b) => code.extend_from_slice(b),
+        }
+    }
+    Asm { code, labels }
+}
+
+const TYPE: u32 = 0x0100_0001;
+const FIELD: u32 = 0x0400_0001;
+const STR: u32 = 0x7000_0001;
+/// `void F()`.
+const VOID0: u32 = 0x0A00_0001;
+/// `int F(int)`.
+const INT1: u32 = 0x0A00_0002;
+/// `int C::M()` (instance).
+const INST_INT0: u32 = 0x0A00_0003;
+/// `C::.ctor(int)`.
+const CTOR1: u32 = 0x0A00_0004;
+/// `int (int, int)` for calli.
+const SIG2: u32 = 0x1100_0001;
+
+/// A void method with two arguments and four locals in a module holding the tokens above.
+fn res() -> SyntheticResolver {
+    SyntheticResolver::new()
+        .method(2, true)
+        .locals(4)
+        .call(VOID0, CallSig::static_method(0, true))
+        .call(INT1, CallSig::static_method(1, false))
+        .call(INST_INT0, CallSig::instance(0, false))
+        .call(CTOR1, CallSig::instance(1, true))
+        .call(SIG2, CallSig::static_method(2, false))
+        .token(TYPE)
+        .token(FIELD)
+        .string(STR)
+        .closed()
+}
+
+fn int_res() -> SyntheticResolver {
+    res().method(2, false)
+}
+
+fn run(items: &[It], clauses: &[Clause], r: &dyn Resolver) -> Vec<Code> {
+    let a = asm(items);
+    let d = verify_code(&a.code, clauses, Some(8), r);
+    d.iter().map(|d| d.code).collect()
+}
+
+fn codes(items: &[It]) -> Vec<Code> {
+    run(items, &[], &res())
+}
+
+#[track_caller]
+fn valid(items: &[It]) {
+    assert_eq!(codes(items), [], "{items:?}");
+}
+
+#[track_caller]
+fn invalid(items: &[It], expected: Code) {
+    let got = codes(items);
+    assert!(
+        got.contains(&expected),
+        "expected {expected:?}, got {got:?}"
+    );
+}
+
+fn clause(flags: u32, a: &Asm, t: (&str, &str), h: (&str, &str), extra: u32) -> Clause {
+    Clause {
+        flags,
+        try_offset: a.at(t.0),
+        try_length: a.at(t.1) - a.at(t.0),
+        handler_offset: a.at(h.0),
+        handler_length: a.at(h.1) - a.at(h.0),
+        class_or_filter: extra,
+    }
+}
+fn catch(a: &Asm, t: (&str, &str), h: (&str, &str)) -> Clause {
+    clause(0, a, t, h, TYPE)
+}
+fn finally(a: &Asm, t: (&str, &str), h: (&str, &str)) -> Clause {
+    clause(Clause::FLAG_FINALLY, a, t, h, 0)
+}
+fn fault(a: &Asm, t: (&str, &str), h: (&str, &str)) -> Clause {
+    clause(Clause::FLAG_FAULT, a, t, h, 0)
+}
+fn filter(a: &Asm, t: (&str, &str), f: &str, h: (&str, &str)) -> Clause {
+    clause(Clause::FLAG_FILTER, a, t, h, a.at(f))
+}
+
+fn eh_codes(items: &[It], clauses: impl Fn(&Asm) -> Vec<Clause>) -> Vec<Code> {
+    let a = asm(items);
+    let cl = clauses(&a);
+    verify_code(&a.code, &cl, Some(8), &res())
+        .iter()
+        .map(|d| d.code)
+        .collect()
+}
+
+// ---- Stream ----
+
+#[test]
+fn empty_code() {
+    assert_eq!(codes(&[]), [Code::CodeSizeZero]);
+}
+
+#[test]
+fn unknown_opcode_and_truncation() {
+    assert_eq!(codes(&[It::Raw(vec![0x24])]), [Code::UnknownOpcode]);
+    assert_eq!(codes(&[It::Raw(vec![0xFE, 0x08])]), [Code::UnknownOpcode]);
+    assert_eq!(codes(&[It::Raw(vec![0x20, 1, 2])]), [Code::MethodEnd]);
+    assert_eq!(codes(&[It::Raw(vec![0xFE])]), [Code::MethodEnd]);
+    assert_eq!(codes(&[op(Volatile)]), [Code::MethodEnd]);
+}
+
+#[test]
+fn fallthrough_off_the_end() {
+    valid(&[op(Nop), op(Ret)]);
+    assert_eq!(codes(&[op(Nop)]), [Code::MethodFallthrough]);
+    invalid(
+        &[op(Ldc_I4_0), br(Brtrue_S, "x"), lbl("x"), op(Nop)],
+        Code::MethodFallthrough,
+    );
+}
+
+// ---- Branch targets ----
+
+#[test]
+fn branch_targets() {
+    valid(&[op(Ldc_I4_0), br(Brfalse_S, "x"), op(Nop), lbl("x"), op(Ret)]);
+    // br.s +1 lands inside the following ldc.i4.
+    invalid(
+        &[
+            It::Raw(vec![0x2B, 0x01]),
+            It::Op(Ldc_I4, Operand::Int32(0)),
+            op(Pop),
+            op(Ret),
+        ],
+        Code::BadJumpTarget,
+    );
+    // Past the end, and before the start.
+    invalid(&[It::Raw(vec![0x2B, 0x05]), op(Ret)], Code::BadBranch);
+    invalid(&[It::Raw(vec![0x2B, 0xF0]), op(Ret)], Code::BadBranch);
+    // To the end of the code exactly.
+    invalid(&[op(Nop), It::Raw(vec![0x2B, 0x00])], Code::BadBranch);
+    // Switch with one good and one bad case.
+    invalid(
+        &[
+            op(Ldc_I4_0),
+            It::Raw(vec![0x45, 2, 0, 0, 0, 0, 0, 0, 0, 0x40, 0, 0, 0]),
+            op(Ret),
+        ],
+        Code::BadBranch,
+    );
+    valid(&[
+        op(Ldc_I4_0),
+        It::Switch(vec!["a", "b"]),
+        lbl("a"),
+        op(Nop),
+        lbl("b"),
+        op(Ret),
+    ]);
+}
+
+#[test]
+fn branch_between_prefix_and_instruction() {
+    invalid(
+        &[
+            op(Ldarg_0),
+            op(Ldc_I4_0),
+            br(Brtrue_S, "x"),
+            op(Volatile),
+            lbl("x"),
+            op(Ldind_I4),
+            op(Pop),
+            op(Ret),
+        ],
+        Code::BadJumpTarget,
+    );
+}
+
+// ---- Stack ----
+
+#[test]
+fn underflow_and_overflow() {
+    assert_eq!(codes(&[op(Pop), op(Ret)]), [Code::StackUnderflow]);
+    let mut items: Vec<It> = (0..9).map(|_| op(Ldc_I4_0)).collect();
+    items.extend((0..9).map(|_| op(Pop)));
+    items.push(op(Ret));
+    assert_eq!(codes(&items), [Code::StackOverflow]);
+    items.remove(0);
+    items.remove(9);
+    valid(&items);
+}
+
+#[test]
+fn path_depths() {
+    invalid(
+        &[
+            op(Ldc_I4_0),
+            br(Brtrue_S, "x"),
+            op(Ldc_I4_1),
+            lbl("x"),
+            op(Nop),
+            op(Ret),
+        ],
+        Code::PathStackDepth,
+    );
+    // The ternary pattern: both arms push one.
+    let r = int_res();
+    let items = [
+        op(Ldarg_0),
+        br(Brtrue_S, "a"),
+        op(Ldc_I4_1),
+        br(Br_S, "b"),
+        lbl("a"),
+        op(Ldc_I4_2),
+        lbl("b"),
+        op(Ret),
+    ];
+    assert_eq!(run(&items, &[], &r), []);
+}
+
+#[test]
+fn backward_branch_rule() {
+    // After br, `l` is reached only by the backward branch, with depth 1.
+    let items = [
+        op(Ldc_I4_0),
+        br(Br_S, "e"),
+        lbl("l"),
+        op(Pop),
+        op(Ret),
+        lbl("e"),
+        op(Ldc_I4_0),
+        br(Br_S, "l"),
+    ];
+    let got = codes(&items);
+    assert!(got.contains(&Code::BackwardBranch), "{got:?}");
+    // The same block with an empty stack is fine (a loop whose test is at the bottom).
+    valid(&[
+        br(Br_S, "test"),
+        lbl("body"),
+        op(Nop),
+        lbl("test"),
+        op(Ldarg_0),
+        br(Brtrue_S, "body"),
+        op(Ret),
+    ]);
+    // Reached by an earlier forward branch with a non-empty stack: allowed.
+    let r = int_res();
+    let items = [
+        op(Ldarg_0),
+        op(Ldarg_1),
+        br(Brtrue_S, "x"),
+        br(Br_S, "y"),
+        lbl("x"),
+        op(Ret),
+        lbl("y"),
+        op(Ret),
+    ];
+    assert_eq!(run(&items, &[], &r), []);
+}
+
+#[test]
+fn ret_depths() {
+    assert_eq!(codes(&[op(Ldc_I4_0), op(Ret)]), [Code::ReturnVoid]);
+    let r = int_res();
+    assert_eq!(run(&[op(Ret)], &[], &r), [Code::ReturnMissing]);
+    assert_eq!(
+        run(&[op(Ldc_I4_0), op(Ldc_I4_0), op(Ret)], &[], &r),
+        [Code::ReturnEmpty]
+    );
+    assert_eq!(run(&[op(Ldc_I4_0), op(Ret)], &[], &r), []);
+    // Unknown own signature: no ret checks.
+    assert_eq!(run(&[op(Ldc_I4_0), op(Ret)], &[], &NoResolver), []);
+}
+
+#[test]
+fn localloc_jmp_endfilter_stacks() {
+    valid(&[op(Ldc_I4_8), op(Localloc), op(Pop), op(Ret)]);
+    // Roslyn's `Span<T> s = stackalloc T[n]` keeps `n` under the size (`dup … localloc`), and
+    // runtimes accept it, so only underflow is checked.
+    valid(&[
+        op(Ldc_I4_0),
+        op(Dup),
+        op(Localloc),
+        op(Pop),
+        op(Pop),
+        op(Ret),
+    ]);
+    invalid(&[op(Localloc), op(Pop), op(Ret)], Code::StackUnderflow);
+    valid(&[tok(Jmp, VOID0)]);
+    invalid(&[op(Ldc_I4_0), tok(Jmp, VOID0)], Code::JmpStackNotEmpty);
+}
+
+#[test]
+fn calls_use_signatures() {
+    valid(&[tok(Call, VOID0), op(Ret)]);
+    valid(&[op(Ldc_I4_0), tok(Call, INT1), op(Pop), op(Ret)]);
+    invalid(&[tok(Call, INT1), op(Pop), op(Ret)], Code::StackUnderflow);
+    valid(&[op(Ldnull), tok(Callvirt, INST_INT0), op(Pop), op(Ret)]);
+    valid(&[op(Ldc_I4_0), tok(Newobj, CTOR1), op(Pop), op(Ret)]);
+    valid(&[
+        op(Ldc_I4_0),
+        op(Ldc_I4_0),
+        tok(Ldftn, INT1),
+        tok(Calli, SIG2),
+        op(Pop),
+        op(Ret),
+    ]);
+    invalid(
+        &[
+            op(Ldc_I4_0),
+            tok(Ldftn, INT1),
+            tok(Calli, SIG2),
+            op(Pop),
+            op(Ret),
+        ],
+        Code::StackUnderflow,
+    );
+    // Varargs call site: the extra arguments count too.
+    let r = res().call(
+        0x0A00_0009,
+        CallSig {
+            vararg_extra: 2,
+            ..CallSig::static_method(1, true)
+        },
+    );
+    let items = [
+        op(Ldc_I4_0),
+        op(Ldc_I4_0),
+        op(Ldc_I4_0),
+        tok(Call, 0x0A00_0009),
+        op(Ret),
+    ];
+    assert_eq!(run(&items, &[], &r), []);
+}
+
+#[test]
+fn unknown_signature_skips_instead_of_guessing() {
+    let r = res().token(0x0A00_0077);
+    let items = [tok(Call, 0x0A00_0077), op(Pop), op(Ret)];
+    assert_eq!(run(&items, &[], &r), []);
+    let a = asm(&items);
+    let e = max_stack(&a.code, &[], &r).unwrap_err();
+    assert_eq!(e.code, Code::UnresolvedToken);
+}
+
+#[test]
+fn max_stack_is_computed() {
+    let a = asm(&[
+        op(Ldc_I4_0),
+        op(Ldc_I4_0),
+        op(Ldc_I4_0),
+        tok(Ldftn, INT1),
+        tok(Calli, SIG2),
+        op(Pop),
+        op(Pop),
+        op(Ret),
+    ]);
+    assert_eq!(max_stack(&a.code, &[], &res()), Ok(4));
+    let a = asm(&[op(Pop), op(Ret)]);
+    assert_eq!(
+        max_stack(&a.code, &[], &res()).unwrap_err().code,
+        Code::StackUnderflow
+    );
+    // A catch handler starts with the exception on the stack.
+    let items = [
+        lbl("t"),
+        br(Leave_S, "end"),
+        lbl("h"),
+        op(Pop),
+        br(Leave_S, "end"),
+        lbl("he"),
+        lbl("end"),
+        op(Ret),
+    ];
+    let a = asm(&items);
+    let cl = [catch(&a, ("t", "h"), ("h", "he"))];
+    assert_eq!(max_stack(&a.code, &cl, &res()), Ok(1));
+}
+
+// ---- EH table ----
+
+/// try { nop; leave end } catch { pop; leave end } end: ret
+fn try_catch() -> Vec<It> {
+    vec![
+        lbl("t"),
+        op(Nop),
+        br(Leave_S, "end"),
+        lbl("h"),
+        op(Pop),
+        br(Leave_S, "end"),
+        lbl("he"),
+        lbl("end"),
+        op(Ret),
+    ]
+}
+
+#[test]
+fn try_catch_is_valid() {
+    assert_eq!(
+        eh_codes(&try_catch(), |a| vec![catch(a, ("t", "h"), ("h", "he"))]),
+        []
+    );
+}
+
+#[test]
+fn clause_bounds() {
+    let items = try_catch();
+    let got = eh_codes(&items, |a| {
+        let mut c = catch(a, ("t", "h"), ("h", "he"));
+        c.handler_length = 100;
+        vec![c]
+    });
+    assert_eq!(got, [Code::EHClauseOutOfRange]);
+    let got = eh_codes(&items, |a| {
+        let mut c = catch(a, ("t", "h"), ("h", "he"));
+        c.try_offset = u32::MAX;
+        vec![c]
+    });
+    assert_eq!(got, [Code::EHClauseOutOfRange]);
+    let got = eh_codes(&items, |a| {
+        let mut c = catch(a, ("t", "h"), ("h", "he"));
+        c.try_length = 0;
+        vec![c]
+    });
+    assert_eq!(got, [Code::EHRegionEmpty]);
+    let got = eh_codes(&items, |a| {
+        let mut c = catch(a, ("t", "h"), ("h", "he"));
+        c.handler_length -= 1;
+        vec![c]
+    });
+    assert_eq!(got, [Code::EHBoundaryNotInstructionStart]);
+    let got = eh_codes(&items, |a| {
+        let mut c = catch(a, ("t", "h"), ("h", "he"));
+        c.flags = 3;
+        vec![c]
+    });
+    assert_eq!(got, [Code::EHInvalidKind]);
+    let got = eh_codes(&items, |a| {
+        let mut c = catch(a, ("t", "h"), ("h", "he"));
+        c.class_or_filter = FIELD;
+        vec![c]
+    });
+    assert_eq!(got, [Code::ExpectedTypeToken]);
+}
+
+#[test]
+fn try_equals_handler_and_same_handler() {
+    let items = try_catch();
+    let got = eh_codes(&items, |a| vec![catch(a, ("t", "h"), ("t", "h"))]);
+    assert!(got.contains(&Code::EHTryIsHandler), "{got:?}");
+    let got = eh_codes(&items, |a| {
+        vec![
+            catch(a, ("t", "h"), ("h", "he")),
+            catch(a, ("t", "h"), ("h", "he")),
+        ]
+    });
+    assert!(got.contains(&Code::EHDuplicateHandlerStart), "{got:?}");
+}
+
+/// try { try { leave a } catch { pop; leave a } a: leave end } finally { endfinally } end: ret
+fn nested() -> Vec<It> {
+    vec![
+        lbl("t"),
+        lbl("it"),
+        br(Leave_S, "a"),
+        lbl("ih"),
+        op(Pop),
+        br(Leave_S, "a"),
+        lbl("ihe"),
+        lbl("a"),
+        br(Leave_S, "end"),
+        lbl("h"),
+        op(Endfinally),
+        lbl("he"),
+        lbl("end"),
+        op(Ret),
+    ]
+}
+
+fn nested_clauses(a: &Asm) -> Vec<Clause> {
+    vec![
+        catch(a, ("it", "ih"), ("ih", "ihe")),
+        finally(a, ("t", "h"), ("h", "he")),
+    ]
+}
+
+#[test]
+fn nesting_order_and_overlap() {
+    assert_eq!(eh_codes(&nested(), nested_clauses), []);
+    let got = eh_codes(&nested(), |a| {
+        let mut c = nested_clauses(a);
+        c.reverse();
+        c
+    });
+    assert!(
+        !got.is_empty() && got.iter().all(|&c| c == Code::EHOrderInnerAfterOuter),
+        "{got:?}"
+    );
+    // Partial overlap: the inner try reaches past the outer one's end.
+    let got = eh_codes(&nested(), |a| {
+        vec![
+            catch(a, ("it", "ih"), ("ih", "he")),
+            finally(a, ("t", "h"), ("h", "he")),
+        ]
+    });
+    assert!(got.contains(&Code::EHOverlap), "{got:?}");
+}
+
+#[test]
+fn shared_try() {
+    // Two catches sharing one try: fine; a finally sharing it: not.
+    let items = [
+        lbl("t"),
+        br(Leave_S, "end"),
+        lbl("h1"),
+        op(Pop),
+        br(Leave_S, "end"),
+        lbl("h2"),
+        op(Pop),
+        br(Leave_S, "end"),
+        lbl("end"),
+        op(Ret),
+    ];
+    let got = eh_codes(&items, |a| {
+        vec![
+            catch(a, ("t", "h1"), ("h1", "h2")),
+            catch(a, ("t", "h1"), ("h2", "end")),
+        ]
+    });
+    assert_eq!(got, []);
+    let mut items = items.to_vec();
+    items.insert(8, op(Endfinally));
+    items.insert(8, lbl("h3"));
+    let got = eh_codes(&items, |a| {
+        vec![
+            catch(a, ("t", "h1"), ("h1", "h2")),
+            finally(a, ("t", "h1"), ("h3", "end")),
+        ]
+    });
+    assert!(got.contains(&Code::EHSharedTryFinally), "{got:?}");
+}
+
+/// try { leave end } filter { pop; ldc.i4.1; endfilter } { pop; leave end } end: ret
+fn with_filter() -> Vec<It> {
+    vec![
+        lbl("t"),
+        br(Leave_S, "end"),
+        lbl("f"),
+        op(Pop),
+        op(Ldc_I4_1),
+        op(Endfilter),
+        lbl("h"),
+        op(Pop),
+        br(Leave_S, "end"),
+        lbl("he"),
+        lbl("end"),
+        op(Ret),
+    ]
+}
+
+fn filter_clause(a: &Asm) -> Vec<Clause> {
+    vec![filter(a, ("t", "f"), "f", ("h", "he"))]
+}
+
+#[test]
+fn filters() {
+    assert_eq!(eh_codes(&with_filter(), filter_clause), []);
+    // No endfilter at the end of the filter.
+    let mut items = with_filter();
+    items[5] = op(Pop);
+    items.insert(5, op(Nop));
+    let got = eh_codes(&items, filter_clause);
+    assert!(got.contains(&Code::EHFilterNoEndfilter), "{got:?}");
+    // endfilter in the middle of a filter.
+    let mut items = with_filter();
+    items.insert(5, op(Endfilter));
+    items.insert(5, op(Ldc_I4_0));
+    let got = eh_codes(&items, filter_clause);
+    assert!(got.contains(&Code::Endfilter), "{got:?}");
+    // endfilter outside any filter.
+    invalid(&[op(Ldc_I4_0), op(Endfilter)], Code::Endfilter);
+    // endfilter with two items.
+    let mut items = with_filter();
+    items.insert(5, op(Dup));
+    let got = eh_codes(&items, filter_clause);
+    assert!(got.contains(&Code::EndfilterStack), "{got:?}");
+    // The filter after its handler.
+    let got = eh_codes(&with_filter(), |a| {
+        let mut c = filter_clause(a);
+        c[0].class_or_filter = a.at("he");
+        c
+    });
+    assert_eq!(got, [Code::EHFilterNotBeforeHandler]);
+}
+
+#[test]
+fn filter_contains_region() {
+    let items = [
+        lbl("t"),
+        br(Leave_S, "end"),
+        lbl("f"),
+        lbl("it"),
+        op(Pop),
+        br(Leave_S, "x"),
+        lbl("ih"),
+        br(Leave_S, "x"),
+        lbl("x"),
+        op(Ldc_I4_1),
+        op(Endfilter),
+        lbl("h"),
+        op(Pop),
+        br(Leave_S, "end"),
+        lbl("he"),
+        lbl("end"),
+        op(Ret),
+    ];
+    let got = eh_codes(&items, |a| {
+        vec![
+            fault(a, ("it", "ih"), ("ih", "x")),
+            filter(a, ("t", "f"), "f", ("h", "he")),
+        ]
+    });
+    assert!(got.contains(&Code::EHFilterContainsRegion), "{got:?}");
+}
+
+// ---- Entering and leaving regions ----
+
+#[test]
+fn branch_out_of_and_into_regions() {
+    let mut items = try_catch();
+    items[2] = br(Br_S, "end");
+    let got = eh_codes(&items, |a| vec![catch(a, ("t", "h"), ("h", "he"))]);
+    assert!(got.contains(&Code::BranchOutOfTry), "{got:?}");
+    let mut items = try_catch();
+    items[5] = br(Br_S, "end");
+    let got = eh_codes(&items, |a| vec![catch(a, ("t", "h"), ("h", "he"))]);
+    assert!(got.contains(&Code::BranchOutOfHandler), "{got:?}");
+    // A branch from the method body into the middle of the try.
+    let items = [
+        op(Ldarg_0),
+        br(Brtrue_S, "mid"),
+        lbl("t"),
+        op(Nop),
+        lbl("mid"),
+        br(Leave_S, "end"),
+        lbl("h"),
+        op(Pop),
+        br(Leave_S, "end"),
+        lbl("he"),
+        lbl("end"),
+        op(Ret),
+    ];
+    let got = eh_codes(&items, |a| vec![catch(a, ("t", "h"), ("h", "he"))]);
+    assert!(got.contains(&Code::BranchIntoTry), "{got:?}");
+    // ...and to its first instruction: fine.
+    let mut ok = items.clone();
+    ok[1] = br(Brtrue_S, "t");
+    assert_eq!(
+        eh_codes(&ok, |a| vec![catch(a, ("t", "h"), ("h", "he"))]),
+        []
+    );
+    // Into the handler.
+    let mut bad = items.clone();
+    bad[1] = br(Brtrue_S, "h");
+    let got = eh_codes(&bad, |a| vec![catch(a, ("t", "h"), ("h", "he"))]);
+    assert!(got.contains(&Code::BranchIntoHandler), "{got:?}");
+}
+
+#[test]
+fn fallthrough_rules() {
+    // The try falls into its handler: named for the handler it enters.
+    let mut items = try_catch();
+    items[2] = op(Nop);
+    let got = eh_codes(&items, |a| vec![catch(a, ("t", "h"), ("h", "he"))]);
+    assert!(got.contains(&Code::FallthroughIntoHandler), "{got:?}");
+    // The try falls out into ordinary code.
+    let items = [
+        lbl("t"),
+        op(Nop),
+        lbl("x"),
+        op(Nop),
+        br(Br_S, "end"),
+        lbl("h"),
+        op(Endfinally),
+        lbl("end"),
+        op(Ret),
+    ];
+    let got = eh_codes(&items, |a| vec![finally(a, ("t", "x"), ("h", "end"))]);
+    assert_eq!(got, [Code::FallthroughException]);
+    // Code before a handler falls into it.
+    let items = [
+        lbl("t"),
+        br(Leave_S, "end"),
+        lbl("x"),
+        op(Nop),
+        lbl("h"),
+        op(Endfinally),
+        lbl("end"),
+        op(Ret),
+    ];
+    let got = eh_codes(&items, |a| vec![finally(a, ("t", "x"), ("h", "end"))]);
+    assert!(got.contains(&Code::FallthroughIntoHandler), "{got:?}");
+    // Falling into a try at its start is fine.
+    let items = [
+        op(Nop),
+        lbl("t"),
+        br(Leave_S, "end"),
+        lbl("h"),
+        op(Endfinally),
+        lbl("end"),
+        op(Ret),
+    ];
+    assert_eq!(
+        eh_codes(&items, |a| vec![finally(a, ("t", "h"), ("h", "end"))]),
+        []
+    );
+    // ...but not with a non-empty stack.
+    let mut bad = items.to_vec();
+    bad[0] = op(Ldc_I4_0);
+    let got = eh_codes(&bad, |a| vec![finally(a, ("t", "h"), ("h", "end"))]);
+    assert!(got.contains(&Code::TryNonEmptyStack), "{got:?}");
+}
+
+#[test]
+fn return_from_regions() {
+    let mut items = try_catch();
+    items[2] = op(Ret);
+    let got = eh_codes(&items, |a| vec![catch(a, ("t", "h"), ("h", "he"))]);
+    assert!(got.contains(&Code::ReturnFromTry), "{got:?}");
+    let mut items = try_catch();
+    items[5] = op(Ret);
+    let got = eh_codes(&items, |a| vec![catch(a, ("t", "h"), ("h", "he"))]);
+    assert!(got.contains(&Code::ReturnFromHandler), "{got:?}");
+}
+
+#[test]
+fn leave_rules() {
+    // leave out of a finally.
+    let mut items = nested();
+    items[10] = br(Leave_S, "end");
+    let got = eh_codes(&items, nested_clauses);
+    assert!(got.contains(&Code::LeaveOutOfFinally), "{got:?}");
+    // leave from a catch back to its try's start: allowed.
+    let mut items = try_catch();
+    items[5] = br(Leave_S, "t");
+    assert_eq!(
+        eh_codes(&items, |a| vec![catch(a, ("t", "h"), ("h", "he"))]),
+        []
+    );
+    // leave into the middle of a try.
+    let items = [
+        lbl("t"),
+        op(Nop),
+        lbl("mid"),
+        br(Leave_S, "end"),
+        lbl("h"),
+        op(Pop),
+        br(Leave_S, "mid"),
+        lbl("he"),
+        lbl("end"),
+        op(Ret),
+    ];
+    let got = eh_codes(&items, |a| vec![catch(a, ("t", "h"), ("h", "he"))]);
+    assert!(got.contains(&Code::LeaveIntoTry), "{got:?}");
+    // leave into a handler.
+    let items = [
+        lbl("t"),
+        br(Leave_S, "h"),
+        lbl("h"),
+        op(Pop),
+        br(Leave_S, "end"),
+        lbl("he"),
+        lbl("end"),
+        op(Ret),
+    ];
+    let got = eh_codes(&items, |a| vec![catch(a, ("t", "h"), ("h", "he"))]);
+    assert!(got.contains(&Code::LeaveIntoHandler), "{got:?}");
+    // leave out of a fault.
+    let items = [
+        lbl("t"),
+        br(Leave_S, "end"),
+        lbl("h"),
+        br(Leave_S, "end"),
+        lbl("end"),
+        op(Ret),
+    ];
+    let got = eh_codes(&items, |a| vec![fault(a, ("t", "h"), ("h", "end"))]);
+    assert!(got.contains(&Code::LeaveOutOfFault), "{got:?}");
+    // leave out of a filter.
+    let mut items = with_filter();
+    items[5] = br(Leave_S, "end");
+    let got = eh_codes(&items, filter_clause);
+    assert!(got.contains(&Code::LeaveOutOfFilter), "{got:?}");
+}
+
+#[test]
+fn endfinally_and_rethrow_placement() {
+    invalid(&[op(Endfinally)], Code::Endfinally);
+    invalid(&[op(Rethrow)], Code::Rethrow);
+    let mut items = try_catch();
+    items[5] = op(Rethrow);
+    assert_eq!(
+        eh_codes(&items, |a| vec![catch(a, ("t", "h"), ("h", "he"))]),
+        []
+    );
+    let mut items = try_catch();
+    items[2] = op(Endfinally);
+    let got = eh_codes(&items, |a| vec![catch(a, ("t", "h"), ("h", "he"))]);
+    assert!(got.contains(&Code::Endfinally), "{got:?}");
+    // rethrow in a try nested in a catch: accepted (C# allows `throw;` there).
+    let items = [
+        lbl("t"),
+        br(Leave_S, "end"),
+        lbl("h"),
+        op(Pop),
+        lbl("it"),
+        op(Rethrow),
+        lbl("ih"),
+        op(Endfinally),
+        lbl("ihe"),
+        br(Leave_S, "end"),
+        lbl("he"),
+        lbl("end"),
+        op(Ret),
+    ];
+    let got = eh_codes(&items, |a| {
+        vec![
+            finally(a, ("it", "ih"), ("ih", "ihe")),
+            catch(a, ("t", "h"), ("h", "he")),
+        ]
+    });
+    assert_eq!(got, []);
+}
+
+// ---- Prefixes ----
+
+#[test]
+fn prefixes() {
+    valid(&[op(Ldarg_0), op(Volatile), op(Ldind_I4), op(Pop), op(Ret)]);
+    valid(&[
+        op(Ldarg_0),
+        i8_(Unaligned, 1),
+        op(Volatile),
+        op(Ldind_I4),
+        op(Pop),
+        op(Ret),
+    ]);
+    valid(&[op(Volatile), tok(Ldsfld, FIELD), op(Pop), op(Ret)]);
+    invalid(&[op(Volatile), op(Nop), op(Ret)], Code::Volatile);
+    invalid(
+        &[i8_(Unaligned, 1), tok(Ldsfld, FIELD), op(Pop), op(Ret)],
+        Code::Unaligned,
+    );
+    valid(&[
+        op(Ldarg_0),
+        tok(Constrained, TYPE),
+        tok(Callvirt, INST_INT0),
+        op(Pop),
+        op(Ret),
+    ]);
+    valid(&[
+        op(Ldarg_0),
+        tok(Constrained, TYPE),
+        tok(Call, INST_INT0),
+        op(Pop),
+        op(Ret),
+    ]);
+    invalid(
+        &[tok(Constrained, TYPE), op(Nop), op(Ret)],
+        Code::Constrained,
+    );
+    valid(&[
+        op(Ldarg_0),
+        op(Ldc_I4_0),
+        op(Readonly),
+        tok(Ldelema, TYPE),
+        op(Pop),
+        op(Ret),
+    ]);
+    invalid(&[op(Readonly), op(Nop), op(Ret)], Code::ReadOnly);
+    valid(&[
+        op(Ldarg_0),
+        i8_(No, 1),
+        tok(Castclass, TYPE),
+        op(Pop),
+        op(Ret),
+    ]);
+    invalid(&[i8_(No, 1), op(Nop), op(Ret)], Code::NoPrefix);
+}
+
+#[test]
+fn tail_calls() {
+    valid(&[op(Tail), tok(Call, VOID0), op(Ret)]);
+    valid(&[op(Tail), tok(Call, VOID0), br(Br_S, "r"), lbl("r"), op(Ret)]);
+    let items = [
+        op(Ldarg_0),
+        tok(Constrained, TYPE),
+        op(Tail),
+        tok(Callvirt, INST_INT0),
+        op(Ret),
+    ];
+    assert_eq!(run(&items, &[], &int_res()), []);
+    invalid(&[op(Tail), op(Nop), op(Ret)], Code::TailCall);
+    invalid(
+        &[op(Tail), tok(Call, VOID0), op(Nop), op(Ret)],
+        Code::TailRet,
+    );
+    invalid(
+        &[op(Ldc_I4_0), op(Tail), tok(Call, VOID0), op(Pop), op(Ret)],
+        Code::TailRet,
+    );
+    let r = int_res();
+    let items = [
+        op(Ldc_I4_0),
+        op(Ldc_I4_0),
+        op(Tail),
+        tok(Call, INT1),
+        op(Ret),
+    ];
+    let got = run(&items, &[], &r);
+    assert!(got.contains(&Code::TailStackEmpty), "{got:?}");
+    // Inside a try.
+    let items = [
+        lbl("t"),
+        op(Tail),
+        tok(Call, VOID0),
+        op(Ret),
+        lbl("h"),
+        op(Endfinally),
+        lbl("end"),
+    ];
+    let got = eh_codes(&items, |a| vec![finally(a, ("t", "h"), ("h", "end"))]);
+    assert!(got.contains(&Code::TailCallInsideER), "{got:?}");
+}
+
+// ---- Operands ----
+
+#[test]
+fn operands() {
+    valid(&[var(Ldloc_S, 3), op(Pop), op(Ret)]);
+    invalid(
+        &[var(Ldloc_S, 4), op(Pop), op(Ret)],
+        Code::UnrecognizedLocalNumber,
+    );
+    invalid(
+        &[var(Ldloca, 9), op(Pop), op(Ret)],
+        Code::UnrecognizedLocalNumber,
+    );
+    valid(&[op(Ldloc_3), op(Pop), op(Ret)]);
+    let r = res().locals(1);
+    assert_eq!(
+        run(&[op(Ldc_I4_0), op(Stloc_1), op(Ret)], &[], &r),
+        [Code::UnrecognizedLocalNumber]
+    );
+    valid(&[op(Ldarg_1), op(Pop), op(Ret)]);
+    invalid(
+        &[op(Ldarg_2), op(Pop), op(Ret)],
+        Code::UnrecognizedArgumentNumber,
+    );
+    invalid(
+        &[var(Starg_S, 7), op(Ret)],
+        Code::UnrecognizedArgumentNumber,
+    );
+    valid(&[tok(Ldstr, STR), op(Pop), op(Ret)]);
+    invalid(
+        &[tok(Ldstr, 0x7000_0002), op(Pop), op(Ret)],
+        Code::StringOperand,
+    );
+    invalid(&[tok(Ldstr, TYPE), op(Pop), op(Ret)], Code::StringOperand);
+    invalid(
+        &[tok(Ldsfld, TYPE), op(Pop), op(Ret)],
+        Code::ExpectedFieldToken,
+    );
+    invalid(
+        &[tok(Ldsfld, 0x0400_0002), op(Pop), op(Ret)],
+        Code::TokenResolve,
+    );
+    invalid(&[tok(Call, FIELD), op(Ret)], Code::ExpectedMethodToken);
+    invalid(&[tok(Box, FIELD), op(Ret)], Code::ExpectedTypeToken);
+    invalid(&[tok(Ldtoken, STR), op(Pop), op(Ret)], Code::TokenResolve);
+    invalid(
+        &[tok(Ldtoken, 0x0100_0000), op(Pop), op(Ret)],
+        Code::TokenResolve,
+    );
+    invalid(
+        &[op(Ldnull), tok(Calli, VOID0), op(Ret)],
+        Code::ExpectedSigToken,
+    );
+    valid(&[tok(Ldtoken, FIELD), op(Pop), op(Ret)]);
+}
+
+#[test]
+fn parsed_body_entry_points() {
+    // Tiny header: 2 code bytes `ldc.i4.0 pop`, falls off the end.
+    let bytes = [(3 << 2) | 2, 0x16, 0x26, 0x2A];
+    let body = crate::body::Body::parse(&bytes).unwrap();
+    assert_eq!(verify(&body, &res()), []);
+    assert_eq!(body_max_stack(&body, &res()), Ok(1));
+    let bytes = [(2 << 2) | 2, 0x16, 0x26];
+    let body = crate::body::Body::parse(&bytes).unwrap();
+    let d = verify_first(&body, &res()).unwrap();
+    assert_eq!((d.code, d.offset), (Code::MethodFallthrough, 1));
+}
+
+#[test]
+fn code_names_are_stable() {
+    for &c in Code::ALL {
+        assert_eq!(Code::from_name(c.as_str()), Some(c));
+        assert_eq!(
+            serde_json::to_string(&c).unwrap(),
+            format!("\"{}\"", c.as_str())
+        );
+    }
+}
+
+// ---- Mutation suite ----
+
+struct Case {
+    name: &'static str,
+    items: Vec<It>,
+    clauses: fn(&Asm) -> Vec<Clause>,
+    resolver: fn() -> SyntheticResolver,
+}
+
+fn no_clauses(_: &Asm) -> Vec<Clause> {
+    vec![]
+}
+fn one_catch(a: &Asm) -> Vec<Clause> {
+    vec![catch(a, ("t", "h"), ("h", "he"))]
+}
+
+fn check(case: &Case, expected: Code) {
+    let a = asm(&case.items);
+    let clauses = (case.clauses)(&a);
+    let got: Vec<_> = verify_code(&a.code, &clauses, Some(8), &(case.resolver)())
+        .into_iter()
+        .map(|d| d.code)
+        .collect();
+    assert!(
+        got.contains(&expected),
+        "{}: expected {expected:?}, got {got:?}",
+        case.name
+    );
+}
+
+/// Like [`check`], but mutating the assembled bytes or clauses.
+fn check_raw(
+    case: &Case,
+    expected: Code,
+    mutate: impl Fn(&Asm, &mut Vec<u8>, &mut Vec<Clause>, &mut u16),
+) {
+    let a = asm(&case.items);
+    let mut code = a.code.clone();
+    let mut clauses = (case.clauses)(&a);
+    let mut max = 8;
+    mutate(&a, &mut code, &mut clauses, &mut max);
+    let got: Vec<_> = verify_code(&code, &clauses, Some(max), &(case.resolver)())
+        .into_iter()
+        .map(|d| d.code)
+        .collect();
+    assert!(
+        got.contains(&expected),
+        "{}: expected {expected:?}, got {got:?}",
+        case.name
+    );
+}
+
+fn with(case: &Case, edit: impl FnOnce(&mut Vec<It>)) -> Case {
+    let mut items = case.items.clone();
+    edit(&mut items);
+    Case {
+        name: case.name,
+        items,
+        clauses: case.clauses,
+        resolver: case.resolver,
+    }
+}
+
+fn position(items: &[It], pred: impl Fn(&It) -> bool) -> usize {
+    items.iter().position(pred).unwrap()
+}
+
+#[test]
+fn mutations_are_caught() {
+    // A loop summing its argument down to zero, with a ternary before the merge.
+    let lp = Case {
+        name: "loop",
+        items: vec![
+            op(Ldc_I4_0),
+            var(Stloc_S, 0),
+            br(Br_S, "test"),
+            lbl("body"),
+            var(Ldloc_S, 0),
+            op(Ldarg_0),
+            op(Add),
+            var(Stloc_S, 0),
+            op(Ldarg_0),
+            op(Ldc_I4_1),
+            op(Sub),
+            var(Starg_S, 0),
+            lbl("test"),
+            op(Ldarg_0),
+            br(Brtrue_S, "body"),
+            op(Ldarg_1),
+            br(Brtrue_S, "a"),
+            op(Ldc_I4_1),
+            br(Br_S, "b"),
+            lbl("a"),
+            op(Ldc_I4_2),
+            lbl("b"),
+            op(Pop),
+            op(Ret),
+        ],
+        clauses: no_clauses,
+        resolver: res,
+    };
+    let eh = Case {
+        name: "try/catch",
+        items: try_catch(),
+        clauses: one_catch,
+        resolver: res,
+    };
+    let nest = Case {
+        name: "nested",
+        items: nested(),
+        clauses: nested_clauses,
+        resolver: res,
+    };
+    let flt = Case {
+        name: "filter",
+        items: with_filter(),
+        clauses: filter_clause,
+        resolver: res,
+    };
+    let tail = Case {
+        name: "tail",
+        items: vec![op(Ldarg_0), op(Tail), tok(Call, INT1), op(Ret)],
+        clauses: no_clauses,
+        resolver: int_res,
+    };
+    for case in [&lp, &eh, &nest, &flt, &tail] {
+        let a = asm(&case.items);
+        let got = verify_code(&a.code, &(case.clauses)(&a), Some(8), &(case.resolver)());
+        assert_eq!(got, [], "{} must start valid", case.name);
+    }
+
+    // Branch into the middle of an instruction: `br.s test` moved one byte on.
+    check_raw(&lp, Code::BadJumpTarget, |a, code, _, _| {
+        let at = a.at("test") as usize - a.at("body") as usize;
+        let br = a.at("body") as usize - 2;
+        assert_eq!(code[br], 0x2B);
+        code[br + 1] = at as u8 + 2;
+    });
+    // Branch past the end.
+    check_raw(&lp, Code::BadBranch, |a, code, _, _| {
+        let br = a.at("body") as usize - 2;
+        code[br + 1] = 0x7F;
+    });
+    // Drop a pop.
+    check(
+        &with(&lp, |v| {
+            let p = position(v, |x| matches!(x, It::Op(Pop, _)));
+            v.remove(p);
+        }),
+        Code::ReturnVoid,
+    );
+    // A stray push before a merge.
+    check(
+        &with(&lp, |v| {
+            let p = position(v, |x| matches!(x, It::Op(Ldc_I4_1, _)));
+            v.insert(p + 1, op(Ldnull));
+        }),
+        Code::PathStackDepth,
+    );
+    // Declared MaxStack one too small.
+    let a = asm(&lp.items);
+    let need = max_stack(&a.code, &[], &res()).unwrap();
+    check_raw(&lp, Code::StackOverflow, |_, _, _, max| *max = need - 1);
+    // Fall off the end.
+    check(
+        &with(&lp, |v| {
+            v.pop();
+        }),
+        Code::MethodFallthrough,
+    );
+    // Shift a clause boundary off an instruction start (into the long leave).
+    let wide = with(&eh, |v| v[2] = br(Leave, "end"));
+    check_raw(&wide, Code::EHBoundaryNotInstructionStart, |_, _, cl, _| {
+        cl[0].try_length -= 1
+    });
+    // Two clauses that overlap.
+    check_raw(&nest, Code::EHOverlap, |a, _, cl, _| {
+        cl[0].handler_length = a.at("he") - a.at("ih");
+    });
+    // Inner and outer clause order swapped.
+    check_raw(&nest, Code::EHOrderInnerAfterOuter, |_, _, cl, _| {
+        cl.swap(0, 1)
+    });
+    // br out of a try.
+    check(&with(&eh, |v| v[2] = br(Br_S, "end")), Code::BranchOutOfTry);
+    // leave out of a finally.
+    check(
+        &with(&nest, |v| v[10] = br(Leave_S, "end")),
+        Code::LeaveOutOfFinally,
+    );
+    // endfinally outside a handler.
+    check(&with(&eh, |v| v[1] = op(Endfinally)), Code::Endfinally);
+    // nop between tail. call and ret.
+    check(&with(&tail, |v| v.insert(3, op(Nop))), Code::TailRet);
+    // A filter without endfilter.
+    check(
+        &with(&flt, |v| {
+            v[5] = op(Pop);
+            v.insert(5, op(Nop));
+        }),
+        Code::EHFilterNoEndfilter,
+    );
+}
+
+// ---- Robustness ----
+
+#[test]
+fn arbitrary_bytes_never_panic() {
+    // A small deterministic generator: structured-ish bytes with clause tables.
+    let mut state = 0x1234_5678_9abc_def0u64;
+    let mut rnd = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let mut v = Verifier::new();
+    let r = res();
+    for _ in 0..20_000 {
+        let len = (rnd() % 48) as usize;
+        let code: Vec<u8> = (0..len)
+            .map(|_| match rnd() % 4 {
+                0 => [0x2A, 0x26, 0x00, 0xDC, 0xFE, 0x2B, 0xDE, 0x16][(rnd() % 8) as usize],
+                _ => rnd() as u8,
+            })
+            .collect();
+        let n = (rnd() % 4) as usize;
+        let clauses: Vec<Clause> = (0..n)
+            .map(|_| {
+                let small = |x: u64| (x % (len as u64 + 2)) as u32;
+                Clause {
+                    flags: (rnd() % 5) as u32,
+                    try_offset: small(rnd()),
+                    try_length: small(rnd()),
+                    handler_offset: small(rnd()),
+                    handler_length: if rnd() % 50 == 0 {
+                        u32::MAX
+                    } else {
+                        small(rnd())
+                    },
+                    class_or_filter: if rnd() % 2 == 0 { small(rnd()) } else { TYPE },
+                }
+            })
+            .collect();
+        v.verify_code(&code, &clauses, Some((rnd() % 10) as u16), &r);
+        let _ = v.max_stack(&code, &clauses, &r);
+    }
+}
