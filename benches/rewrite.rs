@@ -24,8 +24,10 @@ struct Corpus {
 type Work<'a> = Vec<(Body<'a>, Option<MethodSig>, Option<u32>)>;
 
 fn load(name: &str, images: Vec<Image<'static>>) -> Corpus {
-    let images: Vec<&'static Image<'static>> =
-        images.into_iter().map(|i| &*Box::leak(Box::new(i))).collect();
+    let images: Vec<&'static Image<'static>> = images
+        .into_iter()
+        .map(|i| &*Box::leak(Box::new(i)))
+        .collect();
     let (mut bytes, mut instructions) = (0, 0);
     for image in &images {
         for m in image.methods() {
@@ -52,7 +54,7 @@ fn corpora() -> Vec<Corpus> {
     let dir = std::env::var_os("ILCHECK_BENCH_CORPUS")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("/usr/lib/mono/4.5"));
-    if let Ok(files) = ilcheck::corpus::discover(&[dir.clone()]) {
+    if let Ok(files) = ilcheck::corpus::discover(std::slice::from_ref(&dir)) {
         let images: Vec<_> = files
             .iter()
             .filter(|p| p.parent() == Some(dir.as_path()))
@@ -62,7 +64,10 @@ fn corpora() -> Vec<Corpus> {
             out.push(load("mono-4.5", images));
         }
     } else {
-        eprintln!("!!! {} not found: benchmarking the project corpus only", dir.display());
+        eprintln!(
+            "!!! {} not found: benchmarking the project corpus only",
+            dir.display()
+        );
     }
     out
 }
@@ -114,9 +119,17 @@ fn bench(c: &mut Criterion) {
     };
     let cases: [(&str, TransformFn, LayoutOptions); 4] = [
         ("identity", transforms::identity, LayoutOptions::default()),
-        ("prologue-epilogue", transforms::prologue_epilogue, LayoutOptions::default()),
+        (
+            "prologue-epilogue",
+            transforms::prologue_epilogue,
+            LayoutOptions::default(),
+        ),
         ("identity/unverified", transforms::identity, unverified),
-        ("prologue-epilogue/unverified", transforms::prologue_epilogue, unverified),
+        (
+            "prologue-epilogue/unverified",
+            transforms::prologue_epilogue,
+            unverified,
+        ),
     ];
     for corpus in corpora() {
         let mut prepared: Vec<_> = corpus.images.iter().map(|i| work(i)).collect();
@@ -137,11 +150,27 @@ fn bench(c: &mut Criterion) {
             g.sample_size(10);
             g.throughput(Throughput::Bytes(corpus.bytes));
             g.bench_function(format!("{name} (bytes)"), |b| {
-                b.iter(|| black_box(run(&mut prepared, &mut rewriter, *transform, opts, &mut out)))
+                b.iter(|| {
+                    black_box(run(
+                        &mut prepared,
+                        &mut rewriter,
+                        *transform,
+                        opts,
+                        &mut out,
+                    ))
+                })
             });
             g.throughput(Throughput::Elements(corpus.instructions));
             g.bench_function(format!("{name} (instructions)"), |b| {
-                b.iter(|| black_box(run(&mut prepared, &mut rewriter, *transform, opts, &mut out)))
+                b.iter(|| {
+                    black_box(run(
+                        &mut prepared,
+                        &mut rewriter,
+                        *transform,
+                        opts,
+                        &mut out,
+                    ))
+                })
             });
             g.finish();
         }

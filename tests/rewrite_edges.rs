@@ -115,7 +115,7 @@ fn relaxation_at_the_i8_limits_for_every_branch_kind() {
 fn cascade(k: usize, last_disp: usize) -> Method {
     let mut m = Method::new(HeaderInfo::default());
     let labels: Vec<Label> = (0..k).map(|_| m.new_label()).collect();
-    let pad = |i: usize| if i % 2 == 0 { 62 } else { 63 };
+    let pad = |i: usize| if i.is_multiple_of(2) { 62 } else { 63 };
     for i in 0..k {
         if i >= 2 {
             m.bind(labels[i - 2]);

@@ -13,7 +13,7 @@
 
 use super::method::*;
 use crate::body::{BodyParts, Clause, EncodeError, RawSection as BodyRawSection};
-use crate::opcode::{Opcode, OperandKind};
+use crate::opcode::{DECODE, Opcode, OperandKind};
 use crate::verify::{Code, Diagnostic, Resolver, Verifier};
 
 /// Which form each branch (including `leave`) gets.
@@ -139,14 +139,23 @@ fn prefix_size(p: &Prefix) -> u32 {
 }
 
 /// Encoded size of `instr` (with its prefixes) if its opcode were `opcode`.
+#[inline]
 pub fn instr_size(m: &Method, instr: &Instr, opcode: Opcode) -> usize {
-    let prefixes: u32 = m.prefixes_of(instr).iter().map(prefix_size).sum();
-    let operand = match (instr.operand, opcode.operand_kind().fixed_size()) {
-        (_, Some(n)) => n,
-        (Operand::Switch(t), None) => 4 + 4 * t.len as usize,
-        (_, None) => 4,
+    // Opcode and operand bytes, from the decoder's table (`switch` without its targets).
+    let c = opcode.code();
+    let table = if c >> 8 == 0xFE {
+        &DECODE.two
+    } else {
+        &DECODE.one
     };
-    prefixes as usize + opcode.size() + operand
+    let mut size = table[(c & 0xFF) as usize].len as usize;
+    if let Operand::Switch(t) = instr.operand {
+        size += 4 * t.len as usize;
+    }
+    if !instr.prefixes.is_empty() {
+        size += m.prefixes_of(instr).iter().map(prefix_size).sum::<u32>() as usize;
+    }
+    size
 }
 
 /// A reusable layout engine: keeps its buffers between methods.
@@ -210,7 +219,7 @@ impl Layout {
             clauses: std::mem::take(&mut self.clauses),
             raw_sections,
         };
-        let result = parts.encode_canonical(out);
+        let result = write_canonical(&parts, out);
         self.clauses = parts.clauses;
         result?;
         Ok(info)
@@ -243,10 +252,10 @@ impl Layout {
             if let Some(d) = diags.first() {
                 return Err(LayoutError::invalid(d));
             }
-        } else if let Err(d) = self.verifier.max_stack(&self.code, &self.clauses, resolver) {
-            if d.code != Code::UnresolvedToken {
-                return Err(LayoutError::MaxStackUnknown(d.to_string()));
-            }
+        } else if let Err(d) = self.verifier.max_stack(&self.code, &self.clauses, resolver)
+            && d.code != Code::UnresolvedToken
+        {
+            return Err(LayoutError::MaxStackUnknown(d.to_string()));
         }
         let needed = u16::try_from(self.verifier.computed_max_stack()).map_err(|_| {
             LayoutError::MaxStackUnknown(format!(
@@ -429,23 +438,26 @@ impl Layout {
                     }
                 }
                 operand => {
-                    let raw = match operand {
-                        Operand::None => crate::instr::Operand::None,
-                        Operand::Int8(v) => crate::instr::Operand::Int8(v),
-                        Operand::Int32(v) => crate::instr::Operand::Int32(v),
-                        Operand::Int64(v) => crate::instr::Operand::Int64(v),
-                        Operand::Float32(v) => crate::instr::Operand::Float32(v),
-                        Operand::Float64(v) => crate::instr::Operand::Float64(v),
-                        Operand::Var(v) => crate::instr::Operand::Var(v),
-                        Operand::Token(v) => crate::instr::Operand::Token(v),
-                        Operand::Target(_) | Operand::Switch(_) => unreachable_operand(),
-                    };
-                    crate::instr::encode(ins.opcode, &raw, code).map_err(|_| {
-                        LayoutError::OperandMismatch {
-                            index: i,
-                            opcode: ins.opcode,
+                    let c = ins.opcode.code();
+                    if c >> 8 == 0xFE {
+                        code.push(0xFE);
+                    }
+                    code.push(c as u8);
+                    // `place` checked that the operand fits the opcode.
+                    match operand {
+                        Operand::None | Operand::Target(_) | Operand::Switch(_) => {}
+                        Operand::Int8(v) => code.push(v as u8),
+                        Operand::Int32(v) => code.extend_from_slice(&v.to_le_bytes()),
+                        Operand::Int64(v) => code.extend_from_slice(&v.to_le_bytes()),
+                        Operand::Float32(v) | Operand::Token(v) => {
+                            code.extend_from_slice(&v.to_le_bytes())
                         }
-                    })?;
+                        Operand::Float64(v) => code.extend_from_slice(&v.to_le_bytes()),
+                        Operand::Var(v) => match ins.opcode.operand_kind() {
+                            OperandKind::ShortLocal | OperandKind::ShortArg => code.push(v as u8),
+                            _ => code.extend_from_slice(&v.to_le_bytes()),
+                        },
+                    }
                 }
             }
         }
@@ -491,10 +503,30 @@ impl Layout {
     }
 }
 
-/// Target and switch operands are written by their own arms.
-#[inline]
-fn unreachable_operand() -> crate::instr::Operand<'static> {
-    crate::instr::Operand::None
+/// The canonical encoding of `parts` (as [`BodyParts::encode_canonical`]). Bodies without
+/// sections — most of them — have their header written here and their code copied as laid out;
+/// the codec's encoder, which re-decodes the code, handles those with sections.
+fn write_canonical(parts: &BodyParts<'_>, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+    if !parts.clauses.is_empty() || !parts.raw_sections.is_empty() {
+        return parts.encode_canonical(out);
+    }
+    if parts.tiny_eligible() {
+        out.push(((parts.code.len() as u8) << 2) | crate::body::FORMAT_TINY);
+    } else {
+        let code_size = u32::try_from(parts.code.len())
+            .map_err(|_| EncodeError::CodeTooLarge(parts.code.len()))?;
+        let mut flags = crate::body::FORMAT_FAT;
+        if parts.init_locals {
+            flags |= crate::body::FLAG_INIT_LOCALS;
+        }
+        let word = flags | (3 << 12);
+        out.extend_from_slice(&word.to_le_bytes());
+        out.extend_from_slice(&parts.max_stack.to_le_bytes());
+        out.extend_from_slice(&code_size.to_le_bytes());
+        out.extend_from_slice(&parts.local_sig.to_le_bytes());
+    }
+    out.extend_from_slice(parts.code);
+    Ok(())
 }
 
 fn out_of_range(offsets: &[u32], i: usize, opcode: Opcode, displacement: i64) -> LayoutError {
