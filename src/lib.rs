@@ -13,5 +13,6 @@ pub mod disasm;
 pub mod image;
 pub mod instr;
 pub mod opcode;
+pub mod properties;
 pub mod report;
 pub mod verify;
