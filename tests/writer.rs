@@ -297,6 +297,33 @@ fn shared_bodies_are_never_changed_behind_a_sharer() {
 }
 
 #[test]
+fn a_body_holding_another_methods_rva_is_not_overwritten() {
+    let bytes = std::fs::read(corpus_bin().join("features.exe")).unwrap();
+    let image = Image::parse(&bytes).unwrap();
+    let a = image
+        .methods()
+        .find(|m| m.body().is_ok_and(|b| b.len() > 16))
+        .unwrap();
+    let b = image
+        .methods()
+        .find(|m| m.body().is_ok() && m.rid() != a.rid())
+        .unwrap();
+    // MethodDef b's RVA points into the middle of a's body.
+    let info = *image.tables_header().info(Table::MethodDef);
+    let (col, _) = info.column(0).unwrap();
+    let at = info.offset + (b.rid() as usize - 1) * info.row_size as usize + col;
+    let mut hostile = bytes.clone();
+    hostile[at..at + 4].copy_from_slice(&(a.rva() + 8).to_le_bytes());
+    let image = Image::parse(&hostile).unwrap();
+    let mut w = ImageWriter::new(&image);
+    w.replace_body(a.rid(), [0x06, 0x2a]).unwrap();
+    let p = w.finish().unwrap();
+    assert_eq!(p.summary.relocation_reasons.unsafe_extent, 1);
+    let from = a.body_offset().unwrap();
+    assert_eq!(&p.bytes[from..from + 32], &hostile[from..from + 32]);
+}
+
+#[test]
 fn in_place_body_leaves_slack_bytes_as_they_were() {
     let bytes = std::fs::read(corpus_bin().join("features.exe")).unwrap();
     let image = Image::parse(&bytes).unwrap();
@@ -531,6 +558,16 @@ fn mono_class_libraries_relocate_every_body() {
             let new = nop_prefixed(b, 4);
             w.replace_body(m.rid(), new.clone()).unwrap();
             replaced.insert(m.rid(), new);
+        }
+        let cs = writer::checksum_offset(image.bytes()).unwrap();
+        let stored = u32::from_le_bytes(image.bytes()[cs..cs + 4].try_into().unwrap());
+        if stored != 0 {
+            assert_eq!(
+                writer::pe_checksum(image.bytes(), cs),
+                stored,
+                "{}",
+                path.display()
+            );
         }
         let start = Instant::now();
         let p = w

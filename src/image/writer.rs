@@ -275,11 +275,8 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
         for (&rid, bytes) in &self.bodies {
             let rva = self.image.method(rid)?.rva();
             match originals.fits_in_place(rva, bytes, &self.bodies) {
-                Ok(extent) => {
-                    // Validated by `fits_in_place`: the extent lies in the file.
-                    let at = self.image.rva_to_offset(rva).ok_or(WriteError::Overflow {
-                        what: "body offset",
-                    })?;
+                Ok((at, extent)) => {
+                    // The reader found the whole original extent inside the file.
                     out[at..at + bytes.len()].copy_from_slice(bytes);
                     summary.in_place += 1;
                     summary.slack_bytes += extent - bytes.len();
@@ -376,30 +373,40 @@ impl Relocate {
     }
 }
 
+/// The MethodDef rids using one body RVA, and the body's file offset and extent when known
+/// and safe to overwrite.
+type RvaUse = (Vec<u32>, Option<(usize, usize)>);
+
 /// The original bodies: who uses each RVA, and which extents can be overwritten safely.
 struct Originals {
-    /// RVA → (MethodDef rids using it, extent when known and safe to overwrite).
-    by_rva: HashMap<u32, (Vec<u32>, Option<usize>)>,
+    by_rva: HashMap<u32, RvaUse>,
 }
 
 impl Originals {
     fn collect(image: &Image<'_>, headers: &Headers, file: &[u8]) -> Originals {
-        let mut by_rva: HashMap<u32, (Vec<u32>, Option<usize>)> = HashMap::new();
+        let mut by_rva: HashMap<u32, RvaUse> = HashMap::new();
         for m in image.methods() {
             if m.rva() == 0 {
                 continue;
             }
             let entry = by_rva.entry(m.rva()).or_insert_with(|| {
-                let extent = m.body().ok().map(<[u8]>::len);
+                let extent = m
+                    .body()
+                    .ok()
+                    .zip(m.body_offset())
+                    .map(|(b, at)| (at, b.len()));
                 (Vec::new(), extent)
             });
             entry.0.push(m.rid());
         }
-        // Extents that overlap another body or the CLI data are not safe to overwrite.
+        // Extents that overlap another body (or hold another MethodDef's RVA) or the CLI data
+        // are not safe to overwrite.
         let mut spans: Vec<(u64, u64, u32)> = by_rva
             .iter()
-            .filter_map(|(&rva, &(_, ext))| {
-                ext.map(|e| (u64::from(rva), u64::from(rva) + e as u64, rva))
+            .map(|(&rva, &(_, ext))| {
+                // An RVA whose body does not decode still must not be written through.
+                let len = ext.map_or(0, |(_, e)| e as u64);
+                (u64::from(rva), u64::from(rva) + len, rva)
             })
             .collect();
         spans.sort_unstable();
@@ -442,15 +449,16 @@ impl Originals {
         Originals { by_rva }
     }
 
-    /// The original extent when `bytes` can be written at `rva`, else why not.
+    /// The original body's file offset and extent when `bytes` can be written over it, else
+    /// why not.
     fn fits_in_place(
         &self,
         rva: u32,
         bytes: &[u8],
         replacements: &BTreeMap<u32, Vec<u8>>,
-    ) -> Result<usize, Relocate> {
+    ) -> Result<(usize, usize), Relocate> {
         let (sharers, extent) = self.by_rva.get(&rva).ok_or(Relocate::UnsafeExtent)?;
-        let extent = extent.ok_or(Relocate::UnsafeExtent)?;
+        let (at, extent) = extent.ok_or(Relocate::UnsafeExtent)?;
         if sharers.len() > 1
             && !sharers
                 .iter()
@@ -465,7 +473,7 @@ impl Originals {
         if fat && !rva.is_multiple_of(4) {
             return Err(Relocate::Misaligned);
         }
-        Ok(extent)
+        Ok((at, extent))
     }
 }
 
@@ -844,4 +852,108 @@ pub fn pe_checksum(file: &[u8], checksum_offset: usize) -> u32 {
 /// File offset of the checksum field of the PE image `file`.
 pub fn checksum_offset(file: &[u8]) -> Option<usize> {
     Headers::parse(file).ok().map(|h| h.checksum_offset)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(sections: usize) -> Headers {
+        let s = RawSection {
+            name: *b".text\0\0\0",
+            virtual_size: 0x100,
+            virtual_address: 0x2000,
+            raw_size: 0x200,
+            raw_offset: 0x200,
+        };
+        Headers {
+            coff: 0x84,
+            optional: 0x98,
+            sections_at: 0x178,
+            sections: vec![s; sections],
+            file_alignment: 0x200,
+            section_alignment: 0x2000,
+            size_of_headers: 0x200,
+            checksum_offset: 0xd8,
+            directories_at: 0xf8,
+            directory_count: 16,
+        }
+    }
+
+    #[test]
+    fn alignment_is_checked() {
+        assert_eq!(align_u64(0, 0x200), Some(0));
+        assert_eq!(align_u64(1, 0x200), Some(0x200));
+        assert_eq!(align_u64(0x200, 0x200), Some(0x200));
+        assert_eq!(align_u64(u64::from(u32::MAX), 0x1000), None);
+        assert_eq!(align_u64(u64::MAX, 4), None);
+    }
+
+    #[test]
+    fn checksum_folds_carries_and_skips_its_field() {
+        assert_eq!(pe_checksum(&[1, 0, 2, 0, 3], 100), 6 + 5);
+        assert_eq!(pe_checksum(&[0xff, 0xff, 0xff, 0xff, 1, 0], 0), 1 + 6);
+        assert_eq!(pe_checksum(&[0xff, 0xff, 2, 0], 100), 2 + 4);
+        // A field at an odd offset masks the bytes it covers, not whole words.
+        assert_eq!(pe_checksum(&[1, 9, 9, 9, 9, 0], 1), 1 + 6);
+        assert_eq!(pe_checksum(&[], 0), 0);
+    }
+
+    #[test]
+    fn header_limits_are_typed_errors() {
+        let file = vec![0u8; 0x400];
+        assert!(matches!(
+            new_header_slot(&headers(MAX_SECTIONS as usize), &file),
+            Err(WriteError::TooManySections { count: 96 })
+        ));
+        // 0x178 + 9 × 40 = 0x2e0 > 0x200.
+        assert!(matches!(
+            new_header_slot(&headers(9), &file),
+            Err(WriteError::NoRoomForSectionHeader { .. })
+        ));
+        // Two sections leave room for a third header; three (as Roslyn writes) do not.
+        assert_eq!(new_header_slot(&headers(2), &file).unwrap(), 0x178 + 80);
+        assert!(new_header_slot(&headers(3), &file).is_err());
+        let mut h = headers(4);
+        h.file_alignment = 0x300;
+        let mut out = file.clone();
+        assert!(matches!(
+            place_relocated(&h, &mut out, &[0x06, 0x2a], None, RelocationTarget::Auto),
+            Err(WriteError::BadAlignment { .. })
+        ));
+    }
+
+    #[test]
+    fn garbage_headers_do_not_panic() {
+        assert!(matches!(
+            Headers::parse(&[]),
+            Err(WriteError::BadHeader { .. })
+        ));
+        let mut file = vec![0u8; 0x200];
+        file[0x3c] = 0xf0;
+        assert!(Headers::parse(&file).is_err());
+        file[0x3c] = 0x80;
+        file[0x80..0x84].copy_from_slice(b"PE\0\0");
+        file[0x86] = 0xff; // 255 sections in a 0x200-byte file
+        file[0x98] = 0x0b;
+        file[0x99] = 0x01;
+        assert!(matches!(
+            Headers::parse(&file),
+            Err(WriteError::BadHeader { .. })
+        ));
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..500 {
+            for b in file.iter_mut().skip(0x84).take(0x100) {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                *b = seed as u8;
+            }
+            if let Ok(h) = Headers::parse(&file) {
+                let mut out = file.clone();
+                let _ = place_relocated(&h, &mut out, &[0; 12], None, RelocationTarget::Auto);
+                let _ = h.directory(&file, SECURITY_DIRECTORY);
+            }
+        }
+    }
 }
