@@ -15,5 +15,6 @@ pub mod image;
 pub mod instr;
 pub mod ir;
 pub mod opcode;
+pub mod properties;
 pub mod report;
 pub mod verify;
