@@ -93,6 +93,9 @@ pub enum LayoutError {
         opcode: Opcode,
         displacement: i64,
     },
+    /// An internal inconsistency between sizing and writing; never expected.
+    #[error("laid-out code is {written} bytes, {computed} were computed")]
+    SizeMismatch { computed: usize, written: usize },
     #[error("code of {0} bytes is too large")]
     CodeTooLarge(u64),
     #[error(transparent)]
@@ -127,6 +130,26 @@ pub struct LayoutInfo {
     /// Branches widened by relaxation (not counting those that started long).
     pub widened: u32,
     pub max_stack: u16,
+}
+
+/// Writes into a buffer sized in advance; running past its end is recorded, not a panic.
+struct Cursor<'a> {
+    buf: &'a mut [u8],
+    at: usize,
+    overflow: bool,
+}
+
+impl Cursor<'_> {
+    #[inline(always)]
+    fn put(&mut self, bytes: &[u8]) {
+        match self.buf.get_mut(self.at..self.at + bytes.len()) {
+            Some(dst) => {
+                dst.copy_from_slice(bytes);
+                self.at += bytes.len();
+            }
+            None => self.overflow = true,
+        }
+    }
 }
 
 /// Encoded size of one prefix.
@@ -387,20 +410,26 @@ impl Layout {
         Ok(())
     }
 
-    /// Writes the code with the chosen forms.
+    /// Writes the code with the chosen forms into a buffer of the size `place` computed.
     fn emit(&mut self, m: &Method) -> Result<(), LayoutError> {
-        let code = &mut self.code;
-        code.clear();
-        code.reserve(*self.offsets.last().unwrap_or(&0) as usize);
+        let total = *self.offsets.last().unwrap_or(&0) as usize;
+        self.code.clear();
+        self.code.resize(total, 0);
+        let mut w = Cursor {
+            buf: &mut self.code,
+            at: 0,
+            overflow: false,
+        };
         let mut branch = 0usize;
         for (i, ins) in m.instrs.iter().enumerate() {
-            for p in m.prefixes_of(ins) {
-                let code16 = p.opcode.code();
-                code.extend_from_slice(&[0xFE, code16 as u8]);
-                match p.opcode.operand_kind() {
-                    OperandKind::ShortI => code.push(p.value as u8),
-                    OperandKind::None => {}
-                    _ => code.extend_from_slice(&p.value.to_le_bytes()),
+            if !ins.prefixes.is_empty() {
+                for p in m.prefixes_of(ins) {
+                    w.put(&[0xFE, p.opcode.code() as u8]);
+                    match p.opcode.operand_kind() {
+                        OperandKind::ShortI => w.put(&[p.value as u8]),
+                        OperandKind::None => {}
+                        _ => w.put(&p.value.to_le_bytes()),
+                    }
                 }
             }
             let next = self.offsets[i + 1] as i64;
@@ -410,56 +439,58 @@ impl Layout {
                     let long = self.long[branch];
                     branch += 1;
                     let disp = self.offsets[target as usize] as i64 - next;
-                    let opcode = if long {
-                        ins.opcode.long_form()
-                    } else {
-                        ins.opcode.short_form()
-                    };
-                    code.push(opcode.code() as u8);
                     if long {
+                        let opcode = ins.opcode.long_form();
                         let d = i32::try_from(disp)
                             .map_err(|_| out_of_range(&self.offsets, i, opcode, disp))?;
-                        code.extend_from_slice(&d.to_le_bytes());
+                        w.put(&[opcode.code() as u8]);
+                        w.put(&d.to_le_bytes());
                     } else {
+                        let opcode = ins.opcode.short_form();
                         let d = i8::try_from(disp)
                             .map_err(|_| out_of_range(&self.offsets, i, opcode, disp))?;
-                        code.push(d as u8);
+                        w.put(&[opcode.code() as u8, d as u8]);
                     }
                 }
                 Operand::Switch(t) => {
-                    code.push(Opcode::Switch.code() as u8);
-                    code.extend_from_slice(&t.len.to_le_bytes());
+                    w.put(&[Opcode::Switch.code() as u8]);
+                    w.put(&t.len.to_le_bytes());
                     for l in m.switch_of(t) {
                         let target = m.position(*l).unwrap_or(0);
                         let disp = self.offsets[target] as i64 - next;
                         let d = i32::try_from(disp)
                             .map_err(|_| out_of_range(&self.offsets, i, Opcode::Switch, disp))?;
-                        code.extend_from_slice(&d.to_le_bytes());
+                        w.put(&d.to_le_bytes());
                     }
                 }
                 operand => {
                     let c = ins.opcode.code();
                     if c >> 8 == 0xFE {
-                        code.push(0xFE);
+                        w.put(&[0xFE, c as u8]);
+                    } else {
+                        w.put(&[c as u8]);
                     }
-                    code.push(c as u8);
                     // `place` checked that the operand fits the opcode.
                     match operand {
                         Operand::None | Operand::Target(_) | Operand::Switch(_) => {}
-                        Operand::Int8(v) => code.push(v as u8),
-                        Operand::Int32(v) => code.extend_from_slice(&v.to_le_bytes()),
-                        Operand::Int64(v) => code.extend_from_slice(&v.to_le_bytes()),
-                        Operand::Float32(v) | Operand::Token(v) => {
-                            code.extend_from_slice(&v.to_le_bytes())
-                        }
-                        Operand::Float64(v) => code.extend_from_slice(&v.to_le_bytes()),
+                        Operand::Int8(v) => w.put(&[v as u8]),
+                        Operand::Int32(v) => w.put(&v.to_le_bytes()),
+                        Operand::Int64(v) => w.put(&v.to_le_bytes()),
+                        Operand::Float32(v) | Operand::Token(v) => w.put(&v.to_le_bytes()),
+                        Operand::Float64(v) => w.put(&v.to_le_bytes()),
                         Operand::Var(v) => match ins.opcode.operand_kind() {
-                            OperandKind::ShortLocal | OperandKind::ShortArg => code.push(v as u8),
-                            _ => code.extend_from_slice(&v.to_le_bytes()),
+                            OperandKind::ShortLocal | OperandKind::ShortArg => w.put(&[v as u8]),
+                            _ => w.put(&v.to_le_bytes()),
                         },
                     }
                 }
             }
+        }
+        if w.overflow || w.at != total {
+            return Err(LayoutError::SizeMismatch {
+                computed: total,
+                written: w.at,
+            });
         }
         Ok(())
     }
