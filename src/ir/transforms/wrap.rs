@@ -26,15 +26,10 @@ fn local_op(short: [Opcode; 4], s: Opcode, long: Opcode, index: u16) -> Instr {
 /// Each `ret` becomes `leave` to one exit block after the handler (storing the return value in
 /// the given local first); the exit block reloads it and returns.
 fn wrap(m: &mut Method, opts: &TransformOptions, kind: ClauseKind) -> Result<Outcome, SkipReason> {
-    let returns_void = opts.returns_void.ok_or(SkipReason::NeedsSignature)?;
-    let local = match (returns_void, opts.return_local) {
-        (true, _) => None,
-        (false, Some(l)) => Some(l),
-        (false, None) => return Err(SkipReason::NeedsNewLocal),
-    };
     if m.instrs.is_empty() {
         return Ok(Outcome::Unchanged);
     }
+    // Reasons no caller input can lift come first.
     for (index, ins) in m.instrs.iter().enumerate() {
         if m.prefixes_of(ins).iter().any(|p| p.opcode == Opcode::Tail) {
             return Err(SkipReason::TailCallInsideER { index });
@@ -47,6 +42,13 @@ fn wrap(m: &mut Method, opts: &TransformOptions, kind: ClauseKind) -> Result<Out
         return Err(SkipReason::LocallocInHandler { index });
     }
 
+    // Then what the caller can supply.
+    let returns_void = opts.returns_void.ok_or(SkipReason::NeedsSignature)?;
+    let local = match (returns_void, opts.return_local) {
+        (true, _) => None,
+        (false, Some(l)) => Some(l),
+        (false, None) => return Err(SkipReason::NeedsNewLocal),
+    };
     let try_start = m.new_label();
     m.labels[try_start.index()] = 0;
     let mut ed = m.edit();
