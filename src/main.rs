@@ -66,6 +66,44 @@ enum Command {
         #[arg(long = "max", default_value_t = 200)]
         max: usize,
     },
+    /// Rewrite every selected method of an assembly with a transform, verify each result, and
+    /// write the patched assembly.
+    ///
+    /// Bodies that still fit stay in place; the others go to a new section (or the grown last
+    /// section). Exit code 0 when every rewrite verified, 1 when the verifier rejected any (those
+    /// methods keep their original bodies), 2 on usage or I/O errors.
+    Rewrite {
+        /// The assembly to rewrite.
+        input: PathBuf,
+        /// Where to write the patched assembly.
+        #[arg(short, long)]
+        output: PathBuf,
+        /// identity, nop-pad, widen, shorten, prologue, epilogue, prologue-epilogue,
+        /// wrap-finally, wrap-catch.
+        #[arg(long, short)]
+        transform: String,
+        /// Only methods whose full name matches this glob (`*`, `?`), e.g. `Ns.Type::*`.
+        #[arg(long)]
+        methods: Option<String>,
+        /// Branch forms in the output.
+        #[arg(long, value_enum, default_value = "keep")]
+        branches: Branches,
+        /// Prologue `call TOKEN` (a parameterless static void method) instead of `nop`.
+        #[arg(long, value_name = "TOKEN")]
+        prologue_call: Option<String>,
+        /// Epilogue `call TOKEN` instead of `nop`.
+        #[arg(long, value_name = "TOKEN")]
+        epilogue_call: Option<String>,
+        /// The exception type token for wrap-catch (default: System.Exception's TypeRef).
+        #[arg(long, value_name = "TOKEN")]
+        catch_type: Option<String>,
+        /// Print the JSON report (schema: docs/rewrite-json.md).
+        #[arg(long)]
+        json: bool,
+        /// How many methods not rewritten to list.
+        #[arg(long = "max", default_value_t = 50)]
+        max: usize,
+    },
     /// Disassemble one method body given as hex or as a binary file.
     Disasm {
         /// Body bytes as hex, e.g. "2A" or "13 30 01 00 …".
@@ -77,6 +115,17 @@ enum Command {
         #[arg(long)]
         canonical: bool,
     },
+}
+
+/// Branch forms of rewritten code.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum Branches {
+    /// Each branch keeps its form while it fits (minimal diffs).
+    Keep,
+    /// Every branch long.
+    Long,
+    /// Every branch short where it fits.
+    Short,
 }
 
 fn main() -> ExitCode {
@@ -96,6 +145,29 @@ fn run(cli: Cli) -> Result<ExitCode> {
             file,
             canonical,
         } => disasm(hex, file, canonical),
+        Command::Rewrite {
+            input,
+            output,
+            transform,
+            methods,
+            branches,
+            prologue_call,
+            epilogue_call,
+            catch_type,
+            json,
+            max,
+        } => rewrite(RewriteArgs {
+            input,
+            output,
+            transform,
+            methods,
+            branches,
+            prologue_call,
+            epilogue_call,
+            catch_type,
+            json,
+            max,
+        }),
         Command::Verify {
             paths,
             baseline,
@@ -305,6 +377,89 @@ fn verify(
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(if report.clean() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+struct RewriteArgs {
+    input: PathBuf,
+    output: PathBuf,
+    transform: String,
+    methods: Option<String>,
+    branches: Branches,
+    prologue_call: Option<String>,
+    epilogue_call: Option<String>,
+    catch_type: Option<String>,
+    json: bool,
+    max: usize,
+}
+
+fn parse_token(text: &str) -> Result<u32> {
+    let digits = text.trim_start_matches("0x").trim_start_matches("0X");
+    u32::from_str_radix(digits, 16).with_context(|| format!("not a hex token: {text}"))
+}
+
+fn rewrite(a: RewriteArgs) -> Result<ExitCode> {
+    use ilcheck::ir::{BranchForms, LayoutOptions, TransformOptions};
+    let Some(transform) = ilcheck::ir::transforms::by_name(&a.transform) else {
+        let names: Vec<&str> = ilcheck::ir::TRANSFORMS.iter().map(|(n, _)| *n).collect();
+        bail!(
+            "unknown transform {:?}; one of: {}",
+            a.transform,
+            names.join(", ")
+        );
+    };
+    let image =
+        ilcheck::image::Image::open(&a.input).with_context(|| format!("{}", a.input.display()))?;
+    let mut topts = TransformOptions::default();
+    if let Some(t) = &a.prologue_call {
+        topts.prologue = corpus::call_snippet(parse_token(t)?);
+    }
+    if let Some(t) = &a.epilogue_call {
+        topts.epilogue = corpus::call_snippet(parse_token(t)?);
+    }
+    topts.catch_type = match &a.catch_type {
+        Some(t) => parse_token(t)?,
+        None => corpus::find_exception_type(&image).unwrap_or(0),
+    };
+    if a.transform == "wrap-catch" && topts.catch_type == 0 {
+        bail!(
+            "wrap-catch: no System.Exception reference in {}; give --catch-type TOKEN",
+            a.input.display()
+        );
+    }
+    let layout = LayoutOptions {
+        branch_forms: match a.branches {
+            Branches::Keep => BranchForms::KeepOriginal,
+            Branches::Long => BranchForms::AllLong,
+            Branches::Short => BranchForms::ShortestWhereFits,
+        },
+        ..LayoutOptions::default()
+    };
+    let opts = corpus::RewriteOptions {
+        transform_name: a.transform.clone(),
+        transform,
+        transform_opts: topts,
+        layout,
+        methods: a.methods,
+        max_listed: a.max,
+    };
+    let mut report = corpus::RewriteReport {
+        input: a.input.display().to_string(),
+        output: a.output.display().to_string(),
+        ..Default::default()
+    };
+    let bytes = corpus::rewrite_image(&image, &opts, &mut report)
+        .with_context(|| format!("writing {}", a.input.display()))?;
+    std::fs::write(&a.output, bytes).with_context(|| format!("writing {}", a.output.display()))?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", ilcheck::report::rewrite_text(&report));
+    }
+    Ok(if report.ok() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)

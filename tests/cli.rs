@@ -137,3 +137,79 @@ fn verify_clean_program_exits_zero() {
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("0 findings"), "{out}");
 }
+
+#[test]
+fn verify_baseline_reports_only_what_a_patch_broke() {
+    use ilcheck::image::{Image, writer::ImageWriter};
+    let original = std::fs::read(format!(
+        "{}/corpus/bin/control_flow.exe",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    let image = Image::parse(&original).unwrap();
+    let victim = image.methods().find(|m| m.rva() != 0).unwrap();
+    let mut writer = ImageWriter::new(&image);
+    // Tiny body `pop; ret`: pops from an empty stack.
+    writer
+        .replace_body(victim.rid(), vec![(2 << 2) | 2, 0x26, 0x2A])
+        .unwrap();
+    let patched = writer.finish().unwrap();
+    let dir = std::env::temp_dir().join(format!("ilcheck-baseline-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("control_flow.exe");
+    std::fs::write(&path, &patched.bytes).unwrap();
+    let (code, out, err) = ilcheck(&[
+        "verify",
+        path.to_str().unwrap(),
+        "--baseline",
+        "corpus/bin/control_flow.exe",
+        "--json",
+    ]);
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(code, 1, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let findings = v["findings"].as_array().unwrap();
+    assert_eq!(findings.len(), 1, "{findings:#?}");
+    assert_eq!(findings[0]["code"], "StackUnderflow");
+    assert_eq!(findings[0]["token"], format!("{:#010x}", victim.token().0));
+}
+
+#[test]
+fn rewrite_writes_a_verified_assembly() {
+    let dir = std::env::temp_dir().join(format!("ilcheck-rewrite-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out_path = dir.join("features.exe");
+    let (code, out, err) = ilcheck(&[
+        "rewrite",
+        "corpus/bin/features.exe",
+        "-o",
+        out_path.to_str().unwrap(),
+        "--transform",
+        "prologue-epilogue",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["schema"], "ilcheck.rewrite/1");
+    assert_eq!(v["rewritten"], v["selected"]);
+    assert!(v["rewritten"].as_u64().unwrap() > 50);
+    // The output verifies with nothing new against the input.
+    let (code, out, err) = ilcheck(&[
+        "verify",
+        out_path.to_str().unwrap(),
+        "--baseline",
+        "corpus/bin/features.exe",
+    ]);
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, _, err) = ilcheck(&[
+        "rewrite",
+        "corpus/bin/features.exe",
+        "-o",
+        "/dev/null",
+        "-t",
+        "no-such",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("unknown transform"), "{err}");
+}

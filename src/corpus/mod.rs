@@ -4,9 +4,11 @@
 //! The default corpus is the project's own assemblies (embedded in the binary, so the default
 //! run works anywhere) plus system assemblies found in standard places.
 
+mod rewrite;
 mod roundtrip;
 mod verify;
 
+pub use rewrite::*;
 pub use roundtrip::*;
 pub use verify::*;
 

@@ -1,9 +1,11 @@
 //! Rendering of corpus-run results: terminal summaries, Markdown reports (round trips with unified
 //! diffs of disassemblies and hex dumps), and SARIF for verification findings.
 
+mod rewrite;
 mod sarif;
 mod verify;
 
+pub use rewrite::rewrite_text;
 pub use sarif::verify_sarif;
 pub use verify::{verify_markdown, verify_text};
 

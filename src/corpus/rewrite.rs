@@ -1,0 +1,239 @@
+//! Rewriting whole assemblies: every selected method lifted, transformed, laid out, verified, and
+//! written into a patched image.
+
+use crate::image::writer::{ImageWriter, WriteError, WriteSummary};
+use crate::image::{Image, Table, Token};
+use crate::ir::{
+    Instr, LayoutError, LayoutOptions, RewriteError, Rewriter, TransformFn, TransformOptions,
+};
+use crate::opcode::Opcode;
+use crate::verify::{ImageResolver, Verifier};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+/// What to rewrite and how.
+#[derive(Clone, Debug)]
+pub struct RewriteOptions {
+    /// The transform's CLI name (see [`crate::ir::TRANSFORMS`]).
+    pub transform_name: String,
+    pub transform: TransformFn,
+    pub transform_opts: TransformOptions,
+    pub layout: LayoutOptions,
+    /// Only methods whose full name matches this glob (`*` any run, `?` one character).
+    pub methods: Option<String>,
+    /// How many rejected or failed methods are listed.
+    pub max_listed: usize,
+}
+
+/// One method that was not rewritten, and why.
+#[derive(Clone, Debug, Serialize)]
+pub struct NotRewritten {
+    pub method: String,
+    pub token: String,
+    pub reason: String,
+}
+
+/// The rewrite report. Schema: `docs/rewrite-json.md`.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct RewriteReport {
+    pub schema: &'static str,
+    pub input: String,
+    pub output: String,
+    pub transform: String,
+    /// MethodDefs with a body that the `--methods` pattern selects.
+    pub selected: u64,
+    /// Methods whose body the transform changed (and that were written).
+    pub rewritten: u64,
+    /// Methods the transform left as they were (their laid-out bytes may still differ from the
+    /// original, e.g. a non-canonical header; those are written too and counted in `rewritten`).
+    pub unchanged: u64,
+    /// Methods the transform skipped, by reason.
+    pub skipped: BTreeMap<String, u64>,
+    /// Rewrites the verifier rejected, by rule: never written. A rewriter bug if the original
+    /// verified.
+    pub rejected: BTreeMap<String, u64>,
+    /// Methods whose original body does not verify (or decode): left alone.
+    pub invalid_before: u64,
+    pub listed: Vec<NotRewritten>,
+    pub il_bytes_in: u64,
+    pub il_bytes_out: u64,
+    /// Lift, transform, layout with relaxation, max stack and verification of every selected
+    /// method, single thread.
+    pub rewrite_seconds: f64,
+    /// Building the patched image.
+    pub write_seconds: f64,
+    pub write: Option<WriteSummary>,
+}
+
+impl RewriteReport {
+    pub fn mb_per_s(&self) -> f64 {
+        let s = self.rewrite_seconds + self.write_seconds;
+        if s > 0.0 {
+            self.il_bytes_in as f64 / s / 1e6
+        } else {
+            0.0
+        }
+    }
+
+    /// True when nothing was rejected by the verifier.
+    pub fn ok(&self) -> bool {
+        self.rejected.is_empty()
+    }
+}
+
+/// `*` matches any run of characters, `?` any one.
+pub fn glob_match(pattern: &str, text: &str) -> bool {
+    let (p, t): (Vec<char>, Vec<char>) = (pattern.chars().collect(), text.chars().collect());
+    let (mut pi, mut ti, mut star, mut mark) = (0, 0, None, 0);
+    while ti < t.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == t[ti]) {
+            pi += 1;
+            ti += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some(pi);
+            mark = ti;
+            pi += 1;
+        } else if let Some(s) = star {
+            pi = s + 1;
+            mark += 1;
+            ti = mark;
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|&c| c == '*')
+}
+
+/// The TypeRef or TypeDef token of `System.Exception` in the image, for `wrap-catch` when no
+/// catch type is given.
+pub fn find_exception_type(image: &Image<'_>) -> Option<u32> {
+    let tables = image.tables();
+    let strings = image.strings();
+    for table in [Table::TypeRef, Table::TypeDef] {
+        for rid in 1..=image.tables_header().rows(table) {
+            let names = match table {
+                Table::TypeRef => tables.type_ref(rid).ok().map(|r| (r.name, r.namespace)),
+                _ => tables.type_def(rid).ok().map(|r| (r.name, r.namespace)),
+            };
+            let Some((name, namespace)) = names else {
+                continue;
+            };
+            if strings.get(name).ok() == Some("Exception")
+                && strings.get(namespace).ok() == Some("System")
+            {
+                return Some(Token::new(table, rid).0);
+            }
+        }
+    }
+    None
+}
+
+/// A `call TOKEN` snippet (for `--prologue-call` / `--epilogue-call`).
+pub fn call_snippet(token: u32) -> Vec<Instr> {
+    vec![Instr::new(Opcode::Call, crate::ir::Operand::Token(token))]
+}
+
+fn bump(map: &mut BTreeMap<String, u64>, key: &str) {
+    *map.entry(key.to_string()).or_default() += 1;
+}
+
+/// The rule a failed rewrite broke: the verifier's code, or the stage that failed.
+fn rule_of(err: &RewriteError) -> &'static str {
+    match err {
+        RewriteError::Layout(LayoutError::Invalid { code, .. }) => code.as_str(),
+        RewriteError::Layout(_) => "Layout",
+        RewriteError::Lift(_) => "Lift",
+        RewriteError::Skipped(reason) => reason.name(),
+    }
+}
+
+/// Rewrites every selected method of `image` and builds the patched image.
+pub fn rewrite_image(
+    image: &Image<'_>,
+    opts: &RewriteOptions,
+    report: &mut RewriteReport,
+) -> Result<Vec<u8>, WriteError> {
+    report.schema = "ilcheck.rewrite/1";
+    report.transform = opts.transform_name.clone();
+    let mut rewriter = Rewriter::new();
+    let mut verifier = Verifier::new();
+    let mut resolver = ImageResolver::new(image);
+    let mut writer = ImageWriter::new(image);
+    let mut out = Vec::new();
+    let list = |report: &mut RewriteReport, method: &crate::image::Method<'_>, reason: String| {
+        if report.listed.len() < opts.max_listed {
+            report.listed.push(NotRewritten {
+                method: method.full_name().unwrap_or_default(),
+                token: format!("{:#010x}", method.token().0),
+                reason,
+            });
+        }
+    };
+    let start = Instant::now();
+    for method in image.methods() {
+        if method.rva() == 0 {
+            continue;
+        }
+        if let Some(pattern) = &opts.methods
+            && !method.full_name().is_ok_and(|n| glob_match(pattern, &n))
+        {
+            continue;
+        }
+        report.selected += 1;
+        let body = match method.decoded_body() {
+            Ok(b) => b,
+            Err(e) => {
+                report.invalid_before += 1;
+                list(report, &method, format!("does not decode: {e}"));
+                continue;
+            }
+        };
+        report.il_bytes_in += body.code.len() as u64;
+        resolver.set_method(&method, &body);
+        let mut topts = opts.transform_opts.clone();
+        topts.returns_void = method.signature().ok().map(|s| s.returns_void);
+        out.clear();
+        match rewriter.rewrite(
+            &body,
+            opts.transform,
+            &topts,
+            &opts.layout,
+            &resolver,
+            &mut out,
+        ) {
+            Ok((outcome, _)) => {
+                let original = method.body().unwrap_or_default();
+                if out.as_slice() != original {
+                    if let Err(e) = writer.replace_body(method.rid(), out.clone()) {
+                        bump(&mut report.rejected, "WriteError");
+                        list(report, &method, e.to_string());
+                        continue;
+                    }
+                }
+                match outcome {
+                    crate::ir::Outcome::Changed => report.rewritten += 1,
+                    crate::ir::Outcome::Unchanged => report.unchanged += 1,
+                }
+                report.il_bytes_out +=
+                    crate::body::Body::parse(&out).map_or(0, |b| b.code.len() as u64);
+            }
+            Err(RewriteError::Skipped(reason)) => bump(&mut report.skipped, reason.name()),
+            Err(err) => {
+                // A method that did not verify before is not the rewriter's fault.
+                if !verifier.verify(&body, &resolver).is_empty() {
+                    report.invalid_before += 1;
+                    continue;
+                }
+                bump(&mut report.rejected, rule_of(&err));
+                list(report, &method, err.to_string());
+            }
+        }
+    }
+    report.rewrite_seconds += start.elapsed().as_secs_f64();
+    let start = Instant::now();
+    let patched = writer.finish()?;
+    report.write_seconds += start.elapsed().as_secs_f64();
+    report.write = Some(patched.summary.clone());
+    Ok(patched.bytes)
+}

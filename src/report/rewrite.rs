@@ -1,0 +1,54 @@
+//! Text output of rewrite runs.
+
+use super::thousands;
+use crate::corpus::RewriteReport;
+use std::fmt::Write;
+
+/// The summary of a rewrite: counts, skips and rejections by reason, the write, throughput.
+pub fn rewrite_text(r: &RewriteReport) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "{} → {} ({})", r.input, r.output, r.transform);
+    let _ = writeln!(
+        s,
+        "methods: {} selected, {} rewritten, {} unchanged by the transform, {} skipped, {} rejected by the verifier, {} invalid before",
+        thousands(r.selected),
+        thousands(r.rewritten),
+        thousands(r.unchanged),
+        thousands(r.skipped.values().sum()),
+        thousands(r.rejected.values().sum()),
+        thousands(r.invalid_before)
+    );
+    for (reason, n) in &r.skipped {
+        let _ = writeln!(s, "  skipped {n:>7}  {reason}");
+    }
+    for (rule, n) in &r.rejected {
+        let _ = writeln!(s, "  REJECTED {n:>6}  {rule}");
+    }
+    for m in &r.listed {
+        let _ = writeln!(s, "  {} {}: {}", m.token, m.method, m.reason);
+    }
+    if let Some(w) = &r.write {
+        let _ = writeln!(
+            s,
+            "write: {} bodies in place, {} relocated, {} unchanged{}",
+            thousands(w.in_place as u64),
+            thousands(w.relocated as u64),
+            thousands(w.unchanged as u64),
+            if w.strong_name_invalidated {
+                "; strong-name signature no longer valid (re-sign the output)"
+            } else {
+                ""
+            }
+        );
+    }
+    let _ = writeln!(
+        s,
+        "IL: {} bytes in, {} out; rewrite {:.3} s, write {:.3} s: {:.1} MB/s of IL, single thread",
+        thousands(r.il_bytes_in),
+        thousands(r.il_bytes_out),
+        r.rewrite_seconds,
+        r.write_seconds,
+        r.mb_per_s()
+    );
+    s
+}

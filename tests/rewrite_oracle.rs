@@ -1,0 +1,191 @@
+//! The runtime oracle: every transform applied to every method of the project's C# programs;
+//! each rewritten program runs under mono with output identical to the original's, and
+//! `pedump --verify error,code` reports nothing it did not report for the original.
+
+mod support;
+
+use ilcheck::corpus::{self, RewriteOptions, RewriteReport};
+use ilcheck::image::Image;
+use ilcheck::ir::{LayoutOptions, TRANSFORMS, TransformOptions};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// pedump's findings per method, IL offsets masked (a rewrite moves them), as a multiset.
+fn pedump_findings(path: &Path) -> BTreeMap<String, usize> {
+    let out = Command::new("pedump")
+        .args(["--verify", "error,code"])
+        .arg(path)
+        .output()
+        .expect("pedump runs");
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    let mut method = String::new();
+    let mut found = BTreeMap::new();
+    for line in text.lines() {
+        if let Some(m) = line.strip_prefix("In method: ") {
+            method = m.to_string();
+            continue;
+        }
+        let masked: String = line.split(" at 0x").next().unwrap_or(line).to_string();
+        *found.entry(format!("{method}: {masked}")).or_default() += 1;
+    }
+    found
+}
+
+fn run_mono(exe: &Path) -> (bool, String) {
+    let out = Command::new("mono").arg(exe).output().expect("mono runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+#[test]
+fn every_transform_keeps_every_program_running_identically() {
+    if !support::mono_tool(
+        "every_transform_keeps_every_program_running_identically",
+        "mono",
+    ) || !support::mono_tool(
+        "every_transform_keeps_every_program_running_identically",
+        "pedump",
+    ) {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("ilcheck-oracle-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let programs: Vec<PathBuf> = corpus::discover(&[root().join("corpus/bin")])
+        .unwrap()
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "exe"))
+        .collect();
+    assert!(programs.len() >= 6, "{programs:?}");
+    let mut runs = 0;
+    let mut rewritten = 0;
+    for program in &programs {
+        let stem = program
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .replace(".debug", "")
+            .replace(".exe", "");
+        let expected =
+            std::fs::read_to_string(root().join(format!("corpus/cs/{stem}.expected"))).unwrap();
+        let (ok, original_out) = run_mono(program);
+        assert!(
+            ok && original_out == expected,
+            "{}: the original does not reproduce its expected output",
+            program.display()
+        );
+        let original_pedump = pedump_findings(program);
+        let image_bytes = std::fs::read(program).unwrap();
+        let image = Image::parse(&image_bytes).unwrap();
+        for &(name, transform) in TRANSFORMS {
+            let mut topts = TransformOptions::default();
+            topts.catch_type = corpus::find_exception_type(&image).unwrap_or(0);
+            let opts = RewriteOptions {
+                transform_name: name.to_string(),
+                transform,
+                transform_opts: topts,
+                layout: LayoutOptions::default(),
+                methods: None,
+                max_listed: 20,
+            };
+            let mut report = RewriteReport::default();
+            let bytes = corpus::rewrite_image(&image, &opts, &mut report).unwrap();
+            let what = format!("{} with {name}", program.display());
+            assert!(
+                report.ok(),
+                "{what}: rejected {:?}: {:#?}",
+                report.rejected,
+                report.listed
+            );
+            assert_eq!(report.invalid_before, 0, "{what}");
+            let out_path = dir.join(format!(
+                "{name}-{}",
+                program.file_name().unwrap().to_string_lossy()
+            ));
+            std::fs::write(&out_path, &bytes).unwrap();
+            let (ok, out) = run_mono(&out_path);
+            assert!(ok, "{what}: mono failed");
+            assert_eq!(out, expected, "{what}: output differs");
+            let after = pedump_findings(&out_path);
+            let new: Vec<_> = after
+                .iter()
+                .filter(|(k, n)| original_pedump.get(*k).is_none_or(|m| m < n))
+                .collect();
+            assert!(
+                new.is_empty(),
+                "{what}: pedump reports new findings: {new:#?}"
+            );
+            runs += 1;
+            rewritten += report.rewritten;
+        }
+    }
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(runs, programs.len() * TRANSFORMS.len());
+    assert!(rewritten > 500, "{rewritten}");
+    eprintln!("{runs} rewritten programs ran identically; {rewritten} method rewrites");
+}
+
+#[test]
+fn mono_corpus_every_transform_verifies() {
+    let Some(dir) = support::mono_corpus("mono_corpus_every_transform_verifies") else {
+        return;
+    };
+    let files: Vec<PathBuf> = corpus::discover(&[dir])
+        .unwrap()
+        .into_iter()
+        .filter(|p| {
+            p.parent().is_some_and(|d| d.ends_with("4.5"))
+                && p.extension().is_some_and(|e| e == "dll")
+        })
+        .collect();
+    assert!(files.len() >= 130);
+    for &(name, transform) in TRANSFORMS {
+        let mut totals = RewriteReport::default();
+        for file in &files {
+            let image = Image::open(file).unwrap();
+            let mut topts = TransformOptions::default();
+            topts.catch_type = corpus::find_exception_type(&image).unwrap_or(0);
+            let opts = RewriteOptions {
+                transform_name: name.to_string(),
+                transform,
+                transform_opts: topts,
+                layout: LayoutOptions::default(),
+                methods: None,
+                max_listed: 5,
+            };
+            let mut report = RewriteReport::default();
+            let bytes = corpus::rewrite_image(&image, &opts, &mut report).unwrap();
+            assert!(
+                report.ok(),
+                "{name} on {}: rejected {:?}: {:#?}",
+                file.display(),
+                report.rejected,
+                report.listed
+            );
+            // The patched image reads back, and every body in it decodes.
+            let patched = Image::parse(&bytes).unwrap();
+            for m in patched.methods().filter(|m| m.rva() != 0) {
+                m.decoded_body()
+                    .unwrap_or_else(|e| panic!("{name} on {}: {e}", file.display()));
+            }
+            totals.selected += report.selected;
+            totals.rewritten += report.rewritten;
+            totals.invalid_before += report.invalid_before;
+            for (k, v) in report.skipped {
+                *totals.skipped.entry(k).or_default() += v;
+            }
+        }
+        assert_eq!(totals.invalid_before, 0, "{name}");
+        eprintln!(
+            "{name}: {} selected, {} rewritten, skipped {:?}",
+            totals.selected, totals.rewritten, totals.skipped
+        );
+    }
+}
