@@ -31,10 +31,32 @@ fn pedump_findings(path: &Path) -> BTreeMap<String, usize> {
             method = m.to_string();
             continue;
         }
-        let masked: String = line.split(" at 0x").next().unwrap_or(line).to_string();
+        let masked = mask_offsets(line);
         *found.entry(format!("{method}: {masked}")).or_default() += 1;
     }
     found
+}
+
+/// Drops IL offsets (`at 0x002c`, and pedump's `at 2c04x` form) from a pedump line.
+fn mask_offsets(line: &str) -> String {
+    let words: Vec<&str> = line.split(' ').collect();
+    let mut out = Vec::with_capacity(words.len());
+    let mut skip = false;
+    for (i, w) in words.iter().enumerate() {
+        if skip {
+            skip = false;
+            continue;
+        }
+        let next_is_offset = words
+            .get(i + 1)
+            .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_hexdigit() || c == 'x'));
+        if *w == "at" && next_is_offset {
+            skip = true;
+            continue;
+        }
+        out.push(*w);
+    }
+    out.join(" ").trim_end().to_string()
 }
 
 fn run_mono(exe: &Path) -> (bool, String) {

@@ -204,12 +204,12 @@ pub fn rewrite_image(
         ) {
             Ok((outcome, _)) => {
                 let original = method.body().unwrap_or_default();
-                if out.as_slice() != original {
-                    if let Err(e) = writer.replace_body(method.rid(), out.clone()) {
-                        bump(&mut report.rejected, "WriteError");
-                        list(report, &method, e.to_string());
-                        continue;
-                    }
+                if out.as_slice() != original
+                    && let Err(e) = writer.replace_body(method.rid(), out.clone())
+                {
+                    bump(&mut report.rejected, "WriteError");
+                    list(report, &method, e.to_string());
+                    continue;
                 }
                 match outcome {
                     crate::ir::Outcome::Changed => report.rewritten += 1,

@@ -12,7 +12,9 @@ use crate::opcode::Opcode;
 pub fn nop_pad(m: &mut Method, _: &TransformOptions) -> Result<Outcome, SkipReason> {
     let n = m.instrs.len();
     let nop = [Instr::op(Opcode::Nop)];
-    let keep: Vec<bool> = (0..n).map(|i| completes_tail_call(m, i)).collect();
+    let keep: Vec<bool> = (0..n)
+        .map(|i| completes_tail_call(m, i) || completes_delegate_construction(m, i))
+        .collect();
     let mut ed = m.edit();
     for (i, &keep) in keep.iter().enumerate() {
         if !keep {
@@ -21,6 +23,20 @@ pub fn nop_pad(m: &mut Method, _: &TransformOptions) -> Result<Outcome, SkipReas
     }
     ed.commit()?;
     Ok(Outcome::from(n > 0))
+}
+
+/// Whether instruction `i` continues a delegate-construction sequence (III.6.4: `ldftn; newobj`
+/// or `dup; ldvirtftn; newobj`), which verifiers accept only unbroken.
+fn completes_delegate_construction(m: &Method, i: usize) -> bool {
+    let op = |k: usize| m.instrs.get(k).map(|ins| ins.opcode);
+    let Some(prev) = i.checked_sub(1) else {
+        return false;
+    };
+    match op(i) {
+        Some(Opcode::Newobj) => matches!(op(prev), Some(Opcode::Ldftn | Opcode::Ldvirtftn)),
+        Some(Opcode::Ldvirtftn) => op(prev) == Some(Opcode::Dup),
+        _ => false,
+    }
 }
 
 /// Every short branch (and `leave.s`) in its long form.

@@ -55,6 +55,10 @@ pub enum SkipReason {
         opcode: Opcode,
         reason: &'static str,
     },
+    #[error(
+        "wrap-catch needs the exception type's token (TypeDef, TypeRef or TypeSpec), got {token:#010x}"
+    )]
+    NoCatchType { token: u32 },
     #[error(transparent)]
     Edit(#[from] EditError),
 }
@@ -69,6 +73,7 @@ impl SkipReason {
             SkipReason::JmpInsideER { .. } => "JmpInsideER",
             SkipReason::LocallocInHandler { .. } => "LocallocInHandler",
             SkipReason::UnsupportedSnippet { .. } => "UnsupportedSnippet",
+            SkipReason::NoCatchType { .. } => "NoCatchType",
             SkipReason::Edit(_) => "Edit",
         }
     }

@@ -12,6 +12,12 @@ pub fn wrap_finally(m: &mut Method, opts: &TransformOptions) -> Result<Outcome, 
 
 /// The whole body in a try with a catch of `opts.catch_type` that rethrows.
 pub fn wrap_catch(m: &mut Method, opts: &TransformOptions) -> Result<Outcome, SkipReason> {
+    // A catch clause names a TypeDef, TypeRef or TypeSpec; 0 (none given) is no type at all.
+    if !matches!(opts.catch_type >> 24, 0x01 | 0x02 | 0x1B) || opts.catch_type & 0x00FF_FFFF == 0 {
+        return Err(SkipReason::NoCatchType {
+            token: opts.catch_type,
+        });
+    }
     wrap(m, opts, ClauseKind::Catch)
 }
 
