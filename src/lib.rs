@@ -17,3 +17,5 @@ pub mod ir;
 pub mod opcode;
 pub mod report;
 pub mod verify;
+#[cfg(feature = "gen")]
+pub mod r#gen;
