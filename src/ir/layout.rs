@@ -14,6 +14,7 @@
 use super::method::*;
 use crate::body::{BodyParts, Clause, EncodeError, RawSection as BodyRawSection};
 use crate::opcode::{Opcode, OperandKind};
+use crate::verify::{Code, Diagnostic, Resolver, Verifier};
 
 /// Which form each branch (including `leave`) gets.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -28,19 +29,39 @@ pub enum BranchForms {
     ShortestWhereFits,
 }
 
-/// What MaxStack the header declares.
+/// What MaxStack the header declares. The needed depth comes from the verifier's dataflow
+/// over the laid-out code.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum MaxStackPolicy {
-    /// The value in [`HeaderInfo::max_stack`], unchecked.
+    /// The needed depth.
+    Recompute,
+    /// The declared value ([`HeaderInfo::max_stack`]) while it is still large enough, else the
+    /// needed depth. Keeps headers byte-identical when nothing grew the stack. When a callee's
+    /// signature is unknown the dataflow only gives a lower bound; the declared value is kept
+    /// if it meets it.
     #[default]
+    KeepDeclaredIfEnough,
+    /// The declared value, unchecked (nothing is computed).
     Declared,
 }
 
 /// How to lay a method out.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct LayoutOptions {
     pub branch_forms: BranchForms,
     pub max_stack: MaxStackPolicy,
+    /// Verify the result and refuse it when the verifier finds anything.
+    pub verify: bool,
+}
+
+impl Default for LayoutOptions {
+    fn default() -> Self {
+        LayoutOptions {
+            branch_forms: BranchForms::default(),
+            max_stack: MaxStackPolicy::default(),
+            verify: true,
+        }
+    }
 }
 
 /// Why a method could not be laid out. Instruction positions are IR indices; offsets are IL
@@ -76,6 +97,25 @@ pub enum LayoutError {
     CodeTooLarge(u64),
     #[error(transparent)]
     Encode(#[from] EncodeError),
+    /// The verifier rejects the laid-out body: `code` names the rule.
+    #[error("rewritten body is invalid: IL_{offset:04x}: {code}: {message}")]
+    Invalid {
+        code: Code,
+        offset: u32,
+        message: String,
+    },
+    #[error("the needed MaxStack is unknown: {0}")]
+    MaxStackUnknown(String),
+}
+
+impl LayoutError {
+    fn invalid(d: &Diagnostic) -> LayoutError {
+        LayoutError::Invalid {
+            code: d.code,
+            offset: d.offset,
+            message: d.message.clone(),
+        }
+    }
 }
 
 /// What a layout did.
@@ -122,6 +162,7 @@ pub struct Layout {
     long: Vec<bool>,
     code: Vec<u8>,
     clauses: Vec<Clause>,
+    verifier: Verifier,
 }
 
 impl Layout {
@@ -139,19 +180,20 @@ impl Layout {
         &self.clauses
     }
 
-    /// Lays `m` out and appends the body (header, code, sections) to `out`.
+    /// Lays `m` out, computes MaxStack and verifies as `opts` say (signatures from
+    /// `resolver`), and appends the body (header, code, sections) to `out`. On error nothing is
+    /// appended.
     pub fn run(
         &mut self,
         m: &Method,
         opts: &LayoutOptions,
+        resolver: &dyn Resolver,
         out: &mut Vec<u8>,
     ) -> Result<LayoutInfo, LayoutError> {
         let mut info = self.place(m, opts.branch_forms)?;
         self.emit(m)?;
         self.build_clauses(m)?;
-        info.max_stack = match opts.max_stack {
-            MaxStackPolicy::Declared => m.header.max_stack,
-        };
+        info.max_stack = self.check(m, opts, resolver)?;
         let raw_sections: Vec<BodyRawSection<'_>> = m
             .raw_sections
             .iter()
@@ -172,6 +214,54 @@ impl Layout {
         self.clauses = parts.clauses;
         result?;
         Ok(info)
+    }
+
+    /// Runs the verifier's dataflow once: its findings (when verifying) and the depth it needs
+    /// give the MaxStack to declare.
+    fn check(
+        &mut self,
+        m: &Method,
+        opts: &LayoutOptions,
+        resolver: &dyn Resolver,
+    ) -> Result<u16, LayoutError> {
+        let declared = m.header.max_stack;
+        if opts.max_stack == MaxStackPolicy::Declared {
+            if opts.verify {
+                let diags =
+                    self.verifier
+                        .verify_code(&self.code, &self.clauses, Some(declared), resolver);
+                if let Some(d) = diags.first() {
+                    return Err(LayoutError::invalid(d));
+                }
+            }
+            return Ok(declared);
+        }
+        if opts.verify {
+            let diags = self
+                .verifier
+                .verify_code(&self.code, &self.clauses, None, resolver);
+            if let Some(d) = diags.first() {
+                return Err(LayoutError::invalid(d));
+            }
+        } else if let Err(d) = self.verifier.max_stack(&self.code, &self.clauses, resolver) {
+            if d.code != Code::UnresolvedToken {
+                return Err(LayoutError::MaxStackUnknown(d.to_string()));
+            }
+        }
+        let needed = u16::try_from(self.verifier.computed_max_stack()).map_err(|_| {
+            LayoutError::MaxStackUnknown(format!(
+                "stack depth {} exceeds 65535",
+                self.verifier.computed_max_stack()
+            ))
+        })?;
+        let complete = self.verifier.is_complete();
+        match opts.max_stack {
+            MaxStackPolicy::KeepDeclaredIfEnough if declared >= needed => Ok(declared),
+            _ if complete => Ok(needed),
+            _ => Err(LayoutError::MaxStackUnknown(format!(
+                "a callee's signature is unknown; the stack needs at least {needed}, {declared} is declared"
+            ))),
+        }
     }
 
     /// Chooses branch forms and offsets (the relaxation fixpoint).
@@ -419,7 +509,8 @@ fn out_of_range(offsets: &[u32], i: usize, opcode: Opcode, displacement: i64) ->
 pub fn layout(
     m: &Method,
     opts: &LayoutOptions,
+    resolver: &dyn Resolver,
     out: &mut Vec<u8>,
 ) -> Result<LayoutInfo, LayoutError> {
-    Layout::new().run(m, opts, out)
+    Layout::new().run(m, opts, resolver, out)
 }

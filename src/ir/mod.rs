@@ -9,6 +9,7 @@ pub mod edit;
 pub mod layout;
 pub mod lift;
 pub mod method;
+pub mod transforms;
 
 pub use edit::{BlockId, EditError, EditSummary, Editor, Regions, Targets};
 pub use layout::{
@@ -19,3 +20,57 @@ pub use method::{
     EhClause, HeaderInfo, Instr, Label, Method, Operand, Prefix, Prefixes, RawSection, SwitchTable,
     UNBOUND,
 };
+pub use transforms::{Outcome, SkipReason, TRANSFORMS, TransformFn, TransformOptions};
+
+use crate::body::Body;
+use crate::verify::Resolver;
+
+/// Why a body was not rewritten.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RewriteError {
+    #[error("cannot lift: {0}")]
+    Lift(#[from] IrError),
+    #[error("skipped: {0}")]
+    Skipped(#[from] SkipReason),
+    #[error("layout: {0}")]
+    Layout(#[from] LayoutError),
+}
+
+/// Lift → transform → layout (→ verify), with buffers kept between bodies.
+#[derive(Debug, Default)]
+pub struct Rewriter {
+    layout: Layout,
+}
+
+impl Rewriter {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Rewrites one body and appends the new body to `out` (nothing is appended on error).
+    pub fn rewrite(
+        &mut self,
+        body: &Body<'_>,
+        transform: TransformFn,
+        transform_opts: &TransformOptions,
+        layout_opts: &LayoutOptions,
+        resolver: &dyn Resolver,
+        out: &mut Vec<u8>,
+    ) -> Result<(Outcome, LayoutInfo), RewriteError> {
+        let mut m = Method::from_body(body)?;
+        let outcome = transform(&mut m, transform_opts)?;
+        let info = self.layout.run(&m, layout_opts, resolver, out)?;
+        Ok((outcome, info))
+    }
+
+    /// Lays out a method already in IR form.
+    pub fn layout(
+        &mut self,
+        m: &Method,
+        layout_opts: &LayoutOptions,
+        resolver: &dyn Resolver,
+        out: &mut Vec<u8>,
+    ) -> Result<LayoutInfo, LayoutError> {
+        self.layout.run(m, layout_opts, resolver, out)
+    }
+}

@@ -1,0 +1,185 @@
+//! Library transforms, by the names the CLI uses. Each edits a [`Method`] in place and says
+//! whether anything changed, or why it skipped the method (leaving it unchanged).
+
+mod branches;
+mod entry_exit;
+mod wrap;
+
+pub use branches::{nop_pad, shorten, widen};
+pub use entry_exit::{epilogue, prologue, prologue_epilogue};
+pub use wrap::{wrap_catch, wrap_finally};
+
+use super::edit::EditError;
+use super::method::{Instr, Method, Operand};
+use crate::opcode::{Flow, Opcode, Pops, Pushes};
+
+/// What a transform did to a method it did not skip.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    Changed,
+    Unchanged,
+}
+
+impl Outcome {
+    fn from(changed: bool) -> Outcome {
+        if changed {
+            Outcome::Changed
+        } else {
+            Outcome::Unchanged
+        }
+    }
+
+    fn or(self, other: Outcome) -> Outcome {
+        Outcome::from(self == Outcome::Changed || other == Outcome::Changed)
+    }
+}
+
+/// Why a transform left a method alone.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SkipReason {
+    #[error("the method's return type is needed (is it void?) and was not given")]
+    NeedsSignature,
+    #[error("the method returns a value: wrapping it needs a local to hold it (none given)")]
+    NeedsNewLocal,
+    #[error(
+        "instruction {index}: a tail. call cannot be inside a protected region (TailCallInsideER)"
+    )]
+    TailCallInsideER { index: usize },
+    #[error("instruction {index}: jmp cannot be inside a protected region")]
+    JmpInsideER { index: usize },
+    #[error("instruction {index}: localloc inside a handler (III.3.47)")]
+    LocallocInHandler { index: usize },
+    #[error("snippet instruction {index} ({opcode}): {reason}")]
+    UnsupportedSnippet {
+        index: usize,
+        opcode: Opcode,
+        reason: &'static str,
+    },
+    #[error(transparent)]
+    Edit(#[from] EditError),
+}
+
+impl SkipReason {
+    /// A short stable name for counting skips.
+    pub fn name(&self) -> &'static str {
+        match self {
+            SkipReason::NeedsSignature => "NeedsSignature",
+            SkipReason::NeedsNewLocal => "NeedsNewLocal",
+            SkipReason::TailCallInsideER { .. } => "TailCallInsideER",
+            SkipReason::JmpInsideER { .. } => "JmpInsideER",
+            SkipReason::LocallocInHandler { .. } => "LocallocInHandler",
+            SkipReason::UnsupportedSnippet { .. } => "UnsupportedSnippet",
+            SkipReason::Edit(_) => "Edit",
+        }
+    }
+}
+
+/// Inputs of the transforms.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TransformOptions {
+    /// IL run at method entry with an empty stack (`prologue`). Straight-line code without
+    /// branches or prefixes.
+    pub prologue: Vec<Instr>,
+    /// IL run before every return (`epilogue`); must be stack-neutral, since a return value
+    /// stays on the stack across it. Straight-line code without branches or prefixes.
+    pub epilogue: Vec<Instr>,
+    /// Class token of the exception type `wrap-catch` catches.
+    pub catch_type: u32,
+    /// Whether the method returns void, when known (from its signature).
+    pub returns_void: Option<bool>,
+    /// A local the wrap transforms may use to hold the return value of a non-void method.
+    pub return_local: Option<u16>,
+}
+
+impl Default for TransformOptions {
+    fn default() -> Self {
+        TransformOptions {
+            prologue: vec![Instr::op(Opcode::Nop)],
+            epilogue: vec![Instr::op(Opcode::Nop)],
+            catch_type: 0,
+            returns_void: None,
+            return_local: None,
+        }
+    }
+}
+
+/// A transform.
+pub type TransformFn = fn(&mut Method, &TransformOptions) -> Result<Outcome, SkipReason>;
+
+/// Decode → IR → layout, nothing edited.
+pub fn identity(_: &mut Method, _: &TransformOptions) -> Result<Outcome, SkipReason> {
+    Ok(Outcome::Unchanged)
+}
+
+/// Every transform by its CLI name.
+pub const TRANSFORMS: &[(&str, TransformFn)] = &[
+    ("identity", identity),
+    ("nop-pad", nop_pad),
+    ("widen", widen),
+    ("shorten", shorten),
+    ("prologue", prologue),
+    ("epilogue", epilogue),
+    ("prologue-epilogue", prologue_epilogue),
+    ("wrap-finally", wrap_finally),
+    ("wrap-catch", wrap_catch),
+];
+
+/// The transform with this CLI name.
+pub fn by_name(name: &str) -> Option<TransformFn> {
+    TRANSFORMS.iter().find(|(n, _)| *n == name).map(|&(_, f)| f)
+}
+
+/// Checks that a snippet is straight-line code that can be inserted anywhere: no branches,
+/// switches, prefixes or block-ending instructions, operands that fit, and (for `neutral`) a
+/// net stack effect of zero that never dips below the starting depth, as far as fixed stack
+/// effects tell (calls are taken on trust; the verifier checks the result).
+fn check_snippet(code: &[Instr], neutral: bool) -> Result<(), SkipReason> {
+    let mut depth: i64 = 0;
+    for (index, ins) in code.iter().enumerate() {
+        let fail = |reason| {
+            Err(SkipReason::UnsupportedSnippet {
+                index,
+                opcode: ins.opcode,
+                reason,
+            })
+        };
+        if !ins.prefixes.is_empty() {
+            return fail("prefixes are not supported in snippets");
+        }
+        if matches!(ins.operand, Operand::Target(_) | Operand::Switch(_)) || ins.is_branch() {
+            return fail("branches are not supported in snippets");
+        }
+        if !ins.operand_fits() {
+            return fail("operand does not fit the opcode");
+        }
+        if !matches!(ins.flow(), Flow::Next | Flow::Call | Flow::Break) {
+            return fail("snippets must fall through");
+        }
+        let info = ins.opcode.info();
+        if let (Pops::Fixed(p), Pushes::Fixed(u)) = (info.pops, info.pushes) {
+            depth -= p as i64;
+            if neutral && depth < 0 {
+                return fail("pops a value the snippet did not push");
+            }
+            depth += u as i64;
+        }
+    }
+    if neutral && depth != 0 {
+        return Err(SkipReason::UnsupportedSnippet {
+            index: code.len().saturating_sub(1),
+            opcode: code.last().map_or(Opcode::Nop, |i| i.opcode),
+            reason: "the snippet is not stack-neutral",
+        });
+    }
+    Ok(())
+}
+
+/// Whether instruction `i` is a `ret` that completes a `tail.` call (and must stay right after
+/// it, III.2.4).
+fn completes_tail_call(m: &Method, i: usize) -> bool {
+    i > 0
+        && m.instrs[i].opcode == Opcode::Ret
+        && m.prefixes_of(&m.instrs[i - 1])
+            .iter()
+            .any(|p| p.opcode == Opcode::Tail)
+}

@@ -1,0 +1,135 @@
+//! The whole body in a new protected region.
+
+use super::{Outcome, SkipReason, TransformOptions};
+use crate::body::ClauseKind;
+use crate::ir::method::{EhClause, Instr, Method, Operand};
+use crate::opcode::Opcode;
+
+/// The whole body in a try with a finally that does nothing (`endfinally`).
+pub fn wrap_finally(m: &mut Method, opts: &TransformOptions) -> Result<Outcome, SkipReason> {
+    wrap(m, opts, ClauseKind::Finally)
+}
+
+/// The whole body in a try with a catch of `opts.catch_type` that rethrows.
+pub fn wrap_catch(m: &mut Method, opts: &TransformOptions) -> Result<Outcome, SkipReason> {
+    wrap(m, opts, ClauseKind::Catch)
+}
+
+fn local_op(short: [Opcode; 4], s: Opcode, long: Opcode, index: u16) -> Instr {
+    match index {
+        0..=3 => Instr::op(short[index as usize]),
+        4..=255 => Instr::new(s, Operand::Var(index)),
+        _ => Instr::new(long, Operand::Var(index)),
+    }
+}
+
+/// Each `ret` becomes `leave` to one exit block after the handler (storing the return value in
+/// the given local first); the exit block reloads it and returns.
+fn wrap(m: &mut Method, opts: &TransformOptions, kind: ClauseKind) -> Result<Outcome, SkipReason> {
+    let returns_void = opts.returns_void.ok_or(SkipReason::NeedsSignature)?;
+    let local = match (returns_void, opts.return_local) {
+        (true, _) => None,
+        (false, Some(l)) => Some(l),
+        (false, None) => return Err(SkipReason::NeedsNewLocal),
+    };
+    if m.instrs.is_empty() {
+        return Ok(Outcome::Unchanged);
+    }
+    for (index, ins) in m.instrs.iter().enumerate() {
+        if m.prefixes_of(ins).iter().any(|p| p.opcode == Opcode::Tail) {
+            return Err(SkipReason::TailCallInsideER { index });
+        }
+        if ins.opcode == Opcode::Jmp {
+            return Err(SkipReason::JmpInsideER { index });
+        }
+    }
+    if let Some(index) = localloc_in_handler(m) {
+        return Err(SkipReason::LocallocInHandler { index });
+    }
+
+    let try_start = m.new_label();
+    m.labels[try_start.index()] = 0;
+    let mut ed = m.edit();
+    let exit = ed.new_label();
+    let (try_end, handler_start, handler_end) = (ed.new_label(), ed.new_label(), ed.new_label());
+
+    let leave = Instr::branch(Opcode::Leave_S, exit);
+    let redirect: Vec<Instr> = match local {
+        Some(l) => vec![
+            local_op(
+                [
+                    Opcode::Stloc_0,
+                    Opcode::Stloc_1,
+                    Opcode::Stloc_2,
+                    Opcode::Stloc_3,
+                ],
+                Opcode::Stloc_S,
+                Opcode::Stloc,
+                l,
+            ),
+            leave,
+        ],
+        None => vec![leave],
+    };
+    let rets: Vec<usize> = (0..ed.method().instrs.len())
+        .filter(|&i| ed.method().instrs[i].opcode == Opcode::Ret)
+        .collect();
+    for i in rets {
+        ed.replace(i, &redirect)?;
+    }
+    let handler: &[Instr] = match kind {
+        ClauseKind::Finally => &[Instr::op(Opcode::Endfinally)],
+        _ => &[Instr::op(Opcode::Pop), Instr::op(Opcode::Rethrow)],
+    };
+    let h = ed.append(handler);
+    ed.bind(h, try_end)?;
+    ed.bind(h, handler_start)?;
+    let mut exit_code = Vec::with_capacity(2);
+    if let Some(l) = local {
+        exit_code.push(local_op(
+            [
+                Opcode::Ldloc_0,
+                Opcode::Ldloc_1,
+                Opcode::Ldloc_2,
+                Opcode::Ldloc_3,
+            ],
+            Opcode::Ldloc_S,
+            Opcode::Ldloc,
+            l,
+        ));
+    }
+    exit_code.push(Instr::op(Opcode::Ret));
+    let x = ed.append(&exit_code);
+    ed.bind(x, handler_end)?;
+    ed.bind(x, exit)?;
+    ed.add_clause(EhClause {
+        kind,
+        try_start,
+        try_end,
+        handler_start,
+        handler_end,
+        filter_start: None,
+        class_token: if kind == ClauseKind::Catch {
+            opts.catch_type
+        } else {
+            0
+        },
+        extra_flags: 0,
+    });
+    ed.commit()?;
+    Ok(Outcome::Changed)
+}
+
+/// The first `localloc` inside a handler or filter of the existing clauses.
+fn localloc_in_handler(m: &Method) -> Option<usize> {
+    let mut spans = Vec::new();
+    for c in &m.clauses {
+        let start = c.filter_start.unwrap_or(c.handler_start);
+        if let (Some(s), Some(e)) = (m.position(start), m.position(c.handler_end)) {
+            spans.push((s, e));
+        }
+    }
+    (0..m.instrs.len()).find(|&i| {
+        m.instrs[i].opcode == Opcode::Localloc && spans.iter().any(|&(s, e)| s <= i && i < e)
+    })
+}

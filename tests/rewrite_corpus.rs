@@ -1,0 +1,224 @@
+//! The rewriter over real compiler output: the project corpus (always) and mono's 4.5 corpus
+//! (when present). `identity` with `KeepOriginal` must reproduce every canonical body byte for
+//! byte; every transform's output must re-decode and verify clean when its input did.
+//! Run with `--release -- --nocapture` for the counts.
+
+mod support;
+
+use ilcheck::body::Body;
+use ilcheck::image::Image;
+use ilcheck::ir::{
+    BranchForms, LayoutOptions, MaxStackPolicy, Method, Outcome, RewriteError, Rewriter,
+    TRANSFORMS, TransformOptions,
+};
+use ilcheck::verify::{ImageResolver, Resolver, Verifier};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+#[derive(Default, Debug)]
+struct Counts {
+    bodies: u64,
+    input_invalid: u64,
+    lift_errors: BTreeMap<String, u64>,
+    canonical: u64,
+    identical: u64,
+    different: Vec<String>,
+    refused_invalid: Vec<String>,
+    /// transform → outcome/reason → count
+    outcomes: BTreeMap<&'static str, BTreeMap<String, u64>>,
+    failures: Vec<String>,
+}
+
+fn run_image(name: &str, image: &Image<'_>, counts: &mut Counts, transforms: bool) {
+    let mut resolver = ImageResolver::new(image);
+    let mut verifier = Verifier::new();
+    let mut rewriter = Rewriter::new();
+    let mut out = Vec::new();
+    let mut expected = Vec::new();
+    for method in image.methods() {
+        let Ok(body) = method.decoded_body() else {
+            continue;
+        };
+        counts.bodies += 1;
+        resolver.set_method(&method, &body);
+        let clean = verifier.verify(&body, &resolver).is_empty();
+        counts.input_invalid += !clean as u64;
+        let label = || {
+            format!(
+                "{name} {:#010x} {}",
+                method.token().0,
+                method.full_name().unwrap_or_default()
+            )
+        };
+        if let Err(e) = Method::from_body(&body) {
+            let key = format!("{e:?}");
+            let key = key.split([' ', '{', '(']).next().unwrap_or("").to_string();
+            *counts.lift_errors.entry(key).or_default() += 1;
+            continue;
+        }
+        // An invalid input keeps its declared MaxStack: its needed depth may not exist.
+        let opts = if clean {
+            LayoutOptions::default()
+        } else {
+            LayoutOptions {
+                verify: false,
+                max_stack: MaxStackPolicy::Declared,
+                branch_forms: BranchForms::KeepOriginal,
+            }
+        };
+        if body.is_canonical() {
+            counts.canonical += 1;
+            out.clear();
+            expected.clear();
+            body.encode(&mut expected).unwrap();
+            let identity = TRANSFORMS[0].1;
+            match rewriter.rewrite(
+                &body,
+                identity,
+                &TransformOptions::default(),
+                &opts,
+                &resolver,
+                &mut out,
+            ) {
+                Ok(_) if out == expected => counts.identical += 1,
+                Ok(_) => counts.different.push(label()),
+                // Layout refuses some invalid inputs (an empty region); never a valid one.
+                Err(e) if !clean => counts.refused_invalid.push(format!("{}: {e}", label())),
+                Err(e) => counts.different.push(format!("{}: {e}", label())),
+            }
+        }
+        if !transforms || !clean {
+            continue;
+        }
+        let topts = TransformOptions {
+            returns_void: resolver.method().map(|s| s.returns_void),
+            catch_type: 0x0100_0001,
+            ..TransformOptions::default()
+        };
+        for &(tname, transform) in TRANSFORMS {
+            out.clear();
+            let key = match rewriter.rewrite(
+                &body,
+                transform,
+                &topts,
+                &LayoutOptions::default(),
+                &resolver,
+                &mut out,
+            ) {
+                Ok((outcome, _)) => {
+                    // The output re-decodes and verifies clean.
+                    match Body::decode(&out) {
+                        Ok(b) if b.len() == out.len() => {
+                            if let Some(d) = verifier.verify(&b, &resolver).first() {
+                                counts
+                                    .failures
+                                    .push(format!("{tname} {}: re-verify {d}", label()));
+                            }
+                        }
+                        Ok(_) => counts
+                            .failures
+                            .push(format!("{tname} {}: size mismatch", label())),
+                        Err(e) => counts
+                            .failures
+                            .push(format!("{tname} {}: re-decode {e}", label())),
+                    }
+                    match outcome {
+                        Outcome::Changed => "changed".to_string(),
+                        Outcome::Unchanged => "unchanged".to_string(),
+                    }
+                }
+                Err(RewriteError::Skipped(r)) => format!("skip:{}", r.name()),
+                Err(e) => {
+                    if counts.failures.len() < 200 {
+                        counts.failures.push(format!("{tname} {}: {e}", label()));
+                    }
+                    "error".to_string()
+                }
+            };
+            *counts
+                .outcomes
+                .entry(tname)
+                .or_default()
+                .entry(key)
+                .or_default() += 1;
+        }
+    }
+}
+
+fn report(title: &str, c: &Counts) {
+    eprintln!(
+        "{title}: {} bodies ({} invalid as input), lift errors {:?}; identity: {}/{} canonical \
+         bodies byte-identical, {} invalid ones refused by layout",
+        c.bodies,
+        c.input_invalid,
+        c.lift_errors,
+        c.identical,
+        c.canonical,
+        c.refused_invalid.len()
+    );
+    for d in c.refused_invalid.iter().take(5) {
+        eprintln!("  REFUSED {d}");
+    }
+    for (t, o) in &c.outcomes {
+        eprintln!("  {t:18} {o:?}");
+    }
+    for d in c.different.iter().take(10) {
+        eprintln!("  DIFFERENT {d}");
+    }
+    for f in c.failures.iter().take(20) {
+        eprintln!("  FAILURE {f}");
+    }
+}
+
+#[test]
+fn project_corpus_identity_and_transforms() {
+    let mut counts = Counts::default();
+    for (name, bytes) in ilcheck::corpus::EMBEDDED {
+        let image = Image::parse(bytes).expect(name);
+        run_image(name, &image, &mut counts, true);
+    }
+    report("project corpus", &counts);
+    assert!(counts.canonical > 0);
+    assert!(
+        counts.different.is_empty(),
+        "{:?}",
+        &counts.different[..counts.different.len().min(10)]
+    );
+    assert!(
+        counts.failures.is_empty(),
+        "{:?}",
+        &counts.failures[..counts.failures.len().min(10)]
+    );
+}
+
+#[test]
+fn mono_corpus_identity_and_transforms() {
+    let Some(dir) = support::mono_corpus("mono_corpus_identity_and_transforms") else {
+        return;
+    };
+    let files = ilcheck::corpus::discover(&[dir]).unwrap();
+    let files: Vec<PathBuf> = files
+        .into_iter()
+        .filter(|p| p.parent().is_some_and(|d| d.ends_with("4.5")))
+        .collect();
+    // Debug builds run the identity check only; release builds run every transform too.
+    let transforms = !cfg!(debug_assertions);
+    let mut counts = Counts::default();
+    for path in &files {
+        let Ok(image) = Image::open(path) else {
+            continue;
+        };
+        run_image(&path.display().to_string(), &image, &mut counts, transforms);
+    }
+    report("mono 4.5", &counts);
+    assert!(
+        counts.different.is_empty(),
+        "{:?}",
+        &counts.different[..counts.different.len().min(10)]
+    );
+    assert!(
+        counts.failures.is_empty(),
+        "{:?}",
+        &counts.failures[..counts.failures.len().min(10)]
+    );
+}
