@@ -574,3 +574,226 @@ fn compare_branch(long: Opcode, a: i32, b: i32) -> bool {
         _ => false,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::r#gen::valid::OTHER_CLASS;
+    use crate::ir::{EhClause, Instr, Label, LayoutOptions, MaxStackPolicy, Method};
+    use crate::verify::NoResolver;
+
+    const F: u32 = 0x0600_0010;
+    const G: u32 = 0x0600_0011;
+    const CALLEES: &[Callee] = &[
+        Callee {
+            token: F,
+            params: 0,
+            returns_void: true,
+            may_throw: false,
+        },
+        Callee {
+            token: G,
+            params: 0,
+            returns_void: true,
+            may_throw: false,
+        },
+    ];
+
+    fn op(o: Opcode) -> Instr {
+        Instr::op(o)
+    }
+
+    fn call(t: u32) -> Instr {
+        Instr::new(Opcode::Call, crate::ir::Operand::Token(t))
+    }
+
+    fn throw(m: &mut Method, v: i8) {
+        m.push(Instr::new(Opcode::Ldc_I4_S, crate::ir::Operand::Int8(v)));
+        m.push(Instr::new(
+            Opcode::Newobj,
+            crate::ir::Operand::Token(EXCEPTION_CTOR),
+        ));
+        m.push(op(Opcode::Throw));
+    }
+
+    fn clause(kind: ClauseKind, t: (Label, Label), h: (Label, Label)) -> EhClause {
+        EhClause {
+            kind,
+            try_start: t.0,
+            try_end: t.1,
+            handler_start: h.0,
+            handler_end: h.1,
+            filter_start: None,
+            class_token: if kind == ClauseKind::Catch {
+                EXCEPTION_CLASS
+            } else {
+                0
+            },
+            extra_flags: 0,
+        }
+    }
+
+    fn exec(m: &Method) -> Run {
+        let mut layout = crate::ir::Layout::new();
+        let opts = LayoutOptions {
+            max_stack: MaxStackPolicy::Declared,
+            verify: false,
+            ..LayoutOptions::default()
+        };
+        layout
+            .run(m, &opts, &NoResolver, &mut Vec::new())
+            .expect("lays out");
+        let env = Env {
+            callees: CALLEES,
+            fuel: 10_000,
+        };
+        run(layout.code(), layout.clauses(), &[], &env)
+    }
+
+    fn tokens(r: &Run) -> Vec<u32> {
+        r.trace.iter().map(|c| c.token).collect()
+    }
+
+    /// try { f(); throw 7 } finally { g() }: the finally runs, the exception leaves.
+    #[test]
+    fn finally_runs_when_an_exception_leaves() {
+        let mut m = Method::default();
+        let ts = m.here();
+        m.push(call(F));
+        throw(&mut m, 7);
+        let te = m.here();
+        m.push(call(G));
+        m.push(op(Opcode::Endfinally));
+        let he = m.here();
+        m.push(op(Opcode::Ret));
+        m.clauses
+            .push(clause(ClauseKind::Finally, (ts, te), (te, he)));
+        let r = exec(&m);
+        assert_eq!(r.outcome, Outcome::Threw(7));
+        assert_eq!(tokens(&r), [F, G]);
+    }
+
+    /// try { try { throw 5 } finally { g() } } filter { f(); 1 } { pop; leave }: the filter runs
+    /// in the first pass, before the finally of the second.
+    #[test]
+    fn filters_run_before_finally_handlers() {
+        let mut m = Method::default();
+        let after = m.new_label();
+        let outer = m.here();
+        let inner = m.here();
+        throw(&mut m, 5);
+        let inner_end = m.here();
+        m.push(call(G));
+        m.push(op(Opcode::Endfinally));
+        let fin_end = m.here();
+        m.push(Instr::branch(Opcode::Leave, after));
+        let filter = m.here();
+        m.push(op(Opcode::Pop));
+        m.push(call(F));
+        m.push(op(Opcode::Ldc_I4_1));
+        m.push(op(Opcode::Endfilter));
+        let handler = m.here();
+        m.push(op(Opcode::Pop));
+        m.push(Instr::branch(Opcode::Leave, after));
+        let handler_end = m.here();
+        m.bind(after);
+        m.push(op(Opcode::Ret));
+        m.clauses.push(clause(
+            ClauseKind::Finally,
+            (inner, inner_end),
+            (inner_end, fin_end),
+        ));
+        let mut f = clause(ClauseKind::Filter, (outer, filter), (handler, handler_end));
+        f.filter_start = Some(filter);
+        m.clauses.push(f);
+        let r = exec(&m);
+        assert_eq!(r.outcome, Outcome::Returned(None));
+        assert_eq!(tokens(&r), [F, G]);
+    }
+
+    /// try { leave L } finally { g() } fault-free; try { leave L2 } fault { f() }: leave runs
+    /// finally handlers only.
+    #[test]
+    fn leave_runs_finally_but_not_fault() {
+        for (kind, want) in [(ClauseKind::Finally, vec![G]), (ClauseKind::Fault, vec![])] {
+            let mut m = Method::default();
+            let after = m.new_label();
+            let ts = m.here();
+            m.push(Instr::branch(Opcode::Leave_S, after));
+            let te = m.here();
+            m.push(call(G));
+            m.push(op(Opcode::Endfinally));
+            let he = m.here();
+            m.bind(after);
+            m.push(op(Opcode::Ret));
+            m.clauses.push(clause(kind, (ts, te), (te, he)));
+            let r = exec(&m);
+            assert_eq!(r.outcome, Outcome::Returned(None));
+            assert_eq!(tokens(&r), want, "{kind:?}");
+        }
+    }
+
+    /// try { throw 3 } catch { pop; rethrow }, and a catch of another class: both let it out.
+    #[test]
+    fn rethrow_and_non_matching_catch() {
+        for class in [EXCEPTION_CLASS, OTHER_CLASS] {
+            let mut m = Method::default();
+            let after = m.new_label();
+            let ts = m.here();
+            throw(&mut m, 3);
+            let te = m.here();
+            m.push(op(Opcode::Pop));
+            m.push(op(Opcode::Rethrow));
+            let he = m.here();
+            m.bind(after);
+            m.push(op(Opcode::Ret));
+            let mut c = clause(ClauseKind::Catch, (ts, te), (te, he));
+            c.class_token = class;
+            m.clauses.push(c);
+            assert_eq!(exec(&m).outcome, Outcome::Threw(3));
+        }
+    }
+
+    /// A caught exception's value is readable, and code after the region continues.
+    #[test]
+    fn catch_reads_the_value() {
+        let mut m = Method::default();
+        let after = m.new_label();
+        let ts = m.here();
+        throw(&mut m, 42);
+        let te = m.here();
+        m.push(Instr::new(
+            Opcode::Ldfld,
+            crate::ir::Operand::Token(EXCEPTION_VALUE),
+        ));
+        m.push(op(Opcode::Stloc_0));
+        m.push(Instr::branch(Opcode::Leave, after));
+        let he = m.here();
+        m.bind(after);
+        m.push(op(Opcode::Ldloc_0));
+        m.push(op(Opcode::Ret));
+        m.clauses
+            .push(clause(ClauseKind::Catch, (ts, te), (te, he)));
+        assert_eq!(exec(&m).outcome, Outcome::Returned(Some(42)));
+    }
+
+    #[test]
+    fn infinite_loops_run_out_of_fuel() {
+        let mut m = Method::default();
+        let l = m.here();
+        m.push(Instr::branch(Opcode::Br_S, l));
+        assert_eq!(exec(&m).outcome, Outcome::OutOfFuel);
+    }
+
+    #[test]
+    fn odd_code_gets_stuck_instead_of_panicking() {
+        let env = Env {
+            callees: &[],
+            fuel: 100,
+        };
+        for code in [&[0x26u8, 0x2A][..], &[0x00], &[0x28, 1, 0, 0, 6, 0x2A], &[0xFF]] {
+            let r = run(code, &[], &[], &env);
+            assert!(matches!(r.outcome, Outcome::Stuck { .. }), "{r:?}");
+        }
+    }
+}

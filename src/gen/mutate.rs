@@ -8,7 +8,9 @@
 
 use super::valid::Generated;
 use crate::body::{Clause, ClauseKind};
-use crate::ir::{BranchForms, Instr, Label, Layout, LayoutOptions, Method, Operand};
+use crate::ir::{
+    BranchForms, Instr, Label, Layout, LayoutOptions, MaxStackPolicy, Method, Operand,
+};
 use crate::opcode::{Opcode, OperandKind};
 use crate::verify::{self, Code};
 
@@ -153,11 +155,18 @@ pub fn mutate(g: &Generated, mutation: Mutation, choice: u32) -> Option<Mutant> 
             let (ts, te) = (m.position(c.try_start)?, m.position(c.try_end)?);
             let inside = ts + 1;
             (inside < te).then_some(())?;
+            // From outside every try: a branch out of one would be reported first.
+            let in_a_try = |p: usize| {
+                m.clauses.iter().any(|c| {
+                    matches!((m.position(c.try_start), m.position(c.try_end)),
+                        (Some(a), Some(b)) if a <= p && p < b)
+                })
+            };
             let from = s
                 .plain_statements
                 .iter()
                 .copied()
-                .find(|&p| p < ts || p >= te)?;
+                .find(|&p| !in_a_try(p))?;
             let target = m.new_label();
             bind_at(&mut m, target, inside);
             insert(&mut m, from, Instr::branch(Opcode::Br, target));
@@ -222,9 +231,10 @@ pub fn mutate(g: &Generated, mutation: Mutation, choice: u32) -> Option<Mutant> 
     let mut layout = Layout::new();
     let opts = LayoutOptions {
         branch_forms: forms,
-        ..LayoutOptions::default()
+        max_stack: MaxStackPolicy::Declared,
+        verify: false,
     };
-    layout.run(&m, &opts, &mut Vec::new()).ok()?;
+    layout.run(&m, &opts, &g.resolver, &mut Vec::new()).ok()?;
     let mut code = layout.code().to_vec();
     let mut clauses = layout.clauses().to_vec();
     let mut max_stack = m.header.max_stack;

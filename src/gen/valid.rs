@@ -97,10 +97,24 @@ pub struct Generated {
 }
 
 impl Generated {
-    /// Lays the method out with the rewriter's default options.
+    /// Lays the method out as generated: branch forms as asked (widened where they must be),
+    /// MaxStack as declared, without verifying (check the result with [`Generated::resolver`]).
     pub fn encode(&self) -> Result<Vec<u8>, crate::ir::LayoutError> {
+        self.encode_with(crate::ir::BranchForms::KeepOriginal)
+    }
+
+    /// Like [`Generated::encode`] with the given branch forms.
+    pub fn encode_with(
+        &self,
+        branch_forms: crate::ir::BranchForms,
+    ) -> Result<Vec<u8>, crate::ir::LayoutError> {
         let mut out = Vec::new();
-        crate::ir::layout(&self.method, &crate::ir::LayoutOptions::default(), &mut out)?;
+        let opts = crate::ir::LayoutOptions {
+            branch_forms,
+            max_stack: crate::ir::MaxStackPolicy::Declared,
+            verify: false,
+        };
+        crate::ir::layout(&self.method, &opts, &self.resolver, &mut out)?;
         Ok(out)
     }
 }
