@@ -11,11 +11,11 @@
 pub mod body;
 pub mod corpus;
 pub mod disasm;
+#[cfg(feature = "gen")]
+pub mod r#gen;
 pub mod image;
 pub mod instr;
 pub mod ir;
 pub mod opcode;
 pub mod report;
 pub mod verify;
-#[cfg(feature = "gen")]
-pub mod r#gen;

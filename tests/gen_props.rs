@@ -2,7 +2,7 @@
 //! survive every transform of the rewriter valid and with the same behaviour, and each one-rule
 //! mutation of them is caught with its expected diagnostic.
 //!
-//! `ILCHECK_PROPTEST_CASES` sets the number of cases per property (default 300).
+//! `ILCHECK_PROPTEST_CASES` sets the number of cases per property (default 4000).
 
 use ilcheck::body::{Body, Clause};
 use ilcheck::disasm;
@@ -22,7 +22,7 @@ fn cases() -> u32 {
     std::env::var("ILCHECK_PROPTEST_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(300)
+        .unwrap_or(4000)
 }
 
 /// Steps a generated body may take: its loops are bounded, so running out is a bug.
@@ -120,6 +120,13 @@ proptest! {
     }
 
     #[test]
+    fn transforms_on_deeply_nested_regions(
+        g in strategy::method(Config { max_nesting: 7, max_eh_depth: 6, max_statements: 8, ..Config::default() })
+    ) {
+        check_transforms(&g)?;
+    }
+
+    #[test]
     fn every_mutation_is_caught(g in strategy::method(Config::default()), choice in any::<u32>()) {
         for &mutation in Mutation::ALL {
             let Some(m) = mutate(&g, mutation, choice) else { continue };
@@ -131,6 +138,18 @@ proptest! {
                 listing(&m.code, &m.clauses)
             );
         }
+    }
+}
+
+proptest! {
+    // Bodies above 64 KiB take milliseconds each: fewer cases.
+    #![proptest_config(ProptestConfig::with_cases(cases() / 8))]
+
+    #[test]
+    fn transforms_on_large_and_clause_heavy_bodies(
+        g in strategy::method(Config { huge_percent: 5, many_clauses_percent: 30, ..Config::everything() })
+    ) {
+        check_transforms(&g)?;
     }
 }
 
@@ -179,7 +198,11 @@ fn check_transforms(g: &Generated) -> Result<(), TestCaseError> {
         prop_assert!(found.is_empty(), "{name}: {found:?}");
         check_short_branches(name, new_body.code)?;
         if name == "identity" {
-            prop_assert_eq!(&out, &bytes, "identity is a fixed point on canonical bodies");
+            prop_assert_eq!(
+                &out,
+                &bytes,
+                "identity is a fixed point on canonical bodies"
+            );
         }
         let new_clauses: Vec<Clause> = new_body.clauses().copied().collect();
         let after = run_all(g, new_body.code, &new_clauses, FUEL * 4);
@@ -323,7 +346,10 @@ fn generator_covers_its_promises() {
         "long branch that fits",
         "long branch that must be",
     ] {
-        assert!(seen.contains(want), "never generated: {want} (saw {seen:?})");
+        assert!(
+            seen.contains(want),
+            "never generated: {want} (saw {seen:?})"
+        );
     }
     for &mu in Mutation::ALL {
         assert!(

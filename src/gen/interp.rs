@@ -78,7 +78,7 @@ pub fn call_hash(token: u32, args: &[i32]) -> u32 {
 
 /// Whether a callee that may throw throws for this hash, and the value it throws.
 fn call_throws(callee: &Callee, hash: u32) -> Option<i32> {
-    (callee.may_throw && hash % 4 == 0).then_some((hash >> 8) as i32)
+    (callee.may_throw && hash.is_multiple_of(4)).then_some((hash >> 8) as i32)
 }
 
 /// Runs `code` with its EH `clauses` on `args`. Locals start at zero.
@@ -482,7 +482,10 @@ impl Machine<'_> {
                 }
                 ClauseKind::Filter => {
                     let Some(start) = self.index_of(c.class_or_filter as i64) else {
-                        return Err(stuck(c.class_or_filter, "filter start is not an instruction"));
+                        return Err(stuck(
+                            c.class_or_filter,
+                            "filter start is not an instruction",
+                        ));
                     };
                     match self.nested(start, vec![Value::Exception(e)], Mode::Filter) {
                         Exit::EndFilter(v) if v != 0 => {
@@ -515,7 +518,10 @@ impl Machine<'_> {
                 self.caught[ci] = Some(e);
                 match self.index_of(c.handler_offset as i64) {
                     Some(h) => Ok((h, vec![Value::Exception(e)])),
-                    None => Err(stuck(c.handler_offset, "handler start is not an instruction")),
+                    None => Err(stuck(
+                        c.handler_offset,
+                        "handler start is not an instruction",
+                    )),
                 }
             }
             None => Err(Exit::Escaped(e)),
@@ -791,7 +797,12 @@ mod tests {
             callees: &[],
             fuel: 100,
         };
-        for code in [&[0x26u8, 0x2A][..], &[0x00], &[0x28, 1, 0, 0, 6, 0x2A], &[0xFF]] {
+        for code in [
+            &[0x26u8, 0x2A][..],
+            &[0x00],
+            &[0x28, 1, 0, 0, 6, 0x2A],
+            &[0xFF],
+        ] {
             let r = run(code, &[], &[], &env);
             assert!(matches!(r.outcome, Outcome::Stuck { .. }), "{r:?}");
         }

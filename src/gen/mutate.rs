@@ -153,8 +153,15 @@ pub fn mutate(g: &Generated, mutation: Mutation, choice: u32) -> Option<Mutant> 
         Mutation::BranchIntoTry => {
             let c = m.clauses[pick(m.clauses.len())?];
             let (ts, te) = (m.position(c.try_start)?, m.position(c.try_end)?);
-            let inside = ts + 1;
-            (inside < te).then_some(())?;
+            // An instruction of the try past its first, outside every handler and filter.
+            let in_a_handler = |p: usize| {
+                m.clauses.iter().any(|c| {
+                    let start = c.filter_start.unwrap_or(c.handler_start);
+                    matches!((m.position(start), m.position(c.handler_end)),
+                        (Some(a), Some(b)) if a <= p && p < b)
+                })
+            };
+            let inside = (ts + 1..te).find(|&p| !in_a_handler(p))?;
             // From outside every try: a branch out of one would be reported first.
             let in_a_try = |p: usize| {
                 m.clauses.iter().any(|c| {
@@ -162,11 +169,7 @@ pub fn mutate(g: &Generated, mutation: Mutation, choice: u32) -> Option<Mutant> 
                         (Some(a), Some(b)) if a <= p && p < b)
                 })
             };
-            let from = s
-                .plain_statements
-                .iter()
-                .copied()
-                .find(|&p| !in_a_try(p))?;
+            let from = s.plain_statements.iter().copied().find(|&p| !in_a_try(p))?;
             let target = m.new_label();
             bind_at(&mut m, target, inside);
             insert(&mut m, from, Instr::branch(Opcode::Br, target));
@@ -267,8 +270,13 @@ pub fn mutate(g: &Generated, mutation: Mutation, choice: u32) -> Option<Mutant> 
             clauses.insert(outer, c);
         }
         Mutation::MaxStackTooSmall => {
+            // At a need of 1 the depth may be reached only by a catch handler's entry, which
+            // the overflow check does not count; from 2 on, an instruction's push reaches it.
             let need = verify::max_stack(&code, &clauses, &g.resolver).ok()?;
-            max_stack = need.checked_sub(1)?;
+            if need < 2 {
+                return None;
+            }
+            max_stack = need - 1;
         }
         _ => {}
     }

@@ -457,8 +457,7 @@ impl<'a, 'u> Gen<'a, 'u> {
         let locals = self.shape.locals;
         self.m.header.local_sig = if locals > 0 { LOCALS_SIG } else { 0 };
         self.m.header.init_locals = locals > 0 && self.pick(4) != 0;
-        self.m.header.max_stack = if self.tiny || (max_stack <= TINY_MAX_STACK && self.chance(20))
-        {
+        self.m.header.max_stack = if self.tiny || (max_stack <= TINY_MAX_STACK && self.chance(20)) {
             max_stack.max(TINY_MAX_STACK)
         } else {
             max_stack.saturating_add(self.pick(3) as u16)
@@ -488,6 +487,25 @@ impl<'a, 'u> Gen<'a, 'u> {
 
     fn method_end(&mut self) {
         let reachable = self.reachable;
+        // A body may end with its last statement's `throw` or `ret`: no final `ret` then.
+        let terminal = matches!(
+            self.m.instrs.last().map(|i| i.opcode),
+            Some(Opcode::Throw | Opcode::Ret)
+        );
+        let n = self.m.instrs.len();
+        let m = &self.m;
+        let targets_end = m
+            .instrs
+            .iter()
+            .filter_map(|i| match i.operand {
+                Operand::Target(l) => Some(l),
+                _ => None,
+            })
+            .chain(m.switch_targets.iter().copied())
+            .any(|l| m.position(l) == Some(n));
+        if !reachable && terminal && !targets_end && self.pick(2) == 1 {
+            return;
+        }
         if !self.shape.returns_void {
             self.expr(0);
         }
@@ -546,17 +564,21 @@ impl<'a, 'u> Gen<'a, 'u> {
         let can_try = !self.tiny && nest && eh_depth < cfg.max_eh_depth && cfg.clause_kinds.any();
         let can_exit = self.regions.is_empty() || !self.leave_targets.is_empty();
         let weights = [
-            4,                                                      // store or pop
-            1,                                                      // void call
-            if nest { 3 } else { 0 },                               // if / else
-            if nest && cfg.loops && !self.tiny { 2 } else { 0 },    // loop
-            if nest && cfg.switches { 1 } else { 0 },               // switch
-            if can_try { 3 } else { 0 },                            // try
-            1,                                                      // throw
-            if can_exit { 1 } else { 0 },                           // ret / leave
-            if self.in_catch() { 1 } else { 0 },                    // rethrow
-            if nest && !self.tiny { 1 } else { 0 },                 // forced-long block
-            1,                                                      // nop
+            4,                        // store or pop
+            1,                        // void call
+            if nest { 3 } else { 0 }, // if / else
+            if nest && cfg.loops && !self.tiny {
+                2
+            } else {
+                0
+            }, // loop
+            if nest && cfg.switches { 1 } else { 0 }, // switch
+            if can_try { 3 } else { 0 }, // try
+            1,                        // throw
+            if can_exit { 1 } else { 0 }, // ret / leave
+            if self.in_catch() { 1 } else { 0 }, // rethrow
+            if nest && !self.tiny { 1 } else { 0 }, // forced-long block
+            1,                        // nop
         ];
         match self.weighted(&weights) {
             0 => self.store_statement(),
@@ -997,17 +1019,17 @@ impl<'a, 'u> Gen<'a, 'u> {
         let deeper = level < cfg.max_expr_depth;
         let int_callees = self.callees.iter().any(|c| !c.returns_void);
         let weights = [
-            3,                                                   // constant
-            if self.shape.args > 0 { 2 } else { 0 },             // argument
-            if self.shape.locals > 0 { 2 } else { 0 },           // local
-            if deeper { 3 } else { 0 },                          // binary
-            if deeper { 1 } else { 0 },                          // unary
-            if deeper { 2 } else { 0 },                          // compare
-            if deeper { 1 } else { 0 },                          // shift
-            if deeper { 1 } else { 0 },                          // divide
-            if deeper && int_callees { 2 } else { 0 },           // call
-            if deeper && cfg.max_nesting > 0 { 1 } else { 0 },   // conditional
-            if deeper { 1 } else { 0 },                          // dup
+            3,                                                 // constant
+            if self.shape.args > 0 { 2 } else { 0 },           // argument
+            if self.shape.locals > 0 { 2 } else { 0 },         // local
+            if deeper { 3 } else { 0 },                        // binary
+            if deeper { 1 } else { 0 },                        // unary
+            if deeper { 2 } else { 0 },                        // compare
+            if deeper { 1 } else { 0 },                        // shift
+            if deeper { 1 } else { 0 },                        // divide
+            if deeper && int_callees { 2 } else { 0 },         // call
+            if deeper && cfg.max_nesting > 0 { 1 } else { 0 }, // conditional
+            if deeper { 1 } else { 0 },                        // dup
         ];
         match self.weighted(&weights) {
             0 => {
