@@ -291,3 +291,28 @@ pub fn hex(bytes: &[u8]) -> String {
     }
     s
 }
+
+/// The instructions around IL offset `at`: `radius` on each side of the one that contains it,
+/// that one marked with `>`. Undecodable code ends the listing with the decoder's message.
+pub fn window(code: &[u8], at: u32, radius: usize) -> String {
+    let mut lines: Vec<(u32, String)> = Vec::new();
+    let mut error = None;
+    for i in Instructions::new(code) {
+        match i {
+            Ok(i) => lines.push((i.offset, i.to_string())),
+            Err(e) => error = Some((e.offset(), e.to_string())),
+        }
+    }
+    if let Some((offset, e)) = error {
+        lines.push((offset, format!("// {e}")));
+    }
+    let hit = lines.iter().rposition(|(off, _)| *off <= at).unwrap_or(0);
+    let from = hit.saturating_sub(radius);
+    let to = (hit + radius + 1).min(lines.len());
+    let mut out = String::new();
+    for (n, (_, text)) in lines[from..to].iter().enumerate() {
+        let mark = if from + n == hit { ">" } else { " " };
+        let _ = writeln!(out, "  {mark} {text}");
+    }
+    out
+}

@@ -17,5 +17,6 @@ pub mod image;
 pub mod instr;
 pub mod ir;
 pub mod opcode;
+pub mod properties;
 pub mod report;
 pub mod verify;

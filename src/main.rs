@@ -42,6 +42,30 @@ enum Command {
         #[arg(long, default_value_t = 20)]
         max_failures: usize,
     },
+    /// Verify every method body of the given assemblies with the structural verifier.
+    ///
+    /// Exit code 0 when clean, 1 on findings, 2 on usage or I/O errors.
+    Verify {
+        /// Assemblies, or directories searched recursively for .dll and .exe files.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// Original assemblies: report only findings that are new in the patched ones (methods
+        /// matched by MethodDef token, falling back to full name; assemblies by file name).
+        #[arg(long, num_args = 1.., value_name = "ORIGINAL")]
+        baseline: Vec<PathBuf>,
+        /// Print the JSON report (schema: docs/verify-json.md) instead of the text.
+        #[arg(long)]
+        json: bool,
+        /// Also write the findings as SARIF 2.1.0 to this file.
+        #[arg(long, value_name = "FILE")]
+        sarif: Option<PathBuf>,
+        /// Also write a Markdown report to this file.
+        #[arg(long, value_name = "FILE.md")]
+        report: Option<PathBuf>,
+        /// How many findings to list (all are counted).
+        #[arg(long = "max", default_value_t = 200)]
+        max: usize,
+    },
     /// Disassemble one method body given as hex or as a binary file.
     Disasm {
         /// Body bytes as hex, e.g. "2A" or "13 30 01 00 …".
@@ -72,6 +96,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
             file,
             canonical,
         } => disasm(hex, file, canonical),
+        Command::Verify {
+            paths,
+            baseline,
+            json,
+            sarif,
+            report,
+            max,
+        } => verify(paths, baseline, json, sarif, report, max),
         Command::Roundtrip {
             paths,
             canonical,
@@ -221,6 +253,58 @@ fn roundtrip(
         .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(if report.all_identical() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn verify(
+    paths: Vec<PathBuf>,
+    baseline: Vec<PathBuf>,
+    json: bool,
+    sarif: Option<PathBuf>,
+    report_path: Option<PathBuf>,
+    max: usize,
+) -> Result<ExitCode> {
+    let (inputs, sources) = inputs(paths)?;
+    let baseline = if baseline.is_empty() {
+        None
+    } else {
+        let files = corpus::discover(&baseline)?;
+        let inputs: Vec<Input> = files.into_iter().map(Input::File).collect();
+        Some(corpus::Baseline::load(&inputs).map_err(anyhow::Error::msg)?)
+    };
+    let mut report = corpus::VerifyReport {
+        sources,
+        ..Default::default()
+    };
+    let opts = corpus::VerifyOptions {
+        max_findings: max,
+        ..Default::default()
+    };
+    let bar = progress_bar(inputs.len());
+    corpus::verify(&inputs, opts, baseline.as_ref(), &mut report, |input| {
+        bar.set_message(input.name());
+        bar.inc(1);
+    });
+    bar.finish_and_clear();
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", ilcheck::report::verify_text(&report));
+    }
+    if let Some(path) = sarif {
+        let log = ilcheck::report::verify_sarif(&report);
+        std::fs::write(&path, serde_json::to_string_pretty(&log)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(path) = report_path {
+        let command = std::env::args().collect::<Vec<_>>().join(" ");
+        std::fs::write(&path, ilcheck::report::verify_markdown(&report, &command))
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(if report.clean() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)

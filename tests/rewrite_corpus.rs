@@ -6,7 +6,7 @@
 mod support;
 
 use ilcheck::body::Body;
-use ilcheck::image::Image;
+use ilcheck::image::{Image, Token};
 use ilcheck::ir::{
     BranchForms, LayoutOptions, MaxStackPolicy, Method, Outcome, RewriteError, Rewriter,
     TRANSFORMS, TransformOptions,
@@ -35,6 +35,12 @@ fn run_image(name: &str, image: &Image<'_>, counts: &mut Counts, transforms: boo
     let mut rewriter = Rewriter::new();
     let mut out = Vec::new();
     let mut expected = Vec::new();
+    // A type the image has, for wrap-catch: its first TypeRef, else its second TypeDef.
+    let catch_type = if image.token_exists(Token(0x0100_0001)) {
+        0x0100_0001
+    } else {
+        0x0200_0002
+    };
     for method in image.methods() {
         let Ok(body) = method.decoded_body() else {
             continue;
@@ -92,7 +98,7 @@ fn run_image(name: &str, image: &Image<'_>, counts: &mut Counts, transforms: boo
         }
         let topts = TransformOptions {
             returns_void: resolver.method().map(|s| s.returns_void),
-            catch_type: 0x0100_0001,
+            catch_type,
             ..TransformOptions::default()
         };
         for &(tname, transform) in TRANSFORMS {

@@ -11,6 +11,7 @@ pub mod pe;
 mod read;
 pub mod sig;
 pub mod tables;
+pub mod writer;
 
 use std::path::Path;
 

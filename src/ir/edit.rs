@@ -88,6 +88,22 @@ struct Op {
     placed: u32,
 }
 
+/// New positions around one gap that has edits.
+#[derive(Clone, Copy, Debug)]
+struct Gap {
+    gap: u32,
+    /// Before the chunks inserted after the previous instruction.
+    gap_start: u32,
+    /// Before the chunks inserted before the instruction at the gap.
+    after_end: u32,
+    /// At the instruction (or its replacement).
+    before_end: u32,
+    after: Option<Regions>,
+    before: Option<(Targets, Regions)>,
+    /// How far old instructions after this gap moved.
+    next_shift: i64,
+}
+
 /// What a commit did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct EditSummary {
@@ -342,51 +358,63 @@ impl Editor<'_> {
             mark(c.handler_end, END);
         }
 
-        // New positions per gap: `gap_start` (before after-chunks), `after_end` (before
-        // before-chunks), `before_end` (at X or its replacement).
-        let mut gap_start = vec![0u32; n + 1];
-        let mut after_end = vec![0u32; n + 1];
-        let mut before_end = vec![0u32; n + 1];
-        let mut after_policy = vec![None::<Regions>; n + 1];
-        let mut before_policy = vec![None::<(Targets, Regions)>; n + 1];
-        let mut replaced = vec![false; n + 1];
-        for &i in &order {
-            let op = self.ops[i as usize];
-            match op.kind {
-                Kind::After(r) => after_policy[op.gap as usize] = Some(r),
-                Kind::Before(t, r) => before_policy[op.gap as usize] = Some((t, r)),
-                Kind::Replace => replaced[op.gap as usize] = true,
-                Kind::Append => {}
-            }
-        }
+        // Only gaps with edits are recorded; labels elsewhere shift with the code around them.
         let inserted = self.code.len();
-        let removed = replaced.iter().filter(|&&r| r).count();
+        let mut gaps: Vec<Gap> = Vec::new();
         let mut out: Vec<Instr> = Vec::with_capacity(n + inserted);
-        let mut next_op = 0usize;
-        for g in 0..=n {
-            gap_start[g] = out.len() as u32;
-            // Chunks are sorted by rank: After, Append, Before, Replace.
-            let mut emit = |rank_max: u8, out: &mut Vec<Instr>, ops: &mut Vec<Op>| {
-                while next_op < order.len() {
-                    let op = &mut ops[order[next_op] as usize];
-                    if op.gap as usize != g || op.kind.rank() > rank_max {
+        let mut copied = 0usize; // old instructions before this index are in `out` (or dropped)
+        let mut k = 0usize;
+        let mut removed = 0usize;
+        while k < order.len() {
+            let g = self.ops[order[k] as usize].gap as usize;
+            out.extend_from_slice(&self.m.instrs[copied..g]);
+            copied = g;
+            let mut gap = Gap {
+                gap: g as u32,
+                gap_start: out.len() as u32,
+                after_end: 0,
+                before_end: 0,
+                after: None,
+                before: None,
+                next_shift: 0,
+            };
+            let mut replaced = false;
+            // Chunks in rank order: After, Append, Before, Replace.
+            for rank in 0..=3u8 {
+                if rank == 1 {
+                    gap.after_end = out.len() as u32;
+                }
+                if rank == 3 {
+                    gap.before_end = out.len() as u32;
+                }
+                while k < order.len() {
+                    let op = &mut self.ops[order[k] as usize];
+                    if op.gap as usize != g || op.kind.rank() != rank {
                         break;
+                    }
+                    match op.kind {
+                        Kind::After(r) => gap.after = Some(r),
+                        Kind::Before(t, r) => gap.before = Some((t, r)),
+                        Kind::Replace => replaced = true,
+                        Kind::Append => {}
                     }
                     op.placed = out.len() as u32;
                     out.extend_from_slice(&self.code[op.code.0 as usize..op.code.1 as usize]);
-                    next_op += 1;
+                    k += 1;
                 }
-            };
-            emit(0, &mut out, &mut self.ops);
-            after_end[g] = out.len() as u32;
-            emit(1, &mut out, &mut self.ops);
-            emit(2, &mut out, &mut self.ops);
-            before_end[g] = out.len() as u32;
-            emit(3, &mut out, &mut self.ops);
-            if g < n && !replaced[g] {
-                out.push(self.m.instrs[g]);
             }
+            if g < n {
+                if replaced {
+                    removed += 1;
+                } else {
+                    out.push(self.m.instrs[g]);
+                }
+                copied = g + 1;
+            }
+            gap.next_shift = out.len() as i64 - copied as i64;
+            gaps.push(gap);
         }
+        out.extend_from_slice(&self.m.instrs[copied..]);
 
         // Move every bound label.
         let mut new_labels = self.m.labels.clone();
@@ -395,18 +423,26 @@ impl Editor<'_> {
             if p == UNBOUND || p as usize > n {
                 continue;
             }
-            let g = p as usize;
-            let to_target = match before_policy[g] {
-                Some((Targets::ToNew, _)) => after_end[g],
-                _ => before_end[g],
+            let found = gaps.binary_search_by_key(&p, |g| g.gap);
+            let g = match found {
+                Ok(i) => &gaps[i],
+                Err(0) => continue,
+                Err(i) => {
+                    *slot = (p as i64 + gaps[i - 1].next_shift) as u32;
+                    continue;
+                }
             };
-            let to_start = match before_policy[g] {
-                Some((_, Regions::Inside)) => after_end[g],
-                _ => before_end[g],
+            let to_target = match g.before {
+                Some((Targets::ToNew, _)) => g.after_end,
+                _ => g.before_end,
             };
-            let to_end = match after_policy[g] {
-                Some(Regions::Inside) => after_end[g],
-                _ => gap_start[g],
+            let to_start = match g.before {
+                Some((_, Regions::Inside)) => g.after_end,
+                _ => g.before_end,
+            };
+            let to_end = match g.after {
+                Some(Regions::Inside) => g.after_end,
+                _ => g.gap_start,
             };
             let r = roles[l];
             let mut dest = None::<u32>;

@@ -13,7 +13,7 @@
 
 use super::method::*;
 use crate::body::{BodyParts, Clause, EncodeError, RawSection as BodyRawSection};
-use crate::opcode::{Opcode, OperandKind};
+use crate::opcode::{DECODE, Opcode, OperandKind};
 use crate::verify::{Code, Diagnostic, Resolver, Verifier};
 
 /// Which form each branch (including `leave`) gets.
@@ -93,6 +93,9 @@ pub enum LayoutError {
         opcode: Opcode,
         displacement: i64,
     },
+    /// An internal inconsistency between sizing and writing; never expected.
+    #[error("laid-out code is {written} bytes, {computed} were computed")]
+    SizeMismatch { computed: usize, written: usize },
     #[error("code of {0} bytes is too large")]
     CodeTooLarge(u64),
     #[error(transparent)]
@@ -129,6 +132,26 @@ pub struct LayoutInfo {
     pub max_stack: u16,
 }
 
+/// Writes into a buffer sized in advance; running past its end is recorded, not a panic.
+struct Cursor<'a> {
+    buf: &'a mut [u8],
+    at: usize,
+    overflow: bool,
+}
+
+impl Cursor<'_> {
+    #[inline(always)]
+    fn put(&mut self, bytes: &[u8]) {
+        match self.buf.get_mut(self.at..self.at + bytes.len()) {
+            Some(dst) => {
+                dst.copy_from_slice(bytes);
+                self.at += bytes.len();
+            }
+            None => self.overflow = true,
+        }
+    }
+}
+
 /// Encoded size of one prefix.
 fn prefix_size(p: &Prefix) -> u32 {
     2 + match p.opcode.operand_kind() {
@@ -139,14 +162,23 @@ fn prefix_size(p: &Prefix) -> u32 {
 }
 
 /// Encoded size of `instr` (with its prefixes) if its opcode were `opcode`.
+#[inline]
 pub fn instr_size(m: &Method, instr: &Instr, opcode: Opcode) -> usize {
-    let prefixes: u32 = m.prefixes_of(instr).iter().map(prefix_size).sum();
-    let operand = match (instr.operand, opcode.operand_kind().fixed_size()) {
-        (_, Some(n)) => n,
-        (Operand::Switch(t), None) => 4 + 4 * t.len as usize,
-        (_, None) => 4,
+    // Opcode and operand bytes, from the decoder's table (`switch` without its targets).
+    let c = opcode.code();
+    let table = if c >> 8 == 0xFE {
+        &DECODE.two
+    } else {
+        &DECODE.one
     };
-    prefixes as usize + opcode.size() + operand
+    let mut size = table[(c & 0xFF) as usize].len as usize;
+    if let Operand::Switch(t) = instr.operand {
+        size += 4 * t.len as usize;
+    }
+    if !instr.prefixes.is_empty() {
+        size += m.prefixes_of(instr).iter().map(prefix_size).sum::<u32>() as usize;
+    }
+    size
 }
 
 /// A reusable layout engine: keeps its buffers between methods.
@@ -210,7 +242,7 @@ impl Layout {
             clauses: std::mem::take(&mut self.clauses),
             raw_sections,
         };
-        let result = parts.encode_canonical(out);
+        let result = write_canonical(&parts, out);
         self.clauses = parts.clauses;
         result?;
         Ok(info)
@@ -243,10 +275,10 @@ impl Layout {
             if let Some(d) = diags.first() {
                 return Err(LayoutError::invalid(d));
             }
-        } else if let Err(d) = self.verifier.max_stack(&self.code, &self.clauses, resolver) {
-            if d.code != Code::UnresolvedToken {
-                return Err(LayoutError::MaxStackUnknown(d.to_string()));
-            }
+        } else if let Err(d) = self.verifier.max_stack(&self.code, &self.clauses, resolver)
+            && d.code != Code::UnresolvedToken
+        {
+            return Err(LayoutError::MaxStackUnknown(d.to_string()));
         }
         let needed = u16::try_from(self.verifier.computed_max_stack()).map_err(|_| {
             LayoutError::MaxStackUnknown(format!(
@@ -378,20 +410,26 @@ impl Layout {
         Ok(())
     }
 
-    /// Writes the code with the chosen forms.
+    /// Writes the code with the chosen forms into a buffer of the size `place` computed.
     fn emit(&mut self, m: &Method) -> Result<(), LayoutError> {
-        let code = &mut self.code;
-        code.clear();
-        code.reserve(*self.offsets.last().unwrap_or(&0) as usize);
+        let total = *self.offsets.last().unwrap_or(&0) as usize;
+        self.code.clear();
+        self.code.resize(total, 0);
+        let mut w = Cursor {
+            buf: &mut self.code,
+            at: 0,
+            overflow: false,
+        };
         let mut branch = 0usize;
         for (i, ins) in m.instrs.iter().enumerate() {
-            for p in m.prefixes_of(ins) {
-                let code16 = p.opcode.code();
-                code.extend_from_slice(&[0xFE, code16 as u8]);
-                match p.opcode.operand_kind() {
-                    OperandKind::ShortI => code.push(p.value as u8),
-                    OperandKind::None => {}
-                    _ => code.extend_from_slice(&p.value.to_le_bytes()),
+            if !ins.prefixes.is_empty() {
+                for p in m.prefixes_of(ins) {
+                    w.put(&[0xFE, p.opcode.code() as u8]);
+                    match p.opcode.operand_kind() {
+                        OperandKind::ShortI => w.put(&[p.value as u8]),
+                        OperandKind::None => {}
+                        _ => w.put(&p.value.to_le_bytes()),
+                    }
                 }
             }
             let next = self.offsets[i + 1] as i64;
@@ -401,53 +439,58 @@ impl Layout {
                     let long = self.long[branch];
                     branch += 1;
                     let disp = self.offsets[target as usize] as i64 - next;
-                    let opcode = if long {
-                        ins.opcode.long_form()
-                    } else {
-                        ins.opcode.short_form()
-                    };
-                    code.push(opcode.code() as u8);
                     if long {
+                        let opcode = ins.opcode.long_form();
                         let d = i32::try_from(disp)
                             .map_err(|_| out_of_range(&self.offsets, i, opcode, disp))?;
-                        code.extend_from_slice(&d.to_le_bytes());
+                        w.put(&[opcode.code() as u8]);
+                        w.put(&d.to_le_bytes());
                     } else {
+                        let opcode = ins.opcode.short_form();
                         let d = i8::try_from(disp)
                             .map_err(|_| out_of_range(&self.offsets, i, opcode, disp))?;
-                        code.push(d as u8);
+                        w.put(&[opcode.code() as u8, d as u8]);
                     }
                 }
                 Operand::Switch(t) => {
-                    code.push(Opcode::Switch.code() as u8);
-                    code.extend_from_slice(&t.len.to_le_bytes());
+                    w.put(&[Opcode::Switch.code() as u8]);
+                    w.put(&t.len.to_le_bytes());
                     for l in m.switch_of(t) {
                         let target = m.position(*l).unwrap_or(0);
                         let disp = self.offsets[target] as i64 - next;
                         let d = i32::try_from(disp)
                             .map_err(|_| out_of_range(&self.offsets, i, Opcode::Switch, disp))?;
-                        code.extend_from_slice(&d.to_le_bytes());
+                        w.put(&d.to_le_bytes());
                     }
                 }
                 operand => {
-                    let raw = match operand {
-                        Operand::None => crate::instr::Operand::None,
-                        Operand::Int8(v) => crate::instr::Operand::Int8(v),
-                        Operand::Int32(v) => crate::instr::Operand::Int32(v),
-                        Operand::Int64(v) => crate::instr::Operand::Int64(v),
-                        Operand::Float32(v) => crate::instr::Operand::Float32(v),
-                        Operand::Float64(v) => crate::instr::Operand::Float64(v),
-                        Operand::Var(v) => crate::instr::Operand::Var(v),
-                        Operand::Token(v) => crate::instr::Operand::Token(v),
-                        Operand::Target(_) | Operand::Switch(_) => unreachable_operand(),
-                    };
-                    crate::instr::encode(ins.opcode, &raw, code).map_err(|_| {
-                        LayoutError::OperandMismatch {
-                            index: i,
-                            opcode: ins.opcode,
-                        }
-                    })?;
+                    let c = ins.opcode.code();
+                    if c >> 8 == 0xFE {
+                        w.put(&[0xFE, c as u8]);
+                    } else {
+                        w.put(&[c as u8]);
+                    }
+                    // `place` checked that the operand fits the opcode.
+                    match operand {
+                        Operand::None | Operand::Target(_) | Operand::Switch(_) => {}
+                        Operand::Int8(v) => w.put(&[v as u8]),
+                        Operand::Int32(v) => w.put(&v.to_le_bytes()),
+                        Operand::Int64(v) => w.put(&v.to_le_bytes()),
+                        Operand::Float32(v) | Operand::Token(v) => w.put(&v.to_le_bytes()),
+                        Operand::Float64(v) => w.put(&v.to_le_bytes()),
+                        Operand::Var(v) => match ins.opcode.operand_kind() {
+                            OperandKind::ShortLocal | OperandKind::ShortArg => w.put(&[v as u8]),
+                            _ => w.put(&v.to_le_bytes()),
+                        },
+                    }
                 }
             }
+        }
+        if w.overflow || w.at != total {
+            return Err(LayoutError::SizeMismatch {
+                computed: total,
+                written: w.at,
+            });
         }
         Ok(())
     }
@@ -491,10 +534,30 @@ impl Layout {
     }
 }
 
-/// Target and switch operands are written by their own arms.
-#[inline]
-fn unreachable_operand() -> crate::instr::Operand<'static> {
-    crate::instr::Operand::None
+/// The canonical encoding of `parts` (as [`BodyParts::encode_canonical`]). Bodies without
+/// sections — most of them — have their header written here and their code copied as laid out;
+/// the codec's encoder, which re-decodes the code, handles those with sections.
+fn write_canonical(parts: &BodyParts<'_>, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+    if !parts.clauses.is_empty() || !parts.raw_sections.is_empty() {
+        return parts.encode_canonical(out);
+    }
+    if parts.tiny_eligible() {
+        out.push(((parts.code.len() as u8) << 2) | crate::body::FORMAT_TINY);
+    } else {
+        let code_size = u32::try_from(parts.code.len())
+            .map_err(|_| EncodeError::CodeTooLarge(parts.code.len()))?;
+        let mut flags = crate::body::FORMAT_FAT;
+        if parts.init_locals {
+            flags |= crate::body::FLAG_INIT_LOCALS;
+        }
+        let word = flags | (3 << 12);
+        out.extend_from_slice(&word.to_le_bytes());
+        out.extend_from_slice(&parts.max_stack.to_le_bytes());
+        out.extend_from_slice(&code_size.to_le_bytes());
+        out.extend_from_slice(&parts.local_sig.to_le_bytes());
+    }
+    out.extend_from_slice(parts.code);
+    Ok(())
 }
 
 fn out_of_range(offsets: &[u32], i: usize, opcode: Opcode, displacement: i64) -> LayoutError {

@@ -40,20 +40,47 @@ impl Method {
     /// Lifts a decoded body: instructions with their prefixes, targets as labels, clauses as
     /// label ranges, the header's attributes and raw sections kept.
     pub fn from_body(body: &Body<'_>) -> Result<Method, IrError> {
+        let mut m = Method::default();
+        Lifter::default().lift(body, &mut m)?;
+        Ok(m)
+    }
+}
+
+/// Lifts bodies, keeping its scratch buffers (and the target method's) between bodies.
+#[derive(Debug, Default)]
+pub struct Lifter {
+    /// Byte offset where each IR instruction starts (its first prefix).
+    starts: Vec<u32>,
+    /// Absolute byte targets, indexed by the provisional labels the operands hold until they
+    /// are resolved.
+    raw_targets: Vec<i64>,
+    label_at: Vec<u32>,
+    resolved: Vec<Label>,
+}
+
+impl Lifter {
+    /// Lifts `body` into `m`, replacing its contents (and reusing its allocations). On error
+    /// `m` holds a partial lift.
+    pub fn lift(&mut self, body: &Body<'_>, m: &mut Method) -> Result<(), IrError> {
         let code = body.code;
         if code.len() >= u32::MAX as usize {
             return Err(IrError::TooLarge(code.len()));
         }
-        let mut m = Method::new(HeaderInfo {
+        m.header = HeaderInfo {
             max_stack: body.max_stack(),
             init_locals: body.init_locals(),
             local_sig: body.local_sig(),
-        });
-        // Byte offset where each IR instruction starts (its first prefix).
-        let mut starts: Vec<u32> = Vec::with_capacity(code.len() / 2 + 1);
-        // Absolute byte targets, indexed by the provisional labels the operands hold until
-        // they are resolved.
-        let mut raw_targets: Vec<i64> = Vec::new();
+        };
+        m.instrs.clear();
+        m.labels.clear();
+        m.prefixes.clear();
+        m.switch_targets.clear();
+        m.clauses.clear();
+        m.raw_sections.clear();
+        let starts = &mut self.starts;
+        let raw_targets = &mut self.raw_targets;
+        starts.clear();
+        raw_targets.clear();
         let mut run_start: Option<(u32, u32)> = None; // (byte offset, index into prefixes)
         m.instrs.reserve(code.len() / 2 + 1);
         let mut pos = 0usize;
@@ -140,13 +167,16 @@ impl Method {
 
         if !raw_targets.is_empty() {
             // One label per targeted instruction, shared by every branch to it.
-            let mut label_at = vec![NO_LABEL; n + 1];
-            let mut resolved: Vec<Label> = Vec::with_capacity(raw_targets.len());
+            let label_at = &mut self.label_at;
+            label_at.clear();
+            label_at.resize(n + 1, NO_LABEL);
+            let resolved = &mut self.resolved;
+            resolved.clear();
             for (k, &target) in raw_targets.iter().enumerate() {
                 // Targets at the very end of the code are not instructions either.
                 let idx = index_of(target).filter(|&i| i < n);
                 let Some(idx) = idx else {
-                    let (offset, opcode) = owner_of(&m, &starts, k);
+                    let (offset, opcode) = owner_of(m, starts, k);
                     return Err(IrError::TargetNotInstruction {
                         offset,
                         opcode,
@@ -223,7 +253,7 @@ impl Method {
                 }),
             }
         }
-        Ok(m)
+        Ok(())
     }
 }
 

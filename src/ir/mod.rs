@@ -15,7 +15,7 @@ pub use edit::{BlockId, EditError, EditSummary, Editor, Regions, Targets};
 pub use layout::{
     BranchForms, Layout, LayoutError, LayoutInfo, LayoutOptions, MaxStackPolicy, layout,
 };
-pub use lift::IrError;
+pub use lift::{IrError, Lifter};
 pub use method::{
     EhClause, HeaderInfo, Instr, Label, Method, Operand, Prefix, Prefixes, RawSection, SwitchTable,
     UNBOUND,
@@ -39,6 +39,8 @@ pub enum RewriteError {
 /// Lift → transform → layout (→ verify), with buffers kept between bodies.
 #[derive(Debug, Default)]
 pub struct Rewriter {
+    lifter: lift::Lifter,
+    method: Method,
     layout: Layout,
 }
 
@@ -57,9 +59,9 @@ impl Rewriter {
         resolver: &dyn Resolver,
         out: &mut Vec<u8>,
     ) -> Result<(Outcome, LayoutInfo), RewriteError> {
-        let mut m = Method::from_body(body)?;
-        let outcome = transform(&mut m, transform_opts)?;
-        let info = self.layout.run(&m, layout_opts, resolver, out)?;
+        self.lifter.lift(body, &mut self.method)?;
+        let outcome = transform(&mut self.method, transform_opts)?;
+        let info = self.layout.run(&self.method, layout_opts, resolver, out)?;
         Ok((outcome, info))
     }
 

@@ -32,12 +32,12 @@ use serde::Serialize;
 use std::fmt;
 
 macro_rules! codes {
-    ($( $(#[$doc:meta])* $name:ident, )*) => {
+    ($( $(#[doc = $doc:literal])* $name:ident, )*) => {
         /// A diagnostic's stable name. Names match ILVerify's `VerifierError` where one exists;
         /// the `EH…` table rules and a few others are ilcheck's own.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
         pub enum Code {
-            $( $(#[$doc])* $name, )*
+            $( $(#[doc = $doc])* $name, )*
         }
 
         impl Code {
@@ -48,6 +48,13 @@ macro_rules! codes {
             pub fn as_str(self) -> &'static str {
                 match self {
                     $(Code::$name => stringify!($name),)*
+                }
+            }
+
+            /// What the rule requires, with its ECMA-335 reference: the variant's documentation.
+            pub fn description(self) -> &'static str {
+                match self {
+                    $(Code::$name => concat!($($doc),*).trim_start(),)*
                 }
             }
 

@@ -1,7 +1,7 @@
 //! Code at method entry and before every return.
 
 use super::{Outcome, SkipReason, TransformOptions, check_snippet, completes_tail_call};
-use crate::ir::edit::{Regions, Targets};
+use crate::ir::edit::{Editor, Regions, Targets};
 use crate::ir::method::{Instr, Method};
 use crate::opcode::Opcode;
 
@@ -10,13 +10,18 @@ use crate::opcode::Opcode;
 /// reaching it, so the prologue runs exactly once, with an empty stack.
 pub fn prologue(m: &mut Method, opts: &TransformOptions) -> Result<Outcome, SkipReason> {
     check_snippet(&opts.prologue, false)?;
-    if m.instrs.is_empty() || opts.prologue.is_empty() {
-        return Ok(Outcome::Unchanged);
-    }
     let mut ed = m.edit();
-    ed.insert_before(0, &opts.prologue, Targets::StayOnOld, Regions::Outside)?;
+    let changed = plan_prologue(&mut ed, opts)?;
     ed.commit()?;
-    Ok(Outcome::Changed)
+    Ok(Outcome::from(changed))
+}
+
+fn plan_prologue(ed: &mut Editor<'_>, opts: &TransformOptions) -> Result<bool, SkipReason> {
+    if ed.method().instrs.is_empty() || opts.prologue.is_empty() {
+        return Ok(false);
+    }
+    ed.insert_before(0, &opts.prologue, Targets::StayOnOld, Regions::Outside)?;
+    Ok(true)
 }
 
 /// Every `ret` redirected to one epilogue block that runs the epilogue IL and returns. A return
@@ -25,44 +30,70 @@ pub fn prologue(m: &mut Method, opts: &TransformOptions) -> Result<Outcome, Skip
 /// unchanged.
 pub fn epilogue(m: &mut Method, opts: &TransformOptions) -> Result<Outcome, SkipReason> {
     check_snippet(&opts.epilogue, true)?;
-    let rets: Vec<usize> = (0..m.instrs.len())
-        .filter(|&i| m.instrs[i].opcode == Opcode::Ret && !completes_tail_call(m, i))
-        .collect();
-    let Some(&last) = rets.last() else {
-        return Ok(Outcome::Unchanged);
+    let mut ed = m.edit();
+    let changed = plan_epilogue(&mut ed, opts)?;
+    ed.commit()?;
+    Ok(Outcome::from(changed))
+}
+
+/// The `ret`s to redirect.
+fn redirectable_rets(m: &Method) -> impl Iterator<Item = usize> + '_ {
+    (0..m.instrs.len()).filter(|&i| m.instrs[i].opcode == Opcode::Ret && !completes_tail_call(m, i))
+}
+
+/// Records the epilogue edits; returns whether there are any, and whether the epilogue goes
+/// before instruction 0 (a body that is a single `ret`).
+fn plan_epilogue(ed: &mut Editor<'_>, opts: &TransformOptions) -> Result<bool, SkipReason> {
+    let m = ed.method();
+    let n = m.instrs.len();
+    let Some(last) = redirectable_rets(m).last() else {
+        return Ok(false);
     };
     if opts.epilogue.is_empty() {
-        return Ok(Outcome::Unchanged);
+        return Ok(false);
     }
-    let n = m.instrs.len();
-    let mut ed = m.edit();
     let entry = ed.new_label();
-    let redirect = [Instr::branch(Opcode::Br_S, entry)];
     // When the code ends with a `ret`, the epilogue goes right before it: the last path falls
     // into it and branches to that `ret` reach it.
     let shared_ret = last == n - 1;
     let block = if shared_ret {
         ed.insert_before(last, &opts.epilogue, Targets::ToNew, Regions::Outside)?
     } else {
-        let mut code = opts.epilogue.clone();
+        let mut code = Vec::with_capacity(opts.epilogue.len() + 1);
+        code.extend_from_slice(&opts.epilogue);
         code.push(Instr::op(Opcode::Ret));
         ed.append(&code)
     };
     ed.bind(block, entry)?;
-    for &i in &rets {
-        if !(shared_ret && i == last) {
+    let redirect = [Instr::branch(Opcode::Br_S, entry)];
+    let mut i = 0;
+    while i < last {
+        let m = ed.method();
+        if m.instrs[i].opcode == Opcode::Ret && !completes_tail_call(m, i) {
             ed.replace(i, &redirect)?;
         }
+        i += 1;
     }
-    ed.commit()?;
-    Ok(Outcome::Changed)
+    if !shared_ret {
+        ed.replace(last, &redirect)?;
+    }
+    Ok(true)
 }
 
-/// [`prologue`] then [`epilogue`].
+/// [`prologue`] then [`epilogue`], in one edit when they do not meet at instruction 0.
 pub fn prologue_epilogue(m: &mut Method, opts: &TransformOptions) -> Result<Outcome, SkipReason> {
     check_snippet(&opts.prologue, false)?;
     check_snippet(&opts.epilogue, true)?;
-    let a = prologue(m, opts)?;
-    let b = epilogue(m, opts)?;
-    Ok(a.or(b))
+    // A body that is a lone `ret` gets both before instruction 0, with different choices:
+    // two edits in sequence.
+    if m.instrs.len() == 1 {
+        let a = prologue(m, opts)?;
+        let b = epilogue(m, opts)?;
+        return Ok(a.or(b));
+    }
+    let mut ed = m.edit();
+    let a = plan_prologue(&mut ed, opts)?;
+    let b = plan_epilogue(&mut ed, opts)?;
+    ed.commit()?;
+    Ok(Outcome::from(a || b))
 }

@@ -1,5 +1,11 @@
-//! Rendering of corpus-run results: a terminal summary, and Markdown reports with unified diffs
-//! of disassemblies and hex dumps.
+//! Rendering of corpus-run results: terminal summaries, Markdown reports (round trips with unified
+//! diffs of disassemblies and hex dumps), and SARIF for verification findings.
+
+mod sarif;
+mod verify;
+
+pub use sarif::verify_sarif;
+pub use verify::{verify_markdown, verify_text};
 
 use crate::body::Body;
 use crate::corpus::{Failure, RoundtripReport};

@@ -1,0 +1,241 @@
+//! Rewrite throughput: lift → transform → layout (relaxation, EH table, header, MaxStack from
+//! the verifier's dataflow, verification of the result), in MB/s of input IL and instructions/s,
+//! over the project corpus and mono's 4.5 corpus when present (`ILCHECK_BENCH_CORPUS` names
+//! another directory). Variants without verification show what verification costs.
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use ilcheck::body::Body;
+use ilcheck::image::Image;
+use ilcheck::image::writer::ImageWriter;
+use ilcheck::ir::{
+    LayoutOptions, MaxStackPolicy, Rewriter, TransformFn, TransformOptions, transforms,
+};
+use ilcheck::verify::{ImageResolver, MethodSig, Resolver};
+use std::hint::black_box;
+use std::path::PathBuf;
+use std::time::Instant;
+
+struct Corpus {
+    name: String,
+    images: Vec<&'static Image<'static>>,
+    bytes: u64,
+    instructions: u64,
+}
+
+type Work<'a> = Vec<(Body<'a>, Option<MethodSig>, Option<u32>)>;
+
+fn load(name: &str, images: Vec<Image<'static>>) -> Corpus {
+    let images: Vec<&'static Image<'static>> = images
+        .into_iter()
+        .map(|i| &*Box::leak(Box::new(i)))
+        .collect();
+    let (mut bytes, mut instructions) = (0, 0);
+    for image in &images {
+        for m in image.methods() {
+            if let Ok(b) = m.decoded_body() {
+                bytes += b.code.len() as u64;
+                instructions += b.instructions().count() as u64;
+            }
+        }
+    }
+    Corpus {
+        name: name.into(),
+        images,
+        bytes,
+        instructions,
+    }
+}
+
+fn corpora() -> Vec<Corpus> {
+    let embedded = ilcheck::corpus::EMBEDDED
+        .iter()
+        .filter_map(|(_, b)| Image::parse(b).ok())
+        .collect();
+    let mut out = vec![load("project", embedded)];
+    let dir = std::env::var_os("ILCHECK_BENCH_CORPUS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/usr/lib/mono/4.5"));
+    if let Ok(files) = ilcheck::corpus::discover(std::slice::from_ref(&dir)) {
+        let images: Vec<_> = files
+            .iter()
+            .filter(|p| p.parent() == Some(dir.as_path()))
+            .filter_map(|p| Image::open(p).ok())
+            .collect();
+        if !images.is_empty() {
+            out.push(load("mono-4.5", images));
+        }
+    } else {
+        eprintln!(
+            "!!! {} not found: benchmarking the project corpus only",
+            dir.display()
+        );
+    }
+    out
+}
+
+fn work<'i>(image: &'i Image<'i>) -> (ImageResolver<'i>, Work<'i>) {
+    let mut resolver = ImageResolver::new(image);
+    let mut work = Vec::new();
+    for m in image.methods() {
+        if let Ok(body) = m.decoded_body() {
+            resolver.set_method(&m, &body);
+            work.push((body, resolver.method(), resolver.local_count()));
+        }
+    }
+    (resolver, work)
+}
+
+/// CPU time this thread has run, in seconds (wall time overstates it on a busy machine).
+fn cpu_secs() -> f64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .map_or(f64::NAN, |ns| ns as f64 / 1e9)
+}
+
+/// Rewrites every body of the corpus; returns (rewritten, not rewritten, output bytes).
+fn run(
+    prepared: &mut [(ImageResolver<'_>, Work<'_>)],
+    rewriter: &mut Rewriter,
+    transform: TransformFn,
+    opts: &LayoutOptions,
+    out: &mut Vec<u8>,
+) -> (u64, u64, usize) {
+    let (mut ok, mut skipped, mut size) = (0, 0, 0);
+    let mut topts = TransformOptions::default();
+    for (resolver, work) in prepared.iter_mut() {
+        for (body, sig, locals) in work.iter() {
+            resolver.set_facts(*sig, *locals);
+            topts.returns_void = sig.map(|s| s.returns_void);
+            out.clear();
+            match rewriter.rewrite(body, transform, &topts, opts, &*resolver, out) {
+                Ok(_) => ok += 1,
+                Err(_) => skipped += 1,
+            }
+            size += out.len();
+        }
+    }
+    (ok, skipped, size)
+}
+
+/// The whole workload: every body of every image rewritten, every assembly written (to memory).
+/// Returns (bodies rewritten, output bytes).
+fn rewrite_and_write(
+    corpus: &Corpus,
+    transform: TransformFn,
+    opts: &LayoutOptions,
+) -> (u64, usize) {
+    let mut rewriter = Rewriter::new();
+    let mut out = Vec::new();
+    let (mut bodies, mut written) = (0, 0);
+    let mut topts = TransformOptions::default();
+    for image in &corpus.images {
+        let mut resolver = ImageResolver::new(image);
+        let mut writer = ImageWriter::new(image);
+        for m in image.methods() {
+            let Ok(body) = m.decoded_body() else {
+                continue;
+            };
+            resolver.set_method(&m, &body);
+            topts.returns_void = resolver.method().map(|s| s.returns_void);
+            out.clear();
+            if rewriter
+                .rewrite(&body, transform, &topts, opts, &resolver, &mut out)
+                .is_ok()
+                && writer.replace_body(m.rid(), out.as_slice()).is_ok()
+            {
+                bodies += 1;
+            }
+        }
+        if let Ok(patched) = writer.finish() {
+            written += patched.bytes.len();
+        }
+    }
+    (bodies, written)
+}
+
+fn bench(c: &mut Criterion) {
+    let unverified = LayoutOptions {
+        verify: false,
+        max_stack: MaxStackPolicy::Declared,
+        ..LayoutOptions::default()
+    };
+    let cases: [(&str, TransformFn, LayoutOptions); 4] = [
+        ("identity", transforms::identity, LayoutOptions::default()),
+        (
+            "prologue-epilogue",
+            transforms::prologue_epilogue,
+            LayoutOptions::default(),
+        ),
+        ("identity/unverified", transforms::identity, unverified),
+        (
+            "prologue-epilogue/unverified",
+            transforms::prologue_epilogue,
+            unverified,
+        ),
+    ];
+    for corpus in corpora() {
+        for (name, transform) in [
+            ("identity", transforms::identity as TransformFn),
+            ("prologue-epilogue", transforms::prologue_epilogue),
+        ] {
+            let (start, cpu) = (Instant::now(), cpu_secs());
+            let (bodies, written) =
+                rewrite_and_write(&corpus, transform, &LayoutOptions::default());
+            let (secs, cpu) = (start.elapsed().as_secs_f64(), cpu_secs() - cpu);
+            eprintln!(
+                "{} {name} + write every assembly: {bodies} bodies, {} images, {written} bytes \
+                 written; wall {secs:.3}s, cpu {cpu:.3}s = {:.0} MB/s of IL (cpu)",
+                corpus.name,
+                corpus.images.len(),
+                corpus.bytes as f64 / 1e6 / cpu
+            );
+        }
+        let mut prepared: Vec<_> = corpus.images.iter().map(|i| work(i)).collect();
+        let mut rewriter = Rewriter::new();
+        let mut out = Vec::new();
+        for (name, transform, opts) in &cases {
+            // One timed pass first, for the summary line.
+            let (start, cpu) = (Instant::now(), cpu_secs());
+            let (ok, skipped, size) = run(&mut prepared, &mut rewriter, *transform, opts, &mut out);
+            let (secs, cpu) = (start.elapsed().as_secs_f64(), cpu_secs() - cpu);
+            eprintln!(
+                "{} {name}: {ok} rewritten, {skipped} not, {size} bytes out; wall {secs:.3}s, \
+                 cpu {cpu:.3}s = {:.0} MB/s, {:.1} M instructions/s (cpu)",
+                corpus.name,
+                corpus.bytes as f64 / 1e6 / cpu,
+                corpus.instructions as f64 / 1e6 / cpu
+            );
+            let mut g = c.benchmark_group(format!("rewrite/{}", corpus.name));
+            g.sample_size(10);
+            g.throughput(Throughput::Bytes(corpus.bytes));
+            g.bench_function(format!("{name} (bytes)"), |b| {
+                b.iter(|| {
+                    black_box(run(
+                        &mut prepared,
+                        &mut rewriter,
+                        *transform,
+                        opts,
+                        &mut out,
+                    ))
+                })
+            });
+            g.throughput(Throughput::Elements(corpus.instructions));
+            g.bench_function(format!("{name} (instructions)"), |b| {
+                b.iter(|| {
+                    black_box(run(
+                        &mut prepared,
+                        &mut rewriter,
+                        *transform,
+                        opts,
+                        &mut out,
+                    ))
+                })
+            });
+            g.finish();
+        }
+    }
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

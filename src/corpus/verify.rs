@@ -1,0 +1,302 @@
+//! Verification runs: every method of every input checked by the structural verifier, with its
+//! own metadata as the resolver; optionally only what is new against baseline assemblies.
+
+use super::{Input, Skipped};
+use crate::body::Body;
+use crate::image::{Image, ImageError, Method};
+use crate::verify::{ImageResolver, Verifier};
+use serde::Serialize;
+use std::collections::HashMap;
+use std::time::Instant;
+
+/// Code of a finding for a body whose header or sections do not decode (not a verifier rule:
+/// the verifier never sees such a body).
+pub const BODY_MALFORMED: &str = "BodyMalformed";
+
+/// One finding of a verification run.
+#[derive(Clone, Debug, Serialize)]
+pub struct Finding {
+    pub assembly: String,
+    pub method: String,
+    /// MethodDef token, `0x06xxxxxx`.
+    pub token: String,
+    /// IL offset (for [`BODY_MALFORMED`]: byte offset from the start of the body).
+    pub offset: u32,
+    /// The verifier's stable code name, or [`BODY_MALFORMED`].
+    pub code: String,
+    pub message: String,
+    /// Disassembly around the offset (not serialised).
+    #[serde(skip)]
+    pub window: String,
+}
+
+/// The verification report. The JSON schema is documented in `docs/verify-json.md`.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct VerifyReport {
+    pub schema: &'static str,
+    pub sources: Vec<String>,
+    pub assemblies: u64,
+    pub skipped: Vec<Skipped>,
+    /// Assemblies that could not be read (each also a finding-less failure line).
+    pub image_errors: Vec<Skipped>,
+    pub methods_checked: u64,
+    pub methods_with_errors: u64,
+    /// Methods some of whose paths could not be followed because a call's signature did not
+    /// resolve; checked as far as known, never guessed.
+    pub methods_incomplete: u64,
+    pub il_bytes: u64,
+    pub verify_seconds: f64,
+    /// Baseline assemblies read, when `--baseline` was given.
+    pub baseline_assemblies: u64,
+    /// Findings present in the baseline too, and so not reported.
+    pub baseline_suppressed: u64,
+    pub findings_total: u64,
+    pub findings: Vec<Finding>,
+}
+
+impl VerifyReport {
+    pub fn mb_per_s(&self) -> f64 {
+        if self.verify_seconds > 0.0 {
+            self.il_bytes as f64 / self.verify_seconds / 1e6
+        } else {
+            0.0
+        }
+    }
+
+    pub fn clean(&self) -> bool {
+        self.findings_total == 0 && self.image_errors.is_empty()
+    }
+}
+
+/// Options of a verification run.
+#[derive(Clone, Copy, Debug)]
+pub struct VerifyOptions {
+    /// How many findings are listed (all are counted).
+    pub max_findings: usize,
+    /// Instructions shown on each side of a finding.
+    pub window: usize,
+}
+
+impl Default for VerifyOptions {
+    fn default() -> Self {
+        VerifyOptions {
+            max_findings: 200,
+            window: 3,
+        }
+    }
+}
+
+/// Findings of one method, by code: what a patched method's findings are compared against.
+type CodeCounts = HashMap<String, u32>;
+
+/// Findings of baseline assemblies, by assembly file name, then by MethodDef token and by full
+/// name.
+#[derive(Default)]
+pub struct Baseline {
+    assemblies: HashMap<String, BaselineAssembly>,
+    pub assemblies_read: u64,
+}
+
+#[derive(Default)]
+struct BaselineAssembly {
+    by_token: HashMap<u32, (String, CodeCounts)>,
+    by_name: HashMap<String, CodeCounts>,
+}
+
+fn file_name(input: &Input) -> String {
+    match input {
+        Input::File(p) => p
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        Input::Embedded { name, .. } => name.rsplit('/').next().unwrap_or(name).to_string(),
+    }
+}
+
+impl Baseline {
+    /// Verifies the original assemblies and keeps their findings. A baseline that cannot be
+    /// read is an error: comparing against nothing would report everything as new.
+    pub fn load(inputs: &[Input]) -> Result<Baseline, String> {
+        let mut baseline = Baseline::default();
+        let mut verifier = Verifier::new();
+        for input in inputs {
+            let image = input
+                .open()
+                .map_err(|e| format!("baseline {}: {e}", input.name()))?;
+            let mut assembly = BaselineAssembly::default();
+            for_each_method_findings(&image, &mut verifier, |method, findings| {
+                let name = method.full_name().unwrap_or_default();
+                let mut counts = CodeCounts::new();
+                for (code, _, _) in findings {
+                    *counts.entry(code.to_string()).or_default() += 1;
+                }
+                assembly
+                    .by_token
+                    .insert(method.token().0, (name.clone(), counts.clone()));
+                assembly.by_name.insert(name, counts);
+            });
+            baseline.assemblies.insert(file_name(input), assembly);
+            baseline.assemblies_read += 1;
+        }
+        Ok(baseline)
+    }
+
+    /// The baseline's findings for a patched method: by token when the names agree, else by
+    /// full name. None when the method is new.
+    fn counts_for(&self, assembly: &str, token: u32, name: &str) -> Option<CodeCounts> {
+        let a = self.assemblies.get(assembly)?;
+        match a.by_token.get(&token) {
+            Some((n, counts)) if n == name => Some(counts.clone()),
+            _ => a.by_name.get(name).cloned(),
+        }
+    }
+}
+
+/// Calls `f` with each method that has a body and its findings as (code, IL offset, message).
+/// Bodies that do not decode give one [`BODY_MALFORMED`] finding.
+fn for_each_method_findings(
+    image: &Image<'_>,
+    verifier: &mut Verifier,
+    mut f: impl FnMut(&Method<'_>, Vec<(&str, u32, String)>),
+) {
+    let mut resolver = ImageResolver::new(image);
+    for method in image.methods() {
+        if method.rva() == 0 {
+            continue;
+        }
+        match method.decoded_body() {
+            Ok(body) => {
+                resolver.set_method(&method, &body);
+                let findings = verifier
+                    .verify(&body, &resolver)
+                    .iter()
+                    .map(|d| (d.code.as_str(), d.offset, d.message.clone()))
+                    .collect();
+                f(&method, findings);
+            }
+            Err(e) => f(
+                &method,
+                vec![(BODY_MALFORMED, body_error_offset(&e), e.to_string())],
+            ),
+        }
+    }
+}
+
+fn body_error_offset(e: &ImageError) -> u32 {
+    match e {
+        ImageError::Body { source, .. } => source.offset() as u32,
+        _ => 0,
+    }
+}
+
+/// Verifies every method of every input, accumulating into `report`. With a baseline, findings
+/// the original method had too are suppressed (by code, as many as it had).
+pub fn verify(
+    inputs: &[Input],
+    opts: VerifyOptions,
+    baseline: Option<&Baseline>,
+    report: &mut VerifyReport,
+    mut progress: impl FnMut(&Input),
+) {
+    report.schema = "ilcheck.verify/1";
+    report.baseline_assemblies = baseline.map_or(0, |b| b.assemblies_read);
+    let mut verifier = Verifier::new();
+    for input in inputs {
+        match input.open() {
+            Ok(image) => {
+                report.assemblies += 1;
+                verify_image(input, &image, opts, baseline, &mut verifier, report);
+            }
+            Err(e @ (ImageError::NotDotNet | ImageError::Pe(_))) => report.skipped.push(Skipped {
+                path: input.name(),
+                reason: e.to_string(),
+            }),
+            Err(e) => report.image_errors.push(Skipped {
+                path: input.name(),
+                reason: e.to_string(),
+            }),
+        }
+        progress(input);
+    }
+}
+
+fn verify_image(
+    input: &Input,
+    image: &Image<'_>,
+    opts: VerifyOptions,
+    baseline: Option<&Baseline>,
+    verifier: &mut Verifier,
+    report: &mut VerifyReport,
+) {
+    let assembly_file = file_name(input);
+    let assembly = input.name();
+    let mut resolver = ImageResolver::new(image);
+    for method in image.methods() {
+        if method.rva() == 0 {
+            continue;
+        }
+        report.methods_checked += 1;
+        let (body, findings): (Option<Body<'_>>, Vec<(String, u32, String)>) =
+            match method.decoded_body() {
+                Ok(body) => {
+                    let start = Instant::now();
+                    resolver.set_method(&method, &body);
+                    verifier.verify(&body, &resolver);
+                    report.verify_seconds += start.elapsed().as_secs_f64();
+                    report.il_bytes += body.code.len() as u64;
+                    report.methods_incomplete += u64::from(!verifier.is_complete());
+                    let findings = verifier
+                        .diagnostics()
+                        .iter()
+                        .map(|d| (d.code.as_str().to_string(), d.offset, d.message.clone()))
+                        .collect();
+                    (Some(body), findings)
+                }
+                Err(e) => (
+                    None,
+                    vec![(
+                        BODY_MALFORMED.to_string(),
+                        body_error_offset(&e),
+                        e.to_string(),
+                    )],
+                ),
+            };
+        if findings.is_empty() {
+            continue;
+        }
+        let name = method
+            .full_name()
+            .unwrap_or_else(|e| format!("<name unreadable: {e}>"));
+        let mut known = baseline
+            .and_then(|b| b.counts_for(&assembly_file, method.token().0, &name))
+            .unwrap_or_default();
+        let mut any = false;
+        for (code, offset, message) in findings {
+            if let Some(n) = known.get_mut(&code).filter(|n| **n > 0) {
+                *n -= 1;
+                report.baseline_suppressed += 1;
+                continue;
+            }
+            any = true;
+            report.findings_total += 1;
+            if report.findings.len() < opts.max_findings {
+                let window = match &body {
+                    Some(b) if code != BODY_MALFORMED => {
+                        crate::disasm::window(b.code, offset, opts.window)
+                    }
+                    _ => String::new(),
+                };
+                report.findings.push(Finding {
+                    assembly: assembly.clone(),
+                    method: name.clone(),
+                    token: format!("{:#010x}", method.token().0),
+                    offset,
+                    code,
+                    message,
+                    window,
+                });
+            }
+        }
+        report.methods_with_errors += u64::from(any);
+    }
+}

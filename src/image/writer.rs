@@ -1,0 +1,959 @@
+//! Patched-assembly writer: gives MethodDefs new bodies and writes the assembly back out.
+//!
+//! Input is "MethodDef rid R gets body bytes B" ([`ImageWriter::replace_body`]); output is a
+//! new file ([`ImageWriter::finish`]). Nothing else in the image moves:
+//!
+//! * A new body that fits its original body's extent (its length ≤ `Body::parse(..).len()` of
+//!   the original, a fat header only at a 4-byte aligned RVA) is written over the original, at
+//!   the same RVA. The bytes between the end of the new body and the end of the old one are
+//!   left as they were: the writer knows method bodies only, and another structure (a field's
+//!   RVA data, a hostile overlapping body) may share those bytes; nothing reads them as part
+//!   of the method because the new header says where the body ends.
+//! * Every other new body is relocated, fat bodies 4-byte aligned, and the MethodDef's RVA
+//!   column is pointed at it. Relocated bodies go to one section appended after the last
+//!   section (`.ilchk`, code/execute/read like `.text`) when the headers have room for one
+//!   more section header; otherwise (or when asked, [`RelocationTarget`]) the last section
+//!   — last in memory and in the file, usually `.reloc` — is grown to hold them after its
+//!   data, and loses its discardable flag. Existing sections never move and no existing RVA
+//!   or file offset changes, so nothing else (metadata, resources, base relocations, debug
+//!   data) needs fixing up.
+//! * A body shared by several MethodDefs (one RVA) is overwritten in place only when every
+//!   sharer is given the same new bytes. Otherwise each replaced sharer is relocated (sharers
+//!   given identical bytes keep sharing one relocated copy) and the others keep the original.
+//!
+//! The PE checksum is recomputed when the input had a non-zero one and left 0 otherwise (the
+//! loader checks it only for drivers and boot-time images). A strong-name signature is left
+//! in place with the `StrongNameSigned` flag set, so `sn -R` can re-sign the output; it no
+//! longer matches, which the summary reports (mono and .NET Core do not verify strong names
+//! when loading). An Authenticode certificate table cannot survive relocation (it must be
+//! the last thing in the file and it signs the section table): it is dropped, and the summary
+//! says so; in-place edits keep it (invalid, reported).
+
+use std::collections::{BTreeMap, HashMap};
+
+use thiserror::Error;
+
+use super::Image;
+use super::read::{le_u16, le_u32};
+use super::tables::{Table, Token};
+use crate::body::{Body, DecodeError};
+
+/// Name of the appended section.
+pub const SECTION_NAME: &str = ".ilchk";
+/// IMAGE_SCN_CNT_CODE | IMAGE_SCN_MEM_EXECUTE | IMAGE_SCN_MEM_READ, as `.text`.
+pub const SECTION_CHARACTERISTICS: u32 = 0x6000_0020;
+/// COMIMAGE_FLAGS_STRONGNAMESIGNED (II.25.3.3.1).
+pub const COMIMAGE_FLAGS_STRONGNAMESIGNED: u32 = 0x8;
+/// The Windows loader refuses images with more sections than this.
+pub const MAX_SECTIONS: u16 = 96;
+
+const SECTION_HEADER_SIZE: usize = 40;
+const IMAGE_SCN_CNT_CODE: u32 = 0x20;
+const IMAGE_SCN_CNT_INITIALIZED_DATA: u32 = 0x40;
+const IMAGE_SCN_MEM_DISCARDABLE: u32 = 0x0200_0000;
+const COFF_HEADER_SIZE: usize = 20;
+const PE32_MAGIC: u16 = 0x10b;
+const PE32_PLUS_MAGIC: u16 = 0x20b;
+const SECURITY_DIRECTORY: u32 = 4;
+const CLI_HEADER_DIRECTORY: u32 = 14;
+
+/// Why a patched assembly could not be written. Offsets are file offsets of the input.
+#[derive(Debug, Error)]
+pub enum WriteError {
+    #[error("MethodDef row {rid} does not exist (table has {rows} rows)")]
+    NoSuchMethod { rid: u32, rows: u32 },
+    #[error(
+        "method {token} has RVA 0 (abstract, extern or runtime-implemented): no body to replace"
+    )]
+    NoBody { token: Token },
+    #[error("method {token}: new body does not parse: {source}")]
+    BadBody { token: Token, source: DecodeError },
+    #[error("method {token}: new body is {body_len} bytes but {given} were given")]
+    TrailingBytes {
+        token: Token,
+        body_len: usize,
+        given: usize,
+    },
+    #[error("PE header at offset {offset:#x}: {reason}")]
+    BadHeader { offset: usize, reason: &'static str },
+    #[error(
+        "FileAlignment {file:#x} / SectionAlignment {section:#x} are not powers of two with FileAlignment ≤ SectionAlignment"
+    )]
+    BadAlignment { file: u32, section: u32 },
+    #[error(
+        "no room for another section header: the table ends at {table_end:#x}, headers end at {limit:#x}"
+    )]
+    NoRoomForSectionHeader { table_end: usize, limit: usize },
+    #[error("the 40 bytes after the section table at {offset:#x} are in use")]
+    SectionHeaderSpaceInUse { offset: usize },
+    #[error("cannot grow the last section: {reason}")]
+    CannotGrowLastSection { reason: &'static str },
+    #[error("the image already has {count} sections ({MAX_SECTIONS} at most)")]
+    TooManySections { count: u16 },
+    #[error("{what} overflows a 32-bit field")]
+    Overflow { what: &'static str },
+    #[error("MethodDef RVA column is {width} bytes wide, expected 4")]
+    RvaColumn { width: usize },
+    #[error(transparent)]
+    Image(#[from] super::ImageError),
+}
+
+/// Where a replaced body ended up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum Placement {
+    /// Written over the original body at its RVA.
+    InPlace { rva: u32 },
+    /// Moved to the relocation area.
+    Relocated { old_rva: u32, new_rva: u32 },
+}
+
+/// Why a body could not stay where it was.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct RelocationReasons {
+    /// Longer than the original body's extent.
+    pub too_long: usize,
+    /// A fat body for an RVA that is not 4-byte aligned (the original was tiny).
+    pub misaligned: usize,
+    /// The RVA is shared with MethodDefs that get other bytes (or keep the original).
+    pub shared: usize,
+    /// The original body's extent is unknown (it does not decode, or lies outside the
+    /// sections) or overlaps another body or CLI data.
+    pub unsafe_extent: usize,
+}
+
+/// Where relocated bodies go.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub enum RelocationTarget {
+    /// A new section when the headers have room for its header, else the end of the last
+    /// section (many compilers leave no room: Roslyn's 0x200-byte headers hold 3 sections).
+    #[default]
+    Auto,
+    /// Always a new section; [`WriteError::NoRoomForSectionHeader`] when there is no room.
+    NewSection,
+    /// Always the end of the last section, which must be last in the file too.
+    GrowLastSection,
+}
+
+/// The bytes holding relocated bodies.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct RelocationArea {
+    /// Name of the section holding them.
+    pub section: String,
+    /// A section was appended (`true`) or the last section grown (`false`).
+    pub appended: bool,
+    /// RVA and file offset of the first relocated byte (4-byte aligned).
+    pub rva: u32,
+    pub raw_offset: u32,
+    /// Bytes of relocated bodies, with alignment padding between them.
+    pub size: u32,
+    /// The section's VirtualSize and SizeOfRawData as written.
+    pub section_virtual_size: u32,
+    pub section_raw_size: u32,
+}
+
+/// What [`ImageWriter::finish`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct WriteSummary {
+    pub method_defs: usize,
+    /// MethodDefs whose new body was written at their original RVA.
+    pub in_place: usize,
+    /// MethodDefs whose new body was relocated.
+    pub relocated: usize,
+    /// MethodDefs not replaced (including those without a body).
+    pub unchanged: usize,
+    pub relocation_reasons: RelocationReasons,
+    /// Bytes left as they were between in-place bodies and their original ends.
+    pub slack_bytes: usize,
+    /// Where relocated bodies went, when any were.
+    pub relocation_area: Option<RelocationArea>,
+    /// The output differs from the input.
+    pub modified: bool,
+    /// The input was strong-name signed (flag set and a signature directory).
+    pub strong_name_signed: bool,
+    /// Signed, and modified: the signature no longer matches (flag and space kept for re-signing).
+    pub strong_name_invalidated: bool,
+    /// The input had an Authenticode certificate table and the output was modified.
+    pub authenticode_invalidated: bool,
+    /// The certificate table was removed because bodies were relocated.
+    pub certificate_table_dropped: bool,
+    /// The PE checksum was recomputed (the input had a non-zero one); otherwise it is kept.
+    pub checksum_recomputed: bool,
+}
+
+/// A written assembly and what was done to it.
+#[derive(Debug, Clone)]
+pub struct PatchedImage {
+    pub bytes: Vec<u8>,
+    pub summary: WriteSummary,
+    /// Every replaced MethodDef (by rid, ascending) and where its body went.
+    pub placements: Vec<(u32, Placement)>,
+}
+
+/// Collects new bodies for an image's MethodDefs, then writes the patched assembly.
+///
+/// ```no_run
+/// # use ilcheck::image::{Image, writer::ImageWriter};
+/// # fn f(image: &Image, rid: u32, bytes: Vec<u8>) -> Result<(), Box<dyn std::error::Error>> {
+/// let mut w = ImageWriter::new(image);
+/// w.replace_body(rid, bytes)?;
+/// let patched = w.finish()?;
+/// std::fs::write("out.exe", &patched.bytes)?;
+/// println!("{} relocated", patched.summary.relocated);
+/// # Ok(()) }
+/// ```
+pub struct ImageWriter<'i, 'a> {
+    image: &'i Image<'a>,
+    bodies: BTreeMap<u32, Vec<u8>>,
+    target: RelocationTarget,
+}
+
+impl<'i, 'a> ImageWriter<'i, 'a> {
+    pub fn new(image: &'i Image<'a>) -> Self {
+        ImageWriter {
+            image,
+            bodies: BTreeMap::new(),
+            target: RelocationTarget::default(),
+        }
+    }
+
+    /// Chooses where bodies that do not fit in place go ([`RelocationTarget::Auto`] unless set).
+    pub fn relocation_target(&mut self, target: RelocationTarget) -> &mut Self {
+        self.target = target;
+        self
+    }
+
+    /// Gives MethodDef `rid` the body `bytes` (header, code and sections, exactly one body).
+    /// A later call for the same rid replaces an earlier one. Only the structure is checked
+    /// (header, code size, section sizes): the code itself is the verifier's business.
+    pub fn replace_body(&mut self, rid: u32, bytes: impl Into<Vec<u8>>) -> Result<(), WriteError> {
+        let rows = self.image.method_count();
+        if rid == 0 || rid > rows {
+            return Err(WriteError::NoSuchMethod { rid, rows });
+        }
+        let token = Token::new(Table::MethodDef, rid);
+        if self.image.method(rid)?.rva() == 0 {
+            return Err(WriteError::NoBody { token });
+        }
+        let bytes = bytes.into();
+        let body_len = Body::parse(&bytes)
+            .map_err(|source| WriteError::BadBody { token, source })?
+            .len();
+        if body_len != bytes.len() {
+            return Err(WriteError::TrailingBytes {
+                token,
+                body_len,
+                given: bytes.len(),
+            });
+        }
+        self.bodies.insert(rid, bytes);
+        Ok(())
+    }
+
+    /// Number of MethodDefs given a new body so far.
+    pub fn replaced(&self) -> usize {
+        self.bodies.len()
+    }
+
+    /// Writes the patched assembly. The writer can be finished again (after more
+    /// replacements); each call starts from the original image.
+    pub fn finish(&self) -> Result<PatchedImage, WriteError> {
+        let input = self.image.bytes();
+        let headers = Headers::parse(input)?;
+        let mut out = input.to_vec();
+        let mut summary = WriteSummary {
+            method_defs: self.image.method_count() as usize,
+            ..WriteSummary::default()
+        };
+
+        let originals = Originals::collect(self.image, &headers, input);
+        let mut placements = Vec::with_capacity(self.bodies.len());
+        // Bodies for the new section, in rid order; sharers given the same bytes share a copy.
+        let mut section = Vec::new();
+        let mut relocated_at: HashMap<(u32, &[u8]), u32> = HashMap::new();
+        let mut pending_rva_updates = Vec::new();
+
+        for (&rid, bytes) in &self.bodies {
+            let rva = self.image.method(rid)?.rva();
+            match originals.fits_in_place(rva, bytes, &self.bodies) {
+                Ok((at, extent)) => {
+                    // The reader found the whole original extent inside the file.
+                    out[at..at + bytes.len()].copy_from_slice(bytes);
+                    summary.in_place += 1;
+                    summary.slack_bytes += extent - bytes.len();
+                    placements.push((rid, Placement::InPlace { rva }));
+                }
+                Err(reason) => {
+                    reason.count(&mut summary.relocation_reasons);
+                    let offset = match relocated_at.get(&(rva, bytes.as_slice())) {
+                        Some(&o) => o,
+                        None => {
+                            if bytes.first().is_some_and(|&h| h & 0x3 == 0x3) {
+                                section.resize(section.len().next_multiple_of(4), 0);
+                            }
+                            let o =
+                                u32::try_from(section.len()).map_err(|_| WriteError::Overflow {
+                                    what: "new section size",
+                                })?;
+                            section.extend_from_slice(bytes);
+                            relocated_at.insert((rva, bytes.as_slice()), o);
+                            o
+                        }
+                    };
+                    summary.relocated += 1;
+                    pending_rva_updates.push((rid, rva, offset));
+                }
+            }
+        }
+        summary.unchanged = summary.method_defs - summary.in_place - summary.relocated;
+
+        let cert = headers.directory(input, SECURITY_DIRECTORY);
+        if !section.is_empty() {
+            let new = place_relocated(&headers, &mut out, &section, cert, self.target)?;
+            summary.certificate_table_dropped = cert.is_some_and(|d| d.size != 0);
+            let (col, width) = self
+                .image
+                .tables_header()
+                .info(Table::MethodDef)
+                .column(0)
+                .ok_or(WriteError::RvaColumn { width: 0 })?;
+            if width != 4 {
+                return Err(WriteError::RvaColumn { width });
+            }
+            let table = self.image.tables_header().info(Table::MethodDef);
+            for (rid, old_rva, offset) in pending_rva_updates {
+                let new_rva = new.rva.checked_add(offset).ok_or(WriteError::Overflow {
+                    what: "relocated body RVA",
+                })?;
+                // The row lies in the table stream: the reader checked rows × row_size.
+                let at = table.offset + (rid as usize - 1) * table.row_size as usize + col;
+                out[at..at + 4].copy_from_slice(&new_rva.to_le_bytes());
+                placements.push((rid, Placement::Relocated { old_rva, new_rva }));
+            }
+            placements.sort_by_key(|&(rid, _)| rid);
+            summary.relocation_area = Some(new);
+        }
+
+        summary.modified = out != input;
+        let cli = self.image.cli_header();
+        summary.strong_name_signed =
+            cli.flags & COMIMAGE_FLAGS_STRONGNAMESIGNED != 0 && cli.strong_name_signature.size != 0;
+        summary.strong_name_invalidated = summary.strong_name_signed && summary.modified;
+        summary.authenticode_invalidated = cert.is_some_and(|d| d.size != 0) && summary.modified;
+        if summary.modified && headers.checksum(input) != 0 {
+            let sum = pe_checksum(&out, headers.checksum_offset);
+            out[headers.checksum_offset..headers.checksum_offset + 4]
+                .copy_from_slice(&sum.to_le_bytes());
+            summary.checksum_recomputed = true;
+        }
+        Ok(PatchedImage {
+            bytes: out,
+            summary,
+            placements,
+        })
+    }
+}
+
+/// Why a body goes to the new section.
+#[derive(Debug, Clone, Copy)]
+enum Relocate {
+    TooLong,
+    Misaligned,
+    Shared,
+    UnsafeExtent,
+}
+
+impl Relocate {
+    fn count(self, r: &mut RelocationReasons) {
+        match self {
+            Relocate::TooLong => r.too_long += 1,
+            Relocate::Misaligned => r.misaligned += 1,
+            Relocate::Shared => r.shared += 1,
+            Relocate::UnsafeExtent => r.unsafe_extent += 1,
+        }
+    }
+}
+
+/// The MethodDef rids using one body RVA, and the body's file offset and extent when known
+/// and safe to overwrite.
+type RvaUse = (Vec<u32>, Option<(usize, usize)>);
+
+/// The original bodies: who uses each RVA, and which extents can be overwritten safely.
+struct Originals {
+    by_rva: HashMap<u32, RvaUse>,
+}
+
+impl Originals {
+    fn collect(image: &Image<'_>, headers: &Headers, file: &[u8]) -> Originals {
+        let mut by_rva: HashMap<u32, RvaUse> = HashMap::new();
+        for m in image.methods() {
+            if m.rva() == 0 {
+                continue;
+            }
+            let entry = by_rva.entry(m.rva()).or_insert_with(|| {
+                let extent = m
+                    .body()
+                    .ok()
+                    .zip(m.body_offset())
+                    .map(|(b, at)| (at, b.len()));
+                (Vec::new(), extent)
+            });
+            entry.0.push(m.rid());
+        }
+        // Extents that overlap another body (or hold another MethodDef's RVA) or the CLI data
+        // are not safe to overwrite.
+        let mut spans: Vec<(u64, u64, u32)> = by_rva
+            .iter()
+            .map(|(&rva, &(_, ext))| {
+                // An RVA whose body does not decode still must not be written through.
+                let len = ext.map_or(0, |(_, e)| e as u64);
+                (u64::from(rva), u64::from(rva) + len, rva)
+            })
+            .collect();
+        spans.sort_unstable();
+        let mut unsafe_rvas = Vec::new();
+        let mut reach: Option<(u64, u32)> = None;
+        for &(start, end, rva) in &spans {
+            if let Some((prev_end, prev_rva)) = reach
+                && start < prev_end
+            {
+                unsafe_rvas.push(rva);
+                unsafe_rvas.push(prev_rva);
+            }
+            if reach.is_none_or(|(e, _)| end > e) {
+                reach = Some((end, rva));
+            }
+        }
+        let cli = image.cli_header();
+        let mut protected: Vec<Dir> = vec![
+            cli.metadata.into(),
+            cli.resources.into(),
+            cli.strong_name_signature.into(),
+        ];
+        if let Some(d) = headers.directory(file, CLI_HEADER_DIRECTORY) {
+            protected.push(d);
+        }
+        for &(start, end, rva) in &spans {
+            let hits = protected.iter().any(|d| {
+                let (ds, de) = (u64::from(d.rva), u64::from(d.rva) + u64::from(d.size));
+                d.size != 0 && start < de && ds < end
+            });
+            if hits {
+                unsafe_rvas.push(rva);
+            }
+        }
+        for rva in unsafe_rvas {
+            if let Some(e) = by_rva.get_mut(&rva) {
+                e.1 = None;
+            }
+        }
+        Originals { by_rva }
+    }
+
+    /// The original body's file offset and extent when `bytes` can be written over it, else
+    /// why not.
+    fn fits_in_place(
+        &self,
+        rva: u32,
+        bytes: &[u8],
+        replacements: &BTreeMap<u32, Vec<u8>>,
+    ) -> Result<(usize, usize), Relocate> {
+        let (sharers, extent) = self.by_rva.get(&rva).ok_or(Relocate::UnsafeExtent)?;
+        let (at, extent) = extent.ok_or(Relocate::UnsafeExtent)?;
+        if sharers.len() > 1
+            && !sharers
+                .iter()
+                .all(|r| replacements.get(r).is_some_and(|b| b.as_slice() == bytes))
+        {
+            return Err(Relocate::Shared);
+        }
+        if bytes.len() > extent {
+            return Err(Relocate::TooLong);
+        }
+        let fat = bytes.first().is_some_and(|&h| h & 0x3 == 0x3);
+        if fat && !rva.is_multiple_of(4) {
+            return Err(Relocate::Misaligned);
+        }
+        Ok((at, extent))
+    }
+}
+
+/// An RVA/size pair read from the optional header's data directories.
+#[derive(Debug, Clone, Copy)]
+struct Dir {
+    rva: u32,
+    size: u32,
+}
+
+impl From<super::pe::DataDir> for Dir {
+    fn from(d: super::pe::DataDir) -> Dir {
+        Dir {
+            rva: d.rva,
+            size: d.size,
+        }
+    }
+}
+
+/// A section header as stored.
+#[derive(Debug, Clone, Copy)]
+struct RawSection {
+    name: [u8; 8],
+    virtual_size: u32,
+    virtual_address: u32,
+    raw_size: u32,
+    raw_offset: u32,
+}
+
+impl RawSection {
+    /// Bytes the section spans in memory (VirtualSize, or SizeOfRawData when that is 0).
+    fn memory_size(&self) -> u32 {
+        if self.virtual_size == 0 {
+            self.raw_size
+        } else {
+            self.virtual_size
+        }
+    }
+
+    fn name(&self) -> String {
+        String::from_utf8_lossy(&self.name)
+            .trim_end_matches('\0')
+            .to_string()
+    }
+}
+
+/// File offsets of the PE header fields the writer reads or updates.
+#[derive(Debug)]
+struct Headers {
+    coff: usize,
+    optional: usize,
+    sections_at: usize,
+    sections: Vec<RawSection>,
+    file_alignment: u32,
+    section_alignment: u32,
+    size_of_headers: u32,
+    checksum_offset: usize,
+    directories_at: usize,
+    directory_count: u32,
+}
+
+fn field_u32(file: &[u8], at: usize, reason: &'static str) -> Result<u32, WriteError> {
+    le_u32(file, at).ok_or(WriteError::BadHeader { offset: at, reason })
+}
+
+impl Headers {
+    fn parse(file: &[u8]) -> Result<Headers, WriteError> {
+        let bad = |offset, reason| WriteError::BadHeader { offset, reason };
+        let pe = field_u32(file, 0x3c, "e_lfanew truncated")? as usize;
+        if file.get(pe..pe.saturating_add(4)) != Some(b"PE\0\0") {
+            return Err(bad(pe, "no PE signature"));
+        }
+        let coff = pe + 4;
+        let count = le_u16(file, coff + 2).ok_or(bad(coff, "COFF header truncated"))?;
+        let optional_size =
+            le_u16(file, coff + 16).ok_or(bad(coff, "COFF header truncated"))? as usize;
+        let optional = coff + COFF_HEADER_SIZE;
+        let magic = le_u16(file, optional).ok_or(bad(optional, "optional header truncated"))?;
+        let directories_at = match magic {
+            PE32_MAGIC => optional + 96,
+            PE32_PLUS_MAGIC => optional + 112,
+            _ => {
+                return Err(bad(
+                    optional,
+                    "optional header magic is neither PE32 nor PE32+",
+                ));
+            }
+        };
+        let directory_count = field_u32(file, directories_at - 4, "optional header truncated")?;
+        let sections_at = optional + optional_size;
+        let mut sections = Vec::with_capacity(usize::from(count));
+        for i in 0..usize::from(count) {
+            let s = sections_at + i * SECTION_HEADER_SIZE;
+            let f = |o| field_u32(file, s + o, "section table truncated");
+            let mut name = [0u8; 8];
+            name.copy_from_slice(
+                file.get(s..s + 8)
+                    .ok_or(bad(s, "section table truncated"))?,
+            );
+            sections.push(RawSection {
+                name,
+                virtual_size: f(8)?,
+                virtual_address: f(12)?,
+                raw_size: f(16)?,
+                raw_offset: f(20)?,
+            });
+        }
+        Ok(Headers {
+            coff,
+            optional,
+            sections_at,
+            sections,
+            section_alignment: field_u32(file, optional + 32, "optional header truncated")?,
+            file_alignment: field_u32(file, optional + 36, "optional header truncated")?,
+            size_of_headers: field_u32(file, optional + 60, "optional header truncated")?,
+            checksum_offset: optional + 64,
+            directories_at,
+            directory_count,
+        })
+    }
+
+    fn checksum(&self, file: &[u8]) -> u32 {
+        le_u32(file, self.checksum_offset).unwrap_or(0)
+    }
+
+    /// Data directory `index`, when the header has that many.
+    fn directory(&self, file: &[u8], index: u32) -> Option<Dir> {
+        if index >= self.directory_count {
+            return None;
+        }
+        let at = self.directories_at + index as usize * 8;
+        Some(Dir {
+            rva: le_u32(file, at)?,
+            size: le_u32(file, at + 4)?,
+        })
+    }
+}
+
+/// Puts `content` (the relocated bodies) in a new section, or at the end of the last section
+/// when `target` allows it and there is no room for another header; updates the headers and
+/// drops a certificate table.
+fn place_relocated(
+    h: &Headers,
+    out: &mut Vec<u8>,
+    content: &[u8],
+    cert: Option<Dir>,
+    target: RelocationTarget,
+) -> Result<RelocationArea, WriteError> {
+    let (fa, sa) = (h.file_alignment, h.section_alignment);
+    if !fa.is_power_of_two() || !sa.is_power_of_two() || fa > sa {
+        return Err(WriteError::BadAlignment {
+            file: fa,
+            section: sa,
+        });
+    }
+    let overflow = |what| WriteError::Overflow { what };
+    let sections_end = h
+        .sections
+        .iter()
+        .map(|s| u64::from(s.raw_offset) + u64::from(s.raw_size))
+        .max()
+        .unwrap_or(0);
+    // A certificate table at the end of the file is cut off; one elsewhere is left as dead
+    // bytes. Either way the directory entry goes: the signature covers the section table.
+    let mut file_end = out.len() as u64;
+    if let Some(d) = cert.filter(|d| d.size != 0) {
+        let (start, end) = (u64::from(d.rva), u64::from(d.rva) + u64::from(d.size));
+        if end >= file_end && start <= file_end && start >= sections_end {
+            file_end = start;
+        }
+    }
+    let area = match (target, new_header_slot(h, out)) {
+        (RelocationTarget::GrowLastSection, _) => grow_last(h, out, content, file_end)?,
+        (_, Ok(slot)) => append(h, out, content, file_end, slot)?,
+        (RelocationTarget::Auto, Err(_)) => grow_last(h, out, content, file_end)?,
+        (RelocationTarget::NewSection, Err(e)) => return Err(e),
+    };
+    if cert.is_some_and(|d| d.size != 0) {
+        let at = h.directories_at + SECURITY_DIRECTORY as usize * 8;
+        out[at..at + 8].fill(0);
+    }
+    let image_end = u64::from(area.rva) + u64::from(area.size);
+    let size_of_image = align_u64(image_end, sa).ok_or(overflow("SizeOfImage"))?;
+    out[h.optional + 56..h.optional + 60].copy_from_slice(&size_of_image.to_le_bytes());
+    Ok(area)
+}
+
+/// File offset for one more section header: right after the table, inside SizeOfHeaders and
+/// before the first section's raw data, over zero bytes.
+fn new_header_slot(h: &Headers, file: &[u8]) -> Result<usize, WriteError> {
+    let count = u16::try_from(h.sections.len()).unwrap_or(u16::MAX);
+    if count >= MAX_SECTIONS {
+        return Err(WriteError::TooManySections { count });
+    }
+    let table_end = h.sections_at + h.sections.len() * SECTION_HEADER_SIZE;
+    let first_raw = h
+        .sections
+        .iter()
+        .filter(|s| s.raw_size != 0)
+        .map(|s| s.raw_offset as usize)
+        .min()
+        .unwrap_or(usize::MAX);
+    let limit = (h.size_of_headers as usize).min(first_raw);
+    if table_end + SECTION_HEADER_SIZE > limit {
+        return Err(WriteError::NoRoomForSectionHeader { table_end, limit });
+    }
+    if file
+        .get(table_end..table_end + SECTION_HEADER_SIZE)
+        .is_none_or(|b| b.iter().any(|&x| x != 0))
+    {
+        return Err(WriteError::SectionHeaderSpaceInUse { offset: table_end });
+    }
+    Ok(table_end)
+}
+
+/// Adds `delta` to the 32-bit optional-header field at `at`.
+fn add_to_field(
+    out: &mut [u8],
+    at: usize,
+    delta: u32,
+    what: &'static str,
+) -> Result<(), WriteError> {
+    let v = field_u32(out, at, "optional header truncated")?
+        .checked_add(delta)
+        .ok_or(WriteError::Overflow { what })?;
+    out[at..at + 4].copy_from_slice(&v.to_le_bytes());
+    Ok(())
+}
+
+/// Appends a section after the last one, in memory and in the file.
+fn append(
+    h: &Headers,
+    out: &mut Vec<u8>,
+    content: &[u8],
+    file_end: u64,
+    slot: usize,
+) -> Result<RelocationArea, WriteError> {
+    let overflow = |what| WriteError::Overflow { what };
+    let virtual_end = h
+        .sections
+        .iter()
+        .map(|s| u64::from(s.virtual_address) + u64::from(s.memory_size()))
+        .max()
+        .unwrap_or(0);
+    let rva = align_u64(virtual_end, h.section_alignment).ok_or(overflow("section RVA"))?;
+    let virtual_size = u32::try_from(content.len()).map_err(|_| overflow("section size"))?;
+    let raw_size =
+        align_u64(u64::from(virtual_size), h.file_alignment).ok_or(overflow("section raw size"))?;
+    let raw_offset = align_u64(file_end, h.file_alignment).ok_or(overflow("section offset"))?;
+    add_to_field(out, h.optional + 4, raw_size, "SizeOfCode")?;
+
+    out.truncate(file_end as usize);
+    out.resize(raw_offset as usize, 0);
+    out.extend_from_slice(content);
+    out.resize(raw_offset as usize + raw_size as usize, 0);
+
+    let mut header = [0u8; SECTION_HEADER_SIZE];
+    header[..SECTION_NAME.len()].copy_from_slice(SECTION_NAME.as_bytes());
+    header[8..12].copy_from_slice(&virtual_size.to_le_bytes());
+    header[12..16].copy_from_slice(&rva.to_le_bytes());
+    header[16..20].copy_from_slice(&raw_size.to_le_bytes());
+    header[20..24].copy_from_slice(&raw_offset.to_le_bytes());
+    header[36..40].copy_from_slice(&SECTION_CHARACTERISTICS.to_le_bytes());
+    out[slot..slot + SECTION_HEADER_SIZE].copy_from_slice(&header);
+    // `new_header_slot` checked the count is below MAX_SECTIONS.
+    let count = h.sections.len() as u16 + 1;
+    out[h.coff + 2..h.coff + 4].copy_from_slice(&count.to_le_bytes());
+    Ok(RelocationArea {
+        section: SECTION_NAME.to_string(),
+        appended: true,
+        rva,
+        raw_offset,
+        size: virtual_size,
+        section_virtual_size: virtual_size,
+        section_raw_size: raw_size,
+    })
+}
+
+/// Grows the last section (last in memory and in the file, followed by nothing but a
+/// certificate table) to hold `content` after its current data.
+fn grow_last(
+    h: &Headers,
+    out: &mut Vec<u8>,
+    content: &[u8],
+    file_end: u64,
+) -> Result<RelocationArea, WriteError> {
+    let overflow = |what| WriteError::Overflow { what };
+    let (index, last) = h
+        .sections
+        .iter()
+        .enumerate()
+        .max_by_key(|(_, s)| s.virtual_address)
+        .ok_or(WriteError::CannotGrowLastSection {
+            reason: "the image has no sections",
+        })?;
+    let raw_end = u64::from(last.raw_offset) + u64::from(last.raw_size);
+    if last.raw_size == 0 || raw_end != file_end {
+        return Err(WriteError::CannotGrowLastSection {
+            reason: "other data follows the last section in the file",
+        });
+    }
+    let start = u64::from(last.memory_size()).next_multiple_of(4);
+    let virtual_size =
+        u32::try_from(start + content.len() as u64).map_err(|_| overflow("section size"))?;
+    let raw_size = align_u64(u64::from(virtual_size), h.file_alignment)
+        .ok_or(overflow("section raw size"))?
+        .max(last.raw_size);
+    let rva = u32::try_from(u64::from(last.virtual_address) + start)
+        .map_err(|_| overflow("relocated body RVA"))?;
+    let raw_offset = u32::try_from(u64::from(last.raw_offset) + start)
+        .map_err(|_| overflow("relocated body offset"))?;
+    let end = u64::from(last.raw_offset) + u64::from(raw_size);
+    let end = usize::try_from(end).map_err(|_| overflow("file size"))?;
+
+    // Bytes between the old data and `start` are zero, as the loader's fill would be.
+    out.truncate(raw_end as usize);
+    out.resize(end, 0);
+    let at = raw_offset as usize;
+    out[last.raw_offset as usize + last.memory_size() as usize..at].fill(0);
+    out[at..at + content.len()].copy_from_slice(content);
+
+    let header = h.sections_at + index * SECTION_HEADER_SIZE;
+    out[header + 8..header + 12].copy_from_slice(&virtual_size.to_le_bytes());
+    out[header + 16..header + 20].copy_from_slice(&raw_size.to_le_bytes());
+    // The section now holds bodies the runtime reads: not discardable.
+    let flags = field_u32(out, header + 36, "section table truncated")?;
+    out[header + 36..header + 40]
+        .copy_from_slice(&(flags & !IMAGE_SCN_MEM_DISCARDABLE).to_le_bytes());
+    let grown = raw_size - last.raw_size;
+    if flags & IMAGE_SCN_CNT_CODE != 0 {
+        add_to_field(out, h.optional + 4, grown, "SizeOfCode")?;
+    } else if flags & IMAGE_SCN_CNT_INITIALIZED_DATA != 0 {
+        add_to_field(out, h.optional + 8, grown, "SizeOfInitializedData")?;
+    }
+    Ok(RelocationArea {
+        section: last.name(),
+        appended: false,
+        rva,
+        raw_offset,
+        size: u32::try_from(content.len()).map_err(|_| overflow("section size"))?,
+        section_virtual_size: virtual_size,
+        section_raw_size: raw_size,
+    })
+}
+
+/// `v` rounded up to a multiple of `align` (a power of two), when that fits in 32 bits.
+fn align_u64(v: u64, align: u32) -> Option<u32> {
+    u32::try_from(v.checked_next_multiple_of(u64::from(align))?).ok()
+}
+
+/// The PE image checksum (as `CheckSumMappedFile`): the one's-complement sum of the file's
+/// 16-bit words with the checksum field taken as zero, folded to 16 bits, plus the length.
+pub fn pe_checksum(file: &[u8], checksum_offset: usize) -> u32 {
+    let field = checksum_offset..checksum_offset.saturating_add(4);
+    let byte = |at: usize| if field.contains(&at) { 0 } else { file[at] };
+    let mut sum: u64 = 0;
+    let mut words = file.chunks_exact(2);
+    for (i, w) in words.by_ref().enumerate() {
+        let at = i * 2;
+        let (lo, hi) = if at + 1 >= field.start && at < field.end {
+            (byte(at), byte(at + 1))
+        } else {
+            (w[0], w[1])
+        };
+        sum += u64::from(u16::from_le_bytes([lo, hi]));
+    }
+    if !words.remainder().is_empty() {
+        sum += u64::from(byte(file.len() - 1));
+    }
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    (sum as u32).wrapping_add(file.len() as u32)
+}
+
+/// File offset of the checksum field of the PE image `file`.
+pub fn checksum_offset(file: &[u8]) -> Option<usize> {
+    Headers::parse(file).ok().map(|h| h.checksum_offset)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(sections: usize) -> Headers {
+        let s = RawSection {
+            name: *b".text\0\0\0",
+            virtual_size: 0x100,
+            virtual_address: 0x2000,
+            raw_size: 0x200,
+            raw_offset: 0x200,
+        };
+        Headers {
+            coff: 0x84,
+            optional: 0x98,
+            sections_at: 0x178,
+            sections: vec![s; sections],
+            file_alignment: 0x200,
+            section_alignment: 0x2000,
+            size_of_headers: 0x200,
+            checksum_offset: 0xd8,
+            directories_at: 0xf8,
+            directory_count: 16,
+        }
+    }
+
+    #[test]
+    fn alignment_is_checked() {
+        assert_eq!(align_u64(0, 0x200), Some(0));
+        assert_eq!(align_u64(1, 0x200), Some(0x200));
+        assert_eq!(align_u64(0x200, 0x200), Some(0x200));
+        assert_eq!(align_u64(u64::from(u32::MAX), 0x1000), None);
+        assert_eq!(align_u64(u64::MAX, 4), None);
+    }
+
+    #[test]
+    fn checksum_folds_carries_and_skips_its_field() {
+        assert_eq!(pe_checksum(&[1, 0, 2, 0, 3], 100), 6 + 5);
+        assert_eq!(pe_checksum(&[0xff, 0xff, 0xff, 0xff, 1, 0], 0), 1 + 6);
+        assert_eq!(pe_checksum(&[0xff, 0xff, 2, 0], 100), 2 + 4);
+        // A field at an odd offset masks the bytes it covers, not whole words.
+        assert_eq!(pe_checksum(&[1, 9, 9, 9, 9, 0], 1), 1 + 6);
+        assert_eq!(pe_checksum(&[], 0), 0);
+    }
+
+    #[test]
+    fn header_limits_are_typed_errors() {
+        let file = vec![0u8; 0x400];
+        assert!(matches!(
+            new_header_slot(&headers(MAX_SECTIONS as usize), &file),
+            Err(WriteError::TooManySections { count: 96 })
+        ));
+        // 0x178 + 9 × 40 = 0x2e0 > 0x200.
+        assert!(matches!(
+            new_header_slot(&headers(9), &file),
+            Err(WriteError::NoRoomForSectionHeader { .. })
+        ));
+        // Two sections leave room for a third header; three (as Roslyn writes) do not.
+        assert_eq!(new_header_slot(&headers(2), &file).unwrap(), 0x178 + 80);
+        assert!(new_header_slot(&headers(3), &file).is_err());
+        let mut h = headers(4);
+        h.file_alignment = 0x300;
+        let mut out = file.clone();
+        assert!(matches!(
+            place_relocated(&h, &mut out, &[0x06, 0x2a], None, RelocationTarget::Auto),
+            Err(WriteError::BadAlignment { .. })
+        ));
+    }
+
+    #[test]
+    fn garbage_headers_do_not_panic() {
+        assert!(matches!(
+            Headers::parse(&[]),
+            Err(WriteError::BadHeader { .. })
+        ));
+        let mut file = vec![0u8; 0x200];
+        file[0x3c] = 0xf0;
+        assert!(Headers::parse(&file).is_err());
+        file[0x3c] = 0x80;
+        file[0x80..0x84].copy_from_slice(b"PE\0\0");
+        file[0x86] = 0xff; // 255 sections in a 0x200-byte file
+        file[0x98] = 0x0b;
+        file[0x99] = 0x01;
+        assert!(matches!(
+            Headers::parse(&file),
+            Err(WriteError::BadHeader { .. })
+        ));
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..500 {
+            for b in file.iter_mut().skip(0x84).take(0x100) {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                *b = seed as u8;
+            }
+            if let Ok(h) = Headers::parse(&file) {
+                let mut out = file.clone();
+                let _ = place_relocated(&h, &mut out, &[0; 12], None, RelocationTarget::Auto);
+                let _ = h.directory(&file, SECURITY_DIRECTORY);
+            }
+        }
+    }
+}

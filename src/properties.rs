@@ -1,0 +1,110 @@
+//! Properties checked on untrusted input, one function per fuzz target. Each panics when its
+//! property fails; a panic anywhere inside (a bug in the code under test) fails it too.
+//!
+//! The fuzz targets in `fuzz/` call these, and `tests/regressions.rs` replays every input kept in
+//! `corpus/regressions/<target>/` through them, so a crash found once stays fixed.
+
+use crate::body::Body;
+use crate::image::Image;
+use crate::image::tables::{Table, Token};
+use crate::verify::{CallSig, NoResolver, SyntheticResolver, Verifier};
+
+/// Arbitrary bytes as a method body: decoding never panics; when it succeeds, lossless encoding
+/// reproduces exactly the bytes consumed, and canonical encoding is a fixed point.
+pub fn decode_body(data: &[u8]) {
+    let Ok(body) = Body::parse(data) else { return };
+    assert!(body.len() <= data.len());
+    let mut out = Vec::new();
+    body.encode(&mut out).expect("a decoded body re-encodes");
+    assert_eq!(out, &data[..body.len()], "lossless round trip");
+    let _ = body.validate_code();
+    let _ = crate::disasm::disassemble(&body);
+    let mut canon = Vec::new();
+    body.encode_canonical(&mut canon)
+        .expect("a decoded body encodes canonically");
+    let again = Body::parse(&canon).expect("canonical bytes decode");
+    assert_eq!(again.len(), canon.len());
+    let mut twice = Vec::new();
+    again
+        .encode_canonical(&mut twice)
+        .expect("canonical re-encodes");
+    assert_eq!(twice, canon, "canonical fixed point");
+}
+
+/// Arbitrary bytes as a PE image: reading never panics, and every method's name, signature and
+/// body read without panicking; memory stays bounded by the input (no allocation is sized by an
+/// unchecked length field).
+pub fn read_image(data: &[u8]) {
+    let Ok(image) = Image::parse(data) else {
+        return;
+    };
+    let _ = image.method_stats();
+    let mut verifier = Verifier::new();
+    // Bounded, so a hostile row count cannot make one input run for minutes.
+    for method in image.methods().take(4096) {
+        let _ = method.full_name();
+        let _ = method.signature();
+        if let Ok(body) = method.decoded_body() {
+            let mut out = Vec::new();
+            if body.encode(&mut out).is_ok() {
+                assert_eq!(
+                    Some(out.as_slice()),
+                    method.body().ok(),
+                    "lossless body from an image"
+                );
+            }
+            let resolver = crate::verify::ImageResolver::for_method(&image, &method, &body);
+            let _ = verifier.verify(&body, &resolver);
+        }
+    }
+    for table in [Table::MemberRef, Table::MethodSpec, Table::StandAloneSig] {
+        for rid in 1..=image.tables_header().rows(table).min(1024) {
+            let token = Token::new(table, rid);
+            let _ = image.method_sig(token);
+            let _ = image.standalone_sig(token);
+            let _ = image.token_exists(token);
+        }
+    }
+}
+
+/// Arbitrary bytes as a body, verified with no metadata and with a synthetic module drawn from
+/// the input's first bytes: the verifier never panics, and a body it finds clean stays within its
+/// declared MaxStack by the max-stack computation.
+pub fn verify_any(data: &[u8]) {
+    let (facts, rest) = data.split_at(data.len().min(4));
+    let Ok(body) = Body::parse(rest) else { return };
+    let mut verifier = Verifier::new();
+    let _ = verifier.verify(&body, &NoResolver);
+    let byte = |i: usize| facts.get(i).copied().unwrap_or(0);
+    let mut resolver = SyntheticResolver::new()
+        .method(u16::from(byte(0) % 8), byte(1) & 1 == 0)
+        .locals(u32::from(byte(2) % 16));
+    // Every call token in the body gets a signature derived from its value.
+    for instr in body.instructions().flatten() {
+        if let crate::instr::Operand::Token(t) = instr.operand {
+            let sig = CallSig::static_method((t % 5) as u16, t & 8 == 0);
+            resolver = resolver
+                .call(
+                    t,
+                    if t & 16 == 0 {
+                        sig
+                    } else {
+                        CallSig::instance((t % 3) as u16, t & 32 == 0)
+                    },
+                )
+                .token(t);
+        }
+    }
+    let clean = verifier.verify(&body, &resolver).is_empty() && verifier.is_complete();
+    if clean {
+        // A clean body stays within its declared MaxStack, by the same dataflow's count.
+        let clauses: Vec<_> = body.clauses().copied().collect();
+        let max = crate::verify::max_stack(body.code, &clauses, &resolver)
+            .expect("a clean body has a max stack");
+        assert!(
+            max <= body.max_stack(),
+            "computed max stack {max} above declared {}",
+            body.max_stack()
+        );
+    }
+}

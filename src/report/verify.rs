@@ -1,0 +1,101 @@
+//! Text and Markdown output of verification runs.
+
+use super::thousands;
+use crate::corpus::VerifyReport;
+use std::fmt::Write;
+
+/// Every listed finding with its disassembly window, then the summary.
+pub fn verify_text(r: &VerifyReport) -> String {
+    let mut s = String::new();
+    for f in &r.findings {
+        let _ = writeln!(
+            s,
+            "{}: {} {} IL_{:04x}: {}: {}",
+            f.assembly, f.token, f.method, f.offset, f.code, f.message
+        );
+        s.push_str(&f.window);
+    }
+    if r.findings_total > r.findings.len() as u64 {
+        let _ = writeln!(
+            s,
+            "... {} more findings not listed (--max)",
+            r.findings_total - r.findings.len() as u64
+        );
+    }
+    for e in &r.image_errors {
+        let _ = writeln!(s, "{}: cannot be read: {}", e.path, e.reason);
+    }
+    for sk in &r.skipped {
+        let _ = writeln!(s, "skipped {}: {}", sk.path, sk.reason);
+    }
+    let _ = writeln!(
+        s,
+        "verified {} methods in {} assemblies ({} bytes of IL) in {:.3} s: {:.1} MB/s, single thread",
+        thousands(r.methods_checked),
+        r.assemblies,
+        thousands(r.il_bytes),
+        r.verify_seconds,
+        r.mb_per_s()
+    );
+    if r.baseline_assemblies > 0 {
+        let _ = writeln!(
+            s,
+            "baseline: {} assemblies; {} findings also in the baseline not reported",
+            r.baseline_assemblies, r.baseline_suppressed
+        );
+    }
+    let _ = writeln!(
+        s,
+        "{} findings in {} methods; {} methods checked only in part (a call signature did not resolve)",
+        thousands(r.findings_total),
+        thousands(r.methods_with_errors),
+        thousands(r.methods_incomplete)
+    );
+    s
+}
+
+/// A Markdown report of a verification run.
+pub fn verify_markdown(r: &VerifyReport, command: &str) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "# ilcheck verification report\n\nCommand: `{command}`\n\nSources: {}\n",
+        r.sources.join(", ")
+    );
+    let _ = writeln!(s, "| measure | value |\n|---|---:|");
+    for (k, v) in [
+        ("assemblies", thousands(r.assemblies)),
+        ("methods checked", thousands(r.methods_checked)),
+        ("methods with findings", thousands(r.methods_with_errors)),
+        ("findings", thousands(r.findings_total)),
+        (
+            "methods checked in part (unresolved call signature)",
+            thousands(r.methods_incomplete),
+        ),
+        ("IL bytes", thousands(r.il_bytes)),
+        (
+            "verification throughput",
+            format!(
+                "{:.1} MB/s of IL ({:.3} s, single thread)",
+                r.mb_per_s(),
+                r.verify_seconds
+            ),
+        ),
+    ] {
+        let _ = writeln!(s, "| {k} | {v} |");
+    }
+    if !r.findings.is_empty() {
+        let _ = writeln!(s, "\n## Findings\n");
+        for f in &r.findings {
+            let _ = writeln!(
+                s,
+                "### {} `{}` {} IL_{:04x}\n\n{}: {}\n",
+                f.code, f.token, f.method, f.offset, f.assembly, f.message
+            );
+            if !f.window.is_empty() {
+                let _ = writeln!(s, "```\n{}```\n", f.window);
+            }
+        }
+    }
+    s
+}

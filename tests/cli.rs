@@ -1,0 +1,139 @@
+//! The command line: exit codes, JSON and SARIF output, and baseline comparison.
+
+use serde_json::Value;
+use std::process::Command;
+
+fn ilcheck(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_ilcheck"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn disasm_hex_and_bad_input() {
+    let (code, out, _) = ilcheck(&["disasm", "--hex", "0A 16 2A"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("IL_0000:  ldc.i4.0") && out.contains("IL_0001:  ret"),
+        "{out}"
+    );
+    let (code, _, err) = ilcheck(&["disasm", "--hex", "13 30 01"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("fat header needs 12 bytes"), "{err}");
+    let (code, _, _) = ilcheck(&["disasm", "--hex", "zz"]);
+    assert_eq!(code, 2);
+}
+
+#[test]
+fn roundtrip_json_schema_and_exit_codes() {
+    let (code, out, err) = ilcheck(&["roundtrip", "corpus/bin", "--json", "--canonical"]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["schema"], "ilcheck.roundtrip/1");
+    for field in [
+        "assemblies",
+        "bodies",
+        "identical",
+        "mismatches",
+        "decode_errors",
+        "il_bytes",
+        "instructions",
+        "decode_seconds",
+        "encode_seconds",
+    ] {
+        assert!(v.get(field).is_some(), "missing {field}");
+    }
+    assert_eq!(v["identical"], v["bodies"]);
+    assert!(v["canonical"]["bodies_checked"].as_u64().unwrap() > 0);
+    let (code, _, _) = ilcheck(&["roundtrip", "no/such/path.dll"]);
+    assert_eq!(code, 2);
+}
+
+#[test]
+fn roundtrip_markdown_report() {
+    let path = std::env::temp_dir().join(format!("ilcheck-roundtrip-{}.md", std::process::id()));
+    let (code, _, err) = ilcheck(&[
+        "roundtrip",
+        "corpus/bin/codec_shapes.dll",
+        "--report",
+        path.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let md = std::fs::read_to_string(&path).unwrap();
+    std::fs::remove_file(&path).ok();
+    assert!(md.contains("every body and every image identical"), "{md}");
+    assert!(md.contains("| bodies identical |"), "{md}");
+}
+
+#[test]
+fn verify_findings_json_sarif_and_baseline() {
+    let (code, out, err) = ilcheck(&[
+        "verify",
+        "corpus/bin/verify_cases.dll",
+        "--json",
+        "--max",
+        "1000",
+    ]);
+    assert_eq!(code, 1, "findings give exit code 1: {err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["schema"], "ilcheck.verify/1");
+    let findings = v["findings"].as_array().unwrap();
+    assert_eq!(findings.len() as u64, v["findings_total"].as_u64().unwrap());
+    assert!(v["methods_with_errors"].as_u64().unwrap() > 50);
+    // Every finding is in a method whose name lists its code, and no _Valid method has one.
+    for f in findings {
+        let method = f["method"].as_str().unwrap();
+        let code = f["code"].as_str().unwrap();
+        assert!(
+            method.contains("_Invalid_") && method.contains(code),
+            "{method}: {code}"
+        );
+        for field in ["assembly", "token", "offset", "message"] {
+            assert!(f.get(field).is_some());
+        }
+    }
+
+    let sarif = std::env::temp_dir().join(format!("ilcheck-{}.sarif", std::process::id()));
+    let (code, _, _) = ilcheck(&[
+        "verify",
+        "corpus/bin/verify_cases.dll",
+        "--sarif",
+        sarif.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1);
+    let log: Value = serde_json::from_str(&std::fs::read_to_string(&sarif).unwrap()).unwrap();
+    std::fs::remove_file(&sarif).ok();
+    assert_eq!(log["version"], "2.1.0");
+    assert!(!log["runs"][0]["results"].as_array().unwrap().is_empty());
+
+    // Against itself as the baseline nothing is new.
+    let (code, out, err) = ilcheck(&[
+        "verify",
+        "corpus/bin/verify_cases.dll",
+        "--baseline",
+        "corpus/bin/verify_cases.dll",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let b: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(b["findings_total"], 0);
+    assert_eq!(b["baseline_suppressed"], v["findings_total"]);
+}
+
+#[test]
+fn verify_clean_program_exits_zero() {
+    let (code, out, err) = ilcheck(&[
+        "verify",
+        "corpus/bin/control_flow.exe",
+        "corpus/bin/features.exe",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("0 findings"), "{out}");
+}

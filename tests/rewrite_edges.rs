@@ -1,0 +1,734 @@
+//! The rewriter at its edges: relaxation at the exact i8 limits for every branch kind, widening
+//! cascades, header and EH-section form changes, region boundaries on insertion, prefixes, tail
+//! calls and lifting errors.
+
+use ilcheck::body::{Body, ClauseKind};
+use ilcheck::ir::edit::{EditError, Regions, Targets};
+use ilcheck::ir::transforms::{self, Outcome, SkipReason, TransformOptions};
+use ilcheck::ir::{
+    BranchForms, EhClause, HeaderInfo, Instr, IrError, Label, LayoutOptions, MaxStackPolicy,
+    Method, Operand, Prefix, layout,
+};
+use ilcheck::opcode::{Opcode, OperandKind};
+use ilcheck::verify::{CallSig, NoResolver, SyntheticResolver};
+
+fn structural(forms: BranchForms) -> LayoutOptions {
+    LayoutOptions {
+        branch_forms: forms,
+        max_stack: MaxStackPolicy::Declared,
+        verify: false,
+    }
+}
+
+fn lay(m: &Method, forms: BranchForms) -> Vec<u8> {
+    let mut out = Vec::new();
+    layout(m, &structural(forms), &NoResolver, &mut out).expect("layout");
+    out
+}
+
+/// (offset, opcode, targets) of every instruction of a laid-out body.
+fn decoded(bytes: &[u8]) -> Vec<(u32, Opcode, Vec<i64>)> {
+    let body = Body::decode(bytes).expect("re-decodes");
+    assert_eq!(body.len(), bytes.len());
+    body.instructions()
+        .map(|i| {
+            let i = i.unwrap();
+            let t = i.targets().collect();
+            (i.offset, i.opcode, t)
+        })
+        .collect()
+}
+
+fn nops(m: &mut Method, n: usize) {
+    for _ in 0..n {
+        m.push(Instr::op(Opcode::Nop));
+    }
+}
+
+fn short_branches() -> Vec<Opcode> {
+    ilcheck::opcode::ALL
+        .iter()
+        .filter(|i| i.operand == OperandKind::ShortBrTarget)
+        .map(|i| i.opcode)
+        .collect()
+}
+
+/// A forward branch over `gap` nop bytes: short-form displacement `gap`.
+fn forward(op: Opcode, gap: usize) -> Method {
+    let mut m = Method::new(HeaderInfo::default());
+    let l = m.new_label();
+    m.push(Instr::branch(op, l));
+    nops(&mut m, gap);
+    m.bind(l);
+    m.push(Instr::op(Opcode::Ret));
+    m
+}
+
+/// A backward branch whose short-form displacement is `-(pad + 2)`.
+fn backward(op: Opcode, pad: usize) -> Method {
+    let mut m = Method::new(HeaderInfo::default());
+    let l = m.here();
+    nops(&mut m, pad);
+    m.push(Instr::branch(op, l));
+    m.push(Instr::op(Opcode::Ret));
+    m
+}
+
+#[test]
+fn relaxation_at_the_i8_limits_for_every_branch_kind() {
+    let kinds = short_branches();
+    assert_eq!(kinds.len(), 14, "13 short branches and leave.s");
+    for op in kinds {
+        let long = op.long_form();
+        for forms in [BranchForms::KeepOriginal, BranchForms::ShortestWhereFits] {
+            // Forward: 127 fits, 128 does not.
+            for (gap, expect) in [(127usize, op), (128, long)] {
+                let mut m = forward(op, gap);
+                if forms == BranchForms::ShortestWhereFits {
+                    m.instrs[0].opcode = long;
+                }
+                let ins = decoded(&lay(&m, forms));
+                assert_eq!(ins[0].1, expect, "{op} forward {gap} {forms:?}");
+                assert_eq!(ins[0].2, vec![ins.last().unwrap().0 as i64]);
+            }
+            // Backward: -128 fits, -129 does not.
+            for (disp, expect) in [(-128i64, op), (-129, long)] {
+                let pad = (-disp - 2) as usize;
+                let ins = decoded(&lay(&backward(op, pad), forms));
+                let br = &ins[ins.len() - 2];
+                assert_eq!(br.1, expect, "{op} backward {disp} {forms:?}");
+                assert_eq!(br.2, vec![0]);
+            }
+        }
+        // AllLong widens even what fits; KeepOriginal keeps a long branch long.
+        let ins = decoded(&lay(&forward(op, 1), BranchForms::AllLong));
+        assert_eq!(ins[0].1, long);
+        let ins = decoded(&lay(&forward(long, 1), BranchForms::KeepOriginal));
+        assert_eq!(ins[0].1, long);
+        let ins = decoded(&lay(&forward(long, 1), BranchForms::ShortestWhereFits));
+        assert_eq!(ins[0].1, op);
+    }
+}
+
+/// `B_i` jumps over `B_{i+1}`; every displacement is exactly 127 until the last branch, at 128,
+/// widens; then each widening pushes the branch before it out of range, one pass each.
+fn cascade(k: usize, last_disp: usize) -> Method {
+    let mut m = Method::new(HeaderInfo::default());
+    let labels: Vec<Label> = (0..k).map(|_| m.new_label()).collect();
+    let pad = |i: usize| if i.is_multiple_of(2) { 62 } else { 63 };
+    for i in 0..k {
+        if i >= 2 {
+            m.bind(labels[i - 2]);
+        }
+        m.push(Instr::branch(Opcode::Br_S, labels[i]));
+        nops(&mut m, pad(i));
+    }
+    m.bind(labels[k - 2]);
+    nops(&mut m, last_disp - pad(k - 1));
+    m.bind(labels[k - 1]);
+    m.push(Instr::op(Opcode::Ret));
+    m
+}
+
+#[test]
+fn widening_cascades_to_a_fixpoint() {
+    let k = 12;
+    let mut out = Vec::new();
+    let fits = cascade(k, 127);
+    let info = layout(
+        &fits,
+        &structural(BranchForms::KeepOriginal),
+        &NoResolver,
+        &mut out,
+    )
+    .unwrap();
+    assert_eq!((info.widened, info.passes), (0, 1));
+    assert!(decoded(&out).iter().all(|i| i.1 != Opcode::Br));
+
+    let m = cascade(k, 128);
+    out.clear();
+    let info = layout(
+        &m,
+        &structural(BranchForms::KeepOriginal),
+        &NoResolver,
+        &mut out,
+    )
+    .unwrap();
+    assert_eq!(info.widened as usize, k, "every branch widened");
+    assert_eq!(
+        info.passes as usize,
+        k + 1,
+        "one widening per pass, then a stable pass"
+    );
+    let ins = decoded(&out);
+    let brs: Vec<_> = ins
+        .iter()
+        .filter(|i| i.0 != 0 || i.1 != Opcode::Nop)
+        .filter(|i| i.1 == Opcode::Br)
+        .collect();
+    assert_eq!(brs.len(), k);
+    // Every target is still the instruction its label named.
+    let starts: Vec<i64> = ins.iter().map(|i| i.0 as i64).collect();
+    for b in brs {
+        assert!(starts.contains(&b.2[0]));
+    }
+}
+
+#[test]
+fn tiny_body_grows_past_63_bytes_into_a_fat_header() {
+    let mut m = Method::new(HeaderInfo::default());
+    nops(&mut m, 31);
+    m.push(Instr::op(Opcode::Ret));
+    let out = lay(&m, BranchForms::KeepOriginal);
+    assert!(Body::decode(&out).unwrap().is_tiny());
+    transforms::nop_pad(&mut m, &TransformOptions::default()).unwrap();
+    assert_eq!(m.instrs.len(), 64);
+    let out = lay(&m, BranchForms::KeepOriginal);
+    let body = Body::decode(&out).unwrap();
+    assert!(!body.is_tiny());
+    assert_eq!((body.code.len(), body.max_stack()), (64, 8));
+}
+
+/// `clauses` finally clauses over nop padding, the try `try_len` and the handler `handler_len`
+/// bytes long, starting after `lead` bytes.
+fn eh_method(clauses: usize, lead: usize, try_len: usize, handler_len: usize) -> Method {
+    let mut m = Method::new(HeaderInfo {
+        max_stack: 8,
+        ..HeaderInfo::default()
+    });
+    nops(&mut m, lead);
+    let mut built = Vec::new();
+    for _ in 0..clauses {
+        let try_start = m.here();
+        let exit = m.new_label();
+        nops(&mut m, try_len - 5);
+        m.push(Instr::branch(Opcode::Leave, exit));
+        let try_end = m.here();
+        let handler_start = m.here();
+        nops(&mut m, handler_len - 1);
+        m.push(Instr::op(Opcode::Endfinally));
+        let handler_end = m.here();
+        m.bind(exit);
+        built.push(EhClause {
+            kind: ClauseKind::Finally,
+            try_start,
+            try_end,
+            handler_start,
+            handler_end,
+            filter_start: None,
+            class_token: 0,
+            extra_flags: 0,
+        });
+    }
+    m.push(Instr::op(Opcode::Ret));
+    for c in built {
+        m.add_clause(c).unwrap();
+    }
+    m
+}
+
+fn eh_is_fat(m: &Method) -> bool {
+    let out = lay(m, BranchForms::KeepOriginal);
+    let body = Body::decode(&out).unwrap();
+    assert_eq!(body.clauses().count(), m.clauses.len());
+    let eh: Vec<_> = body.sections.iter().filter(|s| s.is_eh()).collect();
+    assert_eq!(eh.len(), 1);
+    eh[0].is_fat()
+}
+
+#[test]
+fn eh_table_crosses_the_small_limits() {
+    assert!(
+        !eh_is_fat(&eh_method(20, 0, 8, 2)),
+        "20 clauses fit a small section"
+    );
+    assert!(eh_is_fat(&eh_method(21, 0, 8, 2)), "21 clauses do not");
+    assert!(
+        !eh_is_fat(&eh_method(1, 65527, 8, 2)),
+        "handler offset 65535 fits"
+    );
+    assert!(
+        eh_is_fat(&eh_method(1, 65528, 8, 2)),
+        "handler offset 65536 does not"
+    );
+    assert!(
+        eh_is_fat(&eh_method(1, 65536, 8, 2)),
+        "try offset 65536 does not"
+    );
+    assert!(!eh_is_fat(&eh_method(1, 0, 255, 2)), "try length 255 fits");
+    assert!(
+        eh_is_fat(&eh_method(1, 0, 256, 2)),
+        "try length 256 does not"
+    );
+    assert!(
+        eh_is_fat(&eh_method(1, 0, 8, 256)),
+        "handler length 256 does not"
+    );
+    // Growth alone switches the form: nop padding doubles a 200-byte try.
+    let mut m = eh_method(1, 0, 200, 2);
+    assert!(!eh_is_fat(&m));
+    transforms::nop_pad(&mut m, &TransformOptions::default()).unwrap();
+    assert!(eh_is_fat(&m));
+}
+
+/// `nop; [try: nop; leave.s L] [finally: endfinally] L: ret` with a branch-free try.
+fn try_method() -> (Method, EhClause) {
+    let m = eh_method(1, 1, 7, 1);
+    let c = m.clauses[0];
+    (m, c)
+}
+
+#[test]
+fn insertion_at_region_boundaries_inside_and_outside() {
+    let marker = [Instr::op(Opcode::Break)];
+    // Before the try's first instruction (index 1).
+    for (regions, try_start) in [(Regions::Inside, 1), (Regions::Outside, 2)] {
+        let (mut m, c) = try_method();
+        let mut ed = m.edit();
+        ed.insert_before(1, &marker, Targets::ToNew, regions)
+            .unwrap();
+        ed.commit().unwrap();
+        assert_eq!(m.instrs[1].opcode, Opcode::Break);
+        assert_eq!(m.position(c.try_start), Some(try_start), "{regions:?}");
+        assert_eq!(
+            m.position(c.try_end),
+            Some(m.position(c.handler_start).unwrap())
+        );
+    }
+    // After the try's last instruction (the leave): inside, the try grows to cover it.
+    let (m0, c) = try_method();
+    let leave = m0.position(c.try_end).unwrap() - 1;
+    for (regions, grows) in [(Regions::Inside, true), (Regions::Outside, false)] {
+        let mut m = m0.clone();
+        let mut ed = m.edit();
+        ed.insert_after(leave, &marker, regions).unwrap();
+        ed.commit().unwrap();
+        let end = m.position(c.try_end).unwrap();
+        assert_eq!(m.instrs[leave + 1].opcode, Opcode::Break);
+        assert_eq!(end == leave + 2, grows, "{regions:?}");
+        assert_eq!(
+            m.position(c.handler_start),
+            Some(leave + 2),
+            "handler start stays on endfinally"
+        );
+    }
+    // Before the handler: inside the handler, or between try and handler.
+    let hs = m0.position(c.handler_start).unwrap();
+    for (regions, start) in [(Regions::Inside, hs), (Regions::Outside, hs + 1)] {
+        let mut m = m0.clone();
+        let mut ed = m.edit();
+        ed.insert_before(hs, &marker, Targets::StayOnOld, regions)
+            .unwrap();
+        ed.commit().unwrap();
+        assert_eq!(m.position(c.handler_start), Some(start));
+        assert_eq!(m.position(c.try_end), Some(hs), "the try does not grow");
+    }
+}
+
+#[test]
+fn insertion_before_a_branch_target_states_where_branches_go() {
+    for (targets, reaches) in [(Targets::ToNew, 2usize), (Targets::StayOnOld, 3)] {
+        let mut m = Method::new(HeaderInfo::default());
+        let l = m.new_label();
+        m.push(Instr::branch(Opcode::Br_S, l));
+        m.push(Instr::op(Opcode::Nop));
+        m.bind(l);
+        m.push(Instr::op(Opcode::Ret));
+        let mut ed = m.edit();
+        ed.insert_before(2, &[Instr::op(Opcode::Break)], targets, Regions::Outside)
+            .unwrap();
+        ed.commit().unwrap();
+        assert_eq!(m.position(l), Some(reaches));
+        let ins = decoded(&lay(&m, BranchForms::KeepOriginal));
+        assert_eq!(ins[0].2, vec![ins[reaches].0 as i64]);
+    }
+}
+
+#[test]
+fn conflicting_and_ambiguous_edits_are_refused_and_leave_the_method_alone() {
+    let (mut m, _) = try_method();
+    let before = m.clone();
+    let mut ed = m.edit();
+    ed.insert_before(
+        1,
+        &[Instr::op(Opcode::Nop)],
+        Targets::ToNew,
+        Regions::Inside,
+    )
+    .unwrap();
+    ed.insert_before(
+        1,
+        &[Instr::op(Opcode::Nop)],
+        Targets::ToNew,
+        Regions::Outside,
+    )
+    .unwrap();
+    assert!(matches!(
+        ed.commit(),
+        Err(EditError::ConflictingEdits { index: 1, .. })
+    ));
+    assert_eq!(m, before);
+
+    let mut ed = m.edit();
+    ed.replace(0, &[]).unwrap();
+    ed.remove(0).unwrap();
+    assert!(matches!(
+        ed.commit(),
+        Err(EditError::ConflictingEdits { .. })
+    ));
+
+    // One label used both as a branch target and as a try start, with an insertion that
+    // would send the two uses to different places.
+    let mut m = Method::new(HeaderInfo::default());
+    let l = m.new_label();
+    m.push(Instr::branch(Opcode::Br_S, l));
+    m.bind(l);
+    m.push(Instr::op(Opcode::Nop));
+    m.push(Instr::op(Opcode::Ret));
+    let (e, h, he) = (m.new_label(), m.new_label(), m.new_label());
+    m.labels[e.index()] = 2;
+    m.labels[h.index()] = 2;
+    m.labels[he.index()] = 3;
+    m.clauses.push(EhClause {
+        kind: ClauseKind::Fault,
+        try_start: l,
+        try_end: e,
+        handler_start: h,
+        handler_end: he,
+        filter_start: None,
+        class_token: 0,
+        extra_flags: 0,
+    });
+    let before = m.clone();
+    let mut ed = m.edit();
+    ed.insert_before(
+        1,
+        &[Instr::op(Opcode::Nop)],
+        Targets::ToNew,
+        Regions::Outside,
+    )
+    .unwrap();
+    assert!(matches!(ed.commit(), Err(EditError::AmbiguousLabel { .. })));
+    assert_eq!(m, before);
+    assert!(matches!(
+        m.edit()
+            .insert_before(9, &[], Targets::ToNew, Regions::Inside),
+        Err(EditError::IndexOutOfRange { index: 9, len: 3 })
+    ));
+}
+
+/// `ldarg.0; tail. call T; ret` plus an ordinary path ending in `ret`.
+fn tail_method() -> Method {
+    let mut m = Method::new(HeaderInfo::default());
+    let other = m.new_label();
+    m.push(Instr::op(Opcode::Ldarg_0));
+    m.push(Instr::branch(Opcode::Brtrue_S, other));
+    m.push(Instr::op(Opcode::Ldarg_0));
+    let tail = m.add_prefixes(&[Prefix {
+        opcode: Opcode::Tail,
+        value: 0,
+    }]);
+    m.push(Instr {
+        opcode: Opcode::Call,
+        prefixes: tail,
+        operand: Operand::Token(0x0600_0001),
+    });
+    m.push(Instr::op(Opcode::Ret));
+    m.bind(other);
+    m.push(Instr::op(Opcode::Ldc_I4_0));
+    m.push(Instr::op(Opcode::Ret));
+    m
+}
+
+fn tail_resolver() -> SyntheticResolver {
+    SyntheticResolver::new()
+        .method(1, false)
+        .call(0x0600_0001, CallSig::static_method(1, false))
+}
+
+fn verified(m: &Method, resolver: &dyn ilcheck::verify::Resolver) -> Vec<u8> {
+    let mut out = Vec::new();
+    layout(m, &LayoutOptions::default(), resolver, &mut out).expect("verifies");
+    out
+}
+
+#[test]
+fn epilogue_leaves_tail_call_ret_alone_and_keeps_return_values() {
+    let mut m = tail_method();
+    verified(&m, &tail_resolver());
+    let opts = TransformOptions::default();
+    assert_eq!(transforms::epilogue(&mut m, &opts), Ok(Outcome::Changed));
+    // The tail call is still followed by its ret; the other ret got the epilogue before it.
+    assert_eq!(m.instrs[3].opcode, Opcode::Call);
+    assert_eq!(m.instrs[4].opcode, Opcode::Ret);
+    assert_eq!(
+        m.instrs[5..].iter().map(|i| i.opcode).collect::<Vec<_>>(),
+        [Opcode::Ldc_I4_0, Opcode::Nop, Opcode::Ret]
+    );
+    let out = verified(&m, &tail_resolver());
+    let ins = decoded(&out);
+    let tail_at = ins.iter().position(|i| i.1 == Opcode::Tail).unwrap();
+    assert_eq!(
+        (ins[tail_at + 1].1, ins[tail_at + 2].1),
+        (Opcode::Call, Opcode::Ret)
+    );
+
+    // nop-pad never separates the pair either, nor the prefix from its call.
+    let mut m = tail_method();
+    transforms::nop_pad(&mut m, &opts).unwrap();
+    let ins = decoded(&verified(&m, &tail_resolver()));
+    let tail_at = ins.iter().position(|i| i.1 == Opcode::Tail).unwrap();
+    assert_eq!(
+        (ins[tail_at + 1].1, ins[tail_at + 2].1),
+        (Opcode::Call, Opcode::Ret)
+    );
+    assert_eq!(
+        ins[tail_at - 1].1,
+        Opcode::Nop,
+        "the nop goes before the prefix"
+    );
+
+    // A wrap would put the tail call inside a protected region.
+    let mut m = tail_method();
+    let wrap_opts = TransformOptions {
+        returns_void: Some(false),
+        return_local: Some(0),
+        ..TransformOptions::default()
+    };
+    assert_eq!(
+        transforms::wrap_finally(&mut m, &wrap_opts),
+        Err(SkipReason::TailCallInsideER { index: 3 })
+    );
+}
+
+#[test]
+fn epilogue_with_several_returns_shares_one_block() {
+    // if (arg) return 1; return 2;  — non-void, two rets, neither last-and-alone.
+    let mut m = Method::new(HeaderInfo::default());
+    let other = m.new_label();
+    m.push(Instr::op(Opcode::Ldarg_0));
+    m.push(Instr::branch(Opcode::Brfalse_S, other));
+    m.push(Instr::op(Opcode::Ldc_I4_1));
+    m.push(Instr::op(Opcode::Ret));
+    m.bind(other);
+    m.push(Instr::op(Opcode::Ldc_I4_2));
+    m.push(Instr::op(Opcode::Ret));
+    let resolver = SyntheticResolver::new().method(1, false);
+    let opts = TransformOptions {
+        epilogue: vec![
+            Instr::op(Opcode::Nop),
+            Instr::op(Opcode::Ldc_I4_0),
+            Instr::op(Opcode::Pop),
+        ],
+        ..TransformOptions::default()
+    };
+    transforms::epilogue(&mut m, &opts).unwrap();
+    let ins = decoded(&verified(&m, &resolver));
+    assert_eq!(ins.iter().filter(|i| i.1 == Opcode::Ret).count(), 1);
+    assert_eq!(ins[3].1, Opcode::Br_S);
+    // Not stack-neutral: refused before anything changes.
+    let bad = TransformOptions {
+        epilogue: vec![Instr::op(Opcode::Pop)],
+        ..TransformOptions::default()
+    };
+    assert!(matches!(
+        transforms::epilogue(&mut m, &bad),
+        Err(SkipReason::UnsupportedSnippet { .. })
+    ));
+}
+
+#[test]
+fn prologue_goes_outside_a_try_at_entry_and_loops_stay_on_the_original_start() {
+    // try { loop: nop; br loop-ish } — instruction 0 starts a try and is a backward target.
+    let mut m = Method::new(HeaderInfo::default());
+    let start = m.here();
+    let try_start = m.here();
+    let exit = m.new_label();
+    m.push(Instr::op(Opcode::Ldarg_0));
+    m.push(Instr::branch(Opcode::Brtrue_S, start));
+    m.push(Instr::branch(Opcode::Leave_S, exit));
+    let try_end = m.here();
+    let handler_start = m.here();
+    m.push(Instr::op(Opcode::Endfinally));
+    let handler_end = m.here();
+    m.bind(exit);
+    m.push(Instr::op(Opcode::Ret));
+    m.add_clause(EhClause {
+        kind: ClauseKind::Finally,
+        try_start,
+        try_end,
+        handler_start,
+        handler_end,
+        filter_start: None,
+        class_token: 0,
+        extra_flags: 0,
+    })
+    .unwrap();
+    let resolver = SyntheticResolver::new()
+        .method(1, true)
+        .call(0x0600_0002, CallSig::static_method(0, true));
+    verified(&m, &resolver);
+    let opts = TransformOptions {
+        prologue: vec![Instr::new(Opcode::Call, Operand::Token(0x0600_0002))],
+        ..TransformOptions::default()
+    };
+    transforms::prologue(&mut m, &opts).unwrap();
+    assert_eq!(m.instrs[0].opcode, Opcode::Call);
+    assert_eq!(
+        m.position(start),
+        Some(1),
+        "the loop does not rerun the prologue"
+    );
+    assert_eq!(
+        m.position(try_start),
+        Some(1),
+        "the prologue is outside the try"
+    );
+    let ins = decoded(&verified(&m, &resolver));
+    assert_eq!(ins[2].2, vec![ins[1].0 as i64]);
+}
+
+#[test]
+fn wrap_finally_and_catch_verify_and_skip_with_reasons() {
+    // if (arg) return 1; return 2;
+    let build = || {
+        let mut m = Method::new(HeaderInfo::default());
+        let other = m.new_label();
+        m.push(Instr::op(Opcode::Ldarg_0));
+        m.push(Instr::branch(Opcode::Brfalse_S, other));
+        m.push(Instr::op(Opcode::Ldc_I4_1));
+        m.push(Instr::op(Opcode::Ret));
+        m.bind(other);
+        m.push(Instr::op(Opcode::Ldc_I4_2));
+        m.push(Instr::op(Opcode::Ret));
+        m
+    };
+    let resolver = SyntheticResolver::new()
+        .method(1, false)
+        .locals(1)
+        .token(0x0100_0001);
+    let mut opts = TransformOptions {
+        returns_void: None,
+        catch_type: 0x0100_0001,
+        ..TransformOptions::default()
+    };
+    assert_eq!(
+        transforms::wrap_finally(&mut build(), &opts),
+        Err(SkipReason::NeedsSignature)
+    );
+    opts.returns_void = Some(false);
+    assert_eq!(
+        transforms::wrap_catch(&mut build(), &opts),
+        Err(SkipReason::NeedsNewLocal)
+    );
+    opts.return_local = Some(0);
+    for wrap in [transforms::wrap_finally, transforms::wrap_catch] {
+        let mut m = build();
+        m.header.local_sig = 0x1100_0001;
+        assert_eq!(wrap(&mut m, &opts), Ok(Outcome::Changed));
+        let out = verified(&m, &resolver);
+        let body = Body::decode(&out).unwrap();
+        let c: Vec<_> = body.clauses().collect();
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0].try_offset, 0);
+        let ins = decoded(&out);
+        assert_eq!(ins.iter().filter(|i| i.1 == Opcode::Leave_S).count(), 2);
+        assert_eq!(ins.last().unwrap().1, Opcode::Ret);
+    }
+}
+
+#[test]
+fn prefixes_stay_attached_through_every_edit() {
+    let mut m = Method::new(HeaderInfo::default());
+    m.push(Instr::op(Opcode::Ldarg_0));
+    let p = m.add_prefixes(&[
+        Prefix {
+            opcode: Opcode::Unaligned,
+            value: 1,
+        },
+        Prefix {
+            opcode: Opcode::Volatile,
+            value: 0,
+        },
+    ]);
+    m.push(Instr {
+        opcode: Opcode::Ldind_I4,
+        prefixes: p,
+        operand: Operand::None,
+    });
+    m.push(Instr::op(Opcode::Ret));
+    let mut ed = m.edit();
+    ed.insert_before(
+        1,
+        &[Instr::op(Opcode::Break)],
+        Targets::ToNew,
+        Regions::Inside,
+    )
+    .unwrap();
+    ed.insert_after(1, &[Instr::op(Opcode::Break)], Regions::Inside)
+        .unwrap();
+    ed.commit().unwrap();
+    let ops: Vec<Opcode> = decoded(&lay(&m, BranchForms::KeepOriginal))
+        .iter()
+        .map(|i| i.1)
+        .collect();
+    assert_eq!(
+        ops,
+        [
+            Opcode::Ldarg_0,
+            Opcode::Break,
+            Opcode::Unaligned,
+            Opcode::Volatile,
+            Opcode::Ldind_I4,
+            Opcode::Break,
+            Opcode::Ret
+        ]
+    );
+}
+
+#[test]
+fn bodies_without_instruction_start_targets_cannot_be_lifted() {
+    // br.s +1 lands inside `ldc.i4.s 5`.
+    let code = [0x2B, 0x01, 0x1F, 0x05, 0x2A];
+    let bytes = [&[(code.len() as u8) << 2 | 2][..], &code].concat();
+    let body = Body::decode(&bytes).unwrap();
+    assert_eq!(
+        Method::from_body(&body),
+        Err(IrError::TargetNotInstruction {
+            offset: 0,
+            opcode: Opcode::Br_S,
+            target: 3
+        })
+    );
+    // A branch between a prefix and its instruction.
+    let code = [0x2B, 0x02, 0xFE, 0x13, 0x46, 0x2A];
+    let bytes = [&[(code.len() as u8) << 2 | 2][..], &code].concat();
+    let body = Body::decode(&bytes).unwrap();
+    assert!(matches!(
+        Method::from_body(&body),
+        Err(IrError::TargetNotInstruction { target: 4, .. })
+    ));
+    // A prefix with nothing after it.
+    let code = [0x2A, 0xFE, 0x14];
+    let bytes = [&[(code.len() as u8) << 2 | 2][..], &code].concat();
+    let body = Body::decode(&bytes).unwrap();
+    assert!(matches!(
+        Method::from_body(&body),
+        Err(IrError::DanglingPrefix { offset: 1, .. })
+    ));
+}
+
+#[test]
+fn identity_is_byte_identical_on_a_lifted_body() {
+    let m = cascade(6, 128);
+    let once = lay(&m, BranchForms::KeepOriginal);
+    let body = Body::decode(&once).unwrap();
+    let lifted = Method::from_body(&body).unwrap();
+    assert_eq!(lay(&lifted, BranchForms::KeepOriginal), once);
+    // Every branch of the cascade is forced long: shortening where it fits changes nothing.
+    let shortest = lay(&lifted, BranchForms::ShortestWhereFits);
+    assert_eq!(
+        shortest, once,
+        "a cascade's widening is forced, not a choice"
+    );
+}
