@@ -4,7 +4,7 @@
 //!
 //! `ILCHECK_PROPTEST_CASES` sets the number of cases per property (default 4000).
 
-use ilcheck::body::{Body, Clause};
+use ilcheck::body::{Body, BodyParts, Clause};
 use ilcheck::disasm;
 use ilcheck::r#gen::interp::{self, Env, Outcome as RunOutcome};
 use ilcheck::r#gen::mutate::{Mutation, mutate};
@@ -137,6 +137,21 @@ proptest! {
                 m.expected,
                 listing(&m.code, &m.clauses)
             );
+            // As a whole body, the same findings, and the first-finding mode finds one.
+            let parts = BodyParts {
+                max_stack: m.max_stack,
+                init_locals: false,
+                // A locals token keeps the header fat, so the declared MaxStack stays.
+                local_sig: LOCALS_SIG,
+                code: &m.code,
+                clauses: m.clauses.clone(),
+                raw_sections: Vec::new(),
+            };
+            let mut bytes = Vec::new();
+            parts.encode_canonical(&mut bytes).expect("mutant encodes");
+            let body = Body::parse(&bytes).expect("mutant parses");
+            prop_assert_eq!(verify::verify(&body, &g.resolver), found.clone(), "{:?}", mutation);
+            prop_assert!(verify::verify_first(&body, &g.resolver).is_some(), "{:?}", mutation);
         }
     }
 }
@@ -207,8 +222,10 @@ fn check_transforms(g: &Generated) -> Result<(), TestCaseError> {
         let new_clauses: Vec<Clause> = new_body.clauses().copied().collect();
         let after = run_all(g, new_body.code, &new_clauses, FUEL * 4);
         for (k, (a, b)) in before.iter().zip(&after).enumerate() {
+            // Locals the transform added (a return-value holder) are not the program's.
+            let locals_kept = (0..g.shape.locals as usize).all(|l| a.local(l) == b.local(l));
             prop_assert!(
-                a.outcome == b.outcome && a.trace == b.trace,
+                a.outcome == b.outcome && a.trace == b.trace && a.args == b.args && locals_kept,
                 "{name} changed behaviour on inputs {:?}: {:?} / {:?}\ntraces {:?} / {:?}\nbefore:\n{}\nafter:\n{}",
                 g.inputs[k],
                 a.outcome,

@@ -53,6 +53,17 @@ pub struct Run {
     pub trace: Vec<CallEvent>,
     /// Instructions executed.
     pub steps: u64,
+    /// Arguments and locals when the run ended (locals never touched read as zero), so that
+    /// the effects of handlers on them are observable too.
+    pub args: Vec<i32>,
+    pub locals: Vec<i32>,
+}
+
+impl Run {
+    /// Local `k` when the run ended.
+    pub fn local(&self, k: usize) -> i32 {
+        self.locals.get(k).copied().unwrap_or(0)
+    }
 }
 
 /// What the code can call, and how long it may run.
@@ -95,6 +106,8 @@ pub fn run(code: &[u8], clauses: &[Clause], args: &[i32], env: &Env<'_>) -> Run 
                     },
                     trace: Vec::new(),
                     steps: 0,
+                    args: args.to_vec(),
+                    locals: Vec::new(),
                 };
             }
         }
@@ -124,6 +137,8 @@ pub fn run(code: &[u8], clauses: &[Clause], args: &[i32], env: &Env<'_>) -> Run 
         outcome,
         trace: m.trace,
         steps: m.steps,
+        args: m.args,
+        locals: m.locals,
     }
 }
 

@@ -538,6 +538,13 @@ impl<'a, 'u> Gen<'a, 'u> {
         self.block_of(0, max);
     }
 
+    /// A handler's block: never empty while the budget lasts, so that handlers have effects a
+    /// rewrite could lose.
+    fn handler_block(&mut self) {
+        let max = (self.cfg.max_statements / (self.nesting + 1)).clamp(1, 4);
+        self.block_of(1, max);
+    }
+
     fn in_handler_like(&self) -> bool {
         self.regions
             .iter()
@@ -816,7 +823,7 @@ impl<'a, 'u> Gen<'a, 'u> {
         }
         self.enter(Region::Catch);
         self.leave_targets.push(after);
-        self.block();
+        self.handler_block();
         self.leave_targets.pop();
         self.exit();
         self.branch(Opcode::Leave, after);
@@ -896,7 +903,7 @@ impl<'a, 'u> Gen<'a, 'u> {
                 };
                 self.enter(region);
                 if !small {
-                    self.block();
+                    self.handler_block();
                 }
                 self.exit();
                 self.leave_targets = saved;
