@@ -1,21 +1,17 @@
 //! Properties over generated bodies: they verify clean, round-trip losslessly and canonically,
 //! survive every transform of the rewriter valid and with the same behaviour, and each one-rule
-//! mutation of them is caught with its expected diagnostic.
+//! mutation of them is caught with its expected diagnostic. The properties themselves live in
+//! `ilcheck::gen::check`, shared with the fuzz target.
 //!
 //! `ILCHECK_PROPTEST_CASES` sets the number of cases per property (default 4000).
 
-use ilcheck::body::{Body, BodyParts, Clause};
-use ilcheck::disasm;
-use ilcheck::r#gen::interp::{self, Env, Outcome as RunOutcome};
+use ilcheck::body::Body;
+use ilcheck::r#gen::check;
 use ilcheck::r#gen::mutate::{Mutation, mutate};
-use ilcheck::r#gen::valid::{EXCEPTION_CLASS, LOCALS_SIG};
 use ilcheck::r#gen::{Config, Generated, strategy};
-use ilcheck::ir::{
-    self, BranchForms, LayoutOptions, MaxStackPolicy, Method, Rewriter, TRANSFORMS,
-    TransformOptions,
-};
+use ilcheck::ir::BranchForms;
 use ilcheck::opcode::{Opcode, OperandKind};
-use ilcheck::verify::{self, SyntheticResolver};
+use ilcheck::verify;
 use proptest::prelude::*;
 
 fn cases() -> u32 {
@@ -25,40 +21,13 @@ fn cases() -> u32 {
         .unwrap_or(4000)
 }
 
-/// Steps a generated body may take: its loops are bounded, so running out is a bug.
-const FUEL: u64 = 2_000_000;
-
-fn listing(code: &[u8], clauses: &[Clause]) -> String {
-    let mut s = String::new();
-    let _ = disasm::write_code(&mut s, code, clauses);
-    s
-}
-
 fn encode(g: &Generated) -> Vec<u8> {
     g.encode().expect("a generated method lays out")
 }
 
-fn check_verifies(g: &Generated) -> Result<Vec<u8>, TestCaseError> {
-    let bytes = encode(g);
-    let body = Body::parse(&bytes).expect("laid-out body parses");
-    let found = verify::verify(&body, &g.resolver);
-    prop_assert!(
-        found.is_empty(),
-        "generated body does not verify: {found:?}\n{}",
-        disasm::disassemble(&body)
-    );
-    Ok(bytes)
-}
-
-fn run_all(g: &Generated, code: &[u8], clauses: &[Clause], fuel: u64) -> Vec<interp::Run> {
-    let env = Env {
-        callees: &g.callees,
-        fuel,
-    };
-    g.inputs
-        .iter()
-        .map(|args| interp::run(code, clauses, args, &env))
-        .collect()
+/// Turns a property's verdict into a proptest failure.
+fn holds(verdict: Result<(), String>) -> Result<(), TestCaseError> {
+    verdict.map_err(TestCaseError::fail)
 }
 
 proptest! {
@@ -66,93 +35,41 @@ proptest! {
 
     #[test]
     fn generated_bodies_verify_clean(g in strategy::method(Config::default())) {
-        check_verifies(&g)?;
+        holds(check::verifies(&g).map(drop))?;
     }
 
     #[test]
     fn straight_line_bodies_verify_clean(g in strategy::method(Config::straight_line())) {
-        check_verifies(&g)?;
+        holds(check::verifies(&g).map(drop))?;
     }
 
     #[test]
     fn lossless_and_canonical_round_trips(g in strategy::method(Config::default())) {
-        let bytes = check_verifies(&g)?;
-        let body = Body::parse(&bytes).unwrap();
-        let mut again = Vec::new();
-        body.encode(&mut again).unwrap();
-        prop_assert_eq!(&again, &bytes, "lossless round trip");
-        prop_assert!(body.is_canonical(), "layout output is canonical");
-        // Lifting and laying out again keeps every byte.
-        let lifted = Method::from_body(&body).expect("lifts");
-        let mut relaid = Vec::new();
-        let opts = LayoutOptions {
-            max_stack: MaxStackPolicy::Declared,
-            verify: false,
-            ..LayoutOptions::default()
-        };
-        ir::layout(&lifted, &opts, &g.resolver, &mut relaid).unwrap();
-        prop_assert_eq!(relaid, bytes);
+        holds(check::round_trips(&g))?;
     }
 
     #[test]
     fn generated_bodies_run_within_fuel(g in strategy::method(Config::default())) {
-        let bytes = encode(&g);
-        let body = Body::parse(&bytes).unwrap();
-        let clauses: Vec<Clause> = body.clauses().copied().collect();
-        for run in run_all(&g, body.code, &clauses, FUEL) {
-            prop_assert!(
-                matches!(run.outcome, RunOutcome::Returned(_) | RunOutcome::Threw(_)),
-                "{:?}\n{}",
-                run.outcome,
-                listing(body.code, &clauses)
-            );
-            if let RunOutcome::Returned(v) = run.outcome {
-                prop_assert_eq!(v.is_none(), g.shape.returns_void);
-            }
-        }
+        holds(check::runs_within_fuel(&g))?;
     }
 
     #[test]
     fn transforms_keep_bodies_valid_and_behaviour_unchanged(
         g in strategy::method(Config::default())
     ) {
-        check_transforms(&g)?;
+        holds(check::transforms_preserve(&g))?;
     }
 
     #[test]
     fn transforms_on_deeply_nested_regions(
         g in strategy::method(Config { max_nesting: 7, max_eh_depth: 6, max_statements: 8, ..Config::default() })
     ) {
-        check_transforms(&g)?;
+        holds(check::transforms_preserve(&g))?;
     }
 
     #[test]
     fn every_mutation_is_caught(g in strategy::method(Config::default()), choice in any::<u32>()) {
-        for &mutation in Mutation::ALL {
-            let Some(m) = mutate(&g, mutation, choice) else { continue };
-            let found = verify::verify_code(&m.code, &m.clauses, Some(m.max_stack), &g.resolver);
-            prop_assert!(
-                found.iter().any(|d| d.code == m.expected),
-                "{mutation:?} expected {:?}, verifier said {found:?}\n{}",
-                m.expected,
-                listing(&m.code, &m.clauses)
-            );
-            // As a whole body, the same findings, and the first-finding mode finds one.
-            let parts = BodyParts {
-                max_stack: m.max_stack,
-                init_locals: false,
-                // A locals token keeps the header fat, so the declared MaxStack stays.
-                local_sig: LOCALS_SIG,
-                code: &m.code,
-                clauses: m.clauses.clone(),
-                raw_sections: Vec::new(),
-            };
-            let mut bytes = Vec::new();
-            parts.encode_canonical(&mut bytes).expect("mutant encodes");
-            let body = Body::parse(&bytes).expect("mutant parses");
-            prop_assert_eq!(verify::verify(&body, &g.resolver), found.clone(), "{:?}", mutation);
-            prop_assert!(verify::verify_first(&body, &g.resolver).is_some(), "{:?}", mutation);
-        }
+        holds(check::mutations_caught(&g, choice))?;
     }
 }
 
@@ -164,106 +81,8 @@ proptest! {
     fn transforms_on_large_and_clause_heavy_bodies(
         g in strategy::method(Config { huge_percent: 5, many_clauses_percent: 30, ..Config::everything() })
     ) {
-        check_transforms(&g)?;
+        holds(check::transforms_preserve(&g))?;
     }
-}
-
-fn check_transforms(g: &Generated) -> Result<(), TestCaseError> {
-    let bytes = check_verifies(g)?;
-    let body = Body::parse(&bytes).unwrap();
-    let clauses: Vec<Clause> = body.clauses().copied().collect();
-    let before = run_all(g, body.code, &clauses, FUEL);
-    // A spare local for the wrap transforms to hold a return value in.
-    let spare = g.shape.locals;
-    let resolver = SyntheticResolver::clone(&g.resolver).locals(spare as u32 + 1);
-    let opts = TransformOptions {
-        prologue: vec![
-            ir::Instr::new(Opcode::Ldc_I4, ir::Operand::Int32(0x1234_5678)),
-            ir::Instr::op(Opcode::Pop),
-        ],
-        epilogue: vec![ir::Instr::op(Opcode::Nop)],
-        catch_type: EXCEPTION_CLASS,
-        returns_void: Some(g.shape.returns_void),
-        return_local: Some(spare),
-    };
-    let mut rewriter = Rewriter::new();
-    for &(name, transform) in TRANSFORMS {
-        let mut m = Method::from_body(&body).expect("lifts");
-        if name.starts_with("wrap") && !g.shape.returns_void && m.header.local_sig == 0 {
-            m.header.local_sig = LOCALS_SIG;
-        }
-        if let Err(skip) = transform(&mut m, &opts) {
-            prop_assert!(
-                matches!(skip, ir::SkipReason::TailCallInsideER { .. }),
-                "{name} skipped: {skip}\n{}",
-                disasm::disassemble(&body)
-            );
-            continue;
-        }
-        let mut out = Vec::new();
-        let laid = rewriter.layout(&m, &LayoutOptions::default(), &resolver, &mut out);
-        prop_assert!(
-            laid.is_ok(),
-            "{name}: {:?}\n{}",
-            laid.err(),
-            disasm::disassemble(&body)
-        );
-        let new_body = Body::parse(&out).expect("rewritten body parses");
-        let found = verify::verify(&new_body, &resolver);
-        prop_assert!(found.is_empty(), "{name}: {found:?}");
-        check_short_branches(name, new_body.code)?;
-        if name == "identity" {
-            prop_assert_eq!(
-                &out,
-                &bytes,
-                "identity is a fixed point on canonical bodies"
-            );
-        }
-        let new_clauses: Vec<Clause> = new_body.clauses().copied().collect();
-        let after = run_all(g, new_body.code, &new_clauses, FUEL * 4);
-        for (k, (a, b)) in before.iter().zip(&after).enumerate() {
-            // Locals the transform added (a return-value holder) are not the program's.
-            let locals_kept = (0..g.shape.locals as usize).all(|l| a.local(l) == b.local(l));
-            prop_assert!(
-                a.outcome == b.outcome && a.trace == b.trace && a.args == b.args && locals_kept,
-                "{name} changed behaviour on inputs {:?}: {:?} / {:?}\ntraces {:?} / {:?}\nbefore:\n{}\nafter:\n{}",
-                g.inputs[k],
-                a.outcome,
-                b.outcome,
-                a.trace,
-                b.trace,
-                disasm::disassemble(&body),
-                disasm::disassemble(&new_body)
-            );
-        }
-    }
-    Ok(())
-}
-
-/// Every short branch lands inside the code (the verifier checks instruction starts); after
-/// `shorten`, a long branch is long because its displacement cannot fit a short form.
-fn check_short_branches(name: &str, code: &[u8]) -> Result<(), TestCaseError> {
-    for i in ilcheck::instr::Instructions::new(code) {
-        let i = i.expect("decodes");
-        let Some(target) = i.branch_target() else {
-            continue;
-        };
-        prop_assert!(
-            (0..code.len() as i64).contains(&target),
-            "{name}: {i} out of range"
-        );
-        if name == "shorten" && i.opcode.operand_kind() == OperandKind::BrTarget {
-            let disp = target - i.next_offset();
-            // As a short branch the instruction is 3 bytes smaller: backward targets are 3
-            // bytes nearer from its end, forward targets move with it.
-            let short = if disp < 0 { disp + 3 } else { disp };
-            prop_assert!(
-                i8::try_from(short).is_err(),
-                "shorten left {i} long though it fits short"
-            );
-        }
-    }
-    Ok(())
 }
 
 /// The generator reaches every encoding and construct it promises, over a fixed set of seeds.

@@ -5,6 +5,7 @@
 //! it: [`arbitrary_method`] for fuzz targets and [`strategy::method`] for proptest, whose
 //! shrinking of the stream shrinks the program while keeping it valid.
 
+pub mod check;
 pub mod config;
 pub mod interp;
 pub mod mutate;
