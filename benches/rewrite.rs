@@ -192,6 +192,19 @@ fn bench(c: &mut Criterion) {
             );
         }
         let mut prepared: Vec<_> = corpus.images.iter().map(|i| work(i)).collect();
+        // The floor: decoding every instruction once, nothing built.
+        let cpu = cpu_secs();
+        let decoded: usize = prepared
+            .iter()
+            .flat_map(|(_, w)| w.iter())
+            .map(|(b, _, _)| b.instructions().count())
+            .sum();
+        let cpu = cpu_secs() - cpu;
+        eprintln!(
+            "{} decode only (reference): {decoded} instructions; cpu {cpu:.3}s = {:.0} MB/s",
+            corpus.name,
+            corpus.bytes as f64 / 1e6 / cpu
+        );
         let mut rewriter = Rewriter::new();
         let mut out = Vec::new();
         for (name, transform, opts) in &cases {

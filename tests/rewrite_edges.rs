@@ -732,3 +732,91 @@ fn identity_is_byte_identical_on_a_lifted_body() {
         "a cascade's widening is forced, not a choice"
     );
 }
+
+#[test]
+fn max_stack_policies_and_invalid_results_are_typed() {
+    use ilcheck::ir::LayoutError;
+    use ilcheck::verify::Code;
+    // ldc.i4.0; ldc.i4.1; add; pop; ret — needs 2; declared 5, then 1.
+    let build = |declared: u16| {
+        let mut m = Method::new(HeaderInfo {
+            max_stack: declared,
+            init_locals: false,
+            local_sig: 0x1100_0001,
+        });
+        for op in [
+            Opcode::Ldc_I4_0,
+            Opcode::Ldc_I4_1,
+            Opcode::Add,
+            Opcode::Pop,
+            Opcode::Ret,
+        ] {
+            m.push(Instr::op(op));
+        }
+        m
+    };
+    let resolver = SyntheticResolver::new().method(0, true).locals(1);
+    let run = |m: &Method, policy| {
+        let mut out = Vec::new();
+        let opts = LayoutOptions {
+            max_stack: policy,
+            ..LayoutOptions::default()
+        };
+        layout(m, &opts, &resolver, &mut out).map(|i| i.max_stack)
+    };
+    assert_eq!(run(&build(5), MaxStackPolicy::KeepDeclaredIfEnough), Ok(5));
+    assert_eq!(run(&build(5), MaxStackPolicy::Recompute), Ok(2));
+    assert_eq!(run(&build(1), MaxStackPolicy::KeepDeclaredIfEnough), Ok(2));
+    assert!(matches!(
+        run(&build(1), MaxStackPolicy::Declared),
+        Err(LayoutError::Invalid {
+            code: Code::StackOverflow,
+            ..
+        })
+    ));
+    // A void method returning with a value on the stack: refused, naming the rule.
+    let mut m = build(8);
+    m.instrs.remove(3);
+    let err = run(&m, MaxStackPolicy::KeepDeclaredIfEnough).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            LayoutError::Invalid {
+                code: Code::ReturnVoid,
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn switch_targets_follow_their_labels_through_relaxation() {
+    // switch (a, b) over a region that grows past the short range of a nearby br.s.
+    let mut m = Method::new(HeaderInfo::default());
+    let (a, b, end) = (m.new_label(), m.new_label(), m.new_label());
+    m.push(Instr::op(Opcode::Ldarg_0));
+    let table = m.add_switch(&[a, b]);
+    m.push(Instr::new(Opcode::Switch, Operand::Switch(table)));
+    m.push(Instr::branch(Opcode::Br_S, end));
+    m.bind(a);
+    nops(&mut m, 100);
+    m.push(Instr::branch(Opcode::Br_S, end));
+    m.bind(b);
+    nops(&mut m, 20);
+    m.bind(end);
+    m.push(Instr::op(Opcode::Ret));
+    let before = decoded(&lay(&m, BranchForms::KeepOriginal));
+    assert_eq!(before[2].1, Opcode::Br_S);
+    transforms::nop_pad(&mut m, &TransformOptions::default()).unwrap();
+    let ins = decoded(&lay(&m, BranchForms::KeepOriginal));
+    let at = |l: Label| ins[m.position(l).unwrap()].0 as i64;
+    let sw = ins.iter().find(|i| i.1 == Opcode::Switch).unwrap();
+    assert_eq!(sw.2, vec![at(a), at(b)]);
+    let first_br = ins
+        .iter()
+        .find(|i| i.1 == Opcode::Br || i.1 == Opcode::Br_S)
+        .unwrap();
+    assert_eq!(first_br.1, Opcode::Br, "pushed out of range by the padding");
+    assert_eq!(first_br.2, vec![at(end)]);
+}

@@ -13,6 +13,13 @@ use proptest::prelude::*;
 use std::sync::OnceLock;
 
 /// The inserted instruction: an operand no compiler output in the corpus carries.
+/// Layout without MaxStack computation or verification: the property is about placement.
+const STRUCTURAL: LayoutOptions = LayoutOptions {
+    branch_forms: BranchForms::KeepOriginal,
+    max_stack: MaxStackPolicy::Declared,
+    verify: false,
+};
+
 const MARK: Instr = Instr::new(Opcode::Ldc_I4, Operand::Int32(0x5EED_1234));
 
 fn bodies() -> &'static [Method] {
@@ -22,9 +29,12 @@ fn bodies() -> &'static [Method] {
         for (_, bytes) in ilcheck::corpus::EMBEDDED {
             let image = Image::parse(bytes).unwrap();
             for m in image.methods() {
+                // Bodies that lift and lay out as they are (the corpus holds invalid ones on
+                // purpose, an empty try among them).
                 if let Ok(b) = m.decoded_body()
                     && let Ok(lifted) = Method::from_body(&b)
                     && !lifted.instrs.is_empty()
+                    && layout(&lifted, &STRUCTURAL, &NoResolver, &mut Vec::new()).is_ok()
                 {
                     out.push(lifted);
                 }
@@ -110,7 +120,7 @@ proptest! {
         let original = &all[pick % all.len()];
         let mut m = original.clone();
         apply(&mut m, &edits);
-        let opts = LayoutOptions { branch_forms: forms, max_stack: MaxStackPolicy::Declared, verify: false };
+        let opts = LayoutOptions { branch_forms: forms, ..STRUCTURAL };
         let mut out = Vec::new();
         let Ok(_) = layout(&m, &opts, &NoResolver, &mut out) else {
             // Only an edit that empties a region may be refused; none of these remove code.

@@ -161,17 +161,32 @@ fn prefix_size(p: &Prefix) -> u32 {
     }
 }
 
-/// Encoded size of `instr` (with its prefixes) if its opcode were `opcode`.
-#[inline]
-pub fn instr_size(m: &Method, instr: &Instr, opcode: Opcode) -> usize {
-    // Opcode and operand bytes, from the decoder's table (`switch` without its targets).
+/// The decoder's table entry of an opcode: its operand kind and encoded length.
+#[inline(always)]
+fn entry(opcode: Opcode) -> &'static crate::opcode::DecodeEntry {
     let c = opcode.code();
     let table = if c >> 8 == 0xFE {
         &DECODE.two
     } else {
         &DECODE.one
     };
-    let mut size = table[(c & 0xFF) as usize].len as usize;
+    &table[(c & 0xFF) as usize]
+}
+
+/// [`Instr::operand_fits`] from the decode table (one lookup on the hot path).
+#[inline]
+fn operand_fits(ins: &Instr) -> bool {
+    match (ins.operand, entry(ins.opcode).operand) {
+        (Operand::None, OperandKind::None) | (Operand::Token(_), OperandKind::Method) => true,
+        _ => ins.operand_fits(),
+    }
+}
+
+/// Encoded size of `instr` (with its prefixes) if its opcode were `opcode`.
+#[inline]
+pub fn instr_size(m: &Method, instr: &Instr, opcode: Opcode) -> usize {
+    // Opcode and operand bytes, from the decoder's table (`switch` without its targets).
+    let mut size = entry(opcode).len as usize;
     if let Operand::Switch(t) = instr.operand {
         size += 4 * t.len as usize;
     }
@@ -304,7 +319,7 @@ impl Layout {
         self.long.clear();
         self.sizes.reserve(n);
         for (index, ins) in m.instrs.iter().enumerate() {
-            if !ins.operand_fits() {
+            if !operand_fits(ins) {
                 return Err(LayoutError::OperandMismatch {
                     index,
                     opcode: ins.opcode,

@@ -83,12 +83,13 @@ impl Lifter {
         raw_targets.clear();
         let mut run_start: Option<(u32, u32)> = None; // (byte offset, index into prefixes)
         m.instrs.reserve(code.len() / 2 + 1);
-        let mut pos = 0usize;
-        while pos < code.len() {
-            let i = instr::decode_at(code, pos)?;
-            let size = i.size();
-            pos += size;
-            if i.opcode.is_prefix() {
+        let mut iter = instr::Instructions::new(code);
+        while let Some(i) = iter.next() {
+            let i = i?;
+            // The iterator knows each length from its decode table.
+            let pos = iter.position();
+            // Every prefix is a two-byte opcode: test the cheap half first.
+            if i.opcode.code() >> 8 == 0xFE && i.opcode.is_prefix() {
                 let value = match i.operand {
                     instr::Operand::Int8(v) => v as u8 as u32,
                     instr::Operand::Token(t) => t,

@@ -23,6 +23,17 @@ pub(super) fn run(v: &mut Verifier, ctx: &Ctx, r: &dyn Resolver, eh_ok: bool) {
                 RegionKind::Finally | RegionKind::Fault => 0,
                 _ => 1,
             };
+            // The exception object counts against MaxStack before any instruction runs.
+            if let Some(declared) = ctx.declared_max_stack
+                && d > declared as u32
+            {
+                let off = v.ins[node.first as usize].off;
+                v.report(
+                    Code::StackOverflow,
+                    off,
+                    format!("handler entry depth {d} exceeds the declared MaxStack {declared}"),
+                );
+            }
             seed(v, node.first as usize, d);
         }
     }
