@@ -270,13 +270,8 @@ pub fn mutate(g: &Generated, mutation: Mutation, choice: u32) -> Option<Mutant> 
             clauses.insert(outer, c);
         }
         Mutation::MaxStackTooSmall => {
-            // At a need of 1 the depth may be reached only by a catch handler's entry, which
-            // the overflow check does not count; from 2 on, an instruction's push reaches it.
             let need = verify::max_stack(&code, &clauses, &g.resolver).ok()?;
-            if need < 2 {
-                return None;
-            }
-            max_stack = need - 1;
+            max_stack = need.checked_sub(1)?;
         }
         _ => {}
     }
