@@ -3,7 +3,7 @@
 //! mutation of them is caught with its expected diagnostic. The properties themselves live in
 //! `ilcheck::gen::check`, shared with the fuzz target.
 //!
-//! `ILCHECK_PROPTEST_CASES` sets the number of cases per property (default 4000).
+//! `ILCHECK_PROPTEST_CASES` sets the number of cases per property (default 2000).
 
 use ilcheck::body::Body;
 use ilcheck::r#gen::check;
@@ -18,7 +18,7 @@ fn cases() -> u32 {
     std::env::var("ILCHECK_PROPTEST_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(4000)
+        .unwrap_or(2000)
 }
 
 fn encode(g: &Generated) -> Vec<u8> {
