@@ -11,6 +11,8 @@
 pub mod body;
 pub mod corpus;
 pub mod disasm;
+#[cfg(feature = "gen")]
+pub mod r#gen;
 pub mod image;
 pub mod instr;
 pub mod ir;

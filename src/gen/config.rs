@@ -1,0 +1,139 @@
+//! The knobs of the valid-body generator, in the manner of wasm-smith's `Config`: every feature
+//! can be switched off, and sizes are bounded so that generated bodies stay cheap to check.
+
+/// Relative weights of the branch forms the generator asks for. Layout widens a short branch
+/// that does not fit, so every mix yields valid code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct BranchMix {
+    /// Short (`br.s`, `leave.s`, …) forms.
+    pub short: u8,
+    /// Long forms even where a short one would fit.
+    pub long: u8,
+    /// Short forms around a block of more than 127 bytes, so layout must widen them.
+    pub forced_long: u8,
+}
+
+impl Default for BranchMix {
+    fn default() -> Self {
+        BranchMix {
+            short: 6,
+            long: 3,
+            forced_long: 1,
+        }
+    }
+}
+
+/// Which clause kinds try regions may get.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ClauseKinds {
+    pub catch: bool,
+    pub filter: bool,
+    pub finally: bool,
+    pub fault: bool,
+}
+
+impl ClauseKinds {
+    pub const ALL: ClauseKinds = ClauseKinds {
+        catch: true,
+        filter: true,
+        finally: true,
+        fault: true,
+    };
+
+    pub fn any(&self) -> bool {
+        self.catch || self.filter || self.finally || self.fault
+    }
+}
+
+/// What the generator may produce.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Config {
+    /// Statements in the method's outermost block, at least and at most (nested blocks are
+    /// smaller). The choice stream running out ends blocks at the minimum.
+    pub min_statements: u32,
+    pub max_statements: u32,
+    /// Deepest nesting of `if`, loops, switches and try regions.
+    pub max_nesting: u32,
+    /// Deepest nesting of try regions (0: no exception handling).
+    pub max_eh_depth: u32,
+    pub clause_kinds: ClauseKinds,
+    pub branches: BranchMix,
+    /// Whether `switch` statements are generated, and their most targets.
+    pub switches: bool,
+    pub max_switch_targets: u32,
+    /// Loops with a backward branch, bounded by a counter local.
+    pub loops: bool,
+    /// Percent of bodies kept tiny-header eligible (no locals, no EH, small code, MaxStack ≤ 8).
+    pub tiny_percent: u8,
+    /// Most locals and arguments the method declares (loop counters come on top of the locals).
+    pub max_locals: u16,
+    pub max_args: u16,
+    /// Calls to a synthetic module of static methods with int32 parameters.
+    pub calls: bool,
+    /// Most synthetic callees and their most parameters.
+    pub max_callees: u32,
+    pub max_call_params: u16,
+    /// Whether a synthetic callee may throw (deterministically, by a hash of its arguments).
+    pub throwing_calls: bool,
+    /// Prefixes: `tail.` calls in tail position.
+    pub prefixes: bool,
+    /// Percent of bodies that get a straight-line block pushing the code beyond 64 KiB (fat EH
+    /// clauses); keep it low, such bodies are slow to check.
+    pub huge_percent: u8,
+    /// Percent of bodies that get more than 20 clauses (a fat EH section).
+    pub many_clauses_percent: u8,
+    /// Nesting of expressions (operands of operators, calls and conditionals).
+    pub max_expr_depth: u32,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            min_statements: 1,
+            max_statements: 12,
+            max_nesting: 4,
+            max_eh_depth: 3,
+            clause_kinds: ClauseKinds::ALL,
+            branches: BranchMix::default(),
+            switches: true,
+            max_switch_targets: 5,
+            loops: true,
+            tiny_percent: 15,
+            max_locals: 6,
+            max_args: 4,
+            calls: true,
+            max_callees: 4,
+            max_call_params: 3,
+            throwing_calls: true,
+            prefixes: true,
+            huge_percent: 0,
+            many_clauses_percent: 3,
+            max_expr_depth: 3,
+        }
+    }
+}
+
+impl Config {
+    /// Straight-line code without branches, EH or calls.
+    pub fn straight_line() -> Config {
+        Config {
+            max_nesting: 0,
+            max_eh_depth: 0,
+            switches: false,
+            loops: false,
+            calls: false,
+            prefixes: false,
+            many_clauses_percent: 0,
+            ..Config::default()
+        }
+    }
+
+    /// Everything on, including bodies above 64 KiB now and then.
+    pub fn everything() -> Config {
+        Config {
+            huge_percent: 2,
+            many_clauses_percent: 5,
+            ..Config::default()
+        }
+    }
+}

@@ -1,0 +1,1132 @@
+//! Valid-by-construction bodies: a structured generator that emits an [`ir::Method`](Method)
+//! statement by statement, tracking the stack depth, the enclosing protected regions and the
+//! legal `leave` targets as it goes, so that every body it produces verifies.
+//!
+//! Every decision is read from an [`arbitrary::Unstructured`] choice stream. A stream that runs
+//! out reads as zeros, and zero always picks the simplest option (end the block, a constant, no
+//! clause), so any byte string — in particular any shrunk one — yields a valid body.
+//!
+//! The values are all `int32`, besides the synthetic exception object: `newobj` of
+//! [`EXCEPTION_CTOR`] wraps an `int32`, `ldfld` [`EXCEPTION_VALUE`] reads it back.
+
+use super::config::Config;
+use crate::body::{ClauseKind, TINY_MAX_STACK};
+use crate::ir::{EhClause, HeaderInfo, Instr, Label, Method, Operand, Prefix};
+use crate::opcode::Opcode;
+use crate::verify::{CallSig, SyntheticResolver};
+use arbitrary::Unstructured;
+
+/// TypeDef of the synthetic exception class every generated `throw` throws.
+pub const EXCEPTION_CLASS: u32 = 0x0200_0002;
+/// TypeDef of a class no generated code throws: a catch of it never matches.
+pub const OTHER_CLASS: u32 = 0x0200_0003;
+/// The exception's constructor: `instance void .ctor(int32)`.
+pub const EXCEPTION_CTOR: u32 = 0x0600_0001;
+/// The exception's `int32` field.
+pub const EXCEPTION_VALUE: u32 = 0x0400_0001;
+/// The locals' StandAloneSig (all locals are `int32`).
+pub const LOCALS_SIG: u32 = 0x1100_0001;
+/// Token of the first synthetic callee; the others follow.
+pub const FIRST_CALLEE: u32 = 0x0600_0010;
+
+/// A static method of the synthetic module: `int32` parameters, `int32` or void result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Callee {
+    pub token: u32,
+    pub params: u16,
+    pub returns_void: bool,
+    /// Whether a call may throw the synthetic exception (decided by a hash of the arguments).
+    pub may_throw: bool,
+}
+
+impl Callee {
+    pub fn sig(&self) -> CallSig {
+        CallSig::static_method(self.params, self.returns_void)
+    }
+}
+
+/// The generated method's own signature and locals.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Shape {
+    pub args: u16,
+    pub locals: u16,
+    pub returns_void: bool,
+}
+
+/// Places in the generated code where a mutator can break one rule and know which diagnostic it
+/// causes. Indices are instruction indices of [`Generated::method`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Sites {
+    /// Reachable statement starts (stack empty) outside every handler and filter.
+    pub plain_statements: Vec<usize>,
+    /// Reachable statement starts (stack empty), with whether they lie in a catch handler.
+    pub statements: Vec<(usize, bool)>,
+    /// `ldc`/`ldloc`/`ldarg` immediately consumed by a `stloc`, reachable, at an empty stack.
+    pub simple_stores: Vec<usize>,
+    /// The `br` closing the then-arm of an `if`/`else` whose two arms both reach the join.
+    pub merges: Vec<usize>,
+    /// `leave` instructions that end a try body.
+    pub try_leaves: Vec<usize>,
+    /// `endfinally` ending a finally handler, with a label outside that handler.
+    pub finally_ends: Vec<(usize, Label)>,
+    /// `endfilter` instructions.
+    pub endfilters: Vec<usize>,
+    /// `tail.`-prefixed calls (followed by `ret`).
+    pub tail_calls: Vec<usize>,
+    /// The final `ret`, when control reaches it.
+    pub final_ret: Option<usize>,
+    /// Instructions with a local-variable operand.
+    pub local_operands: Vec<usize>,
+    /// `call` instructions.
+    pub calls: Vec<usize>,
+}
+
+/// A generated method with everything needed to check and run it.
+#[derive(Clone, Debug)]
+pub struct Generated {
+    pub method: Method,
+    /// Answers the verifier for this method: its signature, locals and every token it uses.
+    pub resolver: SyntheticResolver,
+    pub shape: Shape,
+    pub callees: Vec<Callee>,
+    /// Argument vectors to run the method with.
+    pub inputs: Vec<Vec<i32>>,
+    /// The stack depth the generator tracked (over all code, reachable or not).
+    pub max_stack: u16,
+    pub sites: Sites,
+}
+
+impl Generated {
+    /// Lays the method out as generated: branch forms as asked (widened where they must be),
+    /// MaxStack as declared, without verifying (check the result with [`Generated::resolver`]).
+    pub fn encode(&self) -> Result<Vec<u8>, crate::ir::LayoutError> {
+        self.encode_with(crate::ir::BranchForms::KeepOriginal)
+    }
+
+    /// Like [`Generated::encode`] with the given branch forms.
+    pub fn encode_with(
+        &self,
+        branch_forms: crate::ir::BranchForms,
+    ) -> Result<Vec<u8>, crate::ir::LayoutError> {
+        let mut out = Vec::new();
+        let opts = crate::ir::LayoutOptions {
+            branch_forms,
+            max_stack: crate::ir::MaxStackPolicy::Declared,
+            verify: false,
+        };
+        crate::ir::layout(&self.method, &opts, &self.resolver, &mut out)?;
+        Ok(out)
+    }
+}
+
+/// Generates a valid method from a choice stream.
+pub fn generate(u: &mut Unstructured<'_>, config: &Config) -> Generated {
+    Gen::new(u, config).run()
+}
+
+/// Generates a valid method from raw bytes used as the choice stream.
+pub fn generate_from_bytes(bytes: &[u8], config: &Config) -> Generated {
+    generate(&mut Unstructured::new(bytes), config)
+}
+
+/// The innermost kind of region code is emitted into.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Region {
+    Try,
+    Catch,
+    Finally,
+    Fault,
+}
+
+/// The opcodes of a conditional branch and the operands it pops.
+const COND_BRANCHES: &[(Opcode, u8)] = &[
+    (Opcode::Brtrue, 1),
+    (Opcode::Brfalse, 1),
+    (Opcode::Beq, 2),
+    (Opcode::Bne_Un, 2),
+    (Opcode::Blt, 2),
+    (Opcode::Bge, 2),
+    (Opcode::Bgt, 2),
+    (Opcode::Ble, 2),
+    (Opcode::Blt_Un, 2),
+    (Opcode::Bge_Un, 2),
+    (Opcode::Bgt_Un, 2),
+    (Opcode::Ble_Un, 2),
+];
+
+const BINARY: &[Opcode] = &[
+    Opcode::Add,
+    Opcode::Sub,
+    Opcode::Mul,
+    Opcode::And,
+    Opcode::Or,
+    Opcode::Xor,
+];
+const COMPARE: &[Opcode] = &[
+    Opcode::Ceq,
+    Opcode::Cgt,
+    Opcode::Cgt_Un,
+    Opcode::Clt,
+    Opcode::Clt_Un,
+];
+const SHIFT: &[Opcode] = &[Opcode::Shl, Opcode::Shr, Opcode::Shr_Un];
+const DIVIDE: &[Opcode] = &[Opcode::Div, Opcode::Div_Un, Opcode::Rem, Opcode::Rem_Un];
+
+struct Gen<'a, 'u> {
+    u: &'a mut Unstructured<'u>,
+    cfg: &'a Config,
+    m: Method,
+    shape: Shape,
+    /// Locals the program may write (loop counters come after them).
+    user_locals: u16,
+    callees: Vec<Callee>,
+    stack: u32,
+    max_stack: u32,
+    regions: Vec<Region>,
+    /// Labels a `leave` may target from here; cleared on entering a finally or fault handler.
+    leave_targets: Vec<Label>,
+    reachable: bool,
+    /// Per label: whether reachable code branches to it.
+    reached: Vec<bool>,
+    /// Statements left for the whole method.
+    budget: u32,
+    nesting: u32,
+    tiny: bool,
+    sites: Sites,
+}
+
+impl<'a, 'u> Gen<'a, 'u> {
+    fn new(u: &'a mut Unstructured<'u>, cfg: &'a Config) -> Self {
+        Gen {
+            u,
+            cfg,
+            m: Method::new(HeaderInfo::default()),
+            shape: Shape::default(),
+            user_locals: 0,
+            callees: Vec::new(),
+            stack: 0,
+            max_stack: 0,
+            regions: Vec::new(),
+            leave_targets: Vec::new(),
+            reachable: true,
+            reached: Vec::new(),
+            budget: 0,
+            nesting: 0,
+            tiny: false,
+            sites: Sites::default(),
+        }
+    }
+
+    // ----- choices -----
+
+    /// A number in `0..n` (0 when `n` is 0 or the stream is exhausted).
+    fn pick(&mut self, n: u32) -> u32 {
+        if n <= 1 {
+            return 0;
+        }
+        self.u.int_in_range(0..=n - 1).unwrap_or(0)
+    }
+
+    /// True with roughly `percent`% probability; false on an exhausted stream.
+    fn chance(&mut self, percent: u8) -> bool {
+        percent > 0 && self.pick(100) >= 100 - percent.min(100) as u32
+    }
+
+    /// An index into `weights`, by weight; the first non-zero weight on an exhausted stream.
+    fn weighted(&mut self, weights: &[u32]) -> usize {
+        let total: u32 = weights.iter().sum();
+        let mut r = self.pick(total.max(1));
+        for (i, &w) in weights.iter().enumerate() {
+            if r < w {
+                return i;
+            }
+            r -= w;
+        }
+        0
+    }
+
+    fn int(&mut self) -> i32 {
+        match self.pick(4) {
+            0 => self.pick(11) as i32 - 2,
+            1 => self.pick(256) as i32 - 128,
+            2 => self.pick(65536) as i32 - 32768,
+            _ => self.u.arbitrary::<i32>().unwrap_or(0),
+        }
+    }
+
+    // ----- emission -----
+
+    fn push_depth(&mut self, n: u32) {
+        self.stack += n;
+        self.max_stack = self.max_stack.max(self.stack);
+    }
+
+    fn pop_depth(&mut self, n: u32) {
+        self.stack = self.stack.saturating_sub(n);
+    }
+
+    fn emit(&mut self, instr: Instr) -> usize {
+        self.m.push(instr)
+    }
+
+    fn op(&mut self, opcode: Opcode) -> usize {
+        self.emit(Instr::op(opcode))
+    }
+
+    /// One of `ops`, by choice.
+    fn op_of(&mut self, ops: &[Opcode]) -> usize {
+        let k = self.pick(ops.len() as u32) as usize;
+        self.op(ops[k])
+    }
+
+    fn new_label(&mut self) -> Label {
+        let l = self.m.new_label();
+        self.reached.push(false);
+        l
+    }
+
+    fn bind(&mut self, l: Label) {
+        self.m.bind(l);
+        if self.reached.get(l.index()).copied().unwrap_or(false) {
+            self.reachable = true;
+        }
+    }
+
+    fn mark_target(&mut self, l: Label) {
+        if self.reachable
+            && let Some(r) = self.reached.get_mut(l.index())
+        {
+            *r = true;
+        }
+    }
+
+    /// The form of a branch: short or long by the configured mix (forced-long blocks are
+    /// emitted by the statements themselves).
+    fn branch_form(&mut self, long: Opcode) -> Opcode {
+        let mix = self.cfg.branches;
+        if self.weighted(&[mix.short as u32, mix.long as u32]) == 0 {
+            long.short_form()
+        } else {
+            long
+        }
+    }
+
+    fn branch(&mut self, long: Opcode, target: Label) -> usize {
+        let opcode = self.branch_form(long);
+        self.mark_target(target);
+        let i = self.emit(Instr::branch(opcode, target));
+        if matches!(long, Opcode::Br | Opcode::Leave) {
+            self.reachable = false;
+        }
+        i
+    }
+
+    fn ldc(&mut self, v: i32) {
+        let instr = match v {
+            -1..=8 if self.pick(4) != 3 => Instr::op(match v {
+                -1 => Opcode::Ldc_I4_M1,
+                0 => Opcode::Ldc_I4_0,
+                1 => Opcode::Ldc_I4_1,
+                2 => Opcode::Ldc_I4_2,
+                3 => Opcode::Ldc_I4_3,
+                4 => Opcode::Ldc_I4_4,
+                5 => Opcode::Ldc_I4_5,
+                6 => Opcode::Ldc_I4_6,
+                7 => Opcode::Ldc_I4_7,
+                _ => Opcode::Ldc_I4_8,
+            }),
+            -128..=127 if self.pick(3) != 2 => Instr::new(Opcode::Ldc_I4_S, Operand::Int8(v as i8)),
+            _ => Instr::new(Opcode::Ldc_I4, Operand::Int32(v)),
+        };
+        self.emit(instr);
+        self.push_depth(1);
+    }
+
+    /// A local or argument access in one of its encodings (macro, short, long).
+    fn var(&mut self, index: u16, macros: [Opcode; 4], short: Opcode, long: Opcode) -> usize {
+        let form = self.pick(3);
+        let instr = if index < 4 && form == 0 {
+            Instr::op(macros[index as usize])
+        } else if index <= 255 && form != 2 {
+            Instr::new(short, Operand::Var(index))
+        } else {
+            Instr::new(long, Operand::Var(index))
+        };
+        self.emit(instr)
+    }
+
+    fn ldloc(&mut self, index: u16) -> usize {
+        use Opcode::*;
+        let i = self.var(index, [Ldloc_0, Ldloc_1, Ldloc_2, Ldloc_3], Ldloc_S, Ldloc);
+        self.sites.local_operands.push(i);
+        self.push_depth(1);
+        i
+    }
+
+    fn stloc(&mut self, index: u16) -> usize {
+        use Opcode::*;
+        let i = self.var(index, [Stloc_0, Stloc_1, Stloc_2, Stloc_3], Stloc_S, Stloc);
+        self.sites.local_operands.push(i);
+        self.pop_depth(1);
+        i
+    }
+
+    fn ldarg(&mut self, index: u16) {
+        use Opcode::*;
+        self.var(index, [Ldarg_0, Ldarg_1, Ldarg_2, Ldarg_3], Ldarg_S, Ldarg);
+        self.push_depth(1);
+    }
+
+    fn starg(&mut self, index: u16) {
+        let op = if index <= 255 && self.pick(2) == 0 {
+            Opcode::Starg_S
+        } else {
+            Opcode::Starg
+        };
+        self.emit(Instr::new(op, Operand::Var(index)));
+        self.pop_depth(1);
+    }
+
+    fn call(&mut self, callee: Callee, tail: bool) -> usize {
+        let mut instr = Instr::new(Opcode::Call, Operand::Token(callee.token));
+        if tail {
+            instr.prefixes = self.m.add_prefixes(&[Prefix {
+                opcode: Opcode::Tail,
+                value: 0,
+            }]);
+        }
+        let i = self.emit(instr);
+        self.sites.calls.push(i);
+        self.pop_depth(callee.params as u32);
+        self.push_depth(!callee.returns_void as u32);
+        i
+    }
+
+    // ----- method -----
+
+    fn run(mut self) -> Generated {
+        let cfg = self.cfg;
+        self.tiny = self.chance(cfg.tiny_percent);
+        self.shape.args = self.pick(cfg.max_args as u32 + 1) as u16;
+        self.shape.returns_void = self.pick(2) == 0;
+        if !self.tiny {
+            self.user_locals = self.pick(cfg.max_locals as u32 + 1) as u16;
+        }
+        self.shape.locals = self.user_locals;
+        if cfg.calls {
+            let n = self.pick(cfg.max_callees + 1);
+            for k in 0..n {
+                let params = self.pick(cfg.max_call_params as u32 + 1) as u16;
+                let returns_void = self.pick(2) == 1;
+                let may_throw = cfg.throwing_calls && self.chance(30);
+                self.callees.push(Callee {
+                    token: FIRST_CALLEE + k,
+                    params,
+                    returns_void,
+                    may_throw,
+                });
+            }
+        }
+        let inputs = (0..1 + self.pick(3))
+            .map(|_| (0..self.shape.args).map(|_| self.int()).collect())
+            .collect();
+
+        let top = if self.tiny {
+            self.budget = 3;
+            self.pick(3) + 1
+        } else {
+            self.budget = cfg.max_statements.saturating_mul(3).max(1);
+            let span = cfg.max_statements.saturating_sub(cfg.min_statements);
+            cfg.min_statements + self.pick(span + 1)
+        };
+        if !self.tiny && cfg.max_eh_depth > 0 && cfg.clause_kinds.any() {
+            if self.chance(cfg.huge_percent) {
+                self.huge_try();
+            }
+            if self.chance(cfg.many_clauses_percent) {
+                let n = 21 + self.pick(6);
+                for _ in 0..n {
+                    self.try_statement(true);
+                }
+            }
+        }
+        self.block_of(cfg.min_statements.min(top), top);
+        self.method_end();
+
+        let max_stack = self.max_stack.min(u16::MAX as u32) as u16;
+        let locals = self.shape.locals;
+        self.m.header.local_sig = if locals > 0 { LOCALS_SIG } else { 0 };
+        self.m.header.init_locals = locals > 0 && self.pick(4) != 0;
+        self.m.header.max_stack = if self.tiny || (max_stack <= TINY_MAX_STACK && self.chance(20)) {
+            max_stack.max(TINY_MAX_STACK)
+        } else {
+            max_stack.saturating_add(self.pick(3) as u16)
+        };
+
+        let mut resolver = SyntheticResolver::new()
+            .method(self.shape.args, self.shape.returns_void)
+            .locals(locals as u32)
+            .call(EXCEPTION_CTOR, CallSig::instance(1, true))
+            .token(EXCEPTION_CLASS)
+            .token(OTHER_CLASS)
+            .token(EXCEPTION_VALUE)
+            .token(LOCALS_SIG);
+        for c in &self.callees {
+            resolver = resolver.call(c.token, c.sig());
+        }
+        Generated {
+            method: self.m,
+            resolver: resolver.closed(),
+            shape: self.shape,
+            callees: self.callees,
+            inputs,
+            max_stack,
+            sites: self.sites,
+        }
+    }
+
+    fn method_end(&mut self) {
+        let reachable = self.reachable;
+        // A body may end with its last statement's `throw` or `ret`: no final `ret` then.
+        let terminal = matches!(
+            self.m.instrs.last().map(|i| i.opcode),
+            Some(Opcode::Throw | Opcode::Ret)
+        );
+        let n = self.m.instrs.len();
+        let m = &self.m;
+        let targets_end = m
+            .instrs
+            .iter()
+            .filter_map(|i| match i.operand {
+                Operand::Target(l) => Some(l),
+                _ => None,
+            })
+            .chain(m.switch_targets.iter().copied())
+            .any(|l| m.position(l) == Some(n));
+        if !reachable && terminal && !targets_end && self.pick(2) == 1 {
+            return;
+        }
+        if !self.shape.returns_void {
+            self.expr(0);
+        }
+        let i = self.op(Opcode::Ret);
+        self.pop_depth(1);
+        if reachable {
+            self.sites.final_ret = Some(i);
+        }
+    }
+
+    // ----- statements (all start and end at an empty stack) -----
+
+    /// Between `min` and `max` statements; stops after a statement that never falls through.
+    fn block_of(&mut self, min: u32, max: u32) {
+        for k in 0..max {
+            if self.budget == 0 || (k >= min && self.pick(4) == 0) {
+                break;
+            }
+            self.budget -= 1;
+            self.statement();
+            if !self.reachable {
+                break;
+            }
+        }
+    }
+
+    /// A nested block: fewer statements the deeper it is.
+    fn block(&mut self) {
+        let max = (self.cfg.max_statements / (self.nesting + 1)).clamp(1, 4);
+        self.block_of(0, max);
+    }
+
+    /// A handler's block: never empty while the budget lasts, so that handlers have effects a
+    /// rewrite could lose.
+    fn handler_block(&mut self) {
+        let max = (self.cfg.max_statements / (self.nesting + 1)).clamp(1, 4);
+        self.block_of(1, max);
+    }
+
+    fn in_handler_like(&self) -> bool {
+        self.regions
+            .iter()
+            .any(|r| matches!(r, Region::Finally | Region::Fault | Region::Catch))
+    }
+
+    /// Whether `rethrow` is legal: the innermost region other than a try is a catch handler.
+    fn in_catch(&self) -> bool {
+        self.regions.iter().rev().find(|r| **r != Region::Try) == Some(&Region::Catch)
+    }
+
+    fn statement(&mut self) {
+        debug_assert_eq!(self.stack, 0);
+        let cfg = self.cfg;
+        if self.reachable {
+            let i = self.m.instrs.len();
+            self.sites.statements.push((i, self.in_catch()));
+            if !self.in_handler_like() {
+                self.sites.plain_statements.push(i);
+            }
+        }
+        let nest = self.nesting < cfg.max_nesting;
+        let eh_depth = self.regions.len() as u32;
+        let can_try = !self.tiny && nest && eh_depth < cfg.max_eh_depth && cfg.clause_kinds.any();
+        let can_exit = self.regions.is_empty() || !self.leave_targets.is_empty();
+        let weights = [
+            4,                        // store or pop
+            1,                        // void call
+            if nest { 3 } else { 0 }, // if / else
+            if nest && cfg.loops && !self.tiny {
+                2
+            } else {
+                0
+            }, // loop
+            if nest && cfg.switches { 1 } else { 0 }, // switch
+            if can_try { 3 } else { 0 }, // try
+            1,                        // throw
+            if can_exit { 1 } else { 0 }, // ret / leave
+            if self.in_catch() { 1 } else { 0 }, // rethrow
+            if nest && !self.tiny { 1 } else { 0 }, // forced-long block
+            1,                        // nop
+        ];
+        match self.weighted(&weights) {
+            0 => self.store_statement(),
+            1 => self.call_statement(),
+            2 => self.if_statement(),
+            3 => self.loop_statement(),
+            4 => self.switch_statement(),
+            5 => self.try_statement(false),
+            6 => self.throw_statement(),
+            7 => self.exit_statement(),
+            8 => {
+                self.op(Opcode::Rethrow);
+                self.reachable = false;
+            }
+            9 => self.long_block(),
+            _ => {
+                self.op(Opcode::Nop);
+            }
+        }
+    }
+
+    fn store_statement(&mut self) {
+        let start = self.m.instrs.len();
+        let reachable = self.reachable;
+        self.expr(0);
+        let simple = self.m.instrs.len() == start + 1;
+        match self.pick(3) {
+            1 if self.user_locals > 0 => {
+                let k = self.pick(self.user_locals as u32) as u16;
+                self.stloc(k);
+                if simple && reachable {
+                    self.sites.simple_stores.push(start);
+                }
+            }
+            2 if self.shape.args > 0 => {
+                let k = self.pick(self.shape.args as u32) as u16;
+                self.starg(k);
+            }
+            _ => {
+                self.op(Opcode::Pop);
+                self.pop_depth(1);
+            }
+        }
+    }
+
+    fn call_statement(&mut self) {
+        if self.callees.is_empty() {
+            self.op(Opcode::Nop);
+            return;
+        }
+        let k = self.pick(self.callees.len() as u32) as usize;
+        let c = self.callees[k];
+        for _ in 0..c.params {
+            self.expr(1);
+        }
+        self.call(c, false);
+        if !c.returns_void {
+            self.op(Opcode::Pop);
+            self.pop_depth(1);
+        }
+    }
+
+    /// Emits a condition and a branch to `target` taken on one of its outcomes.
+    fn cond_branch(&mut self, target: Label, level: u32) -> usize {
+        let (op, pops) = COND_BRANCHES[self.pick(COND_BRANCHES.len() as u32) as usize];
+        for _ in 0..pops {
+            self.expr(level + 1);
+        }
+        self.pop_depth(pops as u32);
+        self.branch(op, target)
+    }
+
+    fn nested<R>(&mut self, f: impl FnOnce(&mut Self) -> R) -> R {
+        self.nesting += 1;
+        let r = f(self);
+        self.nesting -= 1;
+        r
+    }
+
+    fn if_statement(&mut self) {
+        let else_label = self.new_label();
+        let end = self.new_label();
+        self.cond_branch(else_label, 0);
+        self.nested(|g| g.block());
+        let then_reaches = self.reachable;
+        let has_else = self.pick(2) == 1;
+        if has_else {
+            let br = self.branch(Opcode::Br, end);
+            self.bind(else_label);
+            self.nested(|g| g.block());
+            if then_reaches && self.reachable {
+                self.sites.merges.push(br);
+            }
+        } else {
+            self.bind(else_label);
+        }
+        self.bind(end);
+    }
+
+    /// `do { body } while (--counter != 0)`, the counter a fresh local set to 1..=4.
+    fn loop_statement(&mut self) {
+        let counter = self.shape.locals;
+        self.shape.locals += 1;
+        let n = 1 + self.pick(4) as i32;
+        self.ldc(n);
+        self.stloc(counter);
+        let head = self.new_label();
+        self.bind(head);
+        self.nested(|g| g.block());
+        self.ldloc(counter);
+        self.ldc(1);
+        self.op(Opcode::Sub);
+        self.pop_depth(1);
+        if self.pick(2) == 0 {
+            self.op(Opcode::Dup);
+            self.push_depth(1);
+            self.stloc(counter);
+            self.pop_depth(1);
+            self.branch(Opcode::Brtrue, head);
+        } else {
+            self.stloc(counter);
+            self.ldloc(counter);
+            self.ldc(0);
+            self.pop_depth(2);
+            self.branch(Opcode::Bgt, head);
+        }
+    }
+
+    fn switch_statement(&mut self) {
+        let arms = 1 + self.pick(self.cfg.max_switch_targets.max(1));
+        let labels: Vec<Label> = (0..arms).map(|_| self.new_label()).collect();
+        let end = self.new_label();
+        let count = self.pick(self.cfg.max_switch_targets + 1);
+        let targets: Vec<Label> = (0..count)
+            .map(|_| labels[self.pick(arms) as usize])
+            .collect();
+        self.expr(0);
+        self.pop_depth(1);
+        let table = self.m.add_switch(&targets);
+        for t in &targets {
+            self.mark_target(*t);
+        }
+        self.emit(Instr::new(Opcode::Switch, Operand::Switch(table)));
+        // Fall-through: the default arm.
+        self.nested(|g| g.block());
+        for (k, l) in labels.iter().enumerate() {
+            self.branch(Opcode::Br, end);
+            self.bind(*l);
+            if k + 1 == labels.len() || self.pick(3) != 0 {
+                self.nested(|g| g.block());
+            }
+        }
+        self.bind(end);
+    }
+
+    /// A straight-line block of more than 127 bytes, so that short branches across it widen.
+    fn long_block(&mut self) {
+        let end = self.new_label();
+        self.cond_branch(end, 0);
+        let n = 22 + self.pick(10);
+        for _ in 0..n {
+            let v = self.u.arbitrary::<i32>().unwrap_or(0);
+            self.emit(Instr::new(Opcode::Ldc_I4, Operand::Int32(v)));
+            self.push_depth(1);
+            self.op(Opcode::Pop);
+            self.pop_depth(1);
+        }
+        self.bind(end);
+    }
+
+    fn throw_statement(&mut self) {
+        if self.pick(2) == 0 {
+            let v = self.int();
+            self.ldc(v);
+        } else {
+            self.expr(1);
+        }
+        self.emit(Instr::new(Opcode::Newobj, Operand::Token(EXCEPTION_CTOR)));
+        self.op(Opcode::Throw);
+        self.pop_depth(1);
+        self.reachable = false;
+    }
+
+    /// `ret` (outside every region, possibly a `tail.` call) or `leave` to a legal target.
+    fn exit_statement(&mut self) {
+        if self.regions.is_empty() {
+            let rv = self.shape.returns_void;
+            let tail: Vec<Callee> = self
+                .callees
+                .iter()
+                .filter(|c| c.returns_void == rv)
+                .copied()
+                .collect();
+            if self.cfg.prefixes && !tail.is_empty() && self.pick(3) == 0 {
+                let c = tail[self.pick(tail.len() as u32) as usize];
+                for _ in 0..c.params {
+                    self.expr(1);
+                }
+                let i = self.call(c, true);
+                self.sites.tail_calls.push(i);
+            } else if !rv {
+                self.expr(0);
+            }
+            self.op(Opcode::Ret);
+            self.pop_depth(1);
+            self.reachable = false;
+        } else if !self.leave_targets.is_empty() {
+            let k = self.pick(self.leave_targets.len() as u32) as usize;
+            // Innermost targets first in the choice: the exhausted stream leaves one level.
+            let target = self.leave_targets[self.leave_targets.len() - 1 - k];
+            self.branch(Opcode::Leave, target);
+        }
+    }
+
+    fn enter(&mut self, region: Region) {
+        self.regions.push(region);
+        self.nesting += 1;
+    }
+
+    fn exit(&mut self) {
+        self.regions.pop();
+        self.nesting -= 1;
+    }
+
+    /// The code of a catch or filter handler after the exception object is on the stack.
+    fn catch_body(&mut self, after: Label) {
+        self.push_depth(1);
+        if self.user_locals > 0 && self.pick(2) == 0 {
+            self.emit(Instr::new(Opcode::Ldfld, Operand::Token(EXCEPTION_VALUE)));
+            let k = self.pick(self.user_locals as u32) as u16;
+            self.stloc(k);
+        } else {
+            self.op(Opcode::Pop);
+            self.pop_depth(1);
+        }
+        self.enter(Region::Catch);
+        self.leave_targets.push(after);
+        self.handler_block();
+        self.leave_targets.pop();
+        self.exit();
+        self.branch(Opcode::Leave, after);
+    }
+
+    /// A filter: the exception object on the stack, an `int32` verdict left for `endfilter`.
+    fn filter_body(&mut self) {
+        self.push_depth(1);
+        match self.pick(3) {
+            0 => {
+                self.op(Opcode::Pop);
+                self.pop_depth(1);
+                let v = self.pick(2) as i32;
+                self.ldc(v);
+            }
+            _ => {
+                self.emit(Instr::new(Opcode::Ldfld, Operand::Token(EXCEPTION_VALUE)));
+                let v = self.int();
+                if self.shape.args > 0 && self.pick(3) == 0 {
+                    let k = self.pick(self.shape.args as u32) as u16;
+                    self.ldarg(k);
+                } else {
+                    self.ldc(v);
+                }
+                self.op_of(COMPARE);
+                self.pop_depth(1);
+            }
+        }
+        let i = self.op(Opcode::Endfilter);
+        self.pop_depth(1);
+        self.sites.endfilters.push(i);
+        self.reachable = false;
+    }
+
+    /// `try { … } handlers`; `small` keeps the body to one statement (for many-clause bodies).
+    fn try_statement(&mut self, small: bool) {
+        let kinds = self.cfg.clause_kinds;
+        let kind = [
+            (kinds.catch, ClauseKind::Catch),
+            (kinds.filter, ClauseKind::Filter),
+            (kinds.finally, ClauseKind::Finally),
+            (kinds.fault, ClauseKind::Fault),
+        ];
+        let weights: Vec<u32> = kind.iter().map(|(on, _)| *on as u32).collect();
+        let first = kind[self.weighted(&weights)].1;
+        let after = self.new_label();
+        let try_start = self.new_label();
+        self.bind(try_start);
+
+        self.enter(Region::Try);
+        self.leave_targets.push(after);
+        if small {
+            self.budget = self.budget.saturating_add(1);
+            self.block_of(1, 1);
+        } else {
+            self.block();
+        }
+        self.leave_targets.pop();
+        self.exit();
+        let leave = self.branch(Opcode::Leave, after);
+        self.sites.try_leaves.push(leave);
+        let try_end = self.new_label();
+        self.bind(try_end);
+
+        let mut clauses = Vec::new();
+        match first {
+            ClauseKind::Finally | ClauseKind::Fault => {
+                let handler_start = self.new_label();
+                self.bind(handler_start);
+                // Handlers are entered by the runtime: their code is reachable.
+                self.reachable = true;
+                let saved = std::mem::take(&mut self.leave_targets);
+                let region = if first == ClauseKind::Finally {
+                    Region::Finally
+                } else {
+                    Region::Fault
+                };
+                self.enter(region);
+                if !small {
+                    self.handler_block();
+                }
+                self.exit();
+                self.leave_targets = saved;
+                let end = self.op(Opcode::Endfinally);
+                if first == ClauseKind::Finally {
+                    self.sites.finally_ends.push((end, after));
+                }
+                self.reachable = false;
+                let handler_end = self.new_label();
+                self.bind(handler_end);
+                clauses.push(EhClause {
+                    kind: first,
+                    try_start,
+                    try_end,
+                    handler_start,
+                    handler_end,
+                    filter_start: None,
+                    class_token: 0,
+                    extra_flags: 0,
+                });
+            }
+            _ => {
+                let n = if small { 1 } else { 1 + self.pick(3) };
+                let mut kind_now = first;
+                for k in 0..n {
+                    if k > 0 {
+                        let w = [kinds.catch as u32, kinds.filter as u32];
+                        kind_now = if self.weighted(&w) == 0 && kinds.catch {
+                            ClauseKind::Catch
+                        } else if kinds.filter {
+                            ClauseKind::Filter
+                        } else {
+                            ClauseKind::Catch
+                        };
+                    }
+                    // Its own label even where it meets the try's end, so that edits can
+                    // move region ends and starts apart.
+                    let start = self.new_label();
+                    self.bind(start);
+                    self.reachable = true;
+                    let filter_start = if kind_now == ClauseKind::Filter {
+                        self.filter_body();
+                        let h = self.new_label();
+                        self.bind(h);
+                        self.reachable = true;
+                        Some((start, h))
+                    } else {
+                        None
+                    };
+                    let handler_start = filter_start.map_or(start, |(_, h)| h);
+                    self.catch_body(after);
+                    let handler_end = self.new_label();
+                    self.bind(handler_end);
+                    let class_token = if self.pick(5) == 4 {
+                        OTHER_CLASS
+                    } else {
+                        EXCEPTION_CLASS
+                    };
+                    clauses.push(EhClause {
+                        kind: kind_now,
+                        try_start,
+                        try_end,
+                        handler_start,
+                        handler_end,
+                        filter_start: filter_start.map(|(f, _)| f),
+                        class_token: if kind_now == ClauseKind::Catch {
+                            class_token
+                        } else {
+                            0
+                        },
+                        extra_flags: 0,
+                    });
+                }
+            }
+        }
+        // Inner clauses were pushed while generating the bodies: table order holds.
+        self.m.clauses.extend(clauses);
+        self.reachable = false;
+        self.bind(after);
+    }
+
+    /// A try region holding a straight-line block that takes the code beyond 64 KiB.
+    fn huge_try(&mut self) {
+        let after = self.new_label();
+        let try_start = self.new_label();
+        self.bind(try_start);
+        for k in 0..13_200 {
+            self.emit(Instr::new(Opcode::Ldc_I4, Operand::Int32(k)));
+            self.op(Opcode::Pop);
+        }
+        self.push_depth(1);
+        self.pop_depth(1);
+        self.branch(Opcode::Leave, after);
+        let try_end = self.new_label();
+        self.bind(try_end);
+        let handler_start = self.new_label();
+        self.bind(handler_start);
+        self.reachable = true;
+        self.op(Opcode::Endfinally);
+        self.reachable = false;
+        let handler_end = self.new_label();
+        self.bind(handler_end);
+        self.m.clauses.push(EhClause {
+            kind: ClauseKind::Finally,
+            try_start,
+            try_end,
+            handler_start,
+            handler_end,
+            filter_start: None,
+            class_token: 0,
+            extra_flags: 0,
+        });
+        self.bind(after);
+    }
+
+    // ----- expressions (each pushes one int32) -----
+
+    fn expr(&mut self, level: u32) {
+        let cfg = self.cfg;
+        let deeper = level < cfg.max_expr_depth;
+        let int_callees = self.callees.iter().any(|c| !c.returns_void);
+        let weights = [
+            3,                                                 // constant
+            if self.shape.args > 0 { 2 } else { 0 },           // argument
+            if self.shape.locals > 0 { 2 } else { 0 },         // local
+            if deeper { 3 } else { 0 },                        // binary
+            if deeper { 1 } else { 0 },                        // unary
+            if deeper { 2 } else { 0 },                        // compare
+            if deeper { 1 } else { 0 },                        // shift
+            if deeper { 1 } else { 0 },                        // divide
+            if deeper && int_callees { 2 } else { 0 },         // call
+            if deeper && cfg.max_nesting > 0 { 1 } else { 0 }, // conditional
+            if deeper { 1 } else { 0 },                        // dup
+        ];
+        match self.weighted(&weights) {
+            0 => {
+                let v = self.int();
+                self.ldc(v);
+            }
+            1 => {
+                let k = self.pick(self.shape.args as u32) as u16;
+                self.ldarg(k);
+            }
+            2 => {
+                let k = self.pick(self.shape.locals as u32) as u16;
+                self.ldloc(k);
+            }
+            3 => {
+                self.expr(level + 1);
+                self.expr(level + 1);
+                self.op_of(BINARY);
+                self.pop_depth(1);
+            }
+            4 => {
+                self.expr(level + 1);
+                self.op_of(&[Opcode::Neg, Opcode::Not]);
+            }
+            5 => {
+                self.expr(level + 1);
+                self.expr(level + 1);
+                self.op_of(COMPARE);
+                self.pop_depth(1);
+            }
+            6 => {
+                // The count is masked: shifts by 32 or more are unspecified (III.3.58).
+                self.expr(level + 1);
+                self.expr(level + 1);
+                self.ldc(31);
+                self.op(Opcode::And);
+                self.pop_depth(1);
+                self.op_of(SHIFT);
+                self.pop_depth(1);
+            }
+            7 => {
+                // The divisor is forced into 1..=8: no division by zero, no MinValue / -1.
+                self.expr(level + 1);
+                self.expr(level + 1);
+                self.ldc(7);
+                self.op(Opcode::And);
+                self.pop_depth(1);
+                self.ldc(1);
+                self.op(Opcode::Add);
+                self.pop_depth(1);
+                self.op_of(DIVIDE);
+                self.pop_depth(1);
+            }
+            8 => {
+                let ints: Vec<Callee> = self
+                    .callees
+                    .iter()
+                    .filter(|c| !c.returns_void)
+                    .copied()
+                    .collect();
+                let c = ints[self.pick(ints.len() as u32) as usize];
+                for _ in 0..c.params {
+                    self.expr(level + 1);
+                }
+                self.call(c, false);
+            }
+            9 => {
+                // cond ? a : b, the two values merging on the stack.
+                let else_label = self.new_label();
+                let end = self.new_label();
+                self.cond_branch(else_label, level);
+                self.expr(level + 1);
+                self.pop_depth(1);
+                self.branch(Opcode::Br, end);
+                self.bind(else_label);
+                self.expr(level + 1);
+                self.bind(end);
+            }
+            _ => {
+                self.expr(level + 1);
+                self.op(Opcode::Dup);
+                self.push_depth(1);
+                if self.user_locals > 0 && self.pick(2) == 0 {
+                    let k = self.pick(self.user_locals as u32) as u16;
+                    self.stloc(k);
+                } else {
+                    self.op_of(BINARY);
+                    self.pop_depth(1);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,235 @@
+//! Properties over generated bodies: they verify clean, round-trip losslessly and canonically,
+//! survive every transform of the rewriter valid and with the same behaviour, and each one-rule
+//! mutation of them is caught with its expected diagnostic. The properties themselves live in
+//! `ilcheck::gen::check`, shared with the fuzz target.
+//!
+//! `ILCHECK_PROPTEST_CASES` sets the number of cases per property (default 2000).
+
+use ilcheck::body::Body;
+use ilcheck::r#gen::check;
+use ilcheck::r#gen::mutate::{Mutation, mutate};
+use ilcheck::r#gen::{Config, Generated, strategy};
+use ilcheck::ir::BranchForms;
+use ilcheck::opcode::{Opcode, OperandKind};
+use ilcheck::verify;
+use proptest::prelude::*;
+
+fn cases() -> u32 {
+    std::env::var("ILCHECK_PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2000)
+}
+
+fn encode(g: &Generated) -> Vec<u8> {
+    g.encode().expect("a generated method lays out")
+}
+
+/// Turns a property's verdict into a proptest failure.
+fn holds(verdict: Result<(), String>) -> Result<(), TestCaseError> {
+    verdict.map_err(TestCaseError::fail)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases()))]
+
+    #[test]
+    fn generated_bodies_verify_clean(g in strategy::method(Config::default())) {
+        holds(check::verifies(&g).map(drop))?;
+    }
+
+    #[test]
+    fn straight_line_bodies_verify_clean(g in strategy::method(Config::straight_line())) {
+        holds(check::verifies(&g).map(drop))?;
+    }
+
+    #[test]
+    fn lossless_and_canonical_round_trips(g in strategy::method(Config::default())) {
+        holds(check::round_trips(&g))?;
+    }
+
+    #[test]
+    fn generated_bodies_run_within_fuel(g in strategy::method(Config::default())) {
+        holds(check::runs_within_fuel(&g))?;
+    }
+
+    #[test]
+    fn transforms_keep_bodies_valid_and_behaviour_unchanged(
+        g in strategy::method(Config::default())
+    ) {
+        holds(check::transforms_preserve(&g))?;
+    }
+
+    #[test]
+    fn transforms_on_deeply_nested_regions(
+        g in strategy::method(Config { max_nesting: 7, max_eh_depth: 6, max_statements: 8, ..Config::default() })
+    ) {
+        holds(check::transforms_preserve(&g))?;
+    }
+
+    #[test]
+    fn every_mutation_is_caught(g in strategy::method(Config::default()), choice in any::<u32>()) {
+        holds(check::mutations_caught(&g, choice))?;
+    }
+}
+
+proptest! {
+    // Bodies above 64 KiB take milliseconds each: fewer cases.
+    #![proptest_config(ProptestConfig::with_cases(cases() / 8))]
+
+    #[test]
+    fn transforms_on_large_and_clause_heavy_bodies(
+        g in strategy::method(Config { huge_percent: 5, many_clauses_percent: 30, ..Config::everything() })
+    ) {
+        holds(check::transforms_preserve(&g))?;
+    }
+}
+
+/// The generator reaches every encoding and construct it promises, over a fixed set of seeds.
+#[test]
+fn generator_covers_its_promises() {
+    let config = Config::everything();
+    let mut seen = std::collections::BTreeSet::new();
+    let mut mutations = std::collections::BTreeSet::new();
+    let mut state = 0x2545_F491_4F6C_DD1Du64;
+    let (mut instrs, mut clauses, mut mutants) = (0usize, 0usize, 0usize);
+    for _ in 0..600 {
+        let bytes: Vec<u8> = (0..1500)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                (state >> 24) as u8
+            })
+            .collect();
+        let g = ilcheck::r#gen::generate_from_bytes(&bytes, &config);
+        let out = encode(&g);
+        let body = Body::parse(&out).unwrap();
+        instrs += g.method.instrs.len();
+        clauses += g.method.clauses.len();
+        seen.insert(if body.is_tiny() { "tiny" } else { "fat" });
+        for s in &body.sections {
+            seen.insert(if s.is_fat() { "fat EH" } else { "small EH" });
+        }
+        if body.code.len() > 65536 {
+            seen.insert("code above 64 KiB");
+        }
+        if body.clauses().count() > 20 {
+            seen.insert("more than 20 clauses");
+        }
+        for c in body.clauses() {
+            seen.insert(match c.kind() {
+                ilcheck::body::ClauseKind::Catch => "catch",
+                ilcheck::body::ClauseKind::Filter => "filter",
+                ilcheck::body::ClauseKind::Finally => "finally",
+                ilcheck::body::ClauseKind::Fault => "fault",
+                ilcheck::body::ClauseKind::Invalid => "invalid",
+            });
+        }
+        for i in ilcheck::instr::Instructions::new(body.code) {
+            let i = i.unwrap();
+            match i.opcode {
+                Opcode::Switch => seen.insert("switch"),
+                Opcode::Tail => seen.insert("tail."),
+                Opcode::Rethrow => seen.insert("rethrow"),
+                Opcode::Leave_S => seen.insert("leave.s"),
+                Opcode::Leave => seen.insert("leave"),
+                Opcode::Call => seen.insert("call"),
+                _ => false,
+            };
+            if let Some(t) = i.branch_target() {
+                if t <= i.offset as i64 {
+                    seen.insert("backward branch");
+                }
+                let short_fits = i8::try_from(t - i.next_offset() + 3).is_ok();
+                match i.opcode.operand_kind() {
+                    OperandKind::ShortBrTarget => seen.insert("short branch"),
+                    OperandKind::BrTarget if short_fits => seen.insert("long branch that fits"),
+                    OperandKind::BrTarget => seen.insert("long branch that must be"),
+                    _ => false,
+                };
+            }
+        }
+        for &mu in Mutation::ALL {
+            if mutate(&g, mu, 0).is_some() {
+                mutants += 1;
+                mutations.insert(format!("{mu:?}"));
+            }
+        }
+    }
+    eprintln!(
+        "600 bodies: {instrs} instructions, {clauses} clauses, {mutants} applicable mutations",
+    );
+    for want in [
+        "tiny",
+        "fat",
+        "small EH",
+        "fat EH",
+        "code above 64 KiB",
+        "more than 20 clauses",
+        "catch",
+        "filter",
+        "finally",
+        "fault",
+        "switch",
+        "tail.",
+        "rethrow",
+        "leave.s",
+        "leave",
+        "call",
+        "backward branch",
+        "short branch",
+        "long branch that fits",
+        "long branch that must be",
+    ] {
+        assert!(
+            seen.contains(want),
+            "never generated: {want} (saw {seen:?})"
+        );
+    }
+    for &mu in Mutation::ALL {
+        assert!(
+            mutations.contains(&format!("{mu:?}")),
+            "mutation {mu:?} never applicable"
+        );
+    }
+}
+
+/// The fuzzing front end produces valid bodies from any input.
+#[test]
+fn arbitrary_front_end_is_valid_on_any_input() {
+    let config = Config::default();
+    for seed in 0..200u32 {
+        let bytes: Vec<u8> = (0..seed * 7)
+            .map(|k| (k.wrapping_mul(2_654_435_761) >> (seed % 24)) as u8)
+            .collect();
+        let mut u = arbitrary::Unstructured::new(&bytes);
+        let g = ilcheck::r#gen::arbitrary_method(&mut u, &config).unwrap();
+        let out = encode(&g);
+        let body = Body::parse(&out).unwrap();
+        let found = verify::verify(&body, &g.resolver);
+        assert!(found.is_empty(), "seed {seed}: {found:?}");
+    }
+}
+
+/// Widening every branch keeps generated bodies valid (the layout forms, not a transform).
+#[test]
+fn all_long_layout_is_valid() {
+    let mut state = 7u64;
+    for _ in 0..100 {
+        let bytes: Vec<u8> = (0..800)
+            .map(|_| {
+                state = state
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+                (state >> 33) as u8
+            })
+            .collect();
+        let g = ilcheck::r#gen::generate_from_bytes(&bytes, &Config::default());
+        for forms in [BranchForms::AllLong, BranchForms::ShortestWhereFits] {
+            let out = g.encode_with(forms).unwrap();
+            let body = Body::parse(&out).unwrap();
+            assert!(verify::verify(&body, &g.resolver).is_empty(), "{forms:?}");
+        }
+    }
+}
