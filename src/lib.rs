@@ -12,7 +12,7 @@ pub mod body;
 pub mod corpus;
 pub mod disasm;
 #[cfg(feature = "gen")]
-pub mod r#gen;
+pub mod generate;
 pub mod image;
 pub mod instr;
 pub mod ir;

@@ -6,9 +6,9 @@
 //! `ILCHECK_PROPTEST_CASES` sets the number of cases per property (default 2000).
 
 use ilcheck::body::Body;
-use ilcheck::r#gen::check;
-use ilcheck::r#gen::mutate::{Mutation, mutate};
-use ilcheck::r#gen::{Config, Generated, strategy};
+use ilcheck::generate::check;
+use ilcheck::generate::mutate::{Mutation, mutate};
+use ilcheck::generate::{Config, Generated, strategy};
 use ilcheck::ir::BranchForms;
 use ilcheck::opcode::{Opcode, OperandKind};
 use ilcheck::verify;
@@ -102,7 +102,7 @@ fn generator_covers_its_promises() {
                 (state >> 24) as u8
             })
             .collect();
-        let g = ilcheck::r#gen::generate_from_bytes(&bytes, &config);
+        let g = ilcheck::generate::generate_from_bytes(&bytes, &config);
         let out = encode(&g);
         let body = Body::parse(&out).unwrap();
         instrs += g.method.instrs.len();
@@ -204,7 +204,7 @@ fn arbitrary_front_end_is_valid_on_any_input() {
             .map(|k| (k.wrapping_mul(2_654_435_761) >> (seed % 24)) as u8)
             .collect();
         let mut u = arbitrary::Unstructured::new(&bytes);
-        let g = ilcheck::r#gen::arbitrary_method(&mut u, &config).unwrap();
+        let g = ilcheck::generate::arbitrary_method(&mut u, &config).unwrap();
         let out = encode(&g);
         let body = Body::parse(&out).unwrap();
         let found = verify::verify(&body, &g.resolver);
@@ -225,7 +225,7 @@ fn all_long_layout_is_valid() {
                 (state >> 33) as u8
             })
             .collect();
-        let g = ilcheck::r#gen::generate_from_bytes(&bytes, &Config::default());
+        let g = ilcheck::generate::generate_from_bytes(&bytes, &Config::default());
         for forms in [BranchForms::AllLong, BranchForms::ShortestWhereFits] {
             let out = g.encode_with(forms).unwrap();
             let body = Body::parse(&out).unwrap();

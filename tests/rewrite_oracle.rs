@@ -107,8 +107,10 @@ fn every_transform_keeps_every_program_running_identically() {
         let image_bytes = std::fs::read(program).unwrap();
         let image = Image::parse(&image_bytes).unwrap();
         for &(name, transform) in TRANSFORMS {
-            let mut topts = TransformOptions::default();
-            topts.catch_type = corpus::find_exception_type(&image).unwrap_or(0);
+            let topts = TransformOptions {
+                catch_type: corpus::find_exception_type(&image).unwrap_or(0),
+                ..TransformOptions::default()
+            };
             let opts = RewriteOptions {
                 transform_name: name.to_string(),
                 transform,
@@ -172,8 +174,10 @@ fn mono_corpus_every_transform_verifies() {
         let mut totals = RewriteReport::default();
         for file in &files {
             let image = Image::open(file).unwrap();
-            let mut topts = TransformOptions::default();
-            topts.catch_type = corpus::find_exception_type(&image).unwrap_or(0);
+            let topts = TransformOptions {
+                catch_type: corpus::find_exception_type(&image).unwrap_or(0),
+                ..TransformOptions::default()
+            };
             let opts = RewriteOptions {
                 transform_name: name.to_string(),
                 transform,

@@ -599,7 +599,7 @@ fn compare_branch(long: Opcode, a: i32, b: i32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::r#gen::valid::OTHER_CLASS;
+    use crate::generate::valid::OTHER_CLASS;
     use crate::ir::{EhClause, Instr, Label, LayoutOptions, MaxStackPolicy, Method};
     use crate::verify::NoResolver;
 
