@@ -46,3 +46,15 @@ fn main() -> std::io::Result<()> {
     );
     Ok(())
 }
+
+/// A deterministic pseudo-random byte stream.
+fn xorshift_bytes(mut state: u64, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 24) as u8
+        })
+        .collect()
+}

@@ -10,6 +10,8 @@ const TARGETS: &[(&str, Property)] = &[
     ("decode_body", properties::decode_body),
     ("read_image", properties::read_image),
     ("verify_any", properties::verify_any),
+    ("rewrite_generated", properties::rewrite_generated),
+    ("relax", properties::relax),
 ];
 
 #[test]
@@ -38,6 +40,24 @@ fn regressions_replay() {
 }
 
 #[test]
+fn generator_properties_hold_on_fixed_seeds() {
+    // Seeds of several lengths and byte patterns: each is a valid generated body.
+    let mut instructions = 0;
+    for n in 0..64u32 {
+        let seed = xorshift_bytes(u64::from(n) + 1, n as usize * 37);
+        properties::rewrite_generated(&seed);
+        properties::relax(&seed);
+        let g =
+            ilcheck::generate::generate_from_bytes(&seed, &ilcheck::generate::Config::everything());
+        instructions += g.method.instrs.len();
+    }
+    assert!(
+        instructions > 2000,
+        "the seeds generate only {instructions} instructions"
+    );
+}
+
+#[test]
 fn properties_hold_on_project_assemblies_and_their_bodies() {
     let mut bodies = 0;
     for (name, bytes) in ilcheck::corpus::EMBEDDED {
@@ -57,4 +77,16 @@ fn properties_hold_on_project_assemblies_and_their_bodies() {
         }
     }
     assert!(bodies > 400, "{bodies}");
+}
+
+/// A deterministic pseudo-random byte stream.
+fn xorshift_bytes(mut state: u64, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 24) as u8
+        })
+        .collect()
 }

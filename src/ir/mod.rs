@@ -5,6 +5,7 @@
 //! Body ──Method::from_body──► Method ──edit / transforms──► Method ──layout──► body bytes
 //! ```
 
+pub mod check;
 pub mod edit;
 pub mod layout;
 pub mod lift;
