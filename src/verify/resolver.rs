@@ -6,11 +6,10 @@
 
 use crate::body::Body;
 use crate::image::sig::StandAloneSig;
-use crate::image::{Image, Method, Token};
+use crate::image::{Image, Method, Table, Token};
 use crate::opcode::{Opcode, OperandKind};
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
-use std::hash::{BuildHasherDefault, Hasher};
 
 /// The stack-relevant shape of a callee's signature at one call site.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -247,24 +246,29 @@ pub struct ImageResolver<'i> {
     image: &'i Image<'i>,
     method: Option<MethodSig>,
     locals: Option<u32>,
-    calls: RefCell<HashMap<u32, Option<CallSig>, BuildHasherDefault<TokenHasher>>>,
+    calls: RefCell<CallCache>,
 }
 
-/// Tokens are well-spread integers that need no DoS-resistant hashing: one multiply will do.
+/// Call-site signatures by table and row id: a vector per table indexed by rid is cheaper than
+/// hashing on the verifier's hottest lookup. Each vector is sized by its table's row count
+/// (bounded by the table stream the image holds) on first use.
 #[derive(Default)]
-struct TokenHasher(u64);
+struct CallCache {
+    /// MethodDef, MemberRef, MethodSpec (for calls), StandAloneSig (for `calli`). `None` not
+    /// looked up yet; `Some(None)` does not resolve.
+    tables: [Vec<Option<Option<CallSig>>>; 4],
+}
 
-impl Hasher for TokenHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-    fn write_u32(&mut self, n: u32) {
-        self.0 = (n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+/// The cache slot of a call token: which vector, for the tables a call may name. Other
+/// combinations never resolve (the image reader would refuse them), so they need no slot.
+fn cache_slot(opcode: Opcode, token: u32) -> Option<(usize, Table)> {
+    let t = Token(token).table()?;
+    match (opcode == Opcode::Calli, t) {
+        (false, Table::MethodDef) => Some((0, t)),
+        (false, Table::MemberRef) => Some((1, t)),
+        (false, Table::MethodSpec) => Some((2, t)),
+        (true, Table::StandAloneSig) => Some((3, t)),
+        _ => None,
     }
 }
 
@@ -334,12 +338,18 @@ impl Resolver for ImageResolver<'_> {
     }
 
     fn call_sig(&self, opcode: Opcode, token: u32) -> Option<CallSig> {
-        // The table byte keeps `calli` StandAloneSig keys apart from method tokens.
-        *self
-            .calls
-            .borrow_mut()
-            .entry(token)
-            .or_insert_with(|| self.lookup(opcode, token))
+        let (slot, table) = cache_slot(opcode, token)?;
+        let rid = Token(token).rid() as usize;
+        let rows = self.image.tables().rows(table) as usize;
+        if rid == 0 || rid > rows {
+            return None;
+        }
+        let mut cache = self.calls.borrow_mut();
+        let sigs = &mut cache.tables[slot];
+        if sigs.is_empty() {
+            sigs.resize(rows + 1, None);
+        }
+        *sigs[rid].get_or_insert_with(|| self.lookup(opcode, token))
     }
 
     fn token_exists(&self, token: u32) -> Option<bool> {
