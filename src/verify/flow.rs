@@ -3,95 +3,170 @@
 
 use super::eh::RegionKind;
 use super::{Code, Ctx, Ins, NONE, Resolver, Verifier, flag, fx, operand};
-use crate::instr::{InstrError, Operand, decode_with_len};
+use crate::instr::{InstrError, decode_with_len};
 use crate::opcode::{Flow, Opcode};
 
 /// Decodes `code` into `v.ins`, records branch targets as byte offsets, and checks operands.
 /// Returns false (after reporting) when the stream does not decode to the end.
-pub(super) fn decode(v: &mut Verifier, code: &[u8], ctx: &Ctx, r: &dyn Resolver) -> bool {
+///
+/// One table lookup per instruction ([`fx::DEC`]); anything irregular (an undefined opcode, a
+/// truncated operand or `switch` table) goes to the codec's decoder for the exact error.
+pub(super) fn decode<R: Resolver + ?Sized>(
+    v: &mut Verifier,
+    code: &[u8],
+    ctx: &Ctx,
+    r: &R,
+) -> bool {
+    // The buffers are moved out for the loop, so that reporting through `v` does not force
+    // their headers to be reloaded after every call.
+    let mut ins = std::mem::take(&mut v.ins);
+    let mut at = std::mem::take(&mut v.at);
+    let mut targets = std::mem::take(&mut v.targets);
+    let ok = decode_into(v, code, ctx, r, &mut ins, &mut at, &mut targets);
+    v.ins = ins;
+    v.at = at;
+    v.targets = targets;
+    ok
+}
+
+#[inline(always)]
+fn decode_into<R: Resolver + ?Sized>(
+    v: &mut Verifier,
+    code: &[u8],
+    ctx: &Ctx,
+    r: &R,
+    ins: &mut Vec<Ins>,
+    at: &mut Vec<u32>,
+    targets: &mut Vec<u32>,
+) -> bool {
     let len = code.len();
-    v.at.clear();
-    v.at.resize(len + 1, NONE);
+    // Never cleared: `Verifier::index_at` trusts an entry only if it names an instruction of
+    // this body starting there, so stale entries are harmless and no per-body fill is needed.
+    if at.len() < len {
+        at.resize(len, NONE);
+    }
+    let at = &mut at[..len];
     let mut pos = 0;
-    // Prefix flags waiting for the instruction they modify.
-    let mut pending: u16 = 0;
-    let mut pending_any = false;
+    // Flags for the next instruction from the prefixes before it: AFTER_PREFIX, TAIL.
+    let mut carry: u16 = 0;
     while pos < len {
-        let (instr, size) = match decode_with_len(code, pos) {
-            Ok(i) => i,
-            Err(e) => {
-                let (c, what) = match e {
-                    InstrError::UnknownOpcode { .. } => (Code::UnknownOpcode, "unknown opcode"),
-                    _ => (Code::MethodEnd, "the code ends inside an instruction"),
-                };
-                v.report(c, e.offset(), format!("{what} ({e})"));
-                return false;
-            }
-        };
-        let idx = v.ins.len() as u32;
-        v.at[pos] = idx;
-        let next = pos + size;
-        let arg = match &instr.operand {
-            Operand::ShortBranch(_) | Operand::Branch(_) => {
-                let start = v.targets.len() as u32;
-                v.targets.push(1);
-                v.targets.push(target_offset(instr.branch_target(), len));
-                start
-            }
-            Operand::Switch(t) => {
-                let start = v.targets.len() as u32;
-                v.targets.push(t.len() as u32);
-                for d in t.iter() {
-                    v.targets
-                        .push(target_offset(Some(next as i64 + d as i64), len));
-                }
-                start
-            }
-            Operand::Var(x) => *x as u32,
-            Operand::Token(t) => *t,
-            Operand::Int8(x) => *x as u8 as u32,
-            _ => 0,
-        };
-        let op = instr.opcode;
-        let fx = fx::get(op);
-        let mut flags = if pending_any { flag::AFTER_PREFIX } else { 0 };
-        if fx.kind & fx::TARGETS != 0 {
-            v.branches.push(idx);
-        }
-        if fx.kind & fx::SPECIAL != 0 {
-            v.special.push(idx);
-        }
-        if fx.flow == Flow::Prefix {
-            pending_any = true;
-            if op == Opcode::Tail {
-                pending |= flag::TAIL;
+        let first = code[pos];
+        let key = if first == 0xFE {
+            match code.get(pos + 1) {
+                Some(&second) => 256 + second as usize,
+                None => return decode_error(v, code, pos),
             }
         } else {
-            flags |= pending;
-            pending = 0;
-            pending_any = false;
+            first as usize
+        };
+        let d = &fx::DEC[key];
+        let size = d.len as usize;
+        if size == 0 || len - pos < size {
+            return decode_error(v, code, pos);
         }
-        if fx.kind & fx::OPERAND != 0 {
-            operand::check(v, instr.offset, op, arg, ctx, r);
+        let ops = &code[pos..pos + size];
+        let o = if key >= 256 { 2 } else { 1 };
+        let idx = ins.len() as u32;
+        at[pos] = idx;
+        let mut next = pos + size;
+        let arg = match d.arg {
+            fx::arg::NONE => 0,
+            fx::arg::U8 => ops[o] as u32,
+            fx::arg::U16 => u16::from_le_bytes([ops[o], ops[o + 1]]) as u32,
+            fx::arg::U32 => u32::from_le_bytes([ops[o], ops[o + 1], ops[o + 2], ops[o + 3]]),
+            fx::arg::BR8 => {
+                let start = targets.len() as u32;
+                let target = next as i64 + ops[o] as i8 as i64;
+                targets.extend([1, target_offset(target, len)]);
+                start
+            }
+            fx::arg::BR32 => {
+                let disp = i32::from_le_bytes([ops[o], ops[o + 1], ops[o + 2], ops[o + 3]]);
+                let start = targets.len() as u32;
+                targets.extend([1, target_offset(next as i64 + disp as i64, len)]);
+                start
+            }
+            _ => {
+                // switch: the count is checked against the bytes left before anything is read.
+                let count = u32::from_le_bytes([ops[o], ops[o + 1], ops[o + 2], ops[o + 3]]);
+                if count as usize > (len - next) / 4 {
+                    return decode_error(v, code, pos);
+                }
+                let table = &code[next..next + 4 * count as usize];
+                next += table.len();
+                let start = targets.len() as u32;
+                targets.push(count);
+                targets.extend(table.chunks_exact(4).map(|c| {
+                    let disp = i32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+                    target_offset(next as i64 + disp as i64, len)
+                }));
+                start
+            }
+        };
+        let mut x = d.ins;
+        x.off = pos as u32;
+        x.arg = arg;
+        x.flags = carry;
+        carry = 0;
+        if x.fx.kind & (fx::TARGETS | fx::SPECIAL) != 0 {
+            if x.fx.kind & fx::TARGETS != 0 {
+                v.branches.push(idx);
+            }
+            if x.fx.kind & fx::SPECIAL != 0 {
+                v.special.push(idx);
+            }
+            if x.fx.flow == Flow::Prefix {
+                // A prefix is itself only marked as following a prefix; what it modifies
+                // carries its flags.
+                carry = x.flags | flag::AFTER_PREFIX;
+                if x.op == Opcode::Tail {
+                    carry |= flag::TAIL;
+                }
+                x.flags &= flag::AFTER_PREFIX;
+            }
         }
-        v.ins.push(Ins {
-            off: pos as u32,
-            arg,
-            op,
-            flags,
-            fx,
-        });
+        match d.check {
+            fx::check::NONE => {}
+            fx::check::LOCAL => operand::local(v, x.off, x.op, arg, ctx),
+            fx::check::LOCAL_IMM => operand::local(v, x.off, x.op, d.imm as u32, ctx),
+            fx::check::ARG => operand::argument(v, x.off, x.op, arg, ctx),
+            fx::check::ARG_IMM => operand::argument(v, x.off, x.op, d.imm as u32, ctx),
+            _ => operand::token(v, x.off, x.op, d.operand, arg, r),
+        }
+        ins.push(x);
         pos = next;
     }
-    v.at[len] = v.ins.len() as u32;
     true
 }
 
+/// Reports why the instruction at `pos` does not decode, in the codec decoder's words.
+#[cold]
+#[inline(never)]
+fn decode_error(v: &mut Verifier, code: &[u8], pos: usize) -> bool {
+    match decode_with_len(code, pos) {
+        Err(e) => {
+            let (c, what) = match e {
+                InstrError::UnknownOpcode { .. } => (Code::UnknownOpcode, "unknown opcode"),
+                _ => (Code::MethodEnd, "the code ends inside an instruction"),
+            };
+            v.report(c, e.offset(), format!("{what} ({e})"));
+        }
+        // Unreachable while `fx::DEC` agrees with the codec's table (a unit test checks it).
+        Ok(_) => v.report(
+            Code::UnknownOpcode,
+            pos as u32,
+            "undecodable instruction".into(),
+        ),
+    }
+    false
+}
+
 /// A target as a byte offset inside the code, or [`NONE`] when it lies outside.
-fn target_offset(target: Option<i64>, len: usize) -> u32 {
-    match target {
-        Some(t) if t >= 0 && (t as u64) < len as u64 => t as u32,
-        _ => NONE,
+fn target_offset(t: i64, len: usize) -> u32 {
+    if t >= 0 && (t as u64) < len as u64 {
+        t as u32
+    } else {
+        NONE
     }
 }
 
@@ -113,7 +188,7 @@ pub(super) fn resolve_targets(v: &mut Verifier) {
                 );
                 continue;
             }
-            let t = v.at[off as usize];
+            let t = v.index_at(off);
             if t == NONE || v.ins[t as usize].flags & flag::AFTER_PREFIX != 0 {
                 v.report(
                     Code::BadJumpTarget,

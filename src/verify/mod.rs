@@ -277,7 +277,7 @@ struct Fx {
 }
 
 mod fx {
-    use super::Fx;
+    use super::{Fx, Ins};
     use crate::opcode::{ALL, Flow, Opcode, OperandKind, Pops, Pushes};
 
     pub const POP_ALL: u8 = 255;
@@ -328,29 +328,123 @@ mod fx {
         }
     }
 
-    /// Indexed like the opcode's encoding: low byte, plus 256 for `FE xx`.
-    static TABLE: [Fx; 512] = {
-        let mut t = [Fx {
-            pops: 0,
-            pushes: 0,
-            flow: Flow::Next,
-            kind: 0,
+    /// How the decoder reads [`super::Ins::arg`].
+    pub mod arg {
+        pub const NONE: u8 = 0;
+        pub const U8: u8 = 1;
+        pub const U16: u8 = 2;
+        pub const U32: u8 = 3;
+        pub const BR8: u8 = 4;
+        pub const BR32: u8 = 5;
+        pub const SWITCH: u8 = 6;
+    }
+
+    /// Which operand rule applies.
+    pub mod check {
+        pub const NONE: u8 = 0;
+        /// The operand is a local index.
+        pub const LOCAL: u8 = 1;
+        /// The operand is an argument index.
+        pub const ARG: u8 = 2;
+        /// `ldloc.N`, `stloc.N`: local [`super::Dec::imm`].
+        pub const LOCAL_IMM: u8 = 3;
+        /// `ldarg.N`: argument [`super::Dec::imm`].
+        pub const ARG_IMM: u8 = 4;
+        /// A metadata token of kind [`super::Dec::operand`].
+        pub const TOKEN: u8 = 5;
+    }
+
+    /// Everything the verifier's decoder needs of one encoding, in one entry: the same facts as
+    /// [`crate::opcode::DECODE`] plus the verifier's own, so decoding reads one table.
+    #[derive(Clone, Copy, Debug)]
+    pub struct Dec {
+        /// The instruction with its opcode facts filled in; the decoder sets the rest.
+        pub ins: Ins,
+        /// Opcode plus operand bytes (for `switch`, without its table); 0 when undefined.
+        pub len: u8,
+        pub arg: u8,
+        pub check: u8,
+        pub imm: u8,
+        pub operand: OperandKind,
+    }
+
+    /// Indexed like the opcode's encoding: low byte, plus 256 for `FE xx`. The `FE` entry itself
+    /// is undefined (the second byte decides).
+    pub static DEC: [Dec; 512] = {
+        let mut t = [Dec {
+            ins: Ins {
+                off: 0,
+                arg: 0,
+                op: Opcode::Nop,
+                flags: 0,
+                fx: Fx {
+                    pops: 0,
+                    pushes: 0,
+                    flow: Flow::Next,
+                    kind: 0,
+                },
+            },
+            len: 0,
+            arg: arg::NONE,
+            check: check::NONE,
+            imm: 0,
+            operand: OperandKind::None,
         }; 512];
         let mut i = 0;
         while i < ALL.len() {
-            let code = ALL[i].opcode as u16;
-            let key = (code & 0xFF) as usize + if code >> 8 == 0xFE { 256 } else { 0 };
-            t[key] = of(i);
+            let info = &ALL[i];
+            let code = info.opcode as u16;
+            let two = code >> 8 == 0xFE;
+            let key = (code & 0xFF) as usize + if two { 256 } else { 0 };
+            let operand = info.operand;
+            let arg = match operand {
+                OperandKind::None
+                | OperandKind::I
+                | OperandKind::I8
+                | OperandKind::ShortR
+                | OperandKind::R => arg::NONE,
+                OperandKind::ShortI | OperandKind::ShortLocal | OperandKind::ShortArg => arg::U8,
+                OperandKind::Local | OperandKind::Arg => arg::U16,
+                OperandKind::ShortBrTarget => arg::BR8,
+                OperandKind::BrTarget => arg::BR32,
+                OperandKind::Switch => arg::SWITCH,
+                _ => arg::U32,
+            };
+            let (check, imm) = match operand {
+                OperandKind::ShortLocal | OperandKind::Local => (check::LOCAL, 0),
+                OperandKind::ShortArg | OperandKind::Arg => (check::ARG, 0),
+                // ldarg.0-3, ldloc.0-3, stloc.0-3: the index is implied by the opcode.
+                OperandKind::None => match code {
+                    0x02..=0x05 => (check::ARG_IMM, code - 0x02),
+                    0x06..=0x09 => (check::LOCAL_IMM, code - 0x06),
+                    0x0A..=0x0D => (check::LOCAL_IMM, code - 0x0A),
+                    _ => (check::NONE, 0),
+                },
+                k if k.is_token() => (check::TOKEN, 0),
+                _ => (check::NONE, 0),
+            };
+            let operand_len = match operand.fixed_size() {
+                Some(n) => n,
+                None => 4,
+            };
+            t[key] = Dec {
+                ins: Ins {
+                    off: 0,
+                    arg: 0,
+                    op: info.opcode,
+                    flags: 0,
+                    fx: of(i),
+                },
+                len: (if two { 2 } else { 1 } + operand_len) as u8,
+                arg,
+                check,
+                imm: imm as u8,
+                operand,
+            };
             i += 1;
         }
         t
     };
-
-    #[inline]
-    pub fn get(op: Opcode) -> Fx {
-        let code = op as u16;
-        TABLE[(code & 0xFF) as usize + ((code >> 8 == 0xFE) as usize) * 256]
-    }
 }
 
 /// Per-instruction flags.
@@ -385,8 +479,11 @@ pub struct Verifier {
     special: Vec<u32>,
     /// Indices of instructions with branch or switch targets.
     branches: Vec<u32>,
-    /// Instruction index by byte offset ([`NONE`] inside an instruction); `at[len]` = count.
+    /// Instruction index by byte offset, read through [`Verifier::index_at`]; sized for the
+    /// largest body so far and never cleared (entries of earlier bodies fail its check).
     at: Vec<u32>,
+    /// Length of the code being verified.
+    code_len: usize,
     depth: Vec<u32>,
     /// Innermost region per instruction; empty when the body has no regions.
     region: Vec<u32>,
@@ -408,7 +505,10 @@ impl Verifier {
     }
 
     /// Verifies a parsed body; the findings are sorted by offset.
-    pub fn verify(&mut self, body: &Body<'_>, resolver: &dyn Resolver) -> &[Diagnostic] {
+    ///
+    /// Generic so that a concrete resolver's answers inline into the hot loops; a
+    /// `&dyn Resolver` works too.
+    pub fn verify<R: Resolver + ?Sized>(&mut self, body: &Body<'_>, resolver: &R) -> &[Diagnostic] {
         self.first_only = false;
         self.run_body(body, resolver);
         &self.diags
@@ -416,12 +516,12 @@ impl Verifier {
 
     /// Verifies raw code with its clauses. `declared_max_stack` of `None` skips the MaxStack
     /// check.
-    pub fn verify_code(
+    pub fn verify_code<R: Resolver + ?Sized>(
         &mut self,
         code: &[u8],
         clauses: &[Clause],
         declared_max_stack: Option<u16>,
-        resolver: &dyn Resolver,
+        resolver: &R,
     ) -> &[Diagnostic] {
         self.first_only = false;
         self.run(code, clauses, declared_max_stack, resolver);
@@ -429,7 +529,11 @@ impl Verifier {
     }
 
     /// Stops at the first finding (not necessarily the one at the lowest offset).
-    pub fn verify_first(&mut self, body: &Body<'_>, resolver: &dyn Resolver) -> Option<Diagnostic> {
+    pub fn verify_first<R: Resolver + ?Sized>(
+        &mut self,
+        body: &Body<'_>,
+        resolver: &R,
+    ) -> Option<Diagnostic> {
         self.first_only = true;
         self.run_body(body, resolver);
         self.diags.first().cloned()
@@ -437,11 +541,11 @@ impl Verifier {
 
     /// The largest stack depth the code reaches, computed by the verifier's dataflow; an error
     /// if the code has a structural fault or a callee's signature is unknown.
-    pub fn max_stack(
+    pub fn max_stack<R: Resolver + ?Sized>(
         &mut self,
         code: &[u8],
         clauses: &[Clause],
-        resolver: &dyn Resolver,
+        resolver: &R,
     ) -> Result<u16, Diagnostic> {
         self.first_only = true;
         self.run(code, clauses, None, resolver);
@@ -478,11 +582,13 @@ impl Verifier {
         self.max
     }
 
-    fn run_body(&mut self, body: &Body<'_>, resolver: &dyn Resolver) {
+    fn run_body<R: Resolver + ?Sized>(&mut self, body: &Body<'_>, resolver: &R) {
         let max = Some(body.max_stack());
-        let eh: Vec<_> = body.sections.iter().filter(|s| s.is_eh()).collect();
-        if eh.len() <= 1 {
-            let clauses = eh.first().map_or(&[][..], |s| s.clauses());
+        let mut eh = body.sections.iter().filter(|s| s.is_eh());
+        let first = eh.next();
+        if eh.next().is_none() {
+            // The common case (at most one EH section) borrows its clauses: no copy.
+            let clauses = first.map_or(&[][..], |s| s.clauses());
             self.run(body.code, clauses, max, resolver);
         } else {
             let mut clauses = std::mem::take(&mut self.clauses);
@@ -493,12 +599,12 @@ impl Verifier {
         }
     }
 
-    fn run(
+    fn run<R: Resolver + ?Sized>(
         &mut self,
         code: &[u8],
         clauses: &[Clause],
         declared_max_stack: Option<u16>,
-        resolver: &dyn Resolver,
+        resolver: &R,
     ) {
         self.ins.clear();
         self.targets.clear();
@@ -509,6 +615,7 @@ impl Verifier {
         self.diags.clear();
         self.incomplete = false;
         self.max = 0;
+        self.code_len = code.len();
         let ctx = Ctx {
             method: resolver.method(),
             locals: resolver.local_count(),
@@ -570,6 +677,24 @@ impl Verifier {
             &self.targets[start + 1..start + 1 + count]
         } else {
             &[]
+        }
+    }
+
+    /// The instruction starting at byte `off`; the instruction count for the end of the code;
+    /// [`NONE`] inside an instruction or outside the code.
+    #[inline]
+    fn index_at(&self, off: u32) -> u32 {
+        let off_usize = off as usize;
+        if off_usize == self.code_len {
+            return self.ins.len() as u32;
+        }
+        if off_usize > self.code_len {
+            return NONE;
+        }
+        match self.at.get(off_usize) {
+            // An entry left by an earlier body names an instruction that does not start here.
+            Some(&i) if self.ins.get(i as usize).is_some_and(|x| x.off == off) => i,
+            _ => NONE,
         }
     }
 

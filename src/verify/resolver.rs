@@ -6,7 +6,8 @@
 
 use crate::body::Body;
 use crate::image::sig::StandAloneSig;
-use crate::image::{Image, Method, Table, Token};
+use crate::image::tables::USER_STRING_TABLE;
+use crate::image::{Image, Method, Table, Token, UserStringHeap};
 use crate::opcode::{Opcode, OperandKind};
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
@@ -244,6 +245,8 @@ impl Resolver for SyntheticResolver {
 /// one resolver per image and call [`ImageResolver::set_method`] before each body.
 pub struct ImageResolver<'i> {
     image: &'i Image<'i>,
+    /// `#US`, located once: every `ldstr` asks about it.
+    user_strings: UserStringHeap<'i>,
     method: Option<MethodSig>,
     locals: Option<u32>,
     calls: RefCell<CallCache>,
@@ -276,6 +279,7 @@ impl<'i> ImageResolver<'i> {
     pub fn new(image: &'i Image<'i>) -> Self {
         ImageResolver {
             image,
+            user_strings: image.user_strings(),
             method: None,
             locals: None,
             calls: RefCell::default(),
@@ -357,6 +361,8 @@ impl Resolver for ImageResolver<'_> {
     }
 
     fn string_exists(&self, token: u32) -> Option<bool> {
-        Some(self.image.user_string_ok(Token(token)))
+        // As `Image::user_string_ok`, with the heap located once.
+        let t = Token(token);
+        Some(t.table_byte() == USER_STRING_TABLE && self.user_strings.contains(t.rid()))
     }
 }

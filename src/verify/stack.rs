@@ -9,7 +9,13 @@ use super::eh::RegionKind;
 use super::{CallSig, Code, Ctx, NONE, Resolver, Verifier, flag, fx};
 use crate::opcode::Opcode;
 
-pub(super) fn run(v: &mut Verifier, ctx: &Ctx, r: &dyn Resolver, eh_ok: bool) {
+pub(super) fn run<R: Resolver + ?Sized>(v: &mut Verifier, ctx: &Ctx, r: &R, eh_ok: bool) {
+    if v.branches.is_empty() && v.nodes.is_empty() {
+        // Straight-line code: one path from the entry, each instruction reached once and only
+        // by falling through, so no depth table is needed.
+        walk::<R, false>(v, 0, 0, ctx, r);
+        return;
+    }
     let n = v.ins.len();
     v.depth.clear();
     v.depth.resize(n, NONE);
@@ -27,7 +33,8 @@ pub(super) fn run(v: &mut Verifier, ctx: &Ctx, r: &dyn Resolver, eh_ok: bool) {
         }
     }
     while let Some(start) = v.work.pop() {
-        walk(v, start as usize, ctx, r);
+        let d = v.depth[start as usize];
+        walk::<R, true>(v, start as usize, d, ctx, r);
         if v.stop() {
             return;
         }
@@ -71,6 +78,8 @@ fn merge(v: &mut Verifier, t: usize, d: u32) {
     }
 }
 
+#[cold]
+#[inline(never)]
 fn path_mismatch(v: &mut Verifier, t: usize, known: u32, d: u32) {
     v.report(
         Code::PathStackDepth,
@@ -79,10 +88,20 @@ fn path_mismatch(v: &mut Verifier, t: usize, known: u32, d: u32) {
     );
 }
 
-/// Follows the flow from block start `i` (whose depth is known).
-fn walk(v: &mut Verifier, mut i: usize, ctx: &Ctx, r: &dyn Resolver) {
+/// Follows the flow from block start `i` with depth `d`. With `TRACK`, records each
+/// instruction's depth, propagates to branch targets and stops where a depth is known; without
+/// it (code with no branches and no regions) it simply runs to the end of the path.
+fn walk<R: Resolver + ?Sized, const TRACK: bool>(
+    v: &mut Verifier,
+    mut i: usize,
+    mut d: u32,
+    ctx: &Ctx,
+    r: &R,
+) {
     let n = v.ins.len();
-    let mut d = v.depth[i];
+    let limit = ctx.declared_max_stack.map_or(u32::MAX, u32::from);
+    // One compare per instruction: above this, the depth is a new maximum or over the limit.
+    let mut watch = v.max.min(limit);
     loop {
         let ins = v.ins[i];
         let fx = ins.fx;
@@ -99,28 +118,26 @@ fn walk(v: &mut Verifier, mut i: usize, ctx: &Ctx, r: &dyn Resolver) {
                 None => return,
             }
         };
-        match ins.op {
-            Opcode::Jmp if d != 0 => v.report(
-                Code::JmpStackNotEmpty,
-                ins.off,
-                format!("jmp with {d} items on the stack"),
-            ),
-            Opcode::Endfilter if d != 1 => {
-                v.report(
-                    Code::EndfilterStack,
+        if fx.kind & fx::SPECIAL != 0 {
+            match ins.op {
+                Opcode::Jmp if d != 0 => v.report(
+                    Code::JmpStackNotEmpty,
                     ins.off,
-                    format!("endfilter with {d} items on the stack; it takes exactly one"),
-                );
-                return;
+                    format!("jmp with {d} items on the stack"),
+                ),
+                Opcode::Endfilter if d != 1 => {
+                    v.report(
+                        Code::EndfilterStack,
+                        ins.off,
+                        format!("endfilter with {d} items on the stack; it takes exactly one"),
+                    );
+                    return;
+                }
+                _ => {}
             }
-            _ => {}
         }
         if d < pops {
-            v.report(
-                Code::StackUnderflow,
-                ins.off,
-                format!("{} pops {pops} items but the stack holds {d}", ins.op),
-            );
+            underflow(v, i, pops, d);
             return;
         }
         if ins.flags & flag::TAIL != 0 && d != pops {
@@ -134,19 +151,16 @@ fn walk(v: &mut Verifier, mut i: usize, ctx: &Ctx, r: &dyn Resolver) {
             );
         }
         d = d - pops + pushes;
-        if d > v.max {
-            v.max = d;
+        if d > watch {
+            if d > v.max {
+                v.max = d;
+            }
+            if d > limit {
+                overflow(v, ins.off, d, limit);
+            }
+            watch = v.max.min(limit);
         }
-        if let Some(declared) = ctx.declared_max_stack
-            && d > declared as u32
-        {
-            v.report(
-                Code::StackOverflow,
-                ins.off,
-                format!("stack depth {d} exceeds the declared MaxStack {declared}"),
-            );
-        }
-        if fx.kind & fx::TARGETS != 0 {
+        if TRACK && fx.kind & fx::TARGETS != 0 {
             let start = ins.arg as usize + 1;
             let count = v.targets[ins.arg as usize] as usize;
             for k in start..start + count {
@@ -160,20 +174,44 @@ fn walk(v: &mut Verifier, mut i: usize, ctx: &Ctx, r: &dyn Resolver) {
             return;
         }
         i += 1;
-        let known = v.depth[i];
-        if known != NONE {
-            if known != d {
-                path_mismatch(v, i, known, d);
+        if TRACK {
+            let known = v.depth[i];
+            if known != NONE {
+                if known != d {
+                    path_mismatch(v, i, known, d);
+                }
+                return;
             }
-            return;
+            v.depth[i] = d;
         }
-        v.depth[i] = d;
     }
+}
+
+#[cold]
+#[inline(never)]
+fn underflow(v: &mut Verifier, i: usize, pops: u32, d: u32) {
+    let ins = v.ins[i];
+    v.report(
+        Code::StackUnderflow,
+        ins.off,
+        format!("{} pops {pops} items but the stack holds {d}", ins.op),
+    );
+}
+
+#[cold]
+#[inline(never)]
+fn overflow(v: &mut Verifier, off: u32, d: u32, declared: u32) {
+    v.report(
+        Code::StackOverflow,
+        off,
+        format!("stack depth {d} exceeds the declared MaxStack {declared}"),
+    );
 }
 
 /// The signature of the call at instruction `i`, or `None` (the path is abandoned) when it is
 /// unknown. A bad token was already reported by the operand rules.
-fn call_effect(v: &mut Verifier, i: usize, r: &dyn Resolver) -> Option<CallSig> {
+#[inline]
+fn call_effect<R: Resolver + ?Sized>(v: &mut Verifier, i: usize, r: &R) -> Option<CallSig> {
     let ins = v.ins[i];
     let sig = r.call_sig(ins.op, ins.arg);
     if sig.is_none() {
