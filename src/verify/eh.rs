@@ -413,9 +413,11 @@ fn assign_regions(v: &mut Verifier) {
         let n = &mut v.nodes[k];
         n.first = first;
         n.end_idx = end_idx;
-        if node.kind.is_handler_like() {
-            v.ins[first as usize].flags |= flag::HANDLER_START;
-        }
+        v.ins[first as usize].flags |= if node.kind.is_handler_like() {
+            flag::JOIN | flag::HANDLER_START
+        } else {
+            flag::JOIN
+        };
     }
     let count = v.ins.len();
     v.region.clear();

@@ -73,7 +73,7 @@ fn decode_into<R: Resolver + ?Sized>(
             fx::arg::NONE => 0,
             fx::arg::U8 => ops[o] as u32,
             fx::arg::U16 => u16::from_le_bytes([ops[o], ops[o + 1]]) as u32,
-            fx::arg::U32 => u32::from_le_bytes([ops[o], ops[o + 1], ops[o + 2], ops[o + 3]]),
+            fx::arg::U32 => le32(ops, o),
             fx::arg::BR8 => {
                 let start = targets.len() as u32;
                 let target = next as i64 + ops[o] as i8 as i64;
@@ -81,14 +81,14 @@ fn decode_into<R: Resolver + ?Sized>(
                 start
             }
             fx::arg::BR32 => {
-                let disp = i32::from_le_bytes([ops[o], ops[o + 1], ops[o + 2], ops[o + 3]]);
+                let disp = le32(ops, o) as i32;
                 let start = targets.len() as u32;
                 targets.extend([1, target_offset(next as i64 + disp as i64, len)]);
                 start
             }
             _ => {
                 // switch: the count is checked against the bytes left before anything is read.
-                let count = u32::from_le_bytes([ops[o], ops[o + 1], ops[o + 2], ops[o + 3]]);
+                let count = le32(ops, o);
                 if count as usize > (len - next) / 4 {
                     return decode_error(v, code, pos);
                 }
@@ -97,43 +97,48 @@ fn decode_into<R: Resolver + ?Sized>(
                 let start = targets.len() as u32;
                 targets.push(count);
                 targets.extend(table.chunks_exact(4).map(|c| {
-                    let disp = i32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+                    let disp = le32(c, 0) as i32;
                     target_offset(next as i64 + disp as i64, len)
                 }));
                 start
             }
         };
-        let mut x = d.ins;
-        x.off = pos as u32;
-        x.arg = arg;
-        x.flags = carry;
+        let off = pos as u32;
+        let mut flags = carry;
         carry = 0;
-        if x.fx.kind & (fx::TARGETS | fx::SPECIAL) != 0 {
-            if x.fx.kind & fx::TARGETS != 0 {
+        let kind = d.ins.fx.kind;
+        if kind & (fx::TARGETS | fx::SPECIAL) != 0 {
+            if kind & fx::TARGETS != 0 {
                 v.branches.push(idx);
             }
-            if x.fx.kind & fx::SPECIAL != 0 {
+            if kind & fx::SPECIAL != 0 {
                 v.special.push(idx);
             }
-            if x.fx.flow == Flow::Prefix {
+            if d.ins.fx.flow == Flow::Prefix {
                 // A prefix is itself only marked as following a prefix; what it modifies
                 // carries its flags.
-                carry = x.flags | flag::AFTER_PREFIX;
-                if x.op == Opcode::Tail {
+                carry = flags | flag::AFTER_PREFIX;
+                if d.ins.op == Opcode::Tail {
                     carry |= flag::TAIL;
                 }
-                x.flags &= flag::AFTER_PREFIX;
+                flags &= flag::AFTER_PREFIX;
             }
         }
+        let op = d.ins.op;
         match d.check {
             fx::check::NONE => {}
-            fx::check::LOCAL => operand::local(v, x.off, x.op, arg, ctx),
-            fx::check::LOCAL_IMM => operand::local(v, x.off, x.op, d.imm as u32, ctx),
-            fx::check::ARG => operand::argument(v, x.off, x.op, arg, ctx),
-            fx::check::ARG_IMM => operand::argument(v, x.off, x.op, d.imm as u32, ctx),
-            _ => operand::token(v, x.off, x.op, d.operand, arg, r),
+            fx::check::LOCAL => operand::local(v, off, op, arg, ctx),
+            fx::check::LOCAL_IMM => operand::local(v, off, op, d.imm as u32, ctx),
+            fx::check::ARG => operand::argument(v, off, op, arg, ctx),
+            fx::check::ARG_IMM => operand::argument(v, off, op, d.imm as u32, ctx),
+            _ => operand::token(v, off, op, d.operand, arg, r),
         }
-        ins.push(x);
+        ins.push(Ins {
+            off,
+            arg,
+            flags,
+            ..d.ins
+        });
         pos = next;
     }
     true
@@ -159,6 +164,14 @@ fn decode_error(v: &mut Verifier, code: &[u8], pos: usize) -> bool {
         ),
     }
     false
+}
+
+/// The little-endian `u32` at `b[at..at + 4]` (in range: the caller checked the length).
+#[inline(always)]
+fn le32(b: &[u8], at: usize) -> u32 {
+    let mut a = [0; 4];
+    a.copy_from_slice(&b[at..at + 4]);
+    u32::from_le_bytes(a)
 }
 
 /// A target as a byte offset inside the code, or [`NONE`] when it lies outside.
@@ -199,9 +212,11 @@ pub(super) fn resolve_targets(v: &mut Verifier) {
                 continue;
             }
             v.targets[k] = t;
-            if t as usize > i {
-                v.ins[t as usize].flags |= flag::FORWARD_TARGET;
-            }
+            v.ins[t as usize].flags |= if t as usize > i {
+                flag::JOIN | flag::FORWARD_TARGET
+            } else {
+                flag::JOIN
+            };
         }
     }
 }

@@ -264,13 +264,13 @@ struct CallCache {
 
 /// The cache slot of a call token: which vector, for the tables a call may name. Other
 /// combinations never resolve (the image reader would refuse them), so they need no slot.
+#[inline]
 fn cache_slot(opcode: Opcode, token: u32) -> Option<(usize, Table)> {
-    let t = Token(token).table()?;
-    match (opcode == Opcode::Calli, t) {
-        (false, Table::MethodDef) => Some((0, t)),
-        (false, Table::MemberRef) => Some((1, t)),
-        (false, Table::MethodSpec) => Some((2, t)),
-        (true, Table::StandAloneSig) => Some((3, t)),
+    match (opcode == Opcode::Calli, token >> 24) {
+        (false, table::METHOD_DEF) => Some((0, Table::MethodDef)),
+        (false, table::MEMBER_REF) => Some((1, Table::MemberRef)),
+        (false, table::METHOD_SPEC) => Some((2, Table::MethodSpec)),
+        (true, table::STANDALONE_SIG) => Some((3, Table::StandAloneSig)),
         _ => None,
     }
 }
@@ -312,6 +312,8 @@ impl<'i> ImageResolver<'i> {
         r
     }
 
+    #[cold]
+    #[inline(never)]
     fn lookup(&self, opcode: Opcode, token: u32) -> Option<CallSig> {
         let s = if opcode == Opcode::Calli {
             match self.image.standalone_sig(Token(token)).ok()? {
@@ -341,19 +343,25 @@ impl Resolver for ImageResolver<'_> {
         self.locals
     }
 
+    #[inline]
     fn call_sig(&self, opcode: Opcode, token: u32) -> Option<CallSig> {
         let (slot, table) = cache_slot(opcode, token)?;
-        let rid = Token(token).rid() as usize;
+        let rid = (token & 0x00FF_FFFF) as usize;
+        let mut cache = self.calls.borrow_mut();
+        let sigs = &mut cache.tables[slot];
+        if let Some(&Some(known)) = sigs.get(rid) {
+            return known;
+        }
         let rows = self.image.tables().rows(table) as usize;
         if rid == 0 || rid > rows {
             return None;
         }
-        let mut cache = self.calls.borrow_mut();
-        let sigs = &mut cache.tables[slot];
         if sigs.is_empty() {
             sigs.resize(rows + 1, None);
         }
-        *sigs[rid].get_or_insert_with(|| self.lookup(opcode, token))
+        let sig = self.lookup(opcode, token);
+        sigs[rid] = Some(sig);
+        sig
     }
 
     fn token_exists(&self, token: u32) -> Option<bool> {
