@@ -292,6 +292,9 @@ mod fx {
     pub const SPECIAL: u8 = 2;
     /// Has an operand rule: a local, an argument (also implied, as in `ldarg.0`) or a token.
     pub const OPERAND: u8 = 4;
+    /// Fixed pops and pushes, falls through, no targets and no placement rules: all the stack
+    /// dataflow does is adjust the depth.
+    pub const PLAIN: u8 = 8;
 
     const fn of(i: usize) -> Fx {
         let info = &ALL[i];
@@ -323,11 +326,15 @@ mod fx {
                 | OperandKind::BrTarget
                 | OperandKind::Switch
         ) || matches!(code, 0x02..=0x0D);
+        let plain = !targets && !special && !info.flow.ends_block() && pops < SIG && pushes < SIG;
         Fx {
             pops,
             pushes,
             flow: info.flow,
-            kind: (targets as u8 * TARGETS) | (special as u8 * SPECIAL) | (operand as u8 * OPERAND),
+            kind: (targets as u8 * TARGETS)
+                | (special as u8 * SPECIAL)
+                | (operand as u8 * OPERAND)
+                | (plain as u8 * PLAIN),
         }
     }
 

@@ -6,11 +6,13 @@
 
 use crate::body::Body;
 use crate::image::sig::StandAloneSig;
+use crate::image::sig::{self, MethodSigSummary};
 use crate::image::tables::USER_STRING_TABLE;
 use crate::image::{Image, Method, Table, Token, UserStringHeap};
 use crate::opcode::{Opcode, OperandKind};
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
 
 /// The stack-relevant shape of a callee's signature at one call site.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -250,6 +252,33 @@ pub struct ImageResolver<'i> {
     method: Option<MethodSig>,
     locals: Option<u32>,
     calls: RefCell<CallCache>,
+    /// Method signatures by `#Blob` index: compilers store one blob per signature shape, shared
+    /// by every MethodDef and MemberRef of that shape, so most are parsed once.
+    method_sigs: RefCell<BlobCache<Option<MethodSigSummary>>>,
+    /// Local counts by `#Blob` index of the local signature, likewise shared.
+    local_sigs: RefCell<BlobCache<Option<u32>>>,
+}
+
+/// Entries are bounded by the distinct blob indexes the image's rows name.
+type BlobCache<T> = HashMap<u32, T, BuildHasherDefault<IndexHasher>>;
+
+/// Heap indexes need no DoS-resistant hashing (their number is bounded by the image's rows):
+/// one multiply will do.
+#[derive(Default)]
+struct IndexHasher(u64);
+
+impl Hasher for IndexHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.0 = (n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
 }
 
 /// Call-site signatures by table and row id: a vector per table indexed by rid is cheaper than
@@ -283,19 +312,82 @@ impl<'i> ImageResolver<'i> {
             method: None,
             locals: None,
             calls: RefCell::default(),
+            method_sigs: RefCell::default(),
+            local_sigs: RefCell::default(),
         }
     }
 
     /// Answers for `method` (its signature) and `body` (its locals) from now on.
+    /// The same answers as [`Method::signature`] and [`Image::local_count`], from the caches.
     pub fn set_method(&mut self, method: &Method<'_>, body: &Body<'_>) {
-        self.method = method.signature().ok().map(|s| MethodSig {
-            arg_count: u16::try_from(
-                s.param_count as u64 + (s.has_this && !s.explicit_this) as u64,
-            )
-            .unwrap_or(u16::MAX),
-            returns_void: s.returns_void,
-        });
-        self.locals = self.image.local_count(Token(body.local_sig())).ok();
+        self.method = self
+            .method_sig_at(method.row().signature)
+            .map(|s| MethodSig {
+                arg_count: u16::try_from(
+                    s.param_count as u64 + (s.has_this && !s.explicit_this) as u64,
+                )
+                .unwrap_or(u16::MAX),
+                returns_void: s.returns_void,
+            });
+        self.locals = self.locals_of(body.local_sig());
+    }
+
+    /// The method signature blob at `index`, parsed (`None` if it does not parse).
+    fn method_sig_at(&self, index: u32) -> Option<MethodSigSummary> {
+        if let Some(&known) = self.method_sigs.borrow().get(&index) {
+            return known;
+        }
+        let parsed = self
+            .image
+            .blobs()
+            .get(index)
+            .ok()
+            .and_then(|blob| sig::method_sig_summary(blob).ok());
+        self.method_sigs.borrow_mut().insert(index, parsed);
+        parsed
+    }
+
+    /// As [`Image::local_count`] (`None` for its errors), parsing each blob once.
+    fn locals_of(&self, token: u32) -> Option<u32> {
+        if token == 0 {
+            return Some(0);
+        }
+        let t = Token(token);
+        if t.table() != Some(Table::StandAloneSig) {
+            return None;
+        }
+        let index = self.image.tables().standalone_sig(t.rid()).ok()?.signature;
+        if let Some(&known) = self.local_sigs.borrow().get(&index) {
+            return known;
+        }
+        let count =
+            self.image
+                .blobs()
+                .get(index)
+                .ok()
+                .and_then(|blob| match sig::standalone_sig(blob) {
+                    Ok(StandAloneSig::Locals { count }) => Some(count),
+                    _ => None,
+                });
+        self.local_sigs.borrow_mut().insert(index, count);
+        count
+    }
+
+    /// The signature blob index of a call token, as [`Image::method_sig`] finds it.
+    fn method_sig_index(&self, token: Token) -> Option<u32> {
+        let t = self.image.tables();
+        match token.table()? {
+            Table::MethodDef => Some(t.method_def(token.rid()).ok()?.signature),
+            Table::MemberRef => Some(t.member_ref(token.rid()).ok()?.signature),
+            Table::MethodSpec => {
+                let method = t.method_spec(token.rid()).ok()?.method;
+                if method.table() == Some(Table::MethodSpec) {
+                    return None;
+                }
+                self.method_sig_index(method)
+            }
+            _ => None,
+        }
     }
 
     /// Answers with facts gathered earlier (by [`Resolver::method`] and
@@ -321,7 +413,7 @@ impl<'i> ImageResolver<'i> {
                 StandAloneSig::Locals { .. } => return None,
             }
         } else {
-            self.image.method_sig(Token(token)).ok()?
+            self.method_sig_at(self.method_sig_index(Token(token))?)?
         };
         let fixed = s.sentinel_index.map_or(s.param_count, |i| i as u32);
         Some(CallSig {

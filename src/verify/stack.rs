@@ -113,75 +113,34 @@ fn walk<R: Resolver + ?Sized, const TRACK: bool>(
     let first_only = v.first_only;
     while let Some(&x) = ins.get(i) {
         let fx = x.fx;
-        let (pops, pushes) = if fx.pops < fx::SIG && fx.pushes < fx::SIG {
-            (fx.pops as u32, fx.pushes as u32)
-        } else if fx.pops == fx::POP_ALL {
-            (d, 0)
-        } else if x.op == Opcode::Ret {
-            check_ret(v, x.off, d, ctx);
-            return;
-        } else {
-            match call_effect(v, x, r) {
-                Some(sig) => (sig.pops(x.op), sig.pushes(x.op)),
-                None => return,
+        if fx.kind & fx::PLAIN != 0 && x.flags & flag::TAIL == 0 {
+            // Most instructions: adjust the depth and fall through. Only the overflow check can
+            // report here, and it checks for first-only mode itself. (A `tail.` prefix on any
+            // instruction has a rule of its own, so those take the full step.)
+            let pops = fx.pops as u32;
+            if d < pops {
+                underflow(v, x, pops, d);
+                return;
             }
-        };
-        if fx.kind & fx::SPECIAL != 0 {
-            match x.op {
-                Opcode::Jmp if d != 0 => v.report(
-                    Code::JmpStackNotEmpty,
-                    x.off,
-                    format!("jmp with {d} items on the stack"),
-                ),
-                Opcode::Endfilter if d != 1 => {
-                    v.report(
-                        Code::EndfilterStack,
-                        x.off,
-                        format!("endfilter with {d} items on the stack; it takes exactly one"),
-                    );
-                    return;
+            d = d - pops + fx.pushes as u32;
+            if d > watch {
+                if d > v.max {
+                    v.max = d;
                 }
-                _ => {}
-            }
-        }
-        if d < pops {
-            underflow(v, x, pops, d);
-            return;
-        }
-        if x.flags & flag::TAIL != 0 && d != pops {
-            v.report(
-                Code::TailStackEmpty,
-                x.off,
-                format!(
-                    "a tail. call leaves {} items besides its arguments on the stack",
-                    d - pops
-                ),
-            );
-        }
-        d = d - pops + pushes;
-        if d > watch {
-            if d > v.max {
-                v.max = d;
-            }
-            if d > limit {
-                overflow(v, x.off, d, limit);
-            }
-            watch = v.max.min(limit);
-        }
-        if TRACK && fx.kind & fx::TARGETS != 0 {
-            let start = x.arg as usize + 1;
-            let count = targets[x.arg as usize] as usize;
-            for &t in &targets[start..start + count] {
-                if t != NONE {
-                    merge(v, ins, depth, t as usize, d);
+                if d > limit {
+                    overflow(v, x.off, d, limit);
+                    if first_only && v.stop() {
+                        return;
+                    }
                 }
+                watch = v.max.min(limit);
             }
-        }
-        if fx.flow.ends_block() || (first_only && v.stop()) {
+        } else if !step::<R, TRACK>(v, ins, x, targets, depth, &mut d, &mut watch, limit, ctx, r) {
             return;
         }
         i += 1;
-        if TRACK && let Some(next) = ins.get(i)
+        if TRACK
+            && let Some(next) = ins.get(i)
             && next.flags & flag::JOIN != 0
         {
             let known = depth[i];
@@ -193,6 +152,95 @@ fn walk<R: Resolver + ?Sized, const TRACK: bool>(
             }
             depth[i] = d;
         }
+    }
+}
+
+/// One instruction that is not [`fx::PLAIN`]: calls, returns, branches, prefixes and the
+/// like. Returns whether the path continues to the next instruction.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn step<R: Resolver + ?Sized, const TRACK: bool>(
+    v: &mut Verifier,
+    ins: &[Ins],
+    x: Ins,
+    targets: &[u32],
+    depth: &mut [u32],
+    d: &mut u32,
+    watch: &mut u32,
+    limit: u32,
+    ctx: &Ctx,
+    r: &R,
+) -> bool {
+    let fx = x.fx;
+    {
+        let (pops, pushes) = if fx.pops < fx::SIG && fx.pushes < fx::SIG {
+            (fx.pops as u32, fx.pushes as u32)
+        } else if fx.pops == fx::POP_ALL {
+            (*d, 0)
+        } else if x.op == Opcode::Ret {
+            check_ret(v, x.off, *d, ctx);
+            return false;
+        } else {
+            match call_effect(v, x, r) {
+                Some(sig) => (sig.pops(x.op), sig.pushes(x.op)),
+                None => return false,
+            }
+        };
+        if fx.kind & fx::SPECIAL != 0 {
+            match x.op {
+                Opcode::Jmp if *d != 0 => v.report(
+                    Code::JmpStackNotEmpty,
+                    x.off,
+                    format!("jmp with {} items on the stack", *d),
+                ),
+                Opcode::Endfilter if *d != 1 => {
+                    v.report(
+                        Code::EndfilterStack,
+                        x.off,
+                        format!(
+                            "endfilter with {} items on the stack; it takes exactly one",
+                            *d
+                        ),
+                    );
+                    return false;
+                }
+                _ => {}
+            }
+        }
+        if *d < pops {
+            underflow(v, x, pops, *d);
+            return false;
+        }
+        if x.flags & flag::TAIL != 0 && *d != pops {
+            v.report(
+                Code::TailStackEmpty,
+                x.off,
+                format!(
+                    "a tail. call leaves {} items besides its arguments on the stack",
+                    *d - pops
+                ),
+            );
+        }
+        *d = *d - pops + pushes;
+        if *d > *watch {
+            if *d > v.max {
+                v.max = *d;
+            }
+            if *d > limit {
+                overflow(v, x.off, *d, limit);
+            }
+            *watch = v.max.min(limit);
+        }
+        if TRACK && fx.kind & fx::TARGETS != 0 {
+            let start = x.arg as usize + 1;
+            let count = targets[x.arg as usize] as usize;
+            for &t in &targets[start..start + count] {
+                if t != NONE {
+                    merge(v, ins, depth, t as usize, *d);
+                }
+            }
+        }
+        !(fx.flow.ends_block() || (v.first_only && v.stop()))
     }
 }
 
