@@ -61,46 +61,50 @@ fn decode_into<R: Resolver + ?Sized>(
         };
         let d = &fx::DEC[key];
         let size = d.len as usize;
-        if size == 0 || len - pos < size {
-            return decode_error(v, code, pos);
-        }
-        let ops = &code[pos..pos + size];
-        let o = if key >= 256 { 2 } else { 1 };
+        let ops = match code.get(pos..pos + size) {
+            Some(ops) if size != 0 => ops,
+            _ => return decode_error(v, code, pos),
+        };
         let idx = ins.len() as u32;
         at[pos] = idx;
         let mut next = pos + size;
-        let arg = match d.arg {
-            fx::arg::NONE => 0,
-            fx::arg::U8 => ops[o] as u32,
-            fx::arg::U16 => u16::from_le_bytes([ops[o], ops[o + 1]]) as u32,
-            fx::arg::U32 => le32(ops, o),
-            fx::arg::BR8 => {
-                let start = targets.len() as u32;
-                let target = next as i64 + ops[o] as i8 as i64;
-                targets.extend([1, target_offset(target, len)]);
-                start
-            }
-            fx::arg::BR32 => {
-                let disp = le32(ops, o) as i32;
-                let start = targets.len() as u32;
-                targets.extend([1, target_offset(next as i64 + disp as i64, len)]);
-                start
-            }
-            _ => {
-                // switch: the count is checked against the bytes left before anything is read.
-                let count = le32(ops, o);
-                if count as usize > (len - next) / 4 {
-                    return decode_error(v, code, pos);
+        // Many instructions have no operand: a predictable test before the dispatch.
+        let arg = if d.arg == fx::arg::NONE {
+            0
+        } else {
+            let o = if key >= 256 { 2 } else { 1 };
+            match d.arg {
+                fx::arg::U8 => ops[o] as u32,
+                fx::arg::U16 => u16::from_le_bytes([ops[o], ops[o + 1]]) as u32,
+                fx::arg::U32 => le32(ops, o),
+                fx::arg::BR8 => {
+                    let start = targets.len() as u32;
+                    let target = next as i64 + ops[o] as i8 as i64;
+                    targets.extend([1, target_offset(target, len)]);
+                    start
                 }
-                let table = &code[next..next + 4 * count as usize];
-                next += table.len();
-                let start = targets.len() as u32;
-                targets.push(count);
-                targets.extend(table.chunks_exact(4).map(|c| {
-                    let disp = le32(c, 0) as i32;
-                    target_offset(next as i64 + disp as i64, len)
-                }));
-                start
+                fx::arg::BR32 => {
+                    let disp = le32(ops, o) as i32;
+                    let start = targets.len() as u32;
+                    targets.extend([1, target_offset(next as i64 + disp as i64, len)]);
+                    start
+                }
+                _ => {
+                    // switch: the count is checked against the bytes left before any is read.
+                    let count = le32(ops, o);
+                    if count as usize > (len - next) / 4 {
+                        return decode_error(v, code, pos);
+                    }
+                    let table = &code[next..next + 4 * count as usize];
+                    next += table.len();
+                    let start = targets.len() as u32;
+                    targets.push(count);
+                    targets.extend(table.chunks_exact(4).map(|c| {
+                        let disp = le32(c, 0) as i32;
+                        target_offset(next as i64 + disp as i64, len)
+                    }));
+                    start
+                }
             }
         };
         let off = pos as u32;
@@ -124,14 +128,15 @@ fn decode_into<R: Resolver + ?Sized>(
                 flags &= flag::AFTER_PREFIX;
             }
         }
-        let op = d.ins.op;
-        match d.check {
-            fx::check::NONE => {}
-            fx::check::LOCAL => operand::local(v, off, op, arg, ctx),
-            fx::check::LOCAL_IMM => operand::local(v, off, op, d.imm as u32, ctx),
-            fx::check::ARG => operand::argument(v, off, op, arg, ctx),
-            fx::check::ARG_IMM => operand::argument(v, off, op, d.imm as u32, ctx),
-            _ => operand::token(v, off, op, d.operand, arg, r),
+        if d.check != fx::check::NONE {
+            let op = d.ins.op;
+            match d.check {
+                fx::check::LOCAL => operand::local(v, off, op, arg, ctx),
+                fx::check::LOCAL_IMM => operand::local(v, off, op, d.imm as u32, ctx),
+                fx::check::ARG => operand::argument(v, off, op, arg, ctx),
+                fx::check::ARG_IMM => operand::argument(v, off, op, d.imm as u32, ctx),
+                _ => operand::token(v, off, op, d.operand, arg, r),
+            }
         }
         ins.push(Ins {
             off,
