@@ -199,20 +199,12 @@ pub(super) fn resolve_targets(v: &mut Verifier) {
         for k in start + 1..start + 1 + count {
             let off = v.targets[k];
             if off == NONE {
-                v.report(
-                    Code::BadBranch,
-                    ins.off,
-                    format!("{} targets a location outside the code", ins.op),
-                );
+                bad_branch(v, ins);
                 continue;
             }
             let t = v.index_at(off);
             if t == NONE || v.ins[t as usize].flags & flag::AFTER_PREFIX != 0 {
-                v.report(
-                    Code::BadJumpTarget,
-                    ins.off,
-                    format!("{} targets IL_{off:04x}, not an instruction start", ins.op),
-                );
+                bad_jump_target(v, ins, off);
                 v.targets[k] = NONE;
                 continue;
             }
@@ -224,6 +216,26 @@ pub(super) fn resolve_targets(v: &mut Verifier) {
             };
         }
     }
+}
+
+#[cold]
+#[inline(never)]
+fn bad_branch(v: &mut Verifier, ins: Ins) {
+    v.report(
+        Code::BadBranch,
+        ins.off,
+        format!("{} targets a location outside the code", ins.op),
+    );
+}
+
+#[cold]
+#[inline(never)]
+fn bad_jump_target(v: &mut Verifier, ins: Ins, off: u32) {
+    v.report(
+        Code::BadJumpTarget,
+        ins.off,
+        format!("{} targets IL_{off:04x}, not an instruction start", ins.op),
+    );
 }
 
 /// Which instructions each prefix may modify (III.2).
@@ -382,41 +394,37 @@ pub(super) fn check_transfers(v: &mut Verifier, eh_ok: bool) {
             placement(v, v.special[s] as usize, eh_ok);
         }
     } else {
-        for i in 0..n {
-            let ins = v.ins[i];
-            if ins.fx.kind & fx::TARGETS != 0 {
-                let kind = if matches!(ins.op, Opcode::Leave | Opcode::Leave_S) {
-                    Transfer::Leave
-                } else {
-                    Transfer::Branch
-                };
-                let start = ins.arg as usize + 1;
-                let count = v.targets[ins.arg as usize] as usize;
-                for k in start..start + count {
-                    let t = v.targets[k];
-                    if t != NONE && transfer(v, i, t as usize, kind) {
-                        break;
-                    }
-                }
+        // Only branches, special instructions and the last instruction before a region
+        // boundary can break a rule; they are visited in code order (as a scan of every
+        // instruction would), so findings come in the same order.
+        let mut edges = std::mem::take(&mut v.edges);
+        edges.clear();
+        for node in &v.nodes {
+            // Control can only cross into or out of a region from the instruction before its
+            // first or its end.
+            edges.extend([node.first.wrapping_sub(1), node.end_idx.wrapping_sub(1)]);
+        }
+        edges.sort_unstable();
+        edges.dedup();
+        let (mut b, mut s, mut e) = (0, 0, 0);
+        loop {
+            let next = |list: &[u32], k: usize| list.get(k).map_or(u32::MAX, |&i| i);
+            let i = next(&v.branches, b)
+                .min(next(&v.special, s))
+                .min(next(&edges, e));
+            if i as usize >= n {
+                break;
             }
-            if ins.fx.kind & fx::SPECIAL != 0 {
-                placement(v, i, eh_ok);
-            }
-            let r = v.region_of(i);
-            if i + 1 < n && !ins.fx.flow.ends_block() && r != v.region_of(i + 1) {
-                // A filter that does not end in endfilter is reported once, by the table rules.
-                let filter_end = r != NONE && {
-                    let node = &v.nodes[r as usize];
-                    node.kind == RegionKind::Filter && node.end_idx == i as u32 + 1
-                };
-                if !filter_end {
-                    transfer(v, i, i + 1, Transfer::Fallthrough);
-                }
-            }
+            b += (next(&v.branches, b) == i) as usize;
+            s += (next(&v.special, s) == i) as usize;
+            e += (next(&edges, e) == i) as usize;
+            transfers_from(v, i as usize, eh_ok);
             if v.stop() {
+                v.edges = edges;
                 return;
             }
         }
+        v.edges = edges;
     }
     // A trailing prefix is reported by the prefix rules.
     let last = v.ins[n - 1];
@@ -426,6 +434,42 @@ pub(super) fn check_transfers(v: &mut Verifier, eh_ok: bool) {
             last.off,
             "control falls off the end of the code".into(),
         );
+    }
+}
+
+/// The region rules for instruction `i`: its branch targets, its placement, and its fall
+/// through into the next instruction.
+fn transfers_from(v: &mut Verifier, i: usize, eh_ok: bool) {
+    let n = v.ins.len();
+    let ins = v.ins[i];
+    if ins.fx.kind & fx::TARGETS != 0 {
+        let kind = if matches!(ins.op, Opcode::Leave | Opcode::Leave_S) {
+            Transfer::Leave
+        } else {
+            Transfer::Branch
+        };
+        let start = ins.arg as usize + 1;
+        let count = v.targets[ins.arg as usize] as usize;
+        for k in start..start + count {
+            let t = v.targets[k];
+            if t != NONE && transfer(v, i, t as usize, kind) {
+                break;
+            }
+        }
+    }
+    if ins.fx.kind & fx::SPECIAL != 0 {
+        placement(v, i, eh_ok);
+    }
+    let r = v.region_of(i);
+    if i + 1 < n && !ins.fx.flow.ends_block() && r != v.region_of(i + 1) {
+        // A filter that does not end in endfilter is reported once, by the table rules.
+        let filter_end = r != NONE && {
+            let node = &v.nodes[r as usize];
+            node.kind == RegionKind::Filter && node.end_idx == i as u32 + 1
+        };
+        if !filter_end {
+            transfer(v, i, i + 1, Transfer::Fallthrough);
+        }
     }
 }
 

@@ -505,6 +505,8 @@ pub struct Verifier {
     intervals: Vec<eh::Interval>,
     try_node: Vec<u32>,
     open: Vec<u32>,
+    /// Instructions just before a region boundary (for the transfer rules).
+    edges: Vec<u32>,
     work: Vec<u32>,
     clauses: Vec<Clause>,
     diags: Vec<Diagnostic>,
