@@ -404,8 +404,31 @@ impl<'i> ImageResolver<'i> {
         r
     }
 
+    /// Looks a call signature up and caches it (or that it does not resolve).
     #[cold]
     #[inline(never)]
+    fn call_sig_miss(
+        &self,
+        slot: usize,
+        table: Table,
+        opcode: Opcode,
+        token: u32,
+    ) -> Option<CallSig> {
+        let rid = (token & 0x00FF_FFFF) as usize;
+        let rows = self.image.tables().rows(table) as usize;
+        if rid == 0 || rid > rows {
+            return None;
+        }
+        let sig = self.lookup(opcode, token);
+        let mut cache = self.calls.borrow_mut();
+        let sigs = &mut cache.tables[slot];
+        if sigs.is_empty() {
+            sigs.resize(rows + 1, None);
+        }
+        sigs[rid] = Some(sig);
+        sig
+    }
+
     fn lookup(&self, opcode: Opcode, token: u32) -> Option<CallSig> {
         let s = if opcode == Opcode::Calli {
             match self.image.standalone_sig(Token(token)).ok()? {
@@ -435,25 +458,17 @@ impl Resolver for ImageResolver<'_> {
         self.locals
     }
 
-    #[inline]
+    #[inline(always)]
     fn call_sig(&self, opcode: Opcode, token: u32) -> Option<CallSig> {
         let (slot, table) = cache_slot(opcode, token)?;
         let rid = (token & 0x00FF_FFFF) as usize;
-        let mut cache = self.calls.borrow_mut();
-        let sigs = &mut cache.tables[slot];
-        if let Some(&Some(known)) = sigs.get(rid) {
+        // The hit path stays small enough to inline into the dataflow loop.
+        if let Ok(cache) = self.calls.try_borrow()
+            && let Some(&Some(known)) = cache.tables[slot].get(rid)
+        {
             return known;
         }
-        let rows = self.image.tables().rows(table) as usize;
-        if rid == 0 || rid > rows {
-            return None;
-        }
-        if sigs.is_empty() {
-            sigs.resize(rows + 1, None);
-        }
-        let sig = self.lookup(opcode, token);
-        sigs[rid] = Some(sig);
-        sig
+        self.call_sig_miss(slot, table, opcode, token)
     }
 
     fn token_exists(&self, token: u32) -> Option<bool> {
