@@ -46,6 +46,10 @@ fn decode_into<R: Resolver + ?Sized>(
         at.resize(len, NONE);
     }
     let at = &mut at[..len];
+    // Local and argument indices are checked against these (unknown: nothing fails).
+    let locals = ctx.locals.unwrap_or(u32::MAX);
+    let args = ctx.method.map_or(u32::MAX, |m| m.arg_count as u32);
+    let limits = [u32::MAX, locals, args];
     let mut pos = 0;
     // Flags for the next instruction from the prefixes before it: AFTER_PREFIX, TAIL.
     let mut carry: u16 = 0;
@@ -61,58 +65,48 @@ fn decode_into<R: Resolver + ?Sized>(
         };
         let d = &fx::DEC[key];
         let size = d.len as usize;
-        let ops = match code.get(pos..pos + size) {
-            Some(ops) if size != 0 => ops,
-            _ => return decode_error(v, code, pos),
-        };
+        if size == 0 || code.len() - pos < size {
+            return decode_error(v, code, pos);
+        }
         let idx = ins.len() as u32;
         at[pos] = idx;
         let mut next = pos + size;
-        // Many instructions have no operand: a predictable test before the dispatch.
-        let arg = if d.arg == fx::arg::NONE {
-            0
-        } else {
-            let o = if key >= 256 { 2 } else { 1 };
-            match d.arg {
-                fx::arg::U8 => ops[o] as u32,
-                fx::arg::U16 => u16::from_le_bytes([ops[o], ops[o + 1]]) as u32,
-                fx::arg::U32 => le32(ops, o),
-                fx::arg::BR8 => {
-                    let start = targets.len() as u32;
-                    let target = next as i64 + ops[o] as i8 as i64;
-                    targets.extend([1, target_offset(target, len)]);
-                    start
-                }
-                fx::arg::BR32 => {
-                    let disp = le32(ops, o) as i32;
-                    let start = targets.len() as u32;
-                    targets.extend([1, target_offset(next as i64 + disp as i64, len)]);
-                    start
-                }
-                _ => {
-                    // switch: the count is checked against the bytes left before any is read.
-                    let count = le32(ops, o);
-                    if count as usize > (len - next) / 4 {
-                        return decode_error(v, code, pos);
-                    }
-                    let table = &code[next..next + 4 * count as usize];
-                    next += table.len();
-                    let start = targets.len() as u32;
-                    targets.push(count);
-                    targets.extend(table.chunks_exact(4).map(|c| {
-                        let disp = le32(c, 0) as i32;
-                        target_offset(next as i64 + disp as i64, len)
-                    }));
-                    start
-                }
-            }
-        };
+        let o = pos + if key >= 256 { 2 } else { 1 };
+        // One unaligned load and a mask instead of a dispatch on the operand's size.
+        let mut arg = le32_or_short(code, o) & d.mask;
         let off = pos as u32;
         let mut flags = carry;
         carry = 0;
         let kind = d.ins.fx.kind;
         if kind & (fx::TARGETS | fx::SPECIAL) != 0 {
             if kind & fx::TARGETS != 0 {
+                let start = targets.len() as u32;
+                match d.arg {
+                    fx::arg::BR8 => {
+                        let target = next as i64 + code[o] as i8 as i64;
+                        targets.extend([1, target_offset(target, len)]);
+                    }
+                    fx::arg::BR32 => {
+                        let disp = le32(code, o) as i32;
+                        targets.extend([1, target_offset(next as i64 + disp as i64, len)]);
+                    }
+                    _ => {
+                        // switch: the count is checked against the bytes left before any is
+                        // read.
+                        let count = le32(code, o);
+                        if count as usize > (len - next) / 4 {
+                            return decode_error(v, code, pos);
+                        }
+                        let table = &code[next..next + 4 * count as usize];
+                        next += table.len();
+                        targets.push(count);
+                        targets.extend(table.chunks_exact(4).map(|c| {
+                            let disp = le32(c, 0) as i32;
+                            target_offset(next as i64 + disp as i64, len)
+                        }));
+                    }
+                }
+                arg = start;
                 v.branches.push(idx);
             }
             if kind & fx::SPECIAL != 0 {
@@ -128,14 +122,14 @@ fn decode_into<R: Resolver + ?Sized>(
                 flags &= flag::AFTER_PREFIX;
             }
         }
-        if d.check != fx::check::NONE {
-            let op = d.ins.op;
-            match d.check {
-                fx::check::LOCAL => operand::local(v, off, op, arg, ctx),
-                fx::check::LOCAL_IMM => operand::local(v, off, op, d.imm as u32, ctx),
-                fx::check::ARG => operand::argument(v, off, op, arg, ctx),
-                fx::check::ARG_IMM => operand::argument(v, off, op, d.imm as u32, ctx),
-                _ => operand::token(v, off, op, d.operand, arg, r),
+        if d.check == fx::check::TOKEN {
+            operand::token(v, off, d.ins.op, d.operand, arg, r);
+        } else {
+            // A local or argument index (explicit, or implied as in `ldloc.2`); other
+            // instructions compare against `u32::MAX` and pass.
+            let index = arg + d.imm as u32;
+            if index >= limits[d.var as usize] {
+                bad_index(v, off, d, index, ctx);
             }
         }
         ins.push(Ins {
@@ -147,6 +141,30 @@ fn decode_into<R: Resolver + ?Sized>(
         pos = next;
     }
     true
+}
+
+#[cold]
+#[inline(never)]
+fn bad_index(v: &mut Verifier, off: u32, d: &fx::Dec, index: u32, ctx: &Ctx) {
+    match (d.var as usize, ctx.locals, ctx.method) {
+        (fx::var::LOCAL, Some(count), _) => operand::bad_local(v, off, d.ins.op, index, count),
+        (fx::var::ARG, _, Some(m)) => operand::bad_argument(v, off, d.ins.op, index, m.arg_count),
+        _ => {}
+    }
+}
+
+/// The little-endian `u32` at `b[at..]`, zero-padded when fewer than four bytes remain.
+#[inline(always)]
+fn le32_or_short(b: &[u8], at: usize) -> u32 {
+    match b.get(at..at + 4) {
+        Some(s) => le32(s, 0),
+        None => {
+            let mut a = [0; 4];
+            let rest = b.get(at..).unwrap_or(&[]);
+            a[..rest.len()].copy_from_slice(rest);
+            u32::from_le_bytes(a)
+        }
+    }
 }
 
 /// Reports why the instruction at `pos` does not decode, in the codec decoder's words.

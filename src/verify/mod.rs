@@ -373,9 +373,20 @@ mod fx {
         /// Opcode plus operand bytes (for `switch`, without its table); 0 when undefined.
         pub len: u8,
         pub arg: u8,
+        /// The operand bits `Ins::arg` keeps (0 when it keeps none, and for targets).
+        pub mask: u32,
         pub check: u8,
+        /// Which limit a local or argument index is checked against: [`var::NONE`], ….
+        pub var: u8,
         pub imm: u8,
         pub operand: OperandKind,
+    }
+
+    /// Index into the decoder's `[none, locals, arguments]` limits.
+    pub mod var {
+        pub const NONE: usize = 0;
+        pub const LOCAL: usize = 1;
+        pub const ARG: usize = 2;
     }
 
     /// Indexed like the opcode's encoding: low byte, plus 256 for `FE xx`. The `FE` entry itself
@@ -396,7 +407,9 @@ mod fx {
             },
             len: 0,
             arg: arg::NONE,
+            mask: 0,
             check: check::NONE,
+            var: 0,
             imm: 0,
             operand: OperandKind::None,
         }; 512];
@@ -447,7 +460,18 @@ mod fx {
                 },
                 len: (if two { 2 } else { 1 } + operand_len) as u8,
                 arg,
+                mask: match arg {
+                    arg::U8 => 0xFF,
+                    arg::U16 => 0xFFFF,
+                    arg::U32 => u32::MAX,
+                    _ => 0,
+                },
                 check,
+                var: match check {
+                    check::LOCAL | check::LOCAL_IMM => var::LOCAL as u8,
+                    check::ARG | check::ARG_IMM => var::ARG as u8,
+                    _ => var::NONE as u8,
+                },
                 imm: imm as u8,
                 operand,
             };

@@ -1,24 +1,15 @@
 //! Operand rules: local and argument indices, token tables and rows, `#US` strings.
 //!
-//! Called by the decoder for each instruction its table marks; the passing case is a compare or
-//! two, the reporting is kept out of line.
+//! The decoder checks indices itself (one compare against a limit); tokens go through
+//! [`token`]. Reporting is kept out of line.
 
-use super::{Code, Ctx, Resolver, Verifier};
+use super::{Code, Resolver, Verifier};
 use crate::opcode::{Opcode, OperandKind};
 
-/// A local index (`ldloc.s 5`, or implied as in `stloc.2`) against the locals signature.
-#[inline]
-pub(super) fn local(v: &mut Verifier, off: u32, op: Opcode, index: u32, ctx: &Ctx) {
-    if let Some(count) = ctx.locals
-        && index >= count
-    {
-        bad_local(v, off, op, index, count);
-    }
-}
-
+/// A local index (`ldloc.s 5`, or implied as in `stloc.2`) beyond the locals signature.
 #[cold]
 #[inline(never)]
-fn bad_local(v: &mut Verifier, off: u32, op: Opcode, index: u32, count: u32) {
+pub(super) fn bad_local(v: &mut Verifier, off: u32, op: Opcode, index: u32, count: u32) {
     v.report(
         Code::UnrecognizedLocalNumber,
         off,
@@ -26,19 +17,10 @@ fn bad_local(v: &mut Verifier, off: u32, op: Opcode, index: u32, count: u32) {
     );
 }
 
-/// An argument index (`ldarg.s 5`, or implied as in `ldarg.0`) against the method's signature.
-#[inline]
-pub(super) fn argument(v: &mut Verifier, off: u32, op: Opcode, index: u32, ctx: &Ctx) {
-    if let Some(m) = ctx.method
-        && index >= m.arg_count as u32
-    {
-        bad_argument(v, off, op, index, m.arg_count);
-    }
-}
-
+/// An argument index (`ldarg.s 5`, or implied as in `ldarg.0`) beyond the method's signature.
 #[cold]
 #[inline(never)]
-fn bad_argument(v: &mut Verifier, off: u32, op: Opcode, index: u32, count: u16) {
+pub(super) fn bad_argument(v: &mut Verifier, off: u32, op: Opcode, index: u32, count: u16) {
     v.report(
         Code::UnrecognizedArgumentNumber,
         off,
