@@ -42,7 +42,10 @@ fn main() -> std::io::Result<()> {
     // The generator targets read any bytes as choices: a spread of lengths.
     for n in 0..32u32 {
         let seed = xorshift_bytes(u64::from(n) + 1, n as usize * 61);
-        std::fs::write(out.join("rewrite_generated").join(format!("seed-{n}")), &seed)?;
+        std::fs::write(
+            out.join("rewrite_generated").join(format!("seed-{n}")),
+            &seed,
+        )?;
         std::fs::write(out.join("relax").join(format!("seed-{n}")), &seed)?;
     }
     eprintln!(

@@ -1,23 +1,22 @@
-//! The verifier over real compiler output: every method body of the assemblies in
-//! `/usr/lib/mono/4.5` (or `ILCHECK_CORPUS`), resolved through their own metadata. Skipped when
-//! the directory is absent. Prints a summary and the verifier's throughput (use `--release
-//! -- --nocapture`).
+//! The verifier over real compiler output: every method body of mono's 4.5 assemblies
+//! (`ILCHECK_MONO_DIR` overrides the place), resolved through their own metadata. Skipped
+//! loudly when the corpus is absent, and failed instead under `ILCHECK_REQUIRE_MONO=1`. Every
+//! assembly must open and every body decode. Prints a summary and the verifier's throughput
+//! (use `--release -- --nocapture`).
+
+mod support;
 
 use ilcheck::image::Image;
 use ilcheck::verify::{Code, ImageResolver, Resolver, Verifier};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-fn corpus_files() -> Vec<PathBuf> {
-    let dir = std::env::var_os("ILCHECK_CORPUS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/usr/lib/mono/4.5"));
-    let Ok(entries) = std::fs::read_dir(&dir) else {
-        return Vec::new();
-    };
+fn corpus_files(dir: &Path) -> Vec<PathBuf> {
+    let entries = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("cannot list the corpus at {}: {e}", dir.display()));
     let mut files: Vec<_> = entries
-        .filter_map(|e| e.ok().map(|e| e.path()))
+        .map(|e| e.expect("corpus directory entry").path())
         .filter(|p| {
             p.extension()
                 .is_some_and(|x| x.eq_ignore_ascii_case("dll") || x.eq_ignore_ascii_case("exe"))
@@ -33,26 +32,32 @@ const EXPECTED: &[Code] = &[];
 
 #[test]
 fn corpus_verifies_clean() {
-    let files = corpus_files();
-    if files.is_empty() {
-        eprintln!("no corpus; skipped");
+    let Some(dir) = support::mono_corpus("corpus_verifies_clean") else {
         return;
-    }
+    };
+    let files = corpus_files(&dir);
+    assert!(!files.is_empty(), "no assemblies in {}", dir.display());
     let mut verifier = Verifier::new();
     let (mut bodies, mut bytes, mut incomplete) = (0u64, 0u64, 0u64);
     let mut time = Duration::ZERO;
     let mut by_code: BTreeMap<Code, Vec<String>> = BTreeMap::new();
     for path in &files {
-        let Ok(image) = Image::open(path) else {
-            continue;
-        };
+        let image =
+            Image::open(path).unwrap_or_else(|e| panic!("{} does not open: {e}", path.display()));
         let mut resolver = ImageResolver::new(&image);
         // Parse first, so the timing covers verification alone.
         let mut work = Vec::new();
         for method in image.methods() {
-            let Ok(body) = method.decoded_body() else {
+            if method.rva() == 0 {
                 continue;
-            };
+            }
+            let body = method.decoded_body().unwrap_or_else(|e| {
+                panic!(
+                    "{} {:#010x}: body does not decode: {e}",
+                    path.display(),
+                    method.token().0
+                )
+            });
             resolver.set_method(&method, &body);
             work.push((method, body, resolver.method(), resolver.local_count()));
         }

@@ -15,25 +15,23 @@ pub struct StringHeap<'a> {
 impl<'a> StringHeap<'a> {
     /// The bytes of the string at `index`, without the terminating NUL.
     pub fn get_bytes(&self, index: u32) -> Result<&'a [u8], ImageError> {
+        // Errors are built only on failure: `ImageError` has drop glue (see `length_prefixed`).
         let start = index as usize;
-        let rest =
-            self.data
-                .get(start..)
-                .filter(|r| !r.is_empty())
-                .ok_or(ImageError::HeapIndex {
-                    heap: "#Strings",
-                    index,
-                    heap_offset: self.offset,
-                    heap_size: self.data.len(),
-                })?;
-        let len = rest
-            .iter()
-            .position(|&b| b == 0)
-            .ok_or(ImageError::BadHeapEntry {
+        let Some(rest) = self.data.get(start..).filter(|r| !r.is_empty()) else {
+            return Err(ImageError::HeapIndex {
+                heap: "#Strings",
+                index,
+                heap_offset: self.offset,
+                heap_size: self.data.len(),
+            });
+        };
+        let Some(len) = rest.iter().position(|&b| b == 0) else {
+            return Err(ImageError::BadHeapEntry {
                 heap: "#Strings",
                 offset: self.offset + start,
                 reason: "string runs to the end of the heap without a NUL",
-            })?;
+            });
+        };
         Ok(&rest[..len])
     }
 
@@ -58,27 +56,30 @@ fn length_prefixed<'a>(
     offset: usize,
     index: u32,
 ) -> Result<&'a [u8], ImageError> {
+    // Hot (every signature and `ldstr` check): errors are built only on failure, since an
+    // eager `ok_or` would also run `ImageError`'s drop glue on every success.
     let start = index as usize;
-    let rest = data
-        .get(start..)
-        .filter(|r| !r.is_empty())
-        .ok_or(ImageError::HeapIndex {
+    let Some(rest) = data.get(start..).filter(|r| !r.is_empty()) else {
+        return Err(ImageError::HeapIndex {
             heap,
             index,
             heap_offset: offset,
             heap_size: data.len(),
-        })?;
+        });
+    };
     let (len, used) = decompress_u32(rest).map_err(|_| ImageError::BadHeapEntry {
         heap,
         offset: offset + start,
         reason: "invalid or truncated length prefix",
     })?;
-    rest.get(used..used + len as usize)
-        .ok_or(ImageError::BadHeapEntry {
+    match rest.get(used..used + len as usize) {
+        Some(entry) => Ok(entry),
+        None => Err(ImageError::BadHeapEntry {
             heap,
             offset: offset + start,
             reason: "entry runs past the end of the heap",
-        })
+        }),
+    }
 }
 
 /// `#Blob`: signatures, constants, custom-attribute values.

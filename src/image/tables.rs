@@ -523,20 +523,24 @@ impl TablesHeader {
     }
 
     /// Reads column `col` of row `rid` of `table`.
+    ///
+    /// Hot (every row read goes through here): error values are built only on failure, since
+    /// `ImageError` has drop glue that an eager `ok_or` would run on every success too.
+    #[inline]
     pub fn cell(&self, file: &[u8], table: Table, rid: u32, col: usize) -> Result<u32, ImageError> {
         let info = self.info(table);
-        if rid == 0 || rid > info.rows {
+        let column = if rid == 0 || rid > info.rows {
+            None
+        } else {
+            info.column(col)
+        };
+        let Some((off, width)) = column else {
             return Err(ImageError::RowOutOfRange {
                 table,
                 rid,
                 rows: info.rows,
             });
-        }
-        let (off, width) = info.column(col).ok_or(ImageError::RowOutOfRange {
-            table,
-            rid,
-            rows: info.rows,
-        })?;
+        };
         // In range by construction: parse checked rows * row_size against the stream.
         let at = info.offset + (rid as usize - 1) * info.row_size as usize + off;
         let v = if width == 2 {
@@ -544,11 +548,14 @@ impl TablesHeader {
         } else {
             le_u32(file, at)
         };
-        v.ok_or(ImageError::Truncated {
-            what: "table row",
-            offset: at,
-            needed: width,
-        })
+        match v {
+            Some(v) => Ok(v),
+            None => Err(ImageError::Truncated {
+                what: "table row",
+                offset: at,
+                needed: width,
+            }),
+        }
     }
 
     /// Reads a coded-index column and splits it into a token.
@@ -561,12 +568,15 @@ impl TablesHeader {
         kind: CodedIndex,
     ) -> Result<Token, ImageError> {
         let v = self.cell(file, table, rid, col)?;
-        kind.decode(v).ok_or(ImageError::BadCodedIndex {
-            kind,
-            value: v,
-            table,
-            rid,
-        })
+        match kind.decode(v) {
+            Some(t) => Ok(t),
+            None => Err(ImageError::BadCodedIndex {
+                kind,
+                value: v,
+                table,
+                rid,
+            }),
+        }
     }
 }
 

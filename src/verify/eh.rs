@@ -78,7 +78,12 @@ impl Node {
 
 /// Checks the table and, if it is sound, builds `v.nodes` and `v.region`. Returns whether the
 /// table is sound enough for region rules.
-pub(super) fn check(v: &mut Verifier, len: usize, clauses: &[Clause], r: &dyn Resolver) -> bool {
+pub(super) fn check<R: Resolver + ?Sized>(
+    v: &mut Verifier,
+    len: usize,
+    clauses: &[Clause],
+    r: &R,
+) -> bool {
     if clauses.is_empty() {
         return true;
     }
@@ -132,7 +137,13 @@ pub(super) fn check(v: &mut Verifier, len: usize, clauses: &[Clause], r: &dyn Re
 }
 
 /// Rules about one clause on its own. Returns false if its regions cannot be placed.
-fn check_clause(v: &mut Verifier, len: usize, ci: usize, c: &Clause, r: &dyn Resolver) -> bool {
+fn check_clause<R: Resolver + ?Sized>(
+    v: &mut Verifier,
+    len: usize,
+    ci: usize,
+    c: &Clause,
+    r: &R,
+) -> bool {
     let kind = c.kind();
     let at = c.try_offset;
     if kind == ClauseKind::Invalid {
@@ -223,7 +234,7 @@ fn is_boundary(v: &Verifier, off: u64, len: usize) -> bool {
         return true;
     }
     off < len as u64 && {
-        let i = v.at[off as usize];
+        let i = v.index_at(off as u32);
         i != NONE && v.ins[i as usize].flags & flag::AFTER_PREFIX == 0
     }
 }
@@ -397,14 +408,16 @@ fn check_order(v: &mut Verifier, parent: u32, x: &Interval) -> bool {
 fn assign_regions(v: &mut Verifier) {
     for k in 0..v.nodes.len() {
         let node = v.nodes[k];
-        let first = v.at[node.start as usize];
-        let end_idx = v.at[node.end as usize];
+        let first = v.index_at(node.start);
+        let end_idx = v.index_at(node.end);
         let n = &mut v.nodes[k];
         n.first = first;
         n.end_idx = end_idx;
-        if node.kind.is_handler_like() {
-            v.ins[first as usize].flags |= flag::HANDLER_START;
-        }
+        v.ins[first as usize].flags |= if node.kind.is_handler_like() {
+            flag::JOIN | flag::HANDLER_START
+        } else {
+            flag::JOIN
+        };
     }
     let count = v.ins.len();
     v.region.clear();

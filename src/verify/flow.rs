@@ -3,95 +3,206 @@
 
 use super::eh::RegionKind;
 use super::{Code, Ctx, Ins, NONE, Resolver, Verifier, flag, fx, operand};
-use crate::instr::{InstrError, Operand, decode_with_len};
+use crate::instr::{InstrError, decode_with_len};
 use crate::opcode::{Flow, Opcode};
 
 /// Decodes `code` into `v.ins`, records branch targets as byte offsets, and checks operands.
 /// Returns false (after reporting) when the stream does not decode to the end.
-pub(super) fn decode(v: &mut Verifier, code: &[u8], ctx: &Ctx, r: &dyn Resolver) -> bool {
+///
+/// One table lookup per instruction ([`fx::DEC`]); anything irregular (an undefined opcode, a
+/// truncated operand or `switch` table) goes to the codec's decoder for the exact error.
+pub(super) fn decode<R: Resolver + ?Sized>(
+    v: &mut Verifier,
+    code: &[u8],
+    ctx: &Ctx,
+    r: &R,
+) -> bool {
+    // The buffers are moved out for the loop, so that reporting through `v` does not force
+    // their headers to be reloaded after every call.
+    let mut ins = std::mem::take(&mut v.ins);
+    let mut at = std::mem::take(&mut v.at);
+    let mut targets = std::mem::take(&mut v.targets);
+    let ok = decode_into(v, code, ctx, r, &mut ins, &mut at, &mut targets);
+    v.ins = ins;
+    v.at = at;
+    v.targets = targets;
+    ok
+}
+
+#[inline(always)]
+fn decode_into<R: Resolver + ?Sized>(
+    v: &mut Verifier,
+    code: &[u8],
+    ctx: &Ctx,
+    r: &R,
+    ins: &mut Vec<Ins>,
+    at: &mut Vec<u32>,
+    targets: &mut Vec<u32>,
+) -> bool {
     let len = code.len();
-    v.at.clear();
-    v.at.resize(len + 1, NONE);
+    // Never cleared: `Verifier::index_at` trusts an entry only if it names an instruction of
+    // this body starting there, so stale entries are harmless and no per-body fill is needed.
+    if at.len() < len {
+        at.resize(len, NONE);
+    }
+    let at = &mut at[..len];
+    // Local and argument indices are checked against these (unknown: nothing fails).
+    let locals = ctx.locals.unwrap_or(u32::MAX);
+    let args = ctx.method.map_or(u32::MAX, |m| m.arg_count as u32);
+    let limits = [u32::MAX, locals, args];
     let mut pos = 0;
-    // Prefix flags waiting for the instruction they modify.
-    let mut pending: u16 = 0;
-    let mut pending_any = false;
+    // Flags for the next instruction from the prefixes before it: AFTER_PREFIX, TAIL.
+    let mut carry: u16 = 0;
     while pos < len {
-        let (instr, size) = match decode_with_len(code, pos) {
-            Ok(i) => i,
-            Err(e) => {
-                let (c, what) = match e {
-                    InstrError::UnknownOpcode { .. } => (Code::UnknownOpcode, "unknown opcode"),
-                    _ => (Code::MethodEnd, "the code ends inside an instruction"),
-                };
-                v.report(c, e.offset(), format!("{what} ({e})"));
-                return false;
-            }
-        };
-        let idx = v.ins.len() as u32;
-        v.at[pos] = idx;
-        let next = pos + size;
-        let arg = match &instr.operand {
-            Operand::ShortBranch(_) | Operand::Branch(_) => {
-                let start = v.targets.len() as u32;
-                v.targets.push(1);
-                v.targets.push(target_offset(instr.branch_target(), len));
-                start
-            }
-            Operand::Switch(t) => {
-                let start = v.targets.len() as u32;
-                v.targets.push(t.len() as u32);
-                for d in t.iter() {
-                    v.targets
-                        .push(target_offset(Some(next as i64 + d as i64), len));
-                }
-                start
-            }
-            Operand::Var(x) => *x as u32,
-            Operand::Token(t) => *t,
-            Operand::Int8(x) => *x as u8 as u32,
-            _ => 0,
-        };
-        let op = instr.opcode;
-        let fx = fx::get(op);
-        let mut flags = if pending_any { flag::AFTER_PREFIX } else { 0 };
-        if fx.kind & fx::TARGETS != 0 {
-            v.branches.push(idx);
-        }
-        if fx.kind & fx::SPECIAL != 0 {
-            v.special.push(idx);
-        }
-        if fx.flow == Flow::Prefix {
-            pending_any = true;
-            if op == Opcode::Tail {
-                pending |= flag::TAIL;
+        let first = code[pos];
+        let key = if first == 0xFE {
+            match code.get(pos + 1) {
+                Some(&second) => 256 + second as usize,
+                None => return decode_error(v, code, pos),
             }
         } else {
-            flags |= pending;
-            pending = 0;
-            pending_any = false;
+            first as usize
+        };
+        let d = &fx::DEC[key];
+        let size = d.len as usize;
+        if size == 0 || code.len() - pos < size {
+            return decode_error(v, code, pos);
         }
-        if fx.kind & fx::OPERAND != 0 {
-            operand::check(v, instr.offset, op, arg, ctx, r);
+        let idx = ins.len() as u32;
+        at[pos] = idx;
+        let mut next = pos + size;
+        let o = pos + if key >= 256 { 2 } else { 1 };
+        // One unaligned load and a mask instead of a dispatch on the operand's size.
+        let mut arg = le32_or_short(code, o) & d.mask;
+        let off = pos as u32;
+        let mut flags = carry;
+        carry = 0;
+        let kind = d.ins.fx.kind;
+        if kind & (fx::TARGETS | fx::SPECIAL) != 0 {
+            if kind & fx::TARGETS != 0 {
+                let start = targets.len() as u32;
+                match d.arg {
+                    fx::arg::BR8 => {
+                        let target = next as i64 + code[o] as i8 as i64;
+                        targets.extend([1, target_offset(target, len)]);
+                    }
+                    fx::arg::BR32 => {
+                        let disp = le32(code, o) as i32;
+                        targets.extend([1, target_offset(next as i64 + disp as i64, len)]);
+                    }
+                    _ => {
+                        // switch: the count is checked against the bytes left before any is
+                        // read.
+                        let count = le32(code, o);
+                        if count as usize > (len - next) / 4 {
+                            return decode_error(v, code, pos);
+                        }
+                        let table = &code[next..next + 4 * count as usize];
+                        next += table.len();
+                        targets.push(count);
+                        targets.extend(table.chunks_exact(4).map(|c| {
+                            let disp = le32(c, 0) as i32;
+                            target_offset(next as i64 + disp as i64, len)
+                        }));
+                    }
+                }
+                arg = start;
+                v.branches.push(idx);
+            }
+            if kind & fx::SPECIAL != 0 {
+                v.special.push(idx);
+            }
+            if d.ins.fx.flow == Flow::Prefix {
+                // A prefix is itself only marked as following a prefix; what it modifies
+                // carries its flags.
+                carry = flags | flag::AFTER_PREFIX;
+                if d.ins.op == Opcode::Tail {
+                    carry |= flag::TAIL;
+                }
+                flags &= flag::AFTER_PREFIX;
+            }
         }
-        v.ins.push(Ins {
-            off: pos as u32,
+        if d.check == fx::check::TOKEN {
+            operand::token(v, off, d.ins.op, d.operand, arg, r);
+        } else {
+            // A local or argument index (explicit, or implied as in `ldloc.2`); other
+            // instructions compare against `u32::MAX` and pass.
+            let index = arg + d.imm as u32;
+            if index >= limits[d.var as usize] {
+                bad_index(v, off, d, index, ctx);
+            }
+        }
+        ins.push(Ins {
+            off,
             arg,
-            op,
             flags,
-            fx,
+            ..d.ins
         });
         pos = next;
     }
-    v.at[len] = v.ins.len() as u32;
     true
 }
 
+#[cold]
+#[inline(never)]
+fn bad_index(v: &mut Verifier, off: u32, d: &fx::Dec, index: u32, ctx: &Ctx) {
+    match (d.var as usize, ctx.locals, ctx.method) {
+        (fx::var::LOCAL, Some(count), _) => operand::bad_local(v, off, d.ins.op, index, count),
+        (fx::var::ARG, _, Some(m)) => operand::bad_argument(v, off, d.ins.op, index, m.arg_count),
+        _ => {}
+    }
+}
+
+/// The little-endian `u32` at `b[at..]`, zero-padded when fewer than four bytes remain.
+#[inline(always)]
+fn le32_or_short(b: &[u8], at: usize) -> u32 {
+    match b.get(at..at + 4) {
+        Some(s) => le32(s, 0),
+        None => {
+            let mut a = [0; 4];
+            let rest = b.get(at..).unwrap_or(&[]);
+            a[..rest.len()].copy_from_slice(rest);
+            u32::from_le_bytes(a)
+        }
+    }
+}
+
+/// Reports why the instruction at `pos` does not decode, in the codec decoder's words.
+#[cold]
+#[inline(never)]
+fn decode_error(v: &mut Verifier, code: &[u8], pos: usize) -> bool {
+    match decode_with_len(code, pos) {
+        Err(e) => {
+            let (c, what) = match e {
+                InstrError::UnknownOpcode { .. } => (Code::UnknownOpcode, "unknown opcode"),
+                _ => (Code::MethodEnd, "the code ends inside an instruction"),
+            };
+            v.report(c, e.offset(), format!("{what} ({e})"));
+        }
+        // Unreachable while `fx::DEC` agrees with the codec's table (a unit test checks it).
+        Ok(_) => v.report(
+            Code::UnknownOpcode,
+            pos as u32,
+            "undecodable instruction".into(),
+        ),
+    }
+    false
+}
+
+/// The little-endian `u32` at `b[at..at + 4]` (in range: the caller checked the length).
+#[inline(always)]
+fn le32(b: &[u8], at: usize) -> u32 {
+    let mut a = [0; 4];
+    a.copy_from_slice(&b[at..at + 4]);
+    u32::from_le_bytes(a)
+}
+
 /// A target as a byte offset inside the code, or [`NONE`] when it lies outside.
-fn target_offset(target: Option<i64>, len: usize) -> u32 {
-    match target {
-        Some(t) if t >= 0 && (t as u64) < len as u64 => t as u32,
-        _ => NONE,
+fn target_offset(t: i64, len: usize) -> u32 {
+    if t >= 0 && (t as u64) < len as u64 {
+        t as u32
+    } else {
+        NONE
     }
 }
 
@@ -106,29 +217,43 @@ pub(super) fn resolve_targets(v: &mut Verifier) {
         for k in start + 1..start + 1 + count {
             let off = v.targets[k];
             if off == NONE {
-                v.report(
-                    Code::BadBranch,
-                    ins.off,
-                    format!("{} targets a location outside the code", ins.op),
-                );
+                bad_branch(v, ins);
                 continue;
             }
-            let t = v.at[off as usize];
+            let t = v.index_at(off);
             if t == NONE || v.ins[t as usize].flags & flag::AFTER_PREFIX != 0 {
-                v.report(
-                    Code::BadJumpTarget,
-                    ins.off,
-                    format!("{} targets IL_{off:04x}, not an instruction start", ins.op),
-                );
+                bad_jump_target(v, ins, off);
                 v.targets[k] = NONE;
                 continue;
             }
             v.targets[k] = t;
-            if t as usize > i {
-                v.ins[t as usize].flags |= flag::FORWARD_TARGET;
-            }
+            v.ins[t as usize].flags |= if t as usize > i {
+                flag::JOIN | flag::FORWARD_TARGET
+            } else {
+                flag::JOIN
+            };
         }
     }
+}
+
+#[cold]
+#[inline(never)]
+fn bad_branch(v: &mut Verifier, ins: Ins) {
+    v.report(
+        Code::BadBranch,
+        ins.off,
+        format!("{} targets a location outside the code", ins.op),
+    );
+}
+
+#[cold]
+#[inline(never)]
+fn bad_jump_target(v: &mut Verifier, ins: Ins, off: u32) {
+    v.report(
+        Code::BadJumpTarget,
+        ins.off,
+        format!("{} targets IL_{off:04x}, not an instruction start", ins.op),
+    );
 }
 
 /// Which instructions each prefix may modify (III.2).
@@ -287,41 +412,37 @@ pub(super) fn check_transfers(v: &mut Verifier, eh_ok: bool) {
             placement(v, v.special[s] as usize, eh_ok);
         }
     } else {
-        for i in 0..n {
-            let ins = v.ins[i];
-            if ins.fx.kind & fx::TARGETS != 0 {
-                let kind = if matches!(ins.op, Opcode::Leave | Opcode::Leave_S) {
-                    Transfer::Leave
-                } else {
-                    Transfer::Branch
-                };
-                let start = ins.arg as usize + 1;
-                let count = v.targets[ins.arg as usize] as usize;
-                for k in start..start + count {
-                    let t = v.targets[k];
-                    if t != NONE && transfer(v, i, t as usize, kind) {
-                        break;
-                    }
-                }
+        // Only branches, special instructions and the last instruction before a region
+        // boundary can break a rule; they are visited in code order (as a scan of every
+        // instruction would), so findings come in the same order.
+        let mut edges = std::mem::take(&mut v.edges);
+        edges.clear();
+        for node in &v.nodes {
+            // Control can only cross into or out of a region from the instruction before its
+            // first or its end.
+            edges.extend([node.first.wrapping_sub(1), node.end_idx.wrapping_sub(1)]);
+        }
+        edges.sort_unstable();
+        edges.dedup();
+        let (mut b, mut s, mut e) = (0, 0, 0);
+        loop {
+            let next = |list: &[u32], k: usize| list.get(k).map_or(u32::MAX, |&i| i);
+            let i = next(&v.branches, b)
+                .min(next(&v.special, s))
+                .min(next(&edges, e));
+            if i as usize >= n {
+                break;
             }
-            if ins.fx.kind & fx::SPECIAL != 0 {
-                placement(v, i, eh_ok);
-            }
-            let r = v.region_of(i);
-            if i + 1 < n && !ins.fx.flow.ends_block() && r != v.region_of(i + 1) {
-                // A filter that does not end in endfilter is reported once, by the table rules.
-                let filter_end = r != NONE && {
-                    let node = &v.nodes[r as usize];
-                    node.kind == RegionKind::Filter && node.end_idx == i as u32 + 1
-                };
-                if !filter_end {
-                    transfer(v, i, i + 1, Transfer::Fallthrough);
-                }
-            }
+            b += (next(&v.branches, b) == i) as usize;
+            s += (next(&v.special, s) == i) as usize;
+            e += (next(&edges, e) == i) as usize;
+            transfers_from(v, i as usize, eh_ok);
             if v.stop() {
+                v.edges = edges;
                 return;
             }
         }
+        v.edges = edges;
     }
     // A trailing prefix is reported by the prefix rules.
     let last = v.ins[n - 1];
@@ -331,6 +452,42 @@ pub(super) fn check_transfers(v: &mut Verifier, eh_ok: bool) {
             last.off,
             "control falls off the end of the code".into(),
         );
+    }
+}
+
+/// The region rules for instruction `i`: its branch targets, its placement, and its fall
+/// through into the next instruction.
+fn transfers_from(v: &mut Verifier, i: usize, eh_ok: bool) {
+    let n = v.ins.len();
+    let ins = v.ins[i];
+    if ins.fx.kind & fx::TARGETS != 0 {
+        let kind = if matches!(ins.op, Opcode::Leave | Opcode::Leave_S) {
+            Transfer::Leave
+        } else {
+            Transfer::Branch
+        };
+        let start = ins.arg as usize + 1;
+        let count = v.targets[ins.arg as usize] as usize;
+        for k in start..start + count {
+            let t = v.targets[k];
+            if t != NONE && transfer(v, i, t as usize, kind) {
+                break;
+            }
+        }
+    }
+    if ins.fx.kind & fx::SPECIAL != 0 {
+        placement(v, i, eh_ok);
+    }
+    let r = v.region_of(i);
+    if i + 1 < n && !ins.fx.flow.ends_block() && r != v.region_of(i + 1) {
+        // A filter that does not end in endfilter is reported once, by the table rules.
+        let filter_end = r != NONE && {
+            let node = &v.nodes[r as usize];
+            node.kind == RegionKind::Filter && node.end_idx == i as u32 + 1
+        };
+        if !filter_end {
+            transfer(v, i, i + 1, Transfer::Fallthrough);
+        }
     }
 }
 

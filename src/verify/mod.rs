@@ -252,8 +252,10 @@ impl fmt::Display for Diagnostic {
 /// Marks "no instruction", "no region" and "no depth yet".
 pub(crate) const NONE: u32 = u32::MAX;
 
-/// One decoded instruction, compactly.
+/// One decoded instruction, compactly. `repr(C)` keeps the opcode facts in the last eight
+/// bytes, which the decoder copies from its table in one move.
 #[derive(Clone, Copy, Debug)]
+#[repr(C)]
 struct Ins {
     off: u32,
     /// Local or argument index, token, `ShortI` byte, or for branches and `switch` the index of
@@ -266,6 +268,7 @@ struct Ins {
 
 /// An opcode's facts in the form the hot loops want, derived from [`crate::opcode::ALL`].
 #[derive(Clone, Copy, Debug)]
+#[repr(C)]
 struct Fx {
     /// Items popped, or [`fx::POP_ALL`], or [`fx::SIG`] (from a signature).
     pops: u8,
@@ -277,7 +280,7 @@ struct Fx {
 }
 
 mod fx {
-    use super::Fx;
+    use super::{Fx, Ins};
     use crate::opcode::{ALL, Flow, Opcode, OperandKind, Pops, Pushes};
 
     pub const POP_ALL: u8 = 255;
@@ -289,6 +292,9 @@ mod fx {
     pub const SPECIAL: u8 = 2;
     /// Has an operand rule: a local, an argument (also implied, as in `ldarg.0`) or a token.
     pub const OPERAND: u8 = 4;
+    /// Fixed pops and pushes, falls through, no targets and no placement rules: all the stack
+    /// dataflow does is adjust the depth.
+    pub const PLAIN: u8 = 8;
 
     const fn of(i: usize) -> Fx {
         let info = &ALL[i];
@@ -320,37 +326,159 @@ mod fx {
                 | OperandKind::BrTarget
                 | OperandKind::Switch
         ) || matches!(code, 0x02..=0x0D);
+        let plain = !targets && !special && !info.flow.ends_block() && pops < SIG && pushes < SIG;
         Fx {
             pops,
             pushes,
             flow: info.flow,
-            kind: (targets as u8 * TARGETS) | (special as u8 * SPECIAL) | (operand as u8 * OPERAND),
+            kind: (targets as u8 * TARGETS)
+                | (special as u8 * SPECIAL)
+                | (operand as u8 * OPERAND)
+                | (plain as u8 * PLAIN),
         }
     }
 
-    /// Indexed like the opcode's encoding: low byte, plus 256 for `FE xx`.
-    static TABLE: [Fx; 512] = {
-        let mut t = [Fx {
-            pops: 0,
-            pushes: 0,
-            flow: Flow::Next,
-            kind: 0,
+    /// How the decoder reads [`super::Ins::arg`].
+    pub mod arg {
+        pub const NONE: u8 = 0;
+        pub const U8: u8 = 1;
+        pub const U16: u8 = 2;
+        pub const U32: u8 = 3;
+        pub const BR8: u8 = 4;
+        pub const BR32: u8 = 5;
+        pub const SWITCH: u8 = 6;
+    }
+
+    /// Which operand rule applies.
+    pub mod check {
+        pub const NONE: u8 = 0;
+        /// The operand is a local index.
+        pub const LOCAL: u8 = 1;
+        /// The operand is an argument index.
+        pub const ARG: u8 = 2;
+        /// `ldloc.N`, `stloc.N`: local [`super::Dec::imm`].
+        pub const LOCAL_IMM: u8 = 3;
+        /// `ldarg.N`: argument [`super::Dec::imm`].
+        pub const ARG_IMM: u8 = 4;
+        /// A metadata token of kind [`super::Dec::operand`].
+        pub const TOKEN: u8 = 5;
+    }
+
+    /// Everything the verifier's decoder needs of one encoding, in one entry: the same facts as
+    /// [`crate::opcode::DECODE`] plus the verifier's own, so decoding reads one table.
+    #[derive(Clone, Copy, Debug)]
+    pub struct Dec {
+        /// The instruction with its opcode facts filled in; the decoder sets the rest.
+        pub ins: Ins,
+        /// Opcode plus operand bytes (for `switch`, without its table); 0 when undefined.
+        pub len: u8,
+        pub arg: u8,
+        /// The operand bits `Ins::arg` keeps (0 when it keeps none, and for targets).
+        pub mask: u32,
+        pub check: u8,
+        /// Which limit a local or argument index is checked against: [`var::NONE`], ….
+        pub var: u8,
+        pub imm: u8,
+        pub operand: OperandKind,
+    }
+
+    /// Index into the decoder's `[none, locals, arguments]` limits.
+    pub mod var {
+        pub const NONE: usize = 0;
+        pub const LOCAL: usize = 1;
+        pub const ARG: usize = 2;
+    }
+
+    /// Indexed like the opcode's encoding: low byte, plus 256 for `FE xx`. The `FE` entry itself
+    /// is undefined (the second byte decides).
+    pub static DEC: [Dec; 512] = {
+        let mut t = [Dec {
+            ins: Ins {
+                off: 0,
+                arg: 0,
+                op: Opcode::Nop,
+                flags: 0,
+                fx: Fx {
+                    pops: 0,
+                    pushes: 0,
+                    flow: Flow::Next,
+                    kind: 0,
+                },
+            },
+            len: 0,
+            arg: arg::NONE,
+            mask: 0,
+            check: check::NONE,
+            var: 0,
+            imm: 0,
+            operand: OperandKind::None,
         }; 512];
         let mut i = 0;
         while i < ALL.len() {
-            let code = ALL[i].opcode as u16;
-            let key = (code & 0xFF) as usize + if code >> 8 == 0xFE { 256 } else { 0 };
-            t[key] = of(i);
+            let info = &ALL[i];
+            let code = info.opcode as u16;
+            let two = code >> 8 == 0xFE;
+            let key = (code & 0xFF) as usize + if two { 256 } else { 0 };
+            let operand = info.operand;
+            let arg = match operand {
+                OperandKind::None
+                | OperandKind::I
+                | OperandKind::I8
+                | OperandKind::ShortR
+                | OperandKind::R => arg::NONE,
+                OperandKind::ShortI | OperandKind::ShortLocal | OperandKind::ShortArg => arg::U8,
+                OperandKind::Local | OperandKind::Arg => arg::U16,
+                OperandKind::ShortBrTarget => arg::BR8,
+                OperandKind::BrTarget => arg::BR32,
+                OperandKind::Switch => arg::SWITCH,
+                _ => arg::U32,
+            };
+            let (check, imm) = match operand {
+                OperandKind::ShortLocal | OperandKind::Local => (check::LOCAL, 0),
+                OperandKind::ShortArg | OperandKind::Arg => (check::ARG, 0),
+                // ldarg.0-3, ldloc.0-3, stloc.0-3: the index is implied by the opcode.
+                OperandKind::None => match code {
+                    0x02..=0x05 => (check::ARG_IMM, code - 0x02),
+                    0x06..=0x09 => (check::LOCAL_IMM, code - 0x06),
+                    0x0A..=0x0D => (check::LOCAL_IMM, code - 0x0A),
+                    _ => (check::NONE, 0),
+                },
+                k if k.is_token() => (check::TOKEN, 0),
+                _ => (check::NONE, 0),
+            };
+            let operand_len = match operand.fixed_size() {
+                Some(n) => n,
+                None => 4,
+            };
+            t[key] = Dec {
+                ins: Ins {
+                    off: 0,
+                    arg: 0,
+                    op: info.opcode,
+                    flags: 0,
+                    fx: of(i),
+                },
+                len: (if two { 2 } else { 1 } + operand_len) as u8,
+                arg,
+                mask: match arg {
+                    arg::U8 => 0xFF,
+                    arg::U16 => 0xFFFF,
+                    arg::U32 => u32::MAX,
+                    _ => 0,
+                },
+                check,
+                var: match check {
+                    check::LOCAL | check::LOCAL_IMM => var::LOCAL as u8,
+                    check::ARG | check::ARG_IMM => var::ARG as u8,
+                    _ => var::NONE as u8,
+                },
+                imm: imm as u8,
+                operand,
+            };
             i += 1;
         }
         t
     };
-
-    #[inline]
-    pub fn get(op: Opcode) -> Fx {
-        let code = op as u16;
-        TABLE[(code & 0xFF) as usize + ((code >> 8 == 0xFE) as usize) * 256]
-    }
 }
 
 /// Per-instruction flags.
@@ -363,6 +491,10 @@ mod flag {
     pub const HANDLER_START: u16 = 1 << 2;
     /// Prefixed by `tail.`.
     pub const TAIL: u16 = 1 << 3;
+    /// May be reached other than by falling through from the instruction before: a branch
+    /// target or the first instruction of a region. The stack dataflow records and compares
+    /// depths only at these.
+    pub const JOIN: u16 = 1 << 4;
 }
 
 /// Facts about the method gathered once per run.
@@ -385,8 +517,11 @@ pub struct Verifier {
     special: Vec<u32>,
     /// Indices of instructions with branch or switch targets.
     branches: Vec<u32>,
-    /// Instruction index by byte offset ([`NONE`] inside an instruction); `at[len]` = count.
+    /// Instruction index by byte offset, read through [`Verifier::index_at`]; sized for the
+    /// largest body so far and never cleared (entries of earlier bodies fail its check).
     at: Vec<u32>,
+    /// Length of the code being verified.
+    code_len: usize,
     depth: Vec<u32>,
     /// Innermost region per instruction; empty when the body has no regions.
     region: Vec<u32>,
@@ -394,6 +529,8 @@ pub struct Verifier {
     intervals: Vec<eh::Interval>,
     try_node: Vec<u32>,
     open: Vec<u32>,
+    /// Instructions just before a region boundary (for the transfer rules).
+    edges: Vec<u32>,
     work: Vec<u32>,
     clauses: Vec<Clause>,
     diags: Vec<Diagnostic>,
@@ -408,7 +545,10 @@ impl Verifier {
     }
 
     /// Verifies a parsed body; the findings are sorted by offset.
-    pub fn verify(&mut self, body: &Body<'_>, resolver: &dyn Resolver) -> &[Diagnostic] {
+    ///
+    /// Generic so that a concrete resolver's answers inline into the hot loops; a
+    /// `&dyn Resolver` works too.
+    pub fn verify<R: Resolver + ?Sized>(&mut self, body: &Body<'_>, resolver: &R) -> &[Diagnostic] {
         self.first_only = false;
         self.run_body(body, resolver);
         &self.diags
@@ -416,12 +556,12 @@ impl Verifier {
 
     /// Verifies raw code with its clauses. `declared_max_stack` of `None` skips the MaxStack
     /// check.
-    pub fn verify_code(
+    pub fn verify_code<R: Resolver + ?Sized>(
         &mut self,
         code: &[u8],
         clauses: &[Clause],
         declared_max_stack: Option<u16>,
-        resolver: &dyn Resolver,
+        resolver: &R,
     ) -> &[Diagnostic] {
         self.first_only = false;
         self.run(code, clauses, declared_max_stack, resolver);
@@ -429,7 +569,11 @@ impl Verifier {
     }
 
     /// Stops at the first finding (not necessarily the one at the lowest offset).
-    pub fn verify_first(&mut self, body: &Body<'_>, resolver: &dyn Resolver) -> Option<Diagnostic> {
+    pub fn verify_first<R: Resolver + ?Sized>(
+        &mut self,
+        body: &Body<'_>,
+        resolver: &R,
+    ) -> Option<Diagnostic> {
         self.first_only = true;
         self.run_body(body, resolver);
         self.diags.first().cloned()
@@ -437,11 +581,11 @@ impl Verifier {
 
     /// The largest stack depth the code reaches, computed by the verifier's dataflow; an error
     /// if the code has a structural fault or a callee's signature is unknown.
-    pub fn max_stack(
+    pub fn max_stack<R: Resolver + ?Sized>(
         &mut self,
         code: &[u8],
         clauses: &[Clause],
-        resolver: &dyn Resolver,
+        resolver: &R,
     ) -> Result<u16, Diagnostic> {
         self.first_only = true;
         self.run(code, clauses, None, resolver);
@@ -478,11 +622,13 @@ impl Verifier {
         self.max
     }
 
-    fn run_body(&mut self, body: &Body<'_>, resolver: &dyn Resolver) {
+    fn run_body<R: Resolver + ?Sized>(&mut self, body: &Body<'_>, resolver: &R) {
         let max = Some(body.max_stack());
-        let eh: Vec<_> = body.sections.iter().filter(|s| s.is_eh()).collect();
-        if eh.len() <= 1 {
-            let clauses = eh.first().map_or(&[][..], |s| s.clauses());
+        let mut eh = body.sections.iter().filter(|s| s.is_eh());
+        let first = eh.next();
+        if eh.next().is_none() {
+            // The common case (at most one EH section) borrows its clauses: no copy.
+            let clauses = first.map_or(&[][..], |s| s.clauses());
             self.run(body.code, clauses, max, resolver);
         } else {
             let mut clauses = std::mem::take(&mut self.clauses);
@@ -493,12 +639,12 @@ impl Verifier {
         }
     }
 
-    fn run(
+    fn run<R: Resolver + ?Sized>(
         &mut self,
         code: &[u8],
         clauses: &[Clause],
         declared_max_stack: Option<u16>,
-        resolver: &dyn Resolver,
+        resolver: &R,
     ) {
         self.ins.clear();
         self.targets.clear();
@@ -509,6 +655,7 @@ impl Verifier {
         self.diags.clear();
         self.incomplete = false;
         self.max = 0;
+        self.code_len = code.len();
         let ctx = Ctx {
             method: resolver.method(),
             locals: resolver.local_count(),
@@ -570,6 +717,24 @@ impl Verifier {
             &self.targets[start + 1..start + 1 + count]
         } else {
             &[]
+        }
+    }
+
+    /// The instruction starting at byte `off`; the instruction count for the end of the code;
+    /// [`NONE`] inside an instruction or outside the code.
+    #[inline]
+    fn index_at(&self, off: u32) -> u32 {
+        let off_usize = off as usize;
+        if off_usize == self.code_len {
+            return self.ins.len() as u32;
+        }
+        if off_usize > self.code_len {
+            return NONE;
+        }
+        match self.at.get(off_usize) {
+            // An entry left by an earlier body names an instruction that does not start here.
+            Some(&i) if self.ins.get(i as usize).is_some_and(|x| x.off == off) => i,
+            _ => NONE,
         }
     }
 

@@ -6,7 +6,9 @@
 
 use crate::body::Body;
 use crate::image::sig::StandAloneSig;
-use crate::image::{Image, Method, Token};
+use crate::image::sig::{self, MethodSigSummary};
+use crate::image::tables::USER_STRING_TABLE;
+use crate::image::{Image, Method, Table, Token, UserStringHeap};
 use crate::opcode::{Opcode, OperandKind};
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
@@ -245,16 +247,27 @@ impl Resolver for SyntheticResolver {
 /// one resolver per image and call [`ImageResolver::set_method`] before each body.
 pub struct ImageResolver<'i> {
     image: &'i Image<'i>,
+    /// `#US`, located once: every `ldstr` asks about it.
+    user_strings: UserStringHeap<'i>,
     method: Option<MethodSig>,
     locals: Option<u32>,
-    calls: RefCell<HashMap<u32, Option<CallSig>, BuildHasherDefault<TokenHasher>>>,
+    calls: RefCell<CallCache>,
+    /// Method signatures by `#Blob` index: compilers store one blob per signature shape, shared
+    /// by every MethodDef and MemberRef of that shape, so most are parsed once.
+    method_sigs: RefCell<BlobCache<Option<MethodSigSummary>>>,
+    /// Local counts by `#Blob` index of the local signature, likewise shared.
+    local_sigs: RefCell<BlobCache<Option<u32>>>,
 }
 
-/// Tokens are well-spread integers that need no DoS-resistant hashing: one multiply will do.
-#[derive(Default)]
-struct TokenHasher(u64);
+/// Entries are bounded by the distinct blob indexes the image's rows name.
+type BlobCache<T> = HashMap<u32, T, BuildHasherDefault<IndexHasher>>;
 
-impl Hasher for TokenHasher {
+/// Heap indexes need no DoS-resistant hashing (their number is bounded by the image's rows):
+/// one multiply will do.
+#[derive(Default)]
+struct IndexHasher(u64);
+
+impl Hasher for IndexHasher {
     fn finish(&self) -> u64 {
         self.0
     }
@@ -268,26 +281,113 @@ impl Hasher for TokenHasher {
     }
 }
 
+/// Call-site signatures by table and row id: a vector per table indexed by rid is cheaper than
+/// hashing on the verifier's hottest lookup. Each vector is sized by its table's row count
+/// (bounded by the table stream the image holds) on first use.
+#[derive(Default)]
+struct CallCache {
+    /// MethodDef, MemberRef, MethodSpec (for calls), StandAloneSig (for `calli`). `None` not
+    /// looked up yet; `Some(None)` does not resolve.
+    tables: [Vec<Option<Option<CallSig>>>; 4],
+}
+
+/// The cache slot of a call token: which vector, for the tables a call may name. Other
+/// combinations never resolve (the image reader would refuse them), so they need no slot.
+#[inline]
+fn cache_slot(opcode: Opcode, token: u32) -> Option<(usize, Table)> {
+    match (opcode == Opcode::Calli, token >> 24) {
+        (false, table::METHOD_DEF) => Some((0, Table::MethodDef)),
+        (false, table::MEMBER_REF) => Some((1, Table::MemberRef)),
+        (false, table::METHOD_SPEC) => Some((2, Table::MethodSpec)),
+        (true, table::STANDALONE_SIG) => Some((3, Table::StandAloneSig)),
+        _ => None,
+    }
+}
+
 impl<'i> ImageResolver<'i> {
     pub fn new(image: &'i Image<'i>) -> Self {
         ImageResolver {
             image,
+            user_strings: image.user_strings(),
             method: None,
             locals: None,
             calls: RefCell::default(),
+            method_sigs: RefCell::default(),
+            local_sigs: RefCell::default(),
         }
     }
 
     /// Answers for `method` (its signature) and `body` (its locals) from now on.
+    /// The same answers as [`Method::signature`] and [`Image::local_count`], from the caches.
     pub fn set_method(&mut self, method: &Method<'_>, body: &Body<'_>) {
-        self.method = method.signature().ok().map(|s| MethodSig {
-            arg_count: u16::try_from(
-                s.param_count as u64 + (s.has_this && !s.explicit_this) as u64,
-            )
-            .unwrap_or(u16::MAX),
-            returns_void: s.returns_void,
-        });
-        self.locals = self.image.local_count(Token(body.local_sig())).ok();
+        self.method = self
+            .method_sig_at(method.row().signature)
+            .map(|s| MethodSig {
+                arg_count: u16::try_from(
+                    s.param_count as u64 + (s.has_this && !s.explicit_this) as u64,
+                )
+                .unwrap_or(u16::MAX),
+                returns_void: s.returns_void,
+            });
+        self.locals = self.locals_of(body.local_sig());
+    }
+
+    /// The method signature blob at `index`, parsed (`None` if it does not parse).
+    fn method_sig_at(&self, index: u32) -> Option<MethodSigSummary> {
+        if let Some(&known) = self.method_sigs.borrow().get(&index) {
+            return known;
+        }
+        let parsed = self
+            .image
+            .blobs()
+            .get(index)
+            .ok()
+            .and_then(|blob| sig::method_sig_summary(blob).ok());
+        self.method_sigs.borrow_mut().insert(index, parsed);
+        parsed
+    }
+
+    /// As [`Image::local_count`] (`None` for its errors), parsing each blob once.
+    fn locals_of(&self, token: u32) -> Option<u32> {
+        if token == 0 {
+            return Some(0);
+        }
+        let t = Token(token);
+        if t.table() != Some(Table::StandAloneSig) {
+            return None;
+        }
+        let index = self.image.tables().standalone_sig(t.rid()).ok()?.signature;
+        if let Some(&known) = self.local_sigs.borrow().get(&index) {
+            return known;
+        }
+        let count =
+            self.image
+                .blobs()
+                .get(index)
+                .ok()
+                .and_then(|blob| match sig::standalone_sig(blob) {
+                    Ok(StandAloneSig::Locals { count }) => Some(count),
+                    _ => None,
+                });
+        self.local_sigs.borrow_mut().insert(index, count);
+        count
+    }
+
+    /// The signature blob index of a call token, as [`Image::method_sig`] finds it.
+    fn method_sig_index(&self, token: Token) -> Option<u32> {
+        let t = self.image.tables();
+        match token.table()? {
+            Table::MethodDef => Some(t.method_def(token.rid()).ok()?.signature),
+            Table::MemberRef => Some(t.member_ref(token.rid()).ok()?.signature),
+            Table::MethodSpec => {
+                let method = t.method_spec(token.rid()).ok()?.method;
+                if method.table() == Some(Table::MethodSpec) {
+                    return None;
+                }
+                self.method_sig_index(method)
+            }
+            _ => None,
+        }
     }
 
     /// Answers with facts gathered earlier (by [`Resolver::method`] and
@@ -304,6 +404,31 @@ impl<'i> ImageResolver<'i> {
         r
     }
 
+    /// Looks a call signature up and caches it (or that it does not resolve).
+    #[cold]
+    #[inline(never)]
+    fn call_sig_miss(
+        &self,
+        slot: usize,
+        table: Table,
+        opcode: Opcode,
+        token: u32,
+    ) -> Option<CallSig> {
+        let rid = (token & 0x00FF_FFFF) as usize;
+        let rows = self.image.tables().rows(table) as usize;
+        if rid == 0 || rid > rows {
+            return None;
+        }
+        let sig = self.lookup(opcode, token);
+        let mut cache = self.calls.borrow_mut();
+        let sigs = &mut cache.tables[slot];
+        if sigs.is_empty() {
+            sigs.resize(rows + 1, None);
+        }
+        sigs[rid] = Some(sig);
+        sig
+    }
+
     fn lookup(&self, opcode: Opcode, token: u32) -> Option<CallSig> {
         let s = if opcode == Opcode::Calli {
             match self.image.standalone_sig(Token(token)).ok()? {
@@ -311,7 +436,7 @@ impl<'i> ImageResolver<'i> {
                 StandAloneSig::Locals { .. } => return None,
             }
         } else {
-            self.image.method_sig(Token(token)).ok()?
+            self.method_sig_at(self.method_sig_index(Token(token))?)?
         };
         let fixed = s.sentinel_index.map_or(s.param_count, |i| i as u32);
         Some(CallSig {
@@ -333,13 +458,17 @@ impl Resolver for ImageResolver<'_> {
         self.locals
     }
 
+    #[inline(always)]
     fn call_sig(&self, opcode: Opcode, token: u32) -> Option<CallSig> {
-        // The table byte keeps `calli` StandAloneSig keys apart from method tokens.
-        *self
-            .calls
-            .borrow_mut()
-            .entry(token)
-            .or_insert_with(|| self.lookup(opcode, token))
+        let (slot, table) = cache_slot(opcode, token)?;
+        let rid = (token & 0x00FF_FFFF) as usize;
+        // The hit path stays small enough to inline into the dataflow loop.
+        if let Ok(cache) = self.calls.try_borrow()
+            && let Some(&Some(known)) = cache.tables[slot].get(rid)
+        {
+            return known;
+        }
+        self.call_sig_miss(slot, table, opcode, token)
     }
 
     fn token_exists(&self, token: u32) -> Option<bool> {
@@ -347,6 +476,8 @@ impl Resolver for ImageResolver<'_> {
     }
 
     fn string_exists(&self, token: u32) -> Option<bool> {
-        Some(self.image.user_string_ok(Token(token)))
+        // As `Image::user_string_ok`, with the heap located once.
+        let t = Token(token);
+        Some(t.table_byte() == USER_STRING_TABLE && self.user_strings.contains(t.rid()))
     }
 }

@@ -6,54 +6,65 @@
 //! already known, where the depths must agree. Each instruction is visited once.
 
 use super::eh::RegionKind;
-use super::{CallSig, Code, Ctx, NONE, Resolver, Verifier, flag, fx};
+use super::{CallSig, Code, Ctx, Ins, NONE, Resolver, Verifier, flag, fx};
 use crate::opcode::Opcode;
 
-pub(super) fn run(v: &mut Verifier, ctx: &Ctx, r: &dyn Resolver, eh_ok: bool) {
-    let n = v.ins.len();
-    v.depth.clear();
-    v.depth.resize(n, NONE);
-    v.work.clear();
-    seed(v, 0, 0);
-    if eh_ok {
-        for k in 0..v.nodes.len() {
-            let node = v.nodes[k];
-            let d = match node.kind {
-                RegionKind::Try => continue,
-                RegionKind::Finally | RegionKind::Fault => 0,
-                _ => 1,
-            };
-            // The exception object counts against MaxStack before any instruction runs.
-            if let Some(declared) = ctx.declared_max_stack
-                && d > declared as u32
-            {
-                let off = v.ins[node.first as usize].off;
-                v.report(
-                    Code::StackOverflow,
-                    off,
-                    format!("handler entry depth {d} exceeds the declared MaxStack {declared}"),
-                );
+pub(super) fn run<R: Resolver + ?Sized>(v: &mut Verifier, ctx: &Ctx, r: &R, eh_ok: bool) {
+    // The instruction and target buffers are only read here; moved out for the pass so that
+    // reporting through `v` does not force them to be reloaded.
+    let ins = std::mem::take(&mut v.ins);
+    let targets = std::mem::take(&mut v.targets);
+    let mut depth = std::mem::take(&mut v.depth);
+    if v.branches.is_empty() && v.nodes.is_empty() {
+        // Straight-line code: one path from the entry, each instruction reached once and only
+        // by falling through, so no depth table is needed.
+        walk::<R, false>(v, &ins, &targets, &mut depth, 0, 0, ctx, r);
+    } else {
+        depth.clear();
+        depth.resize(ins.len(), NONE);
+        v.work.clear();
+        merge(v, &ins, &mut depth, 0, 0);
+        if eh_ok {
+            for k in 0..v.nodes.len() {
+                let node = v.nodes[k];
+                let d = match node.kind {
+                    RegionKind::Try => continue,
+                    RegionKind::Finally | RegionKind::Fault => 0,
+                    _ => 1,
+                };
+                // The exception object counts against MaxStack before any instruction runs.
+                if let Some(declared) = ctx.declared_max_stack
+                    && d > declared as u32
+                {
+                    v.report(
+                        Code::StackOverflow,
+                        ins[node.first as usize].off,
+                        format!("handler entry depth {d} exceeds the declared MaxStack {declared}"),
+                    );
+                }
+                v.max = v.max.max(d);
+                merge(v, &ins, &mut depth, node.first as usize, d);
             }
-            seed(v, node.first as usize, d);
+        }
+        while let Some(start) = v.work.pop() {
+            let d = depth[start as usize];
+            walk::<R, true>(v, &ins, &targets, &mut depth, start as usize, d, ctx, r);
+            if v.stop() {
+                break;
+            }
+        }
+        if !v.stop() {
+            post_checks(v, &depth);
         }
     }
-    while let Some(start) = v.work.pop() {
-        walk(v, start as usize, ctx, r);
-        if v.stop() {
-            return;
-        }
-    }
-    post_checks(v);
-}
-
-fn seed(v: &mut Verifier, i: usize, d: u32) {
-    v.max = v.max.max(d);
-    merge(v, i, d);
+    v.ins = ins;
+    v.targets = targets;
+    v.depth = depth;
 }
 
 /// Records depth `d` arriving at instruction `t` by a branch or as a handler entry.
-fn merge(v: &mut Verifier, t: usize, d: u32) {
-    let known = v.depth[t];
+fn merge(v: &mut Verifier, ins: &[Ins], depth: &mut [u32], t: usize, d: u32) {
+    let known = depth[t];
     if known == NONE {
         v.work.push(t as u32);
         // III.1.7.5: a single forward scan assumes an empty stack after an unconditional
@@ -62,131 +73,212 @@ fn merge(v: &mut Verifier, t: usize, d: u32) {
         // scan's assumption (0) is kept, so the fault is reported once.
         if d != 0
             && t > 0
-            && v.ins[t - 1].fx.flow.ends_block()
-            && v.ins[t].flags & (flag::FORWARD_TARGET | flag::HANDLER_START) == 0
+            && ins[t - 1].fx.flow.ends_block()
+            && ins[t].flags & (flag::FORWARD_TARGET | flag::HANDLER_START) == 0
         {
             v.report(
                 Code::BackwardBranch,
-                v.ins[t].off,
+                ins[t].off,
                 format!(
                     "follows an unconditional transfer, is reached only by backward branches, \
                      and has stack depth {d} instead of 0"
                 ),
             );
-            v.depth[t] = 0;
+            depth[t] = 0;
         } else {
-            v.depth[t] = d;
+            depth[t] = d;
         }
     } else if known != d {
-        path_mismatch(v, t, known, d);
+        path_mismatch(v, ins[t].off, known, d);
     }
 }
 
-fn path_mismatch(v: &mut Verifier, t: usize, known: u32, d: u32) {
+#[cold]
+#[inline(never)]
+fn path_mismatch(v: &mut Verifier, off: u32, known: u32, d: u32) {
     v.report(
         Code::PathStackDepth,
-        v.ins[t].off,
+        off,
         format!("reached with stack depths {known} and {d}"),
     );
 }
 
-/// Follows the flow from block start `i` (whose depth is known).
-fn walk(v: &mut Verifier, mut i: usize, ctx: &Ctx, r: &dyn Resolver) {
-    let n = v.ins.len();
-    let mut d = v.depth[i];
-    loop {
-        let ins = v.ins[i];
-        let fx = ins.fx;
-        let (pops, pushes) = if fx.pops < fx::SIG && fx.pushes < fx::SIG {
-            (fx.pops as u32, fx.pushes as u32)
-        } else if fx.pops == fx::POP_ALL {
-            (d, 0)
-        } else if ins.op == Opcode::Ret {
-            check_ret(v, ins.off, d, ctx);
-            return;
-        } else {
-            match call_effect(v, i, r) {
-                Some(sig) => (sig.pops(ins.op), sig.pushes(ins.op)),
-                None => return,
-            }
-        };
-        match ins.op {
-            Opcode::Jmp if d != 0 => v.report(
-                Code::JmpStackNotEmpty,
-                ins.off,
-                format!("jmp with {d} items on the stack"),
-            ),
-            Opcode::Endfilter if d != 1 => {
-                v.report(
-                    Code::EndfilterStack,
-                    ins.off,
-                    format!("endfilter with {d} items on the stack; it takes exactly one"),
-                );
+/// Follows the flow from block start `i` with depth `d`. With `TRACK`, propagates to branch
+/// targets and records and compares depths where paths join ([`flag::JOIN`]), stopping at a
+/// known one; without it (code with no branches and no regions) it runs to the end of the path.
+#[allow(clippy::too_many_arguments)]
+fn walk<R: Resolver + ?Sized, const TRACK: bool>(
+    v: &mut Verifier,
+    ins: &[Ins],
+    targets: &[u32],
+    depth: &mut [u32],
+    mut i: usize,
+    mut d: u32,
+    ctx: &Ctx,
+    r: &R,
+) {
+    let limit = ctx.declared_max_stack.map_or(u32::MAX, u32::from);
+    // One compare per instruction: above this, the depth is a new maximum or over the limit.
+    let mut watch = v.max.min(limit);
+    let first_only = v.first_only;
+    while let Some(&x) = ins.get(i) {
+        let fx = x.fx;
+        if fx.kind & fx::PLAIN != 0 && x.flags & flag::TAIL == 0 {
+            // Most instructions: adjust the depth and fall through. Only the overflow check can
+            // report here, and it checks for first-only mode itself. (A `tail.` prefix on any
+            // instruction has a rule of its own, so those take the full step.)
+            let pops = fx.pops as u32;
+            if d < pops {
+                underflow(v, x, pops, d);
                 return;
             }
-            _ => {}
-        }
-        if d < pops {
-            v.report(
-                Code::StackUnderflow,
-                ins.off,
-                format!("{} pops {pops} items but the stack holds {d}", ins.op),
-            );
-            return;
-        }
-        if ins.flags & flag::TAIL != 0 && d != pops {
-            v.report(
-                Code::TailStackEmpty,
-                ins.off,
-                format!(
-                    "a tail. call leaves {} items besides its arguments on the stack",
-                    d - pops
-                ),
-            );
-        }
-        d = d - pops + pushes;
-        if d > v.max {
-            v.max = d;
-        }
-        if let Some(declared) = ctx.declared_max_stack
-            && d > declared as u32
-        {
-            v.report(
-                Code::StackOverflow,
-                ins.off,
-                format!("stack depth {d} exceeds the declared MaxStack {declared}"),
-            );
-        }
-        if fx.kind & fx::TARGETS != 0 {
-            let start = ins.arg as usize + 1;
-            let count = v.targets[ins.arg as usize] as usize;
-            for k in start..start + count {
-                let t = v.targets[k];
-                if t != NONE {
-                    merge(v, t as usize, d);
+            d = d - pops + fx.pushes as u32;
+            if d > watch {
+                if d > v.max {
+                    v.max = d;
                 }
+                if d > limit {
+                    overflow(v, x.off, d, limit);
+                    if first_only && v.stop() {
+                        return;
+                    }
+                }
+                watch = v.max.min(limit);
             }
-        }
-        if fx.flow.ends_block() || i + 1 == n || (v.first_only && v.stop()) {
+        } else if !step::<R, TRACK>(v, ins, x, targets, depth, &mut d, &mut watch, limit, ctx, r) {
             return;
         }
         i += 1;
-        let known = v.depth[i];
-        if known != NONE {
-            if known != d {
-                path_mismatch(v, i, known, d);
+        if TRACK
+            && let Some(next) = ins.get(i)
+            && next.flags & flag::JOIN != 0
+        {
+            let known = depth[i];
+            if known != NONE {
+                if known != d {
+                    path_mismatch(v, next.off, known, d);
+                }
+                return;
             }
-            return;
+            depth[i] = d;
         }
-        v.depth[i] = d;
     }
 }
 
-/// The signature of the call at instruction `i`, or `None` (the path is abandoned) when it is
-/// unknown. A bad token was already reported by the operand rules.
-fn call_effect(v: &mut Verifier, i: usize, r: &dyn Resolver) -> Option<CallSig> {
-    let ins = v.ins[i];
-    let sig = r.call_sig(ins.op, ins.arg);
+/// One instruction that is not [`fx::PLAIN`]: calls, returns, branches, prefixes and the
+/// like. Returns whether the path continues to the next instruction.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn step<R: Resolver + ?Sized, const TRACK: bool>(
+    v: &mut Verifier,
+    ins: &[Ins],
+    x: Ins,
+    targets: &[u32],
+    depth: &mut [u32],
+    d: &mut u32,
+    watch: &mut u32,
+    limit: u32,
+    ctx: &Ctx,
+    r: &R,
+) -> bool {
+    let fx = x.fx;
+    {
+        let (pops, pushes) = if fx.pops < fx::SIG && fx.pushes < fx::SIG {
+            (fx.pops as u32, fx.pushes as u32)
+        } else if fx.pops == fx::POP_ALL {
+            (*d, 0)
+        } else if x.op == Opcode::Ret {
+            check_ret(v, x.off, *d, ctx);
+            return false;
+        } else {
+            match call_effect(v, x, r) {
+                Some(sig) => (sig.pops(x.op), sig.pushes(x.op)),
+                None => return false,
+            }
+        };
+        if fx.kind & fx::SPECIAL != 0 {
+            match x.op {
+                Opcode::Jmp if *d != 0 => v.report(
+                    Code::JmpStackNotEmpty,
+                    x.off,
+                    format!("jmp with {} items on the stack", *d),
+                ),
+                Opcode::Endfilter if *d != 1 => {
+                    v.report(
+                        Code::EndfilterStack,
+                        x.off,
+                        format!(
+                            "endfilter with {} items on the stack; it takes exactly one",
+                            *d
+                        ),
+                    );
+                    return false;
+                }
+                _ => {}
+            }
+        }
+        if *d < pops {
+            underflow(v, x, pops, *d);
+            return false;
+        }
+        if x.flags & flag::TAIL != 0 && *d != pops {
+            v.report(
+                Code::TailStackEmpty,
+                x.off,
+                format!(
+                    "a tail. call leaves {} items besides its arguments on the stack",
+                    *d - pops
+                ),
+            );
+        }
+        *d = *d - pops + pushes;
+        if *d > *watch {
+            if *d > v.max {
+                v.max = *d;
+            }
+            if *d > limit {
+                overflow(v, x.off, *d, limit);
+            }
+            *watch = v.max.min(limit);
+        }
+        if TRACK && fx.kind & fx::TARGETS != 0 {
+            let start = x.arg as usize + 1;
+            let count = targets[x.arg as usize] as usize;
+            for &t in &targets[start..start + count] {
+                if t != NONE {
+                    merge(v, ins, depth, t as usize, *d);
+                }
+            }
+        }
+        !(fx.flow.ends_block() || (v.first_only && v.stop()))
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn underflow(v: &mut Verifier, x: Ins, pops: u32, d: u32) {
+    v.report(
+        Code::StackUnderflow,
+        x.off,
+        format!("{} pops {pops} items but the stack holds {d}", x.op),
+    );
+}
+
+#[cold]
+#[inline(never)]
+fn overflow(v: &mut Verifier, off: u32, d: u32, declared: u32) {
+    v.report(
+        Code::StackOverflow,
+        off,
+        format!("stack depth {d} exceeds the declared MaxStack {declared}"),
+    );
+}
+
+/// The signature of the call `x`, or `None` (the path is abandoned) when it is unknown. A bad
+/// token was already reported by the operand rules.
+#[inline]
+fn call_effect<R: Resolver + ?Sized>(v: &mut Verifier, x: Ins, r: &R) -> Option<CallSig> {
+    let sig = r.call_sig(x.op, x.arg);
     if sig.is_none() {
         v.incomplete = true;
     }
@@ -216,13 +308,13 @@ fn check_ret(v: &mut Verifier, off: u32, d: u32, ctx: &Ctx) {
 }
 
 /// A try must be entered with an empty stack.
-fn post_checks(v: &mut Verifier) {
+fn post_checks(v: &mut Verifier, depth: &[u32]) {
     for k in 0..v.nodes.len() {
         let node = v.nodes[k];
         if node.kind != RegionKind::Try {
             continue;
         }
-        let d = v.depth[node.first as usize];
+        let d = depth[node.first as usize];
         if d != NONE && d != 0 {
             v.report(
                 Code::TryNonEmptyStack,

@@ -1356,3 +1356,60 @@ fn arbitrary_bytes_never_panic() {
         let _ = v.max_stack(&code, &clauses, &r);
     }
 }
+
+/// The verifier's decode table must agree with the codec's: same opcode and length for every
+/// encoding, and an operand rule exactly where the opcode facts say there is one.
+#[test]
+fn decode_table_agrees_with_the_codec() {
+    use crate::opcode::DECODE;
+    for key in 0..512 {
+        let d = fx::DEC[key];
+        let e = if key < 256 {
+            DECODE.one[key]
+        } else {
+            DECODE.two[key - 256]
+        };
+        match e.opcode {
+            Some(op) => {
+                assert_eq!(d.ins.op, op, "key {key:#x}");
+                assert_eq!(d.len, e.len, "{op}");
+                assert_eq!(d.operand, e.operand, "{op}");
+                let operand_rule = d.ins.fx.kind & fx::OPERAND != 0;
+                assert_eq!(d.check != fx::check::NONE, operand_rule, "{op}");
+            }
+            _ => assert_eq!(d.len, 0, "key {key:#x} is undefined"),
+        }
+    }
+}
+
+/// A verifier reused across bodies (whose offset index is never cleared) reports exactly what
+/// a fresh one does.
+#[test]
+fn reused_verifier_matches_fresh_one() {
+    let mut seed = 0x2545_F491_4F6C_DD1Du64;
+    let mut rnd = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let r = SyntheticResolver::new()
+        .method(2, false)
+        .locals(2)
+        .call(0x0A00_0001, CallSig::static_method(1, false))
+        .closed();
+    let mut reused = Verifier::new();
+    for _ in 0..5_000 {
+        let len = (rnd() % 64) as usize;
+        let code: Vec<u8> = (0..len)
+            .map(|_| match rnd() % 3 {
+                0 => [0x2A, 0x2B, 0x38, 0x45, 0x16, 0x17, 0x58, 0xFE, 0x06, 0x02]
+                    [(rnd() % 10) as usize],
+                _ => rnd() as u8,
+            })
+            .collect();
+        let a = reused.verify_code(&code, &[], Some(8), &r).to_vec();
+        let b = verify_code(&code, &[], Some(8), &r);
+        assert_eq!(a, b, "{code:02x?}");
+    }
+}
