@@ -43,7 +43,7 @@ pub fn rewrite_text(r: &RewriteReport) -> String {
     }
     let _ = writeln!(
         s,
-        "IL: {} bytes in, {} out; rewrite {:.3} s, write {:.3} s: {:.1} MB/s of IL, single thread",
+        "IL: {} bytes in, {} out; rewrite {:.4} s, write {:.4} s: {:.1} MB/s of IL, single thread",
         thousands(r.il_bytes_in),
         thousands(r.il_bytes_out),
         r.rewrite_seconds,
