@@ -213,3 +213,47 @@ fn rewrite_writes_a_verified_assembly() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("unknown transform"), "{err}");
 }
+
+#[test]
+fn wrap_uses_an_unused_local_of_the_return_type() {
+    use ilcheck::corpus::{self, RewriteOptions, RewriteReport};
+    use ilcheck::image::Image;
+    use ilcheck::ir::{LayoutOptions, TransformOptions, transforms};
+    let bytes = std::fs::read(format!(
+        "{}/corpus/bin/codec_shapes.dll",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    let image = Image::parse(&bytes).unwrap();
+    let run = |pattern: &str| {
+        let opts = RewriteOptions {
+            transform_name: "wrap-finally".into(),
+            transform: transforms::wrap_finally,
+            transform_opts: TransformOptions::default(),
+            layout: LayoutOptions::default(),
+            methods: Some(pattern.into()),
+            max_listed: 10,
+        };
+        let mut report = RewriteReport::default();
+        let out = corpus::rewrite_image(&image, &opts, &mut report).unwrap();
+        (report, out)
+    };
+    let (spare, out) = run("*::SpareLocal_OfReturnType(*");
+    assert_eq!((spare.selected, spare.rewritten), (1, 1), "{spare:#?}");
+    // The wrapped body stores the value in local 1 and reloads it after the finally.
+    let patched = Image::parse(&out).unwrap();
+    let m = patched
+        .methods()
+        .find(|m| m.full_name().unwrap().contains("SpareLocal_OfReturnType"))
+        .unwrap();
+    let body = m.decoded_body().unwrap();
+    let ops: Vec<_> = body.instructions().map(|i| i.unwrap().opcode).collect();
+    assert!(
+        ops.contains(&ilcheck::opcode::Opcode::Stloc_1)
+            && ops.contains(&ilcheck::opcode::Opcode::Ldloc_1),
+        "{ops:?}"
+    );
+    assert_eq!(body.clauses().count(), 1);
+    let (none, _) = run("*::SpareLocal_None(*");
+    assert_eq!(none.skipped.get("NeedsNewLocal"), Some(&1), "{none:#?}");
+}
