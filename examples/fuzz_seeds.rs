@@ -41,7 +41,7 @@ fn main() -> std::io::Result<()> {
     }
     // The generator targets read any bytes as choices: a spread of lengths.
     for n in 0..32u32 {
-        let seed = xorshift_bytes(u64::from(n) + 1, n as usize * 61);
+        let seed = ilcheck::properties::seed_bytes(u64::from(n) + 1, n as usize * 61);
         std::fs::write(
             out.join("rewrite_generated").join(format!("seed-{n}")),
             &seed,
@@ -54,16 +54,4 @@ fn main() -> std::io::Result<()> {
         out.display()
     );
     Ok(())
-}
-
-/// A deterministic pseudo-random byte stream.
-fn xorshift_bytes(mut state: u64, len: usize) -> Vec<u8> {
-    (0..len)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 24) as u8
-        })
-        .collect()
 }

@@ -72,38 +72,7 @@ enum Command {
     /// Bodies that still fit stay in place; the others go to a new section (or the grown last
     /// section). Exit code 0 when every rewrite verified, 1 when the verifier rejected any (those
     /// methods keep their original bodies), 2 on usage or I/O errors.
-    Rewrite {
-        /// The assembly to rewrite.
-        input: PathBuf,
-        /// Where to write the patched assembly.
-        #[arg(short, long)]
-        output: PathBuf,
-        /// identity, nop-pad, widen, shorten, prologue, epilogue, prologue-epilogue,
-        /// wrap-finally, wrap-catch.
-        #[arg(long, short)]
-        transform: String,
-        /// Only methods whose full name matches this glob (`*`, `?`), e.g. `Ns.Type::*`.
-        #[arg(long)]
-        methods: Option<String>,
-        /// Branch forms in the output.
-        #[arg(long, value_enum, default_value = "keep")]
-        branches: Branches,
-        /// Prologue `call TOKEN` (a parameterless static void method) instead of `nop`.
-        #[arg(long, value_name = "TOKEN")]
-        prologue_call: Option<String>,
-        /// Epilogue `call TOKEN` instead of `nop`.
-        #[arg(long, value_name = "TOKEN")]
-        epilogue_call: Option<String>,
-        /// The exception type token for wrap-catch (default: System.Exception's TypeRef).
-        #[arg(long, value_name = "TOKEN")]
-        catch_type: Option<String>,
-        /// Print the JSON report (schema: docs/rewrite-json.md).
-        #[arg(long)]
-        json: bool,
-        /// How many methods not rewritten to list.
-        #[arg(long = "max", default_value_t = 50)]
-        max: usize,
-    },
+    Rewrite(RewriteArgs),
     /// Disassemble one method body given as hex or as a binary file.
     Disasm {
         /// Body bytes as hex, e.g. "2A" or "13 30 01 00 …".
@@ -145,29 +114,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             file,
             canonical,
         } => disasm(hex, file, canonical),
-        Command::Rewrite {
-            input,
-            output,
-            transform,
-            methods,
-            branches,
-            prologue_call,
-            epilogue_call,
-            catch_type,
-            json,
-            max,
-        } => rewrite(RewriteArgs {
-            input,
-            output,
-            transform,
-            methods,
-            branches,
-            prologue_call,
-            epilogue_call,
-            catch_type,
-            json,
-            max,
-        }),
+        Command::Rewrite(args) => rewrite(args),
         Command::Verify {
             paths,
             baseline,
@@ -383,16 +330,37 @@ fn verify(
     })
 }
 
+#[derive(clap::Args)]
 struct RewriteArgs {
+    /// The assembly to rewrite.
     input: PathBuf,
+    /// Where to write the patched assembly.
+    #[arg(short, long)]
     output: PathBuf,
+    /// identity, nop-pad, widen, shorten, prologue, epilogue, prologue-epilogue,
+    /// wrap-finally, wrap-catch.
+    #[arg(long, short)]
     transform: String,
+    /// Only methods whose full name matches this glob (`*`, `?`), e.g. `Ns.Type::*`.
+    #[arg(long)]
     methods: Option<String>,
+    /// Branch forms in the output.
+    #[arg(long, value_enum, default_value = "keep")]
     branches: Branches,
+    /// Prologue `call TOKEN` (a parameterless static void method) instead of `nop`.
+    #[arg(long, value_name = "TOKEN")]
     prologue_call: Option<String>,
+    /// Epilogue `call TOKEN` instead of `nop`.
+    #[arg(long, value_name = "TOKEN")]
     epilogue_call: Option<String>,
+    /// The exception type token for wrap-catch (default: System.Exception's TypeRef).
+    #[arg(long, value_name = "TOKEN")]
     catch_type: Option<String>,
+    /// Print the JSON report (schema: docs/rewrite-json.md).
+    #[arg(long)]
     json: bool,
+    /// How many methods not rewritten to list.
+    #[arg(long = "max", default_value_t = 50)]
     max: usize,
 }
 

@@ -198,3 +198,17 @@ pub fn relax(data: &[u8]) {
         }
     }
 }
+
+/// A deterministic pseudo-random byte stream (xorshift64): seeds for the generator targets,
+/// shared by the fuzz seed writer and the replay tests.
+pub fn seed_bytes(mut state: u64, len: usize) -> Vec<u8> {
+    state |= 1;
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 24) as u8
+        })
+        .collect()
+}

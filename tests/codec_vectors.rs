@@ -108,17 +108,18 @@ fn tiny_body_thirteen_bytes() {
     assert!(body.is_canonical());
 }
 
-#[test]
-fn nested_catch_inside_finally() {
-    let b = bytes(
-        "1B 30 02 00 31 00 00 00 01 00 00 11
+/// Fat header, 49 bytes of code, a catch nested in a try/finally (small EH section).
+const NESTED_CATCH_FINALLY: &str = "1B 30 02 00 31 00 00 00 01 00 00 11
          00 17 0A 19 0B 00 06 07 58 0A 00 DE 0C 0C 00 08 28 11 00 00 0A 00 00 DE 00 00 DE 0E 00
          72 01 00 00 70 28 10 00 00 0A 00 00 DC 00 06 0D 2B 00 09 2A
          00 00 00
          01 1C 00 00
          00 00 05 00 08 0D 00 0C 13 00 00 01
-         02 00 05 00 17 1C 00 0E 00 00 00 00",
-    );
+         02 00 05 00 17 1C 00 0E 00 00 00 00";
+
+#[test]
+fn nested_catch_inside_finally() {
+    let b = bytes(NESTED_CATCH_FINALLY);
     let body = lossless(&b);
     let Header::Fat(h) = &body.header else {
         panic!("fat expected")
@@ -189,15 +190,7 @@ finally
 
 #[test]
 fn truncations_are_typed_errors_with_offsets() {
-    let b = bytes(
-        "1B 30 02 00 31 00 00 00 01 00 00 11
-         00 17 0A 19 0B 00 06 07 58 0A 00 DE 0C 0C 00 08 28 11 00 00 0A 00 00 DE 00 00 DE 0E 00
-         72 01 00 00 70 28 10 00 00 0A 00 00 DC 00 06 0D 2B 00 09 2A
-         00 00 00
-         01 1C 00 00
-         00 00 05 00 08 0D 00 0C 13 00 00 01
-         02 00 05 00 17 1C 00 0E 00 00 00 00",
-    );
+    let b = bytes(NESTED_CATCH_FINALLY);
     for len in 0..b.len() {
         let err = Body::parse(&b[..len]).expect_err("every proper prefix is truncated");
         let expected_offset = match len {

@@ -44,7 +44,7 @@ fn generator_properties_hold_on_fixed_seeds() {
     // Seeds of several lengths and byte patterns: each is a valid generated body.
     let mut instructions = 0;
     for n in 0..64u32 {
-        let seed = xorshift_bytes(u64::from(n) + 1, n as usize * 37);
+        let seed = ilcheck::properties::seed_bytes(u64::from(n) + 1, n as usize * 37);
         properties::rewrite_generated(&seed);
         properties::relax(&seed);
         let g =
@@ -77,16 +77,4 @@ fn properties_hold_on_project_assemblies_and_their_bodies() {
         }
     }
     assert!(bodies > 400, "{bodies}");
-}
-
-/// A deterministic pseudo-random byte stream.
-fn xorshift_bytes(mut state: u64, len: usize) -> Vec<u8> {
-    (0..len)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state >> 24) as u8
-        })
-        .collect()
 }

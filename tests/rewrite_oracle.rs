@@ -59,6 +59,26 @@ fn mask_offsets(line: &str) -> String {
     out.join(" ").trim_end().to_string()
 }
 
+/// Every method, the given transform, `System.Exception` as wrap-catch's type when referenced.
+fn options(
+    image: &Image<'_>,
+    name: &str,
+    transform: ilcheck::ir::TransformFn,
+    max_listed: usize,
+) -> RewriteOptions {
+    RewriteOptions {
+        transform_name: name.to_string(),
+        transform,
+        transform_opts: TransformOptions {
+            catch_type: corpus::find_exception_type(image).unwrap_or(0),
+            ..TransformOptions::default()
+        },
+        layout: LayoutOptions::default(),
+        methods: None,
+        max_listed,
+    }
+}
+
 fn run_mono(exe: &Path) -> (bool, String) {
     let out = Command::new("mono").arg(exe).output().expect("mono runs");
     (
@@ -107,18 +127,7 @@ fn every_transform_keeps_every_program_running_identically() {
         let image_bytes = std::fs::read(program).unwrap();
         let image = Image::parse(&image_bytes).unwrap();
         for &(name, transform) in TRANSFORMS {
-            let topts = TransformOptions {
-                catch_type: corpus::find_exception_type(&image).unwrap_or(0),
-                ..TransformOptions::default()
-            };
-            let opts = RewriteOptions {
-                transform_name: name.to_string(),
-                transform,
-                transform_opts: topts,
-                layout: LayoutOptions::default(),
-                methods: None,
-                max_listed: 20,
-            };
+            let opts = options(&image, name, transform, 20);
             let mut report = RewriteReport::default();
             let bytes = corpus::rewrite_image(&image, &opts, &mut report).unwrap();
             let what = format!("{} with {name}", program.display());
@@ -174,18 +183,7 @@ fn mono_corpus_every_transform_verifies() {
         let mut totals = RewriteReport::default();
         for file in &files {
             let image = Image::open(file).unwrap();
-            let topts = TransformOptions {
-                catch_type: corpus::find_exception_type(&image).unwrap_or(0),
-                ..TransformOptions::default()
-            };
-            let opts = RewriteOptions {
-                transform_name: name.to_string(),
-                transform,
-                transform_opts: topts,
-                layout: LayoutOptions::default(),
-                methods: None,
-                max_listed: 5,
-            };
+            let opts = options(&image, name, transform, 5);
             let mut report = RewriteReport::default();
             let bytes = corpus::rewrite_image(&image, &opts, &mut report).unwrap();
             assert!(
