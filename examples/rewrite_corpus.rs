@@ -23,7 +23,10 @@ fn cpu_secs() -> f64 {
 fn main() {
     let mut args = std::env::args().skip(1);
     let dir = PathBuf::from(args.next().unwrap_or_else(|| "/usr/lib/mono/4.5".into()));
-    let files: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(usize::MAX);
+    let files: usize = args
+        .next()
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(usize::MAX);
     let rounds: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(1);
     let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
         .expect("corpus directory")
