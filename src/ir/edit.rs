@@ -144,8 +144,10 @@ thread_local! {
     static SCRATCH: std::cell::Cell<Scratch> = std::cell::Cell::new(Scratch::default());
 }
 
-impl Drop for Editor<'_> {
-    fn drop(&mut self) {
+impl Editor<'_> {
+    /// Hands the buffers back for the next editor on this thread (an editor that is dropped
+    /// instead, or fails, just frees them).
+    fn recycle(&mut self) {
         let mut s = std::mem::take(&mut self.scratch);
         s.ops = std::mem::take(&mut self.ops);
         s.code = std::mem::take(&mut self.code);
@@ -537,6 +539,7 @@ impl Editor<'_> {
         self.scratch.gaps = gaps;
         self.scratch.instrs = old_instrs;
         self.scratch.labels = old_labels;
+        self.recycle();
         Ok(EditSummary { inserted, removed })
     }
 }
