@@ -224,6 +224,23 @@ impl BodyParts<'_> {
     /// every clause fits, followed by any raw sections. Instructions keep their forms (long
     /// branches are not shortened) and MaxStack is kept as given.
     pub fn encode_canonical(&self, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+        self.encode_canonical_with(out, write_code)
+    }
+
+    /// [`Self::encode_canonical`] for code that is already a sequence of encoded instructions
+    /// (as a layout writes it): the code is copied, not decoded and encoded again.
+    pub(crate) fn encode_canonical_encoded(&self, out: &mut Vec<u8>) -> Result<(), EncodeError> {
+        self.encode_canonical_with(out, |code, out| {
+            out.extend_from_slice(code);
+            Ok(())
+        })
+    }
+
+    fn encode_canonical_with(
+        &self,
+        out: &mut Vec<u8>,
+        write_code: impl Fn(&[u8], &mut Vec<u8>) -> Result<(), EncodeError>,
+    ) -> Result<(), EncodeError> {
         let start = out.len();
         if self.tiny_eligible() {
             out.push(((self.code.len() as u8) << 2) | FORMAT_TINY);

@@ -7,7 +7,7 @@ use crate::ir::{
     Instr, LayoutError, LayoutOptions, RewriteError, Rewriter, TransformFn, TransformOptions,
 };
 use crate::opcode::Opcode;
-use crate::verify::{ImageResolver, Verifier};
+use crate::verify::{ImageResolver, Resolver, Verifier};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -244,6 +244,9 @@ pub fn rewrite_image(
     let mut resolver = ImageResolver::new(image);
     let mut writer = ImageWriter::new(image);
     let mut out = Vec::new();
+    let mut topts = opts.transform_opts.clone();
+    // Only the wrap transforms can use a spare local for the return value.
+    let wraps = opts.transform_name.starts_with("wrap");
     let list = |report: &mut RewriteReport, method: &crate::image::Method<'_>, reason: String| {
         if report.listed.len() < opts.max_listed {
             report.listed.push(NotRewritten {
@@ -273,13 +276,13 @@ pub fn rewrite_image(
             }
         };
         report.il_bytes_in += body.code.len() as u64;
+        // The writer needs the original extent; it was just found.
+        writer.original_len(method.rid(), body.len());
         resolver.set_method(&method, &body);
-        let mut topts = opts.transform_opts.clone();
-        topts.returns_void = method.signature().ok().map(|s| s.returns_void);
-        if opts.transform_name.starts_with("wrap")
-            && topts.returns_void == Some(false)
-            && topts.return_local.is_none()
-        {
+        // From the resolver's per-blob cache: the same blob as `method.signature()`.
+        topts.returns_void = resolver.method().map(|s| s.returns_void);
+        topts.return_local = opts.transform_opts.return_local;
+        if wraps && topts.returns_void == Some(false) && topts.return_local.is_none() {
             topts.return_local = spare_return_local(image, &method, &body);
         }
         out.clear();
@@ -291,10 +294,14 @@ pub fn rewrite_image(
             &resolver,
             &mut out,
         ) {
-            Ok((outcome, _)) => {
-                let original = method.body().unwrap_or_default();
+            Ok((outcome, info)) => {
+                let original = method
+                    .body_bytes()
+                    .ok()
+                    .and_then(|b| b.get(..body.len()))
+                    .unwrap_or_default();
                 if out.as_slice() != original
-                    && let Err(e) = writer.replace_body(method.rid(), out.clone())
+                    && let Err(e) = writer.replace_body(method.rid(), &out)
                 {
                     bump(&mut report.rejected, "WriteError");
                     list(report, &method, e.to_string());
@@ -304,8 +311,7 @@ pub fn rewrite_image(
                     crate::ir::Outcome::Changed => report.rewritten += 1,
                     crate::ir::Outcome::Unchanged => report.unchanged += 1,
                 }
-                report.il_bytes_out +=
-                    crate::body::Body::parse(&out).map_or(0, |b| b.code.len() as u64);
+                report.il_bytes_out += u64::from(info.code_size);
             }
             Err(RewriteError::Skipped(reason)) => bump(&mut report.skipped, reason.name()),
             Err(err) => {

@@ -29,7 +29,8 @@
 //! the last thing in the file and it signs the section table): it is dropped, and the summary
 //! says so; in-place edits keep it (invalid, reported).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
+use std::ops::Range;
 
 use thiserror::Error;
 
@@ -203,17 +204,62 @@ pub struct PatchedImage {
 /// ```
 pub struct ImageWriter<'i, 'a> {
     image: &'i Image<'a>,
-    bodies: BTreeMap<u32, Vec<u8>>,
+    /// New bodies, back to back (a body replaced again leaves its old bytes unused).
+    arena: Vec<u8>,
+    /// Per rid (index 0 unused): the range of its new body in `arena`, when replaced.
+    bodies: Vec<Option<Range<usize>>>,
+    replaced: usize,
+    /// Per rid: the original body's length when the caller decoded it ([`Self::original_len`]).
+    original_lens: Vec<u32>,
     target: RelocationTarget,
+}
+
+/// The new bodies by rid: `None` when a MethodDef keeps its body.
+struct Replacements<'w> {
+    arena: &'w [u8],
+    bodies: &'w [Option<Range<usize>>],
+}
+
+impl<'w> Replacements<'w> {
+    fn get(&self, rid: u32) -> Option<&'w [u8]> {
+        let r = self.bodies.get(rid as usize)?.clone()?;
+        self.arena.get(r)
+    }
+
+    /// Every replaced rid with its bytes, ascending.
+    fn iter(&self) -> impl Iterator<Item = (u32, &'w [u8])> + '_ {
+        (0..self.bodies.len() as u32).filter_map(|rid| Some((rid, self.get(rid)?)))
+    }
 }
 
 impl<'i, 'a> ImageWriter<'i, 'a> {
     pub fn new(image: &'i Image<'a>) -> Self {
         ImageWriter {
             image,
-            bodies: BTreeMap::new(),
+            arena: Vec::new(),
+            bodies: Vec::new(),
+            replaced: 0,
+            original_lens: Vec::new(),
             target: RelocationTarget::default(),
         }
+    }
+
+    /// Records that MethodDef `rid`'s original body is `len` bytes long — `Body::parse(..).len()`
+    /// of the bytes at its RVA, as a caller that decoded it knows — so that [`Self::finish`]
+    /// need not parse it again. Bodies not recorded are parsed.
+    pub fn original_len(&mut self, rid: u32, len: usize) {
+        let rows = self.image.method_count() as usize;
+        let Ok(len) = u32::try_from(len) else {
+            return;
+        };
+        if rid == 0 || rid as usize > rows {
+            return;
+        }
+        if self.original_lens.len() <= rows {
+            self.original_lens.resize(rows + 1, 0);
+        }
+        // 0 means "unknown"; no body is empty.
+        self.original_lens[rid as usize] = len;
     }
 
     /// Chooses where bodies that do not fit in place go ([`RelocationTarget::Auto`] unless set).
@@ -225,7 +271,7 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
     /// Gives MethodDef `rid` the body `bytes` (header, code and sections, exactly one body).
     /// A later call for the same rid replaces an earlier one. Only the structure is checked
     /// (header, code size, section sizes): the code itself is the verifier's business.
-    pub fn replace_body(&mut self, rid: u32, bytes: impl Into<Vec<u8>>) -> Result<(), WriteError> {
+    pub fn replace_body(&mut self, rid: u32, bytes: impl AsRef<[u8]>) -> Result<(), WriteError> {
         let rows = self.image.method_count();
         if rid == 0 || rid > rows {
             return Err(WriteError::NoSuchMethod { rid, rows });
@@ -234,8 +280,8 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
         if self.image.method(rid)?.rva() == 0 {
             return Err(WriteError::NoBody { token });
         }
-        let bytes = bytes.into();
-        let body_len = Body::parse(&bytes)
+        let bytes = bytes.as_ref();
+        let body_len = Body::parse(bytes)
             .map_err(|source| WriteError::BadBody { token, source })?
             .len();
         if body_len != bytes.len() {
@@ -245,13 +291,30 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
                 given: bytes.len(),
             });
         }
-        self.bodies.insert(rid, bytes);
+        if self.bodies.len() <= rid as usize {
+            self.bodies.resize(rows as usize + 1, None);
+        }
+        let start = self.arena.len();
+        self.arena.extend_from_slice(bytes);
+        if self.bodies[rid as usize]
+            .replace(start..self.arena.len())
+            .is_none()
+        {
+            self.replaced += 1;
+        }
         Ok(())
     }
 
     /// Number of MethodDefs given a new body so far.
     pub fn replaced(&self) -> usize {
-        self.bodies.len()
+        self.replaced
+    }
+
+    fn replacements(&self) -> Replacements<'_> {
+        Replacements {
+            arena: &self.arena,
+            bodies: &self.bodies,
+        }
     }
 
     /// Writes the patched assembly. The writer can be finished again (after more
@@ -265,16 +328,21 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
             ..WriteSummary::default()
         };
 
-        let originals = Originals::collect(self.image, &headers, input);
-        let mut placements = Vec::with_capacity(self.bodies.len());
+        let originals = Originals::collect(self.image, &headers, input, &self.original_lens);
+        let replacements = self.replacements();
+        let mut placements = Vec::with_capacity(self.replaced);
         // Bodies for the new section, in rid order; sharers given the same bytes share a copy.
-        let mut section = Vec::new();
+        let mut section = Vec::with_capacity(self.arena.len() + 4 * self.replaced);
         let mut relocated_at: HashMap<(u32, &[u8]), u32> = HashMap::new();
         let mut pending_rva_updates = Vec::new();
 
-        for (&rid, bytes) in &self.bodies {
-            let rva = self.image.method(rid)?.rva();
-            match originals.fits_in_place(rva, bytes, &self.bodies) {
+        for (rid, bytes) in replacements.iter() {
+            let rva = match originals.rva_of.get(rid as usize) {
+                Some(&rva) if rva != 0 => rva,
+                _ => self.image.method(rid)?.rva(),
+            };
+            let use_ = originals.get(rva);
+            match Originals::fits_in_place(use_, rva, bytes, &replacements, &originals) {
                 Ok((at, extent)) => {
                     // The reader found the whole original extent inside the file.
                     out[at..at + bytes.len()].copy_from_slice(bytes);
@@ -284,8 +352,13 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
                 }
                 Err(reason) => {
                     reason.count(&mut summary.relocation_reasons);
-                    let offset = match relocated_at.get(&(rva, bytes.as_slice())) {
-                        Some(&o) => o,
+                    // Only a shared RVA can be relocated twice with the same bytes.
+                    let shared = use_.is_some_and(|u| u.sharers.len() > 1);
+                    let known = shared
+                        .then(|| relocated_at.get(&(rva, bytes)).copied())
+                        .flatten();
+                    let offset = match known {
+                        Some(o) => o,
                         None => {
                             if bytes.first().is_some_and(|&h| h & 0x3 == 0x3) {
                                 section.resize(section.len().next_multiple_of(4), 0);
@@ -295,7 +368,9 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
                                     what: "new section size",
                                 })?;
                             section.extend_from_slice(bytes);
-                            relocated_at.insert((rva, bytes.as_slice()), o);
+                            if shared {
+                                relocated_at.insert((rva, bytes), o);
+                            }
                             o
                         }
                     };
@@ -373,54 +448,81 @@ impl Relocate {
     }
 }
 
-/// The MethodDef rids using one body RVA, and the body's file offset and extent when known
+/// One body RVA: the MethodDefs using it, and the body's file offset and extent when known
 /// and safe to overwrite.
-type RvaUse = (Vec<u32>, Option<(usize, usize)>);
+struct RvaUse {
+    rva: u32,
+    sharers: Range<usize>,
+    extent: Option<(usize, usize)>,
+}
 
 /// The original bodies: who uses each RVA, and which extents can be overwritten safely.
 struct Originals {
-    by_rva: HashMap<u32, RvaUse>,
+    /// (RVA, rid) of every MethodDef with a body, by RVA then rid.
+    rids: Vec<(u32, u32)>,
+    /// Per rid: its RVA.
+    rva_of: Vec<u32>,
+    /// One entry per distinct RVA, ascending.
+    uses: Vec<RvaUse>,
 }
 
 impl Originals {
-    fn collect(image: &Image<'_>, headers: &Headers, file: &[u8]) -> Originals {
-        let mut by_rva: HashMap<u32, RvaUse> = HashMap::new();
+    fn collect(image: &Image<'_>, headers: &Headers, file: &[u8], lens: &[u32]) -> Originals {
+        let mut rva_of = vec![0; image.method_count() as usize + 1];
+        // As one integer, RVA then rid: cheaper to sort than pairs.
+        let mut keys: Vec<u64> = Vec::with_capacity(rva_of.len());
         for m in image.methods() {
-            if m.rva() == 0 {
+            if m.rva() != 0 {
+                rva_of[m.rid() as usize] = m.rva();
+                keys.push(u64::from(m.rva()) << 32 | u64::from(m.rid()));
+            }
+        }
+        keys.sort_unstable();
+        let rids: Vec<(u32, u32)> = keys.iter().map(|&k| ((k >> 32) as u32, k as u32)).collect();
+        let mut uses: Vec<RvaUse> = Vec::new();
+        for (i, &(rva, rid)) in rids.iter().enumerate() {
+            if let Some(u) = uses.last_mut()
+                && u.rva == rva
+            {
+                u.sharers.end = i + 1;
                 continue;
             }
-            let entry = by_rva.entry(m.rva()).or_insert_with(|| {
-                let extent = m
-                    .body()
-                    .ok()
-                    .zip(m.body_offset())
-                    .map(|(b, at)| (at, b.len()));
-                (Vec::new(), extent)
+            let extent = match image.method(rid) {
+                Ok(m) => match lens.get(rid as usize) {
+                    Some(&len) if len != 0 => m.body_offset().map(|at| (at, len as usize)),
+                    _ => m
+                        .body()
+                        .ok()
+                        .zip(m.body_offset())
+                        .map(|(b, at)| (at, b.len())),
+                },
+                Err(_) => None,
+            };
+            uses.push(RvaUse {
+                rva,
+                sharers: i..i + 1,
+                extent,
             });
-            entry.0.push(m.rid());
         }
         // Extents that overlap another body (or hold another MethodDef's RVA) or the CLI data
-        // are not safe to overwrite.
-        let mut spans: Vec<(u64, u64, u32)> = by_rva
-            .iter()
-            .map(|(&rva, &(_, ext))| {
-                // An RVA whose body does not decode still must not be written through.
-                let len = ext.map_or(0, |(_, e)| e as u64);
-                (u64::from(rva), u64::from(rva) + len, rva)
-            })
-            .collect();
-        spans.sort_unstable();
-        let mut unsafe_rvas = Vec::new();
-        let mut reach: Option<(u64, u32)> = None;
-        for &(start, end, rva) in &spans {
-            if let Some((prev_end, prev_rva)) = reach
+        // are not safe to overwrite. `uses` is in RVA order.
+        let span = |u: &RvaUse| {
+            // An RVA whose body does not decode still must not be written through.
+            let len = u.extent.map_or(0, |(_, e)| e as u64);
+            (u64::from(u.rva), u64::from(u.rva) + len)
+        };
+        let mut unsafe_uses = Vec::new();
+        let mut reach: Option<(u64, usize)> = None;
+        for (i, u) in uses.iter().enumerate() {
+            let (start, end) = span(u);
+            if let Some((prev_end, prev)) = reach
                 && start < prev_end
             {
-                unsafe_rvas.push(rva);
-                unsafe_rvas.push(prev_rva);
+                unsafe_uses.push(i);
+                unsafe_uses.push(prev);
             }
             if reach.is_none_or(|(e, _)| end > e) {
-                reach = Some((end, rva));
+                reach = Some((end, i));
             }
         }
         let cli = image.cli_header();
@@ -432,37 +534,42 @@ impl Originals {
         if let Some(d) = headers.directory(file, CLI_HEADER_DIRECTORY) {
             protected.push(d);
         }
-        for &(start, end, rva) in &spans {
+        for (i, u) in uses.iter().enumerate() {
+            let (start, end) = span(u);
             let hits = protected.iter().any(|d| {
                 let (ds, de) = (u64::from(d.rva), u64::from(d.rva) + u64::from(d.size));
                 d.size != 0 && start < de && ds < end
             });
             if hits {
-                unsafe_rvas.push(rva);
+                unsafe_uses.push(i);
             }
         }
-        for rva in unsafe_rvas {
-            if let Some(e) = by_rva.get_mut(&rva) {
-                e.1 = None;
-            }
+        for i in unsafe_uses {
+            uses[i].extent = None;
         }
-        Originals { by_rva }
+        Originals { rids, rva_of, uses }
+    }
+
+    fn get(&self, rva: u32) -> Option<&RvaUse> {
+        let i = self.uses.binary_search_by_key(&rva, |u| u.rva).ok()?;
+        self.uses.get(i)
     }
 
     /// The original body's file offset and extent when `bytes` can be written over it, else
     /// why not.
     fn fits_in_place(
-        &self,
+        use_: Option<&RvaUse>,
         rva: u32,
         bytes: &[u8],
-        replacements: &BTreeMap<u32, Vec<u8>>,
+        replacements: &Replacements<'_>,
+        originals: &Originals,
     ) -> Result<(usize, usize), Relocate> {
-        let (sharers, extent) = self.by_rva.get(&rva).ok_or(Relocate::UnsafeExtent)?;
-        let (at, extent) = extent.ok_or(Relocate::UnsafeExtent)?;
-        if sharers.len() > 1
-            && !sharers
+        let u = use_.ok_or(Relocate::UnsafeExtent)?;
+        let (at, extent) = u.extent.ok_or(Relocate::UnsafeExtent)?;
+        if u.sharers.len() > 1
+            && !originals.rids[u.sharers.clone()]
                 .iter()
-                .all(|r| replacements.get(r).is_some_and(|b| b.as_slice() == bytes))
+                .all(|&(_, r)| replacements.get(r) == Some(bytes))
         {
             return Err(Relocate::Shared);
         }

@@ -120,6 +120,46 @@ pub struct Editor<'m> {
     code: Vec<Instr>,
     binds: Vec<(Label, BlockId)>,
     new_clauses: Vec<EhClause>,
+    scratch: Scratch,
+}
+
+/// Buffers an edit needs, kept per thread between editors: a rewriter edits every method of
+/// an assembly, and allocating these for each one costs more than the edit.
+#[derive(Debug, Default)]
+struct Scratch {
+    ops: Vec<Op>,
+    code: Vec<Instr>,
+    binds: Vec<(Label, BlockId)>,
+    new_clauses: Vec<EhClause>,
+    order: Vec<u32>,
+    roles: Vec<u8>,
+    gaps: Vec<Gap>,
+    /// Becomes the method's instruction list; receives the old one.
+    instrs: Vec<Instr>,
+    /// Becomes the method's label table; receives the old one.
+    labels: Vec<u32>,
+}
+
+thread_local! {
+    static SCRATCH: std::cell::Cell<Scratch> = std::cell::Cell::new(Scratch::default());
+}
+
+impl Editor<'_> {
+    /// Hands the buffers back for the next editor on this thread (an editor that is dropped
+    /// instead, or fails, just frees them).
+    fn recycle(&mut self) {
+        let mut s = std::mem::take(&mut self.scratch);
+        s.ops = std::mem::take(&mut self.ops);
+        s.code = std::mem::take(&mut self.code);
+        s.binds = std::mem::take(&mut self.binds);
+        s.new_clauses = std::mem::take(&mut self.new_clauses);
+        s.ops.clear();
+        s.code.clear();
+        s.binds.clear();
+        s.new_clauses.clear();
+        // Ignored during thread teardown: the buffers are just freed.
+        let _ = SCRATCH.try_with(|c| c.set(s));
+    }
 }
 
 const TARGET: u8 = 1;
@@ -138,12 +178,15 @@ fn role_names(roles: u8) -> &'static str {
 impl Method {
     /// Starts a batch of edits.
     pub fn edit(&mut self) -> Editor<'_> {
+        // A nested editor on the same thread finds the pool empty and allocates its own.
+        let mut scratch = SCRATCH.try_with(|c| c.take()).unwrap_or_default();
         Editor {
             m: self,
-            ops: Vec::new(),
-            code: Vec::new(),
-            binds: Vec::new(),
-            new_clauses: Vec::new(),
+            ops: std::mem::take(&mut scratch.ops),
+            code: std::mem::take(&mut scratch.code),
+            binds: std::mem::take(&mut scratch.binds),
+            new_clauses: std::mem::take(&mut scratch.new_clauses),
+            scratch,
         }
     }
 
@@ -300,7 +343,9 @@ impl Editor<'_> {
     pub fn commit(mut self) -> Result<EditSummary, EditError> {
         let n = self.m.instrs.len();
         // Stable: edits at one gap keep the order they were recorded in.
-        let mut order: Vec<u32> = (0..self.ops.len() as u32).collect();
+        let mut order = std::mem::take(&mut self.scratch.order);
+        order.clear();
+        order.extend(0..self.ops.len() as u32);
         order.sort_by_key(|&i| {
             let op = &self.ops[i as usize];
             (op.gap, op.kind.rank())
@@ -321,10 +366,9 @@ impl Editor<'_> {
                 }
                 _ => continue,
             };
-            return Err(EditError::ConflictingEdits {
-                index: a.gap as usize,
-                reason,
-            });
+            let index = a.gap as usize;
+            self.scratch.order = order;
+            return Err(EditError::ConflictingEdits { index, reason });
         }
         for (k, &(label, _)) in self.binds.iter().enumerate() {
             let again = self.binds[k + 1..].iter().any(|(l, _)| *l == label);
@@ -334,7 +378,9 @@ impl Editor<'_> {
         }
 
         // Label roles, from every use in the method and in the new code.
-        let mut roles = vec![0u8; self.m.labels.len()];
+        let mut roles = std::mem::take(&mut self.scratch.roles);
+        roles.clear();
+        roles.resize(self.m.labels.len(), 0);
         let mut mark = |l: Label, r: u8| {
             if let Some(slot) = roles.get_mut(l.index()) {
                 *slot |= r;
@@ -360,8 +406,11 @@ impl Editor<'_> {
 
         // Only gaps with edits are recorded; labels elsewhere shift with the code around them.
         let inserted = self.code.len();
-        let mut gaps: Vec<Gap> = Vec::new();
-        let mut out: Vec<Instr> = Vec::with_capacity(n + inserted);
+        let mut gaps = std::mem::take(&mut self.scratch.gaps);
+        gaps.clear();
+        let mut out = std::mem::take(&mut self.scratch.instrs);
+        out.clear();
+        out.reserve(n + inserted);
         let mut copied = 0usize; // old instructions before this index are in `out` (or dropped)
         let mut k = 0usize;
         let mut removed = 0usize;
@@ -417,7 +466,9 @@ impl Editor<'_> {
         out.extend_from_slice(&self.m.instrs[copied..]);
 
         // Move every bound label.
-        let mut new_labels = self.m.labels.clone();
+        let mut new_labels = std::mem::take(&mut self.scratch.labels);
+        new_labels.clear();
+        new_labels.extend_from_slice(&self.m.labels);
         for (l, slot) in new_labels.iter_mut().enumerate() {
             let p = *slot;
             if p == UNBOUND || p as usize > n {
@@ -483,6 +534,12 @@ impl Editor<'_> {
                 return Err(e);
             }
         }
+        self.scratch.order = order;
+        self.scratch.roles = roles;
+        self.scratch.gaps = gaps;
+        self.scratch.instrs = old_instrs;
+        self.scratch.labels = old_labels;
+        self.recycle();
         Ok(EditSummary { inserted, removed })
     }
 }

@@ -549,30 +549,10 @@ impl Layout {
     }
 }
 
-/// The canonical encoding of `parts` (as [`BodyParts::encode_canonical`]). Bodies without
-/// sections — most of them — have their header written here and their code copied as laid out;
-/// the codec's encoder, which re-decodes the code, handles those with sections.
+/// The canonical encoding of `parts` (as [`BodyParts::encode_canonical`]), with the laid-out
+/// code copied as written: every instruction in it was just encoded.
 fn write_canonical(parts: &BodyParts<'_>, out: &mut Vec<u8>) -> Result<(), EncodeError> {
-    if !parts.clauses.is_empty() || !parts.raw_sections.is_empty() {
-        return parts.encode_canonical(out);
-    }
-    if parts.tiny_eligible() {
-        out.push(((parts.code.len() as u8) << 2) | crate::body::FORMAT_TINY);
-    } else {
-        let code_size = u32::try_from(parts.code.len())
-            .map_err(|_| EncodeError::CodeTooLarge(parts.code.len()))?;
-        let mut flags = crate::body::FORMAT_FAT;
-        if parts.init_locals {
-            flags |= crate::body::FLAG_INIT_LOCALS;
-        }
-        let word = flags | (3 << 12);
-        out.extend_from_slice(&word.to_le_bytes());
-        out.extend_from_slice(&parts.max_stack.to_le_bytes());
-        out.extend_from_slice(&code_size.to_le_bytes());
-        out.extend_from_slice(&parts.local_sig.to_le_bytes());
-    }
-    out.extend_from_slice(parts.code);
-    Ok(())
+    parts.encode_canonical_encoded(out)
 }
 
 fn out_of_range(offsets: &[u32], i: usize, opcode: Opcode, displacement: i64) -> LayoutError {
