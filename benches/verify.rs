@@ -49,7 +49,11 @@ fn verify_corpus(prepared: &mut [Prepared<'_>], verifier: &mut Verifier) -> usiz
 
 fn verify(c: &mut Criterion) {
     let mut verifier = Verifier::new();
-    for set in support::generated() {
+    let sets = support::generated();
+    let corpus = support::corpus("verify");
+    // One group, one row per input: each sets its own throughput.
+    let mut g = c.benchmark_group("verify");
+    for set in &sets {
         let bodies = set.parsed();
         let findings: usize = set
             .bodies
@@ -58,9 +62,8 @@ fn verify(c: &mut Criterion) {
             .map(|(g, b)| verifier.verify(b, &g.g.resolver).len())
             .sum();
         assert_eq!(findings, 0, "generated bodies verify clean");
-        let mut g = c.benchmark_group(format!("verify/generated-{}", set.name));
         g.throughput(set.throughput());
-        g.bench_function("verify", |b| {
+        g.bench_function(format!("generated-{}", set.name), |b| {
             b.iter(|| {
                 set.bodies
                     .iter()
@@ -69,22 +72,20 @@ fn verify(c: &mut Criterion) {
                     .sum::<usize>()
             })
         });
-        g.finish();
     }
-    if let Some(corpus) = support::corpus("verify") {
-        let mut prepared = prepare(&corpus);
+    if let Some(corpus) = &corpus {
+        let mut prepared = prepare(corpus);
         let findings = verify_corpus(&mut prepared, &mut verifier);
         eprintln!(
             "{}: {} bodies verified, {findings} findings",
             corpus.name, corpus.bodies
         );
-        let mut g = c.benchmark_group(format!("verify/{}", corpus.name));
         g.throughput(corpus.throughput());
-        g.bench_function("verify", |b| {
+        g.bench_function(corpus.name.as_str(), |b| {
             b.iter(|| verify_corpus(&mut prepared, &mut verifier))
         });
-        g.finish();
     }
+    g.finish();
 }
 
 criterion_group! {

@@ -81,14 +81,15 @@ fn classes() -> Vec<(&'static str, Config, usize, usize)> {
         (
             "large",
             Config {
-                min_statements: 60,
-                max_statements: 120,
+                min_statements: 500,
+                max_statements: 1000,
                 max_nesting: 5,
                 max_locals: 12,
+                tiny_percent: 0,
                 ..Config::default()
             },
-            1 << 16,
-            40,
+            1 << 18,
+            32,
         ),
     ]
 }
@@ -99,7 +100,8 @@ pub fn generated() -> Vec<GenSet> {
         .into_iter()
         .enumerate()
         .map(|(k, (name, config, stream, count))| {
-            let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ (k as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03));
+            let mut rng =
+                Rng(0x9E37_79B9_7F4A_7C15 ^ (k as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03));
             let bodies: Vec<Gen> = (0..count)
                 .map(|_| {
                     let g = generate_from_bytes(&rng.bytes(stream), &config);
