@@ -286,12 +286,28 @@ type GeneratedWork<'a> = Vec<(
     TransformOptions,
 )>;
 
+/// Why bodies were not rewritten, by skip reason or rejecting stage.
+type Tally = std::collections::BTreeMap<&'static str, u64>;
+
+fn count(tally: Option<&mut Tally>, e: &ilcheck::ir::RewriteError) {
+    use ilcheck::ir::RewriteError;
+    if let Some(t) = tally {
+        let key = match e {
+            RewriteError::Skipped(reason) => reason.name(),
+            RewriteError::Lift(_) => "lift error",
+            RewriteError::Layout(_) => "layout error",
+        };
+        *t.entry(key).or_default() += 1;
+    }
+}
+
 /// Rewrites every generated body; returns (rewritten, skipped or rejected, output bytes).
 fn run_generated(
     work: &GeneratedWork<'_>,
     rewriter: &mut Rewriter,
     transform: TransformFn,
     out: &mut Vec<u8>,
+    mut tally: Option<&mut Tally>,
 ) -> (u64, u64, usize) {
     let opts = LayoutOptions::default();
     let (mut ok, mut not, mut size) = (0, 0, 0);
@@ -299,7 +315,10 @@ fn run_generated(
         out.clear();
         match rewriter.rewrite(body, transform, topts, &opts, *resolver, out) {
             Ok(_) => ok += 1,
-            Err(_) => not += 1,
+            Err(e) => {
+                not += 1;
+                count(tally.as_deref_mut(), &e);
+            }
         }
         size += out.len();
     }
@@ -312,6 +331,7 @@ fn run_corpus(
     rewriter: &mut Rewriter,
     transform: TransformFn,
     out: &mut Vec<u8>,
+    mut tally: Option<&mut Tally>,
 ) -> (u64, u64, usize) {
     let opts = LayoutOptions::default();
     let (mut ok, mut not, mut size) = (0, 0, 0);
@@ -324,7 +344,10 @@ fn run_corpus(
             out.clear();
             match rewriter.rewrite(body, transform, &topts, &opts, &*resolver, out) {
                 Ok(_) => ok += 1,
-                Err(_) => not += 1,
+                Err(e) => {
+                    not += 1;
+                    count(tally.as_deref_mut(), &e);
+                }
             }
             size += out.len();
         }
@@ -374,13 +397,15 @@ fn bench_transforms(c: &mut Criterion) {
         let mut g = c.benchmark_group(format!("transform/generated-{}", set.name));
         g.throughput(set.throughput());
         for &(name, transform) in ilcheck::ir::TRANSFORMS {
-            let (ok, not, size) = run_generated(&work, &mut rewriter, transform, &mut out);
+            let mut tally = Tally::new();
+            let (ok, not, size) =
+                run_generated(&work, &mut rewriter, transform, &mut out, Some(&mut tally));
             eprintln!(
-                "generated-{} {name}: {ok} rewritten, {not} skipped or rejected, {size} bytes out",
+                "generated-{} {name}: {ok} rewritten, {not} not {tally:?}, {size} bytes out",
                 set.name
             );
             g.bench_function(name, |b| {
-                b.iter(|| run_generated(&work, &mut rewriter, transform, &mut out))
+                b.iter(|| run_generated(&work, &mut rewriter, transform, &mut out, None))
             });
         }
         g.finish();
@@ -400,13 +425,20 @@ fn bench_transforms(c: &mut Criterion) {
     let mut g = c.benchmark_group(format!("transform/{}", corpus.name));
     g.throughput(corpus.throughput());
     for &(name, transform) in ilcheck::ir::TRANSFORMS {
-        let (ok, not, size) = run_corpus(&mut prepared, &mut rewriter, transform, &mut out);
+        let mut tally = Tally::new();
+        let (ok, not, size) = run_corpus(
+            &mut prepared,
+            &mut rewriter,
+            transform,
+            &mut out,
+            Some(&mut tally),
+        );
         eprintln!(
-            "{} {name}: {ok} rewritten, {not} skipped or rejected, {size} bytes out",
+            "{} {name}: {ok} rewritten, {not} not {tally:?}, {size} bytes out",
             corpus.name
         );
         g.bench_function(name, |b| {
-            b.iter(|| run_corpus(&mut prepared, &mut rewriter, transform, &mut out))
+            b.iter(|| run_corpus(&mut prepared, &mut rewriter, transform, &mut out, None))
         });
     }
     g.finish();
