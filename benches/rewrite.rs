@@ -250,5 +250,220 @@ fn bench(c: &mut Criterion) {
     }
 }
 
+// Every transform on generated bodies and on the real corpus, and the whole-assembly workload.
+
+#[allow(dead_code)]
+mod support;
+
+/// Transform options for one generated body: a spare local (past the program's own) to hold
+/// the return value for the wrap transforms, the generator's exception class to catch.
+fn generated_opts(g: &ilcheck::generate::Generated) -> TransformOptions {
+    TransformOptions {
+        catch_type: ilcheck::generate::valid::EXCEPTION_CLASS,
+        returns_void: Some(g.shape.returns_void),
+        return_local: Some(g.shape.locals),
+        ..TransformOptions::default()
+    }
+}
+
+/// The transforms' input for one generated body: laid out as generated, with a local signature
+/// when the method returns a value and declares none (the wrap transforms store the return value
+/// in the spare local), and a resolver that knows the spare local.
+fn transform_input(
+    g: &ilcheck::generate::Generated,
+) -> (Vec<u8>, ilcheck::verify::SyntheticResolver) {
+    let mut g = g.clone();
+    if !g.shape.returns_void && g.method.header.local_sig == 0 {
+        g.method.header.local_sig = ilcheck::generate::valid::LOCALS_SIG;
+    }
+    let bytes = g.encode().expect("generated body lays out");
+    (bytes, g.resolver.locals(g.shape.locals as u32 + 1))
+}
+
+type GeneratedWork<'a> = Vec<(
+    Body<'a>,
+    &'a ilcheck::verify::SyntheticResolver,
+    TransformOptions,
+)>;
+
+/// Why bodies were not rewritten, by skip reason or rejecting stage.
+type Tally = std::collections::BTreeMap<&'static str, u64>;
+
+fn count(tally: Option<&mut Tally>, e: &ilcheck::ir::RewriteError) {
+    use ilcheck::ir::RewriteError;
+    if let Some(t) = tally {
+        let key = match e {
+            RewriteError::Skipped(reason) => reason.name(),
+            RewriteError::Lift(_) => "lift error",
+            RewriteError::Layout(_) => "layout error",
+        };
+        *t.entry(key).or_default() += 1;
+    }
+}
+
+/// Rewrites every generated body; returns (rewritten, skipped or rejected, output bytes).
+fn run_generated(
+    work: &GeneratedWork<'_>,
+    rewriter: &mut Rewriter,
+    transform: TransformFn,
+    out: &mut Vec<u8>,
+    mut tally: Option<&mut Tally>,
+) -> (u64, u64, usize) {
+    let opts = LayoutOptions::default();
+    let (mut ok, mut not, mut size) = (0, 0, 0);
+    for (body, resolver, topts) in work {
+        out.clear();
+        match rewriter.rewrite(body, transform, topts, &opts, *resolver, out) {
+            Ok(_) => ok += 1,
+            Err(e) => {
+                not += 1;
+                count(tally.as_deref_mut(), &e);
+            }
+        }
+        size += out.len();
+    }
+    (ok, not, size)
+}
+
+/// Rewrites every body of the corpus with per-assembly options (catch type, return type).
+fn run_corpus(
+    prepared: &mut [(ImageResolver<'_>, Work<'_>, u32)],
+    rewriter: &mut Rewriter,
+    transform: TransformFn,
+    out: &mut Vec<u8>,
+    mut tally: Option<&mut Tally>,
+) -> (u64, u64, usize) {
+    let opts = LayoutOptions::default();
+    let (mut ok, mut not, mut size) = (0, 0, 0);
+    let mut topts = TransformOptions::default();
+    for (resolver, work, catch_type) in prepared.iter_mut() {
+        topts.catch_type = *catch_type;
+        for (body, sig, locals) in work.iter() {
+            resolver.set_facts(*sig, *locals);
+            topts.returns_void = sig.map(|s| s.returns_void);
+            out.clear();
+            match rewriter.rewrite(body, transform, &topts, &opts, &*resolver, out) {
+                Ok(_) => ok += 1,
+                Err(e) => {
+                    not += 1;
+                    count(tally.as_deref_mut(), &e);
+                }
+            }
+            size += out.len();
+        }
+    }
+    (ok, not, size)
+}
+
+/// Open → prologue-epilogue on every method (verifying each result) → patched image in memory,
+/// for every assembly of the corpus, through the library's `rewrite_image`. Returns (bodies
+/// rewritten, bytes written).
+fn whole_assembly(paths: &[PathBuf]) -> (u64, usize) {
+    let opts = ilcheck::corpus::RewriteOptions {
+        transform_name: "prologue-epilogue".into(),
+        transform: transforms::prologue_epilogue,
+        transform_opts: TransformOptions::default(),
+        layout: LayoutOptions::default(),
+        methods: None,
+        max_listed: 0,
+    };
+    let (mut rewritten, mut written) = (0, 0);
+    for path in paths {
+        let Ok(image) = Image::open(path) else {
+            continue;
+        };
+        let mut report = ilcheck::corpus::RewriteReport::default();
+        if let Ok(bytes) = ilcheck::corpus::rewrite_image(&image, &opts, &mut report) {
+            written += black_box(bytes).len();
+        }
+        rewritten += report.rewritten;
+    }
+    (rewritten, written)
+}
+
+fn bench_transforms(c: &mut Criterion) {
+    let mut rewriter = Rewriter::new();
+    let mut out = Vec::new();
+    for set in support::generated() {
+        let inputs: Vec<_> = set.bodies.iter().map(|b| transform_input(&b.g)).collect();
+        let work: GeneratedWork<'_> = inputs
+            .iter()
+            .zip(&set.bodies)
+            .map(|((bytes, resolver), b)| {
+                let body = Body::parse(bytes).expect("generated body parses");
+                (body, resolver, generated_opts(&b.g))
+            })
+            .collect();
+        let mut g = c.benchmark_group(format!("transform/generated-{}", set.name));
+        g.throughput(set.throughput());
+        for &(name, transform) in ilcheck::ir::TRANSFORMS {
+            let mut tally = Tally::new();
+            let (ok, not, size) =
+                run_generated(&work, &mut rewriter, transform, &mut out, Some(&mut tally));
+            eprintln!(
+                "generated-{} {name}: {ok} rewritten, {not} not {tally:?}, {size} bytes out",
+                set.name
+            );
+            g.bench_function(name, |b| {
+                b.iter(|| run_generated(&work, &mut rewriter, transform, &mut out, None))
+            });
+        }
+        g.finish();
+    }
+    let Some(corpus) = support::corpus("rewrite") else {
+        return;
+    };
+    let mut prepared: Vec<_> = corpus
+        .images
+        .iter()
+        .map(|&image| {
+            let (resolver, work) = work(image);
+            let catch_type = ilcheck::corpus::find_exception_type(image).unwrap_or(0);
+            (resolver, work, catch_type)
+        })
+        .collect();
+    let mut g = c.benchmark_group(format!("transform/{}", corpus.name));
+    g.throughput(corpus.throughput());
+    for &(name, transform) in ilcheck::ir::TRANSFORMS {
+        let mut tally = Tally::new();
+        let (ok, not, size) = run_corpus(
+            &mut prepared,
+            &mut rewriter,
+            transform,
+            &mut out,
+            Some(&mut tally),
+        );
+        eprintln!(
+            "{} {name}: {ok} rewritten, {not} not {tally:?}, {size} bytes out",
+            corpus.name
+        );
+        g.bench_function(name, |b| {
+            b.iter(|| run_corpus(&mut prepared, &mut rewriter, transform, &mut out, None))
+        });
+    }
+    g.finish();
+
+    let (rewritten, written) = whole_assembly(&corpus.paths);
+    eprintln!(
+        "{} whole-assembly: {} assemblies, {rewritten} bodies rewritten, {written} bytes written",
+        corpus.name,
+        corpus.paths.len()
+    );
+    let mut g = c.benchmark_group(format!("whole-assembly/{}", corpus.name));
+    g.throughput(corpus.throughput());
+    g.bench_function("open+prologue-epilogue+verify+write", |b| {
+        b.iter(|| whole_assembly(&corpus.paths))
+    });
+    g.finish();
+}
+
 criterion_group!(benches, bench);
-criterion_main!(benches);
+criterion_group! {
+    name = transforms_and_whole_assembly;
+    config = Criterion::default()
+        .sample_size(support::SAMPLES)
+        .warm_up_time(support::WARM_UP)
+        .measurement_time(support::MEASURE);
+    targets = bench_transforms
+}
+criterion_main!(benches, transforms_and_whole_assembly);

@@ -1,0 +1,99 @@
+//! Verifier throughput, in MB/s of IL and instructions/s (one measurement, both throughputs):
+//! on generated bodies of three sizes with their synthetic resolvers, and on the real corpus
+//! (`/usr/lib/mono/4.5`, or `ILCHECK_BENCH_CORPUS=DIR`) with one `ImageResolver` per assembly.
+//! Bodies are decoded beforehand; the timed loop sets each method's facts and verifies it.
+
+#[allow(dead_code)]
+mod support;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use ilcheck::body::Body;
+use ilcheck::verify::{ImageResolver, MethodSig, Resolver, Verifier};
+use std::hint::black_box;
+
+/// One assembly's decoded bodies with the facts `set_method` found for each.
+type Prepared<'i> = (
+    ImageResolver<'i>,
+    Vec<(Body<'i>, Option<MethodSig>, Option<u32>)>,
+);
+
+fn prepare(corpus: &support::Corpus) -> Vec<Prepared<'static>> {
+    corpus
+        .images
+        .iter()
+        .map(|&image| {
+            let mut resolver = ImageResolver::new(image);
+            let mut work = Vec::new();
+            for m in image.methods() {
+                if let Ok(body) = m.decoded_body() {
+                    resolver.set_method(&m, &body);
+                    work.push((body, resolver.method(), resolver.local_count()));
+                }
+            }
+            (resolver, work)
+        })
+        .collect()
+}
+
+/// Verifies every body; returns the number of findings.
+fn verify_corpus(prepared: &mut [Prepared<'_>], verifier: &mut Verifier) -> usize {
+    let mut findings = 0;
+    for (resolver, work) in prepared.iter_mut() {
+        for (body, sig, locals) in work.iter() {
+            resolver.set_facts(*sig, *locals);
+            findings += verifier.verify(black_box(body), &*resolver).len();
+        }
+    }
+    findings
+}
+
+fn verify(c: &mut Criterion) {
+    let mut verifier = Verifier::new();
+    let sets = support::generated();
+    let corpus = support::corpus("verify");
+    // One group, one row per input: each sets its own throughput.
+    let mut g = c.benchmark_group("verify");
+    for set in &sets {
+        let bodies = set.parsed();
+        let findings: usize = set
+            .bodies
+            .iter()
+            .zip(&bodies)
+            .map(|(g, b)| verifier.verify(b, &g.g.resolver).len())
+            .sum();
+        assert_eq!(findings, 0, "generated bodies verify clean");
+        g.throughput(set.throughput());
+        g.bench_function(format!("generated-{}", set.name), |b| {
+            b.iter(|| {
+                set.bodies
+                    .iter()
+                    .zip(&bodies)
+                    .map(|(g, b)| verifier.verify(black_box(b), &g.g.resolver).len())
+                    .sum::<usize>()
+            })
+        });
+    }
+    if let Some(corpus) = &corpus {
+        let mut prepared = prepare(corpus);
+        let findings = verify_corpus(&mut prepared, &mut verifier);
+        eprintln!(
+            "{}: {} bodies verified, {findings} findings",
+            corpus.name, corpus.bodies
+        );
+        g.throughput(corpus.throughput());
+        g.bench_function(corpus.name.as_str(), |b| {
+            b.iter(|| verify_corpus(&mut prepared, &mut verifier))
+        });
+    }
+    g.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .sample_size(support::SAMPLES)
+        .warm_up_time(support::WARM_UP)
+        .measurement_time(support::MEASURE);
+    targets = verify
+}
+criterion_main!(benches);
