@@ -8,17 +8,10 @@ use ilcheck::body::Body;
 use ilcheck::instr::{self, Operand, SwitchTargets};
 use ilcheck::opcode::Opcode;
 use std::hint::black_box;
+use support::Rng;
 
-/// A deterministic pseudo-random sequence (xorshift), so runs compare.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
+#[allow(dead_code)]
+mod support;
 
 fn synthetic_code(rng: &mut Rng, len: usize) -> Vec<u8> {
     let mut code = Vec::with_capacity(len + 16);
@@ -82,6 +75,33 @@ fn il_bytes(image: &[u8], starts: &[usize]) -> u64 {
         .sum()
 }
 
+/// Lossless and canonical encoding of already-parsed bodies into one reused buffer.
+fn encode_benches(
+    g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    bodies: &[Body<'_>],
+    capacity: usize,
+) {
+    let mut out = Vec::with_capacity(capacity);
+    g.bench_function("encode_lossless", |b| {
+        b.iter(|| {
+            out.clear();
+            for body in bodies {
+                body.encode(&mut out).unwrap();
+            }
+            out.len()
+        })
+    });
+    g.bench_function("encode_canonical", |b| {
+        b.iter(|| {
+            out.clear();
+            for body in bodies {
+                body.encode_canonical(&mut out).unwrap();
+            }
+            out.len()
+        })
+    });
+}
+
 fn bench_set(c: &mut Criterion, name: &str, image: &[u8], starts: &[usize]) {
     let il = il_bytes(image, starts);
     let instructions: u64 = starts
@@ -117,25 +137,7 @@ fn bench_set(c: &mut Criterion, name: &str, image: &[u8], starts: &[usize]) {
         .iter()
         .map(|&s| Body::parse(&image[s..]).unwrap())
         .collect();
-    let mut out = Vec::with_capacity(image.len());
-    g.bench_function("encode_lossless", |b| {
-        b.iter(|| {
-            out.clear();
-            for body in &bodies {
-                body.encode(&mut out).unwrap();
-            }
-            out.len()
-        })
-    });
-    g.bench_function("encode_canonical", |b| {
-        b.iter(|| {
-            out.clear();
-            for body in &bodies {
-                body.encode_canonical(&mut out).unwrap();
-            }
-            out.len()
-        })
-    });
+    encode_benches(&mut g, &bodies, image.len());
     g.throughput(Throughput::Elements(instructions));
     g.bench_function("count_instructions", |b| {
         b.iter(|| {
@@ -204,9 +206,6 @@ fn codec(c: &mut Criterion) {
 // Generator output of three sizes: canonical bodies as the rewriter lays them out, with EH
 // clauses, switches, loops and both branch forms. Throughput in bytes of IL and instructions.
 
-#[allow(dead_code)]
-mod support;
-
 fn generated(c: &mut Criterion) {
     for set in support::generated() {
         // The bodies 4-byte aligned in one buffer, as in an image.
@@ -243,25 +242,7 @@ fn generated(c: &mut Criterion) {
             })
         });
         let bodies = set.parsed();
-        let mut out = Vec::with_capacity(image.len());
-        g.bench_function("encode_lossless", |b| {
-            b.iter(|| {
-                out.clear();
-                for body in &bodies {
-                    body.encode(&mut out).unwrap();
-                }
-                out.len()
-            })
-        });
-        g.bench_function("encode_canonical", |b| {
-            b.iter(|| {
-                out.clear();
-                for body in &bodies {
-                    body.encode_canonical(&mut out).unwrap();
-                }
-                out.len()
-            })
-        });
+        encode_benches(&mut g, &bodies, image.len());
         g.finish();
     }
 }

@@ -10,7 +10,7 @@ use ilcheck::image::writer::ImageWriter;
 use ilcheck::ir::{
     LayoutOptions, MaxStackPolicy, Rewriter, TransformFn, TransformOptions, transforms,
 };
-use ilcheck::verify::{ImageResolver, MethodSig, Resolver};
+use ilcheck::verify::{ImageResolver, Resolver};
 use std::hint::black_box;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -21,8 +21,6 @@ struct Corpus {
     bytes: u64,
     instructions: u64,
 }
-
-type Work<'a> = Vec<(Body<'a>, Option<MethodSig>, Option<u32>)>;
 
 fn load(name: &str, images: Vec<Image<'static>>) -> Corpus {
     let images: Vec<&'static Image<'static>> = images
@@ -73,18 +71,6 @@ fn corpora() -> Vec<Corpus> {
     out
 }
 
-fn work<'i>(image: &'i Image<'i>) -> (ImageResolver<'i>, Work<'i>) {
-    let mut resolver = ImageResolver::new(image);
-    let mut work = Vec::new();
-    for m in image.methods() {
-        if let Ok(body) = m.decoded_body() {
-            resolver.set_method(&m, &body);
-            work.push((body, resolver.method(), resolver.local_count()));
-        }
-    }
-    (resolver, work)
-}
-
 /// CPU time this thread has run, in seconds (wall time overstates it on a busy machine).
 fn cpu_secs() -> f64 {
     std::fs::read_to_string("/proc/thread-self/schedstat")
@@ -95,7 +81,7 @@ fn cpu_secs() -> f64 {
 
 /// Rewrites every body of the corpus; returns (rewritten, not rewritten, output bytes).
 fn run(
-    prepared: &mut [(ImageResolver<'_>, Work<'_>)],
+    prepared: &mut [(ImageResolver<'_>, support::Work<'_>)],
     rewriter: &mut Rewriter,
     transform: TransformFn,
     opts: &LayoutOptions,
@@ -191,7 +177,11 @@ fn bench(c: &mut Criterion) {
                 corpus.bytes as f64 / 1e6 / cpu
             );
         }
-        let mut prepared: Vec<_> = corpus.images.iter().map(|i| work(i)).collect();
+        let mut prepared: Vec<_> = corpus
+            .images
+            .iter()
+            .map(|i| support::verify_work(i))
+            .collect();
         // The floor: decoding every instruction once, nothing built.
         let cpu = cpu_secs();
         let decoded: usize = prepared
@@ -327,7 +317,7 @@ fn run_generated(
 
 /// Rewrites every body of the corpus with per-assembly options (catch type, return type).
 fn run_corpus(
-    prepared: &mut [(ImageResolver<'_>, Work<'_>, u32)],
+    prepared: &mut [(ImageResolver<'_>, support::Work<'_>, u32)],
     rewriter: &mut Rewriter,
     transform: TransformFn,
     out: &mut Vec<u8>,
@@ -417,7 +407,7 @@ fn bench_transforms(c: &mut Criterion) {
         .images
         .iter()
         .map(|&image| {
-            let (resolver, work) = work(image);
+            let (resolver, work) = support::verify_work(image);
             let catch_type = ilcheck::corpus::find_exception_type(image).unwrap_or(0);
             (resolver, work, catch_type)
         })

@@ -7,31 +7,17 @@
 mod support;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use ilcheck::body::Body;
-use ilcheck::verify::{ImageResolver, MethodSig, Resolver, Verifier};
+use ilcheck::verify::{ImageResolver, Verifier};
 use std::hint::black_box;
 
 /// One assembly's decoded bodies with the facts `set_method` found for each.
-type Prepared<'i> = (
-    ImageResolver<'i>,
-    Vec<(Body<'i>, Option<MethodSig>, Option<u32>)>,
-);
+type Prepared<'i> = (ImageResolver<'i>, support::Work<'i>);
 
 fn prepare(corpus: &support::Corpus) -> Vec<Prepared<'static>> {
     corpus
         .images
         .iter()
-        .map(|&image| {
-            let mut resolver = ImageResolver::new(image);
-            let mut work = Vec::new();
-            for m in image.methods() {
-                if let Ok(body) = m.decoded_body() {
-                    resolver.set_method(&m, &body);
-                    work.push((body, resolver.method(), resolver.local_count()));
-                }
-            }
-            (resolver, work)
-        })
+        .map(|&image| support::verify_work(image))
         .collect()
 }
 

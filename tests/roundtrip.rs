@@ -123,3 +123,42 @@ fn whole_mono_tree_reads_without_crash() {
     assert_eq!(r.encode_errors, 0, "{summary}");
     assert!(r.skipped.iter().all(|s| !s.reason.is_empty()));
 }
+
+#[test]
+fn canonical_statistics_count_a_fat_body_where_tiny_fits() {
+    use ilcheck::image::{Image, writer::ImageWriter};
+    let bytes = std::fs::read(format!(
+        "{}/corpus/bin/control_flow.exe",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    let image = Image::parse(&bytes).unwrap();
+    let victim = image.methods().find(|m| m.rva() != 0).unwrap();
+    let mut writer = ImageWriter::new(&image);
+    // `ret` under a 12-byte fat header with MaxStack 8 and no locals: tiny would do.
+    writer
+        .replace_body(
+            victim.rid(),
+            [
+                0x03, 0x30, 0x08, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x2A,
+            ],
+        )
+        .unwrap();
+    let patched: &'static [u8] = Box::leak(writer.finish().unwrap().bytes.into_boxed_slice());
+    let r = run(
+        &[Input::Embedded {
+            name: "patched.exe",
+            bytes: patched,
+        }],
+        true,
+    );
+    assert!(
+        r.all_identical(),
+        "{}",
+        ilcheck::report::roundtrip_summary(&r)
+    );
+    let c = r.canonical.unwrap();
+    assert_eq!(c.non_canonical, 1, "{:?}", c.reasons);
+    assert_eq!(c.reasons.get("fat header where tiny fits"), Some(&1));
+    assert_eq!(c.bytes_saved, 11);
+}

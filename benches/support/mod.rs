@@ -7,6 +7,7 @@ use criterion::Throughput;
 use ilcheck::body::Body;
 use ilcheck::generate::{Config, Generated, generate_from_bytes};
 use ilcheck::image::Image;
+use ilcheck::verify::{ImageResolver, MethodSig, Resolver};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -206,4 +207,20 @@ pub fn corpus(bench: &str) -> Option<Corpus> {
         il_bytes,
         instructions,
     })
+}
+
+/// Every body of an image decoded, with the method facts its resolver gives, so that a timed loop
+/// covers only `set_facts` and verification (or rewriting).
+pub type Work<'a> = Vec<(Body<'a>, Option<MethodSig>, Option<u32>)>;
+
+pub fn verify_work<'i>(image: &'i Image<'i>) -> (ImageResolver<'i>, Work<'i>) {
+    let mut resolver = ImageResolver::new(image);
+    let mut work = Vec::new();
+    for m in image.methods() {
+        if let Ok(body) = m.decoded_body() {
+            resolver.set_method(&m, &body);
+            work.push((body, resolver.method(), resolver.local_count()));
+        }
+    }
+    (resolver, work)
 }
