@@ -275,7 +275,11 @@ fn method_counts_match_monodis() {
         let out = match Command::new("monodis").arg("--method").arg(path).output() {
             Ok(o) => o,
             Err(e) => {
-                eprintln!("!!! monodis not runnable ({e}); cross-check skipped !!!");
+                assert!(
+                    std::env::var("ILCHECK_REQUIRE_MONO").as_deref() != Ok("1"),
+                    "monodis not runnable ({e}) and ILCHECK_REQUIRE_MONO=1"
+                );
+                eprintln!("!!! monodis not runnable ({e}); cross-check SKIPPED !!!");
                 return;
             }
         };
