@@ -356,6 +356,7 @@ fn whole_assembly(paths: &[PathBuf]) -> (u64, usize) {
         layout: LayoutOptions::default(),
         methods: None,
         max_listed: 0,
+        threads: 1,
     };
     let (mut rewritten, mut written) = (0, 0);
     for path in paths {

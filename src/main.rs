@@ -362,6 +362,9 @@ struct RewriteArgs {
     /// How many methods not rewritten to list.
     #[arg(long = "max", default_value_t = 50)]
     max: usize,
+    /// Threads that rewrite methods (0: one per core). The output is the same for any number.
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
 }
 
 fn parse_token(text: &str) -> Result<u32> {
@@ -413,6 +416,7 @@ fn rewrite(a: RewriteArgs) -> Result<ExitCode> {
         layout,
         methods: a.methods,
         max_listed: a.max,
+        threads: a.threads,
     };
     let mut report = corpus::RewriteReport {
         input: a.input.display().to_string(),

@@ -233,6 +233,7 @@ fn wrap_uses_an_unused_local_of_the_return_type() {
             layout: LayoutOptions::default(),
             methods: Some(pattern.into()),
             max_listed: 10,
+            threads: 0,
         };
         let mut report = RewriteReport::default();
         let out = corpus::rewrite_image(&image, &opts, &mut report).unwrap();

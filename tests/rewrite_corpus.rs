@@ -228,3 +228,37 @@ fn mono_corpus_identity_and_transforms() {
         &counts.failures[..counts.failures.len().min(10)]
     );
 }
+
+/// `rewrite_image` splits the methods among threads; the patched image and the report (but for
+/// timings and the thread count) must not depend on how many.
+#[test]
+fn threads_do_not_change_the_output() {
+    let Some(dir) = support::mono_corpus("threads_do_not_change_the_output") else {
+        return;
+    };
+    let image = Image::open(dir.join("mscorlib.dll")).unwrap();
+    // wrap-finally also skips many methods (NeedsNewLocal): the per-thread counts are merged.
+    for name in ["prologue-epilogue", "wrap-finally"] {
+        let run = |threads: usize| {
+            let mut opts = ilcheck::corpus::RewriteOptions::new(name).unwrap();
+            opts.threads = threads;
+            opts.max_listed = 40;
+            let mut report = ilcheck::corpus::RewriteReport::default();
+            let bytes = ilcheck::corpus::rewrite_image(&image, &opts, &mut report).unwrap();
+            assert_eq!(
+                report.threads, threads,
+                "{name}: mscorlib has work for {threads}"
+            );
+            (report.rewrite_seconds, report.write_seconds, report.threads) = (0.0, 0.0, 0);
+            (bytes, serde_json::to_string(&report).unwrap())
+        };
+        let (one, one_report) = run(1);
+        let (three, three_report) = run(3);
+        assert_eq!(one_report, three_report, "{name}");
+        assert!(one == three, "{name}: the patched images differ");
+        assert!(one_report.contains("\"rewritten\""), "{one_report}");
+        if name == "wrap-finally" {
+            assert!(one_report.contains("NeedsNewLocal"), "{one_report}");
+        }
+    }
+}

@@ -76,6 +76,7 @@ fn options(
         layout: LayoutOptions::default(),
         methods: None,
         max_listed,
+        threads: 0,
     }
 }
 

@@ -24,6 +24,25 @@ pub struct RewriteOptions {
     pub methods: Option<String>,
     /// How many rejected or failed methods are listed.
     pub max_listed: usize,
+    /// Threads that rewrite methods; 0 for one per available core. The output does not depend
+    /// on it.
+    pub threads: usize,
+}
+
+impl RewriteOptions {
+    /// The transform with this CLI name (see [`crate::ir::TRANSFORMS`]) on every method, with
+    /// default transform and layout options, on every core.
+    pub fn new(transform_name: &str) -> Option<RewriteOptions> {
+        Some(RewriteOptions {
+            transform_name: transform_name.to_string(),
+            transform: crate::ir::transforms::by_name(transform_name)?,
+            transform_opts: TransformOptions::default(),
+            layout: LayoutOptions::default(),
+            methods: None,
+            max_listed: 0,
+            threads: 0,
+        })
+    }
 }
 
 /// One method that was not rewritten, and why.
@@ -59,11 +78,13 @@ pub struct RewriteReport {
     pub il_bytes_in: u64,
     pub il_bytes_out: u64,
     /// Lift, transform, layout with relaxation, max stack and verification of every selected
-    /// method, single thread.
+    /// method (wall time, on `threads` threads).
     pub rewrite_seconds: f64,
     /// Building the patched image.
     pub write_seconds: f64,
     pub write: Option<WriteSummary>,
+    /// Threads that rewrote methods.
+    pub threads: usize,
 }
 
 impl RewriteReport {
@@ -231,7 +252,189 @@ fn rule_of(err: &RewriteError) -> &'static str {
     }
 }
 
+/// Methods per unit of work handed to a thread: large enough that taking one is rare, small
+/// enough that one big class does not leave the other threads idle at the end.
+const CHUNK: usize = 256;
+
+/// The threads to use: `requested`, or every available core for 0; never more than there are
+/// chunks of work.
+fn thread_count(requested: usize, methods: usize) -> usize {
+    let wanted = match requested {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    };
+    wanted.min(methods.div_ceil(CHUNK)).max(1)
+}
+
+/// One rewritten method, its new body in [`Part::bodies`].
+struct Done {
+    rid: u32,
+    body: std::ops::Range<usize>,
+    /// Whether the new body differs from the original bytes (only those are written).
+    differs: bool,
+    changed: bool,
+    code_size: u32,
+}
+
+/// What one chunk of methods produced, merged in rid order afterwards.
+#[derive(Default)]
+struct Part {
+    report: RewriteReport,
+    /// (rid, entry) of listed methods, to be merged in rid order.
+    listed: Vec<(u32, NotRewritten)>,
+    done: Vec<Done>,
+    /// Original lengths of bodies that decoded, for the writer.
+    lens: Vec<(u32, u32)>,
+    bodies: Vec<u8>,
+}
+
+/// A thread's rewriting engine: buffers and caches kept from one method to the next.
+struct Worker<'i, 'o> {
+    image: &'i Image<'i>,
+    opts: &'o RewriteOptions,
+    rewriter: Rewriter,
+    verifier: Verifier,
+    resolver: ImageResolver<'i>,
+    topts: TransformOptions,
+    out: Vec<u8>,
+    /// Only the wrap transforms can use a spare local for the return value.
+    wraps: bool,
+}
+
+impl<'i, 'o> Worker<'i, 'o> {
+    fn new(image: &'i Image<'i>, opts: &'o RewriteOptions) -> Self {
+        Worker {
+            image,
+            opts,
+            rewriter: Rewriter::new(),
+            verifier: Verifier::new(),
+            resolver: ImageResolver::new(image),
+            topts: opts.transform_opts.clone(),
+            out: Vec::new(),
+            wraps: opts.transform_name.starts_with("wrap"),
+        }
+    }
+
+    fn list(&self, part: &mut Part, method: &crate::image::Method<'_>, reason: String) {
+        if part.listed.len() < self.opts.max_listed {
+            part.listed.push((
+                method.rid(),
+                NotRewritten {
+                    method: method.full_name().unwrap_or_default(),
+                    token: format!("{:#010x}", method.token().0),
+                    reason,
+                },
+            ));
+        }
+    }
+
+    /// Rewrites the selected methods among `rids`.
+    fn run(&mut self, rids: std::ops::Range<u32>) -> Part {
+        let mut part = Part::default();
+        for rid in rids {
+            let Ok(method) = self.image.method(rid) else {
+                continue;
+            };
+            self.method(&method, &mut part);
+        }
+        part
+    }
+
+    fn method(&mut self, method: &crate::image::Method<'i>, part: &mut Part) {
+        if method.rva() == 0 {
+            return;
+        }
+        let opts = self.opts;
+        if let Some(pattern) = &opts.methods
+            && !method.full_name().is_ok_and(|n| glob_match(pattern, &n))
+        {
+            return;
+        }
+        part.report.selected += 1;
+        let body = match method.decoded_body() {
+            Ok(b) => b,
+            Err(e) => {
+                part.report.invalid_before += 1;
+                self.list(part, method, format!("does not decode: {e}"));
+                return;
+            }
+        };
+        part.report.il_bytes_in += body.code.len() as u64;
+        if let Ok(len) = u32::try_from(body.len()) {
+            part.lens.push((method.rid(), len));
+        }
+        self.resolver.set_method(method, &body);
+        // From the resolver's per-blob cache: the same blob as `method.signature()`.
+        self.topts.returns_void = self.resolver.method().map(|s| s.returns_void);
+        self.topts.return_local = opts.transform_opts.return_local;
+        if self.wraps && self.topts.returns_void == Some(false) && self.topts.return_local.is_none()
+        {
+            self.topts.return_local = spare_return_local(self.image, method, &body);
+        }
+        self.out.clear();
+        let result = self.rewriter.rewrite(
+            &body,
+            opts.transform,
+            &self.topts,
+            &opts.layout,
+            &self.resolver,
+            &mut self.out,
+        );
+        match result {
+            Ok((outcome, info)) => {
+                let original = method
+                    .body_bytes()
+                    .ok()
+                    .and_then(|b| b.get(..body.len()))
+                    .unwrap_or_default();
+                let start = part.bodies.len();
+                let differs = self.out.as_slice() != original;
+                if differs {
+                    part.bodies.extend_from_slice(&self.out);
+                }
+                // Counted once written (see `rewrite_image`).
+                part.done.push(Done {
+                    rid: method.rid(),
+                    body: start..part.bodies.len(),
+                    differs,
+                    changed: outcome == crate::ir::Outcome::Changed,
+                    code_size: info.code_size,
+                });
+            }
+            Err(RewriteError::Skipped(reason)) => bump(&mut part.report.skipped, reason.name()),
+            Err(err) => {
+                // A method that did not verify before is not the rewriter's fault.
+                if !self.verifier.verify(&body, &self.resolver).is_empty() {
+                    part.report.invalid_before += 1;
+                    return;
+                }
+                bump(&mut part.report.rejected, rule_of(&err));
+                self.list(part, method, err.to_string());
+            }
+        }
+    }
+}
+
+/// Adds a part's counters to the report.
+fn merge_counts(into: &mut RewriteReport, part: &RewriteReport) {
+    into.selected += part.selected;
+    into.invalid_before += part.invalid_before;
+    into.il_bytes_in += part.il_bytes_in;
+    for (map, from) in [
+        (&mut into.skipped, &part.skipped),
+        (&mut into.rejected, &part.rejected),
+    ] {
+        for (k, v) in from {
+            *map.entry(k.clone()).or_default() += v;
+        }
+    }
+}
+
 /// Rewrites every selected method of `image` and builds the patched image.
+///
+/// Methods are rewritten on [`RewriteOptions::threads`] threads, in chunks taken in rid order;
+/// the results are merged in rid order, so the output and the report (but for its timings)
+/// are the same for any number of threads.
 pub fn rewrite_image(
     image: &Image<'_>,
     opts: &RewriteOptions,
@@ -239,92 +442,85 @@ pub fn rewrite_image(
 ) -> Result<Vec<u8>, WriteError> {
     report.schema = "ilcheck.rewrite/1";
     report.transform = opts.transform_name.clone();
-    let mut rewriter = Rewriter::new();
-    let mut verifier = Verifier::new();
-    let mut resolver = ImageResolver::new(image);
-    let mut writer = ImageWriter::new(image);
-    let mut out = Vec::new();
-    let mut topts = opts.transform_opts.clone();
-    // Only the wrap transforms can use a spare local for the return value.
-    let wraps = opts.transform_name.starts_with("wrap");
-    let list = |report: &mut RewriteReport, method: &crate::image::Method<'_>, reason: String| {
-        if report.listed.len() < opts.max_listed {
-            report.listed.push(NotRewritten {
-                method: method.full_name().unwrap_or_default(),
-                token: format!("{:#010x}", method.token().0),
-                reason,
-            });
-        }
+    let rows = image.method_count();
+    let chunks = (rows as usize).div_ceil(CHUNK);
+    let threads = thread_count(opts.threads, rows as usize);
+    report.threads = threads;
+    let chunk_rids = |k: usize| {
+        let first = (k * CHUNK) as u32 + 1;
+        first..(first + CHUNK as u32).min(rows + 1)
     };
     let start = Instant::now();
-    for method in image.methods() {
-        if method.rva() == 0 {
-            continue;
-        }
-        if let Some(pattern) = &opts.methods
-            && !method.full_name().is_ok_and(|n| glob_match(pattern, &n))
-        {
-            continue;
-        }
-        report.selected += 1;
-        let body = match method.decoded_body() {
-            Ok(b) => b,
-            Err(e) => {
-                report.invalid_before += 1;
-                list(report, &method, format!("does not decode: {e}"));
-                continue;
+    let mut parts: Vec<(usize, Part)> = if threads == 1 {
+        let mut worker = Worker::new(image, opts);
+        (0..chunks)
+            .map(|k| (k, worker.run(chunk_rids(k))))
+            .collect()
+    } else {
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let work = || {
+            let mut worker = Worker::new(image, opts);
+            let mut done = Vec::new();
+            loop {
+                let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if k >= chunks {
+                    return done;
+                }
+                done.push((k, worker.run(chunk_rids(k))));
             }
         };
-        report.il_bytes_in += body.code.len() as u64;
-        // The writer needs the original extent; it was just found.
-        writer.original_len(method.rid(), body.len());
-        resolver.set_method(&method, &body);
-        // From the resolver's per-blob cache: the same blob as `method.signature()`.
-        topts.returns_void = resolver.method().map(|s| s.returns_void);
-        topts.return_local = opts.transform_opts.return_local;
-        if wraps && topts.returns_void == Some(false) && topts.return_local.is_none() {
-            topts.return_local = spare_return_local(image, &method, &body);
+        std::thread::scope(|s| {
+            let others: Vec<_> = (1..threads).map(|_| s.spawn(work)).collect();
+            let mut all = work();
+            for h in others {
+                // A panicking worker is a bug: re-raise it here rather than lose its methods.
+                all.extend(h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
+            }
+            all
+        })
+    };
+    parts.sort_unstable_by_key(|(k, _)| *k);
+
+    let mut writer = ImageWriter::new(image);
+    let mut listed = Vec::new();
+    for (_, part) in &parts {
+        merge_counts(report, &part.report);
+        for &(rid, len) in &part.lens {
+            writer.original_len(rid, len as usize);
         }
-        out.clear();
-        match rewriter.rewrite(
-            &body,
-            opts.transform,
-            &topts,
-            &opts.layout,
-            &resolver,
-            &mut out,
-        ) {
-            Ok((outcome, info)) => {
-                let original = method
-                    .body_bytes()
-                    .ok()
-                    .and_then(|b| b.get(..body.len()))
-                    .unwrap_or_default();
-                if out.as_slice() != original
-                    && let Err(e) = writer.replace_body(method.rid(), &out)
-                {
-                    bump(&mut report.rejected, "WriteError");
-                    list(report, &method, e.to_string());
-                    continue;
+        listed.extend(part.listed.iter().cloned());
+        for d in &part.done {
+            let written = if d.differs {
+                writer.replace_body(d.rid, &part.bodies[d.body.clone()])
+            } else {
+                Ok(())
+            };
+            if let Err(e) = written {
+                bump(&mut report.rejected, "WriteError");
+                if let Ok(method) = image.method(d.rid) {
+                    listed.push((
+                        d.rid,
+                        NotRewritten {
+                            method: method.full_name().unwrap_or_default(),
+                            token: format!("{:#010x}", method.token().0),
+                            reason: e.to_string(),
+                        },
+                    ));
                 }
-                match outcome {
-                    crate::ir::Outcome::Changed => report.rewritten += 1,
-                    crate::ir::Outcome::Unchanged => report.unchanged += 1,
-                }
-                report.il_bytes_out += u64::from(info.code_size);
+                continue;
             }
-            Err(RewriteError::Skipped(reason)) => bump(&mut report.skipped, reason.name()),
-            Err(err) => {
-                // A method that did not verify before is not the rewriter's fault.
-                if !verifier.verify(&body, &resolver).is_empty() {
-                    report.invalid_before += 1;
-                    continue;
-                }
-                bump(&mut report.rejected, rule_of(&err));
-                list(report, &method, err.to_string());
+            if d.changed {
+                report.rewritten += 1;
+            } else {
+                report.unchanged += 1;
             }
+            report.il_bytes_out += u64::from(d.code_size);
         }
     }
+    listed.sort_by_key(|(rid, _)| *rid);
+    listed.truncate(opts.max_listed);
+    report.listed.extend(listed.into_iter().map(|(_, n)| n));
+    drop(parts);
     report.rewrite_seconds += start.elapsed().as_secs_f64();
     let start = Instant::now();
     let patched = writer.finish()?;
