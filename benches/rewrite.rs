@@ -346,9 +346,9 @@ fn run_corpus(
 }
 
 /// Open → prologue-epilogue on every method (verifying each result) → patched image in memory,
-/// for every assembly of the corpus, through the library's `rewrite_image`. Returns (bodies
+/// for every assembly of the corpus, through the library's `rewrite_image` on `threads` threads. Returns (bodies
 /// rewritten, bytes written).
-fn whole_assembly(paths: &[PathBuf]) -> (u64, usize) {
+fn whole_assembly(paths: &[PathBuf], threads: usize) -> (u64, usize) {
     let opts = ilcheck::corpus::RewriteOptions {
         transform_name: "prologue-epilogue".into(),
         transform: transforms::prologue_epilogue,
@@ -356,7 +356,7 @@ fn whole_assembly(paths: &[PathBuf]) -> (u64, usize) {
         layout: LayoutOptions::default(),
         methods: None,
         max_listed: 0,
-        threads: 1,
+        threads,
     };
     let (mut rewritten, mut written) = (0, 0);
     for path in paths {
@@ -434,7 +434,7 @@ fn bench_transforms(c: &mut Criterion) {
     }
     g.finish();
 
-    let (rewritten, written) = whole_assembly(&corpus.paths);
+    let (rewritten, written) = whole_assembly(&corpus.paths, 1);
     eprintln!(
         "{} whole-assembly: {} assemblies, {rewritten} bodies rewritten, {written} bytes written",
         corpus.name,
@@ -443,8 +443,16 @@ fn bench_transforms(c: &mut Criterion) {
     let mut g = c.benchmark_group(format!("whole-assembly/{}", corpus.name));
     g.throughput(corpus.throughput());
     g.bench_function("open+prologue-epilogue+verify+write", |b| {
-        b.iter(|| whole_assembly(&corpus.paths))
+        b.iter(|| whole_assembly(&corpus.paths, 1))
     });
+    // The same with every core rewriting methods (the writer stays on one thread per image).
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cores > 1 {
+        g.bench_function(
+            format!("open+prologue-epilogue+verify+write/{cores}-threads"),
+            |b| b.iter(|| whole_assembly(&corpus.paths, cores)),
+        );
+    }
     g.finish();
 }
 

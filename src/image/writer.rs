@@ -335,6 +335,8 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
         let mut section = Vec::with_capacity(self.arena.len() + 4 * self.replaced);
         let mut relocated_at: HashMap<(u32, &[u8]), u32> = HashMap::new();
         let mut pending_rva_updates = Vec::new();
+        // Tracked as bodies are written: comparing whole images would cost more than writing.
+        let mut modified = false;
 
         for (rid, bytes) in replacements.iter() {
             let rva = match originals.rva_of.get(rid as usize) {
@@ -345,7 +347,9 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
             match Originals::fits_in_place(use_, rva, bytes, &replacements, &originals) {
                 Ok((at, extent)) => {
                     // The reader found the whole original extent inside the file.
-                    out[at..at + bytes.len()].copy_from_slice(bytes);
+                    let dst = &mut out[at..at + bytes.len()];
+                    modified |= dst != bytes;
+                    dst.copy_from_slice(bytes);
                     summary.in_place += 1;
                     summary.slack_bytes += extent - bytes.len();
                     placements.push((rid, Placement::InPlace { rva }));
@@ -408,7 +412,8 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
             summary.relocation_area = Some(new);
         }
 
-        summary.modified = out != input;
+        // A new section always changes the file (section table, RVAs).
+        summary.modified = modified || !section.is_empty();
         let cli = self.image.cli_header();
         summary.strong_name_signed =
             cli.flags & COMIMAGE_FLAGS_STRONGNAMESIGNED != 0 && cli.strong_name_signature.size != 0;
