@@ -1,12 +1,14 @@
 //! The whole `prologue-epilogue` workload in one process: open every assembly of a directory,
 //! rewrite (and verify) every method, write each patched image to memory.
 //!
-//! `cargo run --release --example rewrite_corpus [DIR] [FILES] [ROUNDS] [THREADS]`: DIR
-//! defaults to `/usr/lib/mono/4.5`; FILES limits how many assemblies (in name order) are used;
-//! ROUNDS repeats the workload and reports the fastest round; THREADS rewrite methods (default
-//! 1; 0 for one per core). Prints wall and CPU seconds, MB/s of input IL and a digest of every
-//! output byte and count (computed after the clock stops), so a change that alters results
-//! shows.
+//! `cargo run --release --example rewrite_corpus [DIR] [FILES] [ROUNDS] [THREADS] [SPLIT]`:
+//! DIR defaults to `/usr/lib/mono/4.5`; FILES limits how many assemblies (in name order) are
+//! used; ROUNDS repeats the workload and reports the fastest round; THREADS (default 1; 0 for
+//! one per core) share the work, split by `methods` (default: each assembly's methods are
+//! rewritten on every thread, then it is written) or by `images` (each thread takes whole
+//! assemblies, largest first, so writing overlaps rewriting). Prints wall and CPU seconds, MB/s
+//! of input IL and a digest of every output byte and count (computed after the clock stops,
+//! the same for any THREADS and SPLIT), so a change that alters results shows.
 
 use ilcheck::corpus::{RewriteOptions, RewriteReport, rewrite_image};
 use ilcheck::image::Image;
@@ -39,7 +41,15 @@ fn main() {
         .and_then(|a| a.parse().ok())
         .unwrap_or(usize::MAX);
     let rounds: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(1);
-    let threads: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(1);
+    let threads: usize = match args.next().and_then(|a| a.parse().ok()).unwrap_or(1) {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    };
+    let by_images = match args.next().as_deref() {
+        None | Some("methods") => false,
+        Some("images") => true,
+        Some(other) => panic!("SPLIT is `methods` or `images`, not {other:?}"),
+    };
     let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
         .expect("corpus directory")
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -54,20 +64,47 @@ fn main() {
         layout: LayoutOptions::default(),
         methods: None,
         max_listed: 0,
-        threads,
+        threads: if by_images { 1 } else { threads },
+    };
+    // Largest first, so that no big assembly is left for the end.
+    let mut by_size: Vec<usize> = (0..paths.len()).collect();
+    by_size
+        .sort_by_key(|&i| std::cmp::Reverse(std::fs::metadata(&paths[i]).map_or(0, |m| m.len())));
+    let one = |path: &PathBuf| {
+        let image = Image::open(path).ok()?;
+        let mut report = RewriteReport::default();
+        let bytes = rewrite_image(&image, &opts, &mut report).ok();
+        Some((bytes, report))
     };
     let mut best = (f64::INFINITY, f64::INFINITY);
     for _ in 0..rounds {
         let (cpu, wall) = (cpu_secs(), std::time::Instant::now());
-        let mut outputs = Vec::with_capacity(paths.len());
-        for path in &paths {
-            let Ok(image) = Image::open(path) else {
-                continue;
+        let outputs: Vec<_> = if by_images && threads > 1 {
+            let next = std::sync::atomic::AtomicUsize::new(0);
+            let work = || {
+                let mut done = Vec::new();
+                loop {
+                    let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(&i) = by_size.get(k) else {
+                        return done;
+                    };
+                    done.push((i, one(&paths[i])));
+                }
             };
-            let mut report = RewriteReport::default();
-            let bytes = rewrite_image(&image, &opts, &mut report).ok();
-            outputs.push((bytes, report));
-        }
+            let mut all: Vec<_> = std::thread::scope(|s| {
+                let others: Vec<_> = (1..threads).map(|_| s.spawn(work)).collect();
+                let mut all = work();
+                for h in others {
+                    all.extend(h.join().expect("worker"));
+                }
+                all
+            });
+            // Path order, as the sequential run produces them.
+            all.sort_by_key(|(i, _)| *i);
+            all.into_iter().filter_map(|(_, o)| o).collect()
+        } else {
+            paths.iter().filter_map(one).collect()
+        };
         let (wall, cpu) = (wall.elapsed().as_secs_f64(), cpu_secs() - cpu);
         best = (best.0.min(wall), best.1.min(cpu));
         let mut digest = std::collections::hash_map::DefaultHasher::new();
@@ -90,11 +127,11 @@ fn main() {
             format!("{:?}{:?}", report.skipped, report.rejected).hash(&mut digest);
             format!("{:?}", report.write).hash(&mut digest);
         }
-        let threads = outputs.iter().map(|(_, r)| r.threads).max().unwrap_or(1);
+        let split = if by_images { "assemblies" } else { "methods" };
         println!(
             "{images} images, {methods} methods, {il} bytes of IL in, {} out, {written} bytes \
              written ({} rewritten, {} unchanged, {} invalid before); digest {:016x}; \
-             {threads} thread(s): wall {wall:.3}s = {:.0} MB/s of IL, cpu {cpu:.2}s",
+             {threads} thread(s) splitting {split}: wall {wall:.3}s = {:.0} MB/s of IL, cpu {cpu:.2}s",
             totals.il_bytes_out,
             totals.rewritten,
             totals.unchanged,
