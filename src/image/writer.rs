@@ -277,7 +277,7 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
             return Err(WriteError::NoSuchMethod { rid, rows });
         }
         let token = Token::new(Table::MethodDef, rid);
-        if self.image.method(rid)?.rva() == 0 {
+        if self.image.tables().cell(Table::MethodDef, rid, 0)? == 0 {
             return Err(WriteError::NoBody { token });
         }
         let bytes = bytes.as_ref();
@@ -473,13 +473,19 @@ struct Originals {
 
 impl Originals {
     fn collect(image: &Image<'_>, headers: &Headers, file: &[u8], lens: &[u32]) -> Originals {
-        let mut rva_of = vec![0; image.method_count() as usize + 1];
+        let rows = image.method_count();
+        let mut rva_of = vec![0; rows as usize + 1];
         // As one integer, RVA then rid: cheaper to sort than pairs.
         let mut keys: Vec<u64> = Vec::with_capacity(rva_of.len());
-        for m in image.methods() {
-            if m.rva() != 0 {
-                rva_of[m.rid() as usize] = m.rva();
-                keys.push(u64::from(m.rva()) << 32 | u64::from(m.rid()));
+        let tables = image.tables();
+        for rid in 1..=rows {
+            // Only the RVA column: the rest of the row is not needed here.
+            let Ok(rva) = tables.cell(Table::MethodDef, rid, 0) else {
+                break;
+            };
+            if rva != 0 {
+                rva_of[rid as usize] = rva;
+                keys.push(u64::from(rva) << 32 | u64::from(rid));
             }
         }
         keys.sort_unstable();
@@ -492,16 +498,14 @@ impl Originals {
                 u.sharers.end = i + 1;
                 continue;
             }
-            let extent = match image.method(rid) {
-                Ok(m) => match lens.get(rid as usize) {
-                    Some(&len) if len != 0 => m.body_offset().map(|at| (at, len as usize)),
-                    _ => m
-                        .body()
+            let extent = match lens.get(rid as usize) {
+                Some(&len) if len != 0 => image.rva_to_offset(rva).map(|at| (at, len as usize)),
+                _ => image.method(rid).ok().and_then(|m| {
+                    m.body()
                         .ok()
                         .zip(m.body_offset())
-                        .map(|(b, at)| (at, b.len())),
-                },
-                Err(_) => None,
+                        .map(|(b, at)| (at, b.len()))
+                }),
             };
             uses.push(RvaUse {
                 rva,
