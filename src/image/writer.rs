@@ -305,6 +305,12 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
         Ok(())
     }
 
+    /// Makes room for `bytes` more bytes of new bodies, for a caller that knows how much it
+    /// will replace.
+    pub fn reserve(&mut self, bytes: usize) {
+        self.arena.reserve(bytes);
+    }
+
     /// Number of MethodDefs given a new body so far.
     pub fn replaced(&self) -> usize {
         self.replaced
