@@ -419,7 +419,7 @@ fn assign_regions(v: &mut Verifier) {
             flag::JOIN
         };
     }
-    let count = v.ins.len();
+    let count = v.n;
     v.region.clear();
     v.region.resize(count, NONE);
     v.open.clear();

@@ -111,6 +111,26 @@ pub trait Resolver {
     fn token_fits(&self, kind: OperandKind, token: u32) -> bool {
         token_table_fits(kind, token)
     }
+
+    /// Whether every `(kind, token)` operand passes the operand rules: its table fits the kind
+    /// ([`Resolver::token_fits`]), it is not row 0, and its row or `#US` string is not known to
+    /// be missing. The verifier asks once per body and, only when the answer is false, checks
+    /// the tokens one by one to report. Override only to answer faster, never differently.
+    fn tokens_pass(&self, tokens: &[(OperandKind, u32)]) -> bool {
+        tokens
+            .iter()
+            .all(|&(kind, token)| token_passes(self, kind, token))
+    }
+}
+
+/// The operand rules for one token, as the verifier applies them (see [`Resolver::tokens_pass`]).
+fn token_passes<R: Resolver + ?Sized>(r: &R, kind: OperandKind, token: u32) -> bool {
+    r.token_fits(kind, token)
+        && if kind == OperandKind::String {
+            r.string_exists(token) != Some(false)
+        } else {
+            token & 0x00FF_FFFF != 0 && r.token_exists(token) != Some(false)
+        }
 }
 
 /// Metadata table numbers (II.22) that operands refer to.
@@ -128,7 +148,7 @@ mod table {
 
 /// Whether `token`'s table suits an operand of `kind`. A MemberRef may name a field or a method,
 /// so it fits both; which one it is needs its signature.
-pub fn token_table_fits(kind: OperandKind, token: u32) -> bool {
+pub const fn token_table_fits(kind: OperandKind, token: u32) -> bool {
     use table::*;
     let t = token >> 24;
     let is_type = matches!(t, TYPE_REF | TYPE_DEF | TYPE_SPEC);
@@ -143,6 +163,24 @@ pub fn token_table_fits(kind: OperandKind, token: u32) -> bool {
         _ => true,
     }
 }
+
+/// [`token_table_fits`] as a bit per table number below 64 (`#US` excluded), by operand kind.
+const FITS: [u64; 32] = {
+    let mut masks = [0; 32];
+    let mut k = 0;
+    while k < crate::opcode::ALL.len() {
+        let kind = crate::opcode::ALL[k].operand;
+        let mut t = 0;
+        while t < 64 {
+            if t != table::USER_STRING && token_table_fits(kind, t << 24) {
+                masks[kind as usize] |= 1 << t;
+            }
+            t += 1;
+        }
+        k += 1;
+    }
+    masks
+};
 
 /// A resolver that knows nothing: only the body's own structure is checked.
 #[derive(Clone, Copy, Debug, Default)]
@@ -251,6 +289,8 @@ pub struct ImageResolver<'i> {
     user_strings: UserStringHeap<'i>,
     method: Option<MethodSig>,
     locals: Option<u32>,
+    /// Row counts by table number (0 for numbers that name no table).
+    rows: [u32; 64],
     calls: RefCell<CallCache>,
     /// Method signatures by `#Blob` index: compilers store one blob per signature shape, shared
     /// by every MethodDef and MemberRef of that shape, so most are parsed once.
@@ -311,6 +351,9 @@ impl<'i> ImageResolver<'i> {
             user_strings: image.user_strings(),
             method: None,
             locals: None,
+            rows: std::array::from_fn(|t| {
+                Table::from_u8(t as u8).map_or(0, |table| image.tables().rows(table))
+            }),
             calls: RefCell::default(),
             method_sigs: RefCell::default(),
             local_sigs: RefCell::default(),
@@ -479,5 +522,23 @@ impl Resolver for ImageResolver<'_> {
         // As `Image::user_string_ok`, with the heap located once.
         let t = Token(token);
         Some(t.table_byte() == USER_STRING_TABLE && self.user_strings.contains(t.rid()))
+    }
+
+    /// The default's answer from a kind mask and the row counts, without a call per token.
+    fn tokens_pass(&self, tokens: &[(OperandKind, u32)]) -> bool {
+        tokens.iter().all(|&(kind, token)| {
+            let (t, rid) = ((token >> 24) as usize, token & 0x00FF_FFFF);
+            if kind == OperandKind::String {
+                t == USER_STRING_TABLE as usize && self.user_strings.contains(rid)
+            } else if kind.is_token() {
+                // No other kind admits `#US` or a table number above 63.
+                t < 64
+                    && FITS[kind as usize & 31] & (1 << t) != 0
+                    && rid != 0
+                    && rid <= self.rows[t]
+            } else {
+                token_passes(self, kind, token)
+            }
+        })
     }
 }
