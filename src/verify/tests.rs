@@ -1432,6 +1432,12 @@ fn image_tokens_pass_agrees_with_the_default() {
     for (_, bytes) in crate::corpus::EMBEDDED.iter().take(3) {
         let image = Image::parse(bytes).unwrap();
         let r = ImageResolver::new(&image);
+        let heap = image.user_strings();
+        for index in 0..heap.data.len() as u32 + 8 {
+            let token = 0x7000_0000 | index;
+            let expected = r.string_exists(token) == Some(true);
+            assert_eq!(r.tokens_pass(&[(K::String, token)]), expected, "{index}");
+        }
         let mut seed = 0x9E37_79B9_7F4A_7C15u64;
         for _ in 0..20_000 {
             seed ^= seed << 13;
