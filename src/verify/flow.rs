@@ -470,9 +470,16 @@ enum Transfer {
 pub(super) fn check_transfers(v: &mut Verifier, eh_ok: bool) {
     let n = v.n;
     if v.nodes.is_empty() {
-        // No regions: only the placement rules and the end of the code apply.
+        // No regions: only the placement rules and the end of the code apply, and of those
+        // only the handler instructions' (`ret`, `jmp` and prefixes are fine outside regions).
         for s in 0..v.ns {
-            placement(v, v.special[s] as usize, eh_ok);
+            let i = v.special[s] as usize;
+            if matches!(
+                v.ins[i].op,
+                Opcode::Endfinally | Opcode::Rethrow | Opcode::Endfilter
+            ) {
+                placement(v, i, eh_ok);
+            }
         }
     } else {
         // Only branches, special instructions and the last instruction before a region
