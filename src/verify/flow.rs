@@ -3,8 +3,8 @@
 
 use super::eh::RegionKind;
 use super::{Code, Ctx, Ins, NONE, Resolver, Verifier, flag, fx, operand};
-use crate::opcode::OperandKind;
 use crate::instr::{InstrError, decode_with_len};
+use crate::opcode::OperandKind;
 use crate::opcode::{Flow, Opcode};
 
 /// Decodes `code` into `v.ins`, records branch targets as byte offsets, and checks operands.
@@ -498,9 +498,7 @@ pub(super) fn check_transfers(v: &mut Verifier, eh_ok: bool) {
         loop {
             let next = |list: &[u32], k: usize| list.get(k).map_or(u32::MAX, |&i| i);
             let (branches, special) = (&v.branches[..v.nb], &v.special[..v.ns]);
-            let i = next(branches, b)
-                .min(next(special, s))
-                .min(next(&edges, e));
+            let i = next(branches, b).min(next(special, s)).min(next(&edges, e));
             if i as usize >= n {
                 break;
             }

@@ -756,7 +756,13 @@ impl Verifier {
         }
         match self.at.get(off_usize) {
             // An entry left by an earlier body names an instruction that does not start here.
-            Some(&i) if self.ins[..self.n].get(i as usize).is_some_and(|x| x.off == off) => i,
+            Some(&i)
+                if self.ins[..self.n]
+                    .get(i as usize)
+                    .is_some_and(|x| x.off == off) =>
+            {
+                i
+            }
             _ => NONE,
         }
     }

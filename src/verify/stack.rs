@@ -148,8 +148,9 @@ fn walk<R: Resolver + ?Sized, const TRACK: bool>(
                 }
                 watch = v.max.min(limit);
             }
-        } else if !step::<R, TRACK>(v, ins, *x, targets, depth, &mut d, &mut watch, limit, ctx, r)
-        {
+        } else if !step::<R, TRACK>(
+            v, ins, *x, targets, depth, &mut d, &mut watch, limit, ctx, r,
+        ) {
             return;
         }
         i += 1;

@@ -1461,7 +1461,11 @@ fn image_tokens_pass_agrees_with_the_default() {
                 } else {
                     token & 0x00FF_FFFF != 0 && r.token_exists(token) != Some(false)
                 };
-            assert_eq!(r.tokens_pass(&[(kind, token)]), expected, "{kind:?} {token:#x}");
+            assert_eq!(
+                r.tokens_pass(&[(kind, token)]),
+                expected,
+                "{kind:?} {token:#x}"
+            );
         }
     }
 }
@@ -1483,8 +1487,9 @@ fn fast_decode_matches_reporting_decode() {
         let len = (rnd() % 48) as usize + 1;
         let code: Vec<u8> = (0..len)
             .map(|_| match rnd() % 4 {
-                0 => [0x2A, 0x2B, 0x38, 0x45, 0x16, 0x17, 0x58, 0xFE, 0x06, 0x02, 0x28, 0x14]
-                    [(rnd() % 12) as usize],
+                0 => [
+                    0x2A, 0x2B, 0x38, 0x45, 0x16, 0x17, 0x58, 0xFE, 0x06, 0x02, 0x28, 0x14,
+                ][(rnd() % 12) as usize],
                 1 => 0,
                 _ => rnd() as u8,
             })
