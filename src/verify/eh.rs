@@ -419,24 +419,14 @@ fn assign_regions(v: &mut Verifier) {
             flag::JOIN
         };
     }
-    let count = v.ins.len();
+    let count = v.n;
     v.region.clear();
     v.region.resize(count, NONE);
-    v.open.clear();
-    let mut next = 0;
-    for i in 0..count as u32 {
-        while let Some(&top) = v.open.last() {
-            if v.nodes[top as usize].end_idx <= i {
-                v.open.pop();
-            } else {
-                break;
-            }
-        }
-        while next < v.nodes.len() && v.nodes[next].first <= i {
-            v.open.push(next as u32);
-            next += 1;
-        }
-        v.region[i as usize] = v.open.last().copied().unwrap_or(NONE);
+    // Nodes are sorted by start, outer before inner, and nest properly (the tree was built), so
+    // filling each node's range in order leaves every instruction its innermost node.
+    for k in 0..v.nodes.len() {
+        let node = v.nodes[k];
+        v.region[node.first as usize..node.end_idx as usize].fill(k as u32);
     }
     for k in 0..v.nodes.len() {
         let node = v.nodes[k];

@@ -4,143 +4,219 @@
 use super::eh::RegionKind;
 use super::{Code, Ctx, Ins, NONE, Resolver, Verifier, flag, fx, operand};
 use crate::instr::{InstrError, decode_with_len};
+use crate::opcode::OperandKind;
 use crate::opcode::{Flow, Opcode};
 
 /// Decodes `code` into `v.ins`, records branch targets as byte offsets, and checks operands.
 /// Returns false (after reporting) when the stream does not decode to the end.
 ///
-/// One table lookup per instruction ([`fx::DEC`]); anything irregular (an undefined opcode, a
-/// truncated operand or `switch` table) goes to the codec's decoder for the exact error.
+/// A fast pass decodes code that has no findings without reporting anything; at anything
+/// irregular (an undefined opcode, a truncated operand, a bad index or token) the reporting
+/// pass redoes the body, so the findings and their order are the reporting pass's alone.
 pub(super) fn decode<R: Resolver + ?Sized>(
     v: &mut Verifier,
     code: &[u8],
     ctx: &Ctx,
     r: &R,
 ) -> bool {
-    // The buffers are moved out for the loop, so that reporting through `v` does not force
-    // their headers to be reloaded after every call.
-    let mut ins = std::mem::take(&mut v.ins);
-    let mut at = std::mem::take(&mut v.at);
-    let mut targets = std::mem::take(&mut v.targets);
-    let ok = decode_into(v, code, ctx, r, &mut ins, &mut at, &mut targets);
-    v.ins = ins;
-    v.at = at;
-    v.targets = targets;
-    ok
+    let len = code.len();
+    // The buffers only grow, to the largest body so far: writing by index into them keeps
+    // the loop free of calls (and so of spills), and needs no per-body clearing. Each holds
+    // at most one entry per byte of code (a token operand takes five, a branch two).
+    if v.ins.len() < len {
+        v.ins.resize(len, fx::DEC[0].ins);
+        v.at.resize(len, NONE);
+        v.targets.resize(len, 0);
+        v.branches.resize(len / 2 + 1, 0);
+        v.special.resize(len, 0);
+        v.tokens.resize(len / 5 + 1, (OperandKind::None, 0));
+    }
+    let tokens = match decode_into::<R, false>(v, code, ctx, r) {
+        Some(tokens) => tokens,
+        None => return decode_into::<R, true>(v, code, ctx, r).is_some(),
+    };
+    if r.tokens_pass(&v.tokens[..tokens]) {
+        true
+    } else {
+        decode_into::<R, true>(v, code, ctx, r).is_some()
+    }
 }
 
+/// The eight bytes at `code[pos..]`, zero-padded past the end.
 #[inline(always)]
-fn decode_into<R: Resolver + ?Sized>(
+fn window(code: &[u8], pos: usize) -> u64 {
+    match code.get(pos..pos + 8) {
+        Some(s) => u64::from_le_bytes([s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]]),
+        None => window_short(code, pos),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn window_short(code: &[u8], pos: usize) -> u64 {
+    let mut w = 0;
+    for (k, &b) in code.get(pos..).unwrap_or(&[]).iter().take(8).enumerate() {
+        w |= (b as u64) << (8 * k);
+    }
+    w
+}
+
+/// One table lookup per instruction ([`fx::DEC`]). With `REPORT`, reports every operand fault
+/// and sends anything undecodable to the codec's decoder for the exact error; without it,
+/// stops at the first fault, reporting nothing, and leaves token operands in `v.tokens` for
+/// one [`Resolver::tokens_pass`] call. Returns the number of token operands left there, or
+/// `None` when the stream does not decode (or, without `REPORT`, at any fault).
+#[inline(never)]
+pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
     v: &mut Verifier,
     code: &[u8],
     ctx: &Ctx,
     r: &R,
-    ins: &mut Vec<Ins>,
-    at: &mut Vec<u32>,
-    targets: &mut Vec<u32>,
-) -> bool {
+) -> Option<usize> {
     let len = code.len();
-    // Never cleared: `Verifier::index_at` trusts an entry only if it names an instruction of
-    // this body starting there, so stale entries are harmless and no per-body fill is needed.
-    if at.len() < len {
-        at.resize(len, NONE);
-    }
-    let at = &mut at[..len];
+    // Moved out for the loop, so that reporting through `v` does not force their headers to
+    // be reloaded after every call.
+    let mut ins = std::mem::take(&mut v.ins);
+    let mut at = std::mem::take(&mut v.at);
+    let mut targets = std::mem::take(&mut v.targets);
+    let mut branches = std::mem::take(&mut v.branches);
+    let mut special = std::mem::take(&mut v.special);
+    let mut tokens = std::mem::take(&mut v.tokens);
+    // Sized by the caller; `at` is never cleared: `Verifier::index_at` trusts an entry only if
+    // it names an instruction of this body starting there.
+    let (ins_buf, at_buf) = (&mut ins[..len], &mut at[..len]);
+    let (targets_buf, branches_buf) = (&mut targets[..len], &mut branches[..len / 2 + 1]);
+    let (special_buf, tokens_buf) = (&mut special[..len], &mut tokens[..len / 5 + 1]);
     // Local and argument indices are checked against these (unknown: nothing fails).
     let locals = ctx.locals.unwrap_or(u32::MAX);
     let args = ctx.method.map_or(u32::MAX, |m| m.arg_count as u32);
-    let limits = [u32::MAX, locals, args];
+    let limits = [u32::MAX, locals, args, u32::MAX];
+    let (mut n, mut nt, mut nb, mut ns, mut ntok) = (0, 0, 0, 0, 0);
+    let mut ok = true;
     let mut pos = 0;
     // Flags for the next instruction from the prefixes before it: AFTER_PREFIX, TAIL.
     let mut carry: u16 = 0;
     while pos < len {
-        let first = code[pos];
-        let key = if first == 0xFE {
-            match code.get(pos + 1) {
-                Some(&second) => 256 + second as usize,
-                None => return decode_error(v, code, pos),
+        // The opcode and up to seven operand bytes in one load.
+        let w = window(code, pos);
+        let mut d = &fx::DEC[w as u8 as usize];
+        // One compare for "undefined" (length 0, as for the `FE` entry) and "truncated".
+        if (d.len as usize).wrapping_sub(1) >= len - pos {
+            let second = &fx::DEC[256 + (w >> 8) as u8 as usize];
+            if w as u8 == 0xFE && (second.len as usize).wrapping_sub(1) < len - pos {
+                d = second;
+            } else {
+                if REPORT {
+                    decode_error(v, code, pos);
+                }
+                ok = false;
+                break;
             }
-        } else {
-            first as usize
-        };
-        let d = &fx::DEC[key];
-        let size = d.len as usize;
-        if size == 0 || code.len() - pos < size {
-            return decode_error(v, code, pos);
         }
-        let idx = ins.len() as u32;
-        at[pos] = idx;
-        let mut next = pos + size;
-        let o = pos + if key >= 256 { 2 } else { 1 };
-        // One unaligned load and a mask instead of a dispatch on the operand's size.
-        let mut arg = le32_or_short(code, o) & d.mask;
+        let idx = n as u32;
+        at_buf[pos] = idx;
+        let mut next = pos + d.len as usize;
+        let mut arg = (w >> d.shift) as u32 & d.mask;
         let off = pos as u32;
         let mut flags = carry;
         carry = 0;
-        let kind = d.ins.fx.kind;
-        if kind & (fx::TARGETS | fx::SPECIAL) != 0 {
+        // A local or argument index (explicit, or implied as in `ldloc.2`); other
+        // instructions compare 0 against `u32::MAX` and pass.
+        let index = (arg & d.vmask) + d.imm as u32;
+        if index >= limits[d.var as usize & 3] {
+            if !REPORT {
+                ok = false;
+                break;
+            }
+            bad_index(v, off, d, index, ctx);
+        }
+        if d.slow {
+            if d.check == fx::check::TOKEN {
+                if REPORT {
+                    operand::token(v, off, d.ins.op, d.operand, arg, r);
+                } else {
+                    tokens_buf[ntok] = (d.operand, arg);
+                    ntok += 1;
+                }
+            }
+            let kind = d.ins.fx.kind;
             if kind & fx::TARGETS != 0 {
-                let start = targets.len() as u32;
+                let start = nt;
                 match d.arg {
                     fx::arg::BR8 => {
-                        let target = next as i64 + code[o] as i8 as i64;
-                        targets.extend([1, target_offset(target, len)]);
+                        let target = next as i64 + (w >> 8) as u8 as i8 as i64;
+                        targets_buf[nt] = 1;
+                        targets_buf[nt + 1] = target_offset(target, len);
+                        nt += 2;
                     }
                     fx::arg::BR32 => {
-                        let disp = le32(code, o) as i32;
-                        targets.extend([1, target_offset(next as i64 + disp as i64, len)]);
+                        let disp = (w >> 8) as u32 as i32;
+                        targets_buf[nt] = 1;
+                        targets_buf[nt + 1] = target_offset(next as i64 + disp as i64, len);
+                        nt += 2;
                     }
                     _ => {
                         // switch: the count is checked against the bytes left before any is
                         // read.
-                        let count = le32(code, o);
+                        let count = (w >> 8) as u32;
                         if count as usize > (len - next) / 4 {
-                            return decode_error(v, code, pos);
+                            if REPORT {
+                                decode_error(v, code, pos);
+                            }
+                            ok = false;
+                            break;
                         }
                         let table = &code[next..next + 4 * count as usize];
                         next += table.len();
-                        targets.push(count);
-                        targets.extend(table.chunks_exact(4).map(|c| {
+                        targets_buf[nt] = count;
+                        nt += 1;
+                        for (slot, c) in targets_buf[nt..nt + count as usize]
+                            .iter_mut()
+                            .zip(table.chunks_exact(4))
+                        {
                             let disp = le32(c, 0) as i32;
-                            target_offset(next as i64 + disp as i64, len)
-                        }));
+                            *slot = target_offset(next as i64 + disp as i64, len);
+                        }
+                        nt += count as usize;
                     }
                 }
-                arg = start;
-                v.branches.push(idx);
+                arg = start as u32;
+                branches_buf[nb] = idx;
+                nb += 1;
             }
             if kind & fx::SPECIAL != 0 {
-                v.special.push(idx);
-            }
-            if d.ins.fx.flow == Flow::Prefix {
-                // A prefix is itself only marked as following a prefix; what it modifies
-                // carries its flags.
-                carry = flags | flag::AFTER_PREFIX;
-                if d.ins.op == Opcode::Tail {
-                    carry |= flag::TAIL;
+                special_buf[ns] = idx;
+                ns += 1;
+                if d.ins.fx.flow == Flow::Prefix {
+                    // A prefix is itself only marked as following a prefix; what it modifies
+                    // carries its flags.
+                    carry = flags | flag::AFTER_PREFIX;
+                    if d.ins.op == Opcode::Tail {
+                        carry |= flag::TAIL;
+                    }
+                    flags &= flag::AFTER_PREFIX;
                 }
-                flags &= flag::AFTER_PREFIX;
             }
         }
-        if d.check == fx::check::TOKEN {
-            operand::token(v, off, d.ins.op, d.operand, arg, r);
-        } else {
-            // A local or argument index (explicit, or implied as in `ldloc.2`); other
-            // instructions compare against `u32::MAX` and pass.
-            let index = arg + d.imm as u32;
-            if index >= limits[d.var as usize] {
-                bad_index(v, off, d, index, ctx);
-            }
-        }
-        ins.push(Ins {
+        ins_buf[n] = Ins {
             off,
             arg,
             flags,
             ..d.ins
-        });
+        };
+        n += 1;
         pos = next;
     }
-    true
+    v.ins = ins;
+    v.at = at;
+    v.targets = targets;
+    v.branches = branches;
+    v.special = special;
+    v.tokens = tokens;
+    v.n = n;
+    v.nb = nb;
+    v.ns = ns;
+    ok.then_some(ntok)
 }
 
 #[cold]
@@ -150,20 +226,6 @@ fn bad_index(v: &mut Verifier, off: u32, d: &fx::Dec, index: u32, ctx: &Ctx) {
         (fx::var::LOCAL, Some(count), _) => operand::bad_local(v, off, d.ins.op, index, count),
         (fx::var::ARG, _, Some(m)) => operand::bad_argument(v, off, d.ins.op, index, m.arg_count),
         _ => {}
-    }
-}
-
-/// The little-endian `u32` at `b[at..]`, zero-padded when fewer than four bytes remain.
-#[inline(always)]
-fn le32_or_short(b: &[u8], at: usize) -> u32 {
-    match b.get(at..at + 4) {
-        Some(s) => le32(s, 0),
-        None => {
-            let mut a = [0; 4];
-            let rest = b.get(at..).unwrap_or(&[]);
-            a[..rest.len()].copy_from_slice(rest);
-            u32::from_le_bytes(a)
-        }
     }
 }
 
@@ -209,7 +271,7 @@ fn target_offset(t: i64, len: usize) -> u32 {
 /// Turns target offsets into instruction indices, reporting bad ones (left as [`NONE`]), and
 /// marks forward targets.
 pub(super) fn resolve_targets(v: &mut Verifier) {
-    for b in 0..v.branches.len() {
+    for b in 0..v.nb {
         let i = v.branches[b] as usize;
         let ins = v.ins[i];
         let start = ins.arg as usize;
@@ -330,10 +392,10 @@ fn prefix_code(prefix: Opcode) -> Code {
 /// Each prefix must precede (possibly through other prefixes) an instruction it may modify; a
 /// `tail.` call must be followed by `ret` and lie outside protected regions.
 pub(super) fn check_prefixes(v: &mut Verifier, eh_ok: bool) {
-    let n = v.ins.len();
+    let n = v.n;
     // Resume point: prefixes already handled as part of an earlier run.
     let mut next = 0;
-    for s in 0..v.special.len() {
+    for s in 0..v.ns {
         let i = v.special[s] as usize;
         if i < next || v.ins[i].fx.flow != Flow::Prefix {
             continue;
@@ -370,10 +432,11 @@ pub(super) fn check_prefixes(v: &mut Verifier, eh_ok: bool) {
 /// runtimes do) and transfers control from outside any protected region.
 fn check_tail_call(v: &mut Verifier, prefix: usize, call: usize, eh_ok: bool) {
     let off = v.ins[prefix].off;
-    let is_ret = |i: usize| v.ins.get(i).is_some_and(|x| x.op == Opcode::Ret);
+    let ins = &v.ins[..v.n];
+    let is_ret = |i: usize| ins.get(i).is_some_and(|x| x.op == Opcode::Ret);
     let next = call + 1;
     let ok = is_ret(next)
-        || v.ins.get(next).is_some_and(|x| {
+        || ins.get(next).is_some_and(|x| {
             matches!(x.op, Opcode::Br | Opcode::Br_S)
                 && v.targets_of(next)
                     .first()
@@ -405,11 +468,18 @@ enum Transfer {
 /// Region rules for every branch, `leave` and fall-through; placement of `ret`, `jmp`,
 /// `endfinally`, `endfilter` and `rethrow`; falling off the end of the code.
 pub(super) fn check_transfers(v: &mut Verifier, eh_ok: bool) {
-    let n = v.ins.len();
+    let n = v.n;
     if v.nodes.is_empty() {
-        // No regions: only the placement rules and the end of the code apply.
-        for s in 0..v.special.len() {
-            placement(v, v.special[s] as usize, eh_ok);
+        // No regions: only the placement rules and the end of the code apply, and of those
+        // only the handler instructions' (`ret`, `jmp` and prefixes are fine outside regions).
+        for s in 0..v.ns {
+            let i = v.special[s] as usize;
+            if matches!(
+                v.ins[i].op,
+                Opcode::Endfinally | Opcode::Rethrow | Opcode::Endfilter
+            ) {
+                placement(v, i, eh_ok);
+            }
         }
     } else {
         // Only branches, special instructions and the last instruction before a region
@@ -427,14 +497,13 @@ pub(super) fn check_transfers(v: &mut Verifier, eh_ok: bool) {
         let (mut b, mut s, mut e) = (0, 0, 0);
         loop {
             let next = |list: &[u32], k: usize| list.get(k).map_or(u32::MAX, |&i| i);
-            let i = next(&v.branches, b)
-                .min(next(&v.special, s))
-                .min(next(&edges, e));
+            let (branches, special) = (&v.branches[..v.nb], &v.special[..v.ns]);
+            let i = next(branches, b).min(next(special, s)).min(next(&edges, e));
             if i as usize >= n {
                 break;
             }
-            b += (next(&v.branches, b) == i) as usize;
-            s += (next(&v.special, s) == i) as usize;
+            b += (next(branches, b) == i) as usize;
+            s += (next(special, s) == i) as usize;
             e += (next(&edges, e) == i) as usize;
             transfers_from(v, i as usize, eh_ok);
             if v.stop() {
@@ -458,7 +527,7 @@ pub(super) fn check_transfers(v: &mut Verifier, eh_ok: bool) {
 /// The region rules for instruction `i`: its branch targets, its placement, and its fall
 /// through into the next instruction.
 fn transfers_from(v: &mut Verifier, i: usize, eh_ok: bool) {
-    let n = v.ins.len();
+    let n = v.n;
     let ins = v.ins[i];
     if ins.fx.kind & fx::TARGETS != 0 {
         let kind = if matches!(ins.op, Opcode::Leave | Opcode::Leave_S) {

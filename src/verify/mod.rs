@@ -27,7 +27,7 @@ pub use resolver::{
 };
 
 use crate::body::{Body, Clause};
-use crate::opcode::{Flow, Opcode};
+use crate::opcode::{Flow, Opcode, OperandKind};
 use serde::Serialize;
 use std::fmt;
 
@@ -367,14 +367,21 @@ mod fx {
     /// Everything the verifier's decoder needs of one encoding, in one entry: the same facts as
     /// [`crate::opcode::DECODE`] plus the verifier's own, so decoding reads one table.
     #[derive(Clone, Copy, Debug)]
+    #[repr(C, align(32))]
     pub struct Dec {
         /// The instruction with its opcode facts filled in; the decoder sets the rest.
         pub ins: Ins,
+        /// The operand bits `Ins::arg` keeps (0 when it keeps none, and for targets).
+        pub mask: u32,
+        /// The bits of `Ins::arg` that are a local or argument index (0 when none are).
+        pub vmask: u32,
         /// Opcode plus operand bytes (for `switch`, without its table); 0 when undefined.
         pub len: u8,
         pub arg: u8,
-        /// The operand bits `Ins::arg` keeps (0 when it keeps none, and for targets).
-        pub mask: u32,
+        /// Where the operand starts in an eight-byte window read at the opcode, in bits.
+        pub shift: u8,
+        /// Needs more than the table entry: targets, placement rules or a token.
+        pub slow: bool,
         pub check: u8,
         /// Which limit a local or argument index is checked against: [`var::NONE`], ….
         pub var: u8,
@@ -405,9 +412,12 @@ mod fx {
                     kind: 0,
                 },
             },
+            mask: 0,
+            vmask: 0,
             len: 0,
             arg: arg::NONE,
-            mask: 0,
+            shift: 8,
+            slow: false,
             check: check::NONE,
             var: 0,
             imm: 0,
@@ -458,14 +468,21 @@ mod fx {
                     flags: 0,
                     fx: of(i),
                 },
-                len: (if two { 2 } else { 1 } + operand_len) as u8,
-                arg,
                 mask: match arg {
                     arg::U8 => 0xFF,
                     arg::U16 => 0xFFFF,
                     arg::U32 => u32::MAX,
                     _ => 0,
                 },
+                vmask: match (check, arg) {
+                    (check::LOCAL | check::ARG, arg::U8) => 0xFF,
+                    (check::LOCAL | check::ARG, arg::U16) => 0xFFFF,
+                    _ => 0,
+                },
+                len: (if two { 2 } else { 1 } + operand_len) as u8,
+                arg,
+                shift: if two { 16 } else { 8 },
+                slow: check == check::TOKEN || of(i).kind & (TARGETS | SPECIAL) != 0,
                 check,
                 var: match check {
                     check::LOCAL | check::LOCAL_IMM => var::LOCAL as u8,
@@ -509,14 +526,21 @@ struct Ctx {
 /// when a body is larger than every one before it.
 #[derive(Debug, Default)]
 pub struct Verifier {
+    /// The decoded instructions are `ins[..n]`. This and the other per-instruction buffers only
+    /// grow (to the largest body so far), so the decoder writes into them by index.
     ins: Vec<Ins>,
+    n: usize,
     /// Branch and switch targets: `[count, target…]` per branching instruction; targets are
     /// byte offsets after decoding and instruction indices (or [`NONE`]) once resolved.
     targets: Vec<u32>,
-    /// Indices of instructions with [`fx::SPECIAL`] placement rules.
+    /// `special[..ns]`: indices of instructions with [`fx::SPECIAL`] placement rules.
     special: Vec<u32>,
-    /// Indices of instructions with branch or switch targets.
+    ns: usize,
+    /// `branches[..nb]`: indices of instructions with branch or switch targets.
     branches: Vec<u32>,
+    nb: usize,
+    /// Token operands of the body, checked together by [`Resolver::tokens_pass`].
+    tokens: Vec<(OperandKind, u32)>,
     /// Instruction index by byte offset, read through [`Verifier::index_at`]; sized for the
     /// largest body so far and never cleared (entries of earlier bodies fail its check).
     at: Vec<u32>,
@@ -646,10 +670,9 @@ impl Verifier {
         declared_max_stack: Option<u16>,
         resolver: &R,
     ) {
-        self.ins.clear();
-        self.targets.clear();
-        self.special.clear();
-        self.branches.clear();
+        self.n = 0;
+        self.ns = 0;
+        self.nb = 0;
         self.region.clear();
         self.nodes.clear();
         self.diags.clear();
@@ -726,14 +749,20 @@ impl Verifier {
     fn index_at(&self, off: u32) -> u32 {
         let off_usize = off as usize;
         if off_usize == self.code_len {
-            return self.ins.len() as u32;
+            return self.n as u32;
         }
         if off_usize > self.code_len {
             return NONE;
         }
         match self.at.get(off_usize) {
             // An entry left by an earlier body names an instruction that does not start here.
-            Some(&i) if self.ins.get(i as usize).is_some_and(|x| x.off == off) => i,
+            Some(&i)
+                if self.ins[..self.n]
+                    .get(i as usize)
+                    .is_some_and(|x| x.off == off) =>
+            {
+                i
+            }
             _ => NONE,
         }
     }

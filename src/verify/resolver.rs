@@ -10,7 +10,7 @@ use crate::image::sig::{self, MethodSigSummary};
 use crate::image::tables::USER_STRING_TABLE;
 use crate::image::{Image, Method, Table, Token, UserStringHeap};
 use crate::opcode::{Opcode, OperandKind};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 
@@ -111,6 +111,44 @@ pub trait Resolver {
     fn token_fits(&self, kind: OperandKind, token: u32) -> bool {
         token_table_fits(kind, token)
     }
+
+    /// Whether every `(kind, token)` operand passes the operand rules: its table fits the kind
+    /// ([`Resolver::token_fits`]), it is not row 0, and its row or `#US` string is not known to
+    /// be missing. The verifier asks once per body and, only when the answer is false, checks
+    /// the tokens one by one to report. Override only to answer faster, never differently.
+    fn tokens_pass(&self, tokens: &[(OperandKind, u32)]) -> bool {
+        tokens
+            .iter()
+            .all(|&(kind, token)| token_passes(self, kind, token))
+    }
+}
+
+/// As [`UserStringHeap::contains`]: `index` starts a length prefix (II.24.2.4, compressed as
+/// in II.23.2) whose entry ends inside the heap. Inline, as `ldstr` is among the commonest
+/// token operands.
+#[inline]
+fn us_entry_fits(heap: &[u8], index: u32) -> bool {
+    let rest = heap.get(index as usize..).unwrap_or(&[]);
+    let (len, used) = match *rest {
+        [b0, ..] if b0 & 0x80 == 0 => (b0 as usize, 1),
+        [b0, b1, ..] if b0 & 0xC0 == 0x80 => (((b0 & 0x3F) as usize) << 8 | b1 as usize, 2),
+        [b0, b1, b2, b3, ..] if b0 & 0xE0 == 0xC0 => (
+            ((b0 & 0x1F) as usize) << 24 | (b1 as usize) << 16 | (b2 as usize) << 8 | b3 as usize,
+            4,
+        ),
+        _ => return false,
+    };
+    rest.len() - used >= len
+}
+
+/// The operand rules for one token, as the verifier applies them (see [`Resolver::tokens_pass`]).
+fn token_passes<R: Resolver + ?Sized>(r: &R, kind: OperandKind, token: u32) -> bool {
+    r.token_fits(kind, token)
+        && if kind == OperandKind::String {
+            r.string_exists(token) != Some(false)
+        } else {
+            token & 0x00FF_FFFF != 0 && r.token_exists(token) != Some(false)
+        }
 }
 
 /// Metadata table numbers (II.22) that operands refer to.
@@ -128,7 +166,7 @@ mod table {
 
 /// Whether `token`'s table suits an operand of `kind`. A MemberRef may name a field or a method,
 /// so it fits both; which one it is needs its signature.
-pub fn token_table_fits(kind: OperandKind, token: u32) -> bool {
+pub const fn token_table_fits(kind: OperandKind, token: u32) -> bool {
     use table::*;
     let t = token >> 24;
     let is_type = matches!(t, TYPE_REF | TYPE_DEF | TYPE_SPEC);
@@ -143,6 +181,24 @@ pub fn token_table_fits(kind: OperandKind, token: u32) -> bool {
         _ => true,
     }
 }
+
+/// [`token_table_fits`] as a bit per table number below 64 (`#US` excluded), by operand kind.
+const FITS: [u64; 32] = {
+    let mut masks = [0; 32];
+    let mut k = 0;
+    while k < crate::opcode::ALL.len() {
+        let kind = crate::opcode::ALL[k].operand;
+        let mut t = 0;
+        while t < 64 {
+            if t != table::USER_STRING && token_table_fits(kind, t << 24) {
+                masks[kind as usize] |= 1 << t;
+            }
+            t += 1;
+        }
+        k += 1;
+    }
+    masks
+};
 
 /// A resolver that knows nothing: only the body's own structure is checked.
 #[derive(Clone, Copy, Debug, Default)]
@@ -251,7 +307,13 @@ pub struct ImageResolver<'i> {
     user_strings: UserStringHeap<'i>,
     method: Option<MethodSig>,
     locals: Option<u32>,
-    calls: RefCell<CallCache>,
+    /// Row counts by table number (0 for numbers that name no table).
+    rows: [u32; 64],
+    /// Call-site signatures by row id, one vector per table a call may name (MethodDef,
+    /// MemberRef, MethodSpec; StandAloneSig for `calli`), sized by the table's row count: an
+    /// index is cheaper than hashing on the dataflow's hottest lookup. Entries are
+    /// [`CallCache`] words.
+    calls: [Vec<Cell<u64>>; 4],
     /// Method signatures by `#Blob` index: compilers store one blob per signature shape, shared
     /// by every MethodDef and MemberRef of that shape, so most are parsed once.
     method_sigs: RefCell<BlobCache<Option<MethodSigSummary>>>,
@@ -281,27 +343,59 @@ impl Hasher for IndexHasher {
     }
 }
 
-/// Call-site signatures by table and row id: a vector per table indexed by rid is cheaper than
-/// hashing on the verifier's hottest lookup. Each vector is sized by its table's row count
-/// (bounded by the table stream the image holds) on first use.
-#[derive(Default)]
-struct CallCache {
-    /// MethodDef, MemberRef, MethodSpec (for calls), StandAloneSig (for `calli`). `None` not
-    /// looked up yet; `Some(None)` does not resolve.
-    tables: [Vec<Option<Option<CallSig>>>; 4],
+/// A call-site signature packed in one word: 0 when not looked up yet, else [`CallCache::SEEN`],
+/// plus [`CallCache::FOUND`] and the fields when it resolves.
+struct CallCache;
+
+impl CallCache {
+    const SEEN: u64 = 1 << 63;
+    const FOUND: u64 = 1 << 62;
+
+    fn pack(sig: Option<CallSig>) -> u64 {
+        match sig {
+            None => Self::SEEN,
+            Some(s) => {
+                Self::SEEN
+                    | Self::FOUND
+                    | s.has_this as u64
+                    | (s.explicit_this as u64) << 1
+                    | (s.returns_void as u64) << 2
+                    | (s.param_count as u64) << 8
+                    | (s.vararg_extra as u64) << 24
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn unpack(word: u64) -> Option<CallSig> {
+        (word & Self::FOUND != 0).then_some(CallSig {
+            has_this: word & 1 != 0,
+            explicit_this: word & 2 != 0,
+            returns_void: word & 4 != 0,
+            param_count: (word >> 8) as u16,
+            vararg_extra: (word >> 24) as u16,
+        })
+    }
 }
 
-/// The cache slot of a call token: which vector, for the tables a call may name. Other
-/// combinations never resolve (the image reader would refuse them), so they need no slot.
-#[inline]
-fn cache_slot(opcode: Opcode, token: u32) -> Option<(usize, Table)> {
+/// The cache vector of a call token: which one, for the tables a call may name. Other
+/// combinations never resolve (the image reader would refuse them), so they need no vector.
+#[inline(always)]
+fn cache_slot(opcode: Opcode, token: u32) -> Option<usize> {
     match (opcode == Opcode::Calli, token >> 24) {
-        (false, table::METHOD_DEF) => Some((0, Table::MethodDef)),
-        (false, table::MEMBER_REF) => Some((1, Table::MemberRef)),
-        (false, table::METHOD_SPEC) => Some((2, Table::MethodSpec)),
-        (true, table::STANDALONE_SIG) => Some((3, Table::StandAloneSig)),
+        (false, table::METHOD_DEF) => Some(0),
+        (false, table::MEMBER_REF) => Some(1),
+        (false, table::METHOD_SPEC) => Some(2),
+        (true, table::STANDALONE_SIG) => Some(3),
         _ => None,
     }
+}
+
+/// The rows of `table` plus one, as cache entries indexed by row id.
+fn cache_for(image: &Image<'_>, table: Table) -> Vec<Cell<u64>> {
+    let rows = image.tables().rows(table) as usize;
+    // Bounded by the table stream the image holds.
+    (0..=rows).map(|_| Cell::new(0)).collect()
 }
 
 impl<'i> ImageResolver<'i> {
@@ -311,7 +405,15 @@ impl<'i> ImageResolver<'i> {
             user_strings: image.user_strings(),
             method: None,
             locals: None,
-            calls: RefCell::default(),
+            rows: std::array::from_fn(|t| {
+                Table::from_u8(t as u8).map_or(0, |table| image.tables().rows(table))
+            }),
+            calls: [
+                cache_for(image, Table::MethodDef),
+                cache_for(image, Table::MemberRef),
+                cache_for(image, Table::MethodSpec),
+                cache_for(image, Table::StandAloneSig),
+            ],
             method_sigs: RefCell::default(),
             local_sigs: RefCell::default(),
         }
@@ -377,7 +479,9 @@ impl<'i> ImageResolver<'i> {
     fn method_sig_index(&self, token: Token) -> Option<u32> {
         let t = self.image.tables();
         match token.table()? {
-            Table::MethodDef => Some(t.method_def(token.rid()).ok()?.signature),
+            // One column instead of the whole row: a row in range lies wholly inside the
+            // stream, and a MethodDef row has no column that can fail on its own.
+            Table::MethodDef => t.cell(Table::MethodDef, token.rid(), 4).ok(),
             Table::MemberRef => Some(t.member_ref(token.rid()).ok()?.signature),
             Table::MethodSpec => {
                 let method = t.method_spec(token.rid()).ok()?.method;
@@ -407,25 +511,16 @@ impl<'i> ImageResolver<'i> {
     /// Looks a call signature up and caches it (or that it does not resolve).
     #[cold]
     #[inline(never)]
-    fn call_sig_miss(
-        &self,
-        slot: usize,
-        table: Table,
-        opcode: Opcode,
-        token: u32,
-    ) -> Option<CallSig> {
+    fn call_sig_miss(&self, slot: usize, opcode: Opcode, token: u32) -> Option<CallSig> {
         let rid = (token & 0x00FF_FFFF) as usize;
-        let rows = self.image.tables().rows(table) as usize;
-        if rid == 0 || rid > rows {
-            return None;
+        let sig = if rid == 0 {
+            None
+        } else {
+            self.lookup(opcode, token)
+        };
+        if let Some(entry) = self.calls[slot].get(rid) {
+            entry.set(CallCache::pack(sig));
         }
-        let sig = self.lookup(opcode, token);
-        let mut cache = self.calls.borrow_mut();
-        let sigs = &mut cache.tables[slot];
-        if sigs.is_empty() {
-            sigs.resize(rows + 1, None);
-        }
-        sigs[rid] = Some(sig);
         sig
     }
 
@@ -460,15 +555,15 @@ impl Resolver for ImageResolver<'_> {
 
     #[inline(always)]
     fn call_sig(&self, opcode: Opcode, token: u32) -> Option<CallSig> {
-        let (slot, table) = cache_slot(opcode, token)?;
+        let slot = cache_slot(opcode, token)?;
         let rid = (token & 0x00FF_FFFF) as usize;
-        // The hit path stays small enough to inline into the dataflow loop.
-        if let Ok(cache) = self.calls.try_borrow()
-            && let Some(&Some(known)) = cache.tables[slot].get(rid)
-        {
-            return known;
+        // The hit path stays small enough to inline into the dataflow loop. A row id past the
+        // table has no entry and never resolves.
+        let word = self.calls[slot].get(rid)?.get();
+        if word != 0 {
+            return CallCache::unpack(word);
         }
-        self.call_sig_miss(slot, table, opcode, token)
+        self.call_sig_miss(slot, opcode, token)
     }
 
     fn token_exists(&self, token: u32) -> Option<bool> {
@@ -479,5 +574,23 @@ impl Resolver for ImageResolver<'_> {
         // As `Image::user_string_ok`, with the heap located once.
         let t = Token(token);
         Some(t.table_byte() == USER_STRING_TABLE && self.user_strings.contains(t.rid()))
+    }
+
+    /// The default's answer from a kind mask and the row counts, without a call per token.
+    fn tokens_pass(&self, tokens: &[(OperandKind, u32)]) -> bool {
+        tokens.iter().all(|&(kind, token)| {
+            let (t, rid) = ((token >> 24) as usize, token & 0x00FF_FFFF);
+            if kind == OperandKind::String {
+                t == USER_STRING_TABLE as usize && us_entry_fits(self.user_strings.data, rid)
+            } else if kind.is_token() {
+                // No other kind admits `#US` or a table number above 63.
+                t < 64
+                    && FITS[kind as usize & 31] & (1 << t) != 0
+                    && rid != 0
+                    && rid <= self.rows[t]
+            } else {
+                token_passes(self, kind, token)
+            }
+        })
     }
 }

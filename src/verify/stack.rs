@@ -12,18 +12,19 @@ use crate::opcode::Opcode;
 pub(super) fn run<R: Resolver + ?Sized>(v: &mut Verifier, ctx: &Ctx, r: &R, eh_ok: bool) {
     // The instruction and target buffers are only read here; moved out for the pass so that
     // reporting through `v` does not force them to be reloaded.
-    let ins = std::mem::take(&mut v.ins);
+    let ins_buf = std::mem::take(&mut v.ins);
+    let ins = &ins_buf[..v.n];
     let targets = std::mem::take(&mut v.targets);
     let mut depth = std::mem::take(&mut v.depth);
-    if v.branches.is_empty() && v.nodes.is_empty() {
+    if v.nb == 0 && v.nodes.is_empty() {
         // Straight-line code: one path from the entry, each instruction reached once and only
         // by falling through, so no depth table is needed.
-        walk::<R, false>(v, &ins, &targets, &mut depth, 0, 0, ctx, r);
+        walk::<R, false>(v, ins, &targets, &mut depth, 0, 0, ctx, r);
     } else {
         depth.clear();
         depth.resize(ins.len(), NONE);
         v.work.clear();
-        merge(v, &ins, &mut depth, 0, 0);
+        merge(v, ins, &mut depth, 0, 0);
         if eh_ok {
             for k in 0..v.nodes.len() {
                 let node = v.nodes[k];
@@ -43,12 +44,12 @@ pub(super) fn run<R: Resolver + ?Sized>(v: &mut Verifier, ctx: &Ctx, r: &R, eh_o
                     );
                 }
                 v.max = v.max.max(d);
-                merge(v, &ins, &mut depth, node.first as usize, d);
+                merge(v, ins, &mut depth, node.first as usize, d);
             }
         }
         while let Some(start) = v.work.pop() {
             let d = depth[start as usize];
-            walk::<R, true>(v, &ins, &targets, &mut depth, start as usize, d, ctx, r);
+            walk::<R, true>(v, ins, &targets, &mut depth, start as usize, d, ctx, r);
             if v.stop() {
                 break;
             }
@@ -57,7 +58,7 @@ pub(super) fn run<R: Resolver + ?Sized>(v: &mut Verifier, ctx: &Ctx, r: &R, eh_o
             post_checks(v, &depth);
         }
     }
-    v.ins = ins;
+    v.ins = ins_buf;
     v.targets = targets;
     v.depth = depth;
 }
@@ -121,7 +122,9 @@ fn walk<R: Resolver + ?Sized, const TRACK: bool>(
     // One compare per instruction: above this, the depth is a new maximum or over the limit.
     let mut watch = v.max.min(limit);
     let first_only = v.first_only;
-    while let Some(&x) = ins.get(i) {
+    while i < ins.len() {
+        // Fields are read in place: copying the whole instruction out costs a spill per step.
+        let x = &ins[i];
         let fx = x.fx;
         if fx.kind & fx::PLAIN != 0 && x.flags & flag::TAIL == 0 {
             // Most instructions: adjust the depth and fall through. Only the overflow check can
@@ -129,7 +132,7 @@ fn walk<R: Resolver + ?Sized, const TRACK: bool>(
             // instruction has a rule of its own, so those take the full step.)
             let pops = fx.pops as u32;
             if d < pops {
-                underflow(v, x, pops, d);
+                underflow(v, *x, pops, d);
                 return;
             }
             d = d - pops + fx.pushes as u32;
@@ -145,18 +148,17 @@ fn walk<R: Resolver + ?Sized, const TRACK: bool>(
                 }
                 watch = v.max.min(limit);
             }
-        } else if !step::<R, TRACK>(v, ins, x, targets, depth, &mut d, &mut watch, limit, ctx, r) {
+        } else if !step::<R, TRACK>(
+            v, ins, *x, targets, depth, &mut d, &mut watch, limit, ctx, r,
+        ) {
             return;
         }
         i += 1;
-        if TRACK
-            && let Some(next) = ins.get(i)
-            && next.flags & flag::JOIN != 0
-        {
+        if TRACK && i < ins.len() && ins[i].flags & flag::JOIN != 0 {
             let known = depth[i];
             if known != NONE {
                 if known != d {
-                    path_mismatch(v, next.off, known, d);
+                    path_mismatch(v, ins[i].off, known, d);
                 }
                 return;
             }

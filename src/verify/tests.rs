@@ -1413,3 +1413,123 @@ fn reused_verifier_matches_fresh_one() {
         assert_eq!(a, b, "{code:02x?}");
     }
 }
+
+/// `ImageResolver`'s batched token check gives the trait default's answer for every kind.
+#[test]
+fn image_tokens_pass_agrees_with_the_default() {
+    use crate::image::Image;
+    use crate::opcode::OperandKind as K;
+    let kinds = [
+        K::Tok,
+        K::Type,
+        K::Field,
+        K::Method,
+        K::String,
+        K::Sig,
+        K::None,
+        K::I,
+    ];
+    for (_, bytes) in crate::corpus::EMBEDDED.iter().take(3) {
+        let image = Image::parse(bytes).unwrap();
+        let r = ImageResolver::new(&image);
+        let heap = image.user_strings();
+        for index in 0..heap.data.len() as u32 + 8 {
+            let token = 0x7000_0000 | index;
+            let expected = r.string_exists(token) == Some(true);
+            assert_eq!(r.tokens_pass(&[(K::String, token)]), expected, "{index}");
+        }
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        for _ in 0..20_000 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let table = match seed % 4 {
+                0 => (seed >> 8) as u32 % 0x2E,
+                1 => 0x70,
+                _ => (seed >> 8) as u32 & 0xFF,
+            };
+            let rid = match (seed >> 20) % 3 {
+                0 => (seed >> 24) as u32 % 8,
+                1 => (seed >> 24) as u32 % 4096,
+                _ => (seed >> 24) as u32 & 0xFF_FFFF,
+            };
+            let token = (table << 24) | rid;
+            let kind = kinds[(seed >> 56) as usize % kinds.len()];
+            let expected = r.token_fits(kind, token)
+                && if kind == K::String {
+                    r.string_exists(token) != Some(false)
+                } else {
+                    token & 0x00FF_FFFF != 0 && r.token_exists(token) != Some(false)
+                };
+            assert_eq!(
+                r.tokens_pass(&[(kind, token)]),
+                expected,
+                "{kind:?} {token:#x}"
+            );
+        }
+    }
+}
+
+/// The fast decoder's output (when it accepts a body) equals the reporting decoder's.
+#[test]
+fn fast_decode_matches_reporting_decode() {
+    let mut seed = 0x1234_5678_9ABC_DEF1u64;
+    let mut rnd = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let r = SyntheticResolver::new().method(3, false).locals(4);
+    let mut v = Verifier::new();
+    let mut accepted = 0;
+    for _ in 0..20_000 {
+        let len = (rnd() % 48) as usize + 1;
+        let code: Vec<u8> = (0..len)
+            .map(|_| match rnd() % 4 {
+                0 => [
+                    0x2A, 0x2B, 0x38, 0x45, 0x16, 0x17, 0x58, 0xFE, 0x06, 0x02, 0x28, 0x14,
+                ][(rnd() % 12) as usize],
+                1 => 0,
+                _ => rnd() as u8,
+            })
+            .collect();
+        let ctx = Ctx {
+            method: Resolver::method(&r),
+            locals: r.local_count(),
+            declared_max_stack: None,
+        };
+        v.code_len = code.len();
+        if v.ins.len() < code.len() {
+            v.ins.resize(code.len(), fx::DEC[0].ins);
+            v.at.resize(code.len(), NONE);
+            v.targets.resize(code.len(), 0);
+            v.branches.resize(code.len() / 2 + 1, 0);
+            v.special.resize(code.len(), 0);
+            v.tokens.resize(code.len() / 5 + 1, (OperandKind::None, 0));
+        }
+        let snapshot = |v: &Verifier| {
+            let ins: Vec<_> = v.ins[..v.n]
+                .iter()
+                .map(|x| (x.off, x.arg, x.op, x.flags))
+                .collect();
+            (
+                ins,
+                v.targets[..code.len()].to_vec(),
+                v.branches[..v.nb].to_vec(),
+                v.special[..v.ns].to_vec(),
+            )
+        };
+        v.diags.clear();
+        match flow::decode_into::<_, false>(&mut v, &code, &ctx, &r) {
+            Some(tokens) if r.tokens_pass(&v.tokens[..tokens]) => {}
+            _ => continue,
+        }
+        let fast = snapshot(&v);
+        assert!(flow::decode_into::<_, true>(&mut v, &code, &ctx, &r).is_some());
+        assert!(v.diags.is_empty(), "{code:02x?}");
+        assert_eq!(fast, snapshot(&v), "{code:02x?}");
+        accepted += 1;
+    }
+    assert!(accepted > 1_000, "{accepted}");
+}
