@@ -116,11 +116,9 @@ pub struct EditSummary {
 #[derive(Debug)]
 pub struct Editor<'m> {
     m: &'m mut Method,
-    ops: Vec<Op>,
-    code: Vec<Instr>,
-    binds: Vec<(Label, BlockId)>,
-    new_clauses: Vec<EhClause>,
-    scratch: Scratch,
+    /// The recorded edits and the buffers to apply them, boxed so that taking them from the
+    /// pool and handing them back moves one pointer.
+    s: Box<Scratch>,
 }
 
 /// Buffers an edit needs, kept per thread between editors: a rewriter edits every method of
@@ -141,24 +139,20 @@ struct Scratch {
 }
 
 thread_local! {
-    static SCRATCH: std::cell::Cell<Scratch> = std::cell::Cell::new(Scratch::default());
+    static SCRATCH: std::cell::Cell<Option<Box<Scratch>>> = const { std::cell::Cell::new(None) };
 }
 
 impl Editor<'_> {
     /// Hands the buffers back for the next editor on this thread (an editor that is dropped
     /// instead, or fails, just frees them).
-    fn recycle(&mut self) {
-        let mut s = std::mem::take(&mut self.scratch);
-        s.ops = std::mem::take(&mut self.ops);
-        s.code = std::mem::take(&mut self.code);
-        s.binds = std::mem::take(&mut self.binds);
-        s.new_clauses = std::mem::take(&mut self.new_clauses);
+    fn recycle(mut self) {
+        let s = &mut *self.s;
         s.ops.clear();
         s.code.clear();
         s.binds.clear();
         s.new_clauses.clear();
         // Ignored during thread teardown: the buffers are just freed.
-        let _ = SCRATCH.try_with(|c| c.set(s));
+        let _ = SCRATCH.try_with(|c| c.set(Some(self.s)));
     }
 }
 
@@ -179,15 +173,12 @@ impl Method {
     /// Starts a batch of edits.
     pub fn edit(&mut self) -> Editor<'_> {
         // A nested editor on the same thread finds the pool empty and allocates its own.
-        let mut scratch = SCRATCH.try_with(|c| c.take()).unwrap_or_default();
-        Editor {
-            m: self,
-            ops: std::mem::take(&mut scratch.ops),
-            code: std::mem::take(&mut scratch.code),
-            binds: std::mem::take(&mut scratch.binds),
-            new_clauses: std::mem::take(&mut scratch.new_clauses),
-            scratch,
-        }
+        let s = SCRATCH
+            .try_with(|c| c.take())
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        Editor { m: self, s }
     }
 
     /// Adds a clause where table order keeps inner clauses before the clauses that enclose
@@ -270,15 +261,16 @@ impl Editor<'_> {
     }
 
     fn record(&mut self, gap: u32, kind: Kind, code: &[Instr]) -> BlockId {
-        let start = self.code.len() as u32;
-        self.code.extend_from_slice(code);
-        self.ops.push(Op {
+        let s = &mut *self.s;
+        let start = s.code.len() as u32;
+        s.code.extend_from_slice(code);
+        s.ops.push(Op {
             gap,
             kind,
-            code: (start, self.code.len() as u32),
+            code: (start, s.code.len() as u32),
             placed: 0,
         });
-        BlockId(self.ops.len() as u32 - 1)
+        BlockId(s.ops.len() as u32 - 1)
     }
 
     /// Inserts `code` before instruction `at` (before its prefixes).
@@ -330,29 +322,39 @@ impl Editor<'_> {
         if label.index() >= self.m.labels.len() {
             return Err(EditError::UnknownLabel(label.0));
         }
-        self.binds.push((label, block));
+        self.s.binds.push((label, block));
         Ok(())
     }
 
     /// Adds a clause once the edits are applied (see [`Method::add_clause`]).
     pub fn add_clause(&mut self, clause: EhClause) {
-        self.new_clauses.push(clause);
+        self.s.new_clauses.push(clause);
     }
 
     /// Applies every recorded edit, or none.
     pub fn commit(mut self) -> Result<EditSummary, EditError> {
-        let n = self.m.instrs.len();
-        // Stable: edits at one gap keep the order they were recorded in.
-        let mut order = std::mem::take(&mut self.scratch.order);
-        order.clear();
-        order.extend(0..self.ops.len() as u32);
-        order.sort_by_key(|&i| {
-            let op = &self.ops[i as usize];
-            (op.gap, op.kind.rank())
-        });
+        let summary = self.apply()?;
+        self.recycle();
+        Ok(summary)
+    }
+
+    fn apply(&mut self) -> Result<EditSummary, EditError> {
+        let m = &mut *self.m;
+        let s = &mut *self.s;
+        let n = m.instrs.len();
+        // Stable: edits at one gap keep the order they were recorded in. Transforms mostly
+        // record them in order already.
+        let key = |op: &Op| (op.gap, op.kind.rank());
+        s.order.clear();
+        s.order.extend(0..s.ops.len() as u32);
+        if !s.ops.windows(2).all(|w| key(&w[0]) <= key(&w[1])) {
+            let ops = &s.ops;
+            s.order.sort_by_key(|&i| key(&ops[i as usize]));
+        }
+        let order = &s.order;
         // Per gap: the policies in force, checked for conflicts.
         for w in order.windows(2) {
-            let (a, b) = (&self.ops[w[0] as usize], &self.ops[w[1] as usize]);
+            let (a, b) = (&s.ops[w[0] as usize], &s.ops[w[1] as usize]);
             if a.gap != b.gap || a.kind.rank() != b.kind.rank() {
                 continue;
             }
@@ -367,118 +369,124 @@ impl Editor<'_> {
                 _ => continue,
             };
             let index = a.gap as usize;
-            self.scratch.order = order;
             return Err(EditError::ConflictingEdits { index, reason });
         }
-        for (k, &(label, _)) in self.binds.iter().enumerate() {
-            let again = self.binds[k + 1..].iter().any(|(l, _)| *l == label);
-            if again || self.m.labels[label.index()] != UNBOUND {
+        for (k, &(label, _)) in s.binds.iter().enumerate() {
+            let again = s.binds[k + 1..].iter().any(|(l, _)| *l == label);
+            if again || m.labels[label.index()] != UNBOUND {
                 return Err(EditError::BoundTwice(label.0));
             }
         }
 
-        // Label roles, from every use in the method and in the new code.
-        let mut roles = std::mem::take(&mut self.scratch.roles);
+        // Region roles, from the clauses (few). Whether a label is a branch target costs a
+        // scan of all the code, so it is only found when it decides where a label goes.
+        let roles = &mut s.roles;
         roles.clear();
-        roles.resize(self.m.labels.len(), 0);
-        let mut mark = |l: Label, r: u8| {
+        let mark = |roles: &mut Vec<u8>, l: Label, r: u8| {
             if let Some(slot) = roles.get_mut(l.index()) {
                 *slot |= r;
             }
         };
-        for ins in self.m.instrs.iter().chain(&self.code) {
-            if let Operand::Target(l) = ins.operand {
-                mark(l, TARGET);
+        if !m.clauses.is_empty() || !s.new_clauses.is_empty() {
+            roles.resize(m.labels.len(), 0);
+            for c in m.clauses.iter().chain(&s.new_clauses) {
+                mark(roles, c.try_start, START);
+                mark(roles, c.handler_start, START);
+                if let Some(f) = c.filter_start {
+                    mark(roles, f, START);
+                }
+                mark(roles, c.try_end, END);
+                mark(roles, c.handler_end, END);
             }
-        }
-        for &l in &self.m.switch_targets {
-            mark(l, TARGET);
-        }
-        for c in self.m.clauses.iter().chain(&self.new_clauses) {
-            mark(c.try_start, START);
-            mark(c.handler_start, START);
-            if let Some(f) = c.filter_start {
-                mark(f, START);
-            }
-            mark(c.try_end, END);
-            mark(c.handler_end, END);
         }
 
         // Only gaps with edits are recorded; labels elsewhere shift with the code around them.
-        let inserted = self.code.len();
-        let mut gaps = std::mem::take(&mut self.scratch.gaps);
+        let inserted = s.code.len();
+        let gaps = &mut s.gaps;
         gaps.clear();
-        let mut out = std::mem::take(&mut self.scratch.instrs);
+        let out = &mut s.instrs;
         out.clear();
         out.reserve(n + inserted);
         let mut copied = 0usize; // old instructions before this index are in `out` (or dropped)
         let mut k = 0usize;
         let mut removed = 0usize;
         while k < order.len() {
-            let g = self.ops[order[k] as usize].gap as usize;
-            out.extend_from_slice(&self.m.instrs[copied..g]);
+            let g = s.ops[order[k] as usize].gap as usize;
+            out.extend_from_slice(&m.instrs[copied..g]);
             copied = g;
-            let mut gap = Gap {
-                gap: g as u32,
-                gap_start: out.len() as u32,
-                after_end: 0,
-                before_end: 0,
-                after: None,
-                before: None,
-                next_shift: 0,
-            };
+            let gap_start = out.len() as u32;
+            // Where the chunks of each rank end (After, Append, Before, Replace): set when the
+            // first chunk of a later rank arrives, or at the end of the gap.
+            let mut after_end = None;
+            let mut before_end = None;
+            let mut after = None;
+            let mut before = None;
             let mut replaced = false;
-            // Chunks in rank order: After, Append, Before, Replace.
-            for rank in 0..=3u8 {
-                if rank == 1 {
-                    gap.after_end = out.len() as u32;
+            while let Some(&o) = order.get(k) {
+                let op = &mut s.ops[o as usize];
+                if op.gap as usize != g {
+                    break;
                 }
-                if rank == 3 {
-                    gap.before_end = out.len() as u32;
+                let rank = op.kind.rank();
+                if rank >= 1 && after_end.is_none() {
+                    after_end = Some(out.len() as u32);
                 }
-                while k < order.len() {
-                    let op = &mut self.ops[order[k] as usize];
-                    if op.gap as usize != g || op.kind.rank() != rank {
-                        break;
-                    }
-                    match op.kind {
-                        Kind::After(r) => gap.after = Some(r),
-                        Kind::Before(t, r) => gap.before = Some((t, r)),
-                        Kind::Replace => replaced = true,
-                        Kind::Append => {}
-                    }
-                    op.placed = out.len() as u32;
-                    out.extend_from_slice(&self.code[op.code.0 as usize..op.code.1 as usize]);
-                    k += 1;
+                if rank >= 3 && before_end.is_none() {
+                    before_end = Some(out.len() as u32);
                 }
+                match op.kind {
+                    Kind::After(r) => after = Some(r),
+                    Kind::Before(t, r) => before = Some((t, r)),
+                    Kind::Replace => replaced = true,
+                    Kind::Append => {}
+                }
+                op.placed = out.len() as u32;
+                out.extend_from_slice(&s.code[op.code.0 as usize..op.code.1 as usize]);
+                k += 1;
             }
+            let end = out.len() as u32;
             if g < n {
                 if replaced {
                     removed += 1;
                 } else {
-                    out.push(self.m.instrs[g]);
+                    out.push(m.instrs[g]);
                 }
                 copied = g + 1;
             }
-            gap.next_shift = out.len() as i64 - copied as i64;
-            gaps.push(gap);
+            gaps.push(Gap {
+                gap: g as u32,
+                gap_start,
+                after_end: after_end.unwrap_or(end),
+                before_end: before_end.unwrap_or(end),
+                after,
+                before,
+                next_shift: out.len() as i64 - copied as i64,
+            });
         }
-        out.extend_from_slice(&self.m.instrs[copied..]);
+        out.extend_from_slice(&m.instrs[copied..]);
 
         // Move every bound label.
-        let mut new_labels = std::mem::take(&mut self.scratch.labels);
+        let new_labels = &mut s.labels;
         new_labels.clear();
-        new_labels.extend_from_slice(&self.m.labels);
+        new_labels.extend_from_slice(&m.labels);
+        let (first_gap, last_gap, last_shift) = match (gaps.first(), gaps.last()) {
+            (Some(f), Some(l)) => (f.gap, l.gap, l.next_shift),
+            _ => (u32::MAX, 0, 0),
+        };
+        let mut targets_known = false;
         for (l, slot) in new_labels.iter_mut().enumerate() {
             let p = *slot;
-            if p == UNBOUND || p as usize > n {
+            if p == UNBOUND || p as usize > n || p < first_gap {
                 continue;
             }
-            let found = gaps.binary_search_by_key(&p, |g| g.gap);
-            let g = match found {
+            if p > last_gap {
+                *slot = (p as i64 + last_shift) as u32;
+                continue;
+            }
+            let g = match gaps.binary_search_by_key(&p, |g| g.gap) {
                 Ok(i) => &gaps[i],
-                Err(0) => continue,
                 Err(i) => {
+                    // `p` is past the first gap, so `i > 0`.
                     *slot = (p as i64 + gaps[i - 1].next_shift) as u32;
                     continue;
                 }
@@ -495,7 +503,30 @@ impl Editor<'_> {
                 Some(Regions::Inside) => g.after_end,
                 _ => g.gap_start,
             };
-            let r = roles[l];
+            let r = roles.get(l).copied().unwrap_or(0);
+            if !targets_known {
+                // Settled without knowing whether the label is a branch target when its region
+                // roles, if any, all go where a target would.
+                let start_ok = r & START == 0 || to_start == to_target;
+                let end_ok = r & END == 0 || to_end == to_target;
+                if start_ok && end_ok {
+                    *slot = to_target;
+                    continue;
+                }
+                if roles.is_empty() {
+                    roles.resize(m.labels.len(), 0);
+                }
+                for ins in m.instrs.iter().chain(&s.code) {
+                    if let Operand::Target(t) = ins.operand {
+                        mark(roles, t, TARGET);
+                    }
+                }
+                for &t in &m.switch_targets {
+                    mark(roles, t, TARGET);
+                }
+                targets_known = true;
+            }
+            let r = roles.get(l).copied().unwrap_or(0);
             let mut dest = None::<u32>;
             for (role, to) in [(TARGET, to_target), (START, to_start), (END, to_end)] {
                 if r & role != 0 {
@@ -513,33 +544,25 @@ impl Editor<'_> {
             // A label nothing uses moves like a branch target.
             *slot = dest.unwrap_or(to_target);
         }
-        for &(label, block) in &self.binds {
-            let op = &self.ops[block.0 as usize];
+        for &(label, block) in &s.binds {
+            let op = &s.ops[block.0 as usize];
             new_labels[label.index()] = op.placed;
         }
 
-        let old_instrs = std::mem::replace(&mut self.m.instrs, out);
-        let old_labels = std::mem::replace(&mut self.m.labels, new_labels);
-        let old_clauses = if self.new_clauses.is_empty() {
-            Vec::new()
-        } else {
-            self.m.clauses.clone()
-        };
-        for c in std::mem::take(&mut self.new_clauses) {
-            if let Err(e) = self.m.add_clause(c) {
-                // All or nothing: put the method back as it was.
-                self.m.instrs = old_instrs;
-                self.m.labels = old_labels;
-                self.m.clauses = old_clauses;
-                return Err(e);
+        std::mem::swap(&mut m.instrs, out);
+        std::mem::swap(&mut m.labels, new_labels);
+        if !s.new_clauses.is_empty() {
+            let old_clauses = m.clauses.clone();
+            for k in 0..s.new_clauses.len() {
+                if let Err(e) = m.add_clause(s.new_clauses[k]) {
+                    // All or nothing: put the method back as it was.
+                    std::mem::swap(&mut m.instrs, &mut s.instrs);
+                    std::mem::swap(&mut m.labels, &mut s.labels);
+                    m.clauses = old_clauses;
+                    return Err(e);
+                }
             }
         }
-        self.scratch.order = order;
-        self.scratch.roles = roles;
-        self.scratch.gaps = gaps;
-        self.scratch.instrs = old_instrs;
-        self.scratch.labels = old_labels;
-        self.recycle();
         Ok(EditSummary { inserted, removed })
     }
 }

@@ -13,7 +13,7 @@
 
 use super::method::*;
 use crate::body::{BodyParts, Clause, EncodeError, RawSection as BodyRawSection};
-use crate::opcode::{DECODE, Opcode, OperandKind};
+use crate::opcode::{Opcode, OperandKind};
 use crate::verify::{Code, Diagnostic, Resolver, Verifier};
 
 /// Which form each branch (including `leave`) gets.
@@ -132,26 +132,6 @@ pub struct LayoutInfo {
     pub max_stack: u16,
 }
 
-/// Writes into a buffer sized in advance; running past its end is recorded, not a panic.
-struct Cursor<'a> {
-    buf: &'a mut [u8],
-    at: usize,
-    overflow: bool,
-}
-
-impl Cursor<'_> {
-    #[inline(always)]
-    fn put(&mut self, bytes: &[u8]) {
-        match self.buf.get_mut(self.at..self.at + bytes.len()) {
-            Some(dst) => {
-                dst.copy_from_slice(bytes);
-                self.at += bytes.len();
-            }
-            None => self.overflow = true,
-        }
-    }
-}
-
 /// Encoded size of one prefix.
 fn prefix_size(p: &Prefix) -> u32 {
     2 + match p.opcode.operand_kind() {
@@ -161,32 +141,140 @@ fn prefix_size(p: &Prefix) -> u32 {
     }
 }
 
-/// The decoder's table entry of an opcode: its operand kind and encoded length.
-#[inline(always)]
-fn entry(opcode: Opcode) -> &'static crate::opcode::DecodeEntry {
-    let c = opcode.code();
-    let table = if c >> 8 == 0xFE {
-        &DECODE.two
-    } else {
-        &DECODE.one
-    };
-    &table[(c & 0xFF) as usize]
+/// The [`Operand`] variant each opcode takes, as [`operand_tag`] numbers it.
+mod tag {
+    pub const NONE: u8 = 0;
+    pub const INT8: u8 = 1;
+    pub const INT32: u8 = 2;
+    pub const INT64: u8 = 3;
+    pub const FLOAT32: u8 = 4;
+    pub const FLOAT64: u8 = 5;
+    pub const VAR: u8 = 6;
+    pub const TOKEN: u8 = 7;
+    pub const TARGET: u8 = 8;
+    pub const SWITCH: u8 = 9;
 }
 
-/// [`Instr::operand_fits`] from the decode table (one lookup on the hot path).
-#[inline]
-fn operand_fits(ins: &Instr) -> bool {
-    match (ins.operand, entry(ins.opcode).operand) {
-        (Operand::None, OperandKind::None) | (Operand::Token(_), OperandKind::Method) => true,
-        _ => ins.operand_fits(),
+#[inline(always)]
+fn operand_tag(o: &Operand) -> u8 {
+    match o {
+        Operand::None => tag::NONE,
+        Operand::Int8(_) => tag::INT8,
+        Operand::Int32(_) => tag::INT32,
+        Operand::Int64(_) => tag::INT64,
+        Operand::Float32(_) => tag::FLOAT32,
+        Operand::Float64(_) => tag::FLOAT64,
+        Operand::Var(_) => tag::VAR,
+        Operand::Token(_) => tag::TOKEN,
+        Operand::Target(_) => tag::TARGET,
+        Operand::Switch(_) => tag::SWITCH,
     }
+}
+
+/// What layout needs of one opcode, in one lookup.
+#[derive(Clone, Copy)]
+struct Enc {
+    /// Opcode and operand bytes (`switch` without its targets).
+    len: u8,
+    /// Opcode bytes: where the operand starts.
+    ops: u8,
+    /// The operand variant that fits ([`tag`]).
+    tag: u8,
+    /// A one-byte local or argument index: a `Var` above 255 does not fit.
+    short_var: bool,
+    /// The opcode bytes, little-endian.
+    bytes: u16,
+}
+
+/// By [`enc_key`].
+static ENC: [Enc; 512] = {
+    let mut t = [Enc {
+        len: 0,
+        ops: 1,
+        tag: tag::NONE,
+        short_var: false,
+        bytes: 0,
+    }; 512];
+    let mut i = 0;
+    while i < crate::opcode::ALL.len() {
+        let info = &crate::opcode::ALL[i];
+        let code = info.opcode as u16;
+        let two_byte = code >> 8 == 0xFE;
+        let ops = if two_byte { 2 } else { 1 };
+        let operand_len = match info.operand.fixed_size() {
+            Some(n) => n as u8,
+            None => 4,
+        };
+        let (tag, short_var) = match info.operand {
+            OperandKind::None => (tag::NONE, false),
+            OperandKind::ShortI => (tag::INT8, false),
+            OperandKind::I => (tag::INT32, false),
+            OperandKind::I8 => (tag::INT64, false),
+            OperandKind::ShortR => (tag::FLOAT32, false),
+            OperandKind::R => (tag::FLOAT64, false),
+            OperandKind::ShortLocal | OperandKind::ShortArg => (tag::VAR, true),
+            OperandKind::Local | OperandKind::Arg => (tag::VAR, false),
+            OperandKind::ShortBrTarget | OperandKind::BrTarget => (tag::TARGET, false),
+            OperandKind::Switch => (tag::SWITCH, false),
+            _ => (tag::TOKEN, false),
+        };
+        t[enc_key(info.opcode)] = Enc {
+            len: ops + operand_len,
+            ops,
+            tag,
+            short_var,
+            // `FE xx` is stored as the bytes FE, xx.
+            bytes: if two_byte {
+                0xFE | (code & 0xFF) << 8
+            } else {
+                code
+            },
+        };
+        i += 1;
+    }
+    t
+};
+
+/// The index of an opcode in [`ENC`]: its low byte, plus 256 for two-byte opcodes (the only
+/// ones with the top bit set).
+#[inline(always)]
+const fn enc_key(opcode: Opcode) -> usize {
+    let c = opcode as u16;
+    (c & 0xFF) as usize | ((c >> 15) as usize) << 8
+}
+
+/// [`Instr::operand_fits`] from the table.
+#[inline(always)]
+fn operand_fits(ins: &Instr, e: &Enc) -> bool {
+    operand_tag(&ins.operand) == e.tag
+        && !(e.short_var && matches!(ins.operand, Operand::Var(v) if v > 0xFF))
+}
+
+/// A prefix with its operand, little-endian.
+fn prefix_word(p: &Prefix) -> u64 {
+    0xFE | (p.opcode.code() as u64 & 0xFF) << 8 | (p.value as u64) << 16
+}
+
+/// Writes `word` at `code[at..at + 8]` (the buffer keeps 8 bytes of slack past the code).
+#[inline(always)]
+fn put8(code: &mut [u8], at: usize, word: u64) {
+    if let Some(dst) = code.get_mut(at..at + 8) {
+        dst.copy_from_slice(&word.to_le_bytes());
+    }
+}
+
+fn finish(overflow: bool, computed: usize, written: usize) -> Result<(), LayoutError> {
+    if overflow || computed != written {
+        return Err(LayoutError::SizeMismatch { computed, written });
+    }
+    Ok(())
 }
 
 /// Encoded size of `instr` (with its prefixes) if its opcode were `opcode`.
 #[inline]
 pub fn instr_size(m: &Method, instr: &Instr, opcode: Opcode) -> usize {
-    // Opcode and operand bytes, from the decoder's table (`switch` without its targets).
-    let mut size = entry(opcode).len as usize;
+    // Opcode and operand bytes, from the table (`switch` without its targets).
+    let mut size = ENC[enc_key(opcode)].len as usize;
     if let Operand::Switch(t) = instr.operand {
         size += 4 * t.len as usize;
     }
@@ -199,14 +287,14 @@ pub fn instr_size(m: &Method, instr: &Instr, opcode: Opcode) -> usize {
 /// A reusable layout engine: keeps its buffers between methods.
 #[derive(Debug, Default)]
 pub struct Layout {
-    /// Size of each instruction in its current form.
-    sizes: Vec<u32>,
     /// Start offset of each instruction; `offsets[n]` is the code size.
     offsets: Vec<u32>,
     /// Instruction indices of branches and their target positions.
     branches: Vec<(u32, u32)>,
     /// Whether each branch (parallel to `branches`) is in the long form.
     long: Vec<bool>,
+    /// Instructions widened by the current relaxation pass.
+    grown: Vec<u32>,
     code: Vec<u8>,
     clauses: Vec<Clause>,
     verifier: Verifier,
@@ -238,7 +326,11 @@ impl Layout {
         out: &mut Vec<u8>,
     ) -> Result<LayoutInfo, LayoutError> {
         let mut info = self.place(m, opts.branch_forms)?;
-        self.emit(m)?;
+        if info.widened == 0 {
+            self.patch(m)?;
+        } else {
+            self.emit(m)?;
+        }
         self.build_clauses(m)?;
         info.max_stack = self.check(m, opts, resolver)?;
         let raw_sections: Vec<BodyRawSection<'_>> = m
@@ -311,34 +403,54 @@ impl Layout {
         }
     }
 
-    /// Chooses branch forms and offsets (the relaxation fixpoint).
+    /// Chooses branch forms and offsets (the relaxation fixpoint), and writes the code as it
+    /// goes: displacements are left for [`Layout::patch`], or everything is written again by
+    /// [`Layout::emit`] when a branch had to be widened.
     fn place(&mut self, m: &Method, forms: BranchForms) -> Result<LayoutInfo, LayoutError> {
         let n = m.instrs.len();
-        self.sizes.clear();
+        self.offsets.clear();
         self.branches.clear();
         self.long.clear();
-        self.sizes.reserve(n);
+        self.offsets.reserve(n + 1);
+        // Ten bytes hold any instruction but a `switch` or one with prefixes, which make room
+        // for themselves and what follows; the rest is slack for 8-byte writes. Bytes from an
+        // earlier method need no clearing: the code covers all of them.
+        let room = 10 * n + 16;
+        if self.code.len() < room {
+            self.code.resize(room, 0);
+        }
+        let mut at: u64 = 0;
         for (index, ins) in m.instrs.iter().enumerate() {
-            if !operand_fits(ins) {
+            let e = &ENC[enc_key(ins.opcode)];
+            if !operand_fits(ins, e) {
                 return Err(LayoutError::OperandMismatch {
                     index,
                     opcode: ins.opcode,
                 });
             }
+            self.offsets.push(at as u32);
             if !ins.prefixes.is_empty() {
-                let ok = m
-                    .prefixes
-                    .get(ins.prefixes.range())
-                    .is_some_and(|ps| ps.iter().all(|p| p.opcode.is_prefix()));
-                if !ok {
-                    return Err(LayoutError::BadPrefix {
-                        index,
-                        opcode: ins.opcode,
-                    });
-                }
+                at += self.put_prefixes(m, ins, index, at)?;
             }
-            let mut opcode = ins.opcode;
-            match ins.operand {
+            let value = match ins.operand {
+                Operand::None => 0,
+                Operand::Int8(v) => v as u8 as u64,
+                Operand::Int32(v) => v as u32 as u64,
+                Operand::Float32(v) | Operand::Token(v) => v as u64,
+                // A one-byte index was checked to fit.
+                Operand::Var(v) => v as u64,
+                Operand::Int64(v) => {
+                    put8(&mut self.code, at as usize, e.bytes as u64);
+                    put8(&mut self.code, at as usize + 1, v as u64);
+                    at += e.len as u64;
+                    continue;
+                }
+                Operand::Float64(v) => {
+                    put8(&mut self.code, at as usize, e.bytes as u64);
+                    put8(&mut self.code, at as usize + 1, v);
+                    at += e.len as u64;
+                    continue;
+                }
                 Operand::Target(label) => {
                     let target = match m.position(label) {
                         Some(p) if p < n => p as u32,
@@ -349,14 +461,19 @@ impl Layout {
                             });
                         }
                     };
-                    opcode = match forms {
-                        BranchForms::KeepOriginal => opcode,
-                        BranchForms::AllLong => opcode.long_form(),
-                        BranchForms::ShortestWhereFits => opcode.short_form(),
+                    let opcode = match forms {
+                        BranchForms::KeepOriginal => ins.opcode,
+                        BranchForms::AllLong => ins.opcode.long_form(),
+                        BranchForms::ShortestWhereFits => ins.opcode.short_form(),
                     };
+                    // Short and long branch opcodes are both one byte; the displacement
+                    // comes later.
+                    let long = opcode.operand_kind() == OperandKind::BrTarget;
+                    put8(&mut self.code, at as usize, opcode.code() as u64);
+                    at += if long { 5 } else { 2 };
                     self.branches.push((index as u32, target));
-                    self.long
-                        .push(opcode.operand_kind() == OperandKind::BrTarget);
+                    self.long.push(long);
+                    continue;
                 }
                 Operand::Switch(t) => {
                     let Some(targets) = m.switch_targets.get(t.range()) else {
@@ -368,11 +485,25 @@ impl Layout {
                     {
                         return Err(LayoutError::UnboundLabel { index, label: l.0 });
                     }
+                    let size = 5 + 4 * t.len as u64;
+                    self.make_room(m, at + size);
+                    put8(
+                        &mut self.code,
+                        at as usize,
+                        Opcode::Switch.code() as u64 | (t.len as u64) << 8,
+                    );
+                    at += size;
+                    continue;
                 }
-                _ => {}
-            }
-            self.sizes.push(instr_size(m, ins, opcode) as u32);
+            };
+            put8(
+                &mut self.code,
+                at as usize,
+                e.bytes as u64 | value << (8 * e.ops),
+            );
+            at += e.len as u64;
         }
+        self.offsets.push(at as u32);
 
         let mut info = LayoutInfo {
             passes: 0,
@@ -385,71 +516,180 @@ impl Layout {
             if info.passes as usize > bound {
                 return Err(LayoutError::RelaxationDidNotConverge(bound));
             }
-            self.compute_offsets()?;
-            let mut widened = false;
+            if at > i32::MAX as u64 {
+                return Err(LayoutError::CodeTooLarge(at));
+            }
+            self.grown.clear();
             for (k, &(index, target)) in self.branches.iter().enumerate() {
                 if self.long[k] {
                     continue;
                 }
                 let i = index as usize;
-                let next = self.offsets[i] as i64 + self.sizes[i] as i64;
-                let disp = self.offsets[target as usize] as i64 - next;
+                let disp = self.offsets[target as usize] as i64 - self.offsets[i + 1] as i64;
                 if i8::try_from(disp).is_err() {
                     self.long[k] = true;
-                    // Short and long branch opcodes are both one byte: the operand grows by 3.
-                    self.sizes[i] += 3;
-                    info.widened += 1;
-                    widened = true;
+                    self.grown.push(index);
                 }
             }
-            if !widened {
+            if self.grown.is_empty() {
                 break;
             }
+            // Short and long branch opcodes are both one byte: the operand grows by 3.
+            info.widened += self.grown.len() as u32;
+            at += 3 * self.grown.len() as u64;
+            let mut delta = 0u32;
+            let mut next = self.grown.iter().copied().peekable();
+            let first = self.grown[0] as usize;
+            for (j, o) in self.offsets.iter_mut().enumerate().skip(first) {
+                *o = o.wrapping_add(delta);
+                if next.next_if_eq(&(j as u32)).is_some() {
+                    delta += 3;
+                }
+            }
         }
-        info.code_size = self.offsets[n];
+        info.code_size = at as u32;
         Ok(info)
     }
 
-    fn compute_offsets(&mut self) -> Result<(), LayoutError> {
-        self.offsets.clear();
-        self.offsets.reserve(self.sizes.len() + 1);
-        let mut at: u64 = 0;
-        for &s in &self.sizes {
-            self.offsets.push(at as u32);
-            at += s as u64;
+    /// Checks the prefix run of instruction `index`, writes it at `at` and returns its size.
+    #[cold]
+    fn put_prefixes(
+        &mut self,
+        m: &Method,
+        ins: &Instr,
+        index: usize,
+        at: u64,
+    ) -> Result<u64, LayoutError> {
+        let ps = match m.prefixes.get(ins.prefixes.range()) {
+            Some(ps) if ps.iter().all(|p| p.opcode.is_prefix()) => ps,
+            _ => {
+                return Err(LayoutError::BadPrefix {
+                    index,
+                    opcode: ins.opcode,
+                });
+            }
+        };
+        let size: u64 = ps.iter().map(|p| prefix_size(p) as u64).sum();
+        self.make_room(m, at + size);
+        let mut p_at = at as usize;
+        for p in ps {
+            put8(&mut self.code, p_at, prefix_word(p));
+            p_at += prefix_size(p) as usize;
         }
-        if at > i32::MAX as u64 {
-            return Err(LayoutError::CodeTooLarge(at));
+        Ok(size)
+    }
+
+    /// Grows the code buffer to hold `end` bytes and, after them, ten bytes for each
+    /// instruction of `m` and the 8-byte write slack.
+    fn make_room(&mut self, m: &Method, end: u64) {
+        if end > i32::MAX as u64 {
+            // Past what any body can hold; `place` reports the size once every instruction
+            // has been checked, so stop writing and only count.
+            return;
         }
-        self.offsets.push(at as u32);
-        Ok(())
+        let need = end as usize + 10 * m.instrs.len() + 16;
+        if self.code.len() < need {
+            self.code.resize(need.max(2 * self.code.len()), 0);
+        }
+    }
+
+    /// Fills in the displacements `place` left open (no branch was widened, so every offset
+    /// it wrote against still holds).
+    fn patch(&mut self, m: &Method) -> Result<(), LayoutError> {
+        let total = *self.offsets.last().unwrap_or(&0) as usize;
+        let mut overflow = false;
+        for (k, &(index, target)) in self.branches.iter().enumerate() {
+            let i = index as usize;
+            let next = self.offsets[i + 1] as usize;
+            let disp = self.offsets[target as usize] as i64 - next as i64;
+            let ins = &m.instrs[i];
+            let bytes = if self.long[k] {
+                let opcode = ins.opcode.long_form();
+                let d = i32::try_from(disp)
+                    .map_err(|_| out_of_range(&self.offsets, i, opcode, disp))?;
+                d.to_le_bytes()
+            } else {
+                let opcode = ins.opcode.short_form();
+                let d =
+                    i8::try_from(disp).map_err(|_| out_of_range(&self.offsets, i, opcode, disp))?;
+                [d as u8, 0, 0, 0]
+            };
+            let len = if self.long[k] { 4 } else { 1 };
+            match self.code.get_mut(next - len..next) {
+                Some(dst) => dst.copy_from_slice(&bytes[..len]),
+                None => overflow = true,
+            }
+        }
+        if m.switch_targets.is_empty() {
+            self.code.truncate(total);
+            return finish(overflow, total, total);
+        }
+        // Switches, in instruction order (after every branch: neither can fail in practice,
+        // displacements of a valid size always fit).
+        for (i, ins) in m.instrs.iter().enumerate() {
+            let Operand::Switch(t) = ins.operand else {
+                continue;
+            };
+            let next = self.offsets[i + 1] as usize;
+            let mut at = next - 4 * t.len as usize;
+            for l in m.switch_of(t) {
+                let target = m.position(*l).unwrap_or(0);
+                let disp = self.offsets[target] as i64 - next as i64;
+                let d = i32::try_from(disp)
+                    .map_err(|_| out_of_range(&self.offsets, i, Opcode::Switch, disp))?;
+                match self.code.get_mut(at..at + 4) {
+                    Some(dst) => dst.copy_from_slice(&d.to_le_bytes()),
+                    None => overflow = true,
+                }
+                at += 4;
+            }
+        }
+        self.code.truncate(total);
+        finish(overflow, total, total)
     }
 
     /// Writes the code with the chosen forms into a buffer of the size `place` computed.
     fn emit(&mut self, m: &Method) -> Result<(), LayoutError> {
         let total = *self.offsets.last().unwrap_or(&0) as usize;
-        self.code.clear();
-        self.code.resize(total, 0);
-        let mut w = Cursor {
-            buf: &mut self.code,
-            at: 0,
-            overflow: false,
+        // Every instruction is written as whole 8-byte words, so the buffer has 8 bytes of
+        // slack. Bytes from an earlier method need no clearing: the code covers all of them.
+        self.code.resize(total + 8, 0);
+        let buf = &mut self.code[..];
+        let mut overflow = false;
+        let mut put = |at: usize, word: u64| match buf.get_mut(at..at + 8) {
+            Some(dst) => dst.copy_from_slice(&word.to_le_bytes()),
+            None => overflow = true,
         };
+        let mut at = 0usize;
         let mut branch = 0usize;
         for (i, ins) in m.instrs.iter().enumerate() {
             if !ins.prefixes.is_empty() {
                 for p in m.prefixes_of(ins) {
-                    w.put(&[0xFE, p.opcode.code() as u8]);
-                    match p.opcode.operand_kind() {
-                        OperandKind::ShortI => w.put(&[p.value as u8]),
-                        OperandKind::None => {}
-                        _ => w.put(&p.value.to_le_bytes()),
-                    }
+                    put(at, prefix_word(p));
+                    at += prefix_size(p) as usize;
                 }
             }
-            let next = self.offsets[i + 1] as i64;
-            match ins.operand {
+            let e = &ENC[enc_key(ins.opcode)];
+            let value = match ins.operand {
+                Operand::None => 0,
+                Operand::Int8(v) => v as u8 as u64,
+                Operand::Int32(v) => v as u32 as u64,
+                Operand::Float32(v) | Operand::Token(v) => v as u64,
+                // `place` checked that a one-byte index fits.
+                Operand::Var(v) => v as u64,
+                Operand::Int64(_) | Operand::Float64(_) => {
+                    let v = match ins.operand {
+                        Operand::Int64(v) => v as u64,
+                        Operand::Float64(v) => v,
+                        _ => 0,
+                    };
+                    put(at, e.bytes as u64);
+                    put(at + e.ops as usize, v);
+                    at += e.len as usize;
+                    continue;
+                }
                 Operand::Target(_) => {
+                    let next = self.offsets[i + 1] as i64;
                     let (_, target) = self.branches[branch];
                     let long = self.long[branch];
                     branch += 1;
@@ -458,53 +698,40 @@ impl Layout {
                         let opcode = ins.opcode.long_form();
                         let d = i32::try_from(disp)
                             .map_err(|_| out_of_range(&self.offsets, i, opcode, disp))?;
-                        w.put(&[opcode.code() as u8]);
-                        w.put(&d.to_le_bytes());
+                        put(at, opcode.code() as u64 | (d as u32 as u64) << 8);
+                        at += 5;
                     } else {
                         let opcode = ins.opcode.short_form();
                         let d = i8::try_from(disp)
                             .map_err(|_| out_of_range(&self.offsets, i, opcode, disp))?;
-                        w.put(&[opcode.code() as u8, d as u8]);
+                        put(at, opcode.code() as u64 | (d as u8 as u64) << 8);
+                        at += 2;
                     }
+                    continue;
                 }
                 Operand::Switch(t) => {
-                    w.put(&[Opcode::Switch.code() as u8]);
-                    w.put(&t.len.to_le_bytes());
+                    let next = self.offsets[i + 1] as i64;
+                    put(at, Opcode::Switch.code() as u64 | (t.len as u64) << 8);
+                    at += 5;
                     for l in m.switch_of(t) {
                         let target = m.position(*l).unwrap_or(0);
                         let disp = self.offsets[target] as i64 - next;
                         let d = i32::try_from(disp)
                             .map_err(|_| out_of_range(&self.offsets, i, Opcode::Switch, disp))?;
-                        w.put(&d.to_le_bytes());
+                        put(at, d as u32 as u64);
+                        at += 4;
                     }
+                    continue;
                 }
-                operand => {
-                    let c = ins.opcode.code();
-                    if c >> 8 == 0xFE {
-                        w.put(&[0xFE, c as u8]);
-                    } else {
-                        w.put(&[c as u8]);
-                    }
-                    // `place` checked that the operand fits the opcode.
-                    match operand {
-                        Operand::None | Operand::Target(_) | Operand::Switch(_) => {}
-                        Operand::Int8(v) => w.put(&[v as u8]),
-                        Operand::Int32(v) => w.put(&v.to_le_bytes()),
-                        Operand::Int64(v) => w.put(&v.to_le_bytes()),
-                        Operand::Float32(v) | Operand::Token(v) => w.put(&v.to_le_bytes()),
-                        Operand::Float64(v) => w.put(&v.to_le_bytes()),
-                        Operand::Var(v) => match ins.opcode.operand_kind() {
-                            OperandKind::ShortLocal | OperandKind::ShortArg => w.put(&[v as u8]),
-                            _ => w.put(&v.to_le_bytes()),
-                        },
-                    }
-                }
-            }
+            };
+            put(at, e.bytes as u64 | value << (8 * e.ops));
+            at += e.len as usize;
         }
-        if w.overflow || w.at != total {
+        self.code.truncate(total);
+        if overflow || at != total {
             return Err(LayoutError::SizeMismatch {
                 computed: total,
-                written: w.at,
+                written: at,
             });
         }
         Ok(())

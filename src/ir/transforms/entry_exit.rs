@@ -36,17 +36,16 @@ pub fn epilogue(m: &mut Method, opts: &TransformOptions) -> Result<Outcome, Skip
     Ok(Outcome::from(changed))
 }
 
-/// The `ret`s to redirect.
-fn redirectable_rets(m: &Method) -> impl Iterator<Item = usize> + '_ {
-    (0..m.instrs.len()).filter(|&i| m.instrs[i].opcode == Opcode::Ret && !completes_tail_call(m, i))
-}
-
 /// Records the epilogue edits; returns whether there are any, and whether the epilogue goes
 /// before instruction 0 (a body that is a single `ret`).
 fn plan_epilogue(ed: &mut Editor<'_>, opts: &TransformOptions) -> Result<bool, SkipReason> {
     let m = ed.method();
     let n = m.instrs.len();
-    let Some(last) = redirectable_rets(m).last() else {
+    // From the end: most bodies end with their last `ret`.
+    let Some(last) = (0..n)
+        .rev()
+        .find(|&i| m.instrs[i].opcode == Opcode::Ret && !completes_tail_call(m, i))
+    else {
         return Ok(false);
     };
     if opts.epilogue.is_empty() {
@@ -67,9 +66,12 @@ fn plan_epilogue(ed: &mut Editor<'_>, opts: &TransformOptions) -> Result<bool, S
     ed.bind(block, entry)?;
     let redirect = [Instr::branch(Opcode::Br_S, entry)];
     let mut i = 0;
-    while i < last {
-        let m = ed.method();
-        if m.instrs[i].opcode == Opcode::Ret && !completes_tail_call(m, i) {
+    while let Some(k) = ed.method().instrs[i..last]
+        .iter()
+        .position(|ins| ins.opcode == Opcode::Ret)
+    {
+        i += k;
+        if !completes_tail_call(ed.method(), i) {
             ed.replace(i, &redirect)?;
         }
         i += 1;

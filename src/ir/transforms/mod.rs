@@ -148,19 +148,22 @@ fn check_snippet(code: &[Instr], neutral: bool) -> Result<(), SkipReason> {
                 reason,
             })
         };
+        // One table lookup serves every check below.
+        let info = ins.opcode.info();
         if !ins.prefixes.is_empty() {
             return fail("prefixes are not supported in snippets");
         }
-        if matches!(ins.operand, Operand::Target(_) | Operand::Switch(_)) || ins.is_branch() {
+        if matches!(ins.operand, Operand::Target(_) | Operand::Switch(_))
+            || info.operand.is_branch()
+        {
             return fail("branches are not supported in snippets");
         }
         if !ins.operand_fits() {
             return fail("operand does not fit the opcode");
         }
-        if !matches!(ins.flow(), Flow::Next | Flow::Call | Flow::Break) {
+        if !matches!(info.flow, Flow::Next | Flow::Call | Flow::Break) {
             return fail("snippets must fall through");
         }
-        let info = ins.opcode.info();
         if let (Pops::Fixed(p), Pushes::Fixed(u)) = (info.pops, info.pushes) {
             depth -= p as i64;
             if neutral && depth < 0 {
