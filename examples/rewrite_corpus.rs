@@ -1,12 +1,14 @@
 //! The whole `prologue-epilogue` workload in one process: open every assembly of a directory,
 //! rewrite (and verify) every method, write each patched image to memory.
 //!
-//! `cargo run --release --example rewrite_corpus [DIR] [FILES] [ROUNDS] [THREADS] [SPLIT]`:
+//! `cargo run --release --example rewrite_corpus [DIR] [FILES] [ROUNDS] [THREADS] [SPLIT] [CHECK]`:
 //! DIR defaults to `/usr/lib/mono/4.5`; FILES limits how many assemblies (in name order) are
 //! used; ROUNDS repeats the workload and reports the fastest round; THREADS (default 1; 0 for
 //! one per core) share the work, split by `methods` (default: each assembly's methods are
 //! rewritten on every thread, then it is written) or by `images` (each thread takes whole
-//! assemblies, largest first, so writing overlaps rewriting). Prints wall and CPU seconds, MB/s
+//! assemblies, largest first, so writing overlaps rewriting). CHECK is `verify` (default: every
+//! result verified) or `max-stack` (only the dataflow MaxStack needs, as a rewriter that does
+//! not verify still must compute). Prints wall and CPU seconds, MB/s
 //! of input IL and a digest of every output byte and count (computed after the clock stops,
 //! the same for any THREADS and SPLIT), so a change that alters results shows.
 
@@ -50,6 +52,11 @@ fn main() {
         Some("images") => true,
         Some(other) => panic!("SPLIT is `methods` or `images`, not {other:?}"),
     };
+    let verify = match args.next().as_deref() {
+        None | Some("verify") => true,
+        Some("max-stack") => false,
+        Some(other) => panic!("CHECK is `verify` or `max-stack`, not {other:?}"),
+    };
     let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
         .expect("corpus directory")
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -61,7 +68,10 @@ fn main() {
         transform_name: "prologue-epilogue".into(),
         transform: transforms::prologue_epilogue,
         transform_opts: TransformOptions::default(),
-        layout: LayoutOptions::default(),
+        layout: LayoutOptions {
+            verify,
+            ..LayoutOptions::default()
+        },
         methods: None,
         max_listed: 0,
         threads: if by_images { 1 } else { threads },
@@ -131,12 +141,13 @@ fn main() {
         println!(
             "{images} images, {methods} methods, {il} bytes of IL in, {} out, {written} bytes \
              written ({} rewritten, {} unchanged, {} invalid before); digest {:016x}; \
-             {threads} thread(s) splitting {split}: wall {wall:.3}s = {:.0} MB/s of IL, cpu {cpu:.2}s",
+             {threads} thread(s) splitting {split}, {}: wall {wall:.3}s = {:.0} MB/s of IL, cpu {cpu:.2}s",
             totals.il_bytes_out,
             totals.rewritten,
             totals.unchanged,
             totals.invalid_before,
             digest.finish(),
+            if verify { "verified" } else { "max stack only" },
             il as f64 / 1e6 / wall
         );
     }
