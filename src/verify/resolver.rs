@@ -451,8 +451,7 @@ fn short_u32(b: &[u8], pos: &mut usize) -> Option<u32> {
 }
 
 /// Where the type at `b[pos..]` ends, if it has one of [`simple_method_sig`]'s shapes (coded
-/// tokens may take two bytes). `nest`
-/// stays far below the general parser's depth limit.
+/// tokens may take two bytes). `nest` stays far below the general parser's depth limit.
 fn simple_type(b: &[u8], mut pos: usize, nest: u32) -> Option<usize> {
     use sig::element::*;
     if nest > 8 {
@@ -513,7 +512,13 @@ impl<'i> ImageResolver<'i> {
                 cache_for(image, Table::MethodSpec),
                 cache_for(image, Table::StandAloneSig),
             ],
-            method_sigs: RefCell::default(),
+            // At most one blob per MethodDef and MemberRef row: sized once instead of rehashing
+            // as it fills (and bounded by the image's tables).
+            method_sigs: RefCell::new(BlobCache::with_capacity_and_hasher(
+                image.tables().rows(Table::MethodDef) as usize
+                    + image.tables().rows(Table::MemberRef) as usize,
+                Default::default(),
+            )),
             local_sigs: RefCell::default(),
         }
     }
