@@ -380,16 +380,29 @@ impl CallCache {
 
 /// The cache vector of a call token: which one, for the tables a call may name. Other
 /// combinations never resolve (the image reader would refuse them), so they need no vector.
+/// One table read instead of a match on the pair: this runs for every call the dataflow meets.
 #[inline(always)]
 fn cache_slot(opcode: Opcode, token: u32) -> Option<usize> {
-    match (opcode == Opcode::Calli, token >> 24) {
-        (false, table::METHOD_DEF) => Some(0),
-        (false, table::MEMBER_REF) => Some(1),
-        (false, table::METHOD_SPEC) => Some(2),
-        (true, table::STANDALONE_SIG) => Some(3),
-        _ => None,
-    }
+    let slot = if opcode == Opcode::Calli {
+        if token >> 24 == table::STANDALONE_SIG {
+            3
+        } else {
+            4
+        }
+    } else {
+        CALL_SLOT[(token >> 24) as usize]
+    };
+    (slot < 4).then_some(slot as usize)
 }
+
+/// The cache vector for `call`, `callvirt` and `newobj` by table number (4: none).
+const CALL_SLOT: [u8; 256] = {
+    let mut t = [4; 256];
+    t[table::METHOD_DEF as usize] = 0;
+    t[table::MEMBER_REF as usize] = 1;
+    t[table::METHOD_SPEC as usize] = 2;
+    t
+};
 
 /// [`sig::method_sig_summary`] of the common shapes, read without the general parser: counts,
 /// indexes and coded tokens of one byte, and types built from primitives, classes and value
