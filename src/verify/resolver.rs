@@ -311,9 +311,9 @@ pub struct ImageResolver<'i> {
     rows: [u32; 64],
     /// Call-site signatures by row id, one vector per table a call may name (MethodDef,
     /// MemberRef, MethodSpec; StandAloneSig for `calli`), sized by the table's row count: an
-    /// index is cheaper than hashing on the dataflow's hottest lookup. Entries are
-    /// [`CallCache`] words.
-    calls: [Vec<Cell<u64>>; 4],
+    /// index is cheaper than hashing on the dataflow's hottest lookup. `None` until looked up;
+    /// the answer itself is stored as it is returned, so a hit is one load.
+    calls: [Vec<Cell<Option<Option<CallSig>>>>; 4],
     /// Method signatures by `#Blob` index: compilers store one blob per signature shape, shared
     /// by every MethodDef and MemberRef of that shape, so most are parsed once.
     method_sigs: RefCell<BlobCache<Option<MethodSigSummary>>>,
@@ -343,40 +343,8 @@ impl Hasher for IndexHasher {
     }
 }
 
-/// A call-site signature packed in one word: 0 when not looked up yet, else [`CallCache::SEEN`],
-/// plus [`CallCache::FOUND`] and the fields when it resolves.
-struct CallCache;
-
-impl CallCache {
-    const SEEN: u64 = 1 << 63;
-    const FOUND: u64 = 1 << 62;
-
-    fn pack(sig: Option<CallSig>) -> u64 {
-        match sig {
-            None => Self::SEEN,
-            Some(s) => {
-                Self::SEEN
-                    | Self::FOUND
-                    | s.has_this as u64
-                    | (s.explicit_this as u64) << 1
-                    | (s.returns_void as u64) << 2
-                    | (s.param_count as u64) << 8
-                    | (s.vararg_extra as u64) << 24
-            }
-        }
-    }
-
-    #[inline(always)]
-    fn unpack(word: u64) -> Option<CallSig> {
-        (word & Self::FOUND != 0).then_some(CallSig {
-            has_this: word & 1 != 0,
-            explicit_this: word & 2 != 0,
-            returns_void: word & 4 != 0,
-            param_count: (word >> 8) as u16,
-            vararg_extra: (word >> 24) as u16,
-        })
-    }
-}
+// Both layers of `Option` fit in the niches of `CallSig`'s flags: an entry is one word.
+const _: () = assert!(std::mem::size_of::<Option<Option<CallSig>>>() == 8);
 
 /// The cache vector of a call token: which one, for the tables a call may name. Other
 /// combinations never resolve (the image reader would refuse them), so they need no vector.
@@ -503,10 +471,10 @@ fn simple_type(b: &[u8], mut pos: usize, nest: u32) -> Option<usize> {
 }
 
 /// The rows of `table` plus one, as cache entries indexed by row id.
-fn cache_for(image: &Image<'_>, table: Table) -> Vec<Cell<u64>> {
+fn cache_for(image: &Image<'_>, table: Table) -> Vec<Cell<Option<Option<CallSig>>>> {
     let rows = image.tables().rows(table) as usize;
     // Bounded by the table stream the image holds.
-    (0..=rows).map(|_| Cell::new(0)).collect()
+    (0..=rows).map(|_| Cell::new(None)).collect()
 }
 
 impl<'i> ImageResolver<'i> {
@@ -633,7 +601,7 @@ impl<'i> ImageResolver<'i> {
             self.lookup(opcode, token)
         };
         if let Some(entry) = self.calls[slot].get(rid) {
-            entry.set(CallCache::pack(sig));
+            entry.set(Some(sig));
         }
         sig
     }
@@ -673,11 +641,10 @@ impl Resolver for ImageResolver<'_> {
         let rid = (token & 0x00FF_FFFF) as usize;
         // The hit path stays small enough to inline into the dataflow loop. A row id past the
         // table has no entry and never resolves.
-        let word = self.calls[slot].get(rid)?.get();
-        if word != 0 {
-            return CallCache::unpack(word);
+        match self.calls[slot].get(rid)?.get() {
+            Some(known) => known,
+            None => self.call_sig_miss(slot, opcode, token),
         }
-        self.call_sig_miss(slot, opcode, token)
     }
 
     fn token_exists(&self, token: u32) -> Option<bool> {
