@@ -709,7 +709,7 @@ impl Verifier {
             return;
         }
         stack::run(self, &ctx, resolver, eh_ok);
-        if !self.first_only {
+        if !self.first_only && self.diags.len() > 1 {
             self.diags.sort_by_key(|d| (d.offset, d.code));
             self.diags
                 .dedup_by(|a, b| a.offset == b.offset && a.code == b.code);

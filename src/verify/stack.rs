@@ -148,6 +148,30 @@ fn walk<R: Resolver + ?Sized, const TRACK: bool>(
                 }
                 watch = v.max.min(limit);
             }
+        } else if fx.pops == fx::SIG && fx.kind & fx::SPECIAL == 0 && x.flags & flag::TAIL == 0 {
+            // A call without `tail.` (`ret` is special): as the plain case, with the counts from
+            // the callee's signature. An unknown signature ends the path.
+            let Some(sig) = call_effect(v, *x, r) else {
+                return;
+            };
+            let pops = sig.pops(x.op);
+            if d < pops {
+                underflow(v, *x, pops, d);
+                return;
+            }
+            d = d - pops + sig.pushes(x.op);
+            if d > watch {
+                if d > v.max {
+                    v.max = d;
+                }
+                if d > limit {
+                    overflow(v, x.off, d, limit);
+                    if first_only && v.stop() {
+                        return;
+                    }
+                }
+                watch = v.max.min(limit);
+            }
         } else if !step::<R, TRACK>(
             v, ins, *x, targets, depth, &mut d, &mut watch, limit, ctx, r,
         ) {
