@@ -126,40 +126,27 @@ fn walk<R: Resolver + ?Sized, const TRACK: bool>(
         // Fields are read in place: copying the whole instruction out costs a spill per step.
         let x = &ins[i];
         let fx = x.fx;
-        if fx.kind & fx::PLAIN != 0 && x.flags & flag::TAIL == 0 {
-            // Most instructions: adjust the depth and fall through. Only the overflow check can
-            // report here, and it checks for first-only mode itself. (A `tail.` prefix on any
-            // instruction has a rule of its own, so those take the full step.)
-            let pops = fx.pops as u32;
-            if d < pops {
-                underflow(v, *x, pops, d);
-                return;
-            }
-            d = d - pops + fx.pushes as u32;
-            if d > watch {
-                if d > v.max {
-                    v.max = d;
-                }
-                if d > limit {
-                    overflow(v, x.off, d, limit);
-                    if first_only && v.stop() {
-                        return;
-                    }
-                }
-                watch = v.max.min(limit);
-            }
+        // Most instructions (and calls without `tail.`, with the counts from the callee's
+        // signature) just adjust the depth and fall through; only the overflow check can report
+        // here, and it checks for first-only mode itself. Everything else (branches, returns,
+        // prefixes, `tail.` calls) takes the full step.
+        let effect = if fx.kind & fx::PLAIN != 0 && x.flags & flag::TAIL == 0 {
+            Some((fx.pops as u32, fx.pushes as u32))
         } else if fx.pops == fx::SIG && fx.kind & fx::SPECIAL == 0 && x.flags & flag::TAIL == 0 {
-            // A call without `tail.` (`ret` is special): as the plain case, with the counts from
-            // the callee's signature. An unknown signature ends the path.
+            // An unknown signature ends the path.
             let Some(sig) = call_effect(v, *x, r) else {
                 return;
             };
-            let pops = sig.pops(x.op);
+            Some((sig.pops(x.op), sig.pushes(x.op)))
+        } else {
+            None
+        };
+        if let Some((pops, pushes)) = effect {
             if d < pops {
                 underflow(v, *x, pops, d);
                 return;
             }
-            d = d - pops + sig.pushes(x.op);
+            d = d - pops + pushes;
             if d > watch {
                 if d > v.max {
                     v.max = d;
