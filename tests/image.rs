@@ -6,30 +6,13 @@ use std::time::Instant;
 
 use ilcheck::image::{Image, ImageError, MethodStats, StandAloneSig, Table, Token};
 
-/// mono's class libraries; `ILCHECK_MONO_DIR` points elsewhere.
-fn mono_dir() -> PathBuf {
-    std::env::var_os("ILCHECK_MONO_DIR")
-        .map_or_else(|| PathBuf::from("/usr/lib/mono/4.5"), PathBuf::from)
-}
+mod support;
 
-/// The mono assemblies, or `None` (after saying so loudly) when mono is not installed.
-/// With `ILCHECK_REQUIRE_MONO=1` a missing mono fails the test instead.
-fn mono_assemblies() -> Option<Vec<PathBuf>> {
-    let dir = mono_dir();
-    if !dir.is_dir() {
-        let msg = format!(
-            "!!! {} not found: mono corpus tests SKIPPED (install mono-devel) !!!",
-            dir.display()
-        );
-        if std::env::var("ILCHECK_REQUIRE_MONO").as_deref() == Ok("1") {
-            panic!(
-                "{} not found and ILCHECK_REQUIRE_MONO=1: mono corpus tests cannot run",
-                dir.display()
-            );
-        }
-        eprintln!("{msg}");
-        return None;
-    }
+/// The mono assemblies of the corpus directory (`ILCHECK_MONO_DIR`, default
+/// `/usr/lib/mono/4.5`), or `None` after [`support::mono_corpus`] said loudly why not (it fails
+/// the test instead under `ILCHECK_REQUIRE_MONO=1`).
+fn mono_assemblies(test: &str) -> Option<Vec<PathBuf>> {
+    let dir = support::mono_corpus(test)?;
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .expect("read mono dir")
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -39,13 +22,13 @@ fn mono_assemblies() -> Option<Vec<PathBuf>> {
     Some(files)
 }
 
-fn mono_file(name: &str) -> Option<PathBuf> {
-    mono_assemblies().map(|_| mono_dir().join(name))
+fn mono_file(test: &str, name: &str) -> Option<PathBuf> {
+    Some(support::mono_corpus(test)?.join(name))
 }
 
 #[test]
 fn every_mono_assembly_opens_and_every_body_is_located() {
-    let Some(files) = mono_assemblies() else {
+    let Some(files) = mono_assemblies("every_mono_assembly_opens_and_every_body_is_located") else {
         return;
     };
     assert_eq!(
@@ -119,7 +102,7 @@ fn every_mono_assembly_opens_and_every_body_is_located() {
 
 #[test]
 fn mscorlib_facts() {
-    let Some(path) = mono_file("mscorlib.dll") else {
+    let Some(path) = mono_file("mscorlib_facts", "mscorlib.dll") else {
         return;
     };
     let image = Image::open(&path).unwrap();
@@ -164,7 +147,7 @@ fn mscorlib_facts() {
 
 #[test]
 fn signatures_and_tokens_resolve_across_the_corpus() {
-    let Some(files) = mono_assemblies() else {
+    let Some(files) = mono_assemblies("signatures_and_tokens_resolve_across_the_corpus") else {
         return;
     };
     let (mut sigs, mut member_refs, mut specs, mut standalone, mut locals) = (0, 0, 0, 0, 0);
@@ -225,7 +208,7 @@ fn signatures_and_tokens_resolve_across_the_corpus() {
 
 #[test]
 fn ldstr_tokens_check_against_us() {
-    let Some(path) = mono_file("mscorlib.dll") else {
+    let Some(path) = mono_file("ldstr_tokens_check_against_us", "mscorlib.dll") else {
         return;
     };
     let image = Image::open(&path).unwrap();
@@ -258,7 +241,7 @@ fn ldstr_tokens_check_against_us() {
 /// `monodis --method` prints "Method Table (1..N)": our MethodDef count must agree.
 #[test]
 fn method_counts_match_monodis() {
-    let Some(files) = mono_assemblies() else {
+    let Some(files) = mono_assemblies("method_counts_match_monodis") else {
         return;
     };
     let names = [
@@ -298,7 +281,7 @@ fn method_counts_match_monodis() {
 
 #[test]
 fn non_dotnet_pe_is_a_distinct_error() {
-    let Some(path) = mono_file("Accessibility.dll") else {
+    let Some(path) = mono_file("non_dotnet_pe_is_a_distinct_error", "Accessibility.dll") else {
         return;
     };
     let mut bytes = std::fs::read(path).unwrap();
@@ -345,7 +328,10 @@ fn touch_everything(image: &Image<'_>) {
 
 #[test]
 fn truncated_and_corrupted_assemblies_error_without_panicking() {
-    let Some(path) = mono_file("Accessibility.dll") else {
+    let Some(path) = mono_file(
+        "truncated_and_corrupted_assemblies_error_without_panicking",
+        "Accessibility.dll",
+    ) else {
         return;
     };
     let original = std::fs::read(path).unwrap();
@@ -386,9 +372,11 @@ fn truncated_and_corrupted_assemblies_error_without_panicking() {
 /// mono's tools next to the libraries (`*.exe`) are assemblies too.
 #[test]
 fn mono_executables_open() {
-    let Some(_) = mono_assemblies() else { return };
+    let Some(dir) = support::mono_corpus("mono_executables_open") else {
+        return;
+    };
     let mut opened = 0;
-    for entry in std::fs::read_dir(mono_dir()).unwrap() {
+    for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
         if path.extension().is_none_or(|e| e != "exe") || !path.is_file() {
             continue;
@@ -407,7 +395,7 @@ fn mono_executables_open() {
 /// Random multi-byte mutations of the metadata (tables, heaps, signatures) never panic.
 #[test]
 fn random_metadata_mutations_never_panic() {
-    let Some(path) = mono_file("Accessibility.dll") else {
+    let Some(path) = mono_file("random_metadata_mutations_never_panic", "Accessibility.dll") else {
         return;
     };
     let original = std::fs::read(path).unwrap();

@@ -176,6 +176,20 @@ fn report(title: &str, c: &Counts) {
     }
 }
 
+/// No identity result differs from a canonical original, and no transform failed.
+fn assert_clean(c: &Counts) {
+    assert!(
+        c.different.is_empty(),
+        "{:?}",
+        &c.different[..c.different.len().min(10)]
+    );
+    assert!(
+        c.failures.is_empty(),
+        "{:?}",
+        &c.failures[..c.failures.len().min(10)]
+    );
+}
+
 #[test]
 fn project_corpus_identity_and_transforms() {
     let mut counts = Counts::default();
@@ -185,16 +199,7 @@ fn project_corpus_identity_and_transforms() {
     }
     report("project corpus", &counts);
     assert!(counts.canonical > 0);
-    assert!(
-        counts.different.is_empty(),
-        "{:?}",
-        &counts.different[..counts.different.len().min(10)]
-    );
-    assert!(
-        counts.failures.is_empty(),
-        "{:?}",
-        &counts.failures[..counts.failures.len().min(10)]
-    );
+    assert_clean(&counts);
 }
 
 #[test]
@@ -217,16 +222,7 @@ fn mono_corpus_identity_and_transforms() {
         run_image(&path.display().to_string(), &image, &mut counts, transforms);
     }
     report("mono 4.5", &counts);
-    assert!(
-        counts.different.is_empty(),
-        "{:?}",
-        &counts.different[..counts.different.len().min(10)]
-    );
-    assert!(
-        counts.failures.is_empty(),
-        "{:?}",
-        &counts.failures[..counts.failures.len().min(10)]
-    );
+    assert_clean(&counts);
 }
 
 /// `rewrite_image` splits the methods among threads; the patched image and the report (but for

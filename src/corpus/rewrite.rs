@@ -486,12 +486,12 @@ pub fn rewrite_image(
     let mut writer = ImageWriter::new(image);
     writer.reserve(parts.iter().map(|(_, p)| p.bodies.len()).sum());
     let mut listed = Vec::new();
-    for (_, part) in &parts {
+    for (_, part) in parts {
         merge_counts(report, &part.report);
         for &(rid, len) in &part.lens {
             writer.original_len(rid, len as usize);
         }
-        listed.extend(part.listed.iter().cloned());
+        listed.extend(part.listed);
         for d in &part.done {
             let written = if d.differs {
                 writer.replace_body(d.rid, &part.bodies[d.body.clone()])
@@ -523,7 +523,6 @@ pub fn rewrite_image(
     listed.sort_by_key(|(rid, _)| *rid);
     listed.truncate(opts.max_listed);
     report.listed.extend(listed.into_iter().map(|(_, n)| n));
-    drop(parts);
     report.rewrite_seconds += start.elapsed().as_secs_f64();
     let start = Instant::now();
     let patched = writer.finish()?;

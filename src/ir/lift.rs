@@ -249,13 +249,11 @@ impl Decoder {
                     } else {
                         raw as u32 as i32 as i64
                     };
-                    self.raw_targets.push(pos as i64 + disp);
-                    self.holders.push(idx);
-                    let label = Label(self.raw_targets.len() as u32 - 1);
+                    let operand = self.provisional(pos as i64 + disp, idx);
                     self.instrs.push(Instr {
                         opcode: e.opcode,
                         prefixes,
-                        operand: Operand::Target(label),
+                        operand,
                     });
                 }
             }
