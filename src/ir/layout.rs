@@ -295,7 +295,10 @@ pub struct Layout {
     long: Vec<bool>,
     /// Instructions widened by the current relaxation pass.
     grown: Vec<u32>,
+    /// The code of the last layout in `code[..code_len]`; the rest is scratch that is never
+    /// shrunk, so that the next body does not pay for zeroing it again.
     code: Vec<u8>,
+    code_len: usize,
     clauses: Vec<Clause>,
     verifier: Verifier,
 }
@@ -307,7 +310,7 @@ impl Layout {
 
     /// The code of the last successful layout.
     pub fn code(&self) -> &[u8] {
-        &self.code
+        &self.code[..self.code_len]
     }
 
     /// The EH clauses of the last successful layout.
@@ -345,7 +348,7 @@ impl Layout {
             max_stack: info.max_stack,
             init_locals: m.header.init_locals,
             local_sig: m.header.local_sig,
-            code: &self.code,
+            code: &self.code[..self.code_len],
             clauses: std::mem::take(&mut self.clauses),
             raw_sections,
         };
@@ -366,9 +369,12 @@ impl Layout {
         let declared = m.header.max_stack;
         if opts.max_stack == MaxStackPolicy::Declared {
             if opts.verify {
-                let diags =
-                    self.verifier
-                        .verify_code(&self.code, &self.clauses, Some(declared), resolver);
+                let diags = self.verifier.verify_code(
+                    &self.code[..self.code_len],
+                    &self.clauses,
+                    Some(declared),
+                    resolver,
+                );
                 if let Some(d) = diags.first() {
                     return Err(LayoutError::invalid(d));
                 }
@@ -376,13 +382,18 @@ impl Layout {
             return Ok(declared);
         }
         if opts.verify {
-            let diags = self
-                .verifier
-                .verify_code(&self.code, &self.clauses, None, resolver);
+            let diags = self.verifier.verify_code(
+                &self.code[..self.code_len],
+                &self.clauses,
+                None,
+                resolver,
+            );
             if let Some(d) = diags.first() {
                 return Err(LayoutError::invalid(d));
             }
-        } else if let Err(d) = self.verifier.max_stack(&self.code, &self.clauses, resolver)
+        } else if let Err(d) =
+            self.verifier
+                .max_stack(&self.code[..self.code_len], &self.clauses, resolver)
             && d.code != Code::UnresolvedToken
         {
             return Err(LayoutError::MaxStackUnknown(d.to_string()));
@@ -408,6 +419,7 @@ impl Layout {
     /// [`Layout::emit`] when a branch had to be widened.
     fn place(&mut self, m: &Method, forms: BranchForms) -> Result<LayoutInfo, LayoutError> {
         let n = m.instrs.len();
+        self.code_len = 0;
         self.offsets.clear();
         self.branches.clear();
         self.long.clear();
@@ -621,8 +633,9 @@ impl Layout {
             }
         }
         if m.switch_targets.is_empty() {
-            self.code.truncate(total);
-            return finish(overflow, total, total);
+            finish(overflow, total, total)?;
+            self.code_len = total;
+            return Ok(());
         }
         // Switches, in instruction order (after every branch: neither can fail in practice,
         // displacements of a valid size always fit).
@@ -644,8 +657,9 @@ impl Layout {
                 at += 4;
             }
         }
-        self.code.truncate(total);
-        finish(overflow, total, total)
+        finish(overflow, total, total)?;
+        self.code_len = total;
+        Ok(())
     }
 
     /// Writes the code with the chosen forms into a buffer of the size `place` computed.
@@ -653,7 +667,9 @@ impl Layout {
         let total = *self.offsets.last().unwrap_or(&0) as usize;
         // Every instruction is written as whole 8-byte words, so the buffer has 8 bytes of
         // slack. Bytes from an earlier method need no clearing: the code covers all of them.
-        self.code.resize(total + 8, 0);
+        if self.code.len() < total + 8 {
+            self.code.resize(total + 8, 0);
+        }
         let buf = &mut self.code[..];
         let mut overflow = false;
         let mut put = |at: usize, word: u64| match buf.get_mut(at..at + 8) {
@@ -727,13 +743,13 @@ impl Layout {
             put(at, e.bytes as u64 | value << (8 * e.ops));
             at += e.len as usize;
         }
-        self.code.truncate(total);
         if overflow || at != total {
             return Err(LayoutError::SizeMismatch {
                 computed: total,
                 written: at,
             });
         }
+        self.code_len = total;
         Ok(())
     }
 
