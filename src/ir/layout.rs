@@ -321,11 +321,11 @@ impl Layout {
     /// Lays `m` out, computes MaxStack and verifies as `opts` say (signatures from
     /// `resolver`), and appends the body (header, code, sections) to `out`. On error nothing is
     /// appended.
-    pub fn run(
+    pub fn run<R: Resolver + ?Sized>(
         &mut self,
         m: &Method,
         opts: &LayoutOptions,
-        resolver: &dyn Resolver,
+        resolver: &R,
         out: &mut Vec<u8>,
     ) -> Result<LayoutInfo, LayoutError> {
         let mut info = self.place(m, opts.branch_forms)?;
@@ -360,11 +360,11 @@ impl Layout {
 
     /// Runs the verifier's dataflow once: its findings (when verifying) and the depth it needs
     /// give the MaxStack to declare.
-    fn check(
+    fn check<R: Resolver + ?Sized>(
         &mut self,
         m: &Method,
         opts: &LayoutOptions,
-        resolver: &dyn Resolver,
+        resolver: &R,
     ) -> Result<u16, LayoutError> {
         let declared = m.header.max_stack;
         if opts.max_stack == MaxStackPolicy::Declared {
@@ -807,10 +807,10 @@ fn out_of_range(offsets: &[u32], i: usize, opcode: Opcode, displacement: i64) ->
 }
 
 /// Lays `m` out with a fresh [`Layout`] and appends the body to `out`.
-pub fn layout(
+pub fn layout<R: Resolver + ?Sized>(
     m: &Method,
     opts: &LayoutOptions,
-    resolver: &dyn Resolver,
+    resolver: &R,
     out: &mut Vec<u8>,
 ) -> Result<LayoutInfo, LayoutError> {
     Layout::new().run(m, opts, resolver, out)

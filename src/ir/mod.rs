@@ -51,13 +51,13 @@ impl Rewriter {
     }
 
     /// Rewrites one body and appends the new body to `out` (nothing is appended on error).
-    pub fn rewrite(
+    pub fn rewrite<R: Resolver + ?Sized>(
         &mut self,
         body: &Body<'_>,
         transform: TransformFn,
         transform_opts: &TransformOptions,
         layout_opts: &LayoutOptions,
-        resolver: &dyn Resolver,
+        resolver: &R,
         out: &mut Vec<u8>,
     ) -> Result<(Outcome, LayoutInfo), RewriteError> {
         self.lifter.lift(body, &mut self.method)?;
@@ -67,11 +67,11 @@ impl Rewriter {
     }
 
     /// Lays out a method already in IR form.
-    pub fn layout(
+    pub fn layout<R: Resolver + ?Sized>(
         &mut self,
         m: &Method,
         layout_opts: &LayoutOptions,
-        resolver: &dyn Resolver,
+        resolver: &R,
         out: &mut Vec<u8>,
     ) -> Result<LayoutInfo, LayoutError> {
         self.layout.run(m, layout_opts, resolver, out)
