@@ -442,6 +442,19 @@ pub fn rewrite_image(
     opts: &RewriteOptions,
     report: &mut RewriteReport,
 ) -> Result<Vec<u8>, WriteError> {
+    let mut out = Vec::new();
+    rewrite_image_into(image, opts, report, &mut out)?;
+    Ok(out)
+}
+
+/// [`rewrite_image`] into `out`, whose contents are replaced: a caller patching many
+/// assemblies can reuse its buffers (and their memory) from one to the next.
+pub fn rewrite_image_into(
+    image: &Image<'_>,
+    opts: &RewriteOptions,
+    report: &mut RewriteReport,
+    out: &mut Vec<u8>,
+) -> Result<(), WriteError> {
     report.schema = "ilcheck.rewrite/1";
     report.transform = opts.transform_name.clone();
     let rows = image.method_count();
@@ -525,8 +538,8 @@ pub fn rewrite_image(
     report.listed.extend(listed.into_iter().map(|(_, n)| n));
     report.rewrite_seconds += start.elapsed().as_secs_f64();
     let start = Instant::now();
-    let patched = writer.finish()?;
+    let (summary, _) = writer.finish_into(out)?;
     report.write_seconds += start.elapsed().as_secs_f64();
-    report.write = Some(patched.summary.clone());
-    Ok(patched.bytes)
+    report.write = Some(summary);
+    Ok(())
 }

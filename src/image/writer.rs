@@ -211,6 +211,8 @@ pub struct ImageWriter<'i, 'a> {
     replaced: usize,
     /// Per rid: the original body's length when the caller decoded it ([`Self::original_len`]).
     original_lens: Vec<u32>,
+    /// The MethodDef RVA column, read once (by the first [`Self::replace_body`]).
+    rvas: Vec<u32>,
     target: RelocationTarget,
 }
 
@@ -240,6 +242,7 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
             bodies: Vec::new(),
             replaced: 0,
             original_lens: Vec::new(),
+            rvas: Vec::new(),
             target: RelocationTarget::default(),
         }
     }
@@ -277,7 +280,15 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
             return Err(WriteError::NoSuchMethod { rid, rows });
         }
         let token = Token::new(Table::MethodDef, rid);
-        if self.image.tables().cell(Table::MethodDef, rid, 0)? == 0 {
+        if self.rvas.is_empty() {
+            self.rvas = rva_column(self.image);
+        }
+        let rva = match self.rvas.get(rid as usize) {
+            Some(&rva) => rva,
+            // The column stops at the first row that cannot be read: report why.
+            None => self.image.tables().cell(Table::MethodDef, rid, 0)?,
+        };
+        if rva == 0 {
             return Err(WriteError::NoBody { token });
         }
         let bytes = bytes.as_ref();
@@ -326,36 +337,61 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
     /// Writes the patched assembly. The writer can be finished again (after more
     /// replacements); each call starts from the original image.
     pub fn finish(&self) -> Result<PatchedImage, WriteError> {
+        let mut bytes = Vec::new();
+        let (summary, placements) = self.finish_into(&mut bytes)?;
+        Ok(PatchedImage {
+            bytes,
+            summary,
+            placements,
+        })
+    }
+
+    /// [`Self::finish`] into `out`, whose contents are replaced: a caller writing many
+    /// assemblies can keep one buffer and its memory. Returns the summary and the placements
+    /// (every replaced MethodDef by rid, ascending). On error `out` holds no useful bytes.
+    pub fn finish_into(
+        &self,
+        out: &mut Vec<u8>,
+    ) -> Result<(WriteSummary, Vec<(u32, Placement)>), WriteError> {
         let input = self.image.bytes();
         let headers = Headers::parse(input)?;
-        let mut out = input.to_vec();
         let mut summary = WriteSummary {
             method_defs: self.image.method_count() as usize,
             ..WriteSummary::default()
         };
 
-        let originals = Originals::collect(self.image, &headers, input, &self.original_lens);
+        let column;
+        let rvas = if self.rvas.is_empty() {
+            column = rva_column(self.image);
+            &column
+        } else {
+            &self.rvas
+        };
+        let originals = Originals::collect(self.image, &headers, input, rvas, &self.original_lens);
         let replacements = self.replacements();
+
+        // Bodies written over their originals: (file offset, new bytes).
+        let mut in_place = Vec::new();
+        // Relocated bodies are laid out here (offsets from the start of the relocation area)
+        // and copied once the area is placed; `new_rva` holds the offset until then.
         let mut placements = Vec::with_capacity(self.replaced);
-        // Bodies for the new section, in rid order; sharers given the same bytes share a copy.
-        let mut section = Vec::with_capacity(self.arena.len() + 4 * self.replaced);
+        let mut section_len = 0usize;
+        // Sharers given the same bytes share one relocated copy.
         let mut relocated_at: HashMap<(u32, &[u8]), u32> = HashMap::new();
-        let mut pending_rva_updates = Vec::new();
-        // Tracked as bodies are written: comparing whole images would cost more than writing.
-        let mut modified = false;
+        // Per shared RVA (by its first sharer): every sharer is given the same bytes.
+        let mut agree: HashMap<usize, bool> = HashMap::new();
 
         for (rid, bytes) in replacements.iter() {
-            let rva = match originals.rva_of.get(rid as usize) {
-                Some(&rva) if rva != 0 => rva,
-                _ => self.image.method(rid)?.rva(),
+            let (rva, use_) = match originals.use_of(rid) {
+                Some(u) => (u.rva, Some(u)),
+                None => {
+                    let rva = self.image.method(rid)?.rva();
+                    (rva, originals.get(rva))
+                }
             };
-            let use_ = originals.get(rva);
-            match Originals::fits_in_place(use_, rva, bytes, &replacements, &originals) {
+            match originals.fits_in_place(use_, rva, bytes, &replacements, &mut agree) {
                 Ok((at, extent)) => {
-                    // The reader found the whole original extent inside the file.
-                    let dst = &mut out[at..at + bytes.len()];
-                    modified |= dst != bytes;
-                    dst.copy_from_slice(bytes);
+                    in_place.push((at, bytes));
                     summary.in_place += 1;
                     summary.slack_bytes += extent - bytes.len();
                     placements.push((rid, Placement::InPlace { rva }));
@@ -371,13 +407,13 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
                         Some(o) => o,
                         None => {
                             if bytes.first().is_some_and(|&h| h & 0x3 == 0x3) {
-                                section.resize(section.len().next_multiple_of(4), 0);
+                                section_len = section_len.next_multiple_of(4);
                             }
                             let o =
-                                u32::try_from(section.len()).map_err(|_| WriteError::Overflow {
+                                u32::try_from(section_len).map_err(|_| WriteError::Overflow {
                                     what: "new section size",
                                 })?;
-                            section.extend_from_slice(bytes);
+                            section_len += bytes.len();
                             if shared {
                                 relocated_at.insert((rva, bytes), o);
                             }
@@ -385,15 +421,54 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
                         }
                     };
                     summary.relocated += 1;
-                    pending_rva_updates.push((rid, rva, offset));
+                    placements.push((
+                        rid,
+                        Placement::Relocated {
+                            old_rva: rva,
+                            new_rva: offset,
+                        },
+                    ));
                 }
             }
         }
         summary.unchanged = summary.method_defs - summary.in_place - summary.relocated;
 
+        // The input, the relocated bodies and alignment, so that the file need not grow
+        // again: a buffer reused for the same assembly keeps its memory. Only a hint.
+        out.clear();
+        out.reserve(input.len() + section_len + 0x2000);
+        out.extend_from_slice(input);
+        // Tracked as bodies are written: comparing whole images would cost more than writing.
+        let mut modified = false;
+        for (at, bytes) in in_place {
+            // The reader found the whole original extent inside the file.
+            let dst = &mut out[at..at + bytes.len()];
+            if !modified {
+                modified = dst != bytes;
+            }
+            dst.copy_from_slice(bytes);
+        }
+
         let cert = headers.directory(input, SECURITY_DIRECTORY);
-        if !section.is_empty() {
-            let new = place_relocated(&headers, &mut out, &section, cert, self.target)?;
+        if section_len != 0 {
+            // Appends the area: bodies in rid order at their offsets, zeros between them.
+            let write_bodies = |out: &mut Vec<u8>| {
+                let base = out.len();
+                for &(rid, p) in &placements {
+                    let Placement::Relocated { new_rva: o, .. } = p else {
+                        continue;
+                    };
+                    let o = base + o as usize;
+                    // A sharer of an earlier copy (at a lower offset) writes nothing.
+                    if let (true, Some(bytes)) = (o >= out.len(), replacements.get(rid)) {
+                        if o > out.len() {
+                            out.resize(o, 0);
+                        }
+                        out.extend_from_slice(bytes);
+                    }
+                }
+            };
+            let new = place_relocated(&headers, out, section_len, write_bodies, cert, self.target)?;
             summary.certificate_table_dropped = cert.is_some_and(|d| d.size != 0);
             let (col, width) = self
                 .image
@@ -405,38 +480,110 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
                 return Err(WriteError::RvaColumn { width });
             }
             let table = self.image.tables_header().info(Table::MethodDef);
-            for (rid, old_rva, offset) in pending_rva_updates {
-                let new_rva = new.rva.checked_add(offset).ok_or(WriteError::Overflow {
+            for (rid, p) in &mut placements {
+                let Placement::Relocated { new_rva, .. } = p else {
+                    continue;
+                };
+                *new_rva = new.rva.checked_add(*new_rva).ok_or(WriteError::Overflow {
                     what: "relocated body RVA",
                 })?;
                 // The row lies in the table stream: the reader checked rows × row_size.
-                let at = table.offset + (rid as usize - 1) * table.row_size as usize + col;
+                let at = table.offset + (*rid as usize - 1) * table.row_size as usize + col;
                 out[at..at + 4].copy_from_slice(&new_rva.to_le_bytes());
-                placements.push((rid, Placement::Relocated { old_rva, new_rva }));
             }
-            placements.sort_by_key(|&(rid, _)| rid);
             summary.relocation_area = Some(new);
         }
 
         // A new section always changes the file (section table, RVAs).
-        summary.modified = modified || !section.is_empty();
+        summary.modified = modified || section_len != 0;
         let cli = self.image.cli_header();
         summary.strong_name_signed =
             cli.flags & COMIMAGE_FLAGS_STRONGNAMESIGNED != 0 && cli.strong_name_signature.size != 0;
         summary.strong_name_invalidated = summary.strong_name_signed && summary.modified;
         summary.authenticode_invalidated = cert.is_some_and(|d| d.size != 0) && summary.modified;
         if summary.modified && headers.checksum(input) != 0 {
-            let sum = pe_checksum(&out, headers.checksum_offset);
+            let sum = pe_checksum(out, headers.checksum_offset);
             out[headers.checksum_offset..headers.checksum_offset + 4]
                 .copy_from_slice(&sum.to_le_bytes());
             summary.checksum_recomputed = true;
         }
-        Ok(PatchedImage {
-            bytes: out,
-            summary,
-            placements,
-        })
+        Ok((summary, placements))
     }
+}
+
+/// The MethodDef RVA column by rid (index 0 unused), up to the first row that cannot be read.
+fn rva_column(image: &Image<'_>) -> Vec<u32> {
+    let info = image.tables_header().info(Table::MethodDef);
+    // Sized by the row count, which the reader checked against the table stream.
+    let mut rvas = Vec::with_capacity(info.rows as usize + 1);
+    rvas.push(0);
+    // As `Tables::cell` reads it, without looking the table up again for every row.
+    let Some((col, width)) = info.column(0) else {
+        return rvas;
+    };
+    let file = image.bytes();
+    let (rows, row_size) = (info.rows as usize, info.row_size as usize);
+    let table = file.get(info.offset..info.offset.saturating_add(rows.saturating_mul(row_size)));
+    match table {
+        Some(table) if width == 4 && row_size >= col + 4 => {
+            // `row_size >= col + 4`: every row holds the cell.
+            rvas.extend(
+                table
+                    .chunks_exact(row_size)
+                    .map(|row| le_u32(row, col).unwrap_or(0)),
+            );
+        }
+        _ => {
+            for i in 0..rows {
+                let at = info.offset + i * row_size + col;
+                let rva = if width == 2 {
+                    le_u16(file, at).map(u32::from)
+                } else {
+                    le_u32(file, at)
+                };
+                let Some(rva) = rva else {
+                    break;
+                };
+                rvas.push(rva);
+            }
+        }
+    }
+    rvas
+}
+
+/// Sorts `keys` (`rva << 32 | rid`, in rid order) by RVA, keeping rid order among equal RVAs:
+/// a least-significant-digit radix sort over the RVA bytes that vary. Compilers lay bodies
+/// out mostly, not wholly, in rid order, which comparison sorts gain little from.
+fn sort_by_rva(keys: &mut Vec<u64>) {
+    if keys.is_sorted() {
+        return;
+    }
+    let mut counts = [[0usize; 256]; 4];
+    for &k in keys.iter() {
+        let rva = (k >> 32) as u32;
+        for (d, c) in counts.iter_mut().enumerate() {
+            c[(rva >> (8 * d)) as u8 as usize] += 1;
+        }
+    }
+    let mut from = std::mem::take(keys);
+    let mut to = vec![0u64; from.len()];
+    for (d, c) in counts.iter_mut().enumerate() {
+        // A byte every key shares leaves the order as it is.
+        if c.contains(&from.len()) {
+            continue;
+        }
+        let mut start = 0;
+        for n in c.iter_mut() {
+            (*n, start) = (start, start + *n);
+        }
+        for &k in &from {
+            let slot = &mut c[(k >> (32 + 8 * d)) as u8 as usize];
+            to[*slot] = k;
+            *slot += 1;
+        }
+        std::mem::swap(&mut from, &mut to);
+    }
+    *keys = from;
 }
 
 /// Why a body goes to the new section.
@@ -469,39 +616,40 @@ struct RvaUse {
 
 /// The original bodies: who uses each RVA, and which extents can be overwritten safely.
 struct Originals {
-    /// (RVA, rid) of every MethodDef with a body, by RVA then rid.
-    rids: Vec<(u32, u32)>,
-    /// Per rid: its RVA.
-    rva_of: Vec<u32>,
+    /// RVA then rid (as `rva << 32 | rid`) of every MethodDef with a body, ascending.
+    keys: Vec<u64>,
+    /// Per rid: index of its RVA in `uses`, `u32::MAX` when it has no body.
+    use_of: Vec<u32>,
     /// One entry per distinct RVA, ascending.
     uses: Vec<RvaUse>,
 }
 
 impl Originals {
-    fn collect(image: &Image<'_>, headers: &Headers, file: &[u8], lens: &[u32]) -> Originals {
-        let rows = image.method_count();
-        let mut rva_of = vec![0; rows as usize + 1];
+    fn collect(
+        image: &Image<'_>,
+        headers: &Headers,
+        file: &[u8],
+        rvas: &[u32],
+        lens: &[u32],
+    ) -> Originals {
+        let mut use_of = vec![u32::MAX; image.method_count() as usize + 1];
         // As one integer, RVA then rid: cheaper to sort than pairs.
-        let mut keys: Vec<u64> = Vec::with_capacity(rva_of.len());
-        let tables = image.tables();
-        for rid in 1..=rows {
-            // Only the RVA column: the rest of the row is not needed here.
-            let Ok(rva) = tables.cell(Table::MethodDef, rid, 0) else {
-                break;
-            };
-            if rva != 0 {
-                rva_of[rid as usize] = rva;
-                keys.push(u64::from(rva) << 32 | u64::from(rid));
-            }
-        }
-        keys.sort_unstable();
-        let rids: Vec<(u32, u32)> = keys.iter().map(|&k| ((k >> 32) as u32, k as u32)).collect();
-        let mut uses: Vec<RvaUse> = Vec::new();
-        for (i, &(rva, rid)) in rids.iter().enumerate() {
+        let mut keys: Vec<u64> = Vec::with_capacity(rvas.len());
+        keys.extend(
+            (1u32..)
+                .zip(rvas.iter().skip(1))
+                .filter(|&(_, &rva)| rva != 0)
+                .map(|(rid, &rva)| u64::from(rva) << 32 | u64::from(rid)),
+        );
+        sort_by_rva(&mut keys);
+        let mut uses: Vec<RvaUse> = Vec::with_capacity(keys.len());
+        for (i, &k) in keys.iter().enumerate() {
+            let (rva, rid) = ((k >> 32) as u32, k as u32);
             if let Some(u) = uses.last_mut()
                 && u.rva == rva
             {
                 u.sharers.end = i + 1;
+                use_of[rid as usize] = (uses.len() - 1) as u32;
                 continue;
             }
             let extent = match lens.get(rid as usize) {
@@ -513,6 +661,7 @@ impl Originals {
                         .map(|(b, at)| (at, b.len()))
                 }),
             };
+            use_of[rid as usize] = uses.len() as u32;
             uses.push(RvaUse {
                 rva,
                 sharers: i..i + 1,
@@ -562,7 +711,13 @@ impl Originals {
         for i in unsafe_uses {
             uses[i].extent = None;
         }
-        Originals { rids, rva_of, uses }
+        Originals { keys, use_of, uses }
+    }
+
+    /// The RVA MethodDef `rid` uses, when it has a body.
+    fn use_of(&self, rid: u32) -> Option<&RvaUse> {
+        let &i = self.use_of.get(rid as usize)?;
+        self.uses.get(i as usize)
     }
 
     fn get(&self, rva: u32) -> Option<&RvaUse> {
@@ -570,22 +725,34 @@ impl Originals {
         self.uses.get(i)
     }
 
+    /// Every MethodDef sharing `u`'s RVA is given the same bytes. Remembered per RVA in
+    /// `agree`: asking for each sharer in turn would compare sharers × sharers bodies.
+    fn sharers_agree(
+        &self,
+        u: &RvaUse,
+        replacements: &Replacements<'_>,
+        agree: &mut HashMap<usize, bool>,
+    ) -> bool {
+        *agree.entry(u.sharers.start).or_insert_with(|| {
+            let mut sharers = self.keys[u.sharers.clone()].iter();
+            let first = sharers.next().and_then(|&k| replacements.get(k as u32));
+            first.is_some() && sharers.all(|&k| replacements.get(k as u32) == first)
+        })
+    }
+
     /// The original body's file offset and extent when `bytes` can be written over it, else
     /// why not.
     fn fits_in_place(
+        &self,
         use_: Option<&RvaUse>,
         rva: u32,
         bytes: &[u8],
         replacements: &Replacements<'_>,
-        originals: &Originals,
+        agree: &mut HashMap<usize, bool>,
     ) -> Result<(usize, usize), Relocate> {
         let u = use_.ok_or(Relocate::UnsafeExtent)?;
         let (at, extent) = u.extent.ok_or(Relocate::UnsafeExtent)?;
-        if u.sharers.len() > 1
-            && !originals.rids[u.sharers.clone()]
-                .iter()
-                .all(|&(_, r)| replacements.get(r) == Some(bytes))
-        {
+        if u.sharers.len() > 1 && !self.sharers_agree(u, replacements, agree) {
             return Err(Relocate::Shared);
         }
         if bytes.len() > extent {
@@ -734,13 +901,14 @@ impl Headers {
     }
 }
 
-/// Puts `content` (the relocated bodies) in a new section, or at the end of the last section
-/// when `target` allows it and there is no room for another header; updates the headers and
-/// drops a certificate table.
+/// Puts `len` bytes of relocated bodies (`write` appends exactly those to the file) in a new
+/// section, or at the end of the last section when `target` allows it and there is no room
+/// for another header; updates the headers and drops a certificate table.
 fn place_relocated(
     h: &Headers,
     out: &mut Vec<u8>,
-    content: &[u8],
+    len: usize,
+    write: impl FnOnce(&mut Vec<u8>),
     cert: Option<Dir>,
     target: RelocationTarget,
 ) -> Result<RelocationArea, WriteError> {
@@ -768,9 +936,9 @@ fn place_relocated(
         }
     }
     let area = match (target, new_header_slot(h, out)) {
-        (RelocationTarget::GrowLastSection, _) => grow_last(h, out, content, file_end)?,
-        (_, Ok(slot)) => append(h, out, content, file_end, slot)?,
-        (RelocationTarget::Auto, Err(_)) => grow_last(h, out, content, file_end)?,
+        (RelocationTarget::GrowLastSection, _) => grow_last(h, out, len, write, file_end)?,
+        (_, Ok(slot)) => append(h, out, len, write, file_end, slot)?,
+        (RelocationTarget::Auto, Err(_)) => grow_last(h, out, len, write, file_end)?,
         (RelocationTarget::NewSection, Err(e)) => return Err(e),
     };
     if cert.is_some_and(|d| d.size != 0) {
@@ -829,7 +997,8 @@ fn add_to_field(
 fn append(
     h: &Headers,
     out: &mut Vec<u8>,
-    content: &[u8],
+    len: usize,
+    write: impl FnOnce(&mut Vec<u8>),
     file_end: u64,
     slot: usize,
 ) -> Result<RelocationArea, WriteError> {
@@ -841,7 +1010,7 @@ fn append(
         .max()
         .unwrap_or(0);
     let rva = align_u64(virtual_end, h.section_alignment).ok_or(overflow("section RVA"))?;
-    let virtual_size = u32::try_from(content.len()).map_err(|_| overflow("section size"))?;
+    let virtual_size = u32::try_from(len).map_err(|_| overflow("section size"))?;
     let raw_size =
         align_u64(u64::from(virtual_size), h.file_alignment).ok_or(overflow("section raw size"))?;
     let raw_offset = align_u64(file_end, h.file_alignment).ok_or(overflow("section offset"))?;
@@ -849,7 +1018,7 @@ fn append(
 
     out.truncate(file_end as usize);
     out.resize(raw_offset as usize, 0);
-    out.extend_from_slice(content);
+    write(out);
     out.resize(raw_offset as usize + raw_size as usize, 0);
 
     let mut header = [0u8; SECTION_HEADER_SIZE];
@@ -879,7 +1048,8 @@ fn append(
 fn grow_last(
     h: &Headers,
     out: &mut Vec<u8>,
-    content: &[u8],
+    len: usize,
+    write: impl FnOnce(&mut Vec<u8>),
     file_end: u64,
 ) -> Result<RelocationArea, WriteError> {
     let overflow = |what| WriteError::Overflow { what };
@@ -898,8 +1068,7 @@ fn grow_last(
         });
     }
     let start = u64::from(last.memory_size()).next_multiple_of(4);
-    let virtual_size =
-        u32::try_from(start + content.len() as u64).map_err(|_| overflow("section size"))?;
+    let virtual_size = u32::try_from(start + len as u64).map_err(|_| overflow("section size"))?;
     let raw_size = align_u64(u64::from(virtual_size), h.file_alignment)
         .ok_or(overflow("section raw size"))?
         .max(last.raw_size);
@@ -910,12 +1079,16 @@ fn grow_last(
     let end = u64::from(last.raw_offset) + u64::from(raw_size);
     let end = usize::try_from(end).map_err(|_| overflow("file size"))?;
 
-    // Bytes between the old data and `start` are zero, as the loader's fill would be.
-    out.truncate(raw_end as usize);
+    // Bytes between the old data and `start` are zero, as the loader's fill would be. Old
+    // raw bytes past the new bodies (when they fit in the section's file padding) stay.
+    let (at, raw_end) = (raw_offset as usize, raw_end as usize);
+    let kept = out.get(at + len..raw_end).map(<[u8]>::to_vec);
+    let data_end = last.raw_offset as usize + last.memory_size() as usize;
+    out.truncate(data_end.min(raw_end));
+    out.resize(at, 0);
+    write(out);
+    out.extend_from_slice(kept.as_deref().unwrap_or_default());
     out.resize(end, 0);
-    let at = raw_offset as usize;
-    out[last.raw_offset as usize + last.memory_size() as usize..at].fill(0);
-    out[at..at + content.len()].copy_from_slice(content);
 
     let header = h.sections_at + index * SECTION_HEADER_SIZE;
     out[header + 8..header + 12].copy_from_slice(&virtual_size.to_le_bytes());
@@ -935,7 +1108,7 @@ fn grow_last(
         appended: false,
         rva,
         raw_offset,
-        size: u32::try_from(content.len()).map_err(|_| overflow("section size"))?,
+        size: u32::try_from(len).map_err(|_| overflow("section size"))?,
         section_virtual_size: virtual_size,
         section_raw_size: raw_size,
     })
@@ -1040,7 +1213,14 @@ mod tests {
         h.file_alignment = 0x300;
         let mut out = file.clone();
         assert!(matches!(
-            place_relocated(&h, &mut out, &[0x06, 0x2a], None, RelocationTarget::Auto),
+            place_relocated(
+                &h,
+                &mut out,
+                2,
+                |o| o.extend_from_slice(&[0x06, 0x2a]),
+                None,
+                RelocationTarget::Auto
+            ),
             Err(WriteError::BadAlignment { .. })
         ));
     }
@@ -1073,7 +1253,14 @@ mod tests {
             }
             if let Ok(h) = Headers::parse(&file) {
                 let mut out = file.clone();
-                let _ = place_relocated(&h, &mut out, &[0; 12], None, RelocationTarget::Auto);
+                let _ = place_relocated(
+                    &h,
+                    &mut out,
+                    12,
+                    |o| o.extend_from_slice(&[0; 12]),
+                    None,
+                    RelocationTarget::Auto,
+                );
                 let _ = h.directory(&file, SECURITY_DIRECTORY);
             }
         }
