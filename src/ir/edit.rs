@@ -443,7 +443,11 @@ impl Editor<'_> {
                     Kind::Append => {}
                 }
                 op.placed = out.len() as u32;
-                out.extend_from_slice(&s.code[op.code.0 as usize..op.code.1 as usize]);
+                // Most blocks are one instruction: a push is cheaper than a copy call.
+                match &s.code[op.code.0 as usize..op.code.1 as usize] {
+                    [one] => out.push(*one),
+                    block => out.extend_from_slice(block),
+                }
                 k += 1;
             }
             let end = out.len() as u32;
@@ -485,7 +489,17 @@ impl Editor<'_> {
                 *slot = (p as i64 + last_shift) as u32;
                 continue;
             }
-            let g = match gaps.binary_search_by_key(&p, |g| g.gap) {
+            // Few gaps are the rule, and a scan beats a binary search on a few entries.
+            let found = if gaps.len() <= 8 {
+                let i = gaps.iter().take_while(|g| g.gap < p).count();
+                match gaps.get(i) {
+                    Some(g) if g.gap == p => Ok(i),
+                    _ => Err(i),
+                }
+            } else {
+                gaps.binary_search_by_key(&p, |g| g.gap)
+            };
+            let g = match found {
                 Ok(i) => &gaps[i],
                 Err(i) => {
                     // `p` is past the first gap, so `i > 0`.
