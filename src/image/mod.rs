@@ -562,14 +562,14 @@ impl<'i> Method<'i> {
     /// The decoded body.
     pub fn decoded_body(&self) -> Result<Body<'i>, ImageError> {
         let bytes = self.body_bytes()?;
-        let token = self.token();
-        let offset = self.body_offset().unwrap_or(0);
+        // The error's offset is looked up only on failure: this runs once per method.
         let fail = |source| ImageError::Body {
-            token,
-            offset,
+            token: self.token(),
+            offset: self.body_offset().unwrap_or(0),
             source,
         };
-        if self.is_misaligned_fat() {
+        // As `is_misaligned_fat`, on the bytes already at hand.
+        if !self.row.rva.is_multiple_of(4) && bytes.first().is_some_and(|&h| h & 0x3 == 0x3) {
             return Err(fail(DecodeError::MisalignedFatHeader { rva: self.row.rva }));
         }
         Body::parse(bytes).map_err(fail)

@@ -82,7 +82,11 @@ impl Kind {
 struct Op {
     /// The gap: before old instruction `gap` (`gap == n` is the end).
     gap: u32,
+    /// `kind.rank()`.
+    rank: u8,
     kind: Kind,
+    /// The op's [`BlockId`]: its index in the order the edits were recorded.
+    id: u32,
     code: (u32, u32),
     /// New index of the block's first instruction, once placed.
     placed: u32,
@@ -129,7 +133,6 @@ struct Scratch {
     code: Vec<Instr>,
     binds: Vec<(Label, BlockId)>,
     new_clauses: Vec<EhClause>,
-    order: Vec<u32>,
     roles: Vec<u8>,
     gaps: Vec<Gap>,
     /// Becomes the method's instruction list; receives the old one.
@@ -264,9 +267,12 @@ impl Editor<'_> {
         let s = &mut *self.s;
         let start = s.code.len() as u32;
         s.code.extend_from_slice(code);
+        let id = s.ops.len() as u32;
         s.ops.push(Op {
             gap,
+            rank: kind.rank(),
             kind,
+            id,
             code: (start, s.code.len() as u32),
             placed: 0,
         });
@@ -344,18 +350,15 @@ impl Editor<'_> {
         let n = m.instrs.len();
         // Stable: edits at one gap keep the order they were recorded in. Transforms mostly
         // record them in order already.
-        let key = |op: &Op| (op.gap, op.kind.rank());
-        s.order.clear();
-        s.order.extend(0..s.ops.len() as u32);
+        // Sorted in place; binds find their op by id.
+        let key = |op: &Op| (op.gap, op.rank);
         if !s.ops.windows(2).all(|w| key(&w[0]) <= key(&w[1])) {
-            let ops = &s.ops;
-            s.order.sort_by_key(|&i| key(&ops[i as usize]));
+            s.ops.sort_by_key(key);
         }
-        let order = &s.order;
         // Per gap: the policies in force, checked for conflicts.
-        for w in order.windows(2) {
-            let (a, b) = (&s.ops[w[0] as usize], &s.ops[w[1] as usize]);
-            if a.gap != b.gap || a.kind.rank() != b.kind.rank() {
+        for w in s.ops.windows(2) {
+            let (a, b) = (&w[0], &w[1]);
+            if a.gap != b.gap || a.rank != b.rank {
                 continue;
             }
             let reason = match (a.kind, b.kind) {
@@ -410,8 +413,8 @@ impl Editor<'_> {
         let mut copied = 0usize; // old instructions before this index are in `out` (or dropped)
         let mut k = 0usize;
         let mut removed = 0usize;
-        while k < order.len() {
-            let g = s.ops[order[k] as usize].gap as usize;
+        while k < s.ops.len() {
+            let g = s.ops[k].gap as usize;
             out.extend_from_slice(&m.instrs[copied..g]);
             copied = g;
             let gap_start = out.len() as u32;
@@ -422,12 +425,11 @@ impl Editor<'_> {
             let mut after = None;
             let mut before = None;
             let mut replaced = false;
-            while let Some(&o) = order.get(k) {
-                let op = &mut s.ops[o as usize];
+            while let Some(op) = s.ops.get_mut(k) {
                 if op.gap as usize != g {
                     break;
                 }
-                let rank = op.kind.rank();
+                let rank = op.rank;
                 if rank >= 1 && after_end.is_none() {
                     after_end = Some(out.len() as u32);
                 }
@@ -441,7 +443,11 @@ impl Editor<'_> {
                     Kind::Append => {}
                 }
                 op.placed = out.len() as u32;
-                out.extend_from_slice(&s.code[op.code.0 as usize..op.code.1 as usize]);
+                // Most blocks are one instruction: a push is cheaper than a copy call.
+                match &s.code[op.code.0 as usize..op.code.1 as usize] {
+                    [one] => out.push(*one),
+                    block => out.extend_from_slice(block),
+                }
                 k += 1;
             }
             let end = out.len() as u32;
@@ -483,7 +489,17 @@ impl Editor<'_> {
                 *slot = (p as i64 + last_shift) as u32;
                 continue;
             }
-            let g = match gaps.binary_search_by_key(&p, |g| g.gap) {
+            // Few gaps are the rule, and a scan beats a binary search on a few entries.
+            let found = if gaps.len() <= 8 {
+                let i = gaps.iter().take_while(|g| g.gap < p).count();
+                match gaps.get(i) {
+                    Some(g) if g.gap == p => Ok(i),
+                    _ => Err(i),
+                }
+            } else {
+                gaps.binary_search_by_key(&p, |g| g.gap)
+            };
+            let g = match found {
                 Ok(i) => &gaps[i],
                 Err(i) => {
                     // `p` is past the first gap, so `i > 0`.
@@ -545,8 +561,14 @@ impl Editor<'_> {
             *slot = dest.unwrap_or(to_target);
         }
         for &(label, block) in &s.binds {
-            let op = &s.ops[block.0 as usize];
-            new_labels[label.index()] = op.placed;
+            // Where the op was recorded, unless sorting moved it.
+            let op = match s.ops.get(block.0 as usize) {
+                Some(op) if op.id == block.0 => Some(op),
+                _ => s.ops.iter().find(|op| op.id == block.0),
+            };
+            if let Some(op) = op {
+                new_labels[label.index()] = op.placed;
+            }
         }
 
         std::mem::swap(&mut m.instrs, out);

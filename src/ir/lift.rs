@@ -36,9 +36,6 @@ pub enum IrError {
 /// Marks "no label yet" in the per-instruction table.
 const NO_LABEL: u32 = u32::MAX;
 
-/// Marks "no prefix run pending".
-const NO_RUN: usize = usize::MAX;
-
 /// Marks a provisional target held by a `switch` table slot rather than an instruction.
 const SWITCH_SLOT: u32 = 1 << 31;
 
@@ -55,16 +52,14 @@ mod arg {
     pub const R8: u8 = 8;
     pub const BR1: u8 = 9;
     pub const BR4: u8 = 10;
-    /// A prefix; its value is the operand bytes that follow (none, one, or a token).
-    pub const PREFIX: u8 = 11;
 }
 
 /// One lift-table entry: everything the loop needs to know about an opcode.
 #[derive(Clone, Copy)]
 struct Entry {
     opcode: Opcode,
-    /// Opcode and operand bytes; 0 for `switch`, `FE` and undefined bytes, which take the
-    /// codec's decoder.
+    /// Opcode and operand bytes; 0 for `switch`, prefixes, `FE` and undefined bytes, which
+    /// take the codec's decoder.
     len: u8,
     /// Opcode bytes: where the operand starts.
     ops: u8,
@@ -88,9 +83,9 @@ static TABLE: [Entry; 512] = {
         let two_byte = code >> 8 == 0xFE;
         let ops: u8 = if two_byte { 2 } else { 1 };
         let (a, operand_len) = match (info.flow, info.operand) {
-            (Flow::Prefix, OperandKind::None) => (arg::PREFIX, 0),
-            (Flow::Prefix, OperandKind::ShortI) => (arg::PREFIX, 1),
-            (Flow::Prefix, _) => (arg::PREFIX, 4),
+            // A prefix run goes to the decoder with the instruction it belongs to, so that
+            // the fast loop carries no run state.
+            (Flow::Prefix, _) => (arg::NONE, usize::MAX),
             (_, OperandKind::None) => (arg::NONE, 0),
             (_, OperandKind::ShortI) => (arg::I1, 1),
             (_, OperandKind::ShortLocal | OperandKind::ShortArg) => (arg::VAR1, 1),
@@ -126,24 +121,9 @@ static TABLE: [Entry; 512] = {
     t
 };
 
-/// The eight bytes at `code[at..]` as a little-endian `u64`, zero-padded past the end.
-#[inline(always)]
-fn load8(code: &[u8], at: usize) -> u64 {
-    match code.get(at..at + 8) {
-        Some(s) => u64::from_le_bytes(s.try_into().unwrap_or([0; 8])),
-        None => load_short(code, at),
-    }
-}
-
-#[cold]
-#[inline(never)]
-fn load_short(code: &[u8], at: usize) -> u64 {
-    let mut a = [0u8; 8];
-    let rest = code.get(at..).unwrap_or(&[]);
-    let n = rest.len().min(8);
-    a[..n].copy_from_slice(&rest[..n]);
-    u64::from_le_bytes(a)
-}
+/// Zero bytes after the copy of the code the fast loop reads: enough for the opcode bytes of
+/// any instruction plus an 8-byte operand load, so that no load needs a bounds fallback.
+const PAD: usize = 16;
 
 impl Method {
     /// Lifts a decoded body: instructions with their prefixes, targets as labels, clauses as
@@ -155,48 +135,53 @@ impl Method {
     }
 }
 
-/// Lifts bodies, keeping its scratch buffers (and the target method's) between bodies.
+/// Lifts bodies, keeping its scratch buffers between bodies.
+///
+/// The per-instruction buffers are at least as long as the largest code lifted so far (an
+/// instruction, and each target it holds, takes at least a byte), so the decoding loop writes
+/// them by index without growing them, and they are never cleared: only the entries a body
+/// writes are read back.
 #[derive(Debug, Default)]
 pub struct Lifter {
-    /// Byte offset where each IR instruction starts (its first prefix).
-    starts: Vec<u32>,
-    /// Byte offset → IR instruction starting there. Never cleared: an entry counts only when
-    /// `starts` confirms it, so stale entries from earlier bodies are harmless.
+    /// The code being lifted followed by [`PAD`] zero bytes.
+    code: Vec<u8>,
+    /// The instructions as decoded, their targets provisional until resolved.
+    instrs: Vec<Instr>,
+    /// Byte offset → `base` + the IR instruction starting there (at its first prefix). Each
+    /// body takes a fresh range of values, so entries below its base are stale and the
+    /// table needs no clearing between bodies.
     index_at: Vec<u32>,
-    /// Absolute byte targets, indexed by the provisional labels the operands hold until they
-    /// are resolved.
-    raw_targets: Vec<i64>,
-    /// Who holds each provisional target: an instruction index, or a `switch` table slot
-    /// tagged with [`SWITCH_SLOT`].
-    holders: Vec<u32>,
+    /// The first value of the range the next body's `index_at` entries take (never 0, the
+    /// value of entries never written).
+    base: u32,
+    /// Absolute byte target of each provisional label, and who holds it: an instruction
+    /// index, or a `switch` table slot tagged with [`SWITCH_SLOT`].
+    targets: Vec<(i64, u32)>,
     label_at: Vec<u32>,
 }
 
-/// The vectors the decoding loop fills.
-struct Decoder {
-    instrs: Vec<Instr>,
-    prefixes: Vec<Prefix>,
-    switch_targets: Vec<Label>,
-    starts: Vec<u32>,
-    raw_targets: Vec<i64>,
-    holders: Vec<u32>,
+/// The buffers the decoding loop writes, each at least as long as the code.
+struct Decoder<'a> {
+    instrs: &'a mut [Instr],
+    index_at: &'a mut [u32],
+    /// Added to instruction indices in `index_at`.
+    base: u32,
+    targets: &'a mut [(i64, u32)],
+    prefixes: &'a mut Vec<Prefix>,
+    switch_targets: &'a mut Vec<Label>,
+    /// Instructions written.
+    n: usize,
+    /// Targets written.
+    t: usize,
 }
 
-impl Decoder {
-    /// Decodes `code` into instructions with provisional target labels; `index_at` (as long
-    /// as the code) receives the index of each instruction at its start.
+impl Decoder<'_> {
+    /// Decodes the first `len` bytes of `code` (followed by [`PAD`] zero bytes) into
+    /// instructions with provisional target labels.
     #[inline(always)]
-    fn run(&mut self, code: &[u8], index_at: &mut [u32]) -> Result<(), IrError> {
-        let len = code.len();
-        self.instrs.reserve(len / 2 + 1);
-        self.starts.reserve(len / 2 + 1);
-        // Where the prefix run waiting for its instruction starts ([`NO_RUN`] when none), and
-        // its first prefix.
-        let mut run_at = NO_RUN;
-        let mut run_first = 0u32;
+    fn run(&mut self, code: &[u8], len: usize) -> Result<(), IrError> {
         let mut pos = 0usize;
         while pos < len {
-            let here = pos;
             let first = code[pos];
             let mut key = first as usize;
             if first == 0xFE && pos + 1 < len {
@@ -204,142 +189,111 @@ impl Decoder {
             }
             let e = TABLE[key];
             let size = e.len as usize;
-            if size == 0 || len - pos < size {
-                pos += self.slow(code, pos, &mut run_at, &mut run_first, index_at)?;
-                continue;
-            }
-            // One load covers every operand; each arm keeps the bytes it needs.
-            let raw = load8(code, pos + e.ops as usize);
-            pos += size;
-            if e.arg == arg::PREFIX {
-                let value = match size - e.ops as usize {
-                    0 => 0,
-                    1 => raw as u8 as u32,
-                    _ => raw as u32,
-                };
-                self.prefix(here, &mut run_at, &mut run_first, e.opcode, value);
-                continue;
-            }
-            let idx = self.instrs.len() as u32;
-            let prefixes = self.begin(here, &mut run_at, run_first, idx, index_at);
-            // One push per arm: merged, the arms would all write every operand field.
-            let instrs = &mut self.instrs;
-            macro_rules! put {
-                ($operand:expr) => {
-                    instrs.push(Instr {
-                        opcode: e.opcode,
-                        prefixes,
-                        operand: $operand,
-                    })
-                };
-            }
-            match e.arg {
-                arg::NONE => put!(Operand::None),
-                arg::I1 => put!(Operand::Int8(raw as u8 as i8)),
-                arg::VAR1 => put!(Operand::Var(raw as u8 as u16)),
-                arg::VAR2 => put!(Operand::Var(raw as u16)),
-                arg::I4 => put!(Operand::Int32(raw as u32 as i32)),
-                arg::R4 => put!(Operand::Float32(raw as u32)),
-                arg::TOKEN => put!(Operand::Token(raw as u32)),
-                arg::I8 => put!(Operand::Int64(raw as i64)),
-                arg::R8 => put!(Operand::Float64(raw)),
-                _ => {
-                    let disp = if e.arg == arg::BR1 {
-                        raw as u8 as i8 as i64
-                    } else {
-                        raw as u32 as i32 as i64
-                    };
-                    let operand = self.provisional(pos as i64 + disp, idx);
-                    self.instrs.push(Instr {
-                        opcode: e.opcode,
-                        prefixes,
-                        operand,
-                    });
-                }
-            }
-        }
-        if run_at != NO_RUN {
-            return Err(IrError::DanglingPrefix {
-                offset: run_at as u32,
-                opcode: self.prefixes[run_first as usize].opcode,
-            });
+            pos = if size == 0 || len - pos < size {
+                self.slow(&code[..len], pos)?
+            } else {
+                self.fast(code, pos, e)
+            };
         }
         Ok(())
     }
 
+    /// Writes the fixed-size instruction at `pos`; returns where the next one starts.
     #[inline(always)]
-    fn prefix(
-        &mut self,
-        at: usize,
-        run_at: &mut usize,
-        run_first: &mut u32,
-        opcode: Opcode,
-        value: u32,
-    ) {
-        if *run_at == NO_RUN {
-            *run_at = at;
-            *run_first = self.prefixes.len() as u32;
-        }
-        self.prefixes.push(Prefix { opcode, value });
-    }
-
-    /// Records where instruction `idx`, found at `at`, starts (at its prefixes, if any) and
-    /// returns its prefix run.
-    #[inline(always)]
-    fn begin(
-        &mut self,
-        at: usize,
-        run_at: &mut usize,
-        run_first: u32,
-        idx: u32,
-        index_at: &mut [u32],
-    ) -> Prefixes {
-        let (start, prefixes) = if *run_at == NO_RUN {
-            (at, Prefixes::NONE)
-        } else {
-            let p = Prefixes {
-                start: run_first,
-                len: self.prefixes.len() as u32 - run_first,
+    fn fast(&mut self, code: &[u8], pos: usize, e: Entry) -> usize {
+        let size = e.len as usize;
+        // One load covers every operand; each arm keeps the bytes it needs.
+        let at = pos + e.ops as usize;
+        let raw = u64::from_le_bytes(code[at..at + 8].try_into().unwrap_or([0; 8]));
+        let next = pos + size;
+        let idx = self.n;
+        self.index_at[pos] = self.base + idx as u32;
+        self.n = idx + 1;
+        // One write per arm: merged, the arms would all write every operand field.
+        let instrs = &mut *self.instrs;
+        macro_rules! put {
+            ($operand:expr) => {
+                instrs[idx] = Instr {
+                    opcode: e.opcode,
+                    prefixes: Prefixes::NONE,
+                    operand: $operand,
+                }
             };
-            (std::mem::replace(run_at, NO_RUN), p)
-        };
-        index_at[start] = idx;
-        self.starts.push(start as u32);
-        prefixes
+        }
+        match e.arg {
+            arg::NONE => put!(Operand::None),
+            arg::I1 => put!(Operand::Int8(raw as u8 as i8)),
+            arg::VAR1 => put!(Operand::Var(raw as u8 as u16)),
+            arg::VAR2 => put!(Operand::Var(raw as u16)),
+            arg::I4 => put!(Operand::Int32(raw as u32 as i32)),
+            arg::R4 => put!(Operand::Float32(raw as u32)),
+            arg::TOKEN => put!(Operand::Token(raw as u32)),
+            arg::I8 => put!(Operand::Int64(raw as i64)),
+            arg::R8 => put!(Operand::Float64(raw)),
+            _ => {
+                let disp = if e.arg == arg::BR1 {
+                    raw as u8 as i8 as i64
+                } else {
+                    raw as u32 as i32 as i64
+                };
+                let t = self.t;
+                self.targets[t] = (next as i64 + disp, idx as u32);
+                self.t = t + 1;
+                put!(Operand::Target(Label(t as u32)))
+            }
+        }
+        next
     }
 
-    #[inline(always)]
-    fn provisional(&mut self, target: i64, holder: u32) -> Operand {
-        self.raw_targets.push(target);
-        self.holders.push(holder);
-        Operand::Target(Label(self.raw_targets.len() as u32 - 1))
-    }
-
-    /// The instruction at `pos` through the codec's decoder: a `switch`, or the exact error.
-    /// Returns its encoded length.
+    /// The instruction at `pos` through the codec's decoder: a prefix run with the
+    /// instruction it belongs to, a `switch`, or the exact error. Returns where the next
+    /// instruction starts.
     #[cold]
     #[inline(never)]
-    fn slow(
-        &mut self,
-        code: &[u8],
-        pos: usize,
-        run_at: &mut usize,
-        run_first: &mut u32,
-        index_at: &mut [u32],
-    ) -> Result<usize, IrError> {
-        let (i, size) = instr::decode_with_len(code, pos)?;
-        if i.opcode.is_prefix() {
+    fn slow(&mut self, code: &[u8], start: usize) -> Result<usize, IrError> {
+        let first_prefix = self.prefixes.len();
+        let mut pos = start;
+        let (i, size) = loop {
+            let (i, size) = instr::decode_with_len(code, pos)?;
+            if !i.opcode.is_prefix() {
+                break (i, size);
+            }
             let value = match i.operand {
                 instr::Operand::Int8(v) => v as u8 as u32,
                 instr::Operand::Token(t) => t,
                 _ => 0,
             };
-            self.prefix(pos, run_at, run_first, i.opcode, value);
-            return Ok(size);
-        }
-        let idx = self.instrs.len() as u32;
-        let prefixes = self.begin(pos, run_at, *run_first, idx, index_at);
-        let next = (pos + size) as i64;
+            self.prefixes.push(Prefix {
+                opcode: i.opcode,
+                value,
+            });
+            pos += size;
+            if pos >= code.len() {
+                return Err(IrError::DanglingPrefix {
+                    offset: start as u32,
+                    opcode: self.prefixes[first_prefix].opcode,
+                });
+            }
+        };
+        let prefixes = Prefixes {
+            start: first_prefix as u32,
+            len: (self.prefixes.len() - first_prefix) as u32,
+        };
+        let prefixes = if prefixes.is_empty() {
+            Prefixes::NONE
+        } else {
+            prefixes
+        };
+        let idx = self.n;
+        self.index_at[start] = self.base + idx as u32;
+        self.n = idx + 1;
+        let next = pos + size;
+        let mut provisional = |target: i64, holder: u32| {
+            let t = self.t;
+            self.targets[t] = (target, holder);
+            self.t = t + 1;
+            Label(t as u32)
+        };
         let operand = match i.operand {
             instr::Operand::None => Operand::None,
             instr::Operand::Int8(v) => Operand::Int8(v),
@@ -349,16 +303,18 @@ impl Decoder {
             instr::Operand::Float64(v) => Operand::Float64(v),
             instr::Operand::Var(v) => Operand::Var(v),
             instr::Operand::Token(v) => Operand::Token(v),
-            instr::Operand::ShortBranch(d) => self.provisional(next + d as i64, idx),
-            instr::Operand::Branch(d) => self.provisional(next + d as i64, idx),
+            instr::Operand::ShortBranch(d) => {
+                Operand::Target(provisional(next as i64 + d as i64, idx as u32))
+            }
+            instr::Operand::Branch(d) => {
+                Operand::Target(provisional(next as i64 + d as i64, idx as u32))
+            }
             instr::Operand::Switch(ref t) => {
                 let first = self.switch_targets.len() as u32;
                 for d in t.iter() {
                     let slot = self.switch_targets.len() as u32 | SWITCH_SLOT;
-                    self.raw_targets.push(next + d as i64);
-                    self.holders.push(slot);
-                    self.switch_targets
-                        .push(Label(self.raw_targets.len() as u32 - 1));
+                    let label = provisional(next as i64 + d as i64, slot);
+                    self.switch_targets.push(label);
                 }
                 Operand::Switch(SwitchTable {
                     start: first,
@@ -366,12 +322,19 @@ impl Decoder {
                 })
             }
         };
-        self.instrs.push(Instr {
+        self.instrs[idx] = Instr {
             opcode: i.opcode,
             prefixes,
             operand,
-        });
-        Ok(size)
+        };
+        Ok(next)
+    }
+}
+
+/// Grows `v` to at least `len` entries (it is never shrunk).
+fn at_least<T: Copy>(v: &mut Vec<T>, len: usize, fill: T) {
+    if v.len() < len {
+        v.resize(len, fill);
     }
 }
 
@@ -395,52 +358,53 @@ impl Lifter {
         m.switch_targets.clear();
         m.clauses.clear();
         m.raw_sections.clear();
-        self.starts.clear();
-        self.raw_targets.clear();
-        self.holders.clear();
-        if self.index_at.len() < len {
-            self.index_at.resize(len, 0);
+        at_least(&mut self.instrs, len, Instr::op(Opcode::Nop));
+        at_least(&mut self.index_at, len, 0);
+        // Instruction indices are below `len`: this body's entries are in base..base + len.
+        if self.base == 0 || self.base as usize + len >= u32::MAX as usize {
+            self.index_at.fill(0);
+            self.base = 1;
         }
-        // The loop works on vectors of its own, so that a store into one does not make the
-        // compiler reload the others' lengths and pointers.
+        let base = self.base;
+        self.base += len as u32;
+        at_least(&mut self.targets, len, (0, 0));
         let mut d = Decoder {
-            instrs: std::mem::take(&mut m.instrs),
-            prefixes: std::mem::take(&mut m.prefixes),
-            switch_targets: std::mem::take(&mut m.switch_targets),
-            starts: std::mem::take(&mut self.starts),
-            raw_targets: std::mem::take(&mut self.raw_targets),
-            holders: std::mem::take(&mut self.holders),
+            instrs: &mut self.instrs,
+            index_at: &mut self.index_at,
+            base,
+            targets: &mut self.targets,
+            prefixes: &mut m.prefixes,
+            switch_targets: &mut m.switch_targets,
+            n: 0,
+            t: 0,
         };
-        let decoded = d.run(code, &mut self.index_at[..len]);
-        m.instrs = d.instrs;
-        m.prefixes = d.prefixes;
-        m.switch_targets = d.switch_targets;
-        self.starts = d.starts;
-        self.raw_targets = d.raw_targets;
-        self.holders = d.holders;
+        self.code.clear();
+        self.code.extend_from_slice(code);
+        self.code.extend_from_slice(&[0; PAD]);
+        let decoded = d.run(&self.code, len);
+        let (n, t) = (d.n, d.t);
         decoded?;
-        let n = m.instrs.len();
-        let starts = &self.starts;
-        let index_at = &self.index_at;
+        let instrs = &mut self.instrs[..n];
+        let index_at = &self.index_at[..len];
         let index_of = |offset: i64| -> Option<usize> {
             if offset == len as i64 {
                 return Some(n);
             }
             let o = usize::try_from(offset).ok().filter(|&o| o < len)?;
-            let i = index_at[o] as usize;
-            (i < n && starts[i] as usize == o).then_some(i)
+            let i = index_at[o].checked_sub(base)? as usize;
+            (i < n).then_some(i)
         };
 
-        if !self.raw_targets.is_empty() {
+        if t > 0 {
             // One label per targeted instruction, shared by every branch to it, numbered in
             // the order the targets appear.
             let label_at = &mut self.label_at;
             label_at.clear();
             label_at.resize(n, NO_LABEL);
-            for (k, (&target, &holder)) in self.raw_targets.iter().zip(&self.holders).enumerate() {
+            for (k, &(target, holder)) in self.targets[..t].iter().enumerate() {
                 // Targets at the very end of the code are not instructions either.
                 let Some(idx) = index_of(target).filter(|&i| i < n) else {
-                    let (offset, opcode) = owner_of(m, starts, k);
+                    let (offset, opcode) = owner_of(instrs, index_at, base, k);
                     return Err(IrError::TargetNotInstruction {
                         offset,
                         opcode,
@@ -453,12 +417,13 @@ impl Lifter {
                 }
                 let label = Label(label_at[idx]);
                 if holder & SWITCH_SLOT == 0 {
-                    m.instrs[holder as usize].operand = Operand::Target(label);
+                    instrs[holder as usize].operand = Operand::Target(label);
                 } else {
                     m.switch_targets[(holder & !SWITCH_SLOT) as usize] = label;
                 }
             }
         }
+        m.instrs.extend_from_slice(instrs);
 
         for s in &body.sections {
             match &s.content {
@@ -519,18 +484,56 @@ impl Lifter {
 }
 
 /// The offset and opcode of the instruction that owns provisional target `k`.
-fn owner_of(m: &Method, starts: &[u32], k: usize) -> (u32, Opcode) {
+fn owner_of(instrs: &[Instr], index_at: &[u32], base: u32, k: usize) -> (u32, Opcode) {
     let mut seen = 0usize;
-    for (idx, ins) in m.instrs.iter().enumerate() {
+    for (idx, ins) in instrs.iter().enumerate() {
         let count = match ins.operand {
             Operand::Target(_) => 1,
             Operand::Switch(t) => t.len as usize,
             _ => 0,
         };
         if k < seen + count {
-            return (starts[idx], ins.opcode);
+            let offset = index_at
+                .iter()
+                .position(|&i| i.checked_sub(base) == Some(idx as u32));
+            return (offset.unwrap_or(0) as u32, ins.opcode);
         }
         seen += count;
     }
     (0, Opcode::Nop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tiny(code: &[u8]) -> Vec<u8> {
+        let mut b = vec![(code.len() as u8) << 2 | 0x2];
+        b.extend_from_slice(code);
+        b
+    }
+
+    /// A lifter reused after a body with an instruction at every offset still refuses a
+    /// target inside an instruction of the next body.
+    #[test]
+    fn stale_offsets_of_earlier_bodies_do_not_count() {
+        let nops = tiny(&[0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x2A]);
+        // br.s +1 (to offset 3, inside ldc.i4.s 5); pop; ret
+        let bad = tiny(&[0x2B, 0x01, 0x1F, 0x05, 0x26, 0x2A]);
+        let mut lifter = Lifter::default();
+        let mut m = Method::default();
+        lifter.lift(&Body::parse(&nops).unwrap(), &mut m).unwrap();
+        assert_eq!(m.instrs.len(), 7);
+        let err = lifter.lift(&Body::parse(&bad).unwrap(), &mut m);
+        assert_eq!(
+            err,
+            Err(IrError::TargetNotInstruction {
+                offset: 0,
+                opcode: Opcode::Br_S,
+                target: 3
+            })
+        );
+        lifter.lift(&Body::parse(&nops).unwrap(), &mut m).unwrap();
+        assert_eq!(m.instrs.len(), 7);
+    }
 }
