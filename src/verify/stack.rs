@@ -121,7 +121,7 @@ fn walk<R: Resolver + ?Sized, const TRACK: bool>(
     let limit = ctx.declared_max_stack.map_or(u32::MAX, u32::from);
     // One compare per instruction: above this, the depth is a new maximum or over the limit.
     let mut watch = v.max.min(limit);
-    let first_only = v.first_only;
+    let first_only = v.out.first_only;
     while i < ins.len() {
         // Fields are read in place: copying the whole instruction out costs a spill per step.
         let x = &ins[i];
@@ -263,7 +263,7 @@ fn step<R: Resolver + ?Sized, const TRACK: bool>(
                 }
             }
         }
-        !(fx.flow.ends_block() || (v.first_only && v.stop()))
+        !(fx.flow.ends_block() || (v.out.first_only && v.stop()))
     }
 }
 
