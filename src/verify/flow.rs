@@ -2,7 +2,7 @@
 //! entering and leaving protected regions.
 
 use super::eh::RegionKind;
-use super::{Code, Ctx, Ins, NONE, Resolver, Verifier, flag, fx, operand};
+use super::{Code, Ctx, Ins, NONE, Out, Resolver, Verifier, flag, fx, operand};
 use crate::instr::{InstrError, decode_with_len};
 use crate::opcode::OperandKind;
 use crate::opcode::{Flow, Opcode};
@@ -74,14 +74,18 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
     r: &R,
 ) -> Option<usize> {
     let len = code.len();
-    // Moved out for the loop, so that reporting through `v` does not force their headers to
-    // be reloaded after every call.
-    let mut ins = std::mem::take(&mut v.ins);
-    let mut at = std::mem::take(&mut v.at);
-    let mut targets = std::mem::take(&mut v.targets);
-    let mut branches = std::mem::take(&mut v.branches);
-    let mut special = std::mem::take(&mut v.special);
-    let mut tokens = std::mem::take(&mut v.tokens);
+    // Borrowed apart from the findings, so that reporting does not force the buffers' headers
+    // to be reloaded after every call.
+    let Verifier {
+        ins,
+        at,
+        targets,
+        branches,
+        special,
+        tokens,
+        out,
+        ..
+    } = v;
     // Sized by the caller; `at` is never cleared: `Verifier::index_at` trusts an entry only if
     // it names an instruction of this body starting there.
     let (ins_buf, at_buf) = (&mut ins[..len], &mut at[..len]);
@@ -107,7 +111,7 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
                 d = second;
             } else {
                 if REPORT {
-                    decode_error(v, code, pos);
+                    decode_error(out, code, pos);
                 }
                 ok = false;
                 break;
@@ -128,12 +132,12 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
                 ok = false;
                 break;
             }
-            bad_index(v, off, d, index, ctx);
+            bad_index(out, off, d, index, ctx);
         }
         if d.slow {
             if d.check == fx::check::TOKEN {
                 if REPORT {
-                    operand::token(v, off, d.ins.op, d.operand, arg, r);
+                    operand::token(out, off, d.ins.op, d.operand, arg, r);
                 } else {
                     tokens_buf[ntok] = (d.operand, arg);
                     ntok += 1;
@@ -161,7 +165,7 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
                         let count = (w >> 8) as u32;
                         if count as usize > (len - next) / 4 {
                             if REPORT {
-                                decode_error(v, code, pos);
+                                decode_error(out, code, pos);
                             }
                             ok = false;
                             break;
@@ -207,12 +211,6 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
         n += 1;
         pos = next;
     }
-    v.ins = ins;
-    v.at = at;
-    v.targets = targets;
-    v.branches = branches;
-    v.special = special;
-    v.tokens = tokens;
     v.n = n;
     v.nb = nb;
     v.ns = ns;
@@ -221,7 +219,7 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
 
 #[cold]
 #[inline(never)]
-fn bad_index(v: &mut Verifier, off: u32, d: &fx::Dec, index: u32, ctx: &Ctx) {
+fn bad_index(v: &mut Out, off: u32, d: &fx::Dec, index: u32, ctx: &Ctx) {
     match (d.var as usize, ctx.locals, ctx.method) {
         (fx::var::LOCAL, Some(count), _) => operand::bad_local(v, off, d.ins.op, index, count),
         (fx::var::ARG, _, Some(m)) => operand::bad_argument(v, off, d.ins.op, index, m.arg_count),
@@ -232,7 +230,7 @@ fn bad_index(v: &mut Verifier, off: u32, d: &fx::Dec, index: u32, ctx: &Ctx) {
 /// Reports why the instruction at `pos` does not decode, in the codec decoder's words.
 #[cold]
 #[inline(never)]
-fn decode_error(v: &mut Verifier, code: &[u8], pos: usize) -> bool {
+fn decode_error(v: &mut Out, code: &[u8], pos: usize) -> bool {
     match decode_with_len(code, pos) {
         Err(e) => {
             let (c, what) = match e {
@@ -391,11 +389,25 @@ fn prefix_code(prefix: Opcode) -> Code {
 
 /// Each prefix must precede (possibly through other prefixes) an instruction it may modify; a
 /// `tail.` call must be followed by `ret` and lie outside protected regions.
+#[inline]
 pub(super) fn check_prefixes(v: &mut Verifier, eh_ok: bool) {
+    // Most bodies have no prefix: look for the first before setting up the pass.
+    let (ins, special) = (&v.ins, &v.special[..v.ns]);
+    if let Some(first) = special
+        .iter()
+        .position(|&i| ins[i as usize].fx.flow == Flow::Prefix)
+    {
+        prefixes_from(v, first, eh_ok);
+    }
+}
+
+/// [`check_prefixes`] from `v.special[first]`, the first prefix.
+#[inline(never)]
+fn prefixes_from(v: &mut Verifier, first: usize, eh_ok: bool) {
     let n = v.n;
     // Resume point: prefixes already handled as part of an earlier run.
     let mut next = 0;
-    for s in 0..v.ns {
+    for s in first..v.ns {
         let i = v.special[s] as usize;
         if i < next || v.ins[i].fx.flow != Flow::Prefix {
             continue;
@@ -467,9 +479,11 @@ enum Transfer {
 
 /// Region rules for every branch, `leave` and fall-through; placement of `ret`, `jmp`,
 /// `endfinally`, `endfilter` and `rethrow`; falling off the end of the code.
+#[inline(always)]
 pub(super) fn check_transfers(v: &mut Verifier, eh_ok: bool) {
-    let n = v.n;
-    if v.nodes.is_empty() {
+    if !v.nodes.is_empty() {
+        transfers_in_regions(v, eh_ok);
+    } else {
         // No regions: only the placement rules and the end of the code apply, and of those
         // only the handler instructions' (`ret`, `jmp` and prefixes are fine outside regions).
         for s in 0..v.ns {
@@ -481,47 +495,56 @@ pub(super) fn check_transfers(v: &mut Verifier, eh_ok: bool) {
                 placement(v, i, eh_ok);
             }
         }
-    } else {
-        // Only branches, special instructions and the last instruction before a region
-        // boundary can break a rule; they are visited in code order (as a scan of every
-        // instruction would), so findings come in the same order.
-        let mut edges = std::mem::take(&mut v.edges);
-        edges.clear();
-        for node in &v.nodes {
-            // Control can only cross into or out of a region from the instruction before its
-            // first or its end.
-            edges.extend([node.first.wrapping_sub(1), node.end_idx.wrapping_sub(1)]);
-        }
-        edges.sort_unstable();
-        edges.dedup();
-        let (mut b, mut s, mut e) = (0, 0, 0);
-        loop {
-            let next = |list: &[u32], k: usize| list.get(k).map_or(u32::MAX, |&i| i);
-            let (branches, special) = (&v.branches[..v.nb], &v.special[..v.ns]);
-            let i = next(branches, b).min(next(special, s)).min(next(&edges, e));
-            if i as usize >= n {
-                break;
-            }
-            b += (next(branches, b) == i) as usize;
-            s += (next(special, s) == i) as usize;
-            e += (next(&edges, e) == i) as usize;
-            transfers_from(v, i as usize, eh_ok);
-            if v.stop() {
-                v.edges = edges;
-                return;
-            }
-        }
-        v.edges = edges;
     }
     // A trailing prefix is reported by the prefix rules.
-    let last = v.ins[n - 1];
+    let last = v.ins[v.n - 1];
     if !last.fx.flow.ends_block() && last.fx.flow != Flow::Prefix {
-        v.report(
-            Code::MethodFallthrough,
-            last.off,
-            "control falls off the end of the code".into(),
-        );
+        fallthrough_at_end(v, last.off);
     }
+}
+
+#[cold]
+#[inline(never)]
+fn fallthrough_at_end(v: &mut Verifier, off: u32) {
+    v.report(
+        Code::MethodFallthrough,
+        off,
+        "control falls off the end of the code".into(),
+    );
+}
+
+/// [`check_transfers`] for a body with regions. Only branches, special instructions and the
+/// last instruction before a region boundary can break a rule; they are visited in code order
+/// (as a scan of every instruction would), so findings come in the same order.
+#[inline(never)]
+fn transfers_in_regions(v: &mut Verifier, eh_ok: bool) {
+    let n = v.n;
+    let mut edges = std::mem::take(&mut v.edges);
+    edges.clear();
+    for node in &v.nodes {
+        // Control can only cross into or out of a region from the instruction before its
+        // first or its end.
+        edges.extend([node.first.wrapping_sub(1), node.end_idx.wrapping_sub(1)]);
+    }
+    edges.sort_unstable();
+    edges.dedup();
+    let (mut b, mut s, mut e) = (0, 0, 0);
+    loop {
+        let next = |list: &[u32], k: usize| list.get(k).map_or(u32::MAX, |&i| i);
+        let (branches, special) = (&v.branches[..v.nb], &v.special[..v.ns]);
+        let i = next(branches, b).min(next(special, s)).min(next(&edges, e));
+        if i as usize >= n {
+            break;
+        }
+        b += (next(branches, b) == i) as usize;
+        s += (next(special, s) == i) as usize;
+        e += (next(&edges, e) == i) as usize;
+        transfers_from(v, i as usize, eh_ok);
+        if v.stop() {
+            break;
+        }
+    }
+    v.edges = edges;
 }
 
 /// The region rules for instruction `i`: its branch targets, its placement, and its fall

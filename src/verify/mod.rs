@@ -522,6 +522,31 @@ struct Ctx {
     declared_max_stack: Option<u16>,
 }
 
+/// The findings of a run, apart from the buffers: a pass can report while it holds them
+/// borrowed.
+#[derive(Debug, Default)]
+struct Out {
+    diags: Vec<Diagnostic>,
+    first_only: bool,
+}
+
+impl Out {
+    fn report(&mut self, code: Code, offset: u32, message: String) {
+        if !self.stop() {
+            self.diags.push(Diagnostic {
+                code,
+                offset,
+                message,
+            });
+        }
+    }
+
+    /// In first-only mode, whether a finding has been made and work can stop.
+    fn stop(&self) -> bool {
+        self.first_only && !self.diags.is_empty()
+    }
+}
+
 /// A reusable verifier: keeps its buffers between bodies so verifying many bodies allocates only
 /// when a body is larger than every one before it.
 #[derive(Debug, Default)]
@@ -557,8 +582,7 @@ pub struct Verifier {
     edges: Vec<u32>,
     work: Vec<u32>,
     clauses: Vec<Clause>,
-    diags: Vec<Diagnostic>,
-    first_only: bool,
+    out: Out,
     incomplete: bool,
     max: u32,
 }
@@ -573,9 +597,9 @@ impl Verifier {
     /// Generic so that a concrete resolver's answers inline into the hot loops; a
     /// `&dyn Resolver` works too.
     pub fn verify<R: Resolver + ?Sized>(&mut self, body: &Body<'_>, resolver: &R) -> &[Diagnostic] {
-        self.first_only = false;
+        self.out.first_only = false;
         self.run_body(body, resolver);
-        &self.diags
+        &self.out.diags
     }
 
     /// Verifies raw code with its clauses. `declared_max_stack` of `None` skips the MaxStack
@@ -587,9 +611,9 @@ impl Verifier {
         declared_max_stack: Option<u16>,
         resolver: &R,
     ) -> &[Diagnostic] {
-        self.first_only = false;
+        self.out.first_only = false;
         self.run(code, clauses, declared_max_stack, resolver);
-        &self.diags
+        &self.out.diags
     }
 
     /// Stops at the first finding (not necessarily the one at the lowest offset).
@@ -598,9 +622,9 @@ impl Verifier {
         body: &Body<'_>,
         resolver: &R,
     ) -> Option<Diagnostic> {
-        self.first_only = true;
+        self.out.first_only = true;
         self.run_body(body, resolver);
-        self.diags.first().cloned()
+        self.out.diags.first().cloned()
     }
 
     /// The largest stack depth the code reaches, computed by the verifier's dataflow; an error
@@ -611,9 +635,9 @@ impl Verifier {
         clauses: &[Clause],
         resolver: &R,
     ) -> Result<u16, Diagnostic> {
-        self.first_only = true;
+        self.out.first_only = true;
         self.run(code, clauses, None, resolver);
-        if let Some(d) = self.diags.first() {
+        if let Some(d) = self.out.diags.first() {
             return Err(d.clone());
         }
         if self.incomplete {
@@ -632,7 +656,7 @@ impl Verifier {
 
     /// Findings of the last run.
     pub fn diagnostics(&self) -> &[Diagnostic] {
-        &self.diags
+        &self.out.diags
     }
 
     /// Whether the last run analysed every reachable path: false when a callee's signature was
@@ -675,7 +699,7 @@ impl Verifier {
         self.nb = 0;
         self.region.clear();
         self.nodes.clear();
-        self.diags.clear();
+        self.out.diags.clear();
         self.incomplete = false;
         self.max = 0;
         self.code_len = code.len();
@@ -695,11 +719,14 @@ impl Verifier {
         if !flow::decode(self, code, &ctx, resolver) || self.stop() {
             return;
         }
-        flow::resolve_targets(self);
-        if self.stop() {
-            return;
+        // Straight-line code without regions (most bodies) skips these passes and their setup.
+        if self.nb != 0 {
+            flow::resolve_targets(self);
+            if self.stop() {
+                return;
+            }
         }
-        let eh_ok = eh::check(self, code.len(), clauses, resolver);
+        let eh_ok = clauses.is_empty() || eh::check(self, code.len(), clauses, resolver);
         if self.stop() {
             return;
         }
@@ -709,26 +736,21 @@ impl Verifier {
             return;
         }
         stack::run(self, &ctx, resolver, eh_ok);
-        if !self.first_only && self.diags.len() > 1 {
-            self.diags.sort_by_key(|d| (d.offset, d.code));
-            self.diags
+        if !self.out.first_only && self.out.diags.len() > 1 {
+            self.out.diags.sort_by_key(|d| (d.offset, d.code));
+            self.out
+                .diags
                 .dedup_by(|a, b| a.offset == b.offset && a.code == b.code);
         }
     }
 
     fn report(&mut self, code: Code, offset: u32, message: String) {
-        if !self.stop() {
-            self.diags.push(Diagnostic {
-                code,
-                offset,
-                message,
-            });
-        }
+        self.out.report(code, offset, message);
     }
 
     /// In first-only mode, whether a finding has been made and work can stop.
     fn stop(&self) -> bool {
-        self.first_only && !self.diags.is_empty()
+        self.out.stop()
     }
 
     /// The `[target…]` slice of a branching instruction.

@@ -3,13 +3,13 @@
 //! The decoder checks indices itself (one compare against a limit); tokens go through
 //! [`token`]. Reporting is kept out of line.
 
-use super::{Code, Resolver, Verifier};
+use super::{Code, Out, Resolver};
 use crate::opcode::{Opcode, OperandKind};
 
 /// A local index (`ldloc.s 5`, or implied as in `stloc.2`) beyond the locals signature.
 #[cold]
 #[inline(never)]
-pub(super) fn bad_local(v: &mut Verifier, off: u32, op: Opcode, index: u32, count: u32) {
+pub(super) fn bad_local(v: &mut Out, off: u32, op: Opcode, index: u32, count: u32) {
     v.report(
         Code::UnrecognizedLocalNumber,
         off,
@@ -20,7 +20,7 @@ pub(super) fn bad_local(v: &mut Verifier, off: u32, op: Opcode, index: u32, coun
 /// An argument index (`ldarg.s 5`, or implied as in `ldarg.0`) beyond the method's signature.
 #[cold]
 #[inline(never)]
-pub(super) fn bad_argument(v: &mut Verifier, off: u32, op: Opcode, index: u32, count: u16) {
+pub(super) fn bad_argument(v: &mut Out, off: u32, op: Opcode, index: u32, count: u16) {
     v.report(
         Code::UnrecognizedArgumentNumber,
         off,
@@ -31,7 +31,7 @@ pub(super) fn bad_argument(v: &mut Verifier, off: u32, op: Opcode, index: u32, c
 /// A token operand of `kind`: its table, then its row or `#US` entry.
 #[inline]
 pub(super) fn token<R: Resolver + ?Sized>(
-    v: &mut Verifier,
+    v: &mut Out,
     off: u32,
     op: Opcode,
     kind: OperandKind,
@@ -51,7 +51,7 @@ pub(super) fn token<R: Resolver + ?Sized>(
 
 #[cold]
 #[inline(never)]
-fn wrong_table(v: &mut Verifier, off: u32, op: Opcode, kind: OperandKind, token: u32) {
+fn wrong_table(v: &mut Out, off: u32, op: Opcode, kind: OperandKind, token: u32) {
     let (code, what) = match kind {
         OperandKind::Type => (Code::ExpectedTypeToken, "a type"),
         OperandKind::Field => (Code::ExpectedFieldToken, "a field"),
@@ -69,7 +69,7 @@ fn wrong_table(v: &mut Verifier, off: u32, op: Opcode, kind: OperandKind, token:
 
 #[cold]
 #[inline(never)]
-fn no_string(v: &mut Verifier, off: u32, op: Opcode, token: u32) {
+fn no_string(v: &mut Out, off: u32, op: Opcode, token: u32) {
     v.report(
         Code::StringOperand,
         off,
@@ -79,7 +79,7 @@ fn no_string(v: &mut Verifier, off: u32, op: Opcode, token: u32) {
 
 #[cold]
 #[inline(never)]
-fn no_row(v: &mut Verifier, off: u32, op: Opcode, token: u32) {
+fn no_row(v: &mut Out, off: u32, op: Opcode, token: u32) {
     v.report(
         Code::TokenResolve,
         off,

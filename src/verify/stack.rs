@@ -5,29 +5,46 @@
 //! instruction by instruction until the flow ends or reaches an instruction whose depth is
 //! already known, where the depths must agree. Each instruction is visited once.
 
-use super::eh::RegionKind;
-use super::{CallSig, Code, Ctx, Ins, NONE, Resolver, Verifier, flag, fx};
+use super::eh::{self, RegionKind};
+use super::{CallSig, Code, Ctx, Ins, NONE, Out, Resolver, Verifier, flag, fx};
 use crate::opcode::Opcode;
 
 pub(super) fn run<R: Resolver + ?Sized>(v: &mut Verifier, ctx: &Ctx, r: &R, eh_ok: bool) {
-    // The instruction and target buffers are only read here; moved out for the pass so that
-    // reporting through `v` does not force them to be reloaded.
-    let ins_buf = std::mem::take(&mut v.ins);
-    let ins = &ins_buf[..v.n];
-    let targets = std::mem::take(&mut v.targets);
-    let mut depth = std::mem::take(&mut v.depth);
-    if v.nb == 0 && v.nodes.is_empty() {
+    // The instruction and target buffers are only read here; borrowed apart from what the
+    // pass updates, so that reporting does not force them to be reloaded.
+    let Verifier {
+        ins,
+        n,
+        nb,
+        targets,
+        depth,
+        nodes,
+        work,
+        out,
+        max,
+        incomplete,
+        ..
+    } = v;
+    let ins = &ins[..*n];
+    let targets = &targets[..];
+    let mut st = St {
+        out,
+        work,
+        max: *max,
+        incomplete: *incomplete,
+    };
+    let v = &mut st;
+    if *nb == 0 && nodes.is_empty() {
         // Straight-line code: one path from the entry, each instruction reached once and only
         // by falling through, so no depth table is needed.
-        walk::<R, false>(v, ins, &targets, &mut depth, 0, 0, ctx, r);
+        walk::<R, false>(v, ins, targets, &mut [], 0, 0, ctx, r);
     } else {
         depth.clear();
         depth.resize(ins.len(), NONE);
         v.work.clear();
-        merge(v, ins, &mut depth, 0, 0);
+        merge(v, ins, depth, 0, 0);
         if eh_ok {
-            for k in 0..v.nodes.len() {
-                let node = v.nodes[k];
+            for node in nodes.iter() {
                 let d = match node.kind {
                     RegionKind::Try => continue,
                     RegionKind::Finally | RegionKind::Fault => 0,
@@ -44,27 +61,44 @@ pub(super) fn run<R: Resolver + ?Sized>(v: &mut Verifier, ctx: &Ctx, r: &R, eh_o
                     );
                 }
                 v.max = v.max.max(d);
-                merge(v, ins, &mut depth, node.first as usize, d);
+                merge(v, ins, depth, node.first as usize, d);
             }
         }
         while let Some(start) = v.work.pop() {
             let d = depth[start as usize];
-            walk::<R, true>(v, ins, &targets, &mut depth, start as usize, d, ctx, r);
+            walk::<R, true>(v, ins, targets, depth, start as usize, d, ctx, r);
             if v.stop() {
                 break;
             }
         }
         if !v.stop() {
-            post_checks(v, &depth);
+            post_checks(v, nodes, depth);
         }
     }
-    v.ins = ins_buf;
-    v.targets = targets;
-    v.depth = depth;
+    *max = st.max;
+    *incomplete = st.incomplete;
+}
+
+/// What the dataflow updates besides the depths.
+struct St<'a> {
+    out: &'a mut Out,
+    work: &'a mut Vec<u32>,
+    max: u32,
+    incomplete: bool,
+}
+
+impl St<'_> {
+    fn report(&mut self, code: Code, offset: u32, message: String) {
+        self.out.report(code, offset, message);
+    }
+
+    fn stop(&self) -> bool {
+        self.out.stop()
+    }
 }
 
 /// Records depth `d` arriving at instruction `t` by a branch or as a handler entry.
-fn merge(v: &mut Verifier, ins: &[Ins], depth: &mut [u32], t: usize, d: u32) {
+fn merge(v: &mut St<'_>, ins: &[Ins], depth: &mut [u32], t: usize, d: u32) {
     let known = depth[t];
     if known == NONE {
         v.work.push(t as u32);
@@ -96,7 +130,7 @@ fn merge(v: &mut Verifier, ins: &[Ins], depth: &mut [u32], t: usize, d: u32) {
 
 #[cold]
 #[inline(never)]
-fn path_mismatch(v: &mut Verifier, off: u32, known: u32, d: u32) {
+fn path_mismatch(v: &mut St<'_>, off: u32, known: u32, d: u32) {
     v.report(
         Code::PathStackDepth,
         off,
@@ -109,7 +143,7 @@ fn path_mismatch(v: &mut Verifier, off: u32, known: u32, d: u32) {
 /// known one; without it (code with no branches and no regions) it runs to the end of the path.
 #[allow(clippy::too_many_arguments)]
 fn walk<R: Resolver + ?Sized, const TRACK: bool>(
-    v: &mut Verifier,
+    v: &mut St<'_>,
     ins: &[Ins],
     targets: &[u32],
     depth: &mut [u32],
@@ -121,7 +155,7 @@ fn walk<R: Resolver + ?Sized, const TRACK: bool>(
     let limit = ctx.declared_max_stack.map_or(u32::MAX, u32::from);
     // One compare per instruction: above this, the depth is a new maximum or over the limit.
     let mut watch = v.max.min(limit);
-    let first_only = v.first_only;
+    let first_only = v.out.first_only;
     while i < ins.len() {
         // Fields are read in place: copying the whole instruction out costs a spill per step.
         let x = &ins[i];
@@ -183,7 +217,7 @@ fn walk<R: Resolver + ?Sized, const TRACK: bool>(
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn step<R: Resolver + ?Sized, const TRACK: bool>(
-    v: &mut Verifier,
+    v: &mut St<'_>,
     ins: &[Ins],
     x: Ins,
     targets: &[u32],
@@ -263,13 +297,13 @@ fn step<R: Resolver + ?Sized, const TRACK: bool>(
                 }
             }
         }
-        !(fx.flow.ends_block() || (v.first_only && v.stop()))
+        !(fx.flow.ends_block() || (v.out.first_only && v.stop()))
     }
 }
 
 #[cold]
 #[inline(never)]
-fn underflow(v: &mut Verifier, x: Ins, pops: u32, d: u32) {
+fn underflow(v: &mut St<'_>, x: Ins, pops: u32, d: u32) {
     v.report(
         Code::StackUnderflow,
         x.off,
@@ -279,7 +313,7 @@ fn underflow(v: &mut Verifier, x: Ins, pops: u32, d: u32) {
 
 #[cold]
 #[inline(never)]
-fn overflow(v: &mut Verifier, off: u32, d: u32, declared: u32) {
+fn overflow(v: &mut St<'_>, off: u32, d: u32, declared: u32) {
     v.report(
         Code::StackOverflow,
         off,
@@ -290,7 +324,7 @@ fn overflow(v: &mut Verifier, off: u32, d: u32, declared: u32) {
 /// The signature of the call `x`, or `None` (the path is abandoned) when it is unknown. A bad
 /// token was already reported by the operand rules.
 #[inline]
-fn call_effect<R: Resolver + ?Sized>(v: &mut Verifier, x: Ins, r: &R) -> Option<CallSig> {
+fn call_effect<R: Resolver + ?Sized>(v: &mut St<'_>, x: Ins, r: &R) -> Option<CallSig> {
     let sig = r.call_sig(x.op, x.arg);
     if sig.is_none() {
         v.incomplete = true;
@@ -298,7 +332,7 @@ fn call_effect<R: Resolver + ?Sized>(v: &mut Verifier, x: Ins, r: &R) -> Option<
     sig
 }
 
-fn check_ret(v: &mut Verifier, off: u32, d: u32, ctx: &Ctx) {
+fn check_ret(v: &mut St<'_>, off: u32, d: u32, ctx: &Ctx) {
     let Some(method) = ctx.method else {
         return;
     };
@@ -321,9 +355,8 @@ fn check_ret(v: &mut Verifier, off: u32, d: u32, ctx: &Ctx) {
 }
 
 /// A try must be entered with an empty stack.
-fn post_checks(v: &mut Verifier, depth: &[u32]) {
-    for k in 0..v.nodes.len() {
-        let node = v.nodes[k];
+fn post_checks(v: &mut St<'_>, nodes: &[eh::Node], depth: &[u32]) {
+    for node in nodes {
         if node.kind != RegionKind::Try {
             continue;
         }

@@ -1520,14 +1520,14 @@ fn fast_decode_matches_reporting_decode() {
                 v.special[..v.ns].to_vec(),
             )
         };
-        v.diags.clear();
+        v.out.diags.clear();
         match flow::decode_into::<_, false>(&mut v, &code, &ctx, &r) {
             Some(tokens) if r.tokens_pass(&v.tokens[..tokens]) => {}
             _ => continue,
         }
         let fast = snapshot(&v);
         assert!(flow::decode_into::<_, true>(&mut v, &code, &ctx, &r).is_some());
-        assert!(v.diags.is_empty(), "{code:02x?}");
+        assert!(v.out.diags.is_empty(), "{code:02x?}");
         assert_eq!(fast, snapshot(&v), "{code:02x?}");
         accepted += 1;
     }
