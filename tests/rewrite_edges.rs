@@ -415,6 +415,15 @@ fn conflicting_and_ambiguous_edits_are_refused_and_leave_the_method_alone() {
             .insert_before(9, &[], Targets::ToNew, Regions::Inside),
         Err(EditError::IndexOutOfRange { index: 9, len: 3 })
     ));
+    // A block of another editor cannot be bound here.
+    let mut other = before.clone();
+    let foreign = {
+        let mut ed = other.edit();
+        ed.append(&[Instr::op(Opcode::Ret)])
+    };
+    let mut ed = m.edit();
+    let l = ed.new_label();
+    assert_eq!(ed.bind(foreign, l), Err(EditError::UnknownBlock(0)));
 }
 
 /// `ldarg.0; tail. call T; ret` plus an ordinary path ending in `ret`.

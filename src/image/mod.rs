@@ -463,6 +463,12 @@ impl std::fmt::Debug for Method<'_> {
     }
 }
 
+/// [`Method::is_misaligned_fat`] on body bytes already read: a fat header at an RVA that is not
+/// 4-byte aligned.
+fn misaligned_fat(rva: u32, body: &[u8]) -> bool {
+    !rva.is_multiple_of(4) && body.first().is_some_and(|&h| h & 0x3 == 0x3)
+}
+
 impl<'i> Method<'i> {
     pub fn token(&self) -> Token {
         Token::new(Table::MethodDef, self.rid)
@@ -553,10 +559,8 @@ impl<'i> Method<'i> {
     /// Whether the body starts with a fat header at an RVA that is not 4-byte aligned
     /// (II.25.4.3 requires the alignment; EH sections are aligned relative to it).
     pub fn is_misaligned_fat(&self) -> bool {
-        !self.row.rva.is_multiple_of(4)
-            && self
-                .body_bytes()
-                .is_ok_and(|b| b.first().is_some_and(|&h| h & 0x3 == 0x3))
+        self.body_bytes()
+            .is_ok_and(|b| misaligned_fat(self.row.rva, b))
     }
 
     /// The decoded body.
@@ -568,8 +572,7 @@ impl<'i> Method<'i> {
             offset: self.body_offset().unwrap_or(0),
             source,
         };
-        // As `is_misaligned_fat`, on the bytes already at hand.
-        if !self.row.rva.is_multiple_of(4) && bytes.first().is_some_and(|&h| h & 0x3 == 0x3) {
+        if misaligned_fat(self.row.rva, bytes) {
             return Err(fail(DecodeError::MisalignedFatHeader { rva: self.row.rva }));
         }
         Body::parse(bytes).map_err(fail)

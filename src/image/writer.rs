@@ -517,7 +517,7 @@ fn rva_column(image: &Image<'_>) -> Vec<u32> {
     // Sized by the row count, which the reader checked against the table stream.
     let mut rvas = Vec::with_capacity(info.rows as usize + 1);
     rvas.push(0);
-    // As `Tables::cell` reads it, without looking the table up again for every row.
+    // Four-byte cells of a table inside the file are read straight from its rows.
     let Some((col, width)) = info.column(0) else {
         return rvas;
     };
@@ -533,15 +533,11 @@ fn rva_column(image: &Image<'_>) -> Vec<u32> {
                     .map(|row| le_u32(row, col).unwrap_or(0)),
             );
         }
+        // Another width or layout: the general cell reader (this is not the hot path).
         _ => {
-            for i in 0..rows {
-                let at = info.offset + i * row_size + col;
-                let rva = if width == 2 {
-                    le_u16(file, at).map(u32::from)
-                } else {
-                    le_u32(file, at)
-                };
-                let Some(rva) = rva else {
+            let tables = image.tables();
+            for rid in 1..=info.rows {
+                let Ok(rva) = tables.cell(Table::MethodDef, rid, 0) else {
                     break;
                 };
                 rvas.push(rva);

@@ -43,6 +43,8 @@ pub enum EditError {
     AmbiguousLabel { label: u32, roles: &'static str },
     #[error("label {0} is not a label of this method")]
     UnknownLabel(u32),
+    #[error("block {0} was not inserted by this editor")]
+    UnknownBlock(u32),
     #[error("label {0} would be bound twice")]
     BoundTwice(u32),
     #[error(
@@ -82,8 +84,6 @@ impl Kind {
 struct Op {
     /// The gap: before old instruction `gap` (`gap == n` is the end).
     gap: u32,
-    /// `kind.rank()`.
-    rank: u8,
     kind: Kind,
     /// The op's [`BlockId`]: its index in the order the edits were recorded.
     id: u32,
@@ -270,7 +270,6 @@ impl Editor<'_> {
         let id = s.ops.len() as u32;
         s.ops.push(Op {
             gap,
-            rank: kind.rank(),
             kind,
             id,
             code: (start, s.code.len() as u32),
@@ -328,6 +327,9 @@ impl Editor<'_> {
         if label.index() >= self.m.labels.len() {
             return Err(EditError::UnknownLabel(label.0));
         }
+        if block.0 as usize >= self.s.ops.len() {
+            return Err(EditError::UnknownBlock(block.0));
+        }
         self.s.binds.push((label, block));
         Ok(())
     }
@@ -351,14 +353,14 @@ impl Editor<'_> {
         // Stable: edits at one gap keep the order they were recorded in. Transforms mostly
         // record them in order already.
         // Sorted in place; binds find their op by id.
-        let key = |op: &Op| (op.gap, op.rank);
+        let key = |op: &Op| (op.gap, op.kind.rank());
         if !s.ops.windows(2).all(|w| key(&w[0]) <= key(&w[1])) {
             s.ops.sort_by_key(key);
         }
         // Per gap: the policies in force, checked for conflicts.
         for w in s.ops.windows(2) {
             let (a, b) = (&w[0], &w[1]);
-            if a.gap != b.gap || a.rank != b.rank {
+            if a.gap != b.gap || a.kind.rank() != b.kind.rank() {
                 continue;
             }
             let reason = match (a.kind, b.kind) {
@@ -429,7 +431,7 @@ impl Editor<'_> {
                 if op.gap as usize != g {
                     break;
                 }
-                let rank = op.rank;
+                let rank = op.kind.rank();
                 if rank >= 1 && after_end.is_none() {
                     after_end = Some(out.len() as u32);
                 }
@@ -489,17 +491,7 @@ impl Editor<'_> {
                 *slot = (p as i64 + last_shift) as u32;
                 continue;
             }
-            // Few gaps are the rule, and a scan beats a binary search on a few entries.
-            let found = if gaps.len() <= 8 {
-                let i = gaps.iter().take_while(|g| g.gap < p).count();
-                match gaps.get(i) {
-                    Some(g) if g.gap == p => Ok(i),
-                    _ => Err(i),
-                }
-            } else {
-                gaps.binary_search_by_key(&p, |g| g.gap)
-            };
-            let g = match found {
+            let g = match gaps.binary_search_by_key(&p, |g| g.gap) {
                 Ok(i) => &gaps[i],
                 Err(i) => {
                     // `p` is past the first gap, so `i > 0`.
@@ -561,7 +553,7 @@ impl Editor<'_> {
             *slot = dest.unwrap_or(to_target);
         }
         for &(label, block) in &s.binds {
-            // Where the op was recorded, unless sorting moved it.
+            // Where the op was recorded, unless sorting moved it; `bind` checked it exists.
             let op = match s.ops.get(block.0 as usize) {
                 Some(op) if op.id == block.0 => Some(op),
                 _ => s.ops.iter().find(|op| op.id == block.0),

@@ -496,8 +496,10 @@ pub(super) fn check_transfers(v: &mut Verifier, eh_ok: bool) {
             }
         }
     }
-    // A trailing prefix is reported by the prefix rules.
-    let last = v.ins[v.n - 1];
+    // A trailing prefix is reported by the prefix rules. (Decoded code is never empty.)
+    let Some(&last) = v.ins[..v.n].last() else {
+        return;
+    };
     if !last.fx.flow.ends_block() && last.fx.flow != Flow::Prefix {
         fallthrough_at_end(v, last.off);
     }
