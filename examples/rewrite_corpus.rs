@@ -14,7 +14,7 @@
 //! of input IL and a digest of every output byte and count (computed after the clock stops,
 //! the same for any THREADS and SPLIT), so a change that alters results shows.
 
-use ilcheck::corpus::{RewriteOptions, RewriteReport, rewrite_image_into};
+use ilcheck::corpus::{RewriteOptions, RewriteReport, RewriteScratch, rewrite_image_with};
 use ilcheck::image::Image;
 use ilcheck::ir::{LayoutOptions, TransformOptions, transforms};
 use std::hash::{Hash, Hasher};
@@ -84,11 +84,15 @@ fn main() {
         .sort_by_key(|&i| std::cmp::Reverse(std::fs::metadata(&paths[i]).map_or(0, |m| m.len())));
     // Rounds after the first do not wait for the kernel to hand out fresh pages.
     let spare: Vec<std::sync::Mutex<Vec<u8>>> = paths.iter().map(|_| Default::default()).collect();
-    let one = |i: usize| {
+    // Each thread keeps its rewriting engines (lifter, layout, verifier buffers) from one
+    // assembly, and round, to the next.
+    let scratch: Vec<std::sync::Mutex<RewriteScratch>> =
+        (0..threads).map(|_| Default::default()).collect();
+    let one = |i: usize, scratch: &mut RewriteScratch| {
         let image = Image::open(&paths[i]).ok()?;
         let mut report = RewriteReport::default();
         let mut bytes = std::mem::take(&mut *spare[i].lock().expect("buffer"));
-        let written = rewrite_image_into(&image, &opts, &mut report, &mut bytes).is_ok();
+        let written = rewrite_image_with(&image, &opts, &mut report, &mut bytes, scratch).is_ok();
         Some((i, written.then_some(bytes), report))
     };
     let mut best = (f64::INFINITY, f64::INFINITY);
@@ -96,19 +100,20 @@ fn main() {
         let (cpu, wall) = (cpu_secs(), std::time::Instant::now());
         let outputs: Vec<_> = if by_images && threads > 1 {
             let next = std::sync::atomic::AtomicUsize::new(0);
-            let work = || {
+            let work = |t: usize| {
+                let mut scratch = scratch[t].lock().expect("scratch");
                 let mut done = Vec::new();
                 loop {
                     let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     let Some(&i) = by_size.get(k) else {
                         return done;
                     };
-                    done.push(one(i));
+                    done.push(one(i, &mut scratch));
                 }
             };
             let all: Vec<_> = std::thread::scope(|s| {
-                let others: Vec<_> = (1..threads).map(|_| s.spawn(work)).collect();
-                let mut all = work();
+                let others: Vec<_> = (1..threads).map(|t| s.spawn(move || work(t))).collect();
+                let mut all = work(0);
                 for h in others {
                     all.extend(h.join().expect("worker"));
                 }
@@ -119,7 +124,10 @@ fn main() {
             all.sort_by_key(|(i, _, _)| *i);
             all
         } else {
-            (0..paths.len()).filter_map(one).collect()
+            let mut scratch = scratch[0].lock().expect("scratch");
+            (0..paths.len())
+                .filter_map(|i| one(i, &mut scratch))
+                .collect()
         };
         let (wall, cpu) = (wall.elapsed().as_secs_f64(), cpu_secs() - cpu);
         best = (best.0.min(wall), best.1.min(cpu));

@@ -288,7 +288,26 @@ struct Part {
     bodies: Vec<u8>,
 }
 
-/// A thread's rewriting engine: buffers and caches kept from one method to the next.
+/// One thread's rewriting machinery: lifter, editor and layout scratch, verifier, output buffer.
+/// Their buffers grow to the largest body seen and are kept from one method to the next, and,
+/// in a [`RewriteScratch`], from one assembly to the next.
+#[derive(Debug, Default)]
+struct Engine {
+    rewriter: Rewriter,
+    verifier: Verifier,
+    out: Vec<u8>,
+}
+
+/// The engines [`rewrite_image_with`] used, one per thread, for the next call: a caller that
+/// patches many assemblies in a row keeps one per thread of its own, and bodies stop paying for
+/// buffers growing again in every assembly.
+#[derive(Debug, Default)]
+pub struct RewriteScratch {
+    engines: Vec<Engine>,
+}
+
+/// A thread's rewriting engine with the image it works on: buffers and caches kept from one
+/// method to the next.
 struct Worker<'i, 'o> {
     image: &'i Image<'i>,
     opts: &'o RewriteOptions,
@@ -302,16 +321,30 @@ struct Worker<'i, 'o> {
 }
 
 impl<'i, 'o> Worker<'i, 'o> {
-    fn new(image: &'i Image<'i>, opts: &'o RewriteOptions) -> Self {
+    fn new(image: &'i Image<'i>, opts: &'o RewriteOptions, engine: Engine) -> Self {
+        let Engine {
+            rewriter,
+            verifier,
+            out,
+        } = engine;
         Worker {
             image,
             opts,
-            rewriter: Rewriter::new(),
-            verifier: Verifier::new(),
+            rewriter,
+            verifier,
             resolver: ImageResolver::new(image),
             topts: opts.transform_opts.clone(),
-            out: Vec::new(),
+            out,
             wraps: opts.transform_name.starts_with("wrap"),
+        }
+    }
+
+    /// The engine, for the next image.
+    fn into_engine(self) -> Engine {
+        Engine {
+            rewriter: self.rewriter,
+            verifier: self.verifier,
+            out: self.out,
         }
     }
 
@@ -455,6 +488,18 @@ pub fn rewrite_image_into(
     report: &mut RewriteReport,
     out: &mut Vec<u8>,
 ) -> Result<(), WriteError> {
+    rewrite_image_with(image, opts, report, out, &mut RewriteScratch::default())
+}
+
+/// [`rewrite_image_into`] with the rewriting engines (lifter, layout, verifier and their
+/// buffers) taken from `scratch` and left there for the next call.
+pub fn rewrite_image_with(
+    image: &Image<'_>,
+    opts: &RewriteOptions,
+    report: &mut RewriteReport,
+    out: &mut Vec<u8>,
+    scratch: &mut RewriteScratch,
+) -> Result<(), WriteError> {
     report.schema = "ilcheck.rewrite/1";
     report.transform = opts.transform_name.clone();
     let rows = image.method_count();
@@ -467,24 +512,32 @@ pub fn rewrite_image_into(
     };
     let start = Instant::now();
     let mut parts: Vec<(usize, Part)> = if threads == 1 {
-        let mut worker = Worker::new(image, opts);
-        (0..chunks)
+        let mut worker = Worker::new(image, opts, scratch.engines.pop().unwrap_or_default());
+        let parts = (0..chunks)
             .map(|k| (k, worker.run(chunk_rids(k))))
-            .collect()
+            .collect();
+        scratch.engines.push(worker.into_engine());
+        parts
     } else {
         let next = std::sync::atomic::AtomicUsize::new(0);
+        let engines = std::sync::Mutex::new(std::mem::take(&mut scratch.engines));
+        let take = || engines.lock().ok().and_then(|mut e| e.pop());
         let work = || {
-            let mut worker = Worker::new(image, opts);
+            let mut worker = Worker::new(image, opts, take().unwrap_or_default());
             let mut done = Vec::new();
             loop {
                 let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 if k >= chunks {
-                    return done;
+                    break;
                 }
                 done.push((k, worker.run(chunk_rids(k))));
             }
+            if let Ok(mut e) = engines.lock() {
+                e.push(worker.into_engine());
+            }
+            done
         };
-        std::thread::scope(|s| {
+        let parts = std::thread::scope(|s| {
             let others: Vec<_> = (1..threads).map(|_| s.spawn(work)).collect();
             let mut all = work();
             for h in others {
@@ -492,7 +545,9 @@ pub fn rewrite_image_into(
                 all.extend(h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
             }
             all
-        })
+        });
+        scratch.engines = engines.into_inner().unwrap_or_default();
+        parts
     };
     parts.sort_unstable_by_key(|(k, _)| *k);
 
