@@ -178,71 +178,26 @@ struct Decoder<'a> {
 impl Decoder<'_> {
     /// Decodes the first `len` bytes of `code` (followed by [`PAD`] zero bytes) into
     /// instructions with provisional target labels.
-    #[inline(always)]
     fn run(&mut self, code: &[u8], len: usize) -> Result<(), IrError> {
         let mut pos = 0usize;
-        while pos < len {
-            let first = code[pos];
-            let mut key = first as usize;
-            if first == 0xFE && pos + 1 < len {
-                key = 256 + code[pos + 1] as usize;
-            }
-            let e = TABLE[key];
-            let size = e.len as usize;
-            pos = if size == 0 || len - pos < size {
-                self.slow(&code[..len], pos)?
-            } else {
-                self.fast(code, pos, e)
-            };
-        }
-        Ok(())
-    }
-
-    /// Writes the fixed-size instruction at `pos`; returns where the next one starts.
-    #[inline(always)]
-    fn fast(&mut self, code: &[u8], pos: usize, e: Entry) -> usize {
-        let size = e.len as usize;
-        // One load covers every operand; each arm keeps the bytes it needs.
-        let at = pos + e.ops as usize;
-        let raw = u64::from_le_bytes(code[at..at + 8].try_into().unwrap_or([0; 8]));
-        let next = pos + size;
-        let idx = self.n;
-        self.index_at[pos] = self.base + idx as u32;
-        self.n = idx + 1;
-        // One write per arm: merged, the arms would all write every operand field.
-        let instrs = &mut *self.instrs;
-        macro_rules! put {
-            ($operand:expr) => {
-                instrs[idx] = Instr {
-                    opcode: e.opcode,
-                    prefixes: Prefixes::NONE,
-                    operand: $operand,
-                }
-            };
-        }
-        match e.arg {
-            arg::NONE => put!(Operand::None),
-            arg::I1 => put!(Operand::Int8(raw as u8 as i8)),
-            arg::VAR1 => put!(Operand::Var(raw as u8 as u16)),
-            arg::VAR2 => put!(Operand::Var(raw as u16)),
-            arg::I4 => put!(Operand::Int32(raw as u32 as i32)),
-            arg::R4 => put!(Operand::Float32(raw as u32)),
-            arg::TOKEN => put!(Operand::Token(raw as u32)),
-            arg::I8 => put!(Operand::Int64(raw as i64)),
-            arg::R8 => put!(Operand::Float64(raw)),
-            _ => {
-                let disp = if e.arg == arg::BR1 {
-                    raw as u8 as i8 as i64
-                } else {
-                    raw as u32 as i32 as i64
-                };
-                let t = self.t;
-                self.targets[t] = (next as i64 + disp, idx as u32);
-                self.t = t + 1;
-                put!(Operand::Target(Label(t as u32)))
+        loop {
+            let fast = fast_run(
+                Bufs {
+                    instrs: self.instrs,
+                    index_at: self.index_at,
+                    targets: self.targets,
+                },
+                self.base,
+                (&mut self.n, &mut self.t),
+                code,
+                len,
+                pos,
+            );
+            match fast {
+                None => return Ok(()),
+                Some(at) => pos = self.slow(&code[..len], at)?,
             }
         }
-        next
     }
 
     /// The instruction at `pos` through the codec's decoder: a prefix run with the
@@ -329,6 +284,90 @@ impl Decoder<'_> {
         };
         Ok(next)
     }
+}
+
+/// The slices the fast loop writes.
+struct Bufs<'a> {
+    instrs: &'a mut [Instr],
+    index_at: &'a mut [u32],
+    targets: &'a mut [(i64, u32)],
+}
+
+/// Decodes fixed-size instructions from `pos` to the end of the code (`None`), or up to one
+/// that needs the codec's decoder (its offset). A function of its own, with its state in
+/// locals: nothing the loop stores can alias its buffers' bounds or its counters, so they stay
+/// in registers instead of being reloaded after every store.
+#[inline(never)]
+fn fast_run(
+    b: Bufs<'_>,
+    base: u32,
+    (n_out, t_out): (&mut usize, &mut usize),
+    code: &[u8],
+    len: usize,
+    mut pos: usize,
+) -> Option<usize> {
+    let Bufs {
+        instrs,
+        index_at,
+        targets,
+    } = b;
+    let (mut n, mut t) = (*n_out, *t_out);
+    let stopped = loop {
+        if pos >= len {
+            break None;
+        }
+        let first = code[pos];
+        let mut key = first as usize;
+        if first == 0xFE && pos + 1 < len {
+            key = 256 + code[pos + 1] as usize;
+        }
+        let e = TABLE[key];
+        let size = e.len as usize;
+        if size == 0 || len - pos < size {
+            break Some(pos);
+        }
+        // One load covers every operand; each arm keeps the bytes it needs.
+        let at = pos + e.ops as usize;
+        let raw = u64::from_le_bytes(code[at..at + 8].try_into().unwrap_or([0; 8]));
+        let next = pos + size;
+        let idx = n;
+        index_at[pos] = base + idx as u32;
+        n = idx + 1;
+        // One write per arm: merged, the arms would all write every operand field.
+        macro_rules! put {
+            ($operand:expr) => {
+                instrs[idx] = Instr {
+                    opcode: e.opcode,
+                    prefixes: Prefixes::NONE,
+                    operand: $operand,
+                }
+            };
+        }
+        match e.arg {
+            arg::NONE => put!(Operand::None),
+            arg::I1 => put!(Operand::Int8(raw as u8 as i8)),
+            arg::VAR1 => put!(Operand::Var(raw as u8 as u16)),
+            arg::VAR2 => put!(Operand::Var(raw as u16)),
+            arg::I4 => put!(Operand::Int32(raw as u32 as i32)),
+            arg::R4 => put!(Operand::Float32(raw as u32)),
+            arg::TOKEN => put!(Operand::Token(raw as u32)),
+            arg::I8 => put!(Operand::Int64(raw as i64)),
+            arg::R8 => put!(Operand::Float64(raw)),
+            _ => {
+                let disp = if e.arg == arg::BR1 {
+                    raw as u8 as i8 as i64
+                } else {
+                    raw as u32 as i32 as i64
+                };
+                targets[t] = (next as i64 + disp, idx as u32);
+                t += 1;
+                put!(Operand::Target(Label(t as u32 - 1)))
+            }
+        }
+        pos = next;
+    };
+    (*n_out, *t_out) = (n, t);
+    stopped
 }
 
 /// Grows `v` to at least `len` entries (it is never shrunk).
