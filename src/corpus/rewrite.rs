@@ -1,7 +1,7 @@
 //! Rewriting whole assemblies: every selected method lifted, transformed, laid out, verified, and
 //! written into a patched image.
 
-use crate::image::writer::{ImageWriter, WriteError, WriteSummary};
+use crate::image::writer::{ImageWriter, WriteError, WriteSummary, WriterBuffers};
 use crate::image::{Image, Table, Token};
 use crate::ir::{
     Instr, LayoutError, LayoutOptions, RewriteError, Rewriter, TransformFn, TransformOptions,
@@ -298,12 +298,14 @@ struct Engine {
     out: Vec<u8>,
 }
 
-/// The engines [`rewrite_image_with`] used, one per thread, for the next call: a caller that
-/// patches many assemblies in a row keeps one per thread of its own, and bodies stop paying for
-/// buffers growing again in every assembly.
+/// The engines [`rewrite_image_with`] used, one per thread, and the image writer's buffers, for
+/// the next call: a caller that patches many assemblies in a row keeps one per thread of its
+/// own, and bodies stop paying for buffers growing again (and for fresh pages) in every
+/// assembly.
 #[derive(Debug, Default)]
 pub struct RewriteScratch {
     engines: Vec<Engine>,
+    writer: WriterBuffers,
 }
 
 /// A thread's rewriting engine with the image it works on: buffers and caches kept from one
@@ -551,7 +553,7 @@ pub fn rewrite_image_with(
     };
     parts.sort_unstable_by_key(|(k, _)| *k);
 
-    let mut writer = ImageWriter::new(image);
+    let mut writer = ImageWriter::with_buffers(image, std::mem::take(&mut scratch.writer));
     writer.reserve(parts.iter().map(|(_, p)| p.bodies.len()).sum());
     let mut listed = Vec::new();
     for (_, part) in parts {
@@ -593,7 +595,9 @@ pub fn rewrite_image_with(
     report.listed.extend(listed.into_iter().map(|(_, n)| n));
     report.rewrite_seconds += start.elapsed().as_secs_f64();
     let start = Instant::now();
-    let (summary, _) = writer.finish_into(out)?;
+    let finished = writer.finish_into(out);
+    scratch.writer = writer.into_buffers();
+    let (summary, _) = finished?;
     report.write_seconds += start.elapsed().as_secs_f64();
     report.write = Some(summary);
     Ok(())

@@ -216,6 +216,17 @@ pub struct ImageWriter<'i, 'a> {
     target: RelocationTarget,
 }
 
+/// The memory an [`ImageWriter`] fills (new bodies, their index, the RVA column), handed
+/// from one writer to the next with [`ImageWriter::into_buffers`] and
+/// [`ImageWriter::with_buffers`].
+#[derive(Debug, Default)]
+pub struct WriterBuffers {
+    arena: Vec<u8>,
+    bodies: Vec<Option<Range<usize>>>,
+    original_lens: Vec<u32>,
+    rvas: Vec<u32>,
+}
+
 /// The new bodies by rid: `None` when a MethodDef keeps its body.
 struct Replacements<'w> {
     arena: &'w [u8],
@@ -236,14 +247,41 @@ impl<'w> Replacements<'w> {
 
 impl<'i, 'a> ImageWriter<'i, 'a> {
     pub fn new(image: &'i Image<'a>) -> Self {
+        Self::with_buffers(image, WriterBuffers::default())
+    }
+
+    /// A writer that fills `buffers` (emptied first) instead of new ones: a caller patching
+    /// many assemblies hands each writer's buffers to the next ([`Self::into_buffers`]), so
+    /// the new bodies of every image do not take fresh memory from the system.
+    pub fn with_buffers(image: &'i Image<'a>, buffers: WriterBuffers) -> Self {
+        let WriterBuffers {
+            mut arena,
+            mut bodies,
+            mut original_lens,
+            mut rvas,
+        } = buffers;
+        arena.clear();
+        bodies.clear();
+        original_lens.clear();
+        rvas.clear();
         ImageWriter {
             image,
-            arena: Vec::new(),
-            bodies: Vec::new(),
+            arena,
+            bodies,
             replaced: 0,
-            original_lens: Vec::new(),
-            rvas: Vec::new(),
+            original_lens,
+            rvas,
             target: RelocationTarget::default(),
+        }
+    }
+
+    /// The writer's buffers, for [`Self::with_buffers`].
+    pub fn into_buffers(self) -> WriterBuffers {
+        WriterBuffers {
+            arena: self.arena,
+            bodies: self.bodies,
+            original_lens: self.original_lens,
+            rvas: self.rvas,
         }
     }
 
@@ -281,7 +319,7 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
         }
         let token = Token::new(Table::MethodDef, rid);
         if self.rvas.is_empty() {
-            self.rvas = rva_column(self.image);
+            rva_column(self.image, &mut self.rvas);
         }
         let rva = match self.rvas.get(rid as usize) {
             Some(&rva) => rva,
@@ -360,9 +398,9 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
             ..WriteSummary::default()
         };
 
-        let column;
+        let mut column = Vec::new();
         let rvas = if self.rvas.is_empty() {
-            column = rva_column(self.image);
+            rva_column(self.image, &mut column);
             &column
         } else {
             &self.rvas
@@ -511,15 +549,17 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
     }
 }
 
-/// The MethodDef RVA column by rid (index 0 unused), up to the first row that cannot be read.
-fn rva_column(image: &Image<'_>) -> Vec<u32> {
+/// The MethodDef RVA column by rid (index 0 unused), up to the first row that cannot be read,
+/// into `rvas` (replacing its contents).
+fn rva_column(image: &Image<'_>, rvas: &mut Vec<u32>) {
     let info = image.tables_header().info(Table::MethodDef);
+    rvas.clear();
     // Sized by the row count, which the reader checked against the table stream.
-    let mut rvas = Vec::with_capacity(info.rows as usize + 1);
+    rvas.reserve(info.rows as usize + 1);
     rvas.push(0);
     // Four-byte cells of a table inside the file are read straight from its rows.
     let Some((col, width)) = info.column(0) else {
-        return rvas;
+        return;
     };
     let file = image.bytes();
     let (rows, row_size) = (info.rows as usize, info.row_size as usize);
@@ -544,7 +584,6 @@ fn rva_column(image: &Image<'_>) -> Vec<u32> {
             }
         }
     }
-    rvas
 }
 
 /// Sorts `keys` (`rva << 32 | rid`, in rid order) by RVA, keeping rid order among equal RVAs:
