@@ -369,8 +369,9 @@ impl Layout {
         let declared = m.header.max_stack;
         if opts.max_stack == MaxStackPolicy::Declared {
             if opts.verify {
-                let diags = self.verifier.verify_code(
-                    &self.code[..self.code_len],
+                let diags = self.verifier.verify_code_in(
+                    &self.code,
+                    self.code_len,
                     &self.clauses,
                     Some(declared),
                     resolver,
@@ -382,8 +383,9 @@ impl Layout {
             return Ok(declared);
         }
         if opts.verify {
-            let diags = self.verifier.verify_code(
-                &self.code[..self.code_len],
+            let diags = self.verifier.verify_code_in(
+                &self.code,
+                self.code_len,
                 &self.clauses,
                 None,
                 resolver,
@@ -393,7 +395,7 @@ impl Layout {
             }
         } else if let Err(d) =
             self.verifier
-                .max_stack(&self.code[..self.code_len], &self.clauses, resolver)
+                .max_stack_in(&self.code, self.code_len, &self.clauses, resolver)
             && d.code != Code::UnresolvedToken
         {
             return Err(LayoutError::MaxStackUnknown(d.to_string()));

@@ -15,11 +15,11 @@ use crate::opcode::{Flow, Opcode};
 /// pass redoes the body, so the findings and their order are the reporting pass's alone.
 pub(super) fn decode<R: Resolver + ?Sized>(
     v: &mut Verifier,
-    code: &[u8],
+    buf: &[u8],
+    len: usize,
     ctx: &Ctx,
     r: &R,
 ) -> bool {
-    let len = code.len();
     // The buffers only grow, to the largest body so far: writing by index into them keeps
     // the loop free of calls (and so of spills), and needs no per-body clearing. Each holds
     // at most one entry per byte of code (a token operand takes five, a branch two).
@@ -31,14 +31,14 @@ pub(super) fn decode<R: Resolver + ?Sized>(
         v.special.resize(len, 0);
         v.tokens.resize(len / 5 + 1, (OperandKind::None, 0));
     }
-    let tokens = match decode_into::<R, false>(v, code, ctx, r) {
+    let tokens = match decode_into::<R, false>(v, buf, len, ctx, r) {
         Some(tokens) => tokens,
-        None => return decode_into::<R, true>(v, code, ctx, r).is_some(),
+        None => return decode_into::<R, true>(v, buf, len, ctx, r).is_some(),
     };
     if r.tokens_pass(&v.tokens[..tokens]) {
         true
     } else {
-        decode_into::<R, true>(v, code, ctx, r).is_some()
+        decode_into::<R, true>(v, buf, len, ctx, r).is_some()
     }
 }
 
@@ -61,7 +61,10 @@ fn window_short(code: &[u8], pos: usize) -> u64 {
     w
 }
 
-/// One table lookup per instruction ([`fx::DEC`]). With `REPORT`, reports every operand fault
+/// Decodes `buf[..len]`; the eight-byte window each instruction is read with may reach into
+/// whatever `buf` holds past `len` (zeros past `buf`): no decision depends on a byte past an
+/// instruction that fits in the code, so a caller with slack after its code saves the short
+/// reads at the end. One table lookup per instruction ([`fx::DEC`]). With `REPORT`, reports every operand fault
 /// and sends anything undecodable to the codec's decoder for the exact error; without it,
 /// stops at the first fault, reporting nothing, and leaves token operands in `v.tokens` for
 /// one [`Resolver::tokens_pass`] call. Returns the number of token operands left there, or
@@ -69,11 +72,12 @@ fn window_short(code: &[u8], pos: usize) -> u64 {
 #[inline(never)]
 pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
     v: &mut Verifier,
-    code: &[u8],
+    buf: &[u8],
+    len: usize,
     ctx: &Ctx,
     r: &R,
 ) -> Option<usize> {
-    let len = code.len();
+    let code = &buf[..len];
     // Borrowed apart from the findings, so that reporting does not force the buffers' headers
     // to be reloaded after every call.
     let Verifier {
@@ -102,7 +106,7 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
     let mut carry: u16 = 0;
     while pos < len {
         // The opcode and up to seven operand bytes in one load.
-        let w = window(code, pos);
+        let w = window(buf, pos);
         let mut d = &fx::DEC[w as u8 as usize];
         // One compare for "undefined" (length 0, as for the `FE` entry) and "truncated".
         if (d.len as usize).wrapping_sub(1) >= len - pos {

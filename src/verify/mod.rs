@@ -616,6 +616,22 @@ impl Verifier {
         &self.out.diags
     }
 
+    /// [`Self::verify_code`] on `buf[..len]`, for a caller whose buffer holds slack after the
+    /// code: the decoder reads whole eight-byte windows there instead of short ones, and
+    /// never acts on a byte past the code.
+    pub(crate) fn verify_code_in<R: Resolver + ?Sized>(
+        &mut self,
+        buf: &[u8],
+        len: usize,
+        clauses: &[Clause],
+        declared_max_stack: Option<u16>,
+        resolver: &R,
+    ) -> &[Diagnostic] {
+        self.out.first_only = false;
+        self.run_in(buf, len, clauses, declared_max_stack, resolver);
+        &self.out.diags
+    }
+
     /// Stops at the first finding (not necessarily the one at the lowest offset).
     pub fn verify_first<R: Resolver + ?Sized>(
         &mut self,
@@ -635,8 +651,19 @@ impl Verifier {
         clauses: &[Clause],
         resolver: &R,
     ) -> Result<u16, Diagnostic> {
+        self.max_stack_in(code, code.len(), clauses, resolver)
+    }
+
+    /// [`Self::max_stack`] on `buf[..len]` (see [`Self::verify_code_in`]).
+    pub(crate) fn max_stack_in<R: Resolver + ?Sized>(
+        &mut self,
+        buf: &[u8],
+        len: usize,
+        clauses: &[Clause],
+        resolver: &R,
+    ) -> Result<u16, Diagnostic> {
         self.out.first_only = true;
-        self.run(code, clauses, None, resolver);
+        self.run_in(buf, len, clauses, None, resolver);
         if let Some(d) = self.out.diags.first() {
             return Err(d.clone());
         }
@@ -694,6 +721,20 @@ impl Verifier {
         declared_max_stack: Option<u16>,
         resolver: &R,
     ) {
+        self.run_in(code, code.len(), clauses, declared_max_stack, resolver);
+    }
+
+    /// [`Self::run`] on `buf[..len]`, whose bytes past `len` the decoder may read but never
+    /// acts on (see `flow::decode_into`).
+    fn run_in<R: Resolver + ?Sized>(
+        &mut self,
+        buf: &[u8],
+        len: usize,
+        clauses: &[Clause],
+        declared_max_stack: Option<u16>,
+        resolver: &R,
+    ) {
+        let code = &buf[..len.min(buf.len())];
         self.n = 0;
         self.ns = 0;
         self.nb = 0;
@@ -716,7 +757,7 @@ impl Verifier {
             self.report(Code::MethodEnd, 0, "the code is larger than 4 GiB".into());
             return;
         }
-        if !flow::decode(self, code, &ctx, resolver) || self.stop() {
+        if !flow::decode(self, buf, code.len(), &ctx, resolver) || self.stop() {
             return;
         }
         // Straight-line code without regions (most bodies) skips these passes and their setup.

@@ -1521,15 +1521,61 @@ fn fast_decode_matches_reporting_decode() {
             )
         };
         v.out.diags.clear();
-        match flow::decode_into::<_, false>(&mut v, &code, &ctx, &r) {
+        match flow::decode_into::<_, false>(&mut v, &code, code.len(), &ctx, &r) {
             Some(tokens) if r.tokens_pass(&v.tokens[..tokens]) => {}
             _ => continue,
         }
         let fast = snapshot(&v);
-        assert!(flow::decode_into::<_, true>(&mut v, &code, &ctx, &r).is_some());
+        assert!(flow::decode_into::<_, true>(&mut v, &code, code.len(), &ctx, &r).is_some());
         assert!(v.out.diags.is_empty(), "{code:02x?}");
         assert_eq!(fast, snapshot(&v), "{code:02x?}");
         accepted += 1;
     }
     assert!(accepted > 1_000, "{accepted}");
+}
+
+/// Bytes after the code in the caller's buffer never change a finding: random bodies verified
+/// from a buffer with random slack give exactly the findings (and MaxStack) of the code alone.
+#[test]
+fn slack_after_the_code_changes_nothing() {
+    let mut seed = 0x0BAD_5EED_F00D_CAFEu64;
+    let mut rnd = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let r = SyntheticResolver::new().method(3, false).locals(4);
+    let (mut exact, mut padded) = (Verifier::new(), Verifier::new());
+    let mut findings = 0;
+    for _ in 0..20_000 {
+        let len = (rnd() % 40) as usize + 1;
+        // Opcodes that end bodies, two-byte and long-operand opcodes, and noise; `FE` last
+        // half of the time, so that its second byte is the first byte of slack.
+        let mut buf: Vec<u8> = (0..len)
+            .map(|_| match rnd() % 4 {
+                0 => [
+                    0x2A, 0x2B, 0x38, 0x45, 0x16, 0x17, 0x58, 0xFE, 0x06, 0x02, 0x28, 0x14, 0x21,
+                    0x23,
+                ][(rnd() % 14) as usize],
+                1 => 0,
+                _ => rnd() as u8,
+            })
+            .collect();
+        if rnd() % 2 == 0 {
+            buf[len - 1] = 0xFE;
+        }
+        buf.extend((0..(rnd() % 12)).map(|_| rnd() as u8));
+        let code = buf[..len].to_vec();
+        let want = exact.verify_code(&code, &[], Some(8), &r).to_vec();
+        let got = padded.verify_code_in(&buf, len, &[], Some(8), &r).to_vec();
+        assert_eq!(want, got, "{buf:02x?} ({len} bytes of code)");
+        assert_eq!(
+            exact.max_stack(&code, &[], &r),
+            padded.max_stack_in(&buf, len, &[], &r),
+            "{buf:02x?}"
+        );
+        findings += want.len();
+    }
+    assert!(findings > 1_000, "{findings}");
 }
