@@ -388,7 +388,7 @@ impl<'i, 'o> Worker<'i, 'o> {
             return;
         }
         part.report.selected += 1;
-        let body = match method.decoded_body() {
+        let (body, original) = match method.decoded_body_and_bytes() {
             Ok(b) => b,
             Err(e) => {
                 part.report.invalid_before += 1;
@@ -419,11 +419,6 @@ impl<'i, 'o> Worker<'i, 'o> {
         );
         match result {
             Ok((outcome, info)) => {
-                let original = method
-                    .body_bytes()
-                    .ok()
-                    .and_then(|b| b.get(..body.len()))
-                    .unwrap_or_default();
                 let start = part.bodies.len();
                 let differs = self.out.as_slice() != original;
                 if differs {

@@ -565,6 +565,16 @@ impl<'i> Method<'i> {
 
     /// The decoded body.
     pub fn decoded_body(&self) -> Result<Body<'i>, ImageError> {
+        self.decoded_body_and_bytes().map(|(body, _)| body)
+    }
+
+    /// Exactly the bytes the body occupies: header, code, padding and sections.
+    pub fn body(&self) -> Result<&'i [u8], ImageError> {
+        self.decoded_body_and_bytes().map(|(_, bytes)| bytes)
+    }
+
+    /// [`Self::decoded_body`] and [`Self::body`] from one lookup of the body's bytes.
+    pub fn decoded_body_and_bytes(&self) -> Result<(Body<'i>, &'i [u8]), ImageError> {
         let bytes = self.body_bytes()?;
         // The error's offset is looked up only on failure: this runs once per method.
         let fail = |source| ImageError::Body {
@@ -575,18 +585,15 @@ impl<'i> Method<'i> {
         if misaligned_fat(self.row.rva, bytes) {
             return Err(fail(DecodeError::MisalignedFatHeader { rva: self.row.rva }));
         }
-        Body::parse(bytes).map_err(fail)
-    }
-
-    /// Exactly the bytes the body occupies: header, code, padding and sections.
-    pub fn body(&self) -> Result<&'i [u8], ImageError> {
-        let len = self.decoded_body()?.len();
-        let bytes = self.body_bytes()?;
+        let body = Body::parse(bytes).map_err(fail)?;
         // Body::parse never reports more than it was given; stay checked regardless.
-        bytes.get(..len).ok_or(ImageError::Truncated {
-            what: "method body",
-            offset: self.body_offset().unwrap_or(0),
-            needed: len,
-        })
+        match bytes.get(..body.len()) {
+            Some(exact) => Ok((body, exact)),
+            None => Err(ImageError::Truncated {
+                what: "method body",
+                offset: self.body_offset().unwrap_or(0),
+                needed: body.len(),
+            }),
+        }
     }
 }
