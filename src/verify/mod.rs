@@ -611,9 +611,7 @@ impl Verifier {
         declared_max_stack: Option<u16>,
         resolver: &R,
     ) -> &[Diagnostic] {
-        self.out.first_only = false;
-        self.run(code, clauses, declared_max_stack, resolver);
-        &self.out.diags
+        self.verify_code_in(code, code.len(), clauses, declared_max_stack, resolver)
     }
 
     /// [`Self::verify_code`] on `buf[..len]`, for a caller whose buffer holds slack after the
@@ -704,28 +702,18 @@ impl Verifier {
         if eh.next().is_none() {
             // The common case (at most one EH section) borrows its clauses: no copy.
             let clauses = first.map_or(&[][..], |s| s.clauses());
-            self.run(body.code, clauses, max, resolver);
+            self.run_in(body.code, body.code.len(), clauses, max, resolver);
         } else {
             let mut clauses = std::mem::take(&mut self.clauses);
             clauses.clear();
             clauses.extend(body.clauses().copied());
-            self.run(body.code, &clauses, max, resolver);
+            self.run_in(body.code, body.code.len(), &clauses, max, resolver);
             self.clauses = clauses;
         }
     }
 
-    fn run<R: Resolver + ?Sized>(
-        &mut self,
-        code: &[u8],
-        clauses: &[Clause],
-        declared_max_stack: Option<u16>,
-        resolver: &R,
-    ) {
-        self.run_in(code, code.len(), clauses, declared_max_stack, resolver);
-    }
-
-    /// [`Self::run`] on `buf[..len]`, whose bytes past `len` the decoder may read but never
-    /// acts on (see `flow::decode_into`).
+    /// Verifies `buf[..len]`, whose bytes past `len` the decoder may read but never acts on
+    /// (see `flow::decode_into`).
     fn run_in<R: Resolver + ?Sized>(
         &mut self,
         buf: &[u8],

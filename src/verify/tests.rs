@@ -1317,13 +1317,7 @@ fn mutations_are_caught() {
 #[test]
 fn arbitrary_bytes_never_panic() {
     // A small deterministic generator: structured-ish bytes with clause tables.
-    let mut state = 0x1234_5678_9abc_def0u64;
-    let mut rnd = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let mut rnd = xorshift(0x1234_5678_9abc_def0);
     let mut v = Verifier::new();
     let r = res();
     for _ in 0..20_000 {
@@ -1343,12 +1337,16 @@ fn arbitrary_bytes_never_panic() {
                     try_offset: small(rnd()),
                     try_length: small(rnd()),
                     handler_offset: small(rnd()),
-                    handler_length: if rnd() % 50 == 0 {
+                    handler_length: if rnd().is_multiple_of(50) {
                         u32::MAX
                     } else {
                         small(rnd())
                     },
-                    class_or_filter: if rnd() % 2 == 0 { small(rnd()) } else { TYPE },
+                    class_or_filter: if rnd().is_multiple_of(2) {
+                        small(rnd())
+                    } else {
+                        TYPE
+                    },
                 }
             })
             .collect();
@@ -1386,13 +1384,7 @@ fn decode_table_agrees_with_the_codec() {
 /// a fresh one does.
 #[test]
 fn reused_verifier_matches_fresh_one() {
-    let mut seed = 0x2545_F491_4F6C_DD1Du64;
-    let mut rnd = move || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed
-    };
+    let mut rnd = xorshift(0x2545_F491_4F6C_DD1D);
     let r = SyntheticResolver::new()
         .method(2, false)
         .locals(2)
@@ -1470,30 +1462,41 @@ fn image_tokens_pass_agrees_with_the_default() {
     }
 }
 
-/// The fast decoder's output (when it accepts a body) equals the reporting decoder's.
-#[test]
-fn fast_decode_matches_reporting_decode() {
-    let mut seed = 0x1234_5678_9ABC_DEF1u64;
-    let mut rnd = move || {
+/// A xorshift generator: the random tests are the same on every run.
+fn xorshift(mut seed: u64) -> impl FnMut() -> u64 {
+    move || {
         seed ^= seed << 13;
         seed ^= seed >> 7;
         seed ^= seed << 17;
         seed
-    };
+    }
+}
+
+/// `len` bytes of code: opcodes that end bodies, branch, call, take long operands or are two
+/// bytes long, zeros, and noise.
+fn random_code(rnd: &mut impl FnMut() -> u64, len: usize) -> Vec<u8> {
+    const OPS: [u8; 14] = [
+        0x2A, 0x2B, 0x38, 0x45, 0x16, 0x17, 0x58, 0xFE, 0x06, 0x02, 0x28, 0x14, 0x21, 0x23,
+    ];
+    (0..len)
+        .map(|_| match rnd() % 4 {
+            0 => OPS[(rnd() % OPS.len() as u64) as usize],
+            1 => 0,
+            _ => rnd() as u8,
+        })
+        .collect()
+}
+
+/// The fast decoder's output (when it accepts a body) equals the reporting decoder's.
+#[test]
+fn fast_decode_matches_reporting_decode() {
+    let mut rnd = xorshift(0x1234_5678_9ABC_DEF1);
     let r = SyntheticResolver::new().method(3, false).locals(4);
     let mut v = Verifier::new();
     let mut accepted = 0;
     for _ in 0..20_000 {
         let len = (rnd() % 48) as usize + 1;
-        let code: Vec<u8> = (0..len)
-            .map(|_| match rnd() % 4 {
-                0 => [
-                    0x2A, 0x2B, 0x38, 0x45, 0x16, 0x17, 0x58, 0xFE, 0x06, 0x02, 0x28, 0x14,
-                ][(rnd() % 12) as usize],
-                1 => 0,
-                _ => rnd() as u8,
-            })
-            .collect();
+        let code = random_code(&mut rnd, len);
         let ctx = Ctx {
             method: Resolver::method(&r),
             locals: r.local_count(),
@@ -1538,31 +1541,15 @@ fn fast_decode_matches_reporting_decode() {
 /// from a buffer with random slack give exactly the findings (and MaxStack) of the code alone.
 #[test]
 fn slack_after_the_code_changes_nothing() {
-    let mut seed = 0x0BAD_5EED_F00D_CAFEu64;
-    let mut rnd = move || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed
-    };
+    let mut rnd = xorshift(0x0BAD_5EED_F00D_CAFE);
     let r = SyntheticResolver::new().method(3, false).locals(4);
     let (mut exact, mut padded) = (Verifier::new(), Verifier::new());
     let mut findings = 0;
     for _ in 0..20_000 {
         let len = (rnd() % 40) as usize + 1;
-        // Opcodes that end bodies, two-byte and long-operand opcodes, and noise; `FE` last
-        // half of the time, so that its second byte is the first byte of slack.
-        let mut buf: Vec<u8> = (0..len)
-            .map(|_| match rnd() % 4 {
-                0 => [
-                    0x2A, 0x2B, 0x38, 0x45, 0x16, 0x17, 0x58, 0xFE, 0x06, 0x02, 0x28, 0x14, 0x21,
-                    0x23,
-                ][(rnd() % 14) as usize],
-                1 => 0,
-                _ => rnd() as u8,
-            })
-            .collect();
-        if rnd() % 2 == 0 {
+        // `FE` last half of the time, so that its second byte is the first byte of slack.
+        let mut buf = random_code(&mut rnd, len);
+        if rnd().is_multiple_of(2) {
             buf[len - 1] = 0xFE;
         }
         buf.extend((0..(rnd() % 12)).map(|_| rnd() as u8));
