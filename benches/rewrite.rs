@@ -372,6 +372,57 @@ fn whole_assembly(paths: &[PathBuf], threads: usize) -> (u64, usize) {
     (rewritten, written)
 }
 
+/// What a long-running rewriter of many assemblies does: each of `threads` threads takes
+/// whole assemblies (largest first) and keeps its engines and writer buffers
+/// ([`ilcheck::corpus::RewriteScratch`]) and one output buffer per assembly from one
+/// iteration to the next. Returns (bodies rewritten, bytes written).
+fn whole_assembly_steady(
+    paths: &[PathBuf],
+    threads: usize,
+    scratch: &[std::sync::Mutex<ilcheck::corpus::RewriteScratch>],
+    outputs: &[std::sync::Mutex<Vec<u8>>],
+) -> (u64, usize) {
+    let mut opts = ilcheck::corpus::RewriteOptions::new("prologue-epilogue").expect("transform");
+    opts.threads = 1;
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let work = |t: usize| {
+        let mut scratch = scratch[t].lock().expect("scratch");
+        let (mut rewritten, mut written) = (0, 0);
+        loop {
+            let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let Some(path) = paths.get(k) else {
+                return (rewritten, written);
+            };
+            let Ok(image) = Image::open(path) else {
+                continue;
+            };
+            let mut report = ilcheck::corpus::RewriteReport::default();
+            let mut out = outputs[k].lock().expect("output");
+            if ilcheck::corpus::rewrite_image_with(
+                &image,
+                &opts,
+                &mut report,
+                &mut out,
+                &mut scratch,
+            )
+            .is_ok()
+            {
+                written += black_box(&*out).len();
+            }
+            rewritten += report.rewritten;
+        }
+    };
+    std::thread::scope(|s| {
+        let others: Vec<_> = (1..threads).map(|t| s.spawn(move || work(t))).collect();
+        let mut total = work(0);
+        for h in others {
+            let (r, w) = h.join().expect("worker");
+            total = (total.0 + r, total.1 + w);
+        }
+        total
+    })
+}
+
 fn bench_transforms(c: &mut Criterion) {
     let mut rewriter = Rewriter::new();
     let mut out = Vec::new();
@@ -453,6 +504,16 @@ fn bench_transforms(c: &mut Criterion) {
             |b| b.iter(|| whole_assembly(&corpus.paths, cores)),
         );
     }
+    // Whole assemblies per thread, largest first, with memory kept between iterations: the
+    // configuration of `examples/rewrite_corpus … images`.
+    let mut by_size = corpus.paths.clone();
+    by_size.sort_by_key(|p| std::cmp::Reverse(std::fs::metadata(p).map_or(0, |m| m.len())));
+    let scratch: Vec<_> = (0..cores).map(|_| Default::default()).collect();
+    let outputs: Vec<_> = by_size.iter().map(|_| Default::default()).collect();
+    g.bench_function(
+        format!("open+prologue-epilogue+verify+write/{cores}-threads-by-assembly-reusing-memory"),
+        |b| b.iter(|| whole_assembly_steady(&by_size, cores, &scratch, &outputs)),
+    );
     g.finish();
 }
 
