@@ -489,7 +489,8 @@ pub fn rewrite_image_into(
 }
 
 /// [`rewrite_image_into`] with the rewriting engines (lifter, layout, verifier and their
-/// buffers) taken from `scratch` and left there for the next call.
+/// buffers) and the image writer's buffers taken from `scratch` and left there for the next
+/// call. The output and the report are those of [`rewrite_image_into`].
 pub fn rewrite_image_with(
     image: &Image<'_>,
     opts: &RewriteOptions,
