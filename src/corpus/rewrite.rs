@@ -288,14 +288,13 @@ struct Part {
     bodies: Vec<u8>,
 }
 
-/// One thread's rewriting machinery: lifter, editor and layout scratch, verifier, output buffer.
+/// One thread's rewriting machinery: lifter, editor and layout scratch, verifier.
 /// Their buffers grow to the largest body seen and are kept from one method to the next, and,
 /// in a [`RewriteScratch`], from one assembly to the next.
 #[derive(Debug, Default)]
 struct Engine {
     rewriter: Rewriter,
     verifier: Verifier,
-    out: Vec<u8>,
 }
 
 /// The engines [`rewrite_image_with`] used, one per thread, and the image writer's buffers, for
@@ -317,18 +316,13 @@ struct Worker<'i, 'o> {
     verifier: Verifier,
     resolver: ImageResolver<'i>,
     topts: TransformOptions,
-    out: Vec<u8>,
     /// Only the wrap transforms can use a spare local for the return value.
     wraps: bool,
 }
 
 impl<'i, 'o> Worker<'i, 'o> {
     fn new(image: &'i Image<'i>, opts: &'o RewriteOptions, engine: Engine) -> Self {
-        let Engine {
-            rewriter,
-            verifier,
-            out,
-        } = engine;
+        let Engine { rewriter, verifier } = engine;
         Worker {
             image,
             opts,
@@ -336,7 +330,6 @@ impl<'i, 'o> Worker<'i, 'o> {
             verifier,
             resolver: ImageResolver::new(image),
             topts: opts.transform_opts.clone(),
-            out,
             wraps: opts.transform_name.starts_with("wrap"),
         }
     }
@@ -346,7 +339,6 @@ impl<'i, 'o> Worker<'i, 'o> {
         Engine {
             rewriter: self.rewriter,
             verifier: self.verifier,
-            out: self.out,
         }
     }
 
@@ -408,21 +400,22 @@ impl<'i, 'o> Worker<'i, 'o> {
         {
             self.topts.return_local = spare_return_local(self.image, method, &body);
         }
-        self.out.clear();
+        // The new body goes straight after the chunk's other bodies (nothing is appended on
+        // error) and is dropped again when it equals the original.
+        let start = part.bodies.len();
         let result = self.rewriter.rewrite(
             &body,
             opts.transform,
             &self.topts,
             &opts.layout,
             &self.resolver,
-            &mut self.out,
+            &mut part.bodies,
         );
         match result {
             Ok((outcome, info)) => {
-                let start = part.bodies.len();
-                let differs = self.out.as_slice() != original;
-                if differs {
-                    part.bodies.extend_from_slice(&self.out);
+                let differs = part.bodies[start..] != *original;
+                if !differs {
+                    part.bodies.truncate(start);
                 }
                 // Counted once written (see `rewrite_image`).
                 part.done.push(Done {
