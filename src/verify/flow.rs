@@ -273,31 +273,75 @@ fn target_offset(t: i64, len: usize) -> u32 {
 /// Turns target offsets into instruction indices, reporting bad ones (left as [`NONE`]), and
 /// marks forward targets.
 pub(super) fn resolve_targets(v: &mut Verifier) {
-    for b in 0..v.nb {
-        let i = v.branches[b] as usize;
+    let (mut b, mut k) = (0, None);
+    loop {
+        // Every target that resolves goes through the fast loop; each fault is reported here
+        // and the loop resumes after it.
+        let Some((fb, fk)) = resolve_from(v, b, k) else {
+            return;
+        };
+        let i = v.branches[fb] as usize;
         let ins = v.ins[i];
-        let start = ins.arg as usize;
-        let count = v.targets[start] as usize;
-        for k in start + 1..start + 1 + count {
-            let off = v.targets[k];
-            if off == NONE {
-                bad_branch(v, ins);
-                continue;
+        let off = v.targets[fk];
+        if off == NONE {
+            bad_branch(v, ins);
+        } else {
+            bad_jump_target(v, ins, off);
+            v.targets[fk] = NONE;
+        }
+        (b, k) = (fb, Some(fk + 1));
+    }
+}
+
+/// Resolves targets from branch `b` (from its target slot `k` when given) to instruction
+/// indices and marks the instructions they reach, over plain slices so that nothing the loop
+/// stores forces its bounds to be reloaded. Stops at the first target that is outside the code
+/// or not an instruction start, returning (branch, slot) for the caller to report.
+fn resolve_from(v: &mut Verifier, from: usize, resume: Option<usize>) -> Option<(usize, usize)> {
+    let (n, code_len) = (v.n, v.code_len);
+    let Verifier {
+        ins,
+        at,
+        targets,
+        branches,
+        nb,
+        ..
+    } = v;
+    let ins = &mut ins[..n];
+    for (b, &i) in branches[..*nb].iter().enumerate().skip(from) {
+        let i = i as usize;
+        let start = ins[i].arg as usize;
+        let count = targets[start] as usize;
+        let first = match resume {
+            Some(k) if b == from => k,
+            _ => start + 1,
+        };
+        for (j, slot) in targets[first..start + 1 + count].iter_mut().enumerate() {
+            let k = first + j;
+            let off = *slot;
+            // The decoder left `NONE` for targets outside the code; `at` is never cleared, so
+            // an entry counts only if the instruction it names starts here (as in `index_at`).
+            let t = match at.get(off as usize) {
+                Some(&t)
+                    if (off as usize) < code_len
+                        && ins.get(t as usize).is_some_and(|x| x.off == off) =>
+                {
+                    t
+                }
+                _ => return Some((b, k)),
+            };
+            if ins[t as usize].flags & flag::AFTER_PREFIX != 0 {
+                return Some((b, k));
             }
-            let t = v.index_at(off);
-            if t == NONE || v.ins[t as usize].flags & flag::AFTER_PREFIX != 0 {
-                bad_jump_target(v, ins, off);
-                v.targets[k] = NONE;
-                continue;
-            }
-            v.targets[k] = t;
-            v.ins[t as usize].flags |= if t as usize > i {
+            *slot = t;
+            ins[t as usize].flags |= if t as usize > i {
                 flag::JOIN | flag::FORWARD_TARGET
             } else {
                 flag::JOIN
             };
         }
     }
+    None
 }
 
 #[cold]

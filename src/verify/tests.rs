@@ -1566,3 +1566,26 @@ fn slack_after_the_code_changes_nothing() {
     }
     assert!(findings > 1_000, "{findings}");
 }
+
+/// Every bad target is reported, in order, however many there are and wherever they sit among
+/// good ones: the target resolver resumes after each fault.
+#[test]
+fn every_bad_target_is_reported() {
+    // ldc.i4.0; switch (3) [+100 outside, -15 inside the switch, +0 good]; ldc.i4.0; pop;
+    // br.s +100 (outside); ret
+    let mut code = vec![0x16, 0x45, 3, 0, 0, 0];
+    for d in [100i32, -15, 0] {
+        code.extend_from_slice(&d.to_le_bytes());
+    }
+    code.extend_from_slice(&[0x16, 0x26, 0x2B, 100, 0x2A]);
+    let r = SyntheticResolver::new().method(0, true);
+    let diags = Verifier::new().verify_code(&code, &[], None, &r).to_vec();
+    let found: Vec<_> = diags.iter().map(|d| (d.code, d.offset)).collect();
+    for want in [
+        (Code::BadBranch, 1),
+        (Code::BadJumpTarget, 1),
+        (Code::BadBranch, 20),
+    ] {
+        assert!(found.contains(&want), "{want:?} not in {found:?}");
+    }
+}
