@@ -2,7 +2,7 @@
 //! entering and leaving protected regions.
 
 use super::eh::RegionKind;
-use super::{Code, Ctx, Ins, NONE, Out, Resolver, Verifier, flag, fx, operand};
+use super::{Code, Ctx, Ins, NONE, Out, Resolver, Verifier, flag, fx, operand, start_at};
 use crate::instr::{InstrError, decode_with_len};
 use crate::opcode::OperandKind;
 use crate::opcode::{Flow, Opcode};
@@ -64,11 +64,11 @@ fn window_short(code: &[u8], pos: usize) -> u64 {
 /// Decodes `buf[..len]`; the eight-byte window each instruction is read with may reach into
 /// whatever `buf` holds past `len` (zeros past `buf`): no decision depends on a byte past an
 /// instruction that fits in the code, so a caller with slack after its code saves the short
-/// reads at the end. One table lookup per instruction ([`fx::DEC`]). With `REPORT`, reports every operand fault
-/// and sends anything undecodable to the codec's decoder for the exact error; without it,
-/// stops at the first fault, reporting nothing, and leaves token operands in `v.tokens` for
-/// one [`Resolver::tokens_pass`] call. Returns the number of token operands left there, or
-/// `None` when the stream does not decode (or, without `REPORT`, at any fault).
+/// reads at the end. One table lookup per instruction ([`fx::DEC`]). With `REPORT`, reports
+/// every operand fault and sends anything undecodable to the codec's decoder for the exact
+/// error; without it, stops at the first fault, reporting nothing, and leaves token operands
+/// in `v.tokens` for one [`Resolver::tokens_pass`] call. Returns the number of token operands
+/// left there, or `None` when the stream does not decode (or, without `REPORT`, at any fault).
 #[inline(never)]
 pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
     v: &mut Verifier,
@@ -319,15 +319,9 @@ fn resolve_from(v: &mut Verifier, from: usize, resume: Option<usize>) -> Option<
         for (j, slot) in targets[first..start + 1 + count].iter_mut().enumerate() {
             let k = first + j;
             let off = *slot;
-            // The decoder left `NONE` for targets outside the code; `at` is never cleared, so
-            // an entry counts only if the instruction it names starts here (as in `index_at`).
-            let t = match at.get(off as usize) {
-                Some(&t)
-                    if (off as usize) < code_len
-                        && ins.get(t as usize).is_some_and(|x| x.off == off) =>
-                {
-                    t
-                }
+            // The decoder left `NONE` for targets outside the code.
+            let t = match start_at(ins, at, off) {
+                Some(t) if (off as usize) < code_len => t,
                 _ => return Some((b, k)),
             };
             if ins[t as usize].flags & flag::AFTER_PREFIX != 0 {

@@ -805,23 +805,24 @@ impl Verifier {
         if off_usize > self.code_len {
             return NONE;
         }
-        match self.at.get(off_usize) {
-            // An entry left by an earlier body names an instruction that does not start here.
-            Some(&i)
-                if self.ins[..self.n]
-                    .get(i as usize)
-                    .is_some_and(|x| x.off == off) =>
-            {
-                i
-            }
-            _ => NONE,
-        }
+        start_at(&self.ins[..self.n], &self.at, off).unwrap_or(NONE)
     }
 
     /// The innermost region of instruction `i`, or [`NONE`].
     fn region_of(&self, i: usize) -> u32 {
         self.region.get(i).copied().unwrap_or(NONE)
     }
+}
+
+/// The instruction of `ins` (this body's) that starts at byte `off` inside the code, by the
+/// offset index `at`. `at` is never cleared: an entry left by an earlier body names an
+/// instruction that does not start here, and counts for nothing.
+#[inline]
+fn start_at(ins: &[Ins], at: &[u32], off: u32) -> Option<u32> {
+    let &i = at.get(off as usize)?;
+    ins.get(i as usize)
+        .is_some_and(|x| x.off == off)
+        .then_some(i)
 }
 
 /// Verifies a body and returns every finding, sorted by offset.
