@@ -295,6 +295,8 @@ pub struct Layout {
     long: Vec<bool>,
     /// Instructions widened by the current relaxation pass.
     grown: Vec<u32>,
+    /// Instructions widened by every pass of the current layout.
+    widened: Vec<u32>,
     /// The code of the last layout in `code[..code_len]`; the rest is scratch that is never
     /// shrunk, so that the next body does not pay for zeroing it again.
     code: Vec<u8>,
@@ -329,11 +331,10 @@ impl Layout {
         out: &mut Vec<u8>,
     ) -> Result<LayoutInfo, LayoutError> {
         let mut info = self.place(m, opts.branch_forms)?;
-        if info.widened == 0 {
-            self.patch(m)?;
-        } else {
-            self.emit(m)?;
+        if info.widened != 0 {
+            self.spread(m)?;
         }
+        self.patch(m)?;
         self.build_clauses(m)?;
         info.max_stack = self.check(m, opts, resolver)?;
         let raw_sections: Vec<BodyRawSection<'_>> = m
@@ -417,14 +418,15 @@ impl Layout {
     }
 
     /// Chooses branch forms and offsets (the relaxation fixpoint), and writes the code as it
-    /// goes: displacements are left for [`Layout::patch`], or everything is written again by
-    /// [`Layout::emit`] when a branch had to be widened.
+    /// goes: displacements are left for [`Layout::patch`], after [`Layout::spread`] has made
+    /// room for the branches that had to be widened.
     fn place(&mut self, m: &Method, forms: BranchForms) -> Result<LayoutInfo, LayoutError> {
         let n = m.instrs.len();
         self.code_len = 0;
         self.offsets.clear();
         self.branches.clear();
         self.long.clear();
+        self.widened.clear();
         self.offsets.reserve(n + 1);
         // Ten bytes hold any instruction but a `switch` or one with prefixes, which make room
         // for themselves and what follows; the rest is slack for 8-byte writes. Bytes from an
@@ -550,6 +552,7 @@ impl Layout {
             }
             // Short and long branch opcodes are both one byte: the operand grows by 3.
             info.widened += self.grown.len() as u32;
+            self.widened.extend_from_slice(&self.grown);
             at += 3 * self.grown.len() as u64;
             let mut delta = 0u32;
             let mut next = self.grown.iter().copied().peekable();
@@ -664,94 +667,43 @@ impl Layout {
         Ok(())
     }
 
-    /// Writes the code with the chosen forms into a buffer of the size `place` computed.
-    fn emit(&mut self, m: &Method) -> Result<(), LayoutError> {
+    /// Moves the code `place` wrote to the offsets relaxation settled on and writes the long
+    /// opcode of every widened branch; [`Layout::patch`] then writes every displacement. A
+    /// widened branch grew from opcode and one byte to opcode and four, so the bytes after the
+    /// i-th widened branch (in code order) move by 3·i: runs are moved from the last one back,
+    /// each to a place past its own source, so nothing is overwritten before it is moved.
+    fn spread(&mut self, m: &Method) -> Result<(), LayoutError> {
         let total = *self.offsets.last().unwrap_or(&0) as usize;
-        // Every instruction is written as whole 8-byte words, so the buffer has 8 bytes of
-        // slack. Bytes from an earlier method need no clearing: the code covers all of them.
         if self.code.len() < total + 8 {
             self.code.resize(total + 8, 0);
         }
-        let buf = &mut self.code[..];
-        let mut overflow = false;
-        let mut put = |at: usize, word: u64| match buf.get_mut(at..at + 8) {
-            Some(dst) => dst.copy_from_slice(&word.to_le_bytes()),
-            None => overflow = true,
+        self.widened.sort_unstable();
+        // Never expected: `place` wrote every widened branch in its short form.
+        let mismatch = |written| LayoutError::SizeMismatch {
+            computed: total,
+            written,
         };
-        let mut at = 0usize;
-        let mut branch = 0usize;
-        for (i, ins) in m.instrs.iter().enumerate() {
-            if !ins.prefixes.is_empty() {
-                for p in m.prefixes_of(ins) {
-                    put(at, prefix_word(p));
-                    at += prefix_size(p) as usize;
-                }
-            }
-            let e = &ENC[enc_key(ins.opcode)];
-            let value = match ins.operand {
-                Operand::None => 0,
-                Operand::Int8(v) => v as u8 as u64,
-                Operand::Int32(v) => v as u32 as u64,
-                Operand::Float32(v) | Operand::Token(v) => v as u64,
-                // `place` checked that a one-byte index fits.
-                Operand::Var(v) => v as u64,
-                Operand::Int64(_) | Operand::Float64(_) => {
-                    let v = match ins.operand {
-                        Operand::Int64(v) => v as u64,
-                        Operand::Float64(v) => v,
-                        _ => 0,
-                    };
-                    put(at, e.bytes as u64);
-                    put(at + e.ops as usize, v);
-                    at += e.len as usize;
-                    continue;
-                }
-                Operand::Target(_) => {
-                    let next = self.offsets[i + 1] as i64;
-                    let (_, target) = self.branches[branch];
-                    let long = self.long[branch];
-                    branch += 1;
-                    let disp = self.offsets[target as usize] as i64 - next;
-                    if long {
-                        let opcode = ins.opcode.long_form();
-                        let d = i32::try_from(disp)
-                            .map_err(|_| out_of_range(&self.offsets, i, opcode, disp))?;
-                        put(at, opcode.code() as u64 | (d as u32 as u64) << 8);
-                        at += 5;
-                    } else {
-                        let opcode = ins.opcode.short_form();
-                        let d = i8::try_from(disp)
-                            .map_err(|_| out_of_range(&self.offsets, i, opcode, disp))?;
-                        put(at, opcode.code() as u64 | (d as u8 as u64) << 8);
-                        at += 2;
-                    }
-                    continue;
-                }
-                Operand::Switch(t) => {
-                    let next = self.offsets[i + 1] as i64;
-                    put(at, Opcode::Switch.code() as u64 | (t.len as u64) << 8);
-                    at += 5;
-                    for l in m.switch_of(t) {
-                        let target = m.position(*l).unwrap_or(0);
-                        let disp = self.offsets[target] as i64 - next;
-                        let d = i32::try_from(disp)
-                            .map_err(|_| out_of_range(&self.offsets, i, Opcode::Switch, disp))?;
-                        put(at, d as u32 as u64);
-                        at += 4;
-                    }
-                    continue;
-                }
+        // The end of the run after the branch being moved, as `place` wrote it.
+        let mut end = total
+            .checked_sub(3 * self.widened.len())
+            .ok_or(mismatch(0))?;
+        for (i, &w) in self.widened.iter().enumerate().rev() {
+            let w = w as usize;
+            let shift = 3 * (i + 1);
+            let (Some(&next), Some(ins)) = (self.offsets.get(w + 1), m.instrs.get(w)) else {
+                return Err(mismatch(end));
             };
-            put(at, e.bytes as u64 | value << (8 * e.ops));
-            at += e.len as usize;
+            // Where the branch ended before it was widened, and where its opcode now goes.
+            let Some(start) = (next as usize)
+                .checked_sub(shift)
+                .filter(|&s| s >= 2 && s <= end)
+            else {
+                return Err(mismatch(end));
+            };
+            self.code.copy_within(start..end, start + shift);
+            self.code[next as usize - 5] = ins.opcode.long_form().code() as u8;
+            end = start - 2;
         }
-        if overflow || at != total {
-            return Err(LayoutError::SizeMismatch {
-                computed: total,
-                written: at,
-            });
-        }
-        self.code_len = total;
         Ok(())
     }
 
