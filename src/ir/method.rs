@@ -128,7 +128,13 @@ impl Instr {
 
     /// Whether the operand is the right shape for the opcode.
     pub fn operand_fits(&self) -> bool {
-        match (self.operand, self.opcode.operand_kind()) {
+        self.operand_fits_kind(self.opcode.operand_kind())
+    }
+
+    /// Whether the operand is the right shape for an opcode with operand kind `kind` (for
+    /// callers that have the opcode's table entry already).
+    pub(crate) fn operand_fits_kind(&self, kind: OperandKind) -> bool {
+        match (self.operand, kind) {
             (Operand::Target(_), k) => k.is_branch(),
             (Operand::Switch(_), OperandKind::Switch) => true,
             (Operand::None, OperandKind::None)

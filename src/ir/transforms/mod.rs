@@ -158,7 +158,7 @@ fn check_snippet(code: &[Instr], neutral: bool) -> Result<(), SkipReason> {
         {
             return fail("branches are not supported in snippets");
         }
-        if !ins.operand_fits() {
+        if !ins.operand_fits_kind(info.operand) {
             return fail("operand does not fit the opcode");
         }
         if !matches!(info.flow, Flow::Next | Flow::Call | Flow::Break) {
