@@ -829,3 +829,65 @@ fn switch_targets_follow_their_labels_through_relaxation() {
     assert_eq!(first_br.1, Opcode::Br, "pushed out of range by the padding");
     assert_eq!(first_br.2, vec![at(end)]);
 }
+
+/// Widened branches are made room for by moving the code already written: adjacent widened
+/// branches, a widened branch with a prefix run (structurally laid out; the verifier would
+/// refuse it), a `switch` and an 8-byte operand between them, and short branches that stay
+/// short, all land where a layout from scratch puts them.
+#[test]
+fn widening_moves_every_run_to_its_final_offset() {
+    let mut m = Method::new(HeaderInfo::default());
+    let (far, near, back) = (m.new_label(), m.new_label(), m.new_label());
+    m.bind(back);
+    m.push(Instr::branch(Opcode::Br_S, far)); // widened
+    m.push(Instr::branch(Opcode::Brtrue_S, far)); // widened, right after the first
+    m.push(Instr::new(
+        Opcode::Ldc_I8,
+        Operand::Int64(0x0102_0304_0506_0708),
+    ));
+    let volatile = m.add_prefixes(&[Prefix {
+        opcode: Opcode::Volatile,
+        value: 0,
+    }]);
+    m.push(Instr {
+        prefixes: volatile,
+        ..Instr::branch(Opcode::Leave_S, far) // widened, after its prefix
+    });
+    let table = m.add_switch(&[near, far, back]);
+    m.push(Instr::new(Opcode::Switch, Operand::Switch(table)));
+    m.push(Instr::branch(Opcode::Br_S, near)); // stays short
+    m.bind(near);
+    nops(&mut m, 130);
+    m.push(Instr::branch(Opcode::Brfalse_S, back)); // widened, backwards
+    m.bind(far);
+    m.push(Instr::op(Opcode::Ret));
+    for forms in [BranchForms::KeepOriginal, BranchForms::ShortestWhereFits] {
+        let out = lay(&m, forms);
+        ilcheck::ir::check::placement(&m, &out).expect("every target on its label");
+        let ins = decoded(&out);
+        let ops: Vec<Opcode> = ins.iter().map(|i| i.1).collect();
+        assert_eq!(
+            ops[..7],
+            [
+                Opcode::Br,
+                Opcode::Brtrue,
+                Opcode::Ldc_I8,
+                Opcode::Volatile,
+                Opcode::Leave,
+                Opcode::Switch,
+                Opcode::Br_S
+            ]
+        );
+        assert_eq!(ops[ops.len() - 2..], [Opcode::Brfalse, Opcode::Ret]);
+        // The same bytes as with every branch long from the start, where nothing moves, but
+        // for the one branch that stays short.
+        let long = lay(&m, BranchForms::AllLong);
+        assert_eq!(long.len(), out.len() + 3);
+        let body = Body::decode(&out).unwrap();
+        let i8_operand = body.instructions().nth(2).unwrap().unwrap();
+        assert_eq!(
+            i8_operand.operand,
+            ilcheck::instr::Operand::Int64(0x0102_0304_0506_0708)
+        );
+    }
+}
