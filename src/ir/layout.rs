@@ -610,8 +610,8 @@ impl Layout {
         }
     }
 
-    /// Fills in the displacements `place` left open (no branch was widened, so every offset
-    /// it wrote against still holds).
+    /// Fills in the displacements `place` left open, at the offsets relaxation settled on
+    /// (after [`Layout::spread`] when a branch was widened).
     fn patch(&mut self, m: &Method) -> Result<(), LayoutError> {
         let total = *self.offsets.last().unwrap_or(&0) as usize;
         let mut overflow = false;
