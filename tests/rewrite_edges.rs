@@ -879,14 +879,18 @@ fn widening_moves_every_run_to_its_final_offset() {
             ]
         );
         assert_eq!(ops[ops.len() - 2..], [Opcode::Brfalse, Opcode::Ret]);
-        // The same bytes as with every branch long from the start, where nothing moves, but
-        // for the one branch that stays short.
+        // With every branch long from the start nothing is moved: the same instructions but
+        // for the one branch that stays short here, three bytes longer.
         let long = lay(&m, BranchForms::AllLong);
         assert_eq!(long.len(), out.len() + 3);
+        let long_ops: Vec<Opcode> = decoded(&long).iter().map(|i| i.1).collect();
+        let mut expected = ops.clone();
+        expected[6] = Opcode::Br;
+        assert_eq!(long_ops, expected);
         let body = Body::decode(&out).unwrap();
-        let i8_operand = body.instructions().nth(2).unwrap().unwrap();
+        let ldc_i8 = body.instructions().nth(2).unwrap().unwrap();
         assert_eq!(
-            i8_operand.operand,
+            ldc_i8.operand,
             ilcheck::instr::Operand::Int64(0x0102_0304_0506_0708)
         );
     }
