@@ -7,7 +7,7 @@
 use crate::body::Body;
 use crate::image::Image;
 use crate::image::tables::{Table, Token};
-use crate::verify::{CallSig, NoResolver, SyntheticResolver, Verifier};
+use crate::verify::{CallSig, NoResolver, SyntheticResolver, Verifier, single_pass_agrees};
 
 /// Arbitrary bytes as a method body: decoding never panics; when it succeeds, lossless encoding
 /// reproduces exactly the bytes consumed, and canonical encoding is a fixed point.
@@ -68,8 +68,8 @@ pub fn read_image(data: &[u8]) {
 }
 
 /// Arbitrary bytes as a body, verified with no metadata and with a synthetic module drawn from
-/// the input's first bytes: the verifier never panics, and a body it finds clean stays within its
-/// declared MaxStack by the max-stack computation.
+/// the input's first bytes: the verifier never panics, its single forward pass changes no result,
+/// and a body it finds clean stays within its declared MaxStack by the max-stack computation.
 pub fn verify_any(data: &[u8]) {
     let (facts, rest) = data.split_at(data.len().min(4));
     let Ok(body) = Body::parse(rest) else { return };
@@ -95,10 +95,15 @@ pub fn verify_any(data: &[u8]) {
                 .token(t);
         }
     }
+    let clauses: Vec<_> = body.clauses().copied().collect();
+    for r in [&resolver as &dyn crate::verify::Resolver, &NoResolver] {
+        if let Err(e) = single_pass_agrees(body.code, &clauses, body.max_stack(), r) {
+            panic!("{e}");
+        }
+    }
     let clean = verifier.verify(&body, &resolver).is_empty() && verifier.is_complete();
     if clean {
         // A clean body stays within its declared MaxStack, by the same dataflow's count.
-        let clauses: Vec<_> = body.clauses().copied().collect();
         let max = crate::verify::max_stack(body.code, &clauses, &resolver)
             .expect("a clean body has a max stack");
         assert!(

@@ -52,6 +52,8 @@ pub fn verifies(g: &Generated) -> Result<Vec<u8>, String> {
         "generated body does not verify: {found:?}\n{}",
         disasm::disassemble(&body)
     );
+    let clauses: Vec<Clause> = body.clauses().copied().collect();
+    verify::single_pass_agrees(body.code, &clauses, body.max_stack(), &g.resolver)?;
     Ok(bytes)
 }
 
@@ -196,6 +198,8 @@ pub fn mutations_caught(g: &Generated, choice: u32) -> Result<(), String> {
             continue;
         };
         let found = verify::verify_code(&m.code, &m.clauses, Some(m.max_stack), &g.resolver);
+        verify::single_pass_agrees(&m.code, &m.clauses, m.max_stack, &g.resolver)
+            .map_err(|e| format!("{mutation:?}: {e}"))?;
         ensure!(
             found.iter().any(|d| d.code == m.expected),
             "{mutation:?} expected {:?}, verifier said {found:?}\n{}",

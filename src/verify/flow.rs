@@ -44,7 +44,7 @@ pub(super) fn decode<R: Resolver + ?Sized>(
 
 /// The eight bytes at `code[pos..]`, zero-padded past the end.
 #[inline(always)]
-fn window(code: &[u8], pos: usize) -> u64 {
+pub(super) fn window(code: &[u8], pos: usize) -> u64 {
     match code.get(pos..pos + 8) {
         Some(s) => u64::from_le_bytes([s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]]),
         None => window_short(code, pos),
@@ -359,7 +359,7 @@ fn bad_jump_target(v: &mut Verifier, ins: Ins, off: u32) {
 }
 
 /// Which instructions each prefix may modify (III.2).
-fn prefix_allows(prefix: Opcode, op: Opcode) -> bool {
+pub(super) fn prefix_allows(prefix: Opcode, op: Opcode) -> bool {
     use Opcode::*;
     let memory = matches!(
         op,

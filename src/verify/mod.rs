@@ -18,6 +18,7 @@ mod eh;
 mod flow;
 mod operand;
 mod resolver;
+mod single_pass;
 mod stack;
 #[cfg(test)]
 mod tests;
@@ -295,6 +296,9 @@ mod fx {
     /// Fixed pops and pushes, falls through, no targets and no placement rules: all the stack
     /// dataflow does is adjust the depth.
     pub const PLAIN: u8 = 8;
+    /// A call, `newobj` or `calli` without placement rules: falls through, with pops and
+    /// pushes from the callee's signature.
+    pub const CALL: u8 = 16;
 
     const fn of(i: usize) -> Fx {
         let info = &ALL[i];
@@ -327,6 +331,7 @@ mod fx {
                 | OperandKind::Switch
         ) || matches!(code, 0x02..=0x0D);
         let plain = !targets && !special && !info.flow.ends_block() && pops < SIG && pushes < SIG;
+        let call = !targets && !special && !info.flow.ends_block() && pops == SIG;
         Fx {
             pops,
             pushes,
@@ -334,7 +339,8 @@ mod fx {
             kind: (targets as u8 * TARGETS)
                 | (special as u8 * SPECIAL)
                 | (operand as u8 * OPERAND)
-                | (plain as u8 * PLAIN),
+                | (plain as u8 * PLAIN)
+                | (call as u8 * CALL),
         }
     }
 
@@ -582,6 +588,9 @@ pub struct Verifier {
     edges: Vec<u32>,
     work: Vec<u32>,
     clauses: Vec<Clause>,
+    single: single_pass::SinglePass,
+    /// Whether bodies without regions try [`single_pass`] first (the default).
+    single_pass_off: bool,
     out: Out,
     incomplete: bool,
     max: u32,
@@ -679,6 +688,13 @@ impl Verifier {
         })
     }
 
+    /// Turns the single forward pass that accepts most bodies without regions on (the
+    /// default) or off. Findings, MaxStack and completeness are the same either way; off, every
+    /// body takes the full passes (for differential testing and timing).
+    pub fn set_single_pass(&mut self, on: bool) {
+        self.single_pass_off = !on;
+    }
+
     /// Findings of the last run.
     pub fn diagnostics(&self) -> &[Diagnostic] {
         &self.out.diags
@@ -743,6 +759,15 @@ impl Verifier {
         }
         if code.len() >= NONE as usize {
             self.report(Code::MethodEnd, 0, "the code is larger than 4 GiB".into());
+            return;
+        }
+        // Most bodies are accepted by one forward pass; the rest (and every fault) take the
+        // full passes, which alone report.
+        if clauses.is_empty()
+            && !self.single_pass_off
+            && let Some(max) = self.single.accept(buf, code.len(), &ctx, resolver)
+        {
+            self.max = max;
             return;
         }
         if !flow::decode(self, buf, code.len(), &ctx, resolver) || self.stop() {
@@ -823,6 +848,41 @@ fn start_at(ins: &[Ins], at: &[u32], off: u32) -> Option<u32> {
     ins.get(i as usize)
         .is_some_and(|x| x.off == off)
         .then_some(i)
+}
+
+/// Verifies `code` with and without the single forward pass that accepts most bodies without
+/// regions, under a declared MaxStack and with none: an error describing the first difference in
+/// findings, computed MaxStack or completeness. The single pass must never change a result; the
+/// corpus tests, the generated-body properties and the `verify_any` fuzz target check this on
+/// every body they see.
+pub fn single_pass_agrees<R: Resolver + ?Sized>(
+    code: &[u8],
+    clauses: &[Clause],
+    declared_max_stack: u16,
+    resolver: &R,
+) -> Result<(), String> {
+    let (mut with, mut without) = (Verifier::new(), Verifier::new());
+    without.set_single_pass(false);
+    for declared in [Some(declared_max_stack), None] {
+        let a = with.verify_code(code, clauses, declared, resolver).to_vec();
+        let b = without
+            .verify_code(code, clauses, declared, resolver)
+            .to_vec();
+        let same = a == b
+            && with.computed_max_stack() == without.computed_max_stack()
+            && with.is_complete() == without.is_complete();
+        if !same {
+            return Err(format!(
+                "with MaxStack {declared:?}, the single pass gives {a:?} (max {}, complete {}), \
+                 the full passes {b:?} (max {}, complete {})",
+                with.computed_max_stack(),
+                with.is_complete(),
+                without.computed_max_stack(),
+                without.is_complete()
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Verifies a body and returns every finding, sorted by offset.

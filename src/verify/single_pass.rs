@@ -1,0 +1,370 @@
+//! A single forward pass that accepts the common body outright.
+//!
+//! III.1.7.5 requires that one forward scan can infer the stack depth at every instruction:
+//! after an unconditional transfer the depth is the one an earlier forward branch recorded
+//! there, or 0. This pass does exactly that scan while it decodes — no instruction array, no
+//! worklist — and checks every rule the full passes would on a body without regions. It only
+//! ever says "valid, and this is the MaxStack the full passes compute" or "not shown here":
+//! anything it does not handle (regions, `tail.`, `jmp`, the handler instructions, a path the
+//! full passes would not walk) or any fault sends the body to the full passes, which alone
+//! report. So findings are the full passes' by construction; what this pass must get right is
+//! never to accept a body they reject, or with another depth (`tests.rs` checks both on every
+//! body it verifies).
+
+use super::flow::{prefix_allows, window};
+use super::{Ctx, Resolver, fx};
+use crate::opcode::{Flow, Opcode, OperandKind};
+
+/// Per-byte marks (0: nothing known). The low bits hold a depth: the one before the
+/// instruction starting there ([`START`]), or the one a forward branch expects there
+/// ([`FORWARD`]).
+const START: u32 = 1 << 31;
+/// The instruction follows a prefix: not a branch target.
+const AFTER_PREFIX: u32 = 1 << 30;
+const FORWARD: u32 = 1 << 29;
+const DEPTH: u32 = FORWARD - 1;
+/// Longer code goes to the full passes, so that a depth always fits in [`DEPTH`] (each push
+/// takes at least a byte).
+const MAX_LEN: usize = 1 << 28;
+
+/// Prefixes in a row that the pass follows; longer runs go to the full passes.
+const MAX_PREFIXES: usize = 4;
+
+/// The pass's buffers, kept between bodies (they grow to the largest body so far).
+#[derive(Debug, Default)]
+pub(super) struct SinglePass {
+    /// One mark per byte of code.
+    marks: Vec<u32>,
+    /// (branch, target) of every branch, in code order.
+    edges: Vec<(u32, u32)>,
+    /// (first byte, first entry of `edges`) of each run of code entered other than by falling
+    /// through: the entry point and each instruction after an unconditional transfer.
+    runs: Vec<(u32, u32)>,
+    /// The first byte of each run known to be reached, for the reachability check.
+    low: Vec<u32>,
+    work: Vec<(u32, u32, u32)>,
+    tokens: Vec<(OperandKind, u32)>,
+}
+
+impl SinglePass {
+    /// The MaxStack of `buf[..len]` (no regions), if the body is valid by every rule the full
+    /// passes apply; `None` when it is not, or when this pass cannot tell. Bytes of `buf` past
+    /// `len` may be read but never decide anything (as in `flow::decode_into`).
+    pub(super) fn accept<R: Resolver + ?Sized>(
+        &mut self,
+        buf: &[u8],
+        len: usize,
+        ctx: &Ctx,
+        r: &R,
+    ) -> Option<u32> {
+        if len == 0 || len >= MAX_LEN || buf.len() < len {
+            return None;
+        }
+        if self.marks.len() < len {
+            self.marks.resize(len, 0);
+        }
+        self.marks[..len].fill(0);
+        if self.tokens.len() < len / 5 + 1 {
+            self.tokens.resize(len / 5 + 1, (OperandKind::None, 0));
+        }
+        self.edges.clear();
+        self.runs.clear();
+        let (max, pending, ntok) = self.scan(buf, len, ctx, r)?;
+        // Every target must be an instruction start that does not follow a prefix; backward
+        // ones were checked as they were met, forward ones can only be checked now.
+        let marks = &self.marks[..len];
+        if !self
+            .edges
+            .iter()
+            .all(|&(_, t)| marks[t as usize] & (START | AFTER_PREFIX) == START)
+        {
+            return None;
+        }
+        if pending && !self.all_runs_reached() {
+            return None;
+        }
+        if !r.tokens_pass(&self.tokens[..ntok]) {
+            return None;
+        }
+        Some(max)
+    }
+
+    /// Decodes and follows the depth in one pass; returns the largest depth, whether some run
+    /// started after an unconditional transfer with no forward branch to it (its depth is taken
+    /// as 0, and whether anything reaches it is left to [`Self::all_runs_reached`]), and the
+    /// number of token operands left in `tokens`.
+    #[inline(never)]
+    fn scan<R: Resolver + ?Sized>(
+        &mut self,
+        buf: &[u8],
+        len: usize,
+        ctx: &Ctx,
+        r: &R,
+    ) -> Option<(u32, bool, usize)> {
+        let marks = &mut self.marks[..len];
+        // At most one token per five bytes of code: written by index, no growth checks.
+        let tokens = &mut self.tokens[..len / 5 + 1];
+        let locals = ctx.locals.unwrap_or(u32::MAX);
+        let args = ctx.method.map_or(u32::MAX, |m| m.arg_count as u32);
+        let limits = [u32::MAX, locals, args, u32::MAX];
+        self.runs.push((0, 0));
+        let mut st = Scan {
+            edges: &mut self.edges,
+            runs: &mut self.runs,
+            d: 0,
+            max: 0,
+            limit: ctx.declared_max_stack.map_or(u32::MAX, u32::from),
+            pending: false,
+            ended: 0,
+            prefixes: [Opcode::Nop; MAX_PREFIXES],
+            np: 0,
+        };
+        let (mut d, mut max, limit) = (0u32, 0u32, st.limit);
+        let mut ntok = 0;
+        let mut pos = 0;
+        while pos < len {
+            let w = window(buf, pos);
+            let mut e = &fx::DEC[w as u8 as usize];
+            if (e.len as usize).wrapping_sub(1) >= len - pos {
+                let second = &fx::DEC[256 + (w >> 8) as u8 as usize];
+                if w as u8 == 0xFE && (second.len as usize).wrapping_sub(1) < len - pos {
+                    e = second;
+                } else {
+                    return None;
+                }
+            }
+            let next = pos + e.len as usize;
+            let arg = (w >> e.shift) as u32 & e.mask;
+            if (arg & e.vmask) + e.imm as u32 >= limits[e.var as usize & 3] {
+                return None;
+            }
+            if e.check == fx::check::TOKEN {
+                tokens[ntok] = (e.operand, arg);
+                ntok += 1;
+            }
+            // The short way: nothing is known about this byte yet (no forward branch to it, no
+            // prefix before it), and the instruction only adjusts the depth, by its opcode or
+            // its callee's signature.
+            let m = marks[pos];
+            let fx = e.ins.fx;
+            if m == 0 && fx.kind & (fx::PLAIN | fx::CALL) != 0 {
+                marks[pos] = START | d;
+                let (pops, pushes) = if fx.kind & fx::PLAIN != 0 {
+                    (fx.pops as u32, fx.pushes as u32)
+                } else {
+                    let sig = r.call_sig(e.ins.op, arg)?;
+                    (sig.pops(e.ins.op), sig.pushes(e.ins.op))
+                };
+                if d < pops {
+                    return None;
+                }
+                d = d - pops + pushes;
+                if d > max {
+                    if d > limit {
+                        return None;
+                    }
+                    max = d;
+                }
+                pos = next;
+                continue;
+            }
+            (st.d, st.max) = (d, max);
+            pos = st.step(marks, m, e, w, pos, next, buf, ctx, r)?;
+            (d, max) = (st.d, st.max);
+        }
+        // Falling off the end, or a trailing prefix, is a fault.
+        if st.ended != len || st.np != 0 {
+            return None;
+        }
+        Some((max, st.pending, ntok))
+    }
+
+    /// Whether every run is reached from the entry point at its first instruction. A branch
+    /// into a run reaches the rest of it, and the branches there; without this check a run
+    /// that only unreachable code branches to would count towards MaxStack, which the full
+    /// passes (which walk reachable code only) would not do. Each edge is followed once.
+    #[inline(never)]
+    fn all_runs_reached(&mut self) -> bool {
+        let (runs, edges) = (&self.runs, &self.edges);
+        self.low.clear();
+        self.low.resize(runs.len(), u32::MAX);
+        self.low[0] = 0;
+        self.work.clear();
+        self.work.push((0, 0, u32::MAX));
+        // Run `k` is newly reached from byte `lo` up to `hi` (where it was reached before).
+        while let Some((k, lo, hi)) = self.work.pop() {
+            let k = k as usize;
+            let first = runs[k].1 as usize;
+            let end = runs.get(k + 1).map_or(edges.len(), |r| r.1 as usize);
+            let run_edges = &edges[first..end];
+            let a = run_edges.partition_point(|e| e.0 < lo);
+            let b = run_edges.partition_point(|e| e.0 < hi);
+            for &(_, t) in &run_edges[a..b] {
+                let j = runs.partition_point(|r| r.0 <= t) - 1;
+                if t < self.low[j] {
+                    self.work.push((j as u32, t, self.low[j]));
+                    self.low[j] = t;
+                }
+            }
+        }
+        runs.iter().zip(&self.low).all(|(r, &low)| low == r.0)
+    }
+}
+
+/// What the instructions off the short way (branches, calls, returns, prefixes, branch
+/// targets) update.
+struct Scan<'a> {
+    edges: &'a mut Vec<(u32, u32)>,
+    runs: &'a mut Vec<(u32, u32)>,
+    d: u32,
+    max: u32,
+    limit: u32,
+    pending: bool,
+    /// Where the last instruction that ends a block ends: the code must end there.
+    ended: usize,
+    /// The prefixes before the next instruction.
+    prefixes: [Opcode; MAX_PREFIXES],
+    np: usize,
+}
+
+impl Scan<'_> {
+    /// The instruction at `pos`, whose byte had mark `m`, off the short way; returns where the
+    /// next one starts.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    fn step<R: Resolver + ?Sized>(
+        &mut self,
+        marks: &mut [u32],
+        m: u32,
+        e: &fx::Dec,
+        w: u64,
+        pos: usize,
+        mut next: usize,
+        buf: &[u8],
+        ctx: &Ctx,
+        r: &R,
+    ) -> Option<usize> {
+        let (fx, op, d) = (e.ins.fx, e.ins.op, self.d);
+        // A forward branch expects this depth here (after an unconditional transfer, `d` was
+        // taken from it).
+        if m & FORWARD != 0 && m & DEPTH != d {
+            return None;
+        }
+        marks[pos] = START | (m & AFTER_PREFIX) | d;
+        if fx.flow == Flow::Prefix {
+            if op == Opcode::Tail || self.np == MAX_PREFIXES || next >= marks.len() {
+                return None;
+            }
+            self.prefixes[self.np] = op;
+            self.np += 1;
+            marks[next] |= AFTER_PREFIX;
+            return Some(next);
+        }
+        if self.np != 0 {
+            if !self.prefixes[..self.np]
+                .iter()
+                .all(|&p| prefix_allows(p, op))
+            {
+                return None;
+            }
+            self.np = 0;
+        }
+        // Regions' instructions and `jmp` have rules of their own.
+        if fx.kind & fx::SPECIAL != 0 && op != Opcode::Ret {
+            return None;
+        }
+        let (pops, pushes) = if fx.pops < fx::SIG && fx.pushes < fx::SIG {
+            (fx.pops as u32, fx.pushes as u32)
+        } else if fx.pops == fx::POP_ALL {
+            (d, 0)
+        } else if op == Opcode::Ret {
+            if !ret_ok(ctx, d) {
+                return None;
+            }
+            (d, 0)
+        } else {
+            let sig = r.call_sig(op, (w >> e.shift) as u32 & e.mask)?;
+            (sig.pops(op), sig.pushes(op))
+        };
+        if d < pops {
+            return None;
+        }
+        let d = d - pops + pushes;
+        if d > self.max {
+            if d > self.limit {
+                return None;
+            }
+            self.max = d;
+        }
+        self.d = d;
+        if fx.kind & fx::TARGETS != 0 {
+            let disp = match e.arg {
+                fx::arg::BR8 => (w >> 8) as u8 as i8 as i64,
+                fx::arg::BR32 => (w >> 8) as u32 as i32 as i64,
+                _ => {
+                    let count = (w >> 8) as u32 as usize;
+                    if count > (marks.len() - next) / 4 {
+                        return None;
+                    }
+                    let table = &buf[next..next + 4 * count];
+                    next += table.len();
+                    for c in table.chunks_exact(4) {
+                        let disp = i32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+                        self.branch(marks, pos, next as i64 + disp as i64, d)?;
+                    }
+                    return Some(next);
+                }
+            };
+            self.branch(marks, pos, next as i64 + disp, d)?;
+        }
+        if fx.flow.ends_block() {
+            self.ended = next;
+            // The next instruction starts a run: its depth is the one a forward branch
+            // recorded, or 0 (III.1.7.5).
+            if let Some(&m) = marks.get(next) {
+                self.runs.push((next as u32, self.edges.len() as u32));
+                if m & FORWARD != 0 {
+                    self.d = m & DEPTH;
+                } else {
+                    self.d = 0;
+                    self.pending = true;
+                }
+            }
+        }
+        Some(next)
+    }
+
+    /// A branch at `from` to byte `target` with depth `d`: the depth is compared with the
+    /// target's (backward), or recorded or compared there (forward).
+    #[inline]
+    fn branch(&mut self, marks: &mut [u32], from: usize, target: i64, d: u32) -> Option<()> {
+        if target < 0 || target >= marks.len() as i64 {
+            return None;
+        }
+        let t = target as usize;
+        let m = marks[t];
+        if t <= from {
+            // Backward: an instruction start that does not follow a prefix, at this depth.
+            if m & (START | AFTER_PREFIX) != START || m & DEPTH != d {
+                return None;
+            }
+        } else if m & FORWARD != 0 {
+            if m & DEPTH != d {
+                return None;
+            }
+        } else {
+            marks[t] = m | FORWARD | d;
+        }
+        self.edges.push((from as u32, t as u32));
+        Some(())
+    }
+}
+
+/// The depth a `ret` needs: 0 in a void method, 1 otherwise (anything when the signature is
+/// unknown).
+fn ret_ok(ctx: &Ctx, d: u32) -> bool {
+    match ctx.method {
+        None => true,
+        Some(m) => d == !m.returns_void as u32,
+    }
+}
