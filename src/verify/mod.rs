@@ -7,7 +7,10 @@
 //!
 //! The work is a linear decode into a compact per-instruction array, a linear pass over the EH
 //! table that assigns each instruction its innermost region, linear rule passes, and a worklist
-//! dataflow for stack depths in which each instruction is visited once. A reusable [`Verifier`]
+//! dataflow for stack depths in which each instruction is visited once. Before them, a body
+//! without regions gets one forward pass (`single_pass`, III.1.7.5) that decodes and follows
+//! the depth together; it accepts the common body and leaves everything else, and all
+//! reporting, to the full passes. A reusable [`Verifier`]
 //! keeps its scratch buffers between bodies. Input is untrusted: nothing panics, every loop is
 //! bounded by the input, and memory stays a small multiple of the code size.
 //!
