@@ -42,8 +42,18 @@ pub fn run_inputs(g: &Generated, code: &[u8], clauses: &[Clause], fuel: u64) -> 
         .collect()
 }
 
-/// The body lays out and verifies clean; returns its bytes.
+/// The body lays out and verifies clean, and the verifier's single forward pass changes no
+/// result on it; returns its bytes.
 pub fn verifies(g: &Generated) -> Result<Vec<u8>, String> {
+    let bytes = laid_out(g)?;
+    let body = Body::parse(&bytes).map_err(|e| format!("laid-out body: {e}"))?;
+    let clauses: Vec<Clause> = body.clauses().copied().collect();
+    verify::single_pass_agrees(body.code, &clauses, body.max_stack(), &g.resolver)?;
+    Ok(bytes)
+}
+
+/// The body lays out and verifies clean; returns its bytes.
+fn laid_out(g: &Generated) -> Result<Vec<u8>, String> {
     let bytes = g.encode().map_err(|e| format!("layout: {e}"))?;
     let body = Body::parse(&bytes).map_err(|e| format!("laid-out body: {e}"))?;
     let found = verify::verify(&body, &g.resolver);
@@ -52,8 +62,6 @@ pub fn verifies(g: &Generated) -> Result<Vec<u8>, String> {
         "generated body does not verify: {found:?}\n{}",
         disasm::disassemble(&body)
     );
-    let clauses: Vec<Clause> = body.clauses().copied().collect();
-    verify::single_pass_agrees(body.code, &clauses, body.max_stack(), &g.resolver)?;
     Ok(bytes)
 }
 
@@ -80,7 +88,7 @@ pub fn round_trips(g: &Generated) -> Result<(), String> {
 
 /// Every run returns (with a value exactly when the method is not void) or throws.
 pub fn runs_within_fuel(g: &Generated) -> Result<(), String> {
-    let bytes = verifies(g)?;
+    let bytes = laid_out(g)?;
     let body = Body::parse(&bytes).map_err(|e| e.to_string())?;
     let clauses: Vec<Clause> = body.clauses().copied().collect();
     for run in run_inputs(g, body.code, &clauses, FUEL) {
@@ -98,7 +106,7 @@ pub fn runs_within_fuel(g: &Generated) -> Result<(), String> {
 /// calls, final arguments and locals) unchanged; `identity` is a fixed point; no branch lands
 /// outside the code; after `shorten` no long branch could have been short.
 pub fn transforms_preserve(g: &Generated) -> Result<(), String> {
-    let bytes = verifies(g)?;
+    let bytes = laid_out(g)?;
     let body = Body::parse(&bytes).map_err(|e| e.to_string())?;
     let clauses: Vec<Clause> = body.clauses().copied().collect();
     let before = run_inputs(g, body.code, &clauses, FUEL);

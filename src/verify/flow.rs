@@ -51,6 +51,19 @@ pub(super) fn window(code: &[u8], pos: usize) -> u64 {
     }
 }
 
+/// The [`fx::DEC`] entry of the instruction whose first bytes are `w`, if it is defined and fits
+/// in the `left` bytes of code that remain.
+#[inline(always)]
+pub(super) fn entry(w: u64, left: usize) -> Option<&'static fx::Dec> {
+    let d = &fx::DEC[w as u8 as usize];
+    // One compare for "undefined" (length 0, as for the `FE` entry) and "truncated".
+    if (d.len as usize).wrapping_sub(1) < left {
+        return Some(d);
+    }
+    let second = &fx::DEC[256 + (w >> 8) as u8 as usize];
+    (w as u8 == 0xFE && (second.len as usize).wrapping_sub(1) < left).then_some(second)
+}
+
 #[cold]
 #[inline(never)]
 fn window_short(code: &[u8], pos: usize) -> u64 {
@@ -107,20 +120,13 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
     while pos < len {
         // The opcode and up to seven operand bytes in one load.
         let w = window(buf, pos);
-        let mut d = &fx::DEC[w as u8 as usize];
-        // One compare for "undefined" (length 0, as for the `FE` entry) and "truncated".
-        if (d.len as usize).wrapping_sub(1) >= len - pos {
-            let second = &fx::DEC[256 + (w >> 8) as u8 as usize];
-            if w as u8 == 0xFE && (second.len as usize).wrapping_sub(1) < len - pos {
-                d = second;
-            } else {
-                if REPORT {
-                    decode_error(out, code, pos);
-                }
-                ok = false;
-                break;
+        let Some(d) = entry(w, len - pos) else {
+            if REPORT {
+                decode_error(out, code, pos);
             }
-        }
+            ok = false;
+            break;
+        };
         let idx = n as u32;
         at_buf[pos] = idx;
         let mut next = pos + d.len as usize;

@@ -8,10 +8,10 @@
 //! anything it does not handle (regions, `tail.`, `jmp`, the handler instructions, a path the
 //! full passes would not walk) or any fault sends the body to the full passes, which alone
 //! report. So findings are the full passes' by construction; what this pass must get right is
-//! never to accept a body they reject, or with another depth (`tests.rs` checks both on every
-//! body it verifies).
+//! never to accept a body they reject, or with another depth ([`super::single_pass_agrees`]
+//! checks both).
 
-use super::flow::{prefix_allows, window};
+use super::flow::{entry, prefix_allows, window};
 use super::{Ctx, Resolver, fx};
 use crate::opcode::{Flow, Opcode, OperandKind};
 
@@ -124,15 +124,7 @@ impl SinglePass {
         let mut pos = 0;
         while pos < len {
             let w = window(buf, pos);
-            let mut e = &fx::DEC[w as u8 as usize];
-            if (e.len as usize).wrapping_sub(1) >= len - pos {
-                let second = &fx::DEC[256 + (w >> 8) as u8 as usize];
-                if w as u8 == 0xFE && (second.len as usize).wrapping_sub(1) < len - pos {
-                    e = second;
-                } else {
-                    return None;
-                }
-            }
+            let e = entry(w, len - pos)?;
             let next = pos + e.len as usize;
             let arg = (w >> e.shift) as u32 & e.mask;
             if (arg & e.vmask) + e.imm as u32 >= limits[e.var as usize & 3] {
