@@ -592,7 +592,8 @@ pub struct Verifier {
     work: Vec<u32>,
     clauses: Vec<Clause>,
     single: single_pass::SinglePass,
-    /// Whether bodies without regions try [`single_pass`] first (the default).
+    /// Set when bodies without regions skip [`single_pass`] (clear by default: they try it
+    /// first).
     single_pass_off: bool,
     out: Out,
     incomplete: bool,
