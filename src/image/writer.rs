@@ -1078,6 +1078,9 @@ fn append(
     })
 }
 
+/// The most zero bytes [`grow_last`] writes to cover a last section's uninitialized tail.
+const MAX_ZERO_FILL: u64 = 16 << 20;
+
 /// Grows the last section (last in memory and in the file, followed by nothing but a
 /// certificate table) to hold `content` after its current data.
 fn grow_last(
@@ -1103,6 +1106,14 @@ fn grow_last(
         });
     }
     let start = u64::from(last.memory_size()).next_multiple_of(4);
+    // The part of the section the loader zero-fills past its file data must be written out as
+    // zeros before the new bodies. VirtualSize is a header field: a hostile one must not make
+    // the writer allocate gigabytes.
+    if start.saturating_sub(u64::from(last.raw_size)) > MAX_ZERO_FILL {
+        return Err(WriteError::CannotGrowLastSection {
+            reason: "its virtual size exceeds its file data by more than 16 MiB",
+        });
+    }
     let virtual_size = u32::try_from(start + len as u64).map_err(|_| overflow("section size"))?;
     let raw_size = align_u64(u64::from(virtual_size), h.file_alignment)
         .ok_or(overflow("section raw size"))?

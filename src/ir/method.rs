@@ -89,7 +89,7 @@ pub enum Operand {
 }
 
 /// One instruction with its prefixes. For a branch, `opcode` is the form the instruction had (or
-/// asked for); [`crate::ir::layout`] may widen it, and shortens it only when told to.
+/// asked for); the [layout](mod@crate::ir::layout) may widen it, and shortens it only when told to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Instr {
     pub opcode: Opcode,
