@@ -9,11 +9,14 @@ mod support;
 use ilcheck::image::Image;
 use ilcheck::verify::{Code, ImageResolver, Resolver, Verifier, single_pass_agrees};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-fn corpus_files(dir: &Path) -> Vec<PathBuf> {
-    let entries = std::fs::read_dir(dir)
+/// The assemblies of the mono corpus, sorted; `None` when the corpus is absent (said loudly by
+/// `support::mono_corpus`, and a failure under `ILCHECK_REQUIRE_MONO=1`).
+fn corpus_files(test: &str) -> Option<Vec<PathBuf>> {
+    let dir = support::mono_corpus(test)?;
+    let entries = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("cannot list the corpus at {}: {e}", dir.display()));
     let mut files: Vec<_> = entries
         .map(|e| e.expect("corpus directory entry").path())
@@ -22,8 +25,9 @@ fn corpus_files(dir: &Path) -> Vec<PathBuf> {
                 .is_some_and(|x| x.eq_ignore_ascii_case("dll") || x.eq_ignore_ascii_case("exe"))
         })
         .collect();
+    assert!(!files.is_empty(), "no assemblies in {}", dir.display());
     files.sort();
-    files
+    Some(files)
 }
 
 /// Findings that compiler output in the corpus is known to contain, by code, with why they are
@@ -32,11 +36,9 @@ const EXPECTED: &[Code] = &[];
 
 #[test]
 fn corpus_verifies_clean() {
-    let Some(dir) = support::mono_corpus("corpus_verifies_clean") else {
+    let Some(files) = corpus_files("corpus_verifies_clean") else {
         return;
     };
-    let files = corpus_files(&dir);
-    assert!(!files.is_empty(), "no assemblies in {}", dir.display());
     let mut verifier = Verifier::new();
     let (mut bodies, mut bytes, mut incomplete) = (0u64, 0u64, 0u64);
     let mut time = Duration::ZERO;
@@ -106,11 +108,9 @@ fn corpus_verifies_clean() {
 /// dropped), under the declared MaxStack and with none.
 #[test]
 fn single_pass_agrees_with_full_passes() {
-    let Some(dir) = support::mono_corpus("single_pass_agrees_with_full_passes") else {
+    let Some(files) = corpus_files("single_pass_agrees_with_full_passes") else {
         return;
     };
-    let files = corpus_files(&dir);
-    assert!(!files.is_empty(), "no assemblies in {}", dir.display());
     let (mut bodies, mut mutants) = (0u64, 0u64);
     for path in &files {
         let image =

@@ -527,13 +527,18 @@ fn no_room_for_a_section_header_is_a_typed_error() {
     ));
     assert!(relocate_one_to(&overlay, RelocationTarget::Auto).is_ok());
     // A hostile VirtualSize on the last section (4 GiB less a page): growing it would mean
-    // writing gigabytes of zeros, so it is refused; a new section is still possible.
+    // writing gigabytes of zeros, so it is refused.
     let last_header = table_end - 40;
     let mut huge = bytes.clone();
     huge[last_header + 8..last_header + 12].copy_from_slice(&0xFFFF_F000u32.to_le_bytes());
     assert!(matches!(
         relocate_one_to(&huge, RelocationTarget::GrowLastSection),
         Err(WriteError::CannotGrowLastSection { reason }) if reason.contains("virtual size")
+    ));
+    // A new section would start past 4 GiB of address space: a typed error too.
+    assert!(matches!(
+        relocate_one_to(&huge, RelocationTarget::NewSection),
+        Err(WriteError::Overflow { .. })
     ));
     // In-place edits need no new header and still work on all of these.
     for file in [&tight, &used, &align] {
