@@ -553,7 +553,7 @@ pub fn rewrite_image_with(
         listed.extend(part.listed);
         for d in &part.done {
             let written = if d.differs {
-                writer.replace_body(d.rid, &part.bodies[d.body.clone()])
+                writer.replace_laid_out_body(d.rid, &part.bodies[d.body.clone()])
             } else {
                 Ok(())
             };

@@ -313,6 +313,37 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
     /// A later call for the same rid replaces an earlier one. Only the structure is checked
     /// (header, code size, section sizes): the code itself is the verifier's business.
     pub fn replace_body(&mut self, rid: u32, bytes: impl AsRef<[u8]>) -> Result<(), WriteError> {
+        let token = self.body_slot(rid)?;
+        let bytes = bytes.as_ref();
+        let body_len = Body::parse(bytes)
+            .map_err(|source| WriteError::BadBody { token, source })?
+            .len();
+        if body_len != bytes.len() {
+            return Err(WriteError::TrailingBytes {
+                token,
+                body_len,
+                given: bytes.len(),
+            });
+        }
+        self.put_body(rid, bytes);
+        Ok(())
+    }
+
+    /// [`Self::replace_body`] for a body the rewriter's layout has just encoded (exactly one
+    /// body, in its canonical form), whose structure needs no second reading.
+    pub(crate) fn replace_laid_out_body(
+        &mut self,
+        rid: u32,
+        bytes: &[u8],
+    ) -> Result<(), WriteError> {
+        self.body_slot(rid)?;
+        debug_assert_eq!(Body::parse(bytes).map(|b| b.len()), Ok(bytes.len()));
+        self.put_body(rid, bytes);
+        Ok(())
+    }
+
+    /// The token of MethodDef `rid`, if it exists and has a body to replace.
+    fn body_slot(&mut self, rid: u32) -> Result<Token, WriteError> {
         let rows = self.image.method_count();
         if rid == 0 || rid > rows {
             return Err(WriteError::NoSuchMethod { rid, rows });
@@ -329,17 +360,11 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
         if rva == 0 {
             return Err(WriteError::NoBody { token });
         }
-        let bytes = bytes.as_ref();
-        let body_len = Body::parse(bytes)
-            .map_err(|source| WriteError::BadBody { token, source })?
-            .len();
-        if body_len != bytes.len() {
-            return Err(WriteError::TrailingBytes {
-                token,
-                body_len,
-                given: bytes.len(),
-            });
-        }
+        Ok(token)
+    }
+
+    fn put_body(&mut self, rid: u32, bytes: &[u8]) {
+        let rows = self.image.method_count();
         if self.bodies.len() <= rid as usize {
             self.bodies.resize(rows as usize + 1, None);
         }
@@ -351,7 +376,6 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
         {
             self.replaced += 1;
         }
-        Ok(())
     }
 
     /// Makes room for `bytes` more bytes of new bodies, for a caller that knows how much it

@@ -7,6 +7,7 @@ use super::method::*;
 use crate::body::{Body, ClauseKind, SectionContent};
 use crate::instr::{self, InstrError};
 use crate::opcode::{Opcode, OperandKind};
+use std::mem::MaybeUninit;
 
 /// Why a body cannot be lifted. Offsets are IL offsets from the start of the code.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -145,8 +146,6 @@ impl Method {
 pub struct Lifter {
     /// The code being lifted followed by [`PAD`] zero bytes.
     code: Vec<u8>,
-    /// The instructions as decoded, their targets provisional until resolved.
-    instrs: Vec<Instr>,
     /// Byte offset → `base` + the IR instruction starting there (at its first prefix). Each
     /// body takes a fresh range of values, so entries below its base are stale and the
     /// table needs no clearing between bodies.
@@ -162,7 +161,10 @@ pub struct Lifter {
 
 /// The buffers the decoding loop writes, each at least as long as the code.
 struct Decoder<'a> {
-    instrs: &'a mut [Instr],
+    /// The method's own instruction list, written in place (its spare capacity): the
+    /// instructions, their targets provisional until resolved. Every entry below `n` is
+    /// written.
+    instrs: &'a mut [MaybeUninit<Instr>],
     index_at: &'a mut [u32],
     /// Added to instruction indices in `index_at`.
     base: u32,
@@ -241,7 +243,6 @@ impl Decoder<'_> {
         };
         let idx = self.n;
         self.index_at[start] = self.base + idx as u32;
-        self.n = idx + 1;
         let next = pos + size;
         let mut provisional = |target: i64, holder: u32| {
             let t = self.t;
@@ -277,18 +278,19 @@ impl Decoder<'_> {
                 })
             }
         };
-        self.instrs[idx] = Instr {
+        self.instrs[idx].write(Instr {
             opcode: i.opcode,
             prefixes,
             operand,
-        };
+        });
+        self.n = idx + 1;
         Ok(next)
     }
 }
 
 /// The slices the fast loop writes.
 struct Bufs<'a> {
-    instrs: &'a mut [Instr],
+    instrs: &'a mut [MaybeUninit<Instr>],
     index_at: &'a mut [u32],
     targets: &'a mut [(i64, u32)],
 }
@@ -335,13 +337,13 @@ fn fast_run(
         n = idx + 1;
         // One write per arm: merged, the arms would all write every operand field.
         macro_rules! put {
-            ($operand:expr) => {
-                instrs[idx] = Instr {
+            ($operand:expr) => {{
+                instrs[idx].write(Instr {
                     opcode: e.opcode,
                     prefixes: Prefixes::NONE,
                     operand: $operand,
-                }
-            };
+                });
+            }};
         }
         match e.arg {
             arg::NONE => put!(Operand::None),
@@ -397,7 +399,8 @@ impl Lifter {
         m.switch_targets.clear();
         m.clauses.clear();
         m.raw_sections.clear();
-        at_least(&mut self.instrs, len, Instr::op(Opcode::Nop));
+        // An instruction takes at least a byte.
+        m.instrs.reserve(len);
         at_least(&mut self.index_at, len, 0);
         // Instruction indices are below `len`: this body's entries are in base..base + len.
         if self.base == 0 || self.base as usize + len >= u32::MAX as usize {
@@ -408,7 +411,7 @@ impl Lifter {
         self.base += len as u32;
         at_least(&mut self.targets, len, (0, 0));
         let mut d = Decoder {
-            instrs: &mut self.instrs,
+            instrs: &mut m.instrs.spare_capacity_mut()[..len],
             index_at: &mut self.index_at,
             base,
             targets: &mut self.targets,
@@ -422,8 +425,11 @@ impl Lifter {
         self.code.extend_from_slice(&[0; PAD]);
         let decoded = d.run(&self.code, len);
         let (n, t) = (d.n, d.t);
+        // SAFETY: the decoder initialized every entry below `n` of the spare capacity (each
+        // writer bumps `n` only with, or after, the write), and `n <= len <= capacity`.
+        unsafe { m.instrs.set_len(n) };
         decoded?;
-        let instrs = &mut self.instrs[..n];
+        let instrs = &mut m.instrs[..];
         let index_at = &self.index_at[..len];
         let index_of = |offset: i64| -> Option<usize> {
             if offset == len as i64 {
@@ -462,7 +468,6 @@ impl Lifter {
                 }
             }
         }
-        m.instrs.extend_from_slice(instrs);
 
         for s in &body.sections {
             match &s.content {

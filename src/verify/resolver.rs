@@ -10,9 +10,8 @@ use crate::image::sig::{self, MethodSigSummary};
 use crate::image::tables::USER_STRING_TABLE;
 use crate::image::{Image, Method, Table, Token, UserStringHeap};
 use crate::opcode::{Opcode, OperandKind};
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
-use std::hash::{BuildHasherDefault, Hasher};
 
 /// The stack-relevant shape of a callee's signature at one call site.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -316,30 +315,45 @@ pub struct ImageResolver<'i> {
     calls: [Vec<Cell<Option<Option<CallSig>>>>; 4],
     /// Method signatures by `#Blob` index: compilers store one blob per signature shape, shared
     /// by every MethodDef and MemberRef of that shape, so most are parsed once.
-    method_sigs: RefCell<BlobCache<Option<MethodSigSummary>>>,
+    method_sigs: BlobCache<Option<MethodSigSummary>>,
     /// Local counts by `#Blob` index of the local signature, likewise shared.
-    local_sigs: RefCell<BlobCache<Option<u32>>>,
+    local_sigs: BlobCache<Option<u32>>,
 }
 
-/// Entries are bounded by the distinct blob indexes the image's rows name.
-type BlobCache<T> = HashMap<u32, T, BuildHasherDefault<IndexHasher>>;
+/// A direct-mapped cache by `#Blob` index: a fixed table of slots, a new entry replacing the
+/// one in its slot. A lookup is one multiply and one load into a table that stays in the CPU's
+/// caches, where a hash map as large as the image's method rows would miss them; and a blob
+/// evicted by another is only parsed again.
+struct BlobCache<T: Copy> {
+    slots: Vec<Cell<Option<(u32, T)>>>,
+}
 
-/// Heap indexes need no DoS-resistant hashing (their number is bounded by the image's rows):
-/// one multiply will do.
-#[derive(Default)]
-struct IndexHasher(u64);
+impl<T: Copy> BlobCache<T> {
+    /// Slots: a power of two (the index takes the top bits of the product).
+    const SLOTS_LOG2: u32 = 11;
 
-impl Hasher for IndexHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    fn new() -> Self {
+        BlobCache {
+            slots: (0..1 << Self::SLOTS_LOG2)
+                .map(|_| Cell::new(None))
+                .collect(),
         }
     }
-    fn write_u32(&mut self, n: u32) {
-        self.0 = (n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+
+    fn slot(&self, index: u32) -> &Cell<Option<(u32, T)>> {
+        let k = index.wrapping_mul(0x9E37_79B1) >> (32 - Self::SLOTS_LOG2);
+        &self.slots[k as usize]
+    }
+
+    fn get(&self, index: u32) -> Option<T> {
+        match self.slot(index).get() {
+            Some((key, value)) if key == index => Some(value),
+            _ => None,
+        }
+    }
+
+    fn insert(&self, index: u32, value: T) {
+        self.slot(index).set(Some((index, value)));
     }
 }
 
@@ -493,14 +507,8 @@ impl<'i> ImageResolver<'i> {
                 cache_for(image, Table::MethodSpec),
                 cache_for(image, Table::StandAloneSig),
             ],
-            // At most one blob per MethodDef and MemberRef row: sized once instead of rehashing
-            // as it fills (and bounded by the image's tables).
-            method_sigs: RefCell::new(BlobCache::with_capacity_and_hasher(
-                image.tables().rows(Table::MethodDef) as usize
-                    + image.tables().rows(Table::MemberRef) as usize,
-                Default::default(),
-            )),
-            local_sigs: RefCell::default(),
+            method_sigs: BlobCache::new(),
+            local_sigs: BlobCache::new(),
         }
     }
 
@@ -521,13 +529,13 @@ impl<'i> ImageResolver<'i> {
 
     /// The method signature blob at `index`, parsed (`None` if it does not parse).
     fn method_sig_at(&self, index: u32) -> Option<MethodSigSummary> {
-        if let Some(&known) = self.method_sigs.borrow().get(&index) {
+        if let Some(known) = self.method_sigs.get(index) {
             return known;
         }
         let parsed = self.image.blobs().get(index).ok().and_then(|blob| {
             simple_method_sig(blob).or_else(|| sig::method_sig_summary(blob).ok())
         });
-        self.method_sigs.borrow_mut().insert(index, parsed);
+        self.method_sigs.insert(index, parsed);
         parsed
     }
 
@@ -541,7 +549,7 @@ impl<'i> ImageResolver<'i> {
             return None;
         }
         let index = self.image.tables().standalone_sig(t.rid()).ok()?.signature;
-        if let Some(&known) = self.local_sigs.borrow().get(&index) {
+        if let Some(known) = self.local_sigs.get(index) {
             return known;
         }
         let count =
@@ -553,7 +561,7 @@ impl<'i> ImageResolver<'i> {
                     Ok(StandAloneSig::Locals { count }) => Some(count),
                     _ => None,
                 });
-        self.local_sigs.borrow_mut().insert(index, count);
+        self.local_sigs.insert(index, count);
         count
     }
 
