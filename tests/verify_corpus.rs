@@ -164,3 +164,69 @@ fn single_pass_agrees_with_full_passes() {
     eprintln!("single pass agrees on {bodies} bodies and {mutants} mutants");
     assert!(bodies > 0);
 }
+
+/// The resolver's cached answers are the image's own: for every method of the corpus, the
+/// signature facts and local count `set_method` gives are what `Method::signature` and
+/// `Image::local_count` say, and every call token in its body resolves as `Image::method_sig`
+/// reads it. The largest assemblies hold far more signature blobs than the resolver's caches
+/// have slots, so this covers answers after evictions too.
+#[test]
+fn resolver_answers_as_the_image_reads_it() {
+    use ilcheck::image::Token;
+    use ilcheck::opcode::Opcode;
+    let Some(files) = corpus_files("resolver_answers_as_the_image_reads_it") else {
+        return;
+    };
+    let (mut methods, mut calls) = (0u64, 0u64);
+    for path in &files {
+        let image =
+            Image::open(path).unwrap_or_else(|e| panic!("{} does not open: {e}", path.display()));
+        let mut resolver = ImageResolver::new(&image);
+        for method in image.methods() {
+            let Ok(body) = method.decoded_body() else {
+                continue;
+            };
+            resolver.set_method(&method, &body);
+            let at = format!("{} {:#010x}", path.display(), method.token().0);
+            let expected = method.signature().ok().map(|s| {
+                (
+                    s.param_count as u64 + (s.has_this && !s.explicit_this) as u64,
+                    s.returns_void,
+                )
+            });
+            let got = resolver
+                .method()
+                .map(|m| (m.arg_count as u64, m.returns_void));
+            assert_eq!(got, expected, "{at}: method signature");
+            let locals = image.local_count(Token(body.local_sig())).ok();
+            assert_eq!(resolver.local_count(), locals, "{at}: local count");
+            for instr in body.instructions() {
+                let Ok(instr) = instr else { break };
+                let ilcheck::instr::Operand::Token(token) = instr.operand else {
+                    continue;
+                };
+                if !matches!(
+                    instr.opcode,
+                    Opcode::Call | Opcode::Callvirt | Opcode::Newobj
+                ) {
+                    continue;
+                }
+                let want = image
+                    .method_sig(Token(token))
+                    .ok()
+                    .map(|s| (s.has_this, s.explicit_this, s.returns_void, s.param_count));
+                let sig = resolver.call_sig(instr.opcode, token);
+                // Vararg call sites count their fixed parameters and extras apart.
+                let got = sig.map(|c| {
+                    let all = c.param_count as u32 + c.vararg_extra as u32;
+                    (c.has_this, c.explicit_this, c.returns_void, all)
+                });
+                assert_eq!(got, want, "{at}: call {token:#010x}");
+                calls += 1;
+            }
+            methods += 1;
+        }
+    }
+    assert!(methods > 100_000 && calls > 500_000, "{methods} {calls}");
+    println!("resolver agrees with the image on {methods} methods and {calls} calls");
+}

@@ -580,4 +580,21 @@ mod tests {
         lifter.lift(&Body::parse(&nops).unwrap(), &mut m).unwrap();
         assert_eq!(m.instrs.len(), 7);
     }
+
+    /// A body that stops decoding part-way leaves the instructions before the fault (the
+    /// list is written in place), and the next body lifts whole.
+    #[test]
+    fn a_decode_error_leaves_the_instructions_before_it() {
+        // ldc.i4.1; ldc.i4.s 5; add; then 0xA6, which is no opcode.
+        let bad = tiny(&[0x17, 0x1F, 0x05, 0x58, 0xA6, 0x2A]);
+        let mut lifter = Lifter::default();
+        let mut m = Method::default();
+        assert!(lifter.lift(&Body::parse(&bad).unwrap(), &mut m).is_err());
+        let ops: Vec<Opcode> = m.instrs.iter().map(|i| i.opcode).collect();
+        assert_eq!(ops, [Opcode::Ldc_I4_1, Opcode::Ldc_I4_S, Opcode::Add]);
+        assert_eq!(m.instrs[1].operand, Operand::Int8(5));
+        let good = tiny(&[0x00, 0x2A]);
+        lifter.lift(&Body::parse(&good).unwrap(), &mut m).unwrap();
+        assert_eq!(m.instrs, [Instr::op(Opcode::Nop), Instr::op(Opcode::Ret)]);
+    }
 }

@@ -688,6 +688,31 @@ impl Resolver for ImageResolver<'_> {
 mod simple_sig_tests {
     use super::*;
 
+    /// A key sharing its slot with an earlier one evicts it: the earlier key then misses (and
+    /// is parsed again by its caller), never answers with the other key's value.
+    #[test]
+    fn blob_cache_evicts_rather_than_confuses() {
+        let cache = BlobCache::<u32>::new();
+        let slot_of = |k: u32| std::ptr::from_ref(cache.slot(k));
+        let first = 7u32;
+        let other = (8..u32::MAX)
+            .find(|&k| slot_of(k) == slot_of(first))
+            .expect("some key shares the slot");
+        assert_eq!(cache.get(first), None);
+        cache.insert(first, 1);
+        assert_eq!(cache.get(first), Some(1));
+        assert_eq!(cache.get(other), None);
+        cache.insert(other, 2);
+        assert_eq!(cache.get(other), Some(2));
+        assert_eq!(cache.get(first), None);
+        // Keys in other slots are untouched.
+        let apart = (8..u32::MAX)
+            .find(|&k| slot_of(k) != slot_of(first))
+            .unwrap();
+        cache.insert(apart, 3);
+        assert_eq!((cache.get(apart), cache.get(other)), (Some(3), Some(2)));
+    }
+
     /// The shortcut answers exactly as the general parser wherever it answers.
     #[test]
     fn simple_method_sig_agrees_with_the_parser() {
