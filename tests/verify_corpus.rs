@@ -9,8 +9,13 @@ mod support;
 use ilcheck::image::Image;
 use ilcheck::verify::{Code, ImageResolver, Resolver, Verifier, single_pass_agrees};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+
+/// A corpus assembly, which must open.
+fn open(path: &Path) -> Image<'static> {
+    Image::open(path).unwrap_or_else(|e| panic!("{} does not open: {e}", path.display()))
+}
 
 /// The assemblies of the mono corpus, sorted; `None` when the corpus is absent (said loudly by
 /// `support::mono_corpus`, and a failure under `ILCHECK_REQUIRE_MONO=1`).
@@ -44,8 +49,7 @@ fn corpus_verifies_clean() {
     let mut time = Duration::ZERO;
     let mut by_code: BTreeMap<Code, Vec<String>> = BTreeMap::new();
     for path in &files {
-        let image =
-            Image::open(path).unwrap_or_else(|e| panic!("{} does not open: {e}", path.display()));
+        let image = open(path);
         let mut resolver = ImageResolver::new(&image);
         // Parse first, so the timing covers verification alone.
         let mut work = Vec::new();
@@ -113,8 +117,7 @@ fn single_pass_agrees_with_full_passes() {
     };
     let (mut bodies, mut mutants) = (0u64, 0u64);
     for path in &files {
-        let image =
-            Image::open(path).unwrap_or_else(|e| panic!("{} does not open: {e}", path.display()));
+        let image = open(path);
         let mut resolver = ImageResolver::new(&image);
         for method in image.methods() {
             if method.rva() == 0 {
@@ -179,8 +182,7 @@ fn resolver_answers_as_the_image_reads_it() {
     };
     let (mut methods, mut calls) = (0u64, 0u64);
     for path in &files {
-        let image =
-            Image::open(path).unwrap_or_else(|e| panic!("{} does not open: {e}", path.display()));
+        let image = open(path);
         let mut resolver = ImageResolver::new(&image);
         for method in image.methods() {
             let Ok(body) = method.decoded_body() else {
