@@ -352,6 +352,7 @@ fn whole_assembly(paths: &[PathBuf], threads: usize) -> (u64, usize) {
     let opts = ilcheck::corpus::RewriteOptions {
         transform_name: "prologue-epilogue".into(),
         transform: transforms::prologue_epilogue,
+        entry_exit: Some(ilcheck::ir::EntryExit::PrologueEpilogue),
         transform_opts: TransformOptions::default(),
         layout: LayoutOptions::default(),
         methods: None,

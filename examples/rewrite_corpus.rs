@@ -69,6 +69,7 @@ fn main() {
     let opts = RewriteOptions {
         transform_name: "prologue-epilogue".into(),
         transform: transforms::prologue_epilogue,
+        entry_exit: Some(ilcheck::ir::EntryExit::PrologueEpilogue),
         transform_opts: TransformOptions::default(),
         layout: LayoutOptions {
             verify,

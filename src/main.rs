@@ -412,6 +412,7 @@ fn rewrite(a: RewriteArgs) -> Result<ExitCode> {
     let opts = corpus::RewriteOptions {
         transform_name: a.transform.clone(),
         transform,
+        entry_exit: ilcheck::ir::EntryExit::by_name(&a.transform),
         transform_opts: topts,
         layout,
         methods: a.methods,

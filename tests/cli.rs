@@ -229,6 +229,7 @@ fn wrap_uses_an_unused_local_of_the_return_type() {
         let opts = RewriteOptions {
             transform_name: "wrap-finally".into(),
             transform: transforms::wrap_finally,
+            entry_exit: None,
             transform_opts: TransformOptions::default(),
             layout: LayoutOptions::default(),
             methods: Some(pattern.into()),

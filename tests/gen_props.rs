@@ -13,6 +13,7 @@ use ilcheck::ir::BranchForms;
 use ilcheck::opcode::{Opcode, OperandKind};
 use ilcheck::verify;
 use proptest::prelude::*;
+use proptest::strategy::ValueTree;
 
 fn cases() -> u32 {
     std::env::var("ILCHECK_PROPTEST_CASES")
@@ -68,9 +69,32 @@ proptest! {
     }
 
     #[test]
+    fn spliced_entry_exit_equals_the_ir_path(
+        g in strategy::method(Config::everything())
+    ) {
+        holds(check::splice_agrees(&g).map(drop))?;
+    }
+
+    #[test]
     fn every_mutation_is_caught(g in strategy::method(Config::default()), choice in any::<u32>()) {
         holds(check::mutations_caught(&g, choice))?;
     }
+}
+
+/// The byte-level path answers for most generated bodies (nested regions, `switch`es, short
+/// and long branches): agreement on bodies it declined would prove nothing.
+#[test]
+fn splice_answers_for_most_generated_bodies() {
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let strategy = strategy::method(Config::everything());
+    let (mut answered, mut cases) = (0, 0);
+    for _ in 0..300 {
+        let g = strategy.new_tree(&mut runner).unwrap().current();
+        answered += check::splice_agrees(&g).unwrap();
+        cases += 6;
+    }
+    eprintln!("spliced {answered} of {cases} entry/exit rewrites of generated bodies");
+    assert!(answered * 10 >= cases * 9, "only {answered} of {cases}");
 }
 
 proptest! {

@@ -8,9 +8,10 @@ mod support;
 use ilcheck::body::Body;
 use ilcheck::image::{Image, Token};
 use ilcheck::ir::{
-    BranchForms, LayoutOptions, MaxStackPolicy, Method, Outcome, RewriteError, Rewriter,
-    TRANSFORMS, TransformOptions,
+    BranchForms, EntryExit, Instr, LayoutOptions, MaxStackPolicy, Method, Outcome, RewriteError,
+    Rewriter, TRANSFORMS, TransformOptions,
 };
+use ilcheck::opcode::Opcode;
 use ilcheck::verify::{ImageResolver, Resolver, Verifier};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -27,6 +28,10 @@ struct Counts {
     /// transform → outcome/reason → count
     outcomes: BTreeMap<&'static str, BTreeMap<String, u64>>,
     failures: Vec<String>,
+    /// Entry/exit rewrites the byte-level path answered (each compared with the IR path's),
+    /// and those it left to the IR path.
+    spliced: u64,
+    declined: u64,
 }
 
 fn run_image(name: &str, image: &Image<'_>, counts: &mut Counts, transforms: bool) {
@@ -101,6 +106,7 @@ fn run_image(name: &str, image: &Image<'_>, counts: &mut Counts, transforms: boo
             catch_type,
             ..TransformOptions::default()
         };
+        splice_agrees(&body, &topts, &resolver, &mut rewriter, counts, &label);
         for &(tname, transform) in TRANSFORMS {
             out.clear();
             let key = match rewriter.rewrite(
@@ -151,6 +157,47 @@ fn run_image(name: &str, image: &Image<'_>, counts: &mut Counts, transforms: boo
     }
 }
 
+/// The entry/exit transforms through the byte-level path give the IR path's result, with the
+/// default snippets and with an epilogue long enough that every redirected `ret` is widened.
+fn splice_agrees(
+    body: &Body<'_>,
+    topts: &TransformOptions,
+    resolver: &ImageResolver<'_>,
+    rewriter: &mut Rewriter,
+    counts: &mut Counts,
+    label: &dyn Fn() -> String,
+) {
+    let long = TransformOptions {
+        epilogue: vec![Instr::op(Opcode::Nop); 130],
+        ..topts.clone()
+    };
+    for which in [
+        EntryExit::Prologue,
+        EntryExit::Epilogue,
+        EntryExit::PrologueEpilogue,
+    ] {
+        for opts in [topts, &long] {
+            let (mut fast, mut slow) = (Vec::new(), Vec::new());
+            let layout = LayoutOptions::default();
+            let Some(got) =
+                rewriter.splice_entry_exit(body, which, opts, &layout, resolver, &mut fast)
+            else {
+                counts.declined += 1;
+                continue;
+            };
+            counts.spliced += 1;
+            let want =
+                rewriter.rewrite(body, which.transform(), opts, &layout, resolver, &mut slow);
+            if want != Ok(got) || fast != slow {
+                counts.failures.push(format!(
+                    "{which:?} {}: spliced {got:?}, IR {want:?}",
+                    label()
+                ));
+            }
+        }
+    }
+}
+
 fn report(title: &str, c: &Counts) {
     eprintln!(
         "{title}: {} bodies ({} invalid as input), lift errors {:?}; identity: {}/{} canonical \
@@ -165,6 +212,10 @@ fn report(title: &str, c: &Counts) {
     for d in c.refused_invalid.iter().take(5) {
         eprintln!("  REFUSED {d}");
     }
+    eprintln!(
+        "  entry/exit: {} spliced and equal to the IR path, {} left to it",
+        c.spliced, c.declined
+    );
     for (t, o) in &c.outcomes {
         eprintln!("  {t:18} {o:?}");
     }
@@ -199,6 +250,7 @@ fn project_corpus_identity_and_transforms() {
     }
     report("project corpus", &counts);
     assert!(counts.canonical > 0);
+    assert!(counts.spliced > 0);
     assert_clean(&counts);
 }
 
@@ -223,6 +275,15 @@ fn mono_corpus_identity_and_transforms() {
     }
     report("mono 4.5", &counts);
     assert_clean(&counts);
+    // Agreement on bodies it declined would prove nothing.
+    if transforms {
+        assert!(
+            counts.spliced >= counts.declined * 50,
+            "spliced {}, declined {}",
+            counts.spliced,
+            counts.declined
+        );
+    }
 }
 
 /// `rewrite_image` splits the methods among threads; the patched image and the report (but for

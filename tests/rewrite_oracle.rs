@@ -69,6 +69,7 @@ fn options(
     RewriteOptions {
         transform_name: name.to_string(),
         transform,
+        entry_exit: ilcheck::ir::EntryExit::by_name(name),
         transform_opts: TransformOptions {
             catch_type: corpus::find_exception_type(image).unwrap_or(0),
             ..TransformOptions::default()

@@ -4,7 +4,8 @@
 use crate::image::writer::{ImageWriter, WriteError, WriteSummary, WriterBuffers};
 use crate::image::{Image, Table, Token};
 use crate::ir::{
-    Instr, LayoutError, LayoutOptions, RewriteError, Rewriter, TransformFn, TransformOptions,
+    EntryExit, Instr, LayoutError, LayoutOptions, RewriteError, Rewriter, TransformFn,
+    TransformOptions,
 };
 use crate::opcode::Opcode;
 use crate::verify::{ImageResolver, Resolver, Verifier};
@@ -18,6 +19,10 @@ pub struct RewriteOptions {
     /// The transform's CLI name (see [`crate::ir::TRANSFORMS`]).
     pub transform_name: String,
     pub transform: TransformFn,
+    /// When the transform is one of the entry/exit ones: which, so that bodies are rewritten
+    /// by [`Rewriter::rewrite_entry_exit`] (the same result, faster). `transform` must then
+    /// be [`EntryExit::transform`].
+    pub entry_exit: Option<EntryExit>,
     pub transform_opts: TransformOptions,
     pub layout: LayoutOptions,
     /// Only methods whose full name matches this glob (`*` any run, `?` one character).
@@ -36,6 +41,7 @@ impl RewriteOptions {
         Some(RewriteOptions {
             transform_name: transform_name.to_string(),
             transform: crate::ir::transforms::by_name(transform_name)?,
+            entry_exit: EntryExit::by_name(transform_name),
             transform_opts: TransformOptions::default(),
             layout: LayoutOptions::default(),
             methods: None,
@@ -403,14 +409,24 @@ impl<'i, 'o> Worker<'i, 'o> {
         // The new body goes straight after the chunk's other bodies (nothing is appended on
         // error) and is dropped again when it equals the original.
         let start = part.bodies.len();
-        let result = self.rewriter.rewrite(
-            &body,
-            opts.transform,
-            &self.topts,
-            &opts.layout,
-            &self.resolver,
-            &mut part.bodies,
-        );
+        let result = match opts.entry_exit {
+            Some(which) => self.rewriter.rewrite_entry_exit(
+                &body,
+                which,
+                &self.topts,
+                &opts.layout,
+                &self.resolver,
+                &mut part.bodies,
+            ),
+            None => self.rewriter.rewrite(
+                &body,
+                opts.transform,
+                &self.topts,
+                &opts.layout,
+                &self.resolver,
+                &mut part.bodies,
+            ),
+        };
         match result {
             Ok((outcome, info)) => {
                 let differs = part.bodies[start..] != *original;

@@ -7,8 +7,8 @@ use super::valid::{EXCEPTION_CLASS, Generated, LOCALS_SIG};
 use crate::body::{Body, BodyParts, Clause};
 use crate::disasm;
 use crate::ir::{
-    self, Instr, LayoutOptions, MaxStackPolicy, Method, Operand, Rewriter, SkipReason, TRANSFORMS,
-    TransformOptions,
+    self, EntryExit, Instr, LayoutOptions, MaxStackPolicy, Method, Operand, Rewriter, SkipReason,
+    TRANSFORMS, TransformOptions,
 };
 use crate::opcode::{Opcode, OperandKind};
 use crate::verify;
@@ -171,6 +171,64 @@ pub fn transforms_preserve(g: &Generated) -> Result<(), String> {
     Ok(())
 }
 
+/// The entry/exit transforms' byte-level path gives what the IR path gives, wherever it
+/// answers: with the snippets [`transforms_preserve`] uses, and with an epilogue long enough
+/// that every redirected `ret` must be widened. Returns how many of the cases it answered.
+pub fn splice_agrees(g: &Generated) -> Result<usize, String> {
+    let bytes = laid_out(g)?;
+    let body = Body::parse(&bytes).map_err(|e| e.to_string())?;
+    let resolver = &g.resolver;
+    let short = TransformOptions {
+        prologue: vec![
+            Instr::new(Opcode::Ldc_I4, Operand::Int32(0x1234_5678)),
+            Instr::op(Opcode::Pop),
+        ],
+        returns_void: Some(g.shape.returns_void),
+        ..TransformOptions::default()
+    };
+    let long = TransformOptions {
+        epilogue: vec![Instr::op(Opcode::Nop); 130],
+        ..short.clone()
+    };
+    let mut rewriter = Rewriter::new();
+    let mut answered = 0;
+    for which in [
+        EntryExit::Prologue,
+        EntryExit::Epilogue,
+        EntryExit::PrologueEpilogue,
+    ] {
+        for opts in [&short, &long] {
+            let mut fast = Vec::new();
+            let Some(got) = rewriter.splice_entry_exit(
+                &body,
+                which,
+                opts,
+                &LayoutOptions::default(),
+                resolver,
+                &mut fast,
+            ) else {
+                continue;
+            };
+            answered += 1;
+            let mut slow = Vec::new();
+            let want = rewriter.rewrite(
+                &body,
+                which.transform(),
+                opts,
+                &LayoutOptions::default(),
+                resolver,
+                &mut slow,
+            );
+            ensure!(
+                want == Ok(got) && fast == slow,
+                "{which:?}: spliced {got:?}, IR {want:?}\n{}",
+                disasm::disassemble(&body)
+            );
+        }
+    }
+    Ok(answered)
+}
+
 /// Every branch lands inside the code (the verifier checks instruction starts); after
 /// `shorten`, a long branch is long because its displacement cannot fit a short form.
 fn branches_in_range(name: &str, code: &[u8]) -> Result<(), String> {
@@ -246,5 +304,6 @@ pub fn all(g: &Generated, choice: u32) -> Result<(), String> {
     round_trips(g)?;
     runs_within_fuel(g)?;
     transforms_preserve(g)?;
+    splice_agrees(g)?;
     mutations_caught(g, choice)
 }

@@ -16,6 +16,8 @@ use crate::body::{BodyParts, Clause, EncodeError, RawSection as BodyRawSection};
 use crate::opcode::{Opcode, OperandKind};
 use crate::verify::{Code, Diagnostic, Resolver, Verifier};
 
+mod splice;
+
 /// Which form each branch (including `leave`) gets.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum BranchForms {
@@ -250,6 +252,30 @@ fn operand_fits(ins: &Instr, e: &Enc) -> bool {
         && !(e.short_var && matches!(ins.operand, Operand::Var(v) if v > 0xFF))
 }
 
+/// Appends the encoding of an instruction without prefixes, branch or `switch` (a snippet's);
+/// `None` for any other, or an operand that does not fit.
+fn encode_plain(ins: &Instr, out: &mut Vec<u8>) -> Option<()> {
+    let e = &ENC[enc_key(ins.opcode)];
+    if !ins.prefixes.is_empty() || !operand_fits(ins, e) {
+        return None;
+    }
+    let value = match ins.operand {
+        Operand::None => 0,
+        Operand::Int8(v) => v as u8 as u64,
+        Operand::Int32(v) => v as u32 as u64,
+        Operand::Float32(v) | Operand::Token(v) => v as u64,
+        Operand::Var(v) => v as u64,
+        Operand::Int64(v) => v as u64,
+        Operand::Float64(v) => v,
+        Operand::Target(_) | Operand::Switch(_) => return None,
+    };
+    let bytes = (e.bytes as u64).to_le_bytes();
+    out.extend_from_slice(&bytes[..e.ops as usize]);
+    let operand_len = (e.len - e.ops) as usize;
+    out.extend_from_slice(&value.to_le_bytes()[..operand_len]);
+    Some(())
+}
+
 /// A prefix with its operand, little-endian.
 fn prefix_word(p: &Prefix) -> u64 {
     0xFE | (p.opcode.code() as u64 & 0xFF) << 8 | (p.value as u64) << 16
@@ -303,6 +329,7 @@ pub struct Layout {
     code_len: usize,
     clauses: Vec<Clause>,
     verifier: Verifier,
+    splice: splice::Scratch,
 }
 
 impl Layout {
@@ -336,7 +363,7 @@ impl Layout {
         }
         self.patch(m)?;
         self.build_clauses(m)?;
-        info.max_stack = self.check(m, opts, resolver)?;
+        info.max_stack = self.check(m.header.max_stack, opts, resolver)?;
         let raw_sections: Vec<BodyRawSection<'_>> = m
             .raw_sections
             .iter()
@@ -363,11 +390,10 @@ impl Layout {
     /// give the MaxStack to declare.
     fn check<R: Resolver + ?Sized>(
         &mut self,
-        m: &Method,
+        declared: u16,
         opts: &LayoutOptions,
         resolver: &R,
     ) -> Result<u16, LayoutError> {
-        let declared = m.header.max_stack;
         if opts.max_stack == MaxStackPolicy::Declared {
             if opts.verify {
                 let diags = self.verifier.verify_code_in(

@@ -41,7 +41,7 @@ const NO_LABEL: u32 = u32::MAX;
 const SWITCH_SLOT: u32 = 1 << 31;
 
 /// How the lift loop turns an instruction's operand bytes into an [`Operand`].
-mod arg {
+pub(super) mod arg {
     pub const NONE: u8 = 0;
     pub const I1: u8 = 1;
     pub const VAR1: u8 = 2;
@@ -57,18 +57,18 @@ mod arg {
 
 /// One lift-table entry: everything the loop needs to know about an opcode.
 #[derive(Clone, Copy)]
-struct Entry {
-    opcode: Opcode,
+pub(super) struct Entry {
+    pub(super) opcode: Opcode,
     /// Opcode and operand bytes; 0 for `switch`, prefixes, `FE` and undefined bytes, which
     /// take the codec's decoder.
-    len: u8,
+    pub(super) len: u8,
     /// Opcode bytes: where the operand starts.
-    ops: u8,
-    arg: u8,
+    pub(super) ops: u8,
+    pub(super) arg: u8,
 }
 
 /// Indexed by the first byte, or by 256 + the byte after `FE`.
-static TABLE: [Entry; 512] = {
+pub(super) static TABLE: [Entry; 512] = {
     use crate::opcode::{ALL, Flow};
     let undefined = Entry {
         opcode: Opcode::Nop,

@@ -21,7 +21,7 @@ pub use method::{
     EhClause, HeaderInfo, Instr, Label, Method, Operand, Prefix, Prefixes, RawSection, SwitchTable,
     UNBOUND,
 };
-pub use transforms::{Outcome, SkipReason, TRANSFORMS, TransformFn, TransformOptions};
+pub use transforms::{EntryExit, Outcome, SkipReason, TRANSFORMS, TransformFn, TransformOptions};
 
 use crate::body::Body;
 use crate::verify::Resolver;
@@ -64,6 +64,48 @@ impl Rewriter {
         let outcome = transform(&mut self.method, transform_opts)?;
         let info = self.layout.run(&self.method, layout_opts, resolver, out)?;
         Ok((outcome, info))
+    }
+
+    /// [`Rewriter::rewrite`] with the entry/exit transform `which`: the same result, got by
+    /// splicing the new code into the body's bytes where that can be done (see
+    /// [`layout`](mod@layout)), through the IR otherwise.
+    pub fn rewrite_entry_exit<R: Resolver + ?Sized>(
+        &mut self,
+        body: &Body<'_>,
+        which: EntryExit,
+        transform_opts: &TransformOptions,
+        layout_opts: &LayoutOptions,
+        resolver: &R,
+        out: &mut Vec<u8>,
+    ) -> Result<(Outcome, LayoutInfo), RewriteError> {
+        if let Some(done) =
+            self.splice_entry_exit(body, which, transform_opts, layout_opts, resolver, out)
+        {
+            return Ok(done);
+        }
+        self.rewrite(
+            body,
+            which.transform(),
+            transform_opts,
+            layout_opts,
+            resolver,
+            out,
+        )
+    }
+
+    /// The byte-level path of [`Rewriter::rewrite_entry_exit`] alone: `None`, with nothing
+    /// appended, for a body it leaves to the IR path.
+    pub fn splice_entry_exit<R: Resolver + ?Sized>(
+        &mut self,
+        body: &Body<'_>,
+        which: EntryExit,
+        transform_opts: &TransformOptions,
+        layout_opts: &LayoutOptions,
+        resolver: &R,
+        out: &mut Vec<u8>,
+    ) -> Option<(Outcome, LayoutInfo)> {
+        self.layout
+            .splice_entry_exit(body, which, transform_opts, layout_opts, resolver, out)
     }
 
     /// Lays out a method already in IR form.

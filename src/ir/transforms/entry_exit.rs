@@ -1,6 +1,8 @@
 //! Code at method entry and before every return.
 
-use super::{Outcome, SkipReason, TransformOptions, check_snippet, completes_tail_call};
+use super::{
+    Outcome, SkipReason, TransformFn, TransformOptions, check_snippet, completes_tail_call,
+};
 use crate::ir::edit::{Editor, Regions, Targets};
 use crate::ir::method::{Instr, Method};
 use crate::opcode::Opcode;
@@ -98,4 +100,49 @@ pub fn prologue_epilogue(m: &mut Method, opts: &TransformOptions) -> Result<Outc
     let b = plan_epilogue(&mut ed, opts)?;
     ed.commit()?;
     Ok(Outcome::from(a || b))
+}
+
+/// One of the entry/exit transforms, for the rewriter's byte-level path
+/// ([`Rewriter::rewrite_entry_exit`](crate::ir::Rewriter::rewrite_entry_exit)), which makes
+/// the same edits as the transform without lifting the body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EntryExit {
+    Prologue,
+    Epilogue,
+    PrologueEpilogue,
+}
+
+impl EntryExit {
+    /// By CLI name: `prologue`, `epilogue` or `prologue-epilogue`.
+    pub fn by_name(name: &str) -> Option<EntryExit> {
+        match name {
+            "prologue" => Some(EntryExit::Prologue),
+            "epilogue" => Some(EntryExit::Epilogue),
+            "prologue-epilogue" => Some(EntryExit::PrologueEpilogue),
+            _ => None,
+        }
+    }
+
+    /// The IR transform that makes these edits.
+    pub fn transform(self) -> TransformFn {
+        match self {
+            EntryExit::Prologue => prologue,
+            EntryExit::Epilogue => epilogue,
+            EntryExit::PrologueEpilogue => prologue_epilogue,
+        }
+    }
+
+    pub fn prologue(self) -> bool {
+        self != EntryExit::Epilogue
+    }
+
+    pub fn epilogue(self) -> bool {
+        self != EntryExit::Prologue
+    }
+
+    /// Whether the snippets these edits insert are ones the transform accepts.
+    pub(crate) fn snippets_ok(self, opts: &TransformOptions) -> bool {
+        (!self.prologue() || check_snippet(&opts.prologue, false).is_ok())
+            && (!self.epilogue() || check_snippet(&opts.epilogue, true).is_ok())
+    }
 }

@@ -6,7 +6,7 @@ mod entry_exit;
 mod wrap;
 
 pub use branches::{nop_pad, shorten, widen};
-pub use entry_exit::{epilogue, prologue, prologue_epilogue};
+pub use entry_exit::{EntryExit, epilogue, prologue, prologue_epilogue};
 pub use wrap::{wrap_catch, wrap_finally};
 
 use super::edit::EditError;

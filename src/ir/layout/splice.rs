@@ -1,0 +1,611 @@
+//! The entry/exit transforms on a body's bytes, without lifting it.
+//!
+//! `prologue`, `epilogue` and `prologue-epilogue` only insert code at instruction boundaries
+//! and replace `ret`s by branches; every other instruction keeps its bytes, and only branch
+//! displacements, `switch` tables and clause offsets move. [`Layout::splice_entry_exit`] makes
+//! the edits the IR transforms make, with the same choices (branches to the first instruction
+//! stay on it, branches to a final `ret` reach the epilogue, regions keep their bounds), the
+//! same relaxation from the same branch forms, and the same verifier and header encoder; but it
+//! copies the unchanged runs of code instead of decoding every instruction into the IR and
+//! encoding it again.
+//!
+//! It only answers for what it handles in full: a body with a prefixed branch or `ret`, extra
+//! sections that are not EH tables, fewer than two instructions, anything that does not
+//! decode, a target or clause bound that is not an instruction start, or a result the verifier
+//! refuses, is left to the IR path (which then reports). Where it answers, the answer is the IR
+//! path's; `tests/rewrite_corpus.rs` compares the two on every body of the corpus.
+
+use super::{Layout, LayoutInfo, LayoutOptions, encode_plain, write_canonical};
+use crate::body::{Body, BodyParts, Clause, ClauseKind, SectionContent};
+use crate::instr::{self, Operand as RawOperand};
+use crate::ir::BranchForms;
+use crate::ir::lift::{TABLE, arg};
+use crate::ir::transforms::{EntryExit, Outcome, TransformOptions};
+use crate::opcode::Opcode;
+use crate::verify::Resolver;
+
+/// `br.s` and `br`.
+const BR_S: u8 = 0x2B;
+const BR: u8 = 0x38;
+const RET: u8 = 0x2A;
+
+/// Something at an old offset that changes size or needs its operand rewritten.
+#[derive(Clone, Copy, Debug)]
+struct Event {
+    /// Old offset of the instruction.
+    at: u32,
+    kind: Kind,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// A branch of the original code to old offset `target`, `was_long` in the original,
+    /// `long` now.
+    Branch {
+        opcode: u8,
+        target: u32,
+        was_long: bool,
+        long: bool,
+    },
+    /// A `switch` whose old targets are `targets[first..first + count]`.
+    Switch { first: u32, count: u32 },
+    /// A `ret`: `tail` when it completes a `tail.` call. Redirected ones become a branch to
+    /// the epilogue, short unless `long`.
+    Ret {
+        tail: bool,
+        redirect: bool,
+        long: bool,
+    },
+}
+
+impl Kind {
+    /// Bytes the instruction gains.
+    fn growth(self) -> u32 {
+        match self {
+            Kind::Branch { was_long, long, .. } if long && !was_long => 3,
+            Kind::Ret {
+                redirect: true,
+                long,
+                ..
+            } => {
+                if long {
+                    4
+                } else {
+                    1
+                }
+            }
+            _ => 0,
+        }
+    }
+}
+
+/// The splice's buffers, kept between bodies.
+#[derive(Debug, Default)]
+pub(super) struct Scratch {
+    /// Per byte of code: `epoch` where an instruction (its first prefix) starts. Each body takes
+    /// a new epoch, so the table is never cleared.
+    starts: Vec<u32>,
+    epoch: u32,
+    events: Vec<Event>,
+    /// Growth of `events[..k]`, at `k`.
+    cum: Vec<u32>,
+    /// Old targets of every `switch`, flat.
+    targets: Vec<u32>,
+    /// The encoded prologue, then the epilogue, then `ret`.
+    snippets: Vec<u8>,
+}
+
+/// Where the new code goes: the inserted blocks (old offsets) and their sizes.
+#[derive(Clone, Copy, Debug)]
+struct Plan {
+    /// Size of the prologue, inserted before old offset 0 (0: none).
+    prologue: u32,
+    /// Size of the epilogue, and where it goes: before the final `ret` at `epilogue_at`
+    /// (`shared`), or appended at the end with a `ret` of its own.
+    epilogue: u32,
+    epilogue_at: u32,
+    shared: bool,
+    appended: bool,
+    len: u32,
+}
+
+impl Scratch {
+    /// Growth of the events before old offset `p`.
+    fn growth_before(&self, p: u32) -> u32 {
+        self.cum[self.events.partition_point(|e| e.at < p)]
+    }
+
+    /// New offset of old offset `p` before anything inserted at `p` (where regions that end at
+    /// `p` end, and where a branch to a final `ret` lands).
+    fn base(&self, plan: &Plan, p: u32) -> u32 {
+        let mut at = p + self.growth_before(p);
+        if p > 0 {
+            at += plan.prologue;
+        }
+        if plan.shared && p > plan.epilogue_at {
+            at += plan.epilogue;
+        }
+        at
+    }
+
+    /// New offset of the instruction at old offset `p` (where regions that start at `p` start).
+    fn instr(&self, plan: &Plan, p: u32) -> u32 {
+        let mut at = self.base(plan, p);
+        if p == 0 {
+            at += plan.prologue;
+        }
+        if plan.shared && p == plan.epilogue_at {
+            at += plan.epilogue;
+        }
+        at
+    }
+
+    /// Where a branch to old offset `p` lands: after the prologue, but at the start of an
+    /// epilogue inserted there.
+    fn target(&self, plan: &Plan, p: u32) -> u32 {
+        let mut at = self.base(plan, p);
+        if p == 0 {
+            at += plan.prologue;
+        }
+        at
+    }
+
+    /// New offset of the epilogue's first instruction.
+    fn epilogue_entry(&self, plan: &Plan) -> u32 {
+        self.base(
+            plan,
+            if plan.shared {
+                plan.epilogue_at
+            } else {
+                plan.len
+            },
+        )
+    }
+
+    /// Decodes `code`: marks instruction starts and records branches, `switch`es and `ret`s.
+    /// Returns the number of instructions and the offset of the last, or `None` for anything
+    /// left to the IR path.
+    fn decode(&mut self, code: &[u8]) -> Option<(usize, u32)> {
+        let len = code.len();
+        if self.starts.len() < len {
+            self.starts.resize(len, 0);
+        }
+        if self.epoch == u32::MAX {
+            self.starts.fill(0);
+            self.epoch = 0;
+        }
+        self.epoch += 1;
+        let epoch = self.epoch;
+        self.events.clear();
+        self.targets.clear();
+        let (mut pos, mut n, mut last) = (0usize, 0usize, 0usize);
+        // Whether the instruction just decoded carries `tail.`.
+        let mut tail = false;
+        while pos < len {
+            let first = code[pos];
+            let key = if first == 0xFE && pos + 1 < len {
+                256 + code[pos + 1] as usize
+            } else {
+                first as usize
+            };
+            let e = &TABLE[key];
+            let size = e.len as usize;
+            self.starts[pos] = epoch;
+            n += 1;
+            last = pos;
+            if size == 0 || len - pos < size {
+                pos = self.slow(code, pos, &mut tail)?;
+                continue;
+            }
+            let next = pos + size;
+            if e.arg >= arg::BR1 {
+                let disp = if e.arg == arg::BR1 {
+                    code[pos + 1] as i8 as i64
+                } else {
+                    i32::from_le_bytes(code[pos + 1..pos + 5].try_into().ok()?) as i64
+                };
+                let target = u32::try_from(next as i64 + disp).ok()?;
+                self.events.push(Event {
+                    at: pos as u32,
+                    kind: Kind::Branch {
+                        opcode: first,
+                        target,
+                        was_long: e.arg == arg::BR4,
+                        long: e.arg == arg::BR4,
+                    },
+                });
+            } else if first == RET {
+                self.events.push(Event {
+                    at: pos as u32,
+                    kind: Kind::Ret {
+                        tail,
+                        redirect: false,
+                        long: false,
+                    },
+                });
+            }
+            tail = false;
+            pos = next;
+        }
+        // Every target must be an instruction start.
+        let starts = &self.starts[..len];
+        let is_start = |t: u32| starts.get(t as usize) == Some(&epoch);
+        let branches_ok = self.events.iter().all(|e| match e.kind {
+            Kind::Branch { target, .. } => is_start(target),
+            _ => true,
+        });
+        if !branches_ok || !self.targets.iter().all(|&t| is_start(t)) {
+            return None;
+        }
+        Some((n, last as u32))
+    }
+
+    /// The instruction at `start` through the codec's decoder: a prefix run and the
+    /// instruction it belongs to, or a `switch`. Returns where the next one starts.
+    #[cold]
+    #[inline(never)]
+    fn slow(&mut self, code: &[u8], start: usize, tail: &mut bool) -> Option<usize> {
+        let mut pos = start;
+        let mut prefixed = false;
+        *tail = false;
+        loop {
+            let (i, size) = instr::decode_with_len(code, pos).ok()?;
+            let next = pos + size;
+            if i.opcode.is_prefix() {
+                prefixed = true;
+                *tail |= i.opcode == Opcode::Tail;
+                pos = next;
+                if pos >= code.len() {
+                    return None;
+                }
+                continue;
+            }
+            match i.operand {
+                RawOperand::Switch(ref t) if !prefixed => {
+                    let first = self.targets.len() as u32;
+                    for d in t.iter() {
+                        self.targets
+                            .push(u32::try_from(next as i64 + d as i64).ok()?);
+                    }
+                    self.events.push(Event {
+                        at: pos as u32,
+                        kind: Kind::Switch {
+                            first,
+                            count: t.len() as u32,
+                        },
+                    });
+                }
+                // Prefixed control flow is the IR path's.
+                RawOperand::Switch(_) | RawOperand::ShortBranch(_) | RawOperand::Branch(_) => {
+                    return None;
+                }
+                _ if i.opcode == Opcode::Ret => return None,
+                _ => {}
+            }
+            return Some(next);
+        }
+    }
+
+    /// Decides which `ret`s are redirected, as the `epilogue` transform does: every one that
+    /// does not complete a `tail.` call, but for a final `ret`, which the epilogue is inserted
+    /// before. Returns the final `ret` kept, if any, and whether there is an epilogue.
+    fn plan_rets(&mut self, last_instr: u32) -> (Option<u32>, bool) {
+        let Some(last) = self
+            .events
+            .iter()
+            .rev()
+            .find(|e| matches!(e.kind, Kind::Ret { tail: false, .. }))
+            .map(|e| e.at)
+        else {
+            return (None, false);
+        };
+        let shared = (last == last_instr).then_some(last);
+        for e in &mut self.events {
+            if let Kind::Ret {
+                tail: false,
+                redirect,
+                ..
+            } = &mut e.kind
+                && Some(e.at) != shared
+            {
+                *redirect = true;
+            }
+        }
+        (shared, true)
+    }
+
+    fn sum_growth(&mut self) {
+        self.cum.clear();
+        self.cum.push(0);
+        let mut total = 0;
+        for e in &self.events {
+            total += e.kind.growth();
+            self.cum.push(total);
+        }
+    }
+
+    /// Relaxation to a fixpoint, as the IR layout does it: every short branch whose
+    /// displacement does not fit is widened, all at once per pass, until none is. Returns
+    /// (passes, widened).
+    fn relax(&mut self, plan: &Plan) -> Option<(u32, u32)> {
+        let bound = self.events.len() + 2;
+        let (mut passes, mut widened) = (0u32, 0u32);
+        loop {
+            passes += 1;
+            if passes as usize > bound {
+                return None;
+            }
+            self.sum_growth();
+            let entry = self.epilogue_entry(plan) as i64;
+            let mut grown = 0;
+            for k in 0..self.events.len() {
+                let e = self.events[k];
+                let target = match e.kind {
+                    Kind::Branch {
+                        target,
+                        long: false,
+                        ..
+                    } => self.target(plan, target) as i64,
+                    Kind::Ret {
+                        redirect: true,
+                        long: false,
+                        ..
+                    } => entry,
+                    _ => continue,
+                };
+                let next = self.instr(plan, e.at) as i64 + 2;
+                if i8::try_from(target - next).is_err() {
+                    match &mut self.events[k].kind {
+                        Kind::Branch { long, .. } | Kind::Ret { long, .. } => *long = true,
+                        Kind::Switch { .. } => {}
+                    }
+                    grown += 1;
+                }
+            }
+            if grown == 0 {
+                return Some((passes, widened));
+            }
+            widened += grown;
+        }
+    }
+
+    /// Writes the new code into `out[..]`, which holds it and 8 bytes more; returns its size.
+    fn emit(&self, plan: &Plan, code: &[u8], out: &mut [u8]) -> Option<usize> {
+        let (pro, epi) = self.snippets.split_at(plan.prologue as usize);
+        let (epi, ret) = epi.split_at(plan.epilogue as usize);
+        let mut dst = 0usize;
+        let mut src = 0usize;
+        put(out, &mut dst, pro)?;
+        let entry = self.epilogue_entry(plan) as i64;
+        for e in &self.events {
+            // A `ret` that stays is copied with the code around it.
+            if let Kind::Ret {
+                redirect: false, ..
+            } = e.kind
+            {
+                continue;
+            }
+            let at = e.at as usize;
+            put(out, &mut dst, code.get(src..at)?)?;
+            src = at;
+            debug_assert_eq!(dst, self.instr(plan, e.at) as usize);
+            let (opcode, target, long, old_size) = match e.kind {
+                Kind::Branch {
+                    opcode,
+                    target,
+                    was_long,
+                    long,
+                } => {
+                    let opcode = if long && !was_long {
+                        Opcode::from_byte(opcode)?.long_form().code() as u8
+                    } else {
+                        opcode
+                    };
+                    let old = if was_long { 5 } else { 2 };
+                    (opcode, self.target(plan, target) as i64, long, old)
+                }
+                Kind::Ret {
+                    redirect: true,
+                    long,
+                    ..
+                } => (if long { BR } else { BR_S }, entry, long, 1),
+                Kind::Switch { first, count } => {
+                    let size = 5 + 4 * count as usize;
+                    let table_at = dst + 5;
+                    put(out, &mut dst, code.get(src..src + size)?)?;
+                    src += size;
+                    let next = dst as i64;
+                    let targets = self.targets.get(first as usize..(first + count) as usize)?;
+                    for (k, &t) in targets.iter().enumerate() {
+                        let d = i32::try_from(self.target(plan, t) as i64 - next).ok()?;
+                        out.get_mut(table_at + 4 * k..table_at + 4 * k + 4)?
+                            .copy_from_slice(&d.to_le_bytes());
+                    }
+                    continue;
+                }
+                Kind::Ret { .. } => continue,
+            };
+            let next = dst as i64 + if long { 5 } else { 2 };
+            let disp = target - next;
+            if long {
+                let d = i32::try_from(disp).ok()?.to_le_bytes();
+                put(out, &mut dst, &[opcode, d[0], d[1], d[2], d[3]])?;
+            } else {
+                put(out, &mut dst, &[opcode, i8::try_from(disp).ok()? as u8])?;
+            }
+            src += old_size;
+        }
+        if plan.shared {
+            let at = plan.epilogue_at as usize;
+            put(out, &mut dst, code.get(src..at)?)?;
+            put(out, &mut dst, epi)?;
+            src = at;
+        }
+        put(out, &mut dst, code.get(src..)?)?;
+        if plan.appended {
+            put(out, &mut dst, epi)?;
+            put(out, &mut dst, ret)?;
+        }
+        Some(dst)
+    }
+
+    /// The clauses of `body` at their new offsets, as the IR maps their labels: starts after
+    /// code inserted at them, ends before it.
+    fn clauses(&self, plan: &Plan, body: &Body<'_>, out: &mut Vec<Clause>) -> Option<()> {
+        out.clear();
+        let epoch = self.epoch;
+        let len = plan.len as u64;
+        // A bound is an instruction start, or (for an end) the end of the code.
+        let start = |o: u64| -> Option<u32> {
+            let o = u32::try_from(o).ok()?;
+            (self.starts.get(o as usize) == Some(&epoch) && (o as u64) < len)
+                .then(|| self.instr(plan, o))
+        };
+        let end = |o: u64| -> Option<u32> {
+            let o32 = u32::try_from(o).ok()?;
+            (o == len || self.starts.get(o32 as usize) == Some(&epoch))
+                .then(|| self.base(plan, o32))
+        };
+        for s in &body.sections {
+            let SectionContent::Eh { clauses, .. } = &s.content else {
+                return None;
+            };
+            for c in clauses {
+                let kind = c.kind();
+                if kind == ClauseKind::Invalid {
+                    return None;
+                }
+                let ts = start(c.try_offset as u64)?;
+                let te = end(c.try_end())?;
+                let hs = start(c.handler_offset as u64)?;
+                let he = end(c.handler_end())?;
+                if te <= ts || he <= hs {
+                    return None;
+                }
+                let class_or_filter = if kind == ClauseKind::Filter {
+                    start(c.class_or_filter as u64)?
+                } else {
+                    c.class_or_filter
+                };
+                out.push(Clause {
+                    flags: c.flags,
+                    try_offset: ts,
+                    try_length: te - ts,
+                    handler_offset: hs,
+                    handler_length: he - hs,
+                    class_or_filter,
+                });
+            }
+        }
+        Some(())
+    }
+}
+
+/// Writes `bytes` at `out[*dst..]` and moves `dst` past them.
+fn put(out: &mut [u8], dst: &mut usize, bytes: &[u8]) -> Option<()> {
+    out.get_mut(*dst..*dst + bytes.len())?
+        .copy_from_slice(bytes);
+    *dst += bytes.len();
+    Some(())
+}
+
+impl Layout {
+    /// `which` applied to `body` on its bytes (see the [module](self)): appends the new body to
+    /// `out` and returns what [`Rewriter::rewrite`](crate::ir::Rewriter::rewrite) with the
+    /// transform would, or returns `None`, appending nothing, for a body left to the IR path.
+    pub(crate) fn splice_entry_exit<R: Resolver + ?Sized>(
+        &mut self,
+        body: &Body<'_>,
+        which: EntryExit,
+        topts: &TransformOptions,
+        opts: &LayoutOptions,
+        resolver: &R,
+        out: &mut Vec<u8>,
+    ) -> Option<(Outcome, LayoutInfo)> {
+        if opts.branch_forms != BranchForms::KeepOriginal
+            || body.code.len() >= i32::MAX as usize
+            || !which.snippets_ok(topts)
+        {
+            return None;
+        }
+        let code = body.code;
+        let s = &mut self.splice;
+        let (n, last_instr) = s.decode(code)?;
+        if n < 2 {
+            return None;
+        }
+        s.snippets.clear();
+        let prologue = which.prologue() && !topts.prologue.is_empty();
+        if prologue {
+            topts
+                .prologue
+                .iter()
+                .try_for_each(|i| encode_plain(i, &mut s.snippets))?;
+        }
+        let pro_len = s.snippets.len() as u32;
+        let (shared, has_ret) = if which.epilogue() && !topts.epilogue.is_empty() {
+            s.plan_rets(last_instr)
+        } else {
+            (None, false)
+        };
+        let epilogue = has_ret;
+        if epilogue {
+            topts
+                .epilogue
+                .iter()
+                .try_for_each(|i| encode_plain(i, &mut s.snippets))?;
+        }
+        let epi_len = s.snippets.len() as u32 - pro_len;
+        let appended = epilogue && shared.is_none();
+        if appended {
+            s.snippets.push(RET);
+        }
+        let plan = Plan {
+            prologue: pro_len,
+            epilogue: if epilogue { epi_len } else { 0 },
+            epilogue_at: shared.unwrap_or(0),
+            shared: shared.is_some(),
+            appended,
+            len: code.len() as u32,
+        };
+        let (passes, widened) = s.relax(&plan)?;
+        let total =
+            s.base(&plan, plan.len) as usize + if appended { epi_len as usize + 1 } else { 0 };
+        if self.code.len() < total + 16 {
+            self.code.resize(total + 16, 0);
+        }
+        let written = s.emit(&plan, code, &mut self.code)?;
+        if written != total {
+            return None;
+        }
+        self.code_len = total;
+        s.clauses(&plan, body, &mut self.clauses)?;
+        let declared = body.max_stack();
+        let max_stack = self.check(declared, opts, resolver).ok()?;
+        let parts = BodyParts {
+            max_stack,
+            init_locals: body.init_locals(),
+            local_sig: body.local_sig(),
+            code: &self.code[..self.code_len],
+            clauses: std::mem::take(&mut self.clauses),
+            raw_sections: Vec::new(),
+        };
+        let written = write_canonical(&parts, out);
+        self.clauses = parts.clauses;
+        written.ok()?;
+        let outcome = if prologue || epilogue {
+            Outcome::Changed
+        } else {
+            Outcome::Unchanged
+        };
+        Some((
+            outcome,
+            LayoutInfo {
+                code_size: total as u32,
+                passes,
+                widened,
+                max_stack,
+            },
+        ))
+    }
+}
