@@ -18,9 +18,9 @@
 use super::{Layout, LayoutInfo, LayoutOptions, encode_plain, write_canonical};
 use crate::body::{Body, BodyParts, Clause, ClauseKind, SectionContent};
 use crate::instr::{self, Operand as RawOperand};
-use crate::ir::BranchForms;
 use crate::ir::lift::{TABLE, arg};
 use crate::ir::transforms::{EntryExit, Outcome, TransformOptions};
+use crate::ir::{BranchForms, Instr};
 use crate::opcode::Opcode;
 use crate::verify::Resolver;
 
@@ -91,8 +91,47 @@ pub(super) struct Scratch {
     cum: Vec<u32>,
     /// Old targets of every `switch`, flat.
     targets: Vec<u32>,
-    /// The encoded prologue, then the epilogue, then `ret`.
-    snippets: Vec<u8>,
+    snippets: Snippets,
+}
+
+/// The snippets of the last call, checked and encoded: every body of a run has the same.
+#[derive(Debug, Default)]
+struct Snippets {
+    /// What they were checked for, and whether they passed.
+    checked: Option<(EntryExit, bool)>,
+    prologue: Vec<Instr>,
+    epilogue: Vec<Instr>,
+    /// The encoded prologue, and the encoded epilogue followed by a `ret`.
+    pro: Vec<u8>,
+    epi: Vec<u8>,
+}
+
+impl Snippets {
+    /// Checks and encodes `opts`' snippets unless they are the last call's; whether they can
+    /// be spliced.
+    fn update(&mut self, which: EntryExit, opts: &TransformOptions) -> bool {
+        if self.checked.is_some_and(|(w, _)| w == which)
+            && self.prologue == opts.prologue
+            && self.epilogue == opts.epilogue
+        {
+            return self.checked.is_some_and(|(_, ok)| ok);
+        }
+        self.prologue.clone_from(&opts.prologue);
+        self.epilogue.clone_from(&opts.epilogue);
+        (self.pro.clear(), self.epi.clear());
+        let ok = which.snippets_ok(opts)
+            && opts
+                .prologue
+                .iter()
+                .all(|i| encode_plain(i, &mut self.pro).is_some())
+            && opts
+                .epilogue
+                .iter()
+                .all(|i| encode_plain(i, &mut self.epi).is_some());
+        self.epi.push(RET);
+        self.checked = Some((which, ok));
+        ok
+    }
 }
 
 /// Where the new code goes: the inserted blocks (old offsets) and their sizes.
@@ -118,7 +157,13 @@ impl Scratch {
     /// New offset of old offset `p` before anything inserted at `p` (where regions that end at
     /// `p` end, and where a branch to a final `ret` lands).
     fn base(&self, plan: &Plan, p: u32) -> u32 {
-        let mut at = p + self.growth_before(p);
+        self.base_with(plan, p, self.growth_before(p))
+    }
+
+    /// [`Self::base`] given the growth before `p`.
+    #[inline]
+    fn base_with(&self, plan: &Plan, p: u32, growth: u32) -> u32 {
+        let mut at = p + growth;
         if p > 0 {
             at += plan.prologue;
         }
@@ -130,7 +175,13 @@ impl Scratch {
 
     /// New offset of the instruction at old offset `p` (where regions that start at `p` start).
     fn instr(&self, plan: &Plan, p: u32) -> u32 {
-        let mut at = self.base(plan, p);
+        self.instr_with(plan, p, self.growth_before(p))
+    }
+
+    /// [`Self::instr`] given the growth before `p`.
+    #[inline]
+    fn instr_with(&self, plan: &Plan, p: u32, growth: u32) -> u32 {
+        let mut at = self.base_with(plan, p, growth);
         if p == 0 {
             at += plan.prologue;
         }
@@ -353,7 +404,8 @@ impl Scratch {
                     } => entry,
                     _ => continue,
                 };
-                let next = self.instr(plan, e.at) as i64 + 2;
+                // Events are at distinct offsets, in order: `cum[k]` is the growth before this one.
+                let next = self.instr_with(plan, e.at, self.cum[k]) as i64 + 2;
                 if i8::try_from(target - next).is_err() {
                     match &mut self.events[k].kind {
                         Kind::Branch { long, .. } | Kind::Ret { long, .. } => *long = true,
@@ -371,8 +423,8 @@ impl Scratch {
 
     /// Writes the new code into `out[..]`, which holds it and 8 bytes more; returns its size.
     fn emit(&self, plan: &Plan, code: &[u8], out: &mut [u8]) -> Option<usize> {
-        let (pro, epi) = self.snippets.split_at(plan.prologue as usize);
-        let (epi, ret) = epi.split_at(plan.epilogue as usize);
+        let pro = &self.snippets.pro[..plan.prologue as usize];
+        let (epi, ret) = self.snippets.epi.split_at(plan.epilogue as usize);
         let mut dst = 0usize;
         let mut src = 0usize;
         put(out, &mut dst, pro)?;
@@ -522,44 +574,31 @@ impl Layout {
         resolver: &R,
         out: &mut Vec<u8>,
     ) -> Option<(Outcome, LayoutInfo)> {
-        if opts.branch_forms != BranchForms::KeepOriginal
-            || body.code.len() >= i32::MAX as usize
-            || !which.snippets_ok(topts)
-        {
+        if opts.branch_forms != BranchForms::KeepOriginal || body.code.len() >= i32::MAX as usize {
             return None;
         }
         let code = body.code;
         let s = &mut self.splice;
+        if !s.snippets.update(which, topts) {
+            return None;
+        }
         let (n, last_instr) = s.decode(code)?;
         if n < 2 {
             return None;
         }
-        s.snippets.clear();
         let prologue = which.prologue() && !topts.prologue.is_empty();
-        if prologue {
-            topts
-                .prologue
-                .iter()
-                .try_for_each(|i| encode_plain(i, &mut s.snippets))?;
-        }
-        let pro_len = s.snippets.len() as u32;
-        let (shared, has_ret) = if which.epilogue() && !topts.epilogue.is_empty() {
+        let pro_len = if prologue {
+            s.snippets.pro.len() as u32
+        } else {
+            0
+        };
+        let (shared, epilogue) = if which.epilogue() && !topts.epilogue.is_empty() {
             s.plan_rets(last_instr)
         } else {
             (None, false)
         };
-        let epilogue = has_ret;
-        if epilogue {
-            topts
-                .epilogue
-                .iter()
-                .try_for_each(|i| encode_plain(i, &mut s.snippets))?;
-        }
-        let epi_len = s.snippets.len() as u32 - pro_len;
+        let epi_len = s.snippets.epi.len() as u32 - 1;
         let appended = epilogue && shared.is_none();
-        if appended {
-            s.snippets.push(RET);
-        }
         let plan = Plan {
             prologue: pro_len,
             epilogue: if epilogue { epi_len } else { 0 },
