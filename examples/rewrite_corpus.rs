@@ -1,7 +1,7 @@
-//! The whole `prologue-epilogue` workload in one process: open every assembly of a directory,
-//! rewrite (and verify) every method, write each patched image to memory (in full every round,
-//! into the buffer that held the same assembly in the previous round, as a long-running
-//! rewriter would reuse its memory).
+//! The whole `prologue-epilogue` workload in one process: read every assembly of a directory
+//! from its file, rewrite (and verify) every method, write each patched image to memory (in
+//! full every round; files are read into, and images written into, the buffers that held the
+//! same assembly in the previous round, as a long-running rewriter would reuse its memory).
 //!
 //! `cargo run --release --example rewrite_corpus [DIR] [FILES] [ROUNDS] [THREADS] [SPLIT] [CHECK]`:
 //! DIR defaults to `/usr/lib/mono/4.5`; FILES limits how many assemblies (in name order) are
@@ -89,8 +89,14 @@ fn main() {
     // assembly, and round, to the next.
     let scratch: Vec<std::sync::Mutex<RewriteScratch>> =
         (0..threads).map(|_| Default::default()).collect();
+    // Read, not mapped: a fresh map of every file in every round costs page faults that
+    // contend between threads.
+    let inputs: Vec<std::sync::Mutex<Vec<u8>>> = paths.iter().map(|_| Default::default()).collect();
     let one = |i: usize, scratch: &mut RewriteScratch| {
-        let image = Image::open(&paths[i]).ok()?;
+        let mut input = inputs[i].lock().expect("input");
+        input.clear();
+        std::io::Read::read_to_end(&mut std::fs::File::open(&paths[i]).ok()?, &mut input).ok()?;
+        let image = Image::parse(&input).ok()?;
         let mut report = RewriteReport::default();
         let mut bytes = std::mem::take(&mut *spare[i].lock().expect("buffer"));
         let written = rewrite_image_with(&image, &opts, &mut report, &mut bytes, scratch).is_ok();

@@ -427,6 +427,72 @@ impl<'a> Iterator for Instructions<'a> {
 
 impl std::iter::FusedIterator for Instructions<'_> {}
 
+/// `out[i]` = the length of the instruction starting at `code[i]` when it has a fixed length
+/// and is not a prefix (0 where the full decoder is needed: prefixes, `switch`, undefined
+/// bytes, an `FE` at the end), for every byte, whether or not an instruction starts there. A
+/// decoder walking `code` with it has one load between one instruction and the next, instead of
+/// the byte and then its table entry. The length may run past the code: the walker checks.
+/// `out` must be at least as long as `code`.
+pub fn fill_lengths(code: &[u8], out: &mut [u8]) {
+    let out = &mut out[..code.len()];
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx512vbmi") && std::is_x86_feature_detected!("avx512bw") {
+        // SAFETY: the features the function is compiled for are present.
+        unsafe { fill_lengths_vbmi(code, out) };
+        return;
+    }
+    fill_lengths_scalar(code, out);
+}
+
+fn fill_lengths_scalar(code: &[u8], out: &mut [u8]) {
+    for (i, (o, &b)) in out.iter_mut().zip(code).enumerate() {
+        *o = FAST_LEN[b as usize];
+        if b == 0xFE {
+            *o = fe_length(code, i);
+        }
+    }
+}
+
+/// The length of the two-byte instruction at `code[i]` (an `FE`), as [`fill_lengths`] gives it.
+#[inline]
+fn fe_length(code: &[u8], i: usize) -> u8 {
+    code.get(i + 1)
+        .map_or(0, |&b| crate::opcode::FAST_LEN_FE[b as usize])
+}
+
+/// [`fill_lengths`], 64 bytes per step: two 128-entry byte permutes and a blend on the top bit.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vbmi")]
+fn fill_lengths_vbmi(code: &[u8], out: &mut [u8]) {
+    use std::arch::x86_64::*;
+    let t = &FAST_LEN;
+    // SAFETY: every load and store is of 64 bytes inside `t`, or masked to the bytes of
+    // `code` and `out` (of equal length) from `at`.
+    unsafe {
+        let t0 = _mm512_loadu_si512(t[0..].as_ptr().cast());
+        let t1 = _mm512_loadu_si512(t[64..].as_ptr().cast());
+        let t2 = _mm512_loadu_si512(t[128..].as_ptr().cast());
+        let t3 = _mm512_loadu_si512(t[192..].as_ptr().cast());
+        let mut at = 0;
+        while at < code.len() {
+            let left = code.len() - at;
+            let mask: u64 = if left >= 64 { !0 } else { (1u64 << left) - 1 };
+            let idx = _mm512_maskz_loadu_epi8(mask, code.as_ptr().add(at).cast());
+            let low = _mm512_permutex2var_epi8(t0, idx, t1);
+            let high = _mm512_permutex2var_epi8(t2, idx, t3);
+            let lens = _mm512_mask_blend_epi8(_mm512_movepi8_mask(idx), low, high);
+            _mm512_mask_storeu_epi8(out.as_mut_ptr().add(at).cast(), mask, lens);
+            let mut fe = _mm512_cmpeq_epi8_mask(idx, _mm512_set1_epi8(0xFE_u8 as i8)) & mask;
+            while fe != 0 {
+                let i = at + fe.trailing_zeros() as usize;
+                out[i] = fe_length(code, i);
+                fe &= fe - 1;
+            }
+            at += 64;
+        }
+    }
+}
+
 /// Counts the instructions of `code`, or returns the first decoding error. Allocates nothing.
 ///
 /// This is the structural check behind [`crate::body::Body::validate_code`]: every opcode known,
@@ -459,5 +525,51 @@ impl fmt::Display for Instruction<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "IL_{:04x}:  {}", self.offset, self.opcode.name())?;
         crate::disasm::write_operand(f, self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The vector fill gives the table's answer at every byte, for every length around the
+    /// 64-byte steps.
+    #[test]
+    fn fill_lengths_is_the_table() {
+        let code: Vec<u8> = (0..300u32).map(|i| (i * 37 + i / 7) as u8).collect();
+        for len in [0, 1, 63, 64, 65, 127, 128, 129, 300] {
+            let mut out = vec![0xAA; len];
+            fill_lengths(&code[..len], &mut out);
+            let mut scalar = vec![0x55; len];
+            fill_lengths_scalar(&code[..len], &mut scalar);
+            assert_eq!(out, scalar, "len {len}");
+            for (i, &b) in code[..len].iter().enumerate() {
+                let want = if b == 0xFE {
+                    fe_length(&code[..len], i)
+                } else {
+                    FAST_LEN[b as usize]
+                };
+                assert_eq!(out[i], want, "len {len}, byte {i} ({b:#04x})");
+            }
+        }
+        // Every one- and two-byte opcode: a non-zero length is the decoded length, and only
+        // prefixes, `switch` and undefined bytes have none.
+        for first in [None, Some(0xFE)] {
+            for b in 0..=255u8 {
+                let mut code: Vec<u8> = first.into_iter().chain([b]).collect();
+                code.extend_from_slice(&[1; 8]);
+                let mut out = vec![0; code.len()];
+                fill_lengths(&code, &mut out);
+                let decoded = decode_with_len(&code, 0).ok();
+                match decoded {
+                    Some((i, n))
+                        if !i.opcode.is_prefix() && !matches!(i.operand, Operand::Switch(_)) =>
+                    {
+                        assert_eq!(out[0] as usize, n, "{first:?} {b:#04x}")
+                    }
+                    _ => assert_eq!(out[0], 0, "{first:?} {b:#04x}"),
+                }
+            }
+        }
     }
 }

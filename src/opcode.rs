@@ -494,6 +494,26 @@ pub(crate) static FAST_LEN: [u8; 256] = {
     len
 };
 
+/// Length of each two-byte instruction `FE xx` by its second byte; 0 for prefixes and
+/// undefined bytes.
+pub(crate) static FAST_LEN_FE: [u8; 256] = {
+    let mut len = [0u8; 256];
+    let mut i = 0;
+    while i < 256 {
+        len[i] = DECODE.two[i].len;
+        i += 1;
+    }
+    let mut k = 0;
+    while k < ALL.len() {
+        let code = ALL[k].opcode as u16;
+        if code >> 8 == 0xFE && matches!(ALL[k].flow, Flow::Prefix) {
+            len[(code & 0xFF) as usize] = 0;
+        }
+        k += 1;
+    }
+    len
+};
+
 impl Opcode {
     /// The one-byte opcode encoded by `byte`, if any. `0xFE` (the two-byte escape) is not one.
     #[inline]

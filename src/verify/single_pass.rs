@@ -44,6 +44,8 @@ pub(super) struct SinglePass {
     low: Vec<u32>,
     work: Vec<(u32, u32, u32)>,
     tokens: Vec<(OperandKind, u32)>,
+    /// [`crate::instr::fill_lengths`] of the code.
+    lens: Vec<u8>,
 }
 
 impl SinglePass {
@@ -64,6 +66,10 @@ impl SinglePass {
             self.marks.resize(len, 0);
         }
         self.marks[..len].fill(0);
+        if self.lens.len() < len {
+            self.lens.resize(len, 0);
+        }
+        crate::instr::fill_lengths(&buf[..len], &mut self.lens);
         if self.tokens.len() < len / 5 + 1 {
             self.tokens.resize(len / 5 + 1, (OperandKind::None, 0));
         }
@@ -102,6 +108,7 @@ impl SinglePass {
         r: &R,
     ) -> Option<(u32, bool, usize)> {
         let marks = &mut self.marks[..len];
+        let lens = &self.lens[..len];
         // At most one token per five bytes of code: written by index, no growth checks.
         let tokens = &mut self.tokens[..len / 5 + 1];
         let locals = ctx.locals.unwrap_or(u32::MAX);
@@ -125,7 +132,10 @@ impl SinglePass {
         while pos < len {
             let w = window(buf, pos);
             let e = entry(w, len - pos)?;
-            let next = pos + e.len as usize;
+            // The same length as `e`'s where it is not 0; the next step waits for this load
+            // only, not for the window and then the table.
+            let l = lens[pos] as usize;
+            let next = pos + if l != 0 { l } else { e.len as usize };
             let arg = (w >> e.shift) as u32 & e.mask;
             if (arg & e.vmask) + e.imm as u32 >= limits[e.var as usize & 3] {
                 return None;

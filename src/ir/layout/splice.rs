@@ -86,6 +86,8 @@ pub(super) struct Scratch {
     /// a new epoch, so the table is never cleared.
     starts: Vec<u32>,
     epoch: u32,
+    /// [`instr::fill_lengths`] of the code.
+    lens: Vec<u8>,
     events: Vec<Event>,
     /// Growth of `events[..k]`, at `k`.
     cum: Vec<u32>,
@@ -118,7 +120,8 @@ impl Snippets {
         }
         self.prologue.clone_from(&opts.prologue);
         self.epilogue.clone_from(&opts.epilogue);
-        (self.pro.clear(), self.epi.clear());
+        self.pro.clear();
+        self.epi.clear();
         let ok = which.snippets_ok(opts)
             && opts
                 .prologue
@@ -229,25 +232,47 @@ impl Scratch {
         let epoch = self.epoch;
         self.events.clear();
         self.targets.clear();
+        if self.lens.len() < len {
+            self.lens.resize(len, 0);
+        }
+        instr::fill_lengths(code, &mut self.lens);
+        // Taken out for the walk (`slow` borrows the rest), and put back after it.
+        let lens_buf = std::mem::take(&mut self.lens);
+        let walked = self.walk(code, &lens_buf[..len], epoch);
+        self.lens = lens_buf;
+        let (n, last) = walked?;
+        // Every target must be an instruction start.
+        let starts = &self.starts[..len];
+        let is_start = |t: u32| starts.get(t as usize) == Some(&epoch);
+        let branches_ok = self.events.iter().all(|e| match e.kind {
+            Kind::Branch { target, .. } => is_start(target),
+            _ => true,
+        });
+        if !branches_ok || !self.targets.iter().all(|&t| is_start(t)) {
+            return None;
+        }
+        Some((n, last as u32))
+    }
+
+    /// The decoding loop of [`Self::decode`], with the lengths of `code` in `lens`.
+    fn walk(&mut self, code: &[u8], lens: &[u8], epoch: u32) -> Option<(usize, usize)> {
+        let len = code.len();
         let (mut pos, mut n, mut last) = (0usize, 0usize, 0usize);
         // Whether the instruction just decoded carries `tail.`.
         let mut tail = false;
         while pos < len {
-            let first = code[pos];
-            let key = if first == 0xFE && pos + 1 < len {
-                256 + code[pos + 1] as usize
-            } else {
-                first as usize
-            };
-            let e = &TABLE[key];
-            let size = e.len as usize;
+            // The walk from one instruction to the next is this one load.
+            let size = lens[pos] as usize;
             self.starts[pos] = epoch;
             n += 1;
             last = pos;
+            let first = code[pos];
             if size == 0 || len - pos < size {
                 pos = self.slow(code, pos, &mut tail)?;
                 continue;
             }
+            // `FE` is no branch or `ret` in the table (the two-byte opcodes are neither).
+            let e = &TABLE[first as usize];
             let next = pos + size;
             if e.arg >= arg::BR1 {
                 let disp = if e.arg == arg::BR1 {
@@ -278,17 +303,7 @@ impl Scratch {
             tail = false;
             pos = next;
         }
-        // Every target must be an instruction start.
-        let starts = &self.starts[..len];
-        let is_start = |t: u32| starts.get(t as usize) == Some(&epoch);
-        let branches_ok = self.events.iter().all(|e| match e.kind {
-            Kind::Branch { target, .. } => is_start(target),
-            _ => true,
-        });
-        if !branches_ok || !self.targets.iter().all(|&t| is_start(t)) {
-            return None;
-        }
-        Some((n, last as u32))
+        Some((n, last))
     }
 
     /// The instruction at `start` through the codec's decoder: a prefix run and the
