@@ -252,14 +252,10 @@ fn operand_fits(ins: &Instr, e: &Enc) -> bool {
         && !(e.short_var && matches!(ins.operand, Operand::Var(v) if v > 0xFF))
 }
 
-/// Appends the encoding of an instruction without prefixes, branch or `switch` (a snippet's);
-/// `None` for any other, or an operand that does not fit.
-fn encode_plain(ins: &Instr, out: &mut Vec<u8>) -> Option<()> {
-    let e = &ENC[enc_key(ins.opcode)];
-    if !ins.prefixes.is_empty() || !operand_fits(ins, e) {
-        return None;
-    }
-    let value = match ins.operand {
+/// The operand bytes of a non-branch, non-`switch` operand, little-endian (`None` for those).
+#[inline(always)]
+fn operand_value(operand: &Operand) -> Option<u64> {
+    Some(match *operand {
         Operand::None => 0,
         Operand::Int8(v) => v as u8 as u64,
         Operand::Int32(v) => v as u32 as u64,
@@ -268,7 +264,17 @@ fn encode_plain(ins: &Instr, out: &mut Vec<u8>) -> Option<()> {
         Operand::Int64(v) => v as u64,
         Operand::Float64(v) => v,
         Operand::Target(_) | Operand::Switch(_) => return None,
-    };
+    })
+}
+
+/// Appends the encoding of an instruction without prefixes, branch or `switch` (a snippet's);
+/// `None` for any other, or an operand that does not fit.
+fn encode_plain(ins: &Instr, out: &mut Vec<u8>) -> Option<()> {
+    let e = &ENC[enc_key(ins.opcode)];
+    if !ins.prefixes.is_empty() || !operand_fits(ins, e) {
+        return None;
+    }
+    let value = operand_value(&ins.operand)?;
     let bytes = (e.bytes as u64).to_le_bytes();
     out.extend_from_slice(&bytes[..e.ops as usize]);
     let operand_len = (e.len - e.ops) as usize;
@@ -372,18 +378,30 @@ impl Layout {
                 data: &s.data,
             })
             .collect();
+        self.write_body(info.max_stack, &m.header, raw_sections, out)?;
+        Ok(info)
+    }
+
+    /// Appends the body of the laid-out code and clauses, with `header`'s InitLocals and locals
+    /// token and MaxStack `max_stack`, in the canonical encoding.
+    fn write_body(
+        &mut self,
+        max_stack: u16,
+        header: &HeaderInfo,
+        raw_sections: Vec<BodyRawSection<'_>>,
+        out: &mut Vec<u8>,
+    ) -> Result<(), EncodeError> {
         let parts = BodyParts {
-            max_stack: info.max_stack,
-            init_locals: m.header.init_locals,
-            local_sig: m.header.local_sig,
+            max_stack,
+            init_locals: header.init_locals,
+            local_sig: header.local_sig,
             code: &self.code[..self.code_len],
             clauses: std::mem::take(&mut self.clauses),
             raw_sections,
         };
         let result = write_canonical(&parts, out);
         self.clauses = parts.clauses;
-        result?;
-        Ok(info)
+        result
     }
 
     /// Runs the verifier's dataflow once: its findings (when verifying) and the depth it needs
@@ -475,24 +493,6 @@ impl Layout {
                 at += self.put_prefixes(m, ins, index, at)?;
             }
             let value = match ins.operand {
-                Operand::None => 0,
-                Operand::Int8(v) => v as u8 as u64,
-                Operand::Int32(v) => v as u32 as u64,
-                Operand::Float32(v) | Operand::Token(v) => v as u64,
-                // A one-byte index was checked to fit.
-                Operand::Var(v) => v as u64,
-                Operand::Int64(v) => {
-                    put8(&mut self.code, at as usize, e.bytes as u64);
-                    put8(&mut self.code, at as usize + 1, v as u64);
-                    at += e.len as u64;
-                    continue;
-                }
-                Operand::Float64(v) => {
-                    put8(&mut self.code, at as usize, e.bytes as u64);
-                    put8(&mut self.code, at as usize + 1, v);
-                    at += e.len as u64;
-                    continue;
-                }
                 Operand::Target(label) => {
                     let target = match m.position(label) {
                         Some(p) if p < n => p as u32,
@@ -537,7 +537,16 @@ impl Layout {
                     at += size;
                     continue;
                 }
+                // Checked above to fit the opcode (a one-byte index included).
+                other => operand_value(&other).unwrap_or(0),
             };
+            if e.len - e.ops == 8 {
+                // `ldc.i8`, `ldc.r8`: opcode and operand do not fit one write.
+                put8(&mut self.code, at as usize, e.bytes as u64);
+                put8(&mut self.code, at as usize + e.ops as usize, value);
+                at += e.len as u64;
+                continue;
+            }
             put8(
                 &mut self.code,
                 at as usize,

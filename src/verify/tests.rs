@@ -1589,3 +1589,23 @@ fn every_bad_target_is_reported() {
         assert!(found.contains(&want), "{want:?} not in {found:?}");
     }
 }
+
+/// The single pass steps by `instr::fill_lengths` wherever it gives a length: that length must
+/// be the one the verifier's own decode table gives, for every one- and two-byte opcode.
+#[test]
+fn fill_lengths_agrees_with_the_decode_table() {
+    for first in [None, Some(0xFE_u8)] {
+        for b in 0..=255u8 {
+            let mut code: Vec<u8> = first.into_iter().chain([b]).collect();
+            code.extend_from_slice(&[0; 8]);
+            let mut lens = vec![0; code.len()];
+            crate::instr::fill_lengths(&code, &mut lens);
+            if lens[0] == 0 {
+                continue;
+            }
+            let w = flow::window(&code, 0);
+            let from_table = flow::entry(w, code.len()).map(|e| e.len);
+            assert_eq!(from_table, Some(lens[0]), "{first:?} {b:#04x}");
+        }
+    }
+}

@@ -15,12 +15,12 @@
 //! refuses, is left to the IR path (which then reports). Where it answers, the answer is the IR
 //! path's; `tests/rewrite_corpus.rs` compares the two on every body of the corpus.
 
-use super::{Layout, LayoutInfo, LayoutOptions, encode_plain, write_canonical};
-use crate::body::{Body, BodyParts, Clause, ClauseKind, SectionContent};
+use super::{Layout, LayoutInfo, LayoutOptions, encode_plain};
+use crate::body::{Body, Clause, ClauseKind, SectionContent};
 use crate::instr::{self, Operand as RawOperand};
 use crate::ir::lift::{TABLE, arg};
 use crate::ir::transforms::{EntryExit, Outcome, TransformOptions};
-use crate::ir::{BranchForms, Instr};
+use crate::ir::{BranchForms, HeaderInfo, Instr};
 use crate::opcode::Opcode;
 use crate::verify::Resolver;
 
@@ -471,11 +471,8 @@ impl Scratch {
                     let old = if was_long { 5 } else { 2 };
                     (opcode, self.target(plan, target) as i64, long, old)
                 }
-                Kind::Ret {
-                    redirect: true,
-                    long,
-                    ..
-                } => (if long { BR } else { BR_S }, entry, long, 1),
+                // Redirected: the others were skipped above.
+                Kind::Ret { long, .. } => (if long { BR } else { BR_S }, entry, long, 1),
                 Kind::Switch { first, count } => {
                     let size = 5 + 4 * count as usize;
                     let table_at = dst + 5;
@@ -490,7 +487,6 @@ impl Scratch {
                     }
                     continue;
                 }
-                Kind::Ret { .. } => continue,
             };
             let next = dst as i64 + if long { 5 } else { 2 };
             let disp = target - next;
@@ -634,19 +630,13 @@ impl Layout {
         }
         self.code_len = total;
         s.clauses(&plan, body, &mut self.clauses)?;
-        let declared = body.max_stack();
-        let max_stack = self.check(declared, opts, resolver).ok()?;
-        let parts = BodyParts {
-            max_stack,
+        let header = HeaderInfo {
+            max_stack: body.max_stack(),
             init_locals: body.init_locals(),
             local_sig: body.local_sig(),
-            code: &self.code[..self.code_len],
-            clauses: std::mem::take(&mut self.clauses),
-            raw_sections: Vec::new(),
         };
-        let written = write_canonical(&parts, out);
-        self.clauses = parts.clauses;
-        written.ok()?;
+        let max_stack = self.check(header.max_stack, opts, resolver).ok()?;
+        self.write_body(max_stack, &header, Vec::new(), out).ok()?;
         let outcome = if prologue || epilogue {
             Outcome::Changed
         } else {
