@@ -11,6 +11,7 @@
 pub mod body;
 pub mod corpus;
 pub mod disasm;
+pub mod fsio;
 #[cfg(feature = "gen")]
 pub mod generate;
 pub mod image;

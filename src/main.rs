@@ -25,7 +25,8 @@ enum Command {
     ///
     /// With no PATH: the project's own corpus (embedded) plus system assemblies found in standard
     /// places (/usr/lib/mono/4.5, a .NET shared framework). Exit code 0 when every body and image
-    /// round-trips, 1 on any mismatch or decode failure, 2 on usage or I/O errors.
+    /// round-trips, 1 on any mismatch, decode failure or image integrity finding, 2 when an
+    /// input cannot be read (as for `verify`) or on usage errors.
     Roundtrip {
         /// Assemblies, or directories searched recursively for .dll and .exe files.
         paths: Vec<PathBuf>,
@@ -41,10 +42,16 @@ enum Command {
         /// How many failures to list with diffs.
         #[arg(long, default_value_t = 20)]
         max_failures: usize,
+        /// Fail the run (exit 2) when a directory scan finds files that are not .NET assemblies.
+        #[arg(long)]
+        strict: bool,
     },
-    /// Verify every method body of the given assemblies with the structural verifier.
+    /// Verify every method body of the given assemblies with the structural verifier, and each
+    /// image's integrity (sections cut short, directories outside their sections).
     ///
-    /// Exit code 0 when clean, 1 on findings, 2 on usage or I/O errors.
+    /// Exit code 0 when clean, 1 on findings, 2 when an input cannot be read (a named file that
+    /// is not a readable .NET assembly, an unreadable entry, no assembly found; with --strict
+    /// also a scanned file that is not .NET) or on usage errors.
     Verify {
         /// Assemblies, or directories searched recursively for .dll and .exe files.
         #[arg(required = true)]
@@ -65,6 +72,9 @@ enum Command {
         /// How many findings to list (all are counted).
         #[arg(long = "max", default_value_t = 200)]
         max: usize,
+        /// Fail the run (exit 2) when a directory scan finds files that are not .NET assemblies.
+        #[arg(long)]
+        strict: bool,
     },
     /// Rewrite every selected method of an assembly with a transform, verify each result, and
     /// write the patched assembly.
@@ -122,13 +132,15 @@ fn run(cli: Cli) -> Result<ExitCode> {
             sarif,
             report,
             max,
-        } => verify(paths, baseline, json, sarif, report, max),
+            strict,
+        } => verify(paths, baseline, json, sarif, report, max, strict),
         Command::Roundtrip {
             paths,
             canonical,
             json,
             report,
             max_failures,
+            strict,
         } => roundtrip(
             paths,
             RoundtripOptions {
@@ -137,6 +149,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             },
             json,
             report,
+            strict,
         ),
     }
 }
@@ -192,10 +205,18 @@ fn disasm(hex: Option<String>, file: Option<PathBuf>, canonical: bool) -> Result
     Ok(ExitCode::SUCCESS)
 }
 
+/// What a run reads: the inputs, a description of where they came from, and the entries that
+/// could not be looked at (each with its path and reason; the rest are still read).
+struct Inputs {
+    inputs: Vec<Input>,
+    sources: Vec<String>,
+    problems: Vec<corpus::Skipped>,
+}
+
 /// The inputs named on the command line, or the default corpus with the sources it used.
-fn inputs(paths: Vec<PathBuf>) -> Result<(Vec<Input>, Vec<String>)> {
+fn inputs(paths: Vec<PathBuf>) -> Result<Inputs> {
     if !paths.is_empty() {
-        let files = corpus::discover(&paths)?;
+        let found = corpus::discover_all(&paths);
         let mut sources: Vec<String> = paths
             .iter()
             .take(3)
@@ -204,7 +225,14 @@ fn inputs(paths: Vec<PathBuf>) -> Result<(Vec<Input>, Vec<String>)> {
         if paths.len() > 3 {
             sources.push(format!("and {} more paths", paths.len() - 3));
         }
-        return Ok((files.into_iter().map(Input::File).collect(), sources));
+        if found.inputs.is_empty() && found.problems.is_empty() {
+            bail!("no .dll or .exe files found in {}", sources.join(", "));
+        }
+        return Ok(Inputs {
+            inputs: found.inputs,
+            sources,
+            problems: found.problems,
+        });
     }
     let mut inputs: Vec<Input> = corpus::EMBEDDED
         .iter()
@@ -214,17 +242,41 @@ fn inputs(paths: Vec<PathBuf>) -> Result<(Vec<Input>, Vec<String>)> {
         "embedded project corpus ({} assemblies)",
         inputs.len()
     )];
+    let mut problems = Vec::new();
     for dir in corpus::system_dirs() {
-        let files = corpus::discover(std::slice::from_ref(&dir))?;
-        sources.push(format!("{} ({} files)", dir.display(), files.len()));
-        inputs.extend(files.into_iter().map(Input::File));
+        let found = corpus::discover_all(std::slice::from_ref(&dir));
+        sources.push(format!("{} ({} files)", dir.display(), found.inputs.len()));
+        inputs.extend(found.inputs);
+        problems.extend(found.problems);
     }
     if sources.len() == 1 {
         sources.push(
             "no system assemblies found (install mono-devel for /usr/lib/mono/4.5)".to_string(),
         );
     }
-    Ok((inputs, sources))
+    Ok(Inputs {
+        inputs,
+        sources,
+        problems,
+    })
+}
+
+/// The exit code of a run over inputs: 2 when something asked for could not be read (or, with
+/// `--strict`, a scan skipped files), else 1 when the run found something, else 0.
+fn run_exit_code(unreadable: bool, strict_skips: bool, failed: bool) -> ExitCode {
+    if unreadable || strict_skips {
+        ExitCode::from(2)
+    } else if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// Writes a report file atomically.
+fn write_output(path: &std::path::Path, text: &str) -> Result<()> {
+    ilcheck::fsio::write_atomic(path, text.as_bytes())
+        .with_context(|| format!("writing {}", path.display()))
 }
 
 fn progress_bar(len: usize) -> indicatif::ProgressBar {
@@ -243,8 +295,13 @@ fn roundtrip(
     opts: RoundtripOptions,
     json: bool,
     report_path: Option<PathBuf>,
+    strict: bool,
 ) -> Result<ExitCode> {
-    let (inputs, sources) = inputs(paths)?;
+    let Inputs {
+        inputs,
+        sources,
+        problems,
+    } = inputs(paths)?;
     if !json {
         eprintln!("ilcheck roundtrip: {}", sources.join("; "));
     }
@@ -252,6 +309,19 @@ fn roundtrip(
         sources,
         ..Default::default()
     };
+    report.image_errors += problems.len() as u64;
+    for p in problems {
+        report.failures.push(corpus::Failure {
+            assembly: p.path,
+            method: String::new(),
+            token: String::new(),
+            offset: 0,
+            kind: "image_error",
+            message: p.reason,
+            original: Vec::new(),
+            reencoded: Vec::new(),
+        });
+    }
     let bar = progress_bar(inputs.len());
     corpus::roundtrip(&inputs, opts, &mut report, |input| {
         bar.set_message(input.name());
@@ -265,19 +335,19 @@ fn roundtrip(
     }
     if let Some(path) = report_path {
         let command = std::env::args().collect::<Vec<_>>().join(" ");
-        std::fs::write(
+        write_output(
             &path,
-            ilcheck::report::roundtrip_markdown(&report, &command),
-        )
-        .with_context(|| format!("writing {}", path.display()))?;
+            &ilcheck::report::roundtrip_markdown(&report, &command),
+        )?;
     }
-    Ok(if report.all_identical() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    Ok(run_exit_code(
+        report.image_errors > 0,
+        strict && !report.skipped.is_empty(),
+        !report.all_identical(),
+    ))
 }
 
+#[allow(clippy::too_many_arguments)]
 fn verify(
     paths: Vec<PathBuf>,
     baseline: Vec<PathBuf>,
@@ -285,17 +355,24 @@ fn verify(
     sarif: Option<PathBuf>,
     report_path: Option<PathBuf>,
     max: usize,
+    strict: bool,
 ) -> Result<ExitCode> {
-    let (inputs, sources) = inputs(paths)?;
+    let Inputs {
+        inputs,
+        sources,
+        problems,
+    } = inputs(paths)?;
     let baseline = if baseline.is_empty() {
         None
     } else {
-        let files = corpus::discover(&baseline)?;
-        let inputs: Vec<Input> = files.into_iter().map(Input::File).collect();
+        // Every original must be read: a baseline with a hole would report old findings as new.
+        let found = corpus::discover(&baseline).context("baseline")?;
+        let inputs: Vec<Input> = found.into_iter().map(Input::named).collect();
         Some(corpus::Baseline::load(&inputs).map_err(anyhow::Error::msg)?)
     };
     let mut report = corpus::VerifyReport {
         sources,
+        image_errors: problems,
         ..Default::default()
     };
     let opts = corpus::VerifyOptions {
@@ -315,19 +392,17 @@ fn verify(
     }
     if let Some(path) = sarif {
         let log = ilcheck::report::verify_sarif(&report);
-        std::fs::write(&path, serde_json::to_string_pretty(&log)?)
-            .with_context(|| format!("writing {}", path.display()))?;
+        write_output(&path, &serde_json::to_string_pretty(&log)?)?;
     }
     if let Some(path) = report_path {
         let command = std::env::args().collect::<Vec<_>>().join(" ");
-        std::fs::write(&path, ilcheck::report::verify_markdown(&report, &command))
-            .with_context(|| format!("writing {}", path.display()))?;
+        write_output(&path, &ilcheck::report::verify_markdown(&report, &command))?;
     }
-    Ok(if report.clean() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    Ok(run_exit_code(
+        !report.image_errors.is_empty(),
+        strict && !report.skipped.is_empty(),
+        report.findings_total > 0,
+    ))
 }
 
 #[derive(clap::Args)]
@@ -425,8 +500,11 @@ fn rewrite(a: RewriteArgs) -> Result<ExitCode> {
         ..Default::default()
     };
     let bytes = corpus::rewrite_image(&image, &opts, &mut report)
-        .with_context(|| format!("writing {}", a.input.display()))?;
-    std::fs::write(&a.output, bytes).with_context(|| format!("writing {}", a.output.display()))?;
+        .with_context(|| format!("rewriting {}", a.input.display()))?;
+    // The output may be the input, which is still mapped: the new file replaces it by rename,
+    // so the mapping (and the input on any error) stays intact.
+    ilcheck::fsio::write_atomic(&a.output, &bytes)
+        .with_context(|| format!("writing {}", a.output.display()))?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

@@ -83,7 +83,7 @@ fn mono_corpus_round_trips_byte_for_byte() {
         .filter(|p| p.extension().is_some_and(|e| e == "dll"))
         .collect();
     files.sort();
-    let inputs: Vec<Input> = files.into_iter().map(Input::File).collect();
+    let inputs: Vec<Input> = files.into_iter().map(Input::found).collect();
     let r = run(&inputs, true);
     let summary = ilcheck::report::roundtrip_summary(&r);
     assert!(r.assemblies >= 130, "{summary}");
@@ -107,7 +107,7 @@ fn whole_mono_tree_reads_without_crash() {
     let inputs: Vec<Input> = corpus::discover(&[root])
         .unwrap()
         .into_iter()
-        .map(Input::File)
+        .map(Input::found)
         .collect();
     let r = run(&inputs, false);
     let summary = ilcheck::report::roundtrip_summary(&r);

@@ -84,7 +84,9 @@ pub fn system_dirs() -> Vec<PathBuf> {
 /// One assembly to read: a file, or one of the embedded ones.
 #[derive(Clone, Debug)]
 pub enum Input {
-    File(PathBuf),
+    /// A file on disk. `named` is true when the user named it (rather than a directory scan
+    /// finding it): a named file that is not a .NET assembly is an error, not a skip.
+    File { path: PathBuf, named: bool },
     Embedded {
         name: &'static str,
         bytes: &'static [u8],
@@ -92,55 +94,133 @@ pub enum Input {
 }
 
 impl Input {
+    /// A file the user named.
+    pub fn named(path: impl Into<PathBuf>) -> Input {
+        Input::File {
+            path: path.into(),
+            named: true,
+        }
+    }
+
+    /// A file found by scanning a directory.
+    pub fn found(path: impl Into<PathBuf>) -> Input {
+        Input::File {
+            path: path.into(),
+            named: false,
+        }
+    }
+
     pub fn name(&self) -> String {
         match self {
-            Input::File(p) => p.display().to_string(),
+            Input::File { path, .. } => path.display().to_string(),
             Input::Embedded { name, .. } => format!("{name} (embedded)"),
         }
     }
 
-    /// Opens the image (memory-mapped for files).
+    /// Whether a reason not to read this input as an assembly is an error of the run (the
+    /// user named it, or it is built in) rather than a skip of a scan.
+    pub fn must_be_assembly(&self) -> bool {
+        match self {
+            Input::File { named, .. } => *named,
+            Input::Embedded { .. } => true,
+        }
+    }
+
+    /// Opens the image (memory-mapped for files; only regular files are opened).
     pub fn open(&self) -> Result<Image<'static>, ImageError> {
         match self {
-            Input::File(p) => Image::open(p),
+            Input::File { path, .. } => Image::open(path),
             Input::Embedded { bytes, .. } => Image::parse(bytes),
         }
     }
 }
 
-/// Expands paths into assembly files: directories are searched recursively for `.dll` and `.exe`
-/// files, in sorted order; files are taken as given.
-pub fn discover(paths: &[PathBuf]) -> std::io::Result<Vec<PathBuf>> {
-    let mut out = Vec::new();
-    for p in paths {
-        let meta = std::fs::metadata(p)
-            .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", p.display())))?;
-        if meta.is_dir() {
-            walk(p, &mut out)?;
-        } else {
-            out.push(p.clone());
-        }
-    }
-    Ok(out)
+/// What a scan of the named paths found: the assembly files to read, and every entry that could
+/// not be looked at (a path that does not exist, a directory that cannot be listed, something
+/// that is not a regular file), each with its path and reason. A problem never stops the scan.
+#[derive(Clone, Debug, Default)]
+pub struct Discovery {
+    pub inputs: Vec<Input>,
+    pub problems: Vec<Skipped>,
 }
 
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .collect();
-    entries.sort();
-    for path in entries {
-        // Symlinked directories are not followed, so a cycle cannot loop forever.
-        let Ok(meta) = std::fs::symlink_metadata(&path) else {
-            continue;
-        };
-        if meta.is_dir() {
-            walk(&path, out)?;
-        } else if is_assembly_name(&path) {
-            out.push(path);
+/// Expands paths into assembly files: directories are searched recursively for `.dll` and `.exe`
+/// files, in sorted order (symbolic links to directories are not followed); files are taken as
+/// given and marked as named.
+pub fn discover_all(paths: &[PathBuf]) -> Discovery {
+    let mut d = Discovery::default();
+    for p in paths {
+        match std::fs::metadata(p) {
+            Ok(meta) if meta.is_dir() => walk(p, &mut d),
+            Ok(_) => d.inputs.push(Input::named(p)),
+            Err(e) => d.problem(p, e.to_string()),
         }
     }
-    Ok(())
+    d
+}
+
+impl Discovery {
+    fn problem(&mut self, path: &Path, reason: String) {
+        self.problems.push(Skipped {
+            path: path.display().to_string(),
+            reason,
+        });
+    }
+}
+
+/// [`discover_all`] for callers that want all or nothing: the files, or an error naming every
+/// entry that could not be looked at.
+pub fn discover(paths: &[PathBuf]) -> std::io::Result<Vec<PathBuf>> {
+    let d = discover_all(paths);
+    if !d.problems.is_empty() {
+        let all: Vec<String> = d
+            .problems
+            .iter()
+            .map(|p| format!("{}: {}", p.path, p.reason))
+            .collect();
+        return Err(std::io::Error::other(all.join("; ")));
+    }
+    Ok(d.inputs
+        .into_iter()
+        .filter_map(|i| match i {
+            Input::File { path, .. } => Some(path),
+            Input::Embedded { .. } => None,
+        })
+        .collect())
+}
+
+fn walk(dir: &Path, d: &mut Discovery) {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) => return d.problem(dir, e.to_string()),
+    };
+    let mut paths = Vec::new();
+    for entry in entries {
+        match entry {
+            Ok(e) => paths.push(e.path()),
+            Err(e) => d.problem(dir, e.to_string()),
+        }
+    }
+    paths.sort();
+    for path in paths {
+        // Symlinked directories are not followed, so a cycle cannot loop forever.
+        let meta = match std::fs::symlink_metadata(&path) {
+            Ok(m) => m,
+            Err(e) => {
+                d.problem(&path, e.to_string());
+                continue;
+            }
+        };
+        if meta.is_dir() {
+            walk(&path, d);
+        } else if is_assembly_name(&path) {
+            // A FIFO or device named `.dll` would hang a read: report it instead.
+            match crate::fsio::regular_file_reason(&path) {
+                Ok(()) => d.inputs.push(Input::found(path)),
+                Err(reason) => d.problem(&path, reason),
+            }
+        }
+    }
 }
 
 fn is_assembly_name(path: &Path) -> bool {

@@ -18,8 +18,9 @@ pub struct Failure {
     pub token: String,
     /// File offset of the fault.
     pub offset: usize,
-    /// `decode_error`, `encode_error`, `mismatch`, `image_mismatch`, `image_error`, or
-    /// `raw_code` (listed apart: not a failure).
+    /// `decode_error`, `encode_error`, `mismatch`, `image_mismatch`, `image_error`,
+    /// `image_integrity` (an [`IntegrityCode`](crate::image::IntegrityCode): the file is cut or
+    /// a directory points outside its section), or `raw_code` (listed apart: not a failure).
     pub kind: &'static str,
     pub message: String,
     /// The original body bytes (for diffs; not serialised).
@@ -57,8 +58,12 @@ pub struct RoundtripReport {
     pub schema: &'static str,
     pub sources: Vec<String>,
     pub assemblies: u64,
+    /// Files found while scanning a directory that are not .NET assemblies.
     pub skipped: Vec<Skipped>,
+    /// Inputs that could not be read (each also a failure of kind `image_error`).
     pub image_errors: u64,
+    /// Image integrity findings (each also a failure of kind `image_integrity`).
+    pub integrity_findings: u64,
     pub method_defs: u64,
     pub rva_zero: u64,
     /// Distinct method bodies (a body shared by several MethodDefs counts once).
@@ -97,6 +102,7 @@ impl RoundtripReport {
             && self.decode_errors == 0
             && self.encode_errors == 0
             && self.image_errors == 0
+            && self.integrity_findings == 0
             && self.images_identical == self.assemblies
     }
 
@@ -152,10 +158,12 @@ pub fn roundtrip(
                 report.assemblies += 1;
                 roundtrip_image(&input.name(), &image, opts, report, &mut scratch);
             }
-            Err(e @ (ImageError::NotDotNet | ImageError::Pe(_))) => report.skipped.push(Skipped {
-                path: input.name(),
-                reason: e.to_string(),
-            }),
+            Err(e @ (ImageError::NotDotNet | ImageError::Pe(_))) if !input.must_be_assembly() => {
+                report.skipped.push(Skipped {
+                    path: input.name(),
+                    reason: e.to_string(),
+                })
+            }
             Err(e) => {
                 report.image_errors += 1;
                 push_failure(
@@ -274,8 +282,28 @@ fn roundtrip_image(
     }
     report.encode_seconds += start.elapsed().as_secs_f64();
 
-    // Compare, count, and write every body back into a copy of the image.
-    let mut patched = file.to_vec();
+    for f in crate::image::integrity::check(image) {
+        report.integrity_findings += 1;
+        push_failure(
+            report,
+            opts,
+            Failure {
+                assembly: name.to_string(),
+                method: String::new(),
+                token: String::new(),
+                offset: usize::try_from(f.offset).unwrap_or(usize::MAX),
+                kind: "image_integrity",
+                message: format!("{}: {}", f.code.name(), f.message),
+                original: Vec::new(),
+                reencoded: Vec::new(),
+            },
+        );
+    }
+
+    // Compare and count. Writing every re-encoded body back over the image leaves the file
+    // unchanged exactly when each one equals the bytes it would overwrite: that is checked per
+    // body, without copying the file (which may be large, or sparse).
+    let mut image_diff: Option<usize> = None;
     for (i, d) in decoded.iter().enumerate() {
         let (offset, rid, _) = scratch.bodies[i];
         let (body, instructions) = match d {
@@ -351,21 +379,16 @@ fn roundtrip_image(
             f.reencoded = encoded.to_vec();
             push_failure(report, opts, f);
         }
-        if let Some(dst) = patched.get_mut(offset..offset + len) {
-            dst.copy_from_slice(encoded);
+        if let Some(dst) = file.get(offset..offset + len)
+            && let Some(d) = dst.iter().zip(encoded).position(|(a, b)| a != b)
+        {
+            image_diff = Some(image_diff.map_or(offset + d, |at| at.min(offset + d)));
         }
         if opts.canonical {
             canonical_stats(report, body, original, &mut scratch.canonical);
         }
     }
-    if patched == file {
-        report.images_identical += 1;
-    } else {
-        let at = patched
-            .iter()
-            .zip(file)
-            .position(|(a, b)| a != b)
-            .unwrap_or(0);
+    if let Some(at) = image_diff {
         push_failure(
             report,
             opts,
@@ -382,6 +405,8 @@ fn roundtrip_image(
                 reencoded: Vec::new(),
             },
         );
+    } else {
+        report.images_identical += 1;
     }
 }
 

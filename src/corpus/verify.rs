@@ -3,7 +3,7 @@
 
 use super::{Input, Skipped};
 use crate::body::Body;
-use crate::image::{Image, ImageError, Method};
+use crate::image::{Image, ImageError, Method, integrity};
 use crate::verify::{ImageResolver, Verifier};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -17,17 +17,31 @@ pub const BODY_MALFORMED: &str = "BodyMalformed";
 #[derive(Clone, Debug, Serialize)]
 pub struct Finding {
     pub assembly: String,
+    /// The method's full name; empty for an image-level finding.
     pub method: String,
-    /// MethodDef token, `0x06xxxxxx`.
+    /// MethodDef token, `0x06xxxxxx`; empty for an image-level finding.
     pub token: String,
-    /// IL offset (for [`BODY_MALFORMED`]: byte offset from the start of the body).
+    /// IL offset (for [`BODY_MALFORMED`]: byte offset from the start of the body; for an
+    /// image-level finding: file offset).
     pub offset: u32,
-    /// The verifier's stable code name, or [`BODY_MALFORMED`].
+    /// The verifier's stable code name, [`BODY_MALFORMED`], or an
+    /// [`IntegrityCode`](crate::image::IntegrityCode) name for an image-level finding.
     pub code: String,
     pub message: String,
+    /// With `--baseline`: why the method's match to the original is uncertain (matched by token
+    /// while the names differ or cannot be read), so the finding may not be new.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub baseline_match: Option<String>,
     /// Disassembly around the offset (not serialised).
     #[serde(skip)]
     pub window: String,
+}
+
+impl Finding {
+    /// Whether the finding concerns the image rather than one method.
+    pub fn is_image_level(&self) -> bool {
+        self.token.is_empty()
+    }
 }
 
 /// The verification report. The JSON schema is documented in `docs/verify-json.md`.
@@ -36,8 +50,11 @@ pub struct VerifyReport {
     pub schema: &'static str,
     pub sources: Vec<String>,
     pub assemblies: u64,
+    /// Files found while scanning a directory that are not .NET assemblies (native PE files,
+    /// other files named `.dll`). With `--strict` they fail the run.
     pub skipped: Vec<Skipped>,
-    /// Assemblies that could not be read (each also a finding-less failure line).
+    /// Inputs that could not be read: a named file that is not a readable .NET assembly, a
+    /// corrupt assembly, an entry that cannot be opened or listed. Any of them fails the run.
     pub image_errors: Vec<Skipped>,
     pub methods_checked: u64,
     pub methods_with_errors: u64,
@@ -50,6 +67,12 @@ pub struct VerifyReport {
     pub baseline_assemblies: u64,
     /// Findings present in the baseline too, and so not reported.
     pub baseline_suppressed: u64,
+    /// Methods with findings matched to the original by token only (names differ or cannot be
+    /// read): their findings are reported, each marked with the reason.
+    pub baseline_uncertain: u64,
+    /// Assemblies verified with a baseline given that had no original of the same file name:
+    /// every finding of theirs is reported as new.
+    pub baseline_missing: Vec<String>,
     pub findings_total: u64,
     pub findings: Vec<Finding>,
 }
@@ -63,6 +86,7 @@ impl VerifyReport {
         }
     }
 
+    /// No finding, and every input was read.
     pub fn clean(&self) -> bool {
         self.findings_total == 0 && self.image_errors.is_empty()
     }
@@ -86,7 +110,8 @@ impl Default for VerifyOptions {
     }
 }
 
-/// Findings of one method, by code: what a patched method's findings are compared against.
+/// Findings of one method (or of the image), by code: what a patched method's findings are
+/// compared against.
 type CodeCounts = HashMap<String, u32>;
 
 /// Findings of baseline assemblies, by assembly file name, then by MethodDef token and by full
@@ -99,18 +124,40 @@ pub struct Baseline {
 
 #[derive(Default)]
 struct BaselineAssembly {
-    by_token: HashMap<u32, (String, CodeCounts)>,
-    by_name: HashMap<String, CodeCounts>,
+    /// Every method with a body, by token: its name (None when unreadable) and findings.
+    by_token: HashMap<u32, (Option<String>, CodeCounts)>,
+    /// Methods with readable names, by name (a name several methods share maps to none).
+    by_name: HashMap<String, Option<u32>>,
+    /// Image-level findings.
+    image: CodeCounts,
+}
+
+/// How a patched method was matched to its original.
+enum Match {
+    /// Same token and same readable name, or the same unique name at another token.
+    Certain(CodeCounts),
+    /// The same token, but the names differ or one cannot be read.
+    Uncertain(CodeCounts, String),
+    /// No original: the method is new.
+    None,
 }
 
 fn file_name(input: &Input) -> String {
     match input {
-        Input::File(p) => p
+        Input::File { path, .. } => path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default(),
         Input::Embedded { name, .. } => name.rsplit('/').next().unwrap_or(name).to_string(),
     }
+}
+
+fn counts<'c>(codes: impl IntoIterator<Item = &'c str>) -> CodeCounts {
+    let mut counts = CodeCounts::new();
+    for code in codes {
+        *counts.entry(code.to_string()).or_default() += 1;
+    }
+    counts
 }
 
 impl Baseline {
@@ -123,17 +170,21 @@ impl Baseline {
             let image = input
                 .open()
                 .map_err(|e| format!("baseline {}: {e}", input.name()))?;
-            let mut assembly = BaselineAssembly::default();
+            let mut assembly = BaselineAssembly {
+                image: counts(integrity::check(&image).iter().map(|f| f.code.name())),
+                ..Default::default()
+            };
             for_each_method_findings(&image, &mut verifier, |method, findings| {
-                let name = method.full_name().unwrap_or_default();
-                let mut counts = CodeCounts::new();
-                for (code, _, _) in findings {
-                    *counts.entry(code.to_string()).or_default() += 1;
+                let name = method.full_name().ok();
+                let counts = counts(findings.iter().map(|f| f.0));
+                if let Some(n) = &name {
+                    assembly
+                        .by_name
+                        .entry(n.clone())
+                        .and_modify(|t| *t = None)
+                        .or_insert(Some(method.token().0));
                 }
-                assembly
-                    .by_token
-                    .insert(method.token().0, (name.clone(), counts.clone()));
-                assembly.by_name.insert(name, counts);
+                assembly.by_token.insert(method.token().0, (name, counts));
             });
             baseline.assemblies.insert(file_name(input), assembly);
             baseline.assemblies_read += 1;
@@ -141,13 +192,28 @@ impl Baseline {
         Ok(baseline)
     }
 
-    /// The baseline's findings for a patched method: by token when the names agree, else by
-    /// full name. None when the method is new.
-    fn counts_for(&self, assembly: &str, token: u32, name: &str) -> Option<CodeCounts> {
-        let a = self.assemblies.get(assembly)?;
-        match a.by_token.get(&token) {
-            Some((n, counts)) if n == name => Some(counts.clone()),
-            _ => a.by_name.get(name).cloned(),
+    /// The original of a patched method: by token first (rewriters keep MethodDef tokens), by
+    /// unique full name when the token's name differs (a renumbered method).
+    fn match_for(&self, a: &BaselineAssembly, token: u32, name: Option<&str>) -> Match {
+        let by_name = |n: &str| {
+            let t = a.by_name.get(n).copied().flatten()?;
+            a.by_token.get(&t).map(|(_, c)| c.clone())
+        };
+        match (a.by_token.get(&token), name) {
+            (Some((Some(old), counts)), Some(new)) if old == new => Match::Certain(counts.clone()),
+            (Some((old, counts)), new) => {
+                if let Some(c) = new.and_then(by_name) {
+                    return Match::Certain(c);
+                }
+                let why = match (old, new) {
+                    (Some(old), Some(_)) => format!("matched by token; the original was {old}"),
+                    (None, _) => "matched by token; the original's name cannot be read".into(),
+                    (_, None) => "matched by token; the name cannot be read".into(),
+                };
+                Match::Uncertain(counts.clone(), why)
+            }
+            (None, Some(new)) => by_name(new).map_or(Match::None, Match::Certain),
+            (None, None) => Match::None,
         }
     }
 }
@@ -190,7 +256,9 @@ fn body_error_offset(e: &ImageError) -> u32 {
 }
 
 /// Verifies every method of every input, accumulating into `report`. With a baseline, findings
-/// the original method had too are suppressed (by code, as many as it had).
+/// the original method had too are suppressed (by code, as many as it had). Inputs that cannot
+/// be read go to `report.image_errors`; files found by a scan that are not .NET assemblies go
+/// to `report.skipped`.
 pub fn verify(
     inputs: &[Input],
     opts: VerifyOptions,
@@ -207,10 +275,12 @@ pub fn verify(
                 report.assemblies += 1;
                 verify_image(input, &image, opts, baseline, &mut verifier, report);
             }
-            Err(e @ (ImageError::NotDotNet | ImageError::Pe(_))) => report.skipped.push(Skipped {
-                path: input.name(),
-                reason: e.to_string(),
-            }),
+            Err(e @ (ImageError::NotDotNet | ImageError::Pe(_))) if !input.must_be_assembly() => {
+                report.skipped.push(Skipped {
+                    path: input.name(),
+                    reason: e.to_string(),
+                })
+            }
             Err(e) => report.image_errors.push(Skipped {
                 path: input.name(),
                 reason: e.to_string(),
@@ -218,6 +288,26 @@ pub fn verify(
         }
         progress(input);
     }
+}
+
+/// Adds `f` to the report unless the baseline's `known` counts hold its code; returns whether
+/// it was new.
+fn record(
+    report: &mut VerifyReport,
+    opts: VerifyOptions,
+    known: &mut CodeCounts,
+    f: Finding,
+) -> bool {
+    if let Some(n) = known.get_mut(&f.code).filter(|n| **n > 0) {
+        *n -= 1;
+        report.baseline_suppressed += 1;
+        return false;
+    }
+    report.findings_total += 1;
+    if report.findings.len() < opts.max_findings {
+        report.findings.push(f);
+    }
+    true
 }
 
 fn verify_image(
@@ -230,6 +320,25 @@ fn verify_image(
 ) {
     let assembly_file = file_name(input);
     let assembly = input.name();
+    let original = baseline.and_then(|b| b.assemblies.get(&assembly_file));
+    if baseline.is_some() && original.is_none() {
+        report.baseline_missing.push(assembly.clone());
+    }
+    let mut known = original.map(|a| a.image.clone()).unwrap_or_default();
+    for f in integrity::check(image) {
+        let finding = Finding {
+            assembly: assembly.clone(),
+            method: String::new(),
+            token: String::new(),
+            offset: u32::try_from(f.offset).unwrap_or(u32::MAX),
+            code: f.code.name().to_string(),
+            message: f.message,
+            baseline_match: None,
+            window: String::new(),
+        };
+        record(report, opts, &mut known, finding);
+    }
+
     // Decode every body first and time the verify loop as one batch: a clock read per method
     // would cost more than verifying a small body. The timed loop covers everything
     // verification does, the resolver's per-method facts included.
@@ -274,39 +383,38 @@ fn verify_image(
             continue;
         }
         let body = body.as_ref().ok();
-        let name = method
-            .full_name()
-            .unwrap_or_else(|e| format!("<name unreadable: {e}>"));
-        let mut known = baseline
-            .and_then(|b| b.counts_for(&assembly_file, method.token().0, &name))
-            .unwrap_or_default();
+        let name = method.full_name();
+        let (mut known, uncertain) = match original.map_or(Match::None, |a| {
+            baseline.map_or(Match::None, |b| {
+                b.match_for(a, method.token().0, name.as_deref().ok())
+            })
+        }) {
+            Match::Certain(c) => (c, None),
+            Match::Uncertain(c, why) => (c, Some(why)),
+            Match::None => (CodeCounts::new(), None),
+        };
+        let name = name.unwrap_or_else(|e| format!("<name unreadable: {e}>"));
         let mut any = false;
         for (code, offset, message) in findings {
-            if let Some(n) = known.get_mut(&code).filter(|n| **n > 0) {
-                *n -= 1;
-                report.baseline_suppressed += 1;
-                continue;
-            }
-            any = true;
-            report.findings_total += 1;
-            if report.findings.len() < opts.max_findings {
-                let window = match body {
-                    Some(b) if code != BODY_MALFORMED => {
-                        crate::disasm::window(b.code, offset, opts.window)
-                    }
-                    _ => String::new(),
-                };
-                report.findings.push(Finding {
-                    assembly: assembly.clone(),
-                    method: name.clone(),
-                    token: format!("{:#010x}", method.token().0),
-                    offset,
-                    code,
-                    message,
-                    window,
-                });
-            }
+            let window = match body {
+                Some(b) if code != BODY_MALFORMED && report.findings.len() < opts.max_findings => {
+                    crate::disasm::window(b.code, offset, opts.window)
+                }
+                _ => String::new(),
+            };
+            let f = Finding {
+                assembly: assembly.clone(),
+                method: name.clone(),
+                token: format!("{:#010x}", method.token().0),
+                offset,
+                code,
+                message,
+                baseline_match: uncertain.clone(),
+                window,
+            };
+            any |= record(report, opts, &mut known, f);
         }
         report.methods_with_errors += u64::from(any);
+        report.baseline_uncertain += u64::from(any && uncertain.is_some());
     }
 }

@@ -6,6 +6,7 @@
 
 pub mod error;
 pub mod heaps;
+pub mod integrity;
 pub mod metadata;
 pub mod pe;
 mod read;
@@ -19,6 +20,7 @@ use crate::body::{Body, DecodeError};
 
 pub use error::ImageError;
 pub use heaps::{BlobHeap, GuidHeap, StringHeap, UserStringHeap};
+pub use integrity::{IntegrityCode, IntegrityFinding};
 pub use metadata::MetadataRoot;
 pub use pe::{CliHeader, PeInfo, Section};
 pub use sig::{MethodSigSummary, SigError, StandAloneSig};
@@ -50,9 +52,10 @@ impl std::fmt::Debug for Image<'_> {
 }
 
 impl Image<'static> {
-    /// Memory-maps and parses the file at `path`.
+    /// Memory-maps and parses the file at `path`. Only regular files are opened: a FIFO or a
+    /// device is an [`ImageError::Io`] saying what it is, never a read that blocks.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, ImageError> {
-        let file = std::fs::File::open(path)?;
+        let file = crate::fsio::open_regular(path.as_ref())?;
         // SAFETY: the map is read-only and private to this Image. Another process truncating
         // the file while it is mapped would fault; that is the accepted cost of mapping.
         let map = unsafe { memmap2::Mmap::map(&file)? };

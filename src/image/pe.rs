@@ -7,7 +7,7 @@ use super::error::ImageError;
 use super::read::{le_u16, le_u32};
 
 /// Data directory index of the CLI header.
-const CLI_HEADER_DIRECTORY: usize = 14;
+pub const CLI_HEADER_DIRECTORY: usize = 14;
 
 /// A section's place in memory and in the file.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -23,7 +23,7 @@ pub struct Section {
 impl Section {
     /// Bytes of the section present in the file: the raw data, cut to the virtual size when
     /// that is smaller (the loader maps no more), and to the file's end.
-    fn file_span(&self, file_len: usize) -> (u64, u64) {
+    pub fn file_span(&self, file_len: usize) -> (u64, u64) {
         let mut len = u64::from(self.raw_size);
         if self.virtual_size != 0 {
             len = len.min(u64::from(self.virtual_size));
@@ -67,8 +67,20 @@ pub struct PeInfo {
     pub is_64: bool,
     pub machine: u16,
     pub sections: Vec<Section>,
+    /// The optional header's data directories by index (II.25.2.3.3), as many as it declares
+    /// (at most 16). Index 4, the certificate table, holds a file offset, not an RVA.
+    pub directories: Vec<DataDir>,
+    /// SizeOfHeaders: the file bytes before the first section.
+    pub size_of_headers: u32,
     pub cli: CliHeader,
 }
+
+/// Data directory index of the certificate (Authenticode) table, whose address is a file
+/// offset.
+pub const CERTIFICATE_DIRECTORY: usize = 4;
+
+/// Data directory index of the debug directory.
+pub const DEBUG_DIRECTORY: usize = 6;
 
 impl PeInfo {
     pub fn parse(file: &[u8]) -> Result<Self, ImageError> {
@@ -100,6 +112,17 @@ impl PeInfo {
                 characteristics: s.characteristics,
             })
             .collect::<Vec<_>>();
+        let directories = optional
+            .data_directories
+            .data_directories
+            .iter()
+            .map(|d| {
+                d.map_or(DataDir::default(), |(_, d)| DataDir {
+                    rva: d.virtual_address,
+                    size: d.size,
+                })
+            })
+            .collect();
         let dir = optional
             .data_directories
             .data_directories
@@ -114,6 +137,8 @@ impl PeInfo {
             is_64: pe.is_64,
             machine: pe.header.coff_header.machine,
             sections,
+            directories,
+            size_of_headers: optional.windows_fields.size_of_headers,
             cli: CliHeader {
                 offset: 0,
                 cb: 0,
@@ -179,6 +204,19 @@ impl PeInfo {
         self.sections.iter().find(|s| {
             let (start, end) = s.file_span(file_len);
             rva >= s.virtual_address && u64::from(rva - s.virtual_address) < end - start
+        })
+    }
+
+    /// Whether `size` bytes at `rva` lie wholly in one section's file data (or wholly in the
+    /// headers, where a few directories may live).
+    pub fn range_in_file(&self, rva: u32, size: u32, file_len: usize) -> bool {
+        let end = u64::from(rva) + u64::from(size);
+        if end <= u64::from(self.size_of_headers) && end <= file_len as u64 {
+            return true;
+        }
+        self.section_of(rva, file_len).is_some_and(|s| {
+            let (start, data_end) = s.file_span(file_len);
+            end - u64::from(s.virtual_address) <= data_end - start
         })
     }
 

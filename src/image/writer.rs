@@ -39,6 +39,8 @@ use super::read::{le_u16, le_u32};
 use super::tables::{Table, Token};
 use crate::body::{Body, DecodeError};
 
+mod read_back;
+
 /// Name of the appended section.
 pub const SECTION_NAME: &str = ".ilchk";
 /// IMAGE_SCN_CNT_CODE | IMAGE_SCN_MEM_EXECUTE | IMAGE_SCN_MEM_READ, as `.text`.
@@ -97,6 +99,27 @@ pub enum WriteError {
     RvaColumn { width: usize },
     #[error(transparent)]
     Image(#[from] super::ImageError),
+    #[error("the written image does not read back: {0}")]
+    OutputUnreadable(Box<super::ImageError>),
+    #[error("the written image has {found} MethodDefs, expected {expected}")]
+    OutputMethodCount { expected: u32, found: u32 },
+    #[error("the written image: method {token}'s body does not read back: {source}")]
+    OutputBody {
+        token: Token,
+        source: Box<super::ImageError>,
+    },
+    #[error("the written image: method {token}'s body at RVA {rva:#x} is not the body given")]
+    OutputBodyMismatch { token: Token, rva: u32 },
+    #[error("the written image: method {token} moved from RVA {old:#x} to {new:#x} unasked")]
+    OutputRvaChanged { token: Token, old: u32, new: u32 },
+    #[error(
+        "the written image has an integrity finding the input did not have: {} at offset {offset:#x}",
+        code.name()
+    )]
+    OutputIntegrity {
+        code: super::integrity::IntegrityCode,
+        offset: u64,
+    },
 }
 
 /// Where a replaced body ended up.
@@ -569,6 +592,7 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
                 .copy_from_slice(&sum.to_le_bytes());
             summary.checksum_recomputed = true;
         }
+        read_back::check(self.image, out, &replacements)?;
         Ok((summary, placements))
     }
 }
@@ -1068,7 +1092,8 @@ fn append(
         .map(|s| u64::from(s.virtual_address) + u64::from(s.memory_size()))
         .max()
         .unwrap_or(0);
-    let rva = align_u64(virtual_end, h.section_alignment).ok_or(overflow("section RVA"))?;
+    // At least 4-byte aligned for fat headers, whatever a hostile SectionAlignment says.
+    let rva = align_u64(virtual_end, h.section_alignment.max(4)).ok_or(overflow("section RVA"))?;
     let virtual_size = u32::try_from(len).map_err(|_| overflow("section size"))?;
     let raw_size =
         align_u64(u64::from(virtual_size), h.file_alignment).ok_or(overflow("section raw size"))?;
@@ -1129,7 +1154,10 @@ fn grow_last(
             reason: "other data follows the last section in the file",
         });
     }
-    let start = u64::from(last.memory_size()).next_multiple_of(4);
+    // Fat headers need a 4-byte aligned RVA: align the RVA, not the offset in the section
+    // (a hostile section's VirtualAddress need not be a multiple of 4).
+    let va = u64::from(last.virtual_address);
+    let start = (va + u64::from(last.memory_size())).next_multiple_of(4) - va;
     // The part of the section the loader zero-fills past its file data must be written out as
     // zeros before the new bodies. VirtualSize is a header field: a hostile one must not make
     // the writer allocate gigabytes.

@@ -1,15 +1,17 @@
 //! SARIF 2.1.0 output of verification findings, for code-scanning UIs.
 
 use crate::corpus::VerifyReport;
+use crate::image::IntegrityCode;
 use crate::verify::Code;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 
 fn rule(id: &str) -> Value {
-    let text = Code::from_name(id).map_or(
-        "The method body's header or sections do not decode (ECMA-335 II.25.4).",
-        Code::description,
-    );
+    let text = match (Code::from_name(id), IntegrityCode::from_name(id)) {
+        (Some(code), _) => code.description(),
+        (None, Some(code)) => code.description(),
+        (None, None) => "The method body's header or sections do not decode (ECMA-335 II.25.4).",
+    };
     json!({
         "id": id,
         "name": id,
@@ -28,6 +30,20 @@ pub fn verify_sarif(r: &VerifyReport) -> Value {
         .iter()
         .map(|f| {
             let index = ids.iter().position(|id| *id == f.code).unwrap_or(0);
+            if f.is_image_level() {
+                return json!({
+                    "ruleId": f.code,
+                    "ruleIndex": index,
+                    "level": "error",
+                    "message": { "text": f.message },
+                    "locations": [{
+                        "physicalLocation": {
+                            "artifactLocation": { "uri": f.assembly },
+                            "region": { "byteOffset": f.offset },
+                        },
+                    }],
+                });
+            }
             json!({
                 "ruleId": f.code,
                 "ruleIndex": index,
@@ -40,9 +56,44 @@ pub fn verify_sarif(r: &VerifyReport) -> Value {
                         "kind": "function",
                     }],
                 }],
-                "properties": { "token": f.token, "ilOffset": f.offset, "disassembly": f.window },
+                "properties": {
+                    "token": f.token,
+                    "ilOffset": f.offset,
+                    "disassembly": f.window,
+                    "baselineMatch": f.baseline_match,
+                },
             })
         })
+        .collect();
+    // Inputs that were not read belong in the log too: a run that could not read a file must
+    // not look clean in a code-scanning UI.
+    let notification = |level: &str, kind: &str, path: &str, reason: &str| {
+        json!({
+            "level": level,
+            "message": { "text": format!("{path}: {kind}: {reason}") },
+            "locations": [{ "physicalLocation": { "artifactLocation": { "uri": path } } }],
+        })
+    };
+    let notifications: Vec<Value> = r
+        .image_errors
+        .iter()
+        .map(|e| notification("error", "cannot be read", &e.path, &e.reason))
+        .chain(r.skipped.iter().map(|e| {
+            notification(
+                "warning",
+                "skipped, not a .NET assembly",
+                &e.path,
+                &e.reason,
+            )
+        }))
+        .chain(r.baseline_missing.iter().map(|a| {
+            notification(
+                "warning",
+                "no original in the baseline",
+                a,
+                "every finding is reported as new",
+            )
+        }))
         .collect();
     json!({
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
@@ -54,6 +105,10 @@ pub fn verify_sarif(r: &VerifyReport) -> Value {
                 "rules": ids.iter().map(|id| rule(id)).collect::<Vec<_>>(),
             }},
             "results": results,
+            "invocations": [{
+                "executionSuccessful": r.image_errors.is_empty(),
+                "toolExecutionNotifications": notifications,
+            }],
             "properties": {
                 "methodsChecked": r.methods_checked,
                 "methodsWithErrors": r.methods_with_errors,
@@ -79,6 +134,7 @@ mod tests {
                 offset: 3,
                 code: code.into(),
                 message: "m".into(),
+                baseline_match: None,
                 window: String::new(),
             });
         }

@@ -8,11 +8,22 @@ use std::fmt::Write;
 pub fn verify_text(r: &VerifyReport) -> String {
     let mut s = String::new();
     for f in &r.findings {
+        if f.is_image_level() {
+            let _ = writeln!(
+                s,
+                "{}: image, file offset {:#x}: {}: {}",
+                f.assembly, f.offset, f.code, f.message
+            );
+            continue;
+        }
         let _ = writeln!(
             s,
             "{}: {} {} IL_{:04x}: {}: {}",
             f.assembly, f.token, f.method, f.offset, f.code, f.message
         );
+        if let Some(why) = &f.baseline_match {
+            let _ = writeln!(s, "    (baseline uncertain: {why})");
+        }
         s.push_str(&f.window);
     }
     if r.findings_total > r.findings.len() as u64 {
@@ -40,8 +51,21 @@ pub fn verify_text(r: &VerifyReport) -> String {
     if r.baseline_assemblies > 0 {
         let _ = writeln!(
             s,
-            "baseline: {} assemblies; {} findings also in the baseline not reported",
-            r.baseline_assemblies, r.baseline_suppressed
+            "baseline: {} assemblies; {} findings also in the baseline not reported; {} methods matched by token only",
+            r.baseline_assemblies, r.baseline_suppressed, r.baseline_uncertain
+        );
+    }
+    for a in &r.baseline_missing {
+        let _ = writeln!(
+            s,
+            "WARNING: {a} has no original among the baseline assemblies (matched by file name): every finding is reported as new"
+        );
+    }
+    if !r.image_errors.is_empty() {
+        let _ = writeln!(
+            s,
+            "{} inputs could not be read (listed above): the run is incomplete",
+            r.image_errors.len()
         );
     }
     let _ = writeln!(
@@ -84,9 +108,29 @@ pub fn verify_markdown(r: &VerifyReport, command: &str) -> String {
     ] {
         let _ = writeln!(s, "| {k} | {v} |");
     }
+    if !r.image_errors.is_empty() {
+        let _ = writeln!(s, "\n## Inputs that could not be read\n");
+        for e in &r.image_errors {
+            let _ = writeln!(s, "- {}: {}", e.path, e.reason);
+        }
+    }
+    if !r.skipped.is_empty() {
+        let _ = writeln!(s, "\n## Skipped (not .NET assemblies)\n");
+        for e in &r.skipped {
+            let _ = writeln!(s, "- {}: {}", e.path, e.reason);
+        }
+    }
     if !r.findings.is_empty() {
         let _ = writeln!(s, "\n## Findings\n");
         for f in &r.findings {
+            if f.is_image_level() {
+                let _ = writeln!(
+                    s,
+                    "### {} (image, file offset {:#x})\n\n{}: {}\n",
+                    f.code, f.offset, f.assembly, f.message
+                );
+                continue;
+            }
             let _ = writeln!(
                 s,
                 "### {} `{}` {} IL_{:04x}\n\n{}: {}\n",

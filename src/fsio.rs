@@ -1,0 +1,250 @@
+//! Files in and out: inputs are opened only when they are regular files (a FIFO or device
+//! named `.dll` must not hang a run), and outputs are written atomically (a temporary file in
+//! the target's directory, flushed, then renamed over the target), so a crash, a full disk or a
+//! concurrent writer leaves either the old file or the new one, never a part of either.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// What kind of thing a path names, when it is not a regular file or a directory.
+fn kind_of(meta: &std::fs::Metadata) -> &'static str {
+    let t = meta.file_type();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if t.is_fifo() {
+            return "a FIFO";
+        }
+        if t.is_socket() {
+            return "a socket";
+        }
+        if t.is_char_device() || t.is_block_device() {
+            return "a device";
+        }
+    }
+    if t.is_dir() {
+        return "a directory";
+    }
+    if t.is_symlink() {
+        return "a symbolic link";
+    }
+    "not a regular file"
+}
+
+/// Opens `path` for reading when it is a regular file (following symbolic links). Anything
+/// else is refused with [`io::ErrorKind::InvalidInput`] and a message saying what it is; the
+/// open itself never blocks (a FIFO opened for reading would wait for a writer).
+pub fn open_regular(path: &Path) -> io::Result<File> {
+    let mut options = OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        // O_NONBLOCK: opening a FIFO returns at once instead of waiting for a writer; the
+        // descriptor's type is checked below before anything is read.
+        options.custom_flags(libc::O_NONBLOCK);
+    }
+    let file = options.open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} (only regular files are read)", kind_of(&meta)),
+        ));
+    }
+    Ok(file)
+}
+
+/// Whether a directory entry should be read as a file: a regular file (symbolic links
+/// followed). Returns the reason it is not, for the report.
+pub fn regular_file_reason(path: &Path) -> Result<(), String> {
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.is_file() => Ok(()),
+        Ok(meta) => Err(format!("{} (only regular files are read)", kind_of(&meta))),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+static NEXT_TEMP: AtomicU64 = AtomicU64::new(0);
+
+/// A file being written under a temporary name beside its target; [`AtomicFile::commit`]
+/// flushes it and renames it over the target. Dropped without `commit` (an error, a panic),
+/// the temporary file is removed and the target is untouched.
+#[derive(Debug)]
+pub struct AtomicFile {
+    target: PathBuf,
+    temp: PathBuf,
+    file: Option<io::BufWriter<File>>,
+}
+
+/// The prefix of every temporary file, so that leftovers of a killed process are recognisable.
+pub const TEMP_PREFIX: &str = ".ilcheck-tmp-";
+
+impl AtomicFile {
+    /// Creates the temporary file in `target`'s directory (so the rename stays on one file
+    /// system). A target that exists keeps its permissions.
+    pub fn create(target: &Path) -> io::Result<AtomicFile> {
+        let dir = match target.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let name = target
+            .file_name()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no file name"))?;
+        if std::fs::metadata(target).is_ok_and(|m| m.is_dir()) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "is a directory",
+            ));
+        }
+        loop {
+            let n = NEXT_TEMP.fetch_add(1, Ordering::Relaxed);
+            let temp = dir.join(format!(
+                "{TEMP_PREFIX}{}-{n}-{}",
+                std::process::id(),
+                name.to_string_lossy()
+            ));
+            match OpenOptions::new().write(true).create_new(true).open(&temp) {
+                Ok(file) => {
+                    if let Ok(meta) = std::fs::metadata(target) {
+                        // Best effort: a target we may replace keeps its mode.
+                        let _ = file.set_permissions(meta.permissions());
+                    }
+                    return Ok(AtomicFile {
+                        target: target.to_path_buf(),
+                        temp,
+                        file: Some(io::BufWriter::with_capacity(1 << 20, file)),
+                    });
+                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Flushes the data to the disk and renames the temporary file over the target; then
+    /// flushes the directory so the rename itself survives a crash.
+    pub fn commit(mut self) -> io::Result<()> {
+        let Some(writer) = self.file.take() else {
+            return Err(io::Error::other("already committed"));
+        };
+        let file = writer.into_inner().map_err(|e| e.into_error())?;
+        file.sync_all()?;
+        drop(file);
+        std::fs::rename(&self.temp, &self.target)?;
+        #[cfg(unix)]
+        if let Some(dir) = self.target.parent() {
+            let dir = if dir.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                dir
+            };
+            // Not every file system lets a directory be synced; the rename has happened.
+            if let Ok(d) = File::open(dir) {
+                let _ = d.sync_all();
+            }
+        }
+        // Renamed: nothing left to remove.
+        self.temp = PathBuf::new();
+        Ok(())
+    }
+}
+
+impl Write for AtomicFile {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match &mut self.file {
+            Some(f) => f.write(buf),
+            None => Err(io::Error::other("already committed")),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match &mut self.file {
+            Some(f) => f.flush(),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for AtomicFile {
+    fn drop(&mut self) {
+        if !self.temp.as_os_str().is_empty() {
+            // Close before removing; errors here leave at worst a marked temporary file.
+            drop(self.file.take());
+            let _ = std::fs::remove_file(&self.temp);
+        }
+    }
+}
+
+/// Writes `bytes` to `target` atomically (see [`AtomicFile`]).
+pub fn write_atomic(target: &Path, bytes: &[u8]) -> io::Result<()> {
+    let mut f = AtomicFile::create(target)?;
+    f.write_all(bytes)?;
+    f.commit()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("ilcheck-fsio-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn leftovers(dir: &Path) -> Vec<String> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(TEMP_PREFIX))
+            .collect()
+    }
+
+    #[test]
+    fn replaces_only_on_commit_and_cleans_up_otherwise() {
+        let dir = scratch("commit");
+        let target = dir.join("out.dll");
+        std::fs::write(&target, b"old").unwrap();
+        {
+            let mut f = AtomicFile::create(&target).unwrap();
+            f.write_all(b"half of the new").unwrap();
+            // Dropped without commit: an error part-way.
+        }
+        assert_eq!(std::fs::read(&target).unwrap(), b"old");
+        assert!(leftovers(&dir).is_empty(), "{:?}", leftovers(&dir));
+        write_atomic(&target, b"new").unwrap();
+        assert_eq!(std::fs::read(&target).unwrap(), b"new");
+        assert!(leftovers(&dir).is_empty());
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn a_directory_target_is_refused() {
+        let dir = scratch("dir-target");
+        let err = write_atomic(&dir, b"x").unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput, "{err}");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_is_refused_without_blocking() {
+        let dir = scratch("fifo");
+        let fifo = dir.join("pipe.dll");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(made, "mkfifo (coreutils) is needed for this test");
+        // Would block forever without O_NONBLOCK: no writer ever opens the FIFO.
+        let err = open_regular(&fifo).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+        assert!(err.to_string().contains("FIFO"), "{err}");
+        assert!(regular_file_reason(&fifo).unwrap_err().contains("FIFO"));
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}

@@ -1,0 +1,233 @@
+//! Nothing lost: outputs are replaced atomically (a killed, failing or concurrent rewrite leaves
+//! the old file or the new one, never a part), the input is never harmed (also as `-o`), and a
+//! disk that refuses the write leaves everything as it was.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_ilcheck");
+const TEMP_PREFIX: &str = ilcheck::fsio::TEMP_PREFIX;
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ilcheck-safety-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A large input where one is available (mono's mscorlib: a rewrite takes long enough to be
+/// killed part-way), else the project's biggest program.
+fn big_input(test: &str) -> PathBuf {
+    match support::mono_corpus(test) {
+        Some(dir) => dir.join("mscorlib.dll"),
+        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("corpus/bin/features.exe"),
+    }
+}
+
+fn rewrite(input: &Path, output: &Path, transform: &str) -> Command {
+    let mut c = Command::new(BIN);
+    c.args(["rewrite"])
+        .arg(input)
+        .arg("-o")
+        .arg(output)
+        .args(["--transform", transform, "--threads", "1"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    c
+}
+
+fn temp_files(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with(TEMP_PREFIX))
+        })
+        .collect()
+}
+
+/// A small deterministic generator of kill delays (no dependency for one test).
+struct Lcg(u64);
+
+impl Lcg {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (self.0 >> 33) % n.max(1)
+    }
+}
+
+#[test]
+fn a_killed_rewrite_leaves_the_old_or_the_new_file() {
+    let input = big_input("a_killed_rewrite_leaves_the_old_or_the_new_file");
+    let dir = scratch("kill");
+    let out = dir.join("out.dll");
+    let new_path = dir.join("new.dll");
+    // The old output (another transform) and the complete new one.
+    assert!(rewrite(&input, &out, "nop-pad").status().unwrap().success());
+    let old = std::fs::read(&out).unwrap();
+    let start = Instant::now();
+    assert!(
+        rewrite(&input, &new_path, "prologue-epilogue")
+            .status()
+            .unwrap()
+            .success()
+    );
+    let full_run = start.elapsed();
+    let new = std::fs::read(&new_path).unwrap();
+    assert_ne!(old, new);
+
+    let mut rng = Lcg(0x1c4e_c4ec);
+    let (mut kept_old, mut got_new) = (0, 0);
+    let window_us = (full_run.as_micros() as u64 * 12 / 10).max(1_000);
+    for _ in 0..60 {
+        let mut child = rewrite(&input, &out, "prologue-epilogue").spawn().unwrap();
+        std::thread::sleep(Duration::from_micros(rng.below(window_us)));
+        let _ = child.kill(); // SIGKILL
+        let _ = child.wait();
+        let now = std::fs::read(&out).unwrap();
+        if now == old {
+            kept_old += 1;
+        } else if now == new {
+            got_new += 1;
+            // Start the next round from the old file again.
+            std::fs::write(&out, &old).unwrap();
+        } else {
+            panic!(
+                "after a kill the output is neither the old nor the new file ({} bytes; old {}, new {})",
+                now.len(),
+                old.len(),
+                new.len()
+            );
+        }
+        // A killed process may leave its marked temporary file; nothing else.
+        for t in temp_files(&dir) {
+            std::fs::remove_file(t).unwrap();
+        }
+    }
+    eprintln!(
+        "60 kills over a {full_run:?} rewrite: {kept_old} left the old file, {got_new} the new one"
+    );
+    assert!(
+        kept_old > 0,
+        "no kill landed before the rename; the test does not test"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn concurrent_rewrites_to_one_output_leave_one_whole_file() {
+    let input = big_input("concurrent_rewrites_to_one_output_leave_one_whole_file");
+    let dir = scratch("concurrent");
+    let out = dir.join("out.dll");
+    let expected: Vec<Vec<u8>> = ["nop-pad", "prologue-epilogue"]
+        .iter()
+        .map(|t| {
+            let p = dir.join(format!("{t}.dll"));
+            assert!(rewrite(&input, &p, t).status().unwrap().success());
+            std::fs::read(p).unwrap()
+        })
+        .collect();
+    for _ in 0..4 {
+        let children: Vec<_> = ["nop-pad", "prologue-epilogue"]
+            .iter()
+            .map(|t| rewrite(&input, &out, t).spawn().unwrap())
+            .collect();
+        for mut c in children {
+            assert!(c.wait().unwrap().success());
+        }
+        let now = std::fs::read(&out).unwrap();
+        assert!(
+            expected.contains(&now),
+            "two writers interleaved into a file equal to neither"
+        );
+        assert!(temp_files(&dir).is_empty());
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Runs `rewrite IN -o IN` with a file-size limit below the output's size: every write past
+/// the limit fails (EFBIG), as on a full disk.
+#[test]
+fn a_refused_write_leaves_the_input_whole_even_as_its_own_output() {
+    let dir = scratch("efbig");
+    let input = dir.join("features.exe");
+    let source = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("corpus/bin/features.exe");
+    std::fs::copy(&source, &input).unwrap();
+    let original = std::fs::read(&input).unwrap();
+    // 16 blocks of 512 bytes: less than the 29 KB output.
+    let script = format!(
+        "trap '' XFSZ; ulimit -f 16 && exec '{BIN}' rewrite '{0}' -o '{0}' --transform prologue-epilogue",
+        input.display()
+    );
+    let out = Command::new("sh").args(["-c", &script]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("writing"), "{stderr}");
+    assert_eq!(
+        std::fs::read(&input).unwrap(),
+        original,
+        "the input changed"
+    );
+    assert!(temp_files(&dir).is_empty(), "{:?}", temp_files(&dir));
+
+    // Without the limit, the same command replaces the input with the rewritten assembly.
+    let out = Command::new(BIN)
+        .arg("rewrite")
+        .arg(&input)
+        .arg("-o")
+        .arg(&input)
+        .args(["--transform", "prologue-epilogue"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rewritten = std::fs::read(&input).unwrap();
+    assert_ne!(rewritten, original);
+    let expected = dir.join("expected.exe");
+    assert!(
+        rewrite(&source, &expected, "prologue-epilogue")
+            .status()
+            .unwrap()
+            .success()
+    );
+    assert_eq!(rewritten, std::fs::read(&expected).unwrap());
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn report_files_are_written_atomically_or_not_at_all() {
+    let dir = scratch("reports");
+    // A report path whose directory does not exist: exit 2, nothing created anywhere near.
+    let missing = dir.join("no/such/dir/report.md");
+    let out = Command::new(BIN)
+        .args(["verify", "corpus/bin/features.exe", "--report"])
+        .arg(&missing)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(!missing.exists());
+    // A report over an existing file replaces it whole.
+    let report = dir.join("report.md");
+    std::fs::write(&report, "old report").unwrap();
+    let out = Command::new(BIN)
+        .args(["verify", "corpus/bin/features.exe", "--report"])
+        .arg(&report)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let text = std::fs::read_to_string(&report).unwrap();
+    assert!(text.starts_with("# ilcheck verification report"), "{text}");
+    assert!(temp_files(&dir).is_empty());
+    std::fs::remove_dir_all(&dir).ok();
+}
