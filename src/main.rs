@@ -175,10 +175,13 @@ fn parse_hex(text: &str) -> Result<Vec<u8>> {
 fn disasm(hex: Option<String>, file: Option<PathBuf>, canonical: bool) -> Result<ExitCode> {
     let (bytes, source) = match (hex, file) {
         (Some(h), _) => (parse_hex(&h)?, "--hex".to_string()),
-        (None, Some(f)) => (
-            std::fs::read(&f).with_context(|| format!("reading {}", f.display()))?,
-            f.display().to_string(),
-        ),
+        (None, Some(f)) => {
+            let mut bytes = Vec::new();
+            ilcheck::fsio::open_regular(&f)
+                .and_then(|mut file| std::io::Read::read_to_end(&mut file, &mut bytes))
+                .with_context(|| format!("reading {}", f.display()))?;
+            (bytes, f.display().to_string())
+        }
         (None, None) => bail!("give --hex BYTES or a FILE"),
     };
     let body = match Body::parse(&bytes) {

@@ -110,6 +110,10 @@ pub enum WriteError {
     },
     #[error("the written image: method {token}'s body at RVA {rva:#x} is not the body given")]
     OutputBodyMismatch { token: Token, rva: u32 },
+    #[error(
+        "the written image: method {token}'s fat body is at file offset {offset:#x}, not a multiple of 4"
+    )]
+    OutputMisalignedBody { token: Token, offset: usize },
     #[error("the written image: method {token} moved from RVA {old:#x} to {new:#x} unasked")]
     OutputRvaChanged { token: Token, old: u32, new: u32 },
     #[error(
@@ -1097,7 +1101,8 @@ fn append(
     let virtual_size = u32::try_from(len).map_err(|_| overflow("section size"))?;
     let raw_size =
         align_u64(u64::from(virtual_size), h.file_alignment).ok_or(overflow("section raw size"))?;
-    let raw_offset = align_u64(file_end, h.file_alignment).ok_or(overflow("section offset"))?;
+    let raw_offset =
+        align_u64(file_end, h.file_alignment.max(4)).ok_or(overflow("section offset"))?;
     add_to_field(out, h.optional + 4, raw_size, "SizeOfCode")?;
 
     out.truncate(file_end as usize);
@@ -1158,6 +1163,13 @@ fn grow_last(
     // (a hostile section's VirtualAddress need not be a multiple of 4).
     let va = u64::from(last.virtual_address);
     let start = (va + u64::from(last.memory_size())).next_multiple_of(4) - va;
+    // Loaders that read the file without mapping sections (mono) align a fat body's EH
+    // sections by its file offset, the others by its RVA: both must be multiples of 4.
+    if !(u64::from(last.raw_offset) + start).is_multiple_of(4) {
+        return Err(WriteError::CannotGrowLastSection {
+            reason: "its RVA and file offset differ by a non-multiple of 4, so no place in it aligns a fat header for every loader",
+        });
+    }
     // The part of the section the loader zero-fills past its file data must be written out as
     // zeros before the new bodies. VirtualSize is a header field: a hostile one must not make
     // the writer allocate gigabytes.

@@ -33,6 +33,12 @@ pub(super) fn check(
         match replacements.get(rid) {
             Some(expected) => {
                 let bytes = new.body().map_err(unreadable)?;
+                // The reader checked the RVA's alignment; loaders that do not map sections
+                // need the file offset aligned too.
+                let at = new.body_offset().unwrap_or(0);
+                if bytes.first().is_some_and(|h| h & 3 == 3) && !at.is_multiple_of(4) {
+                    return Err(WriteError::OutputMisalignedBody { token, offset: at });
+                }
                 if bytes != expected {
                     return Err(WriteError::OutputBodyMismatch {
                         token,
@@ -78,4 +84,63 @@ pub(super) fn check(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::image::writer::{ImageWriter, Placement};
+
+    const PROGRAM: &[u8] = include_bytes!("../../../corpus/bin/control_flow.exe");
+
+    #[test]
+    fn a_damaged_output_is_an_error_not_a_file() {
+        let image = Image::parse(PROGRAM).unwrap();
+        let m = image.methods().find(|m| m.rva() != 0).unwrap();
+        let mut w = ImageWriter::new(&image);
+        // A fat body longer than any original: relocated.
+        let mut body = vec![0x03, 0x30, 0x08, 0x00, 0x00, 0x01, 0x00, 0x00, 0, 0, 0, 0];
+        body.extend(std::iter::repeat_n(0x00, 255)); // nop
+        body.push(0x2A); // ret
+        w.replace_body(m.rid(), &body).unwrap();
+        let mut out = Vec::new();
+        let (_, placements) = w.finish_into(&mut out).unwrap();
+        let Placement::Relocated { new_rva, .. } = placements[0].1 else {
+            panic!("{placements:?}")
+        };
+        let replacements = w.replacements();
+        assert!(check(&image, &out, &replacements).is_ok());
+
+        let written = Image::parse(&out).unwrap();
+        let at = written.rva_to_offset(new_rva).unwrap();
+        drop(written);
+        let mut tampered = out.clone();
+        tampered[at + 20] = 0x26; // a nop becomes a pop
+        assert!(matches!(
+            check(&image, &tampered, &replacements),
+            Err(WriteError::OutputBodyMismatch { .. })
+        ));
+        // Another method's body changed behind the writer's back.
+        let other = image
+            .methods()
+            .filter(|o| o.rva() != 0 && o.rid() != m.rid())
+            .last()
+            .unwrap();
+        let other_at = other.body_offset().unwrap();
+        let mut tampered = out.clone();
+        tampered[other_at + other.body().unwrap().len() - 1] ^= 0xff;
+        assert!(matches!(
+            check(&image, &tampered, &replacements),
+            Err(WriteError::OutputBodyMismatch { .. })
+        ));
+        // The output cut inside its last section.
+        let cut = &out[..out.len() - 16];
+        assert!(matches!(
+            check(&image, cut, &replacements),
+            Err(WriteError::OutputIntegrity {
+                code: IntegrityCode::ImageTruncated,
+                ..
+            }) | Err(WriteError::OutputBody { .. })
+        ));
+    }
 }
