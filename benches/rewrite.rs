@@ -461,7 +461,7 @@ fn bench_transforms(c: &mut Criterion) {
         .iter()
         .map(|&image| {
             let (resolver, work) = support::verify_work(image);
-            let catch_type = ilcheck::corpus::find_exception_type(image).unwrap_or(0);
+            let catch_type = ilcheck::ir::transforms::find_exception_type(image).unwrap_or(0);
             (resolver, work, catch_type)
         })
         .collect();

@@ -18,6 +18,7 @@ pub mod image;
 pub mod instr;
 pub mod ir;
 pub mod opcode;
+#[cfg(feature = "testing")]
 pub mod properties;
 pub mod report;
 pub mod verify;

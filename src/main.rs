@@ -464,14 +464,14 @@ fn rewrite(a: RewriteArgs) -> Result<ExitCode> {
         ilcheck::image::Image::open(&a.input).with_context(|| format!("{}", a.input.display()))?;
     let mut topts = TransformOptions::default();
     if let Some(t) = &a.prologue_call {
-        topts.prologue = corpus::call_snippet(parse_token(t)?);
+        topts.prologue = ilcheck::ir::transforms::call_snippet(parse_token(t)?);
     }
     if let Some(t) = &a.epilogue_call {
-        topts.epilogue = corpus::call_snippet(parse_token(t)?);
+        topts.epilogue = ilcheck::ir::transforms::call_snippet(parse_token(t)?);
     }
     topts.catch_type = match &a.catch_type {
         Some(t) => parse_token(t)?,
-        None => corpus::find_exception_type(&image).unwrap_or(0),
+        None => ilcheck::ir::transforms::find_exception_type(&image).unwrap_or(0),
     };
     if a.transform == "wrap-catch" && topts.catch_type == 0 {
         bail!(

@@ -71,7 +71,7 @@ fn options(
         transform,
         entry_exit: ilcheck::ir::EntryExit::by_name(name),
         transform_opts: TransformOptions {
-            catch_type: corpus::find_exception_type(image).unwrap_or(0),
+            catch_type: ilcheck::ir::transforms::find_exception_type(image).unwrap_or(0),
             ..TransformOptions::default()
         },
         layout: LayoutOptions::default(),

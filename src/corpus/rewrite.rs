@@ -1,13 +1,11 @@
 //! Rewriting whole assemblies: every selected method lifted, transformed, laid out, verified, and
 //! written into a patched image.
 
+use crate::image::Image;
 use crate::image::writer::{ImageWriter, WriteError, WriteSummary, WriterBuffers};
-use crate::image::{Image, Table, Token};
 use crate::ir::{
-    EntryExit, Instr, LayoutError, LayoutOptions, RewriteError, Rewriter, TransformFn,
-    TransformOptions,
+    EntryExit, LayoutError, LayoutOptions, RewriteError, Rewriter, TransformFn, TransformOptions,
 };
-use crate::opcode::Opcode;
 use crate::verify::{ImageResolver, Resolver, Verifier};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -130,118 +128,6 @@ pub fn glob_match(pattern: &str, text: &str) -> bool {
         }
     }
     p[pi..].iter().all(|&c| c == '*')
-}
-
-/// The TypeRef or TypeDef token of `System.Exception` in the image, for `wrap-catch` when no
-/// catch type is given.
-pub fn find_exception_type(image: &Image<'_>) -> Option<u32> {
-    let tables = image.tables();
-    let strings = image.strings();
-    for table in [Table::TypeRef, Table::TypeDef] {
-        for rid in 1..=image.tables_header().rows(table) {
-            let names = match table {
-                Table::TypeRef => tables.type_ref(rid).ok().map(|r| (r.name, r.namespace)),
-                _ => tables.type_def(rid).ok().map(|r| (r.name, r.namespace)),
-            };
-            let Some((name, namespace)) = names else {
-                continue;
-            };
-            if strings.get(name).ok() == Some("Exception")
-                && strings.get(namespace).ok() == Some("System")
-            {
-                return Some(Token::new(table, rid).0);
-            }
-        }
-    }
-    None
-}
-
-/// The byte range of each type in a signature blob: the return type of a method signature, or
-/// every local of a local-variable signature (`locals`).
-fn sig_types(blob: &[u8], locals: bool) -> Option<Vec<std::ops::Range<usize>>> {
-    use crate::image::sig::{SigReader, read_type};
-    let mut r = SigReader::new(blob);
-    let cc = r.u8().ok()?;
-    let count = if locals {
-        if cc != 0x07 {
-            return None;
-        }
-        r.compressed_u32().ok()?
-    } else {
-        if cc & 0x10 != 0 {
-            r.compressed_u32().ok()?; // generic parameter count
-        }
-        r.compressed_u32().ok()?; // parameter count
-        1 // the return type
-    };
-    // Each type takes at least a byte: a count beyond the bytes left is malformed.
-    if count as usize > r.remaining() {
-        return None;
-    }
-    let mut out = Vec::with_capacity(count as usize);
-    for _ in 0..count {
-        let start = r.pos();
-        read_type(&mut r, 1, None).ok()?;
-        out.push(start..r.pos());
-    }
-    Some(out)
-}
-
-/// A local that can hold a non-void method's return value while `wrap-*` moves its `ret`s out
-/// of the new try: one declared with exactly the return type's encoding and never used by the
-/// body.
-pub fn spare_return_local(
-    image: &Image<'_>,
-    method: &crate::image::Method<'_>,
-    body: &crate::body::Body<'_>,
-) -> Option<u16> {
-    let ret_blob = method.signature_blob().ok()?;
-    let ret = sig_types(ret_blob, false)?.pop()?;
-    let local_token = Token(body.local_sig());
-    if local_token.table() != Some(Table::StandAloneSig) {
-        return None;
-    }
-    let index = image
-        .tables()
-        .standalone_sig(local_token.rid())
-        .ok()?
-        .signature;
-    let local_blob = image.blobs().get(index).ok()?;
-    let locals = sig_types(local_blob, true)?;
-    let mut used = vec![false; locals.len()];
-    for instr in body.instructions() {
-        let instr = instr.ok()?;
-        let index = match instr.opcode {
-            Opcode::Ldloc_0 | Opcode::Stloc_0 => 0,
-            Opcode::Ldloc_1 | Opcode::Stloc_1 => 1,
-            Opcode::Ldloc_2 | Opcode::Stloc_2 => 2,
-            Opcode::Ldloc_3 | Opcode::Stloc_3 => 3,
-            Opcode::Ldloc_S
-            | Opcode::Ldloca_S
-            | Opcode::Stloc_S
-            | Opcode::Ldloc
-            | Opcode::Ldloca
-            | Opcode::Stloc => match instr.operand {
-                crate::instr::Operand::Var(v) => v as usize,
-                _ => continue,
-            },
-            _ => continue,
-        };
-        if let Some(u) = used.get_mut(index) {
-            *u = true;
-        }
-    }
-    let want = &ret_blob[ret];
-    locals
-        .iter()
-        .enumerate()
-        .find(|(i, range)| !used[*i] && &local_blob[(*range).clone()] == want)
-        .and_then(|(i, _)| u16::try_from(i).ok())
-}
-
-/// A `call TOKEN` snippet (for `--prologue-call` / `--epilogue-call`).
-pub fn call_snippet(token: u32) -> Vec<Instr> {
-    vec![Instr::new(Opcode::Call, crate::ir::Operand::Token(token))]
 }
 
 fn bump(map: &mut BTreeMap<String, u64>, key: &str) {
@@ -404,7 +290,8 @@ impl<'i, 'o> Worker<'i, 'o> {
         self.topts.return_local = opts.transform_opts.return_local;
         if self.wraps && self.topts.returns_void == Some(false) && self.topts.return_local.is_none()
         {
-            self.topts.return_local = spare_return_local(self.image, method, &body);
+            self.topts.return_local =
+                crate::ir::transforms::spare_return_local(self.image, method, &body);
         }
         // The new body goes straight after the chunk's other bodies (nothing is appended on
         // error) and is dropped again when it equals the original.

@@ -3,10 +3,12 @@
 
 mod branches;
 mod entry_exit;
+mod from_image;
 mod wrap;
 
 pub use branches::{nop_pad, shorten, widen};
 pub use entry_exit::{EntryExit, epilogue, prologue, prologue_epilogue};
+pub use from_image::{call_snippet, find_exception_type, spare_return_local};
 pub use wrap::{wrap_catch, wrap_finally};
 
 use super::edit::EditError;
