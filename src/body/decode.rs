@@ -7,6 +7,7 @@ use crate::instr::InstrError;
 /// Why a body could not be decoded. Every variant names the byte offset from the start of the
 /// body.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum DecodeError {
     #[error("byte 0: empty input, no method header")]
     Empty,

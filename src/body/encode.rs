@@ -7,6 +7,7 @@ use crate::opcode::Opcode;
 
 /// Why a body could not be encoded.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum EncodeError {
     #[error("tiny header cannot hold {0} code bytes (63 at most)")]
     TinyTooLarge(usize),

@@ -158,7 +158,9 @@ pub fn roundtrip(
                 report.assemblies += 1;
                 roundtrip_image(&input.name(), &image, opts, report, &mut scratch);
             }
-            Err(e @ (ImageError::NotDotNet | ImageError::Pe(_))) if !input.must_be_assembly() => {
+            Err(e @ (ImageError::NotDotNet | ImageError::Pe(_) | ImageError::NoOptionalHeader))
+                if !input.must_be_assembly() =>
+            {
                 report.skipped.push(Skipped {
                     path: input.name(),
                     reason: e.to_string(),

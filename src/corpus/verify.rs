@@ -275,7 +275,9 @@ pub fn verify(
                 report.assemblies += 1;
                 verify_image(input, &image, opts, baseline, &mut verifier, report);
             }
-            Err(e @ (ImageError::NotDotNet | ImageError::Pe(_))) if !input.must_be_assembly() => {
+            Err(e @ (ImageError::NotDotNet | ImageError::Pe(_) | ImageError::NoOptionalHeader))
+                if !input.must_be_assembly() =>
+            {
                 report.skipped.push(Skipped {
                     path: input.name(),
                     reason: e.to_string(),

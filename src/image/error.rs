@@ -3,15 +3,38 @@
 
 use thiserror::Error;
 
+/// The PE parser's own account of a malformed container.
+#[derive(Debug)]
+pub struct PeError(pub(crate) goblin::error::Error);
+
+impl std::fmt::Display for PeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for PeError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.0)
+    }
+}
+
 use super::sig::SigError;
 use super::tables::{CodedIndex, Table, Token};
 
+/// Why an image could not be read.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum ImageError {
+    /// The file could not be opened, mapped or read (or is not a regular file).
     #[error("cannot read file: {0}")]
     Io(#[from] std::io::Error),
+    /// The PE container does not parse (not a PE file, or its headers are malformed).
     #[error("not a PE image: {0}")]
-    Pe(String),
+    Pe(PeError),
+    /// The PE file has no optional header, so no data directories.
+    #[error("not a PE image: no optional header")]
+    NoOptionalHeader,
     #[error("PE image without a CLI header (not a .NET assembly)")]
     NotDotNet,
     #[error("{what} at offset {offset:#x} needs {needed} bytes beyond the end of its data")]
@@ -30,7 +53,8 @@ pub enum ImageError {
     BadMetadata { offset: usize, reason: &'static str },
     #[error("stream {name} (offset {offset:#x}, size {size:#x}) runs past the end of the file")]
     StreamOutOfBounds {
-        name: String,
+        /// The stream's name when it is one ECMA-335 defines, else "of another name".
+        name: &'static str,
         offset: usize,
         size: usize,
     },

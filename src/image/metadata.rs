@@ -8,6 +8,17 @@ pub const METADATA_SIGNATURE: u32 = 0x424A_5342;
 /// Longest stream name ECMA-335 allows, including the NUL.
 const MAX_STREAM_NAME: usize = 32;
 
+/// The stream names ECMA-335 (II.24.2.2) and the runtimes define, for error values that
+/// cannot hold the file's own bytes.
+fn known_stream_name(name: &str) -> &'static str {
+    [
+        "#~", "#-", "#Strings", "#US", "#Blob", "#GUID", "#Pdb", "#JTD",
+    ]
+    .into_iter()
+    .find(|known| *known == name)
+    .unwrap_or("of another name")
+}
+
 /// One stream header: name and the stream's place in the file.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct StreamHeader {
@@ -115,7 +126,7 @@ impl MetadataRoot {
                 .is_some_and(|e| e <= file.len());
             if !fits {
                 return Err(ImageError::StreamOutOfBounds {
-                    name,
+                    name: known_stream_name(&name),
                     offset: offset.saturating_add(rel),
                     size,
                 });

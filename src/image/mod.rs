@@ -18,7 +18,7 @@ use std::path::Path;
 
 use crate::body::{Body, DecodeError};
 
-pub use error::ImageError;
+pub use error::{ImageError, PeError};
 pub use heaps::{BlobHeap, GuidHeap, StringHeap, UserStringHeap};
 pub use integrity::{IntegrityCode, IntegrityFinding};
 pub use metadata::MetadataRoot;

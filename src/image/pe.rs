@@ -93,11 +93,11 @@ impl PeInfo {
         opts.parse_imports = false;
         opts.parse_mode = ParseMode::Permissive;
         let pe = goblin::pe::PE::parse_with_opts(file, &opts)
-            .map_err(|e| ImageError::Pe(e.to_string()))?;
+            .map_err(|e| ImageError::Pe(super::error::PeError(e)))?;
         let optional = pe
             .header
             .optional_header
-            .ok_or_else(|| ImageError::Pe("no optional header".into()))?;
+            .ok_or(ImageError::NoOptionalHeader)?;
         let sections = pe
             .sections
             .iter()

@@ -75,6 +75,7 @@ pub mod callconv {
 
 /// What is wrong with a signature blob, at which offset within the blob.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum SigError {
     #[error("signature truncated at offset {offset}")]
     Truncated { offset: usize },

@@ -62,6 +62,7 @@ const CLI_HEADER_DIRECTORY: u32 = 14;
 
 /// Why a patched assembly could not be written. Offsets are file offsets of the input.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum WriteError {
     #[error("MethodDef row {rid} does not exist (table has {rows} rows)")]
     NoSuchMethod { rid: u32, rows: u32 },
