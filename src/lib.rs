@@ -12,6 +12,7 @@ pub mod body;
 pub mod corpus;
 pub mod disasm;
 pub mod fsio;
+pub mod harness;
 #[cfg(feature = "gen")]
 pub mod generate;
 pub mod image;

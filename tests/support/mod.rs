@@ -40,3 +40,24 @@ pub fn mono_tool(test: &str, tool: &str) -> bool {
     }
     found
 }
+
+/// The runtime oracles: mono and CoreCLR. Each that is absent is said loudly; under
+/// `ILCHECK_REQUIRE_MONO=1` (set by `.ci/run`, which installs both) an absent one fails the test.
+#[allow(dead_code)]
+pub fn runtimes(test: &str) -> Vec<ilcheck::harness::Runtime> {
+    use ilcheck::harness::{Runtime, RuntimeKind};
+    let mut found = Vec::new();
+    for kind in [RuntimeKind::Mono, RuntimeKind::CoreClr] {
+        match Runtime::find(kind) {
+            Ok(r) => found.push(r),
+            Err(e) => {
+                let msg = format!("{test}: runtime {} unavailable: {e}", kind.name());
+                if std::env::var("ILCHECK_REQUIRE_MONO").as_deref() == Ok("1") {
+                    panic!("{msg} (required: ILCHECK_REQUIRE_MONO=1)");
+                }
+                eprintln!("\n!!! SKIPPED {msg}\n");
+            }
+        }
+    }
+    found
+}
