@@ -7,8 +7,8 @@ mod support;
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 const BIN: &str = env!("CARGO_BIN_EXE_ilcheck");
 
@@ -28,28 +28,17 @@ fn scratch(name: &str) -> PathBuf {
 
 /// Runs ilcheck with a deadline: a hang is a test failure, not a stuck test run.
 fn run(args: &[&std::ffi::OsStr]) -> (i32, String, String) {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            break;
-        }
-        if start.elapsed() > Duration::from_secs(60) {
-            let _ = child.kill();
-            panic!("ilcheck {args:?} did not finish in 60 s");
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let out = child.wait_with_output().unwrap();
+    let o = ilcheck::harness::run_bounded(
+        Command::new(BIN).args(args),
+        Duration::from_secs(60),
+        64 << 20,
+    )
+    .unwrap();
+    assert!(!o.timed_out, "ilcheck {args:?}: {}", o.describe());
     (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
+        o.code.unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
     )
 }
 
@@ -283,10 +272,10 @@ fn a_rewrite_never_writes_bodies_no_loader_can_align() {
     ]);
     assert_eq!(code, 0, "{text}{err}");
     if support::mono_tool("a_rewrite_never_writes_bodies_no_loader_can_align", "mono") {
-        let run = |p: &Path| Command::new("mono").arg(p).output().unwrap();
+        let run = |p: &Path| support::run(Command::new("mono").arg(p));
         let (before, after) = (run(&input), run(&out));
         assert!(
-            after.status.success(),
+            after.success(),
             "{}",
             String::from_utf8_lossy(&after.stderr)
         );

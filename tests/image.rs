@@ -255,7 +255,11 @@ fn method_counts_match_monodis() {
             .iter()
             .find(|p| p.file_name().unwrap() == name)
             .unwrap();
-        let out = match Command::new("monodis").arg("--method").arg(path).output() {
+        let out = match ilcheck::harness::run_bounded(
+            Command::new("monodis").arg("--method").arg(path),
+            std::time::Duration::from_secs(300),
+            256 << 20,
+        ) {
             Ok(o) => o,
             Err(e) => {
                 assert!(

@@ -20,11 +20,11 @@ fn root() -> PathBuf {
 
 /// pedump's findings per method, IL offsets masked (a rewrite moves them), as a multiset.
 fn pedump_findings(path: &Path) -> BTreeMap<String, usize> {
-    let out = Command::new("pedump")
-        .args(["--verify", "error,code"])
-        .arg(path)
-        .output()
-        .expect("pedump runs");
+    let out = support::run(
+        Command::new("pedump")
+            .args(["--verify", "error,code"])
+            .arg(path),
+    );
     let text =
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     let mut method = String::new();

@@ -75,11 +75,11 @@ fn assert_bodies(original: &Image, out: &[u8], replaced: &HashMap<u32, Vec<u8>>)
 
 /// pedump's messages with IL offsets removed (a nop prefix shifts them), sorted.
 fn pedump(path: &Path) -> Vec<String> {
-    let out = Command::new("pedump")
-        .args(["--verify", "error,code"])
-        .arg(path)
-        .output()
-        .expect("run pedump");
+    let out = support::run(
+        Command::new("pedump")
+            .args(["--verify", "error,code"])
+            .arg(path),
+    );
     let text =
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     let mut lines: Vec<String> = text
@@ -107,16 +107,12 @@ fn pedump(path: &Path) -> Vec<String> {
 }
 
 fn run_mono(path: &Path) -> String {
-    let out = Command::new("mono")
-        .arg(path)
-        .env("MONO_ENV_OPTIONS", "")
-        .output()
-        .expect("run mono");
+    let out = support::run(Command::new("mono").arg(path).env("MONO_ENV_OPTIONS", ""));
     assert!(
-        out.status.success(),
-        "{} exited with {}: {}",
+        out.success(),
+        "{} ended with {}: {}",
         path.display(),
-        out.status,
+        out.describe(),
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).expect("utf-8 output")

@@ -61,3 +61,14 @@ pub fn runtimes(test: &str) -> Vec<ilcheck::harness::Runtime> {
     }
     found
 }
+
+/// Runs `command` to its end under a deadline (5 minutes; a hang fails the test instead of
+/// stalling the run), output bounded; panics when it cannot be started or times out.
+#[allow(dead_code)]
+pub fn run(command: &mut std::process::Command) -> ilcheck::harness::Outcome {
+    let what = format!("{command:?}");
+    let o = ilcheck::harness::run_bounded(command, std::time::Duration::from_secs(300), 256 << 20)
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(!o.timed_out, "{what}: {}", o.describe());
+    o
+}
