@@ -4,6 +4,7 @@
 //! Everything borrows the image's bytes (a memory map or a caller's slice); names and
 //! signatures are decoded on demand so enumerating methods costs no allocation.
 
+pub mod emit;
 pub mod error;
 pub mod heaps;
 pub mod integrity;

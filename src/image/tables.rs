@@ -229,6 +229,17 @@ impl CodedIndex {
         u32::BITS - (n - 1).leading_zeros()
     }
 
+    /// The stored value of `token` in a column of this kind: its row id shifted past the tag
+    /// bits, the tag naming its table. `None` when the kind cannot name the token's table, or
+    /// the row id does not fit beside the tag.
+    pub fn encode(self, token: Token) -> Option<u32> {
+        let table = token.table()?;
+        let tag = self.targets().iter().position(|t| *t == Some(table))? as u32;
+        let bits = self.tag_bits();
+        let rid = token.rid();
+        (rid < 1 << (32 - bits)).then(|| (rid << bits) | tag)
+    }
+
     /// Splits a stored value into a token; `None` for a tag naming no table.
     pub fn decode(self, value: u32) -> Option<Token> {
         let bits = self.tag_bits();
@@ -317,6 +328,39 @@ pub fn schema(table: Table) -> &'static [Column] {
         T::GenericParam => &[U16, U16, Coded(C::TypeOrMethodDef), Strings],
         T::MethodSpec => &[Coded(C::MethodDefOrRef), Blob],
         T::GenericParamConstraint => &[Index(T::GenericParam), Coded(C::TypeDefOrRef)],
+    }
+}
+
+/// The stored width (2 or 4 bytes) of a column, given every table's row count and the
+/// heap-size flags (II.24.2.6): heap indexes are wide when their flag is set, a simple index
+/// when its table has 2^16 rows or more, a coded index when a target table has too many rows
+/// to leave room for the tag in 16 bits.
+pub fn column_width(col: Column, rows: &[u32; TABLE_COUNT], heap_sizes: u8) -> u8 {
+    let heap = |flag: u8| if heap_sizes & flag != 0 { 4 } else { 2 };
+    match col {
+        Column::U16 => 2,
+        Column::U32 => 4,
+        Column::Strings => heap(heap_sizes::BIG_STRINGS),
+        Column::Guid => heap(heap_sizes::BIG_GUID),
+        Column::Blob => heap(heap_sizes::BIG_BLOB),
+        Column::Index(t) => {
+            if rows[t as usize] < 0x1_0000 {
+                2
+            } else {
+                4
+            }
+        }
+        Column::Coded(c) => {
+            let limit = 1u32 << (16 - c.tag_bits());
+            let max = c
+                .targets()
+                .iter()
+                .flatten()
+                .map(|&t| rows[t as usize])
+                .max()
+                .unwrap_or(0);
+            if max < limit { 2 } else { 4 }
+        }
     }
 }
 
@@ -431,40 +475,12 @@ impl TablesHeader {
                 })?;
         }
 
-        let heap_width = |flag: u8| if heap_sizes & flag != 0 { 4u8 } else { 2u8 };
-        let index_width = |t: Table| {
-            if rows[t as usize] < 0x1_0000 {
-                2u8
-            } else {
-                4u8
-            }
-        };
-        let coded_width = |c: CodedIndex| {
-            let limit = 1u32 << (16 - c.tag_bits());
-            let max = c
-                .targets()
-                .iter()
-                .flatten()
-                .map(|&t| rows[t as usize])
-                .max()
-                .unwrap_or(0);
-            if max < limit { 2u8 } else { 4u8 }
-        };
-
         let mut tables = [TableInfo::default(); TABLE_COUNT];
         for table in Table::ALL {
             let info = &mut tables[table as usize];
             let mut row_size = 0u8;
             for (i, col) in schema(table).iter().enumerate() {
-                let w = match *col {
-                    Column::U16 => 2,
-                    Column::U32 => 4,
-                    Column::Strings => heap_width(heap_sizes::BIG_STRINGS),
-                    Column::Guid => heap_width(heap_sizes::BIG_GUID),
-                    Column::Blob => heap_width(heap_sizes::BIG_BLOB),
-                    Column::Index(t) => index_width(t),
-                    Column::Coded(c) => coded_width(c),
-                };
+                let w = column_width(*col, &rows, heap_sizes);
                 info.col_offset[i] = row_size;
                 info.col_width[i] = w;
                 row_size += w;

@@ -242,6 +242,9 @@ pub struct ImageWriter<'i, 'a> {
     /// The MethodDef RVA column, read once (by the first [`Self::replace_body`]).
     rvas: Vec<u32>,
     target: RelocationTarget,
+    /// New metadata (from [`crate::image::emit::MetadataBuilder::build`]), written after the
+    /// relocated bodies with the CLI header pointed at it.
+    metadata: Option<crate::image::emit::BuiltMetadata>,
 }
 
 /// The memory an [`ImageWriter`] fills (new bodies, their index, the RVA column), handed
@@ -300,7 +303,16 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
             original_lens,
             rvas,
             target: RelocationTarget::default(),
+            metadata: None,
         }
+    }
+
+    /// Gives the image new metadata (built for this image, so that every existing token keeps
+    /// its meaning): it is written after the relocated bodies, the CLI header's metadata
+    /// directory points at it, and relocated bodies' RVAs are written into its MethodDef table.
+    pub fn set_metadata(&mut self, metadata: crate::image::emit::BuiltMetadata) -> &mut Self {
+        self.metadata = Some(metadata);
+        self
     }
 
     /// The writer's buffers, for [`Self::with_buffers`].
@@ -522,6 +534,12 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
             }
         }
         summary.unchanged = summary.method_defs - summary.in_place - summary.relocated;
+        // New metadata follows the bodies, 4-byte aligned (II.24.2.1).
+        let metadata_at = self.metadata.as_ref().map(|md| {
+            let at = section_len.next_multiple_of(4);
+            section_len = at + md.bytes.len();
+            at
+        });
 
         // The input, the relocated bodies and alignment, so that the file need not grow
         // again: a buffer reused for the same assembly keeps its memory. Only a hint.
@@ -557,6 +575,10 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
                         out.extend_from_slice(bytes);
                     }
                 }
+                if let (Some(md), Some(at)) = (&self.metadata, metadata_at) {
+                    out.resize(base + at, 0);
+                    out.extend_from_slice(&md.bytes);
+                }
             };
             let new = place_relocated(&headers, out, section_len, write_bodies, cert, self.target)?;
             summary.certificate_table_dropped = cert.is_some_and(|d| d.size != 0);
@@ -570,6 +592,8 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
                 return Err(WriteError::RvaColumn { width });
             }
             let table = self.image.tables_header().info(Table::MethodDef);
+            // Where the new metadata landed in the file, when there is new metadata.
+            let metadata_file_at = metadata_at.map(|at| new.raw_offset as usize + at);
             for (rid, p) in &mut placements {
                 let Placement::Relocated { new_rva, .. } = p else {
                     continue;
@@ -577,9 +601,30 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
                 *new_rva = new.rva.checked_add(*new_rva).ok_or(WriteError::Overflow {
                     what: "relocated body RVA",
                 })?;
-                // The row lies in the table stream: the reader checked rows × row_size.
-                let at = table.offset + (*rid as usize - 1) * table.row_size as usize + col;
+                // The row lies in the table stream: the reader checked rows × row_size (and
+                // the new metadata's layout was read back from its bytes).
+                let at = match (&self.metadata, metadata_file_at) {
+                    (Some(md), Some(base)) => {
+                        let (at, _) = md
+                            .cell_at(Table::MethodDef, *rid, 0)
+                            .ok_or(WriteError::RvaColumn { width: 0 })?;
+                        base + at
+                    }
+                    _ => table.offset + (*rid as usize - 1) * table.row_size as usize + col,
+                };
                 out[at..at + 4].copy_from_slice(&new_rva.to_le_bytes());
+            }
+            if let (Some(md), Some(at)) = (&self.metadata, metadata_at) {
+                let rva = new.rva.checked_add(at as u32).ok_or(WriteError::Overflow {
+                    what: "metadata RVA",
+                })?;
+                let size = u32::try_from(md.bytes.len()).map_err(|_| WriteError::Overflow {
+                    what: "metadata size",
+                })?;
+                // The CLI header's MetaData directory (II.25.3.3), at offset 8.
+                let dir = self.image.cli_header().offset + 8;
+                out[dir..dir + 4].copy_from_slice(&rva.to_le_bytes());
+                out[dir + 4..dir + 8].copy_from_slice(&size.to_le_bytes());
             }
             summary.relocation_area = Some(new);
         }

@@ -1,0 +1,500 @@
+//! Metadata emit: new rows and heap entries for an image, and the metadata that holds them.
+//!
+//! A [`MetadataBuilder`] starts from an image and adds what a rewrite needs that the assembly
+//! does not have: strings, blobs, `ldstr` literals, and rows of AssemblyRef, TypeRef, TypeSpec,
+//! MemberRef, MethodSpec and StandAloneSig (and of any other unsorted table). Every existing
+//! row and heap entry keeps its index, so every token in the image stays valid; a reference with
+//! the same identity and signature as an existing one is returned instead of being added again.
+//!
+//! [`MetadataBuilder::build`] writes a whole new metadata root: the original streams in their
+//! order, the heaps with the new entries after the old ones, and the table stream with every
+//! column re-sized where a table or heap crossed 2^16 (II.24.2.6): simple and coded indexes,
+//! heap-size flags. Tables whose column widths did not change are copied byte for byte. The
+//! writer places the result in the relocation area and points the CLI header at it; the old
+//! metadata stays where it was, unreferenced.
+
+mod heaps;
+mod refs;
+
+pub use refs::AssemblyIdentity;
+
+use heaps::{GrowingHeap, HeapKind, MAX_USER_STRING_INDEX, user_string_bytes};
+
+use super::Image;
+use super::error::ImageError;
+use super::tables::{
+    MAX_COLUMNS, TABLE_COUNT, Table, TablesHeader, Token, USER_STRING_TABLE, column_width,
+    heap_sizes, schema,
+};
+use thiserror::Error;
+
+/// Why a metadata addition or the new metadata could not be made.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum EmitError {
+    /// A heap would grow past what its indexes can address.
+    #[error("the {heap} heap would grow past what its indexes can address")]
+    HeapFull {
+        /// The heap's stream name.
+        heap: &'static str,
+    },
+    /// A `#Strings` entry cannot hold a NUL character.
+    #[error("a metadata string cannot contain a NUL character")]
+    NulInString,
+    /// A blob longer than a compressed length can say (2^29 - 1 bytes).
+    #[error("a blob of {len} bytes is longer than a compressed length can say")]
+    BlobTooLong {
+        /// Its length in bytes.
+        len: usize,
+    },
+    /// A row was given with the wrong number of columns for its table.
+    #[error("{table:?} has {expected} columns, {found} were given")]
+    ColumnCount {
+        /// The table.
+        table: Table,
+        /// Columns the table has (II.22).
+        expected: usize,
+        /// Columns given.
+        found: usize,
+    },
+    /// The table is kept sorted by a key (II.22): adding rows there is not supported.
+    #[error("{table:?} is a sorted table: adding rows to it is not supported")]
+    SortedTable {
+        /// The table.
+        table: Table,
+    },
+    /// The image's table stream is `#-` and this table is reached through a Ptr table.
+    #[error(
+        "{table:?} rows of an uncompressed (#-) table stream are reached through a Ptr table: adding them is not supported"
+    )]
+    PointerTable {
+        /// The table.
+        table: Table,
+    },
+    /// A table would have more rows than a token can name (2^24 - 1).
+    #[error("{table:?} would have more than 16,777,215 rows")]
+    TableFull {
+        /// The table.
+        table: Table,
+    },
+    /// A token of a table this kind of column cannot name.
+    #[error("token {token} cannot stand in this column")]
+    BadToken {
+        /// The token.
+        token: Token,
+    },
+    /// The image's metadata could not be read.
+    #[error(transparent)]
+    Image(#[from] ImageError),
+}
+
+/// Tables whose rows are kept sorted by a key column (II.22; the CLR checks several of them).
+const SORTED_TABLES: [Table; 14] = [
+    Table::ClassLayout,
+    Table::Constant,
+    Table::CustomAttribute,
+    Table::DeclSecurity,
+    Table::FieldLayout,
+    Table::FieldMarshal,
+    Table::FieldRva,
+    Table::GenericParam,
+    Table::GenericParamConstraint,
+    Table::ImplMap,
+    Table::InterfaceImpl,
+    Table::MethodImpl,
+    Table::MethodSemantics,
+    Table::NestedClass,
+];
+
+/// Tables a `#-` stream may reach through a Ptr table.
+const POINTED_TABLES: [Table; 5] = [
+    Table::Field,
+    Table::MethodDef,
+    Table::Param,
+    Table::Event,
+    Table::Property,
+];
+
+/// One added row: its columns' stored values (heap indexes, row ids, coded indexes).
+type Row = [u32; MAX_COLUMNS];
+
+/// Additions to an image's metadata (see the module documentation).
+pub struct MetadataBuilder<'i, 'a> {
+    image: &'i Image<'a>,
+    strings: GrowingHeap<'i>,
+    blobs: GrowingHeap<'i>,
+    user_strings: GrowingHeap<'i>,
+    /// GUIDs appended after the original `#GUID` entries.
+    guids: Vec<[u8; 16]>,
+    added: Vec<Vec<Row>>,
+}
+
+impl std::fmt::Debug for MetadataBuilder<'_, '_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let rows: usize = self.added.iter().map(Vec::len).sum();
+        f.debug_struct("MetadataBuilder")
+            .field("rows_added", &rows)
+            .field("strings_grew", &self.strings.grew())
+            .field("blobs_grew", &self.blobs.grew())
+            .field("user_strings_grew", &self.user_strings.grew())
+            .finish_non_exhaustive()
+    }
+}
+
+/// New metadata: the bytes of a whole metadata root and the layout of its tables.
+#[derive(Debug, Clone)]
+pub struct BuiltMetadata {
+    /// The metadata root (BSJB) and its streams, 4-byte aligned in size.
+    pub bytes: Vec<u8>,
+    /// The table stream as read back from `bytes` (offsets are into `bytes`).
+    pub tables: TablesHeader,
+}
+
+impl BuiltMetadata {
+    /// Offset into [`Self::bytes`] and width of column `col` of row `rid` of `table`.
+    pub fn cell_at(&self, table: Table, rid: u32, col: usize) -> Option<(usize, usize)> {
+        let info = self.tables.info(table);
+        if rid == 0 || rid > info.rows {
+            return None;
+        }
+        let (off, width) = info.column(col)?;
+        Some((
+            info.offset + (rid as usize - 1) * info.row_size as usize + off,
+            width,
+        ))
+    }
+}
+
+impl<'i, 'a> MetadataBuilder<'i, 'a> {
+    /// A builder that adds nothing yet.
+    pub fn new(image: &'i Image<'a>) -> Self {
+        let heap = |r: super::metadata::StreamRange| {
+            image
+                .bytes()
+                .get(r.offset..r.offset + r.size)
+                .unwrap_or(&[])
+        };
+        let md = image.metadata();
+        MetadataBuilder {
+            image,
+            strings: GrowingHeap::new(heap(md.strings), HeapKind::Strings),
+            blobs: GrowingHeap::new(heap(md.blob), HeapKind::LengthPrefixed),
+            user_strings: GrowingHeap::new(heap(md.user_strings), HeapKind::LengthPrefixed),
+            guids: Vec::new(),
+            added: vec![Vec::new(); TABLE_COUNT],
+        }
+    }
+
+    /// The image the additions are for.
+    pub fn image(&self) -> &'i Image<'a> {
+        self.image
+    }
+
+    /// Whether nothing has been added (building would reproduce the image's metadata).
+    pub fn is_empty(&self) -> bool {
+        self.added.iter().all(Vec::is_empty)
+            && !self.strings.grew()
+            && !self.blobs.grew()
+            && !self.user_strings.grew()
+            && self.guids.is_empty()
+    }
+
+    /// The `#Strings` index of `s`, appending it when the heap does not hold it yet.
+    pub fn string(&mut self, s: &str) -> Result<u32, EmitError> {
+        if s.is_empty() {
+            return Ok(0);
+        }
+        self.strings.intern(s.as_bytes())
+    }
+
+    /// The `#Blob` index of `blob`, appending it when the heap does not hold it yet.
+    pub fn blob(&mut self, blob: &[u8]) -> Result<u32, EmitError> {
+        if blob.is_empty() {
+            return Ok(0);
+        }
+        self.blobs.intern(blob)
+    }
+
+    /// The `ldstr` token of the literal `s` (a `#US` entry, reused when present).
+    pub fn user_string(&mut self, s: &str) -> Result<Token, EmitError> {
+        let index = self.user_strings.intern(&user_string_bytes(s))?;
+        if index as usize > MAX_USER_STRING_INDEX {
+            return Err(EmitError::HeapFull { heap: "#US" });
+        }
+        Ok(Token((u32::from(USER_STRING_TABLE) << 24) | index))
+    }
+
+    /// The 1-based `#GUID` index of a new GUID entry.
+    pub fn guid(&mut self, guid: [u8; 16]) -> u32 {
+        self.guids.push(guid);
+        (self.image.metadata().guid.size / 16 + self.guids.len()) as u32
+    }
+
+    /// Rows `table` will have: the image's and the added ones.
+    pub fn rows(&self, table: Table) -> u32 {
+        self.image.tables_header().rows(table) + self.added[table as usize].len() as u32
+    }
+
+    /// The rows added to `table` so far, with their tokens.
+    pub fn added_rows(&self, table: Table) -> impl Iterator<Item = (Token, &[u32])> + '_ {
+        let first = self.image.tables_header().rows(table) + 1;
+        self.added[table as usize]
+            .iter()
+            .enumerate()
+            .map(move |(i, row)| {
+                (
+                    Token::new(table, first + i as u32),
+                    &row[..schema(table).len()],
+                )
+            })
+    }
+
+    /// Appends a row of stored column values (heap indexes from this builder, row ids, coded
+    /// indexes) and returns its token. Sorted tables and, in `#-` streams, tables behind Ptr
+    /// tables are refused.
+    pub fn add_row(&mut self, table: Table, columns: &[u32]) -> Result<Token, EmitError> {
+        let expected = schema(table).len();
+        if columns.len() != expected {
+            return Err(EmitError::ColumnCount {
+                table,
+                expected,
+                found: columns.len(),
+            });
+        }
+        if SORTED_TABLES.contains(&table) {
+            return Err(EmitError::SortedTable { table });
+        }
+        if self.image.tables_header().uncompressed && POINTED_TABLES.contains(&table) {
+            return Err(EmitError::PointerTable { table });
+        }
+        let rid = self.rows(table) + 1;
+        if rid > 0x00FF_FFFF {
+            return Err(EmitError::TableFull { table });
+        }
+        let mut row = [0u32; MAX_COLUMNS];
+        row[..expected].copy_from_slice(columns);
+        self.added[table as usize].push(row);
+        Ok(Token::new(table, rid))
+    }
+
+    /// The new metadata root (see the module documentation).
+    pub fn build(&self) -> Result<BuiltMetadata, EmitError> {
+        let image = self.image;
+        let file = image.bytes();
+        let md = image.metadata();
+        let tables_stream = self.tables_stream()?;
+
+        // The root's fixed part and version string, as stored.
+        let version_len = super::read::le_u32(file, md.offset + 12).unwrap_or(0) as usize;
+        let prefix_end = md.offset + 16 + version_len.next_multiple_of(4);
+        let prefix = file
+            .get(md.offset..prefix_end + 2)
+            .ok_or(ImageError::Truncated {
+                what: "metadata root",
+                offset: md.offset,
+                needed: prefix_end + 2 - md.offset,
+            })?;
+
+        // Each stream's new contents, in the original order; heaps that grew from nothing
+        // are added at the end.
+        let mut streams: Vec<(String, Vec<u8>)> = Vec::new();
+        let mut seen = [false; 4];
+        for s in &md.streams {
+            let original = file.get(s.offset..s.offset + s.size).unwrap_or(&[]);
+            let content = match s.name.as_str() {
+                "#~" | "#-" if s.offset == md.tables.offset => tables_stream.clone(),
+                "#Strings" if s.offset == md.strings.offset => {
+                    seen[0] = true;
+                    self.heap_bytes(&self.strings)
+                }
+                "#Blob" if s.offset == md.blob.offset => {
+                    seen[1] = true;
+                    self.heap_bytes(&self.blobs)
+                }
+                "#US" if s.offset == md.user_strings.offset => {
+                    seen[2] = true;
+                    self.heap_bytes(&self.user_strings)
+                }
+                "#GUID" if s.offset == md.guid.offset => {
+                    seen[3] = true;
+                    let mut g = original.to_vec();
+                    for guid in &self.guids {
+                        g.extend_from_slice(guid);
+                    }
+                    g
+                }
+                _ => original.to_vec(),
+            };
+            streams.push((s.name.clone(), content));
+        }
+        for (i, (name, grew)) in [
+            ("#Strings", self.strings.grew()),
+            ("#Blob", self.blobs.grew()),
+            ("#US", self.user_strings.grew()),
+            ("#GUID", !self.guids.is_empty()),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            if grew && !seen[i] {
+                let content = match i {
+                    0 => self.heap_bytes(&self.strings),
+                    1 => self.heap_bytes(&self.blobs),
+                    2 => self.heap_bytes(&self.user_strings),
+                    _ => self.guids.concat(),
+                };
+                streams.push((name.to_string(), content));
+            }
+        }
+
+        let count = u16::try_from(streams.len()).map_err(|_| ImageError::BadMetadata {
+            offset: md.offset,
+            reason: "more streams than a root can list",
+        })?;
+        let headers_len: usize = streams
+            .iter()
+            .map(|(name, _)| 8 + (name.len() + 1).next_multiple_of(4))
+            .sum();
+        let mut out = Vec::with_capacity(
+            prefix.len() + 2 + headers_len + streams.iter().map(|s| s.1.len() + 3).sum::<usize>(),
+        );
+        out.extend_from_slice(prefix);
+        out.extend_from_slice(&count.to_le_bytes());
+        let mut at = out.len() + headers_len;
+        for (name, content) in &streams {
+            let size = content.len().next_multiple_of(4);
+            let heap_full = || EmitError::HeapFull { heap: "metadata" };
+            out.extend_from_slice(&u32::try_from(at).map_err(|_| heap_full())?.to_le_bytes());
+            out.extend_from_slice(&u32::try_from(size).map_err(|_| heap_full())?.to_le_bytes());
+            out.extend_from_slice(name.as_bytes());
+            let padded = (name.len() + 1).next_multiple_of(4);
+            out.resize(out.len() + padded - name.len(), 0);
+            at += size;
+        }
+        let mut tables_at = 0;
+        for (name, content) in &streams {
+            if name == "#~" || name == "#-" {
+                tables_at = out.len();
+            }
+            out.extend_from_slice(content);
+            out.resize(out.len().next_multiple_of(4), 0);
+        }
+        let tables = TablesHeader::parse(
+            &out,
+            tables_at,
+            tables_stream.len(),
+            image.tables_header().uncompressed,
+        )?;
+        Ok(BuiltMetadata { bytes: out, tables })
+    }
+
+    fn heap_bytes(&self, heap: &GrowingHeap<'_>) -> Vec<u8> {
+        let mut out = Vec::with_capacity(heap.len() + 3);
+        heap.write(&mut out);
+        out
+    }
+
+    /// The table stream with the added rows and re-sized columns.
+    fn tables_stream(&self) -> Result<Vec<u8>, EmitError> {
+        let image = self.image;
+        let file = image.bytes();
+        let h = image.tables_header();
+        let start = image.metadata().tables.offset;
+        let mut rows = [0u32; TABLE_COUNT];
+        for t in Table::ALL {
+            rows[t as usize] = self.rows(t);
+        }
+        let guid_count = image.metadata().guid.size / 16 + self.guids.len();
+        let mut flags = h.heap_sizes;
+        // By the stored (padded) size: a reader that compares the flag with the stream's size
+        // sees them agree.
+        if self.strings.len().next_multiple_of(4) >= 0x1_0000 {
+            flags |= heap_sizes::BIG_STRINGS;
+        }
+        if self.blobs.len().next_multiple_of(4) >= 0x1_0000 {
+            flags |= heap_sizes::BIG_BLOB;
+        }
+        if guid_count >= 0x1_0000 {
+            flags |= heap_sizes::BIG_GUID;
+        }
+        let mut valid = h.valid;
+        for t in Table::ALL {
+            if !self.added[t as usize].is_empty() {
+                valid |= 1u64 << (t as u8);
+            }
+        }
+
+        let mut out = Vec::new();
+        // Reserved, versions, heap sizes, reserved byte: as stored but for the new flags.
+        let head = file.get(start..start + 8).ok_or(ImageError::Truncated {
+            what: "table stream header",
+            offset: start,
+            needed: 8,
+        })?;
+        out.extend_from_slice(&head[..6]);
+        out.push(flags);
+        out.push(head[7]);
+        out.extend_from_slice(&valid.to_le_bytes());
+        out.extend_from_slice(&h.sorted.to_le_bytes());
+        let mut counted = 0usize;
+        for bit in 0..64u32 {
+            if valid & (1u64 << bit) != 0 {
+                out.extend_from_slice(&rows.get(bit as usize).copied().unwrap_or(0).to_le_bytes());
+                if h.valid & (1u64 << bit) != 0 {
+                    counted += 1;
+                }
+            }
+        }
+        if h.heap_sizes & heap_sizes::EXTRA_DATA != 0 {
+            let at = start + 24 + 4 * counted;
+            out.extend_from_slice(file.get(at..at + 4).unwrap_or(&[0; 4]));
+        }
+
+        for table in Table::ALL {
+            let info = h.info(table);
+            let cols = schema(table);
+            let widths: Vec<u8> = cols
+                .iter()
+                .map(|&c| column_width(c, &rows, flags))
+                .collect();
+            let unchanged =
+                (0..cols.len()).all(|i| info.column(i).map(|(_, w)| w as u8) == Some(widths[i]));
+            if unchanged {
+                let len = info.rows as usize * info.row_size as usize;
+                let bytes =
+                    file.get(info.offset..info.offset + len)
+                        .ok_or(ImageError::Truncated {
+                            what: "table rows",
+                            offset: info.offset,
+                            needed: len,
+                        })?;
+                out.extend_from_slice(bytes);
+            } else {
+                for rid in 1..=info.rows {
+                    let values: [u32; MAX_COLUMNS] = h.row(file, table, rid)?;
+                    put_row(&mut out, &values[..cols.len()], &widths);
+                }
+            }
+            for row in &self.added[table as usize] {
+                put_row(&mut out, &row[..cols.len()], &widths);
+            }
+        }
+        out.resize(out.len().next_multiple_of(4), 0);
+        Ok(out)
+    }
+}
+
+/// Appends one row's values at the given widths.
+fn put_row(out: &mut Vec<u8>, values: &[u32], widths: &[u8]) {
+    for (&v, &w) in values.iter().zip(widths) {
+        if w == 2 {
+            // Widths come from the row counts and heap sizes, so a value always fits.
+            out.extend_from_slice(&(v as u16).to_le_bytes());
+        } else {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

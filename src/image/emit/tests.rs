@@ -1,0 +1,219 @@
+use super::*;
+use crate::image::metadata::MetadataRoot;
+
+/// Every cell of every original row of `image` reads the same from `built`.
+fn same_cells(image: &Image<'_>, built: &BuiltMetadata) {
+    let h = image.tables_header();
+    for table in Table::ALL {
+        assert!(built.tables.rows(table) >= h.rows(table), "{table:?}");
+        for rid in 1..=h.rows(table) {
+            for col in 0..schema(table).len() {
+                assert_eq!(
+                    h.cell(image.bytes(), table, rid, col).unwrap(),
+                    built.tables.cell(&built.bytes, table, rid, col).unwrap(),
+                    "{table:?} row {rid} column {col}"
+                );
+            }
+        }
+    }
+}
+
+fn root(built: &BuiltMetadata) -> MetadataRoot {
+    MetadataRoot::parse(&built.bytes, 0, built.bytes.len()).unwrap()
+}
+
+#[test]
+fn nothing_added_rebuilds_the_same_tables_and_heaps() {
+    for (name, bytes) in crate::corpus::EMBEDDED {
+        let image = Image::parse(bytes).unwrap();
+        let b = MetadataBuilder::new(&image);
+        assert!(b.is_empty());
+        let built = b.build().unwrap();
+        same_cells(&image, &built);
+        let (old, new) = (image.metadata(), root(&built));
+        assert_eq!(old.version, new.version, "{name}");
+        assert_eq!(old.streams.len(), new.streams.len(), "{name}");
+        for (o, n) in old.streams.iter().zip(&new.streams) {
+            assert_eq!(o.name, n.name, "{name}");
+            let original = &bytes[o.offset..o.offset + o.size];
+            let rebuilt = &built.bytes[n.offset..n.offset + n.size];
+            // Streams are padded to 4 bytes; the table stream is rebuilt from its rows.
+            let len = original.len().min(rebuilt.len());
+            if o.name == "#~" {
+                let end = image.tables_header().end - o.offset;
+                assert_eq!(&original[..end], &rebuilt[..end], "{name} {}", o.name);
+            } else {
+                assert_eq!(&original[..len], &rebuilt[..len], "{name} {}", o.name);
+            }
+        }
+    }
+}
+
+#[test]
+fn references_are_found_or_added_once() {
+    let bytes = crate::corpus::EMBEDDED
+        .iter()
+        .find(|(n, _)| n.ends_with("features.exe"))
+        .unwrap()
+        .1;
+    let image = Image::parse(bytes).unwrap();
+    let mut b = MetadataBuilder::new(&image);
+    // mscorlib and System.Object are referenced already.
+    let corlib_rid = (1..=image.tables_header().rows(Table::AssemblyRef))
+        .find(|&rid| {
+            let r = image.tables().assembly_ref(rid).unwrap();
+            image.strings().get(r.name).unwrap() == "mscorlib"
+        })
+        .unwrap();
+    let corlib = Token::new(Table::AssemblyRef, corlib_rid);
+    let object = b.type_ref(corlib, "System", "Object").unwrap();
+    assert!(object.rid() <= image.tables_header().rows(Table::TypeRef));
+    assert!(b.is_empty(), "{b:?}");
+
+    let probe = AssemblyIdentity {
+        name: "Probe".into(),
+        version: [1, 2, 3, 4],
+        ..Default::default()
+    };
+    let probe_ref = b.assembly_ref(&probe).unwrap();
+    assert_eq!(b.assembly_ref(&probe).unwrap(), probe_ref);
+    let probe_type = b.type_ref(probe_ref, "Acme", "Probe").unwrap();
+    let sig = [0x00, 0x01, 0x01, 0x0E]; // default, 1 parameter, void (string)
+    let enter = b.member_ref(probe_type, "Enter", &sig).unwrap();
+    assert_eq!(b.member_ref(probe_type, "Enter", &sig).unwrap(), enter);
+    let text = b.user_string("N.C::M()").unwrap();
+    assert_eq!(b.user_string("N.C::M()").unwrap(), text);
+    let locals = b.standalone_sig(&[0x07, 0x01, 0x08]).unwrap();
+    assert_eq!(
+        b.rows(Table::AssemblyRef),
+        image.tables_header().rows(Table::AssemblyRef) + 1
+    );
+
+    let built = b.build().unwrap();
+    same_cells(&image, &built);
+    let new = root(&built);
+    let heap = |r: crate::image::metadata::StreamRange| &built.bytes[r.offset..r.offset + r.size];
+    let strings = crate::image::StringHeap {
+        data: heap(new.strings),
+        offset: 0,
+    };
+    let blobs = crate::image::BlobHeap {
+        data: heap(new.blob),
+        offset: 0,
+    };
+    let us = crate::image::UserStringHeap {
+        data: heap(new.user_strings),
+        offset: 0,
+    };
+    let cell = |t: Token, col| {
+        built
+            .tables
+            .cell(&built.bytes, t.table().unwrap(), t.rid(), col)
+            .unwrap()
+    };
+    assert_eq!(strings.get(cell(probe_ref, 6)).unwrap(), "Probe");
+    assert_eq!(cell(probe_ref, 0), 1);
+    assert_eq!(cell(probe_ref, 3), 4);
+    assert_eq!(strings.get(cell(probe_type, 1)).unwrap(), "Probe");
+    assert_eq!(strings.get(cell(probe_type, 2)).unwrap(), "Acme");
+    assert_eq!(
+        CodedIndex::ResolutionScope.decode(cell(probe_type, 0)),
+        Some(probe_ref)
+    );
+    assert_eq!(strings.get(cell(enter, 1)).unwrap(), "Enter");
+    assert_eq!(blobs.get(cell(enter, 2)).unwrap(), &sig);
+    assert_eq!(blobs.get(cell(locals, 0)).unwrap(), &[0x07, 0x01, 0x08]);
+    assert_eq!(us.get(text.rid()).unwrap(), "N.C::M()");
+    assert!(matches!(
+        b.add_row(Table::CustomAttribute, &[0, 0, 0]),
+        Err(EmitError::SortedTable { .. })
+    ));
+    assert!(matches!(
+        b.add_row(Table::TypeRef, &[0, 0]),
+        Err(EmitError::ColumnCount { .. })
+    ));
+}
+
+use crate::image::tables::CodedIndex;
+
+/// Adds TypeRefs until the table has `rows`, each with a distinct name.
+fn grow_type_refs(b: &mut MetadataBuilder<'_, '_>, rows: u32) {
+    let scope = Token::new(Table::AssemblyRef, 1);
+    let mut n = 0;
+    while b.rows(Table::TypeRef) < rows {
+        b.type_ref(scope, "Grown", &format!("T{n}")).unwrap();
+        n += 1;
+    }
+}
+
+#[test]
+fn coded_indexes_widen_when_a_target_table_crosses_their_limit() {
+    let bytes = crate::corpus::EMBEDDED[0].1;
+    let image = Image::parse(bytes).unwrap();
+    // HasCustomAttribute has 5 tag bits: 2-byte values hold row ids below 2^11.
+    let width = |built: &BuiltMetadata| {
+        built
+            .tables
+            .info(Table::CustomAttribute)
+            .column(0)
+            .unwrap()
+            .1
+    };
+    assert_eq!(
+        image
+            .tables_header()
+            .info(Table::CustomAttribute)
+            .column(0)
+            .unwrap()
+            .1,
+        2
+    );
+    for (rows, expected) in [(2047, 2), (2048, 4)] {
+        let mut b = MetadataBuilder::new(&image);
+        grow_type_refs(&mut b, rows);
+        let built = b.build().unwrap();
+        assert_eq!(built.tables.rows(Table::TypeRef), rows);
+        assert_eq!(width(&built), expected, "{rows} TypeRefs");
+        same_cells(&image, &built);
+        // The last added row reads back.
+        let last = built
+            .tables
+            .cell(&built.bytes, Table::TypeRef, rows, 2)
+            .unwrap();
+        let strings = root(&built).strings;
+        let heap = crate::image::StringHeap {
+            data: &built.bytes[strings.offset..strings.offset + strings.size],
+            offset: 0,
+        };
+        assert_eq!(heap.get(last).unwrap(), "Grown");
+    }
+}
+
+#[test]
+fn string_indexes_widen_when_the_heap_crosses_64_kib() {
+    let bytes = crate::corpus::EMBEDDED[0].1;
+    let image = Image::parse(bytes).unwrap();
+    assert_eq!(
+        image.tables_header().heap_sizes & heap_sizes::BIG_STRINGS,
+        0
+    );
+    let size = image.metadata().strings.size;
+    for (target, wide) in [(0xFFFC, false), (0xFFFD, true)] {
+        let mut b = MetadataBuilder::new(&image);
+        // Strings of 9 bytes each ("S" + 7 digits + NUL), then one to land on the target.
+        let mut n = 0;
+        while b.strings.len() + 9 + 2 <= target {
+            b.string(&format!("S{n:07}")).unwrap();
+            n += 1;
+        }
+        let rest = target - b.strings.len();
+        b.string(&"x".repeat(rest - 1)).unwrap();
+        assert_eq!(b.strings.len(), target, "from {size}");
+        let built = b.build().unwrap();
+        let flags = built.tables.heap_sizes;
+        assert_eq!(flags & heap_sizes::BIG_STRINGS != 0, wide, "{target:#x}");
+        let name_width = built.tables.info(Table::TypeDef).column(1).unwrap().1;
+        assert_eq!(name_width, if wide { 4 } else { 2 });
+        same_cells(&image, &built);
+    }
+}
