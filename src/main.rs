@@ -431,7 +431,8 @@ struct RewriteArgs {
     /// Epilogue `call TOKEN` instead of `nop`.
     #[arg(long, value_name = "TOKEN")]
     epilogue_call: Option<String>,
-    /// The exception type token for wrap-catch (default: System.Exception's TypeRef).
+    /// The exception type token for wrap-catch (default: System.Exception, referenced from the
+    /// core library when the assembly has no reference to it yet).
     #[arg(long, value_name = "TOKEN")]
     catch_type: Option<String>,
     /// Print the JSON report (schema: docs/rewrite-json.md).
@@ -469,16 +470,11 @@ fn rewrite(a: RewriteArgs) -> Result<ExitCode> {
     if let Some(t) = &a.epilogue_call {
         topts.epilogue = ilcheck::ir::transforms::call_snippet(parse_token(t)?);
     }
+    // 0: System.Exception, found in the assembly or referenced anew from its core library.
     topts.catch_type = match &a.catch_type {
         Some(t) => parse_token(t)?,
-        None => ilcheck::ir::transforms::find_exception_type(&image).unwrap_or(0),
+        None => 0,
     };
-    if a.transform == "wrap-catch" && topts.catch_type == 0 {
-        bail!(
-            "wrap-catch: no System.Exception reference in {}; give --catch-type TOKEN",
-            a.input.display()
-        );
-    }
     let layout = LayoutOptions {
         branch_forms: match a.branches {
             Branches::Keep => BranchForms::KeepOriginal,

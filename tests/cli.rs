@@ -256,6 +256,28 @@ fn wrap_uses_an_unused_local_of_the_return_type() {
         "{ops:?}"
     );
     assert_eq!(body.clauses().count(), 1);
-    let (none, _) = run("*::SpareLocal_None(*");
-    assert_eq!(none.skipped.get("NeedsNewLocal"), Some(&1), "{none:#?}");
+    // Without a spare local, the method gets a new local signature: its locals and one more.
+    let (none, out) = run("*::SpareLocal_None(*");
+    assert_eq!((none.selected, none.rewritten), (1, 1), "{none:#?}");
+    assert!(none.skipped.is_empty(), "{none:#?}");
+    assert_eq!(none.locals_added, 1);
+    assert_eq!(none.metadata_rows_added, 1);
+    let patched = Image::parse(&out).unwrap();
+    let m = patched
+        .methods()
+        .find(|m| m.full_name().unwrap().contains("SpareLocal_None"))
+        .unwrap();
+    let body = m.decoded_body().unwrap();
+    let old = image
+        .methods()
+        .find(|m| m.full_name().unwrap().contains("SpareLocal_None"))
+        .unwrap()
+        .decoded_body()
+        .unwrap();
+    assert_ne!(body.local_sig(), old.local_sig());
+    let count = |img: &Image<'_>, b: &ilcheck::body::Body<'_>| {
+        img.local_count(ilcheck::image::Token(b.local_sig()))
+            .unwrap()
+    };
+    assert_eq!(count(&patched, &body), count(&image, &old) + 1);
 }

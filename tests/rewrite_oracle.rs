@@ -241,6 +241,15 @@ fn mono_corpus_every_transform_verifies() {
             }
         }
         assert_eq!(totals.invalid_before, 0, "{name}");
+        // Metadata emit gives every method what it needs: a local for the return value, the
+        // exception type to catch.
+        for want in ["NeedsNewLocal", "NoCatchType"] {
+            assert!(
+                !totals.skipped.contains_key(want),
+                "{name}: {:?}",
+                totals.skipped
+            );
+        }
         eprintln!(
             "{name}: {} selected, {} rewritten, skipped {:?}",
             totals.selected, totals.rewritten, totals.skipped

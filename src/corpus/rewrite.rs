@@ -1,10 +1,12 @@
 //! Rewriting whole assemblies: every selected method lifted, transformed, laid out, verified, and
 //! written into a patched image.
 
-use crate::image::Image;
+use crate::image::emit::{Additions, EmitError, EmitResolver, MetadataBuilder};
 use crate::image::writer::{ImageWriter, WriteError, WriteSummary, WriterBuffers};
+use crate::image::{Image, Table, Token};
 use crate::ir::{
-    EntryExit, LayoutError, LayoutOptions, RewriteError, Rewriter, TransformFn, TransformOptions,
+    EntryExit, LayoutError, LayoutInfo, LayoutOptions, NewLocals, RewriteError, Rewriter,
+    TransformFn, TransformOptions,
 };
 use crate::verify::{ImageResolver, Resolver, Verifier};
 use serde::Serialize;
@@ -89,6 +91,13 @@ pub struct RewriteReport {
     pub write: Option<WriteSummary>,
     /// Threads that rewrote methods.
     pub threads: usize,
+    /// Methods given a new local signature: their locals and one for the return value (the
+    /// wrap transforms, for a non-void method without a spare local).
+    pub locals_added: u64,
+    /// Of those, methods that had no locals and got InitLocals with their first.
+    pub init_locals_set: u64,
+    /// Metadata rows the rewrite added (StandAloneSig, TypeRef, …).
+    pub metadata_rows_added: u64,
 }
 
 impl RewriteReport {
@@ -105,6 +114,137 @@ impl RewriteReport {
     pub fn ok(&self) -> bool {
         self.rejected.is_empty()
     }
+}
+
+/// Metadata a rewrite adds, planned (in rid order, on one thread) before any method is
+/// rewritten, so every thread sees the same tokens: for the wrap transforms, a new local
+/// signature for each non-void method without a spare local, and the `System.Exception`
+/// TypeRef when `wrap-catch` was given no catch type and the assembly has none.
+struct EmitPlan<'i, 'a> {
+    builder: MetadataBuilder<'i, 'a>,
+    /// Per MethodDef rid (index 0 unused): the new local's index, the new local count and
+    /// the new signature.
+    locals: Vec<Option<(u16, u32, NewLocals)>>,
+    additions: Option<Additions>,
+    catch_type: u32,
+}
+
+impl<'i, 'a> EmitPlan<'i, 'a> {
+    fn new(image: &'i Image<'a>, opts: &RewriteOptions) -> Result<Self, EmitError> {
+        let mut plan = EmitPlan {
+            builder: MetadataBuilder::new(image),
+            locals: Vec::new(),
+            additions: None,
+            catch_type: opts.transform_opts.catch_type,
+        };
+        if !opts.transform_name.starts_with("wrap") {
+            return Ok(plan);
+        }
+        let with_body = || image.methods().filter(|m| m.rva() != 0);
+        if opts.transform_name == "wrap-catch"
+            && plan.catch_type == 0
+            && with_body().next().is_some()
+        {
+            plan.catch_type = match crate::ir::transforms::find_exception_type(image) {
+                Some(t) => t,
+                None => match core_library(image) {
+                    Some(scope) => plan.builder.type_ref(scope, "System", "Exception")?.0,
+                    // Left at 0: each method is skipped with NoCatchType, and says so.
+                    None => 0,
+                },
+            };
+        }
+        plan.locals = vec![None; image.method_count() as usize + 1];
+        for method in with_body() {
+            if let Some(pattern) = &opts.methods
+                && !method.full_name().is_ok_and(|n| glob_match(pattern, &n))
+            {
+                continue;
+            }
+            if let Some(new) = plan.new_local(image, &method)? {
+                plan.locals[method.rid() as usize] = Some(new);
+            }
+        }
+        if !plan.builder.is_empty() {
+            plan.additions = Some(plan.builder.additions());
+        }
+        Ok(plan)
+    }
+
+    /// The new local a wrapped `method` needs: none for a void method, one with a spare
+    /// local, or one whose body or signatures do not read (the transform then says why it
+    /// skips).
+    fn new_local(
+        &mut self,
+        image: &Image<'_>,
+        method: &crate::image::Method<'_>,
+    ) -> Result<Option<(u16, u32, NewLocals)>, EmitError> {
+        use crate::ir::transforms::{locals_plus_one, return_type_bytes, spare_return_local};
+        const VOID: u8 = 0x01;
+        let Some(ret) = method.signature_blob().ok().and_then(return_type_bytes) else {
+            return Ok(None);
+        };
+        let Ok(body) = method.decoded_body() else {
+            return Ok(None);
+        };
+        if ret == [VOID] || spare_return_local(image, method, &body).is_some() {
+            return Ok(None);
+        }
+        let old = match Token(body.local_sig()) {
+            t if t.is_null() => None,
+            t if t.table() == Some(Table::StandAloneSig) => {
+                let blob = image
+                    .tables()
+                    .standalone_sig(t.rid())
+                    .and_then(|row| image.blobs().get(row.signature));
+                match blob {
+                    Ok(b) => Some(b),
+                    Err(_) => return Ok(None),
+                }
+            }
+            _ => return Ok(None),
+        };
+        let Some((blob, index)) = locals_plus_one(old, ret) else {
+            return Ok(None);
+        };
+        let token = self.builder.standalone_sig(&blob)?;
+        Ok(Some((
+            index,
+            u32::from(index) + 1,
+            NewLocals {
+                local_sig: token.0,
+                init_locals: old.is_none(),
+            },
+        )))
+    }
+}
+
+/// The AssemblyRef of the core library (where `System.Object` comes from), for references to
+/// its types.
+fn core_library(image: &Image<'_>) -> Option<Token> {
+    let t = image.tables();
+    let strings = image.strings();
+    let h = image.tables_header();
+    for rid in 1..=h.rows(Table::TypeRef) {
+        let Ok(r) = t.type_ref(rid) else { continue };
+        if strings.get(r.name).ok() == Some("Object")
+            && strings.get(r.namespace).ok() == Some("System")
+            && r.resolution_scope.table() == Some(Table::AssemblyRef)
+        {
+            return Some(r.resolution_scope);
+        }
+    }
+    (1..=h.rows(Table::AssemblyRef)).find_map(|rid| {
+        let name = strings.get(t.assembly_ref(rid).ok()?.name).ok()?;
+        [
+            "mscorlib",
+            "System.Runtime",
+            "netstandard",
+            "System.Private.CoreLib",
+        ]
+        .contains(&name)
+        .then(|| Token::new(Table::AssemblyRef, rid))
+    })
 }
 
 /// `*` matches any run of characters, `?` any one.
@@ -210,19 +350,32 @@ struct Worker<'i, 'o> {
     topts: TransformOptions,
     /// Only the wrap transforms can use a spare local for the return value.
     wraps: bool,
+    /// The new locals planned for this rewrite, by rid.
+    locals: &'o [Option<(u16, u32, NewLocals)>],
+    /// What the plan added to the metadata, when anything.
+    additions: Option<&'o Additions>,
 }
 
 impl<'i, 'o> Worker<'i, 'o> {
-    fn new(image: &'i Image<'i>, opts: &'o RewriteOptions, engine: Engine) -> Self {
+    fn new(
+        image: &'i Image<'i>,
+        opts: &'o RewriteOptions,
+        plan: &'o EmitPlan<'_, '_>,
+        engine: Engine,
+    ) -> Self {
         let Engine { rewriter, verifier } = engine;
+        let mut topts = opts.transform_opts.clone();
+        topts.catch_type = plan.catch_type;
         Worker {
             image,
             opts,
             rewriter,
             verifier,
             resolver: ImageResolver::new(image),
-            topts: opts.transform_opts.clone(),
+            topts,
             wraps: opts.transform_name.starts_with("wrap"),
+            locals: &plan.locals,
+            additions: plan.additions.as_ref(),
         }
     }
 
@@ -288,32 +441,43 @@ impl<'i, 'o> Worker<'i, 'o> {
         // From the resolver's per-blob cache: the same blob as `method.signature()`.
         self.topts.returns_void = self.resolver.method().map(|s| s.returns_void);
         self.topts.return_local = opts.transform_opts.return_local;
+        self.topts.new_locals = None;
+        let mut locals = None;
         if self.wraps && self.topts.returns_void == Some(false) && self.topts.return_local.is_none()
         {
             self.topts.return_local =
                 crate::ir::transforms::spare_return_local(self.image, method, &body);
+            if let (None, Some(&Some((index, count, new)))) = (
+                self.topts.return_local,
+                self.locals.get(method.rid() as usize),
+            ) {
+                self.topts.return_local = Some(index);
+                self.topts.new_locals = Some(new);
+                locals = Some(count);
+            }
         }
         // The new body goes straight after the chunk's other bodies (nothing is appended on
         // error) and is dropped again when it equals the original.
         let start = part.bodies.len();
-        let result = match opts.entry_exit {
-            Some(which) => self.rewriter.rewrite_entry_exit(
-                &body,
-                which,
-                &self.topts,
-                &opts.layout,
-                &self.resolver,
-                &mut part.bodies,
-            ),
-            None => self.rewriter.rewrite(
-                &body,
-                opts.transform,
-                &self.topts,
-                &opts.layout,
-                &self.resolver,
-                &mut part.bodies,
-            ),
+        let (rewriter, topts, out) = (&mut self.rewriter, &self.topts, &mut part.bodies);
+        let result = match self.additions {
+            // Code that uses added metadata is verified knowing it.
+            Some(additions) => {
+                let resolver = EmitResolver {
+                    inner: &self.resolver,
+                    additions,
+                    locals,
+                };
+                rewrite_one(rewriter, opts, topts, &body, &resolver, out)
+            }
+            None => rewrite_one(rewriter, opts, topts, &body, &self.resolver, out),
         };
+        if result.is_ok()
+            && let Some(new) = self.topts.new_locals
+        {
+            part.report.locals_added += 1;
+            part.report.init_locals_set += u64::from(new.init_locals);
+        }
         match result {
             Ok((outcome, info)) => {
                 let differs = part.bodies[start..] != *original;
@@ -343,11 +507,29 @@ impl<'i, 'o> Worker<'i, 'o> {
     }
 }
 
+/// One body through the transform: spliced for the entry/exit transforms, through the IR
+/// otherwise.
+fn rewrite_one<R: Resolver + ?Sized>(
+    rewriter: &mut Rewriter,
+    opts: &RewriteOptions,
+    topts: &TransformOptions,
+    body: &crate::body::Body<'_>,
+    resolver: &R,
+    out: &mut Vec<u8>,
+) -> Result<(crate::ir::Outcome, LayoutInfo), RewriteError> {
+    match opts.entry_exit {
+        Some(which) => rewriter.rewrite_entry_exit(body, which, topts, &opts.layout, resolver, out),
+        None => rewriter.rewrite(body, opts.transform, topts, &opts.layout, resolver, out),
+    }
+}
+
 /// Adds a part's counters to the report.
 fn merge_counts(into: &mut RewriteReport, part: &RewriteReport) {
     into.selected += part.selected;
     into.invalid_before += part.invalid_before;
     into.il_bytes_in += part.il_bytes_in;
+    into.locals_added += part.locals_added;
+    into.init_locals_set += part.init_locals_set;
     for (map, from) in [
         (&mut into.skipped, &part.skipped),
         (&mut into.rejected, &part.rejected),
@@ -405,8 +587,10 @@ pub fn rewrite_image_with(
         first..(first + CHUNK as u32).min(rows + 1)
     };
     let start = Instant::now();
+    let plan = EmitPlan::new(image, opts)?;
+    let plan = &plan;
     let mut parts: Vec<(usize, Part)> = if threads == 1 {
-        let mut worker = Worker::new(image, opts, scratch.engines.pop().unwrap_or_default());
+        let mut worker = Worker::new(image, opts, plan, scratch.engines.pop().unwrap_or_default());
         let parts = (0..chunks)
             .map(|k| (k, worker.run(chunk_rids(k))))
             .collect();
@@ -417,7 +601,7 @@ pub fn rewrite_image_with(
         let engines = std::sync::Mutex::new(std::mem::take(&mut scratch.engines));
         let take = || engines.lock().ok().and_then(|mut e| e.pop());
         let work = || {
-            let mut worker = Worker::new(image, opts, take().unwrap_or_default());
+            let mut worker = Worker::new(image, opts, plan, take().unwrap_or_default());
             let mut done = Vec::new();
             loop {
                 let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -487,6 +671,13 @@ pub fn rewrite_image_with(
     report.listed.extend(listed.into_iter().map(|(_, n)| n));
     report.rewrite_seconds += start.elapsed().as_secs_f64();
     let start = Instant::now();
+    if !plan.builder.is_empty() {
+        report.metadata_rows_added = Table::ALL
+            .iter()
+            .map(|&t| u64::from(plan.builder.rows(t) - image.tables_header().rows(t)))
+            .sum();
+        writer.set_metadata(plan.builder.build()?);
+    }
     let finished = writer.finish_into(out);
     scratch.writer = writer.into_buffers();
     let (summary, _) = finished?;

@@ -122,6 +122,7 @@ pub fn transforms_preserve(g: &Generated) -> Result<(), String> {
         catch_type: EXCEPTION_CLASS,
         returns_void: Some(g.shape.returns_void),
         return_local: Some(spare),
+        new_locals: None,
     };
     let mut rewriter = Rewriter::new();
     for &(name, transform) in TRANSFORMS {

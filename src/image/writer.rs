@@ -100,6 +100,9 @@ pub enum WriteError {
     RvaColumn { width: usize },
     #[error(transparent)]
     Image(#[from] super::ImageError),
+    /// The metadata the rewrite needed could not be added.
+    #[error("adding metadata: {0}")]
+    Emit(#[from] super::emit::EmitError),
     #[error("the written image does not read back: {0}")]
     OutputUnreadable(Box<super::ImageError>),
     #[error("the written image has {found} MethodDefs, expected {expected}")]

@@ -21,7 +21,9 @@ pub use method::{
     EhClause, HeaderInfo, Instr, Label, Method, Operand, Prefix, Prefixes, RawSection, SwitchTable,
     UNBOUND,
 };
-pub use transforms::{EntryExit, Outcome, SkipReason, TRANSFORMS, TransformFn, TransformOptions};
+pub use transforms::{
+    EntryExit, NewLocals, Outcome, SkipReason, TRANSFORMS, TransformFn, TransformOptions,
+};
 
 use crate::body::Body;
 use crate::verify::Resolver;

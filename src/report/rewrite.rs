@@ -27,6 +27,15 @@ pub fn rewrite_text(r: &RewriteReport) -> String {
     for m in &r.listed {
         let _ = writeln!(s, "  {} {}: {}", m.token, m.method, m.reason);
     }
+    if r.metadata_rows_added > 0 || r.locals_added > 0 {
+        let _ = writeln!(
+            s,
+            "metadata: {} rows added; {} methods given a local for the return value ({} of them their first, with InitLocals set)",
+            thousands(r.metadata_rows_added),
+            thousands(r.locals_added),
+            thousands(r.init_locals_set)
+        );
+    }
     if let Some(w) = &r.write {
         let _ = writeln!(
             s,

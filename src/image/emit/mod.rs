@@ -15,8 +15,10 @@
 
 mod heaps;
 mod refs;
+mod resolver;
 
 pub use refs::AssemblyIdentity;
+pub use resolver::{Additions, EmitResolver};
 
 use heaps::{GrowingHeap, HeapKind, MAX_USER_STRING_INDEX, user_string_bytes};
 

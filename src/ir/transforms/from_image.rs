@@ -117,3 +117,74 @@ pub fn spare_return_local(
 pub fn call_snippet(token: u32) -> Vec<Instr> {
     vec![Instr::new(Opcode::Call, crate::ir::Operand::Token(token))]
 }
+
+/// The bytes of a method signature's return type (custom modifiers included), when the blob
+/// parses.
+pub fn return_type_bytes(method_sig: &[u8]) -> Option<&[u8]> {
+    let ret = sig_types(method_sig, false)?.pop()?;
+    method_sig.get(ret)
+}
+
+/// A local-variable signature (II.23.2.6) with the locals of `locals` (a LocalVarSig blob, or
+/// `None` for a method without locals) and one more of type `ty` (a Type as signatures encode
+/// it): the new blob and the new local's index. `None` when `locals` does not parse or already
+/// has the most locals an index can name.
+pub fn locals_plus_one(locals: Option<&[u8]>, ty: &[u8]) -> Option<(Vec<u8>, u16)> {
+    const LOCAL_SIG: u8 = 0x07;
+    let (count, rest) = match locals {
+        None => (0, &[][..]),
+        Some(blob) => {
+            let (&cc, tail) = blob.split_first()?;
+            if cc != LOCAL_SIG {
+                return None;
+            }
+            let (count, used) = crate::image::sig::decompress_u32(tail).ok()?;
+            // The whole blob must parse: the new local goes after the last one.
+            sig_types(blob, true)?;
+            (count, &tail[used..])
+        }
+    };
+    // ldloc/stloc take a 16-bit index; 0xFFFF is reserved (III.3.43).
+    let index = u16::try_from(count).ok().filter(|&i| i < 0xFFFE)?;
+    let mut out = vec![LOCAL_SIG];
+    out.extend(crate::image::sig::compress_u32(count + 1)?);
+    out.extend_from_slice(rest);
+    out.extend_from_slice(ty);
+    Some((out, index))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_local_is_appended_to_a_signature_or_made_the_first() {
+        // int32 M(string): default, 1 parameter, returns int32.
+        let sig = [0x00, 0x01, 0x08, 0x0E];
+        assert_eq!(return_type_bytes(&sig), Some(&[0x08][..]));
+        // Generic method returning !!0.
+        assert_eq!(
+            return_type_bytes(&[0x10, 0x01, 0x00, 0x1E, 0x00]),
+            Some(&[0x1E, 0x00][..])
+        );
+        assert_eq!(
+            locals_plus_one(None, &[0x08]),
+            Some((vec![0x07, 0x01, 0x08], 0))
+        );
+        // Two locals (string, object) plus int32.
+        assert_eq!(
+            locals_plus_one(Some(&[0x07, 0x02, 0x0E, 0x1C]), &[0x08]),
+            Some((vec![0x07, 0x03, 0x0E, 0x1C, 0x08], 2))
+        );
+        // 127 locals become 128: the count takes two bytes.
+        let mut many = vec![0x07, 0x7F];
+        many.extend(std::iter::repeat_n(0x08, 127));
+        let (blob, index) = locals_plus_one(Some(&many), &[0x0E]).unwrap();
+        assert_eq!(index, 127);
+        assert_eq!(&blob[..3], &[0x07, 0x80, 0x80]);
+        assert_eq!(blob.len(), many.len() + 2);
+        // Not a local signature, or one cut short.
+        assert_eq!(locals_plus_one(Some(&[0x06, 0x08]), &[0x08]), None);
+        assert_eq!(locals_plus_one(Some(&[0x07, 0x02, 0x08]), &[0x08]), None);
+    }
+}

@@ -8,7 +8,9 @@ mod wrap;
 
 pub use branches::{nop_pad, shorten, widen};
 pub use entry_exit::{EntryExit, epilogue, prologue, prologue_epilogue};
-pub use from_image::{call_snippet, find_exception_type, spare_return_local};
+pub use from_image::{
+    call_snippet, find_exception_type, locals_plus_one, return_type_bytes, spare_return_local,
+};
 pub use wrap::{wrap_catch, wrap_finally};
 
 use super::edit::EditError;
@@ -96,6 +98,20 @@ pub struct TransformOptions {
     pub returns_void: Option<bool>,
     /// A local the wrap transforms may use to hold the return value of a non-void method.
     pub return_local: Option<u16>,
+    /// The method's new local signature, when `return_local` is a local added for the
+    /// transform (see [`crate::image::emit`]): the transform that uses the local gives the
+    /// method this StandAloneSig token, and sets InitLocals when asked.
+    pub new_locals: Option<NewLocals>,
+}
+
+/// A local signature made for a transform: the method's own locals and one more.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NewLocals {
+    /// The StandAloneSig token of the new signature.
+    pub local_sig: u32,
+    /// Set InitLocals (the method had no locals, so nothing depended on the flag being clear,
+    /// and verifiable code with locals needs it).
+    pub init_locals: bool,
 }
 
 impl Default for TransformOptions {
@@ -106,6 +122,7 @@ impl Default for TransformOptions {
             catch_type: 0,
             returns_void: None,
             return_local: None,
+            new_locals: None,
         }
     }
 }

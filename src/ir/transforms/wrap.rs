@@ -55,6 +55,10 @@ fn wrap(m: &mut Method, opts: &TransformOptions, kind: ClauseKind) -> Result<Out
         (false, Some(l)) => Some(l),
         (false, None) => return Err(SkipReason::NeedsNewLocal),
     };
+    if let (Some(_), Some(new)) = (local, opts.new_locals) {
+        m.header.local_sig = new.local_sig;
+        m.header.init_locals |= new.init_locals;
+    }
     let try_start = m.new_label();
     m.labels[try_start.index()] = 0;
     let mut ed = m.edit();

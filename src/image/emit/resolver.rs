@@ -1,0 +1,107 @@
+//! Verification of code that uses what a [`MetadataBuilder`] added: tokens of rows past the
+//! image's tables, `ldstr` tokens past its `#US` heap, and a method's locals once a transform has
+//! given it a new local signature. Everything else is the image's resolver's answer.
+
+use super::MetadataBuilder;
+use crate::image::tables::{TABLE_COUNT, Table, Token, USER_STRING_TABLE};
+use crate::opcode::{Opcode, OperandKind};
+use crate::verify::{CallSig, MethodSig, Resolver};
+
+/// What verification needs to know of a builder's additions, taken once they are all made.
+#[derive(Debug, Clone)]
+pub struct Additions {
+    /// Row counts of the image's tables.
+    original_rows: [u32; TABLE_COUNT],
+    /// Row counts with the added rows.
+    rows: [u32; TABLE_COUNT],
+    /// Size of the image's `#US` heap: `ldstr` offsets from here on are added entries.
+    user_strings_base: u32,
+    /// The `#US` heap with its added entries.
+    user_strings: Vec<u8>,
+}
+
+impl MetadataBuilder<'_, '_> {
+    /// The facts [`EmitResolver`] answers from.
+    pub fn additions(&self) -> Additions {
+        let h = self.image.tables_header();
+        let mut a = Additions {
+            original_rows: [0; TABLE_COUNT],
+            rows: [0; TABLE_COUNT],
+            user_strings_base: self.image.metadata().user_strings.size as u32,
+            user_strings: Vec::new(),
+        };
+        for t in Table::ALL {
+            a.original_rows[t as usize] = h.rows(t);
+            a.rows[t as usize] = self.rows(t);
+        }
+        self.user_strings.write(&mut a.user_strings);
+        a
+    }
+}
+
+impl Additions {
+    /// Whether `token` names a row added past the image's table.
+    pub fn is_added_row(&self, token: u32) -> bool {
+        let t = Token(token);
+        t.table().is_some_and(|table| {
+            let i = table as usize;
+            t.rid() > self.original_rows[i] && t.rid() <= self.rows[i]
+        })
+    }
+
+    /// Whether `token` is an `ldstr` token of an added `#US` entry.
+    pub fn is_added_string(&self, token: u32) -> bool {
+        let t = Token(token);
+        t.table_byte() == USER_STRING_TABLE
+            && t.rid() >= self.user_strings_base
+            && crate::image::UserStringHeap {
+                data: &self.user_strings,
+                offset: 0,
+            }
+            .contains(t.rid())
+    }
+}
+
+/// A resolver over another one (usually the image's) that also knows the additions, and the
+/// local count of the method being verified when a transform changed its locals.
+#[derive(Debug)]
+pub struct EmitResolver<'r, R: Resolver + ?Sized> {
+    /// The resolver of the image.
+    pub inner: &'r R,
+    /// What the builder added.
+    pub additions: &'r Additions,
+    /// The method's local count under its new local signature, when it has one.
+    pub locals: Option<u32>,
+}
+
+impl<R: Resolver + ?Sized> Resolver for EmitResolver<'_, R> {
+    fn method(&self) -> Option<MethodSig> {
+        self.inner.method()
+    }
+
+    fn local_count(&self) -> Option<u32> {
+        self.locals.or_else(|| self.inner.local_count())
+    }
+
+    fn call_sig(&self, opcode: Opcode, token: u32) -> Option<CallSig> {
+        self.inner.call_sig(opcode, token)
+    }
+
+    fn token_exists(&self, token: u32) -> Option<bool> {
+        if self.additions.is_added_row(token) {
+            return Some(true);
+        }
+        self.inner.token_exists(token)
+    }
+
+    fn string_exists(&self, token: u32) -> Option<bool> {
+        if self.additions.is_added_string(token) {
+            return Some(true);
+        }
+        self.inner.string_exists(token)
+    }
+
+    fn token_fits(&self, kind: OperandKind, token: u32) -> bool {
+        self.inner.token_fits(kind, token)
+    }
+}
