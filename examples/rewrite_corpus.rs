@@ -78,6 +78,7 @@ fn main() {
         methods: None,
         max_listed: 0,
         threads: if by_images { 1 } else { threads },
+        keep_ready_to_run: false,
     };
     // Largest first, so that no big assembly is left for the end.
     let mut by_size: Vec<usize> = (0..paths.len()).collect();

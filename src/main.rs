@@ -444,6 +444,11 @@ struct RewriteArgs {
     /// Threads that rewrite methods (0: one per core). The output is the same for any number.
     #[arg(long, default_value_t = 0)]
     threads: usize,
+    /// Keep a ReadyToRun image's precompiled code (by default a patched ReadyToRun image is
+    /// made IL-only, so the runtime compiles the patched IL instead of running the original
+    /// methods' native code).
+    #[arg(long)]
+    keep_r2r: bool,
 }
 
 fn parse_token(text: &str) -> Result<u32> {
@@ -492,6 +497,7 @@ fn rewrite(a: RewriteArgs) -> Result<ExitCode> {
         methods: a.methods,
         max_listed: a.max,
         threads: a.threads,
+        keep_ready_to_run: a.keep_r2r,
     };
     let mut report = corpus::RewriteReport {
         input: a.input.display().to_string(),

@@ -235,6 +235,7 @@ fn wrap_uses_an_unused_local_of_the_return_type() {
             methods: Some(pattern.into()),
             max_listed: 10,
             threads: 0,
+            keep_ready_to_run: false,
         };
         let mut report = RewriteReport::default();
         let out = corpus::rewrite_image(&image, &opts, &mut report).unwrap();

@@ -170,3 +170,48 @@ fn emitted_image_reads_back_in_the_library() {
         m.full_name().unwrap();
     }
 }
+
+/// A ReadyToRun assembly of the .NET Core framework, patched: made IL-only by default (the
+/// runtime then compiles the patched IL), its native code kept only when asked.
+#[test]
+fn ready_to_run_images_are_made_il_only_unless_kept() {
+    let Some(dir) = ilcheck::harness::runtime::coreclr_framework_dir() else {
+        let msg = "ready_to_run_images_are_made_il_only_unless_kept: no CoreCLR framework (bash scripts/setup.sh)";
+        assert!(
+            std::env::var("ILCHECK_REQUIRE_MONO").as_deref() != Ok("1"),
+            "{msg} (required: ILCHECK_REQUIRE_MONO=1)"
+        );
+        eprintln!("\n!!! SKIPPED {msg}\n");
+        return;
+    };
+    let input = dir.join("System.Linq.dll");
+    let image = Image::open(&input).unwrap();
+    let cli = image.cli_header();
+    assert!(
+        cli.managed_native_header.rva != 0,
+        "System.Linq.dll is ReadyToRun"
+    );
+    for keep in [false, true] {
+        let mut opts = ilcheck::corpus::RewriteOptions::new("prologue-epilogue").unwrap();
+        opts.keep_ready_to_run = keep;
+        let mut report = ilcheck::corpus::RewriteReport::default();
+        let bytes = ilcheck::corpus::rewrite_image(&image, &opts, &mut report).unwrap();
+        assert!(report.ok() && report.rewritten > 500, "{report:?}");
+        let w = report.write.as_ref().unwrap();
+        assert!(w.ready_to_run);
+        assert_eq!(w.ready_to_run_stripped, !keep);
+        let out = Image::parse(&bytes).unwrap();
+        let c = out.cli_header();
+        assert_eq!(c.managed_native_header.rva == 0, !keep);
+        assert_eq!(c.flags & 0x4 == 0, !keep);
+        let text = ilcheck::report::rewrite_text(&report);
+        assert!(
+            text.contains(if keep {
+                "WARNING: ReadyToRun code kept"
+            } else {
+                "IL-only"
+            }),
+            "{text}"
+        );
+    }
+}

@@ -81,6 +81,7 @@ fn options(
         methods: None,
         max_listed,
         threads: 0,
+        keep_ready_to_run: false,
     }
 }
 

@@ -57,9 +57,10 @@ pub fn system_dirs() -> Vec<PathBuf> {
     let mut dirs = Vec::new();
     let mono = PathBuf::from("/usr/lib/mono/4.5");
     if mono.is_dir() {
-        dirs.push(mono);
+        dirs.push(mono.clone());
     }
-    // The newest .NET shared framework, where a .NET SDK or runtime is installed.
+    // The newest .NET shared framework, where a .NET SDK or runtime is installed (else the
+    // CoreCLR that scripts/setup.sh installs).
     for root in [
         "/usr/share/dotnet",
         "/usr/lib/dotnet",
@@ -77,6 +78,10 @@ pub fn system_dirs() -> Vec<PathBuf> {
                 break;
             }
         }
+    }
+    let has_framework = dirs.last().is_some_and(|d| d != &mono);
+    if !has_framework && let Some(framework) = crate::harness::runtime::coreclr_framework_dir() {
+        dirs.push(framework);
     }
     dirs
 }

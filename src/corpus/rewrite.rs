@@ -32,6 +32,9 @@ pub struct RewriteOptions {
     /// Threads that rewrite methods; 0 for one per available core. The output does not depend
     /// on it.
     pub threads: usize,
+    /// Keep a ReadyToRun image's precompiled code (see
+    /// [`ImageWriter::keep_ready_to_run`]).
+    pub keep_ready_to_run: bool,
 }
 
 impl RewriteOptions {
@@ -47,6 +50,7 @@ impl RewriteOptions {
             methods: None,
             max_listed: 0,
             threads: 0,
+            keep_ready_to_run: false,
         })
     }
 }
@@ -630,6 +634,7 @@ pub fn rewrite_image_with(
     parts.sort_unstable_by_key(|(k, _)| *k);
 
     let mut writer = ImageWriter::with_buffers(image, std::mem::take(&mut scratch.writer));
+    writer.keep_ready_to_run(opts.keep_ready_to_run);
     writer.reserve(parts.iter().map(|(_, p)| p.bodies.len()).sum());
     let mut listed = Vec::new();
     for (_, part) in parts {

@@ -135,6 +135,19 @@ fn framework_version(dotnet: &Path) -> Result<String, RuntimeError> {
         })
 }
 
+/// The newest Microsoft.NETCore.App shared framework of the CoreCLR [`Runtime::coreclr`]
+/// would run (its assemblies are a corpus of their own: ReadyToRun images), when installed.
+pub fn coreclr_framework_dir() -> Option<PathBuf> {
+    let dotnet = dotnet_candidates().into_iter().next()?;
+    let version = framework_version(&dotnet).ok()?;
+    Some(
+        dotnet
+            .parent()?
+            .join("shared/Microsoft.NETCore.App")
+            .join(version),
+    )
+}
+
 impl Runtime {
     /// Mono from PATH.
     pub fn mono() -> Result<Runtime, RuntimeError> {

@@ -45,6 +45,8 @@ mod read_back;
 pub const SECTION_NAME: &str = ".ilchk";
 /// IMAGE_SCN_CNT_CODE | IMAGE_SCN_MEM_EXECUTE | IMAGE_SCN_MEM_READ, as `.text`.
 pub const SECTION_CHARACTERISTICS: u32 = 0x6000_0020;
+/// COMIMAGE_FLAGS_IL_LIBRARY: the image holds precompiled (ReadyToRun) code.
+pub const COMIMAGE_FLAGS_IL_LIBRARY: u32 = 0x4;
 /// COMIMAGE_FLAGS_STRONGNAMESIGNED (II.25.3.3.1).
 pub const COMIMAGE_FLAGS_STRONGNAMESIGNED: u32 = 0x8;
 /// The Windows loader refuses images with more sections than this.
@@ -64,68 +66,168 @@ const CLI_HEADER_DIRECTORY: u32 = 14;
 #[derive(Debug, Error)]
 #[non_exhaustive]
 pub enum WriteError {
+    /// [`ImageWriter::replace_body`] was given a rid of 0 or past the MethodDef table.
     #[error("MethodDef row {rid} does not exist (table has {rows} rows)")]
-    NoSuchMethod { rid: u32, rows: u32 },
+    NoSuchMethod {
+        /// The rid given.
+        rid: u32,
+        /// MethodDef rows in the image.
+        rows: u32,
+    },
+    /// A new body was given for a MethodDef whose RVA is 0: the writer replaces bodies, it
+    /// does not give a method one.
     #[error(
         "method {token} has RVA 0 (abstract, extern or runtime-implemented): no body to replace"
     )]
-    NoBody { token: Token },
+    NoBody {
+        /// The MethodDef.
+        token: Token,
+    },
+    /// A new body's header, code size or sections do not parse.
     #[error("method {token}: new body does not parse: {source}")]
-    BadBody { token: Token, source: DecodeError },
+    BadBody {
+        /// The MethodDef.
+        token: Token,
+        /// What the body decoder found.
+        source: DecodeError,
+    },
+    /// The bytes given hold more than one body: the body they start with is shorter.
     #[error("method {token}: new body is {body_len} bytes but {given} were given")]
     TrailingBytes {
+        /// The MethodDef.
         token: Token,
+        /// Length of the body the bytes start with.
         body_len: usize,
+        /// Length of the bytes given.
         given: usize,
     },
+    /// The input's PE headers, read again by the writer, are cut short or malformed.
     #[error("PE header at offset {offset:#x}: {reason}")]
-    BadHeader { offset: usize, reason: &'static str },
+    BadHeader {
+        /// File offset of the field at fault.
+        offset: usize,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// The optional header's alignments cannot place a new section or grow the last one.
     #[error(
         "FileAlignment {file:#x} / SectionAlignment {section:#x} are not powers of two with FileAlignment ≤ SectionAlignment"
     )]
-    BadAlignment { file: u32, section: u32 },
+    BadAlignment {
+        /// FileAlignment, in bytes.
+        file: u32,
+        /// SectionAlignment, in bytes.
+        section: u32,
+    },
+    /// [`RelocationTarget::NewSection`] was asked for, but a new section header would run into
+    /// the end of the headers or the first section's data.
     #[error(
         "no room for another section header: the table ends at {table_end:#x}, headers end at {limit:#x}"
     )]
-    NoRoomForSectionHeader { table_end: usize, limit: usize },
+    NoRoomForSectionHeader {
+        /// File offset just past the section table.
+        table_end: usize,
+        /// File offset the new header must end by: SizeOfHeaders or the first section's data,
+        /// whichever comes first.
+        limit: usize,
+    },
+    /// The 40 bytes a new section header would take are not all zero.
     #[error("the 40 bytes after the section table at {offset:#x} are in use")]
-    SectionHeaderSpaceInUse { offset: usize },
+    SectionHeaderSpaceInUse {
+        /// File offset just past the section table.
+        offset: usize,
+    },
+    /// Relocated bodies had to go at the end of the last section, and it cannot take them.
     #[error("cannot grow the last section: {reason}")]
-    CannotGrowLastSection { reason: &'static str },
+    CannotGrowLastSection {
+        /// Why: no sections, data after the last section, misaligned RVA and file offset, or a
+        /// virtual size far beyond the file data.
+        reason: &'static str,
+    },
+    /// A new section was needed, and the image already has [`MAX_SECTIONS`].
     #[error("the image already has {count} sections ({MAX_SECTIONS} at most)")]
-    TooManySections { count: u16 },
+    TooManySections {
+        /// Sections in the image.
+        count: u16,
+    },
+    /// An RVA, size or offset of the output does not fit its 32-bit header field.
     #[error("{what} overflows a 32-bit field")]
-    Overflow { what: &'static str },
+    Overflow {
+        /// Which field.
+        what: &'static str,
+    },
+    /// The MethodDef RVA column could not be found at 4 bytes wide (0: the row could not be
+    /// read), so relocated RVAs cannot be written.
     #[error("MethodDef RVA column is {width} bytes wide, expected 4")]
-    RvaColumn { width: usize },
+    RvaColumn {
+        /// The width found, in bytes.
+        width: usize,
+    },
+    /// The input image could not be read where the writer needed it.
     #[error(transparent)]
     Image(#[from] super::ImageError),
     /// The metadata the rewrite needed could not be added.
     #[error("adding metadata: {0}")]
     Emit(#[from] super::emit::EmitError),
+    /// Read-back: the written image does not parse as an image.
     #[error("the written image does not read back: {0}")]
     OutputUnreadable(Box<super::ImageError>),
+    /// Read-back: the written image has another number of MethodDefs than the input.
     #[error("the written image has {found} MethodDefs, expected {expected}")]
-    OutputMethodCount { expected: u32, found: u32 },
+    OutputMethodCount {
+        /// MethodDef rows of the input.
+        expected: u32,
+        /// MethodDef rows of the output.
+        found: u32,
+    },
+    /// Read-back: a replaced method's row or body does not read in the written image.
     #[error("the written image: method {token}'s body does not read back: {source}")]
     OutputBody {
+        /// The MethodDef.
         token: Token,
+        /// What the reader found.
         source: Box<super::ImageError>,
     },
+    /// Read-back: a replaced method's body is not the bytes given, or a method not replaced
+    /// no longer has its original bytes.
     #[error("the written image: method {token}'s body at RVA {rva:#x} is not the body given")]
-    OutputBodyMismatch { token: Token, rva: u32 },
+    OutputBodyMismatch {
+        /// The MethodDef.
+        token: Token,
+        /// Its RVA in the output.
+        rva: u32,
+    },
+    /// Read-back: a replaced fat body's file offset is not 4-byte aligned (its RVA is), which
+    /// loaders that read the file without mapping it (mono) would misread.
     #[error(
         "the written image: method {token}'s fat body is at file offset {offset:#x}, not a multiple of 4"
     )]
-    OutputMisalignedBody { token: Token, offset: usize },
+    OutputMisalignedBody {
+        /// The MethodDef.
+        token: Token,
+        /// File offset of the body in the output.
+        offset: usize,
+    },
+    /// Read-back: a method that was not replaced has another RVA in the output.
     #[error("the written image: method {token} moved from RVA {old:#x} to {new:#x} unasked")]
-    OutputRvaChanged { token: Token, old: u32, new: u32 },
+    OutputRvaChanged {
+        /// The MethodDef.
+        token: Token,
+        /// Its RVA in the input.
+        old: u32,
+        /// Its RVA in the output.
+        new: u32,
+    },
+    /// Read-back: the output has an integrity finding (of a code, beyond the input's count of
+    /// that code) the input did not have.
     #[error(
         "the written image has an integrity finding the input did not have: {} at offset {offset:#x}",
         code.name()
     )]
     OutputIntegrity {
+        /// The rule broken.
         code: super::integrity::IntegrityCode,
+        /// File offset of the finding in the output.
         offset: u64,
     },
 }
@@ -134,9 +236,17 @@ pub enum WriteError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub enum Placement {
     /// Written over the original body at its RVA.
-    InPlace { rva: u32 },
+    InPlace {
+        /// The body's RVA, unchanged.
+        rva: u32,
+    },
     /// Moved to the relocation area.
-    Relocated { old_rva: u32, new_rva: u32 },
+    Relocated {
+        /// RVA of the original body.
+        old_rva: u32,
+        /// RVA of the new body, now in the MethodDef row (4-byte aligned for a fat header).
+        new_rva: u32,
+    },
 }
 
 /// Why a body could not stay where it was.
@@ -175,17 +285,20 @@ pub struct RelocationArea {
     pub appended: bool,
     /// RVA and file offset of the first relocated byte (4-byte aligned).
     pub rva: u32,
+    /// File offset of the first relocated byte (4-byte aligned, like `rva`).
     pub raw_offset: u32,
     /// Bytes of relocated bodies, with alignment padding between them.
     pub size: u32,
     /// The section's VirtualSize and SizeOfRawData as written.
     pub section_virtual_size: u32,
+    /// The section's SizeOfRawData as written (a multiple of FileAlignment).
     pub section_raw_size: u32,
 }
 
 /// What [`ImageWriter::finish`] did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct WriteSummary {
+    /// MethodDef rows in the image.
     pub method_defs: usize,
     /// MethodDefs whose new body was written at their original RVA.
     pub in_place: usize,
@@ -193,6 +306,7 @@ pub struct WriteSummary {
     pub relocated: usize,
     /// MethodDefs not replaced (including those without a body).
     pub unchanged: usize,
+    /// Why the relocated bodies could not stay in place, counted by reason.
     pub relocation_reasons: RelocationReasons,
     /// Bytes left as they were between in-place bodies and their original ends.
     pub slack_bytes: usize,
@@ -210,12 +324,21 @@ pub struct WriteSummary {
     pub certificate_table_dropped: bool,
     /// The PE checksum was recomputed (the input had a non-zero one); otherwise it is kept.
     pub checksum_recomputed: bool,
+    /// The input is a ReadyToRun image (precompiled native code beside the IL: the CLI header
+    /// has a ManagedNativeHeader or the ILLibrary flag). The runtime runs that code and never
+    /// sees patched IL.
+    pub ready_to_run: bool,
+    /// The output was made IL-only (ManagedNativeHeader cleared, ILLibrary flag cleared), so
+    /// the runtime compiles the patched IL; false when asked to keep the native code.
+    pub ready_to_run_stripped: bool,
 }
 
 /// A written assembly and what was done to it.
 #[derive(Debug, Clone)]
 pub struct PatchedImage {
+    /// The whole output file, already read back and checked.
     pub bytes: Vec<u8>,
+    /// What was done to the image.
     pub summary: WriteSummary,
     /// Every replaced MethodDef (by rid, ascending) and where its body went.
     pub placements: Vec<(u32, Placement)>,
@@ -248,6 +371,8 @@ pub struct ImageWriter<'i, 'a> {
     /// New metadata (from [`crate::image::emit::MetadataBuilder::build`]), written after the
     /// relocated bodies with the CLI header pointed at it.
     metadata: Option<crate::image::emit::BuiltMetadata>,
+    /// Keep a ReadyToRun image's native code when the image is modified.
+    keep_ready_to_run: bool,
 }
 
 /// The memory an [`ImageWriter`] fills (new bodies, their index, the RVA column), handed
@@ -280,6 +405,7 @@ impl<'w> Replacements<'w> {
 }
 
 impl<'i, 'a> ImageWriter<'i, 'a> {
+    /// A writer for `image` with no body replaced yet and [`RelocationTarget::Auto`].
     pub fn new(image: &'i Image<'a>) -> Self {
         Self::with_buffers(image, WriterBuffers::default())
     }
@@ -307,7 +433,16 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
             rvas,
             target: RelocationTarget::default(),
             metadata: None,
+            keep_ready_to_run: false,
         }
+    }
+
+    /// Whether a modified ReadyToRun image keeps its precompiled code (default: no — the
+    /// output is made IL-only, since the runtime would run the native code of the original
+    /// methods instead of their patched IL).
+    pub fn keep_ready_to_run(&mut self, keep: bool) -> &mut Self {
+        self.keep_ready_to_run = keep;
+        self
     }
 
     /// Gives the image new metadata (built for this image, so that every existing token keeps
@@ -635,6 +770,15 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
         // A new section always changes the file (section table, RVAs).
         summary.modified = modified || section_len != 0;
         let cli = self.image.cli_header();
+        summary.ready_to_run =
+            cli.managed_native_header.rva != 0 || cli.flags & COMIMAGE_FLAGS_IL_LIBRARY != 0;
+        if summary.ready_to_run && summary.modified && !self.keep_ready_to_run {
+            // ManagedNativeHeader directory at 64, Flags at 16 (II.25.3.3).
+            out[cli.offset + 64..cli.offset + 72].fill(0);
+            let flags = cli.flags & !COMIMAGE_FLAGS_IL_LIBRARY;
+            out[cli.offset + 16..cli.offset + 20].copy_from_slice(&flags.to_le_bytes());
+            summary.ready_to_run_stripped = true;
+        }
         summary.strong_name_signed =
             cli.flags & COMIMAGE_FLAGS_STRONGNAMESIGNED != 0 && cli.strong_name_signature.size != 0;
         summary.strong_name_invalidated = summary.strong_name_signed && summary.modified;

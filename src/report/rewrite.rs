@@ -49,6 +49,17 @@ pub fn rewrite_text(r: &RewriteReport) -> String {
                 ""
             }
         );
+        if w.ready_to_run_stripped {
+            let _ = writeln!(
+                s,
+                "ReadyToRun: the input's precompiled code is dropped; the output is IL-only, so the runtime compiles the patched IL"
+            );
+        } else if w.ready_to_run && w.modified {
+            let _ = writeln!(
+                s,
+                "WARNING: ReadyToRun code kept (--keep-r2r): the runtime may run the original methods' precompiled code instead of the patched IL"
+            );
+        }
     }
     let _ = writeln!(
         s,
