@@ -7,6 +7,7 @@ use super::sig::decompress_u32;
 /// `#Strings`: UTF-8, NUL-terminated, indexed by byte offset.
 #[derive(Debug, Clone, Copy)]
 pub struct StringHeap<'a> {
+    /// The heap's bytes (empty when the stream is absent).
     pub data: &'a [u8],
     /// File offset of the heap.
     pub offset: usize,
@@ -85,7 +86,9 @@ fn length_prefixed<'a>(
 /// `#Blob`: signatures, constants, custom-attribute values.
 #[derive(Debug, Clone, Copy)]
 pub struct BlobHeap<'a> {
+    /// The heap's bytes (empty when the stream is absent).
     pub data: &'a [u8],
+    /// File offset of the heap.
     pub offset: usize,
 }
 
@@ -113,7 +116,9 @@ impl<'a> BlobHeap<'a> {
 /// `#US`: the string literals of `ldstr`, UTF-16LE plus one trailing flag byte.
 #[derive(Debug, Clone, Copy)]
 pub struct UserStringHeap<'a> {
+    /// The heap's bytes (empty when the stream is absent).
     pub data: &'a [u8],
+    /// File offset of the heap.
     pub offset: usize,
 }
 
@@ -143,7 +148,9 @@ impl<'a> UserStringHeap<'a> {
 /// `#GUID`: 16-byte entries, indexed from 1.
 #[derive(Debug, Clone, Copy)]
 pub struct GuidHeap<'a> {
+    /// The heap's bytes (empty when the stream is absent).
     pub data: &'a [u8],
+    /// File offset of the heap.
     pub offset: usize,
 }
 

@@ -55,9 +55,11 @@ impl IntegrityCode {
 /// One integrity finding: its code, the file offset it concerns, and what is wrong.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct IntegrityFinding {
+    /// The rule broken.
     pub code: IntegrityCode,
     /// File offset of the header field or data at fault.
     pub offset: u64,
+    /// What is wrong, naming the section or directory and the ranges involved.
     pub message: String,
 }
 

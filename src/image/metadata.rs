@@ -3,6 +3,7 @@
 use super::error::ImageError;
 use super::read::{le_u16, le_u32};
 
+/// The metadata root's signature (II.24.2.1): the bytes `BSJB` read as a little-endian `u32`.
 pub const METADATA_SIGNATURE: u32 = 0x424A_5342;
 
 /// Longest stream name ECMA-335 allows, including the NUL.
@@ -22,16 +23,20 @@ fn known_stream_name(name: &str) -> &'static str {
 /// One stream header: name and the stream's place in the file.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct StreamHeader {
+    /// The name as stored, up to its NUL (lossily UTF-8), e.g. `#~` or `#Strings`.
     pub name: String,
     /// File offset of the stream.
     pub offset: usize,
+    /// Size of the stream in bytes; `offset + size` lies within the file (checked).
     pub size: usize,
 }
 
 /// File range of a located stream.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct StreamRange {
+    /// File offset of the stream (0 with `size` 0 when the stream is absent).
     pub offset: usize,
+    /// Size of the stream in bytes.
     pub size: usize,
 }
 
@@ -43,17 +48,27 @@ pub struct MetadataRoot {
     /// Metadata size declared by the CLI header. Streams are checked against the file rather
     /// than this, since some writers understate it.
     pub declared_size: usize,
+    /// MajorVersion (ECMA-335 says 1).
     pub major_version: u16,
+    /// MinorVersion (ECMA-335 says 1).
     pub minor_version: u16,
+    /// The version string up to its first NUL, e.g. `v4.0.30319` (lossily UTF-8).
     pub version: String,
+    /// Flags: reserved, 0 in ECMA-335.
     pub flags: u16,
+    /// Every stream header, in stored order, duplicates and unknown names included.
     pub streams: Vec<StreamHeader>,
     /// `#~` or `#-`; `tables_uncompressed` says which.
     pub tables: StreamRange,
+    /// The table stream is `#-` (uncompressed, may hold Ptr and ENC tables).
     pub tables_uncompressed: bool,
+    /// The `#Strings` heap (the first stream of that name).
     pub strings: StreamRange,
+    /// The `#US` heap.
     pub user_strings: StreamRange,
+    /// The `#Blob` heap.
     pub blob: StreamRange,
+    /// The `#GUID` heap.
     pub guid: StreamRange,
 }
 

@@ -109,22 +109,27 @@ impl<'a> Image<'a> {
         }
     }
 
+    /// The PE headers, sections, data directories and CLI header.
     pub fn pe(&self) -> &PeInfo {
         &self.pe
     }
 
+    /// The CLI header (II.25.3.3).
     pub fn cli_header(&self) -> &CliHeader {
         &self.pe.cli
     }
 
+    /// The metadata root and where its streams are.
     pub fn metadata(&self) -> &MetadataRoot {
         &self.metadata
     }
 
+    /// The table stream's header and the layout of every table.
     pub fn tables_header(&self) -> &TablesHeader {
         &self.tables
     }
 
+    /// Typed access to the rows of the metadata tables.
     pub fn tables(&self) -> Tables<'_> {
         Tables {
             file: self.bytes(),
@@ -137,6 +142,7 @@ impl<'a> Image<'a> {
         self.bytes().get(r.offset..r.offset + r.size).unwrap_or(&[])
     }
 
+    /// The `#Strings` heap (empty when the stream is absent).
     pub fn strings(&self) -> StringHeap<'_> {
         let r = self.metadata.strings;
         StringHeap {
@@ -145,6 +151,7 @@ impl<'a> Image<'a> {
         }
     }
 
+    /// The `#Blob` heap (empty when the stream is absent).
     pub fn blobs(&self) -> BlobHeap<'_> {
         let r = self.metadata.blob;
         BlobHeap {
@@ -153,6 +160,7 @@ impl<'a> Image<'a> {
         }
     }
 
+    /// The `#US` heap of `ldstr` literals (empty when the stream is absent).
     pub fn user_strings(&self) -> UserStringHeap<'_> {
         let r = self.metadata.user_strings;
         UserStringHeap {
@@ -161,6 +169,7 @@ impl<'a> Image<'a> {
         }
     }
 
+    /// The `#GUID` heap (empty when the stream is absent).
     pub fn guids(&self) -> GuidHeap<'_> {
         let r = self.metadata.guid;
         GuidHeap {
@@ -407,6 +416,7 @@ impl sig::TypeNames for ImageNames<'_> {
 /// Counts over an image's MethodDefs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct MethodStats {
+    /// MethodDef rows.
     pub method_defs: usize,
     /// RVA 0: abstract, extern, runtime-implemented, P/Invoke.
     pub rva_zero: usize,
@@ -474,18 +484,22 @@ fn misaligned_fat(rva: u32, body: &[u8]) -> bool {
 }
 
 impl<'i> Method<'i> {
+    /// The MethodDef token (0x06 table byte, the row id).
     pub fn token(&self) -> Token {
         Token::new(Table::MethodDef, self.rid)
     }
 
+    /// The MethodDef row id (1-based).
     pub fn rid(&self) -> u32 {
         self.rid
     }
 
+    /// The MethodDef row as stored.
     pub fn row(&self) -> &tables::MethodDefRow {
         &self.row
     }
 
+    /// RVA of the body's header; 0 for a method without a body.
     pub fn rva(&self) -> u32 {
         self.row.rva
     }
@@ -510,6 +524,7 @@ impl<'i> Method<'i> {
         self.image.blobs().get(self.row.signature)
     }
 
+    /// The MethodDefSig, summarised: `this`, parameter count, return of `void`, generics.
     pub fn signature(&self) -> Result<MethodSigSummary, ImageError> {
         let (blob, offset) = self.image.sig_blob(self.row.signature)?;
         sig::method_sig_summary(blob).map_err(|source| ImageError::Sig { offset, source })

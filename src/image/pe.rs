@@ -12,11 +12,18 @@ pub const CLI_HEADER_DIRECTORY: usize = 14;
 /// A section's place in memory and in the file.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Section {
+    /// Name from the section header (at most 8 bytes), trailing NULs removed, lossily UTF-8.
     pub name: String,
+    /// VirtualAddress: RVA of the section's first byte in memory.
     pub virtual_address: u32,
+    /// VirtualSize: bytes the section occupies in memory (0 from some linkers: then the raw
+    /// size counts).
     pub virtual_size: u32,
+    /// PointerToRawData: file offset of the section's data.
     pub raw_offset: u32,
+    /// SizeOfRawData: bytes of the section's data in the file (a multiple of FileAlignment).
     pub raw_size: u32,
+    /// Characteristics: `IMAGE_SCN_*` flags.
     pub characteristics: u32,
 }
 
@@ -37,41 +44,60 @@ impl Section {
 /// RVA and size pair.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct DataDir {
+    /// RVA of the data (a file offset for the certificate table); 0 when absent.
     pub rva: u32,
+    /// Size of the data in bytes.
     pub size: u32,
 }
 
-/// The CLI header (COR20).
+/// The CLI header (COR20, II.25.3.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct CliHeader {
     /// File offset of the header.
     pub offset: usize,
+    /// Cb: size of the header in bytes (at least 72, checked).
     pub cb: u32,
+    /// MajorRuntimeVersion: the runtime version the image needs, major part (2 in practice).
     pub major_runtime_version: u16,
+    /// MinorRuntimeVersion: the minor part (0 in ECMA-335, 5 from most compilers).
     pub minor_runtime_version: u16,
+    /// MetaData: RVA and size of the metadata root and its streams (II.24).
     pub metadata: DataDir,
+    /// Flags: runtime flags (II.25.3.3.1), e.g. ILONLY 0x1, STRONGNAMESIGNED 0x8.
     pub flags: u32,
     /// Entry point: a MethodDef/File token, or an RVA when flags has NATIVE_ENTRYPOINT (0x10).
     pub entry_point_token: u32,
+    /// Resources: RVA and size of the managed resources (ManifestResource offsets are relative
+    /// to it).
     pub resources: DataDir,
+    /// StrongNameSignature: RVA and size of the strong-name signature, which any change to the
+    /// signed bytes invalidates.
     pub strong_name_signature: DataDir,
+    /// CodeManagerTable: ECMA-335 says 0.
     pub code_manager_table: DataDir,
+    /// VTableFixups: RVA and size of the vtable fix-up array (mixed-mode images).
     pub vtable_fixups: DataDir,
+    /// ExportAddressTableJumps: ECMA-335 says 0.
     pub export_address_table_jumps: DataDir,
+    /// ManagedNativeHeader: ECMA-335 says 0; ReadyToRun images point it at their native header.
     pub managed_native_header: DataDir,
 }
 
 /// What the reader keeps of the PE container.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct PeInfo {
+    /// A PE32+ optional header (64-bit layout), rather than PE32.
     pub is_64: bool,
+    /// The COFF header's Machine (`IMAGE_FILE_MACHINE_*`; 0x14C for AnyCPU/x86).
     pub machine: u16,
+    /// The section table, in file order.
     pub sections: Vec<Section>,
     /// The optional header's data directories by index (II.25.2.3.3), as many as it declares
     /// (at most 16). Index 4, the certificate table, holds a file offset, not an RVA.
     pub directories: Vec<DataDir>,
     /// SizeOfHeaders: the file bytes before the first section.
     pub size_of_headers: u32,
+    /// The CLI header the directory at [`CLI_HEADER_DIRECTORY`] points at.
     pub cli: CliHeader,
 }
 
@@ -83,6 +109,8 @@ pub const CERTIFICATE_DIRECTORY: usize = 4;
 pub const DEBUG_DIRECTORY: usize = 6;
 
 impl PeInfo {
+    /// Parses the PE headers, the section table and the CLI header of `file`.
+    /// [`ImageError::NotDotNet`] when the CLI header directory is empty.
     pub fn parse(file: &[u8]) -> Result<Self, ImageError> {
         // Only headers and sections matter here; skip the directories goblin would otherwise
         // resolve (imports, resources, certificates, TLS) and tolerate oddities in the rest.

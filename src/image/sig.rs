@@ -16,60 +16,110 @@ pub const MAX_DEPTH: u32 = 64;
 
 /// Element types (II.23.1.16).
 pub mod element {
+    /// Marks the end of a list.
     pub const END: u8 = 0x00;
+    /// `void`: only as a return type (or behind `PTR`).
     pub const VOID: u8 = 0x01;
+    /// `bool`.
     pub const BOOLEAN: u8 = 0x02;
+    /// `char`, a UTF-16 code unit.
     pub const CHAR: u8 = 0x03;
+    /// `int8`.
     pub const I1: u8 = 0x04;
+    /// `uint8`.
     pub const U1: u8 = 0x05;
+    /// `int16`.
     pub const I2: u8 = 0x06;
+    /// `uint16`.
     pub const U2: u8 = 0x07;
+    /// `int32`.
     pub const I4: u8 = 0x08;
+    /// `uint32`.
     pub const U4: u8 = 0x09;
+    /// `int64`.
     pub const I8: u8 = 0x0A;
+    /// `uint64`.
     pub const U8: u8 = 0x0B;
+    /// `float32`.
     pub const R4: u8 = 0x0C;
+    /// `float64`.
     pub const R8: u8 = 0x0D;
+    /// `string` (`System.String`).
     pub const STRING: u8 = 0x0E;
+    /// Unmanaged pointer: followed by the pointed-to type.
     pub const PTR: u8 = 0x0F;
+    /// Managed pointer (`&`): followed by the referenced type.
     pub const BYREF: u8 = 0x10;
+    /// A value type: followed by a TypeDefOrRef coded token.
     pub const VALUETYPE: u8 = 0x11;
+    /// A reference type: followed by a TypeDefOrRef coded token.
     pub const CLASS: u8 = 0x12;
+    /// Generic parameter of the enclosing type (`!n`): followed by its compressed number.
     pub const VAR: u8 = 0x13;
+    /// General array: element type, then an ArrayShape (II.23.2.13).
     pub const ARRAY: u8 = 0x14;
+    /// Generic type instance: `CLASS` or `VALUETYPE`, the generic type's token, the argument
+    /// count and the arguments.
     pub const GENERICINST: u8 = 0x15;
+    /// `typedref` (`System.TypedReference`).
     pub const TYPEDBYREF: u8 = 0x16;
+    /// `native int` (`System.IntPtr`).
     pub const I: u8 = 0x18;
+    /// `native uint` (`System.UIntPtr`).
     pub const U: u8 = 0x19;
+    /// Function pointer: followed by a whole method signature.
     pub const FNPTR: u8 = 0x1B;
+    /// `object` (`System.Object`).
     pub const OBJECT: u8 = 0x1C;
+    /// Single-dimensional, zero-based array (vector): followed by the element type.
     pub const SZARRAY: u8 = 0x1D;
+    /// Generic parameter of the enclosing method (`!!n`): followed by its compressed number.
     pub const MVAR: u8 = 0x1E;
+    /// Required custom modifier (`modreq`): a TypeDefOrRef coded token, then the modified type.
     pub const CMOD_REQD: u8 = 0x1F;
+    /// Optional custom modifier (`modopt`): a TypeDefOrRef coded token, then the modified type.
     pub const CMOD_OPT: u8 = 0x20;
+    /// Implemented within the CLI: exists only in runtime memory, never in a file.
     pub const INTERNAL: u8 = 0x21;
+    /// OR'd with the following element type.
     pub const MODIFIER: u8 = 0x40;
+    /// Separates a vararg call site's fixed parameters from its extra ones.
     pub const SENTINEL: u8 = 0x41;
+    /// A pinned local: followed by the local's type.
     pub const PINNED: u8 = 0x45;
 }
 
 /// Calling-convention byte (II.23.2.1–II.23.2.3): low nibble is the kind, high bits are flags.
 pub mod callconv {
+    /// The managed calling convention of a method signature (II.23.2.1).
     pub const DEFAULT: u8 = 0x00;
+    /// Unmanaged cdecl: only in StandAloneMethodSig (II.23.2.3) and function pointers.
     pub const C: u8 = 0x01;
+    /// Unmanaged stdcall: only in StandAloneMethodSig and function pointers.
     pub const STDCALL: u8 = 0x02;
+    /// Unmanaged thiscall: only in StandAloneMethodSig and function pointers.
     pub const THISCALL: u8 = 0x03;
+    /// Unmanaged fastcall: only in StandAloneMethodSig and function pointers.
     pub const FASTCALL: u8 = 0x04;
+    /// Managed vararg: a call site's MethodRefSig may add parameters after a `SENTINEL`.
     pub const VARARG: u8 = 0x05;
+    /// Starts a FieldSig (II.23.2.4).
     pub const FIELD: u8 = 0x06;
+    /// Starts a LocalVarSig (II.23.2.6).
     pub const LOCAL_SIG: u8 = 0x07;
+    /// Starts a PropertySig (II.23.2.5), possibly with `HASTHIS`.
     pub const PROPERTY: u8 = 0x08;
     /// Unmanaged calling convention described by modifiers (used by newer runtimes).
     pub const UNMANAGED: u8 = 0x09;
+    /// Starts a MethodSpec instantiation (II.23.2.15).
     pub const GENERICINST: u8 = 0x0A;
+    /// The kind nibble of the byte: one of the values above.
     pub const KIND_MASK: u8 = 0x0F;
+    /// Flag: a generic parameter count follows the calling convention (II.23.2.1).
     pub const GENERIC: u8 = 0x10;
+    /// Flag: an instance method; `this` is passed first, not listed in the parameters.
     pub const HASTHIS: u8 = 0x20;
+    /// Flag (with `HASTHIS`): `this` is listed as the first parameter.
     pub const EXPLICITTHIS: u8 = 0x40;
 }
 
@@ -77,36 +127,95 @@ pub mod callconv {
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[non_exhaustive]
 pub enum SigError {
+    /// The blob ends inside an item: a byte, a compressed integer or a type is cut short.
     #[error("signature truncated at offset {offset}")]
-    Truncated { offset: usize },
+    Truncated {
+        /// Offset of the first missing byte (the blob's length).
+        offset: usize,
+    },
+    /// A compressed integer starts with `111xxxxx`, which no form of II.23.2 uses.
     #[error("invalid compressed integer lead byte {byte:#04x} at offset {offset}")]
-    BadCompressedInt { offset: usize, byte: u8 },
+    BadCompressedInt {
+        /// Offset of the lead byte.
+        offset: usize,
+        /// The lead byte.
+        byte: u8,
+    },
+    /// A TypeDefOrRefOrSpecEncoded token (II.23.2.8) has tag 3, which names no table.
     #[error("TypeDefOrRef coded token {value:#x} at offset {offset} has the invalid tag 3")]
-    BadTypeDefOrRef { offset: usize, value: u32 },
+    BadTypeDefOrRef {
+        /// Offset of the compressed value.
+        offset: usize,
+        /// The decompressed value, tag included.
+        value: u32,
+    },
+    /// A byte where a type must start is no element type a type can start with (this includes
+    /// `END`, `SENTINEL` outside a method's parameter list and the unassigned values).
     #[error("unknown element type {byte:#04x} at offset {offset}")]
-    BadElementType { offset: usize, byte: u8 },
+    BadElementType {
+        /// Offset of the byte.
+        offset: usize,
+        /// The byte.
+        byte: u8,
+    },
+    /// `ELEMENT_TYPE_INTERNAL`, which the runtime uses in memory and no file may contain.
     #[error("element type INTERNAL (0x21) at offset {offset} only exists in runtime memory")]
-    InternalElementType { offset: usize },
+    InternalElementType {
+        /// Offset of the element type.
+        offset: usize,
+    },
+    /// `GENERICINST` followed by something other than `CLASS` or `VALUETYPE`.
     #[error("GENERICINST at offset {offset} is followed by {byte:#04x}, not CLASS or VALUETYPE")]
-    BadGenericInst { offset: usize, byte: u8 },
+    BadGenericInst {
+        /// Offset of the byte after `GENERICINST`.
+        offset: usize,
+        /// That byte.
+        byte: u8,
+    },
+    /// Types nest [`MAX_DEPTH`] deep or more (counting modifiers, pointers, arrays, generic
+    /// arguments and function-pointer signatures), which only a hostile blob does.
     #[error("types nested deeper than {limit} at offset {offset}")]
-    TooDeep { offset: usize, limit: u32 },
+    TooDeep {
+        /// Offset of the type that would exceed the limit.
+        offset: usize,
+        /// The limit, [`MAX_DEPTH`].
+        limit: u32,
+    },
+    /// The calling-convention byte does not start the kind of signature the context requires
+    /// (a field signature where a method's is expected, a LocalVarSig without `LOCAL_SIG`, …).
     #[error("calling convention {byte:#04x} at offset {offset} does not start a {expected}")]
     WrongKind {
+        /// Offset of the calling-convention byte.
         offset: usize,
+        /// The byte.
         byte: u8,
+        /// The kind of signature expected.
         expected: &'static str,
     },
+    /// A count (parameters, locals, generic arguments, array sizes or bounds) is larger than
+    /// the rest of the blob could hold at one byte per item.
     #[error("count {count} at offset {offset} exceeds the {remaining} bytes that remain")]
     CountTooLarge {
+        /// Offset of the compressed count.
         offset: usize,
+        /// The count.
         count: u32,
+        /// Bytes of the blob after the count.
         remaining: usize,
     },
+    /// A method signature's parameter list holds a second `SENTINEL`.
     #[error("second SENTINEL at offset {offset}")]
-    DuplicateSentinel { offset: usize },
+    DuplicateSentinel {
+        /// Offset of the second `SENTINEL`.
+        offset: usize,
+    },
+    /// A `SENTINEL` outside a method signature's parameter list. Not produced by the readers
+    /// at present: such a byte is reported as [`SigError::BadElementType`].
     #[error("SENTINEL at offset {offset} outside a parameter list")]
-    MisplacedSentinel { offset: usize },
+    MisplacedSentinel {
+        /// Offset of the `SENTINEL`.
+        offset: usize,
+    },
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -182,6 +291,7 @@ pub struct SigReader<'a> {
 }
 
 impl<'a> SigReader<'a> {
+    /// A cursor at offset 0 of `bytes`.
     pub fn new(bytes: &'a [u8]) -> Self {
         SigReader { bytes, pos: 0 }
     }
@@ -191,10 +301,12 @@ impl<'a> SigReader<'a> {
         self.pos
     }
 
+    /// Bytes after the cursor.
     pub fn remaining(&self) -> usize {
         self.bytes.len().saturating_sub(self.pos)
     }
 
+    /// The next byte, without moving; [`SigError::Truncated`] at the end.
     pub fn peek(&self) -> Result<u8, SigError> {
         self.bytes
             .get(self.pos)
@@ -202,6 +314,7 @@ impl<'a> SigReader<'a> {
             .ok_or(SigError::Truncated { offset: self.pos })
     }
 
+    /// The next byte, moving past it; [`SigError::Truncated`] at the end.
     pub fn u8(&mut self) -> Result<u8, SigError> {
         let b = self.peek()?;
         self.pos += 1;
@@ -302,7 +415,9 @@ impl TypeNames for TokenNames {
 
 /// Where rendered text goes and how type tokens are named.
 pub struct Renderer<'o> {
+    /// Text is appended here (never cleared).
     pub out: &'o mut String,
+    /// Names the TypeDef, TypeRef and TypeSpec tokens met in the signature.
     pub names: &'o dyn TypeNames,
 }
 
@@ -512,13 +627,17 @@ fn read_array_shape(
 pub struct MethodSigSummary {
     /// The raw calling-convention byte.
     pub calling_convention: u8,
+    /// `HASTHIS`: an instance method, called with `this`.
     pub has_this: bool,
+    /// `EXPLICITTHIS`: `this` is listed (and counted) among the parameters.
     pub explicit_this: bool,
+    /// The kind is `VARARG`.
     pub vararg: bool,
     /// Number of generic parameters (0 unless the GENERIC flag is set).
     pub generic_params: u32,
     /// All parameters, including any that follow the sentinel.
     pub param_count: u32,
+    /// The return type is `void` (after custom modifiers), so a call pushes nothing.
     pub returns_void: bool,
     /// Number of parameters before the SENTINEL; the rest are a call site's vararg extras.
     pub sentinel_index: Option<usize>,
@@ -703,7 +822,12 @@ pub fn read_method_spec(
 /// What a StandAloneSig row describes: the locals of a method body, or the target of a `calli`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub enum StandAloneSig {
-    Locals { count: u32 },
+    /// A LocalVarSig (II.23.2.6), the `LocalVarSigTok` of a fat header.
+    Locals {
+        /// Number of local variables.
+        count: u32,
+    },
+    /// A StandAloneMethodSig (II.23.2.3), the operand of `calli`.
     Method(MethodSigSummary),
 }
 

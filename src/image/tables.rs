@@ -10,50 +10,105 @@ use super::read::{le_u16, le_u32, le_u64};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 #[repr(u8)]
 pub enum Table {
+    /// II.22.30 Module: the one row naming this module and its MVID.
     Module = 0x00,
+    /// II.22.38 TypeRef: types referenced by resolution scope (module, module ref, assembly ref
+    /// or enclosing type), name and namespace.
     TypeRef = 0x01,
+    /// II.22.37 TypeDef: types defined in this module; each owns the run of Field and MethodDef
+    /// rows from its list columns up to the next type's.
     TypeDef = 0x02,
+    /// Not in ECMA-335: the CLR's indirection in uncompressed (`#-`) metadata, one Field rid per
+    /// row; when present, TypeDef field lists run over its rows instead of Field's.
     FieldPtr = 0x03,
+    /// II.22.15 Field: fields defined in this module (flags, name, signature).
     Field = 0x04,
+    /// Not in ECMA-335: the CLR's indirection in uncompressed (`#-`) metadata, one MethodDef rid
+    /// per row; when present, TypeDef method lists run over its rows instead of MethodDef's.
     MethodPtr = 0x05,
+    /// II.22.26 MethodDef: methods defined in this module, with the RVA of each body (0 for none).
     MethodDef = 0x06,
+    /// Not in ECMA-335: the CLR's indirection in uncompressed (`#-`) metadata, one Param rid per
+    /// row.
     ParamPtr = 0x07,
+    /// II.22.33 Param: names and flags of parameters (sequence 0 is the return value).
     Param = 0x08,
+    /// II.22.23 InterfaceImpl: the interfaces each TypeDef implements.
     InterfaceImpl = 0x09,
+    /// II.22.25 MemberRef: references to fields and methods by parent, name and signature
+    /// (including vararg call-site signatures of this module's own methods).
     MemberRef = 0x0A,
+    /// II.22.9 Constant: compile-time values of fields, parameters and properties.
     Constant = 0x0B,
+    /// II.22.10 CustomAttribute: custom attributes by parent, constructor and value blob.
     CustomAttribute = 0x0C,
+    /// II.22.17 FieldMarshal: marshalling descriptors of fields and parameters.
     FieldMarshal = 0x0D,
+    /// II.22.11 DeclSecurity: declarative security permission sets.
     DeclSecurity = 0x0E,
+    /// II.22.8 ClassLayout: explicit packing and size of a type.
     ClassLayout = 0x0F,
+    /// II.22.16 FieldLayout: explicit offsets of fields.
     FieldLayout = 0x10,
+    /// II.22.36 StandAloneSig: signatures no member owns: local-variable signatures of method
+    /// bodies and the call-site signatures of `calli`.
     StandAloneSig = 0x11,
+    /// II.22.12 EventMap: which TypeDef owns which run of Event rows.
     EventMap = 0x12,
+    /// Not in ECMA-335: the CLR's indirection in uncompressed (`#-`) metadata, one Event rid per
+    /// row.
     EventPtr = 0x13,
+    /// II.22.13 Event: events (flags, name, delegate type).
     Event = 0x14,
+    /// II.22.35 PropertyMap: which TypeDef owns which run of Property rows.
     PropertyMap = 0x15,
+    /// Not in ECMA-335: the CLR's indirection in uncompressed (`#-`) metadata, one Property rid per
+    /// row.
     PropertyPtr = 0x16,
+    /// II.22.34 Property: properties (flags, name, signature).
     Property = 0x17,
+    /// II.22.28 MethodSemantics: the accessor methods of events and properties.
     MethodSemantics = 0x18,
+    /// II.22.27 MethodImpl: explicit overrides (`.override`) of a type.
     MethodImpl = 0x19,
+    /// II.22.31 ModuleRef: other modules of the assembly and native libraries named by ImplMap.
     ModuleRef = 0x1A,
+    /// II.22.39 TypeSpec: constructed types (generic instances, arrays, pointers, generic
+    /// parameters) given by a signature blob.
     TypeSpec = 0x1B,
+    /// II.22.22 ImplMap: P/Invoke mappings of methods to native entry points.
     ImplMap = 0x1C,
+    /// II.22.18 FieldRVA: the RVA of the initial data of a static field.
     FieldRva = 0x1D,
+    /// Not in ECMA-335: the CLR's edit-and-continue log (token, function code) of a metadata delta.
     EncLog = 0x1E,
+    /// Not in ECMA-335: the CLR's edit-and-continue token map of a metadata delta.
     EncMap = 0x1F,
+    /// II.22.2 Assembly: the assembly manifest (at most one row; none in a netmodule).
     Assembly = 0x20,
+    /// II.22.4 AssemblyProcessor: should not be emitted; ignored by the CLI when present.
     AssemblyProcessor = 0x21,
+    /// II.22.3 AssemblyOS: should not be emitted; ignored by the CLI when present.
     AssemblyOs = 0x22,
+    /// II.22.5 AssemblyRef: referenced assemblies by name, version, culture and public key (token).
     AssemblyRef = 0x23,
+    /// II.22.7 AssemblyRefProcessor: should not be emitted; ignored by the CLI when present.
     AssemblyRefProcessor = 0x24,
+    /// II.22.6 AssemblyRefOS: should not be emitted; ignored by the CLI when present.
     AssemblyRefOs = 0x25,
+    /// II.22.19 File: the other files of a multi-file assembly.
     File = 0x26,
+    /// II.22.14 ExportedType: types defined in other modules of the assembly, and type forwarders.
     ExportedType = 0x27,
+    /// II.22.24 ManifestResource: resources embedded in this file or found in another.
     ManifestResource = 0x28,
+    /// II.22.32 NestedClass: the enclosing TypeDef of each nested TypeDef.
     NestedClass = 0x29,
+    /// II.22.20 GenericParam: generic parameters of types and methods.
     GenericParam = 0x2A,
+    /// II.22.29 MethodSpec: instantiations of generic methods.
     MethodSpec = 0x2B,
+    /// II.22.21 GenericParamConstraint: the constraints of each generic parameter.
     GenericParamConstraint = 0x2C,
 }
 
@@ -61,6 +116,7 @@ pub enum Table {
 pub const TABLE_COUNT: usize = 0x2D;
 
 impl Table {
+    /// Every table, in number order (`Table::ALL[n] as u8 == n`).
     pub const ALL: [Table; TABLE_COUNT] = {
         use Table::*;
         [
@@ -112,12 +168,15 @@ impl Table {
         ]
     };
 
+    /// The table numbered `n`; `None` past 0x2C.
     pub fn from_u8(n: u8) -> Option<Table> {
         Table::ALL.get(usize::from(n)).copied()
     }
 }
 
-/// A metadata token: table number in the high byte, row id (1-based) in the low 24 bits.
+/// A metadata token (II.24.2.6, III.1.9): table number in the high byte, row id (1-based) in the
+/// low 24 bits. Row id 0 is the null token of its table. `ldstr` tokens carry
+/// [`USER_STRING_TABLE`] in the high byte and a `#US` offset instead of a row id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 pub struct Token(pub u32);
 
@@ -125,18 +184,23 @@ pub struct Token(pub u32);
 pub const USER_STRING_TABLE: u8 = 0x70;
 
 impl Token {
+    /// The token of row `rid` of `table`; bits of `rid` above the low 24 are dropped.
     pub fn new(table: Table, rid: u32) -> Token {
         Token((u32::from(table as u8) << 24) | (rid & 0x00FF_FFFF))
     }
+    /// The high byte as stored, whether or not it names a table (0x70 for `ldstr`).
     pub fn table_byte(self) -> u8 {
         (self.0 >> 24) as u8
     }
+    /// The table of the high byte; `None` when it names none (user strings, garbage).
     pub fn table(self) -> Option<Table> {
         Table::from_u8(self.table_byte())
     }
+    /// The row id (1-based), or the `#US` offset of an `ldstr` token: the low 24 bits.
     pub fn rid(self) -> u32 {
         self.0 & 0x00FF_FFFF
     }
+    /// Whether the row id is 0: a null reference (e.g. the `Extends` of `<Module>`).
     pub fn is_null(self) -> bool {
         self.rid() == 0
     }
@@ -151,18 +215,32 @@ impl std::fmt::Display for Token {
 /// Coded indexes (II.24.2.6): a tag in the low bits picks one of several tables.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub enum CodedIndex {
+    /// TypeDef, TypeRef or TypeSpec (2 tag bits): base types, interfaces, constraints.
     TypeDefOrRef,
+    /// Field, Param or Property (2 tag bits): the parent of a Constant.
     HasConstant,
+    /// Any of 22 tables (5 tag bits): the parent of a CustomAttribute.
     HasCustomAttribute,
+    /// Field or Param (1 tag bit): the parent of a FieldMarshal.
     HasFieldMarshal,
+    /// TypeDef, MethodDef or Assembly (2 tag bits): the parent of a DeclSecurity.
     HasDeclSecurity,
+    /// TypeDef, TypeRef, ModuleRef, MethodDef or TypeSpec (3 tag bits): the class of a MemberRef.
     MemberRefParent,
+    /// Event or Property (1 tag bit): the association of a MethodSemantics.
     HasSemantics,
+    /// MethodDef or MemberRef (1 tag bit): MethodImpl bodies and declarations, MethodSpec methods.
     MethodDefOrRef,
+    /// Field or MethodDef (1 tag bit): the member of an ImplMap.
     MemberForwarded,
+    /// File, AssemblyRef or ExportedType (2 tag bits): where an exported type or resource lives.
     Implementation,
+    /// MethodDef or MemberRef at tags 2 and 3, tags 0, 1 and 4 unused (3 tag bits): the
+    /// constructor of a CustomAttribute.
     CustomAttributeType,
+    /// Module, ModuleRef, AssemblyRef or TypeRef (2 tag bits): the scope of a TypeRef.
     ResolutionScope,
+    /// TypeDef or MethodDef (1 tag bit): the owner of a GenericParam.
     TypeOrMethodDef,
 }
 
@@ -252,12 +330,19 @@ impl CodedIndex {
 /// Kinds of column (II.22): fixed-size constants, heap indexes, simple and coded indexes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Column {
+    /// A 2-byte constant (flags, sequence numbers, version parts).
     U16,
+    /// A 4-byte constant (flags, RVAs, offsets).
     U32,
+    /// An offset into `#Strings`: 2 or 4 bytes by heap-size flag.
     Strings,
+    /// A 1-based index into `#GUID` (16-byte entries): 2 or 4 bytes by heap-size flag.
     Guid,
+    /// An offset into `#Blob`: 2 or 4 bytes by heap-size flag.
     Blob,
+    /// A row id of the given table: 4 bytes once that table has 2^16 rows or more.
     Index(Table),
+    /// A coded index: 4 bytes once a target table's rows no longer fit beside the tag in 16 bits.
     Coded(CodedIndex),
 }
 
@@ -369,22 +454,33 @@ pub const MAX_COLUMNS: usize = 9;
 
 /// heap-size flags (II.24.2.6) and the CLR's extension flags.
 pub mod heap_sizes {
+    /// `#Strings` indexes are 4 bytes wide (II.24.2.6).
     pub const BIG_STRINGS: u8 = 0x01;
+    /// `#GUID` indexes are 4 bytes wide (II.24.2.6).
     pub const BIG_GUID: u8 = 0x02;
+    /// `#Blob` indexes are 4 bytes wide (II.24.2.6).
     pub const BIG_BLOB: u8 = 0x04;
+    /// CLR extension, not in ECMA-335: a padding bit of the metadata engine. Read and kept, never
+    /// interpreted: it changes no column width.
     pub const PADDING: u8 = 0x08;
+    /// CLR extension, not in ECMA-335: the stream holds only edit-and-continue deltas.
     pub const DELTA_ONLY: u8 = 0x20;
     /// Four bytes of extra data follow the row counts.
     pub const EXTRA_DATA: u8 = 0x40;
+    /// CLR extension, not in ECMA-335: rows may be marked deleted (their names start with
+    /// `_Deleted`).
     pub const HAS_DELETE: u8 = 0x80;
 }
 
 /// Where one table lives and how its rows are laid out.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct TableInfo {
+    /// Row count from the stream header (0 for a table not present).
     pub rows: u32,
+    /// Bytes per row: the sum of the column widths, which depend on the heap-size flags and the
+    /// row counts of the tables indexed.
     pub row_size: u32,
-    /// File offset of row 1.
+    /// File offset of row 1 (where the table would start when it has no rows).
     pub offset: usize,
     col_offset: [u8; MAX_COLUMNS],
     col_width: [u8; MAX_COLUMNS],
@@ -401,15 +497,21 @@ impl TableInfo {
 /// The parsed header of the table stream and the layout of every table.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TablesHeader {
+    /// MajorVersion of the table schema (ECMA-335 says 2).
     pub major_version: u8,
+    /// MinorVersion of the table schema (ECMA-335 says 0).
     pub minor_version: u8,
+    /// HeapSizes: the [`heap_sizes`] flags, kept as stored.
     pub heap_sizes: u8,
+    /// Valid: bit `n` set when table `n` is present (a row count follows for each set bit).
     pub valid: u64,
+    /// Sorted: bit `n` set when table `n` is sorted by its key column (II.22).
     pub sorted: u64,
     /// The stream was `#-` (uncompressed, may hold Ptr and ENC tables).
     pub uncompressed: bool,
     /// File offset just past the last table.
     pub end: usize,
+    /// The layout of every table, indexed by table number (absent tables have no rows).
     pub tables: [TableInfo; TABLE_COUNT],
 }
 
@@ -518,14 +620,17 @@ impl TablesHeader {
         })
     }
 
+    /// The layout of `table`.
     pub fn info(&self, table: Table) -> &TableInfo {
         &self.tables[table as usize]
     }
 
+    /// The row count of `table` (0 when absent).
     pub fn rows(&self, table: Table) -> u32 {
         self.tables[table as usize].rows
     }
 
+    /// Whether the Sorted bit of `table` is set, so a binary search on its key column is valid.
     pub fn is_sorted(&self, table: Table) -> bool {
         self.sorted & (1u64 << (table as u8)) != 0
     }
@@ -637,117 +742,191 @@ impl TablesHeader {
 // ---------------------------------------------------------------------------------------------
 // Typed rows. Heap indexes are kept as raw offsets; resolve them through the heaps.
 
+/// A row of Module (II.22.30).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct ModuleRow {
+    /// Generation: reserved, ECMA-335 says 0.
     pub generation: u16,
+    /// Name: `#Strings` offset of the module's file name.
     pub name: u32,
+    /// Mvid: 1-based `#GUID` index of the module version id.
     pub mvid: u32,
+    /// EncId: `#GUID` index, reserved (0) outside edit-and-continue.
     pub enc_id: u32,
+    /// EncBaseId: `#GUID` index, reserved (0) outside edit-and-continue.
     pub enc_base_id: u32,
 }
 
+/// A row of TypeRef (II.22.38).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct TypeRefRow {
+    /// ResolutionScope: the Module, ModuleRef, AssemblyRef or enclosing TypeRef that defines the
+    /// type; a null token sends the lookup to ExportedType.
     pub resolution_scope: Token,
+    /// TypeName: `#Strings` offset.
     pub name: u32,
+    /// TypeNamespace: `#Strings` offset (0 for the empty namespace, as for nested types).
     pub namespace: u32,
 }
 
+/// A row of TypeDef (II.22.37).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct TypeDefRow {
+    /// Flags: TypeAttributes (II.23.1.15).
     pub flags: u32,
+    /// TypeName: `#Strings` offset.
     pub name: u32,
+    /// TypeNamespace: `#Strings` offset.
     pub namespace: u32,
+    /// Extends: the base type (TypeDef, TypeRef or TypeSpec); null for interfaces,
+    /// `System.Object` and `<Module>`.
     pub extends: Token,
+    /// FieldList: the first of the type's run of fields, a Field rid (a FieldPtr rid when that
+    /// table is present); the run ends where the next type's starts.
     pub field_list: u32,
+    /// MethodList: the first of the type's run of methods, a MethodDef rid (a MethodPtr rid when
+    /// that table is present); the run ends where the next type's starts.
     pub method_list: u32,
 }
 
+/// A row of Field (II.22.15).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct FieldRow {
+    /// Flags: FieldAttributes (II.23.1.5).
     pub flags: u16,
+    /// Name: `#Strings` offset.
     pub name: u32,
+    /// Signature: `#Blob` offset of a FieldSig (II.23.2.4).
     pub signature: u32,
 }
 
+/// A row of MethodDef (II.22.26).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct MethodDefRow {
+    /// RVA of the method body's header; 0 for a method without IL (abstract, `extern`,
+    /// runtime- or internally implemented). Bodies may be shared by several methods.
     pub rva: u32,
+    /// ImplFlags: MethodImplAttributes (II.23.1.11).
     pub impl_flags: u16,
+    /// Flags: MethodAttributes (II.23.1.10).
     pub flags: u16,
+    /// Name: `#Strings` offset.
     pub name: u32,
+    /// Signature: `#Blob` offset of a MethodDefSig (II.23.2.1).
     pub signature: u32,
+    /// ParamList: the first of the method's run of Param rows (a ParamPtr rid when that table is
+    /// present); the run ends where the next method's starts.
     pub param_list: u32,
 }
 
+/// A row of Param (II.22.33).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct ParamRow {
+    /// Flags: ParamAttributes (II.23.1.13).
     pub flags: u16,
+    /// Sequence: 0 for the return value, 1 for the first parameter, and so on.
     pub sequence: u16,
+    /// Name: `#Strings` offset (0 for an unnamed parameter).
     pub name: u32,
 }
 
+/// A row of MemberRef (II.22.25).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct MemberRefRow {
+    /// Class: the MemberRefParent (TypeDef, TypeRef, ModuleRef, MethodDef for a vararg call site,
+    /// or TypeSpec) that declares the member.
     pub class: Token,
+    /// Name: `#Strings` offset.
     pub name: u32,
+    /// Signature: `#Blob` offset of a MethodRefSig (II.23.2.2) or a FieldSig (II.23.2.4).
     pub signature: u32,
 }
 
+/// A row of StandAloneSig (II.22.36).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct StandAloneSigRow {
+    /// Signature: `#Blob` offset of a LocalVarSig (II.23.2.6, a fat header's LocalVarSigTok) or
+    /// a StandAloneMethodSig (II.23.2.3, the operand of `calli`).
     pub signature: u32,
 }
 
+/// A row of TypeSpec (II.22.39).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct TypeSpecRow {
+    /// Signature: `#Blob` offset of a TypeSpec signature (II.23.2.14).
     pub signature: u32,
 }
 
+/// A row of MethodSpec (II.22.29).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct MethodSpecRow {
+    /// Method: the generic MethodDef or MemberRef instantiated.
     pub method: Token,
+    /// Instantiation: `#Blob` offset of the MethodSpec signature (II.23.2.15).
     pub instantiation: u32,
 }
 
+/// A row of NestedClass (II.22.32).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct NestedClassRow {
+    /// NestedClass: TypeDef rid of the nested type (the table's sort key).
     pub nested_class: u32,
+    /// EnclosingClass: TypeDef rid of the type it is nested in.
     pub enclosing_class: u32,
 }
 
+/// A row of Assembly (II.22.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct AssemblyRow {
+    /// HashAlgId: AssemblyHashAlgorithm (II.23.1.1).
     pub hash_alg_id: u32,
+    /// MajorVersion, MinorVersion, BuildNumber, RevisionNumber.
     pub version: [u16; 4],
+    /// Flags: AssemblyFlags (II.23.1.2).
     pub flags: u32,
+    /// PublicKey: `#Blob` offset of the full public key (0 for none).
     pub public_key: u32,
+    /// Name: `#Strings` offset of the simple name.
     pub name: u32,
+    /// Culture: `#Strings` offset (0 for the neutral culture).
     pub culture: u32,
 }
 
+/// A row of AssemblyRef (II.22.5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct AssemblyRefRow {
+    /// MajorVersion, MinorVersion, BuildNumber, RevisionNumber.
     pub version: [u16; 4],
+    /// Flags: AssemblyFlags (II.23.1.2); PublicKey (0x0001) says whether the blob below is a
+    /// full key rather than a token.
     pub flags: u32,
+    /// PublicKeyOrToken: `#Blob` offset of the full public key or its 8-byte token (0 for none).
     pub public_key_or_token: u32,
+    /// Name: `#Strings` offset of the simple name.
     pub name: u32,
+    /// Culture: `#Strings` offset (0 for the neutral culture).
     pub culture: u32,
+    /// HashValue: `#Blob` offset (usually 0).
     pub hash_value: u32,
 }
 
 /// Typed, zero-copy access to the rows of one image's tables.
 #[derive(Clone, Copy)]
 pub struct Tables<'a> {
+    /// The whole image file: [`TableInfo::offset`]s are file offsets into it.
     pub file: &'a [u8],
+    /// The layout parsed from this file's table stream.
     pub header: &'a TablesHeader,
 }
 
 impl<'a> Tables<'a> {
+    /// The row count of `table` (0 when absent).
     pub fn rows(&self, table: Table) -> u32 {
         self.header.rows(table)
     }
 
+    /// Column `col` (0-based, schema order) of row `rid` of `table`, as stored: see
+    /// [`TablesHeader::cell`].
     pub fn cell(&self, table: Table, rid: u32, col: usize) -> Result<u32, ImageError> {
         self.header.cell(self.file, table, rid, col)
     }
@@ -762,6 +941,7 @@ impl<'a> Tables<'a> {
         self.header.coded(self.file, table, rid, col, kind)
     }
 
+    /// Row `rid` (1-based) of Module; [`ImageError::RowOutOfRange`] past its rows.
     pub fn module(&self, rid: u32) -> Result<ModuleRow, ImageError> {
         let t = Table::Module;
         Ok(ModuleRow {
@@ -773,6 +953,8 @@ impl<'a> Tables<'a> {
         })
     }
 
+    /// Row `rid` (1-based) of TypeRef; [`ImageError::RowOutOfRange`] past its rows,
+    /// [`ImageError::BadCodedIndex`] for a coded index naming no table.
     pub fn type_ref(&self, rid: u32) -> Result<TypeRefRow, ImageError> {
         let t = Table::TypeRef;
         Ok(TypeRefRow {
@@ -782,6 +964,8 @@ impl<'a> Tables<'a> {
         })
     }
 
+    /// Row `rid` (1-based) of TypeDef; [`ImageError::RowOutOfRange`] past its rows,
+    /// [`ImageError::BadCodedIndex`] for a coded index naming no table.
     pub fn type_def(&self, rid: u32) -> Result<TypeDefRow, ImageError> {
         let t = Table::TypeDef;
         Ok(TypeDefRow {
@@ -794,6 +978,7 @@ impl<'a> Tables<'a> {
         })
     }
 
+    /// Row `rid` (1-based) of Field; [`ImageError::RowOutOfRange`] past its rows.
     pub fn field(&self, rid: u32) -> Result<FieldRow, ImageError> {
         let t = Table::Field;
         Ok(FieldRow {
@@ -803,6 +988,7 @@ impl<'a> Tables<'a> {
         })
     }
 
+    /// Row `rid` (1-based) of MethodDef; [`ImageError::RowOutOfRange`] past its rows.
     pub fn method_def(&self, rid: u32) -> Result<MethodDefRow, ImageError> {
         let [rva, impl_flags, flags, name, signature, param_list] =
             self.header.row(self.file, Table::MethodDef, rid)?;
@@ -816,6 +1002,7 @@ impl<'a> Tables<'a> {
         })
     }
 
+    /// Row `rid` (1-based) of Param; [`ImageError::RowOutOfRange`] past its rows.
     pub fn param(&self, rid: u32) -> Result<ParamRow, ImageError> {
         let t = Table::Param;
         Ok(ParamRow {
@@ -825,6 +1012,8 @@ impl<'a> Tables<'a> {
         })
     }
 
+    /// Row `rid` (1-based) of MemberRef; [`ImageError::RowOutOfRange`] past its rows,
+    /// [`ImageError::BadCodedIndex`] for a coded index naming no table.
     pub fn member_ref(&self, rid: u32) -> Result<MemberRefRow, ImageError> {
         let t = Table::MemberRef;
         Ok(MemberRefRow {
@@ -834,18 +1023,22 @@ impl<'a> Tables<'a> {
         })
     }
 
+    /// Row `rid` (1-based) of StandAloneSig; [`ImageError::RowOutOfRange`] past its rows.
     pub fn standalone_sig(&self, rid: u32) -> Result<StandAloneSigRow, ImageError> {
         Ok(StandAloneSigRow {
             signature: self.cell(Table::StandAloneSig, rid, 0)?,
         })
     }
 
+    /// Row `rid` (1-based) of TypeSpec; [`ImageError::RowOutOfRange`] past its rows.
     pub fn type_spec(&self, rid: u32) -> Result<TypeSpecRow, ImageError> {
         Ok(TypeSpecRow {
             signature: self.cell(Table::TypeSpec, rid, 0)?,
         })
     }
 
+    /// Row `rid` (1-based) of MethodSpec; [`ImageError::RowOutOfRange`] past its rows,
+    /// [`ImageError::BadCodedIndex`] for a coded index naming no table.
     pub fn method_spec(&self, rid: u32) -> Result<MethodSpecRow, ImageError> {
         let t = Table::MethodSpec;
         Ok(MethodSpecRow {
@@ -854,6 +1047,7 @@ impl<'a> Tables<'a> {
         })
     }
 
+    /// Row `rid` (1-based) of NestedClass; [`ImageError::RowOutOfRange`] past its rows.
     pub fn nested_class(&self, rid: u32) -> Result<NestedClassRow, ImageError> {
         let t = Table::NestedClass;
         Ok(NestedClassRow {
@@ -862,6 +1056,7 @@ impl<'a> Tables<'a> {
         })
     }
 
+    /// Row `rid` (1-based) of Assembly; [`ImageError::RowOutOfRange`] past its rows.
     pub fn assembly(&self, rid: u32) -> Result<AssemblyRow, ImageError> {
         let t = Table::Assembly;
         Ok(AssemblyRow {
@@ -879,6 +1074,7 @@ impl<'a> Tables<'a> {
         })
     }
 
+    /// Row `rid` (1-based) of AssemblyRef; [`ImageError::RowOutOfRange`] past its rows.
     pub fn assembly_ref(&self, rid: u32) -> Result<AssemblyRefRow, ImageError> {
         let t = Table::AssemblyRef;
         Ok(AssemblyRefRow {
