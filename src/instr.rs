@@ -13,10 +13,12 @@ use std::fmt;
 pub enum SwitchTargets<'a> {
     /// `4 * len` bytes straight from the code.
     Raw(&'a [u8]),
+    /// Displacements built or edited in memory.
     Owned(Vec<i32>),
 }
 
 impl SwitchTargets<'_> {
+    /// Number of targets (the `switch` count N).
     pub fn len(&self) -> usize {
         match self {
             SwitchTargets::Raw(raw) => raw.len() / 4,
@@ -24,6 +26,7 @@ impl SwitchTargets<'_> {
         }
     }
 
+    /// Whether the table has no targets (a `switch` that always falls through).
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -44,6 +47,7 @@ impl SwitchTargets<'_> {
         }
     }
 
+    /// The same displacements as an owned table.
     pub fn to_owned_targets(&self) -> SwitchTargets<'static> {
         SwitchTargets::Owned(self.iter().collect())
     }
@@ -76,6 +80,7 @@ impl<'b, R: ExactSizeIterator<Item = i32>, O: ExactSizeIterator<Item = &'b i32>>
 /// [`OperandKind`]; the encoder checks it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Operand<'a> {
+    /// No operand (InlineNone).
     None,
     /// ShortInlineI.
     Int8(i8),
@@ -91,6 +96,7 @@ pub enum Operand<'a> {
     ShortBranch(i8),
     /// Long branch displacement, relative to the next instruction.
     Branch(i32),
+    /// InlineSwitch: the case displacements, relative to the end of the whole instruction.
     Switch(SwitchTargets<'a>),
     /// A local or argument index (ShortInlineVar holds it in one byte, InlineVar in two).
     Var(u16),
@@ -99,6 +105,7 @@ pub enum Operand<'a> {
 }
 
 impl Operand<'_> {
+    /// The same operand, owning its switch table.
     pub fn into_owned(self) -> Operand<'static> {
         match self {
             Operand::None => Operand::None,
@@ -140,7 +147,9 @@ impl Operand<'_> {
 pub struct Instruction<'a> {
     /// Offset of the first opcode byte from the start of the code.
     pub offset: u32,
+    /// The opcode (a prefix is an instruction of its own).
     pub opcode: Opcode,
+    /// The operand, as stored.
     pub operand: Operand<'a>,
 }
 
@@ -181,6 +190,7 @@ impl<'a> Instruction<'a> {
         single.into_iter().chain(cases.into_iter().flatten())
     }
 
+    /// The same instruction, owning its switch table.
     pub fn into_owned(self) -> Instruction<'static> {
         Instruction {
             offset: self.offset,
@@ -198,12 +208,18 @@ impl<'a> Instruction<'a> {
 /// Why an instruction could not be encoded.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum EncodeError {
+    /// The operand's variant is not the one the opcode's [`OperandKind`] takes, or a
+    /// one-byte local or argument index is above 255.
     #[error("operand {operand:?} does not fit opcode {opcode} (expects {expected:?})")]
     OperandMismatch {
+        /// The opcode.
         opcode: Opcode,
+        /// The operand given, rendered with `Debug`.
         operand: String,
+        /// The operand kind the opcode takes.
         expected: OperandKind,
     },
+    /// A `switch` with more targets than its `uint32` count can say (the number of targets).
     #[error("switch with {0} targets is too large to encode")]
     SwitchTooLarge(usize),
 }
@@ -254,19 +270,40 @@ pub fn encode(opcode: Opcode, operand: &Operand<'_>, out: &mut Vec<u8>) -> Resul
 /// Why the code stream could not be decoded at an IL offset.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum InstrError {
+    /// The byte, or the `FE xx` pair, at `offset` is no opcode of Partition III.
     #[error("IL_{offset:04x}: unknown opcode {}", fmt_code(*code))]
-    UnknownOpcode { offset: u32, code: u16 },
+    UnknownOpcode {
+        /// IL offset of the instruction.
+        offset: u32,
+        /// The encoding found: `0x00XX`, or `0xFEXX` for a two-byte one.
+        code: u16,
+    },
+    /// The code ends inside the operand.
     #[error("IL_{offset:04x}: {opcode} needs {needed} operand bytes, only {available} remain")]
     OperandTruncated {
+        /// IL offset of the instruction.
         offset: u32,
+        /// Its opcode.
         opcode: Opcode,
+        /// Operand bytes the opcode takes (4 for `switch`'s count).
         needed: usize,
+        /// Code bytes after the opcode.
         available: usize,
     },
+    /// A `switch` count needs more case bytes than the code has left.
     #[error("IL_{offset:04x}: switch with {count} targets runs past the end of the code")]
-    SwitchTruncated { offset: u32, count: u32 },
+    SwitchTruncated {
+        /// IL offset of the `switch`.
+        offset: u32,
+        /// The count N as stored.
+        count: u32,
+    },
+    /// The code ends right after an `FE` escape byte.
     #[error("IL_{offset:04x}: code ends inside a two-byte opcode")]
-    OpcodeTruncated { offset: u32 },
+    OpcodeTruncated {
+        /// IL offset of the `FE` byte.
+        offset: u32,
+    },
 }
 
 impl InstrError {
@@ -394,6 +431,7 @@ pub struct Instructions<'a> {
 }
 
 impl<'a> Instructions<'a> {
+    /// An iterator from IL offset 0 of `code`.
     pub fn new(code: &'a [u8]) -> Self {
         Instructions { code, pos: 0 }
     }

@@ -144,12 +144,17 @@ impl Flow {
 /// Static facts about one opcode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct OpInfo {
+    /// The opcode these facts describe.
     pub opcode: Opcode,
     /// The ECMA-335 mnemonic, e.g. `ldarg.s`, `unaligned.`.
     pub name: &'static str,
+    /// What follows the opcode bytes.
     pub operand: OperandKind,
+    /// Stack items popped (Partition III's stack transition, left of the arrow).
     pub pops: Pops,
+    /// Stack items pushed.
     pub pushes: Pushes,
+    /// Where control goes next.
     pub flow: Flow,
 }
 
@@ -161,7 +166,13 @@ macro_rules! opcode_table {
         #[repr(u16)]
         #[allow(non_camel_case_types)]
         pub enum Opcode {
-            $( $variant = $code, )*
+            $(
+                #[doc = concat!(
+                    "`", $name, "`: encoded ", stringify!($code), ", operand [`OperandKind::",
+                    stringify!($operand), "`], flow [`Flow::", stringify!($flow), "`]."
+                )]
+                $variant = $code,
+            )*
         }
 
         /// Every opcode, in encoding order.
@@ -555,14 +566,17 @@ impl Opcode {
         &ALL[table[(code & 0xFF) as usize] as usize]
     }
 
+    /// The ECMA-335 mnemonic, e.g. `ldarg.s`.
     pub fn name(self) -> &'static str {
         self.info().name
     }
 
+    /// What follows the opcode bytes.
     pub fn operand_kind(self) -> OperandKind {
         self.info().operand
     }
 
+    /// Where control goes after the instruction.
     pub fn flow(self) -> Flow {
         self.info().flow
     }

@@ -9,36 +9,82 @@ use crate::instr::InstrError;
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum DecodeError {
+    /// No bytes at all.
     #[error("byte 0: empty input, no method header")]
     Empty,
+    /// The low two bits of the first byte are neither `10` (tiny) nor `11` (fat).
     #[error("byte 0: header byte {byte:#04x} is neither tiny (..10) nor fat (..11)")]
-    BadFormat { byte: u8 },
+    BadFormat {
+        /// The first byte.
+        byte: u8,
+    },
+    /// Fewer bytes than the fat header needs: 12, or the size its size nibble declares.
     #[error("byte 0: fat header needs {needed} bytes, only {available} remain")]
-    HeaderTruncated { needed: usize, available: usize },
-    #[error("byte 1: fat header size {size_dwords} dwords is smaller than the 3 its fields need")]
-    FatHeaderTooSmall { size_dwords: u8 },
-    #[error("byte {offset}: code size {code_size} runs past the {available} bytes that remain")]
-    CodeTruncated {
-        offset: usize,
-        code_size: u32,
+    HeaderTruncated {
+        /// Bytes the header needs.
+        needed: usize,
+        /// Bytes given.
         available: usize,
     },
+    /// The fat header's size nibble is below 3, too small for its own fields.
+    #[error("byte 1: fat header size {size_dwords} dwords is smaller than the 3 its fields need")]
+    FatHeaderTooSmall {
+        /// The size nibble, in 4-byte units.
+        size_dwords: u8,
+    },
+    /// The code size runs past the bytes given.
+    #[error("byte {offset}: code size {code_size} runs past the {available} bytes that remain")]
+    CodeTruncated {
+        /// Offset of the first code byte (the header's length).
+        offset: usize,
+        /// The code size the header declares.
+        code_size: u32,
+        /// Bytes given after the header.
+        available: usize,
+    },
+    /// The bytes end inside the padding before a section or inside its 4-byte header.
     #[error("byte {offset}: section header or padding truncated ({available} bytes remain)")]
-    SectionHeaderTruncated { offset: usize, available: usize },
+    SectionHeaderTruncated {
+        /// Offset where the padding starts (the end of what precedes the section).
+        offset: usize,
+        /// Bytes given from `offset` on.
+        available: usize,
+    },
+    /// A section's DataSize is below 4, the size of its own header.
     #[error("byte {offset}: section DataSize {data_size} is smaller than its 4-byte header")]
-    SectionDataSizeTooSmall { offset: usize, data_size: u32 },
+    SectionDataSizeTooSmall {
+        /// Offset of the section header (4-byte aligned).
+        offset: usize,
+        /// DataSize as stored.
+        data_size: u32,
+    },
+    /// A section's DataSize runs past the bytes given.
     #[error(
         "byte {offset}: section DataSize {data_size} runs past the {available} bytes that remain"
     )]
     SectionTruncated {
+        /// Offset of the section header (4-byte aligned).
         offset: usize,
+        /// DataSize as stored, header included.
         data_size: u32,
+        /// Bytes given from `offset` on.
         available: usize,
     },
+    /// The code does not decode to whole, known instructions ([`Body::validate_code`]).
     #[error("byte {offset}: {source}")]
-    Code { offset: usize, source: InstrError },
+    Code {
+        /// Offset of the instruction at fault from the start of the body (not of the code).
+        offset: usize,
+        /// What the instruction decoder found (its offset is an IL offset).
+        source: InstrError,
+    },
+    /// The image reader found a fat header at an RVA that is not 4-byte aligned (II.25.4.3);
+    /// [`Body::parse`] itself never returns this.
     #[error("fat method header at RVA {rva:#x} is not 4-byte aligned")]
-    MisalignedFatHeader { rva: u32 },
+    MisalignedFatHeader {
+        /// The method's RVA.
+        rva: u32,
+    },
 }
 
 impl DecodeError {

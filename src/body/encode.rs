@@ -9,28 +9,46 @@ use crate::opcode::Opcode;
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum EncodeError {
+    /// A body with a tiny header has more than [`TINY_MAX_CODE`] code bytes (the count of code
+    /// bytes).
     #[error("tiny header cannot hold {0} code bytes (63 at most)")]
     TinyTooLarge(usize),
+    /// The code is longer than a fat header's 32-bit code size can say (the count of code
+    /// bytes).
     #[error("code of {0} bytes does not fit a 32-bit code size")]
     CodeTooLarge(usize),
+    /// A raw section's data is longer than a fat section's 24-bit DataSize can say (the count
+    /// of data bytes).
     #[error("section of {0} data bytes does not fit its DataSize field")]
     SectionTooLarge(usize),
+    /// More clauses than one fat EH section's 24-bit DataSize can hold (the count of clauses).
     #[error("{0} clauses do not fit one fat EH section")]
     TooManyClauses(usize),
+    /// A clause of a small EH section has a field beyond the small form's range (16-bit flags
+    /// and offsets, 8-bit lengths).
     #[error("clause {index}: {field} {value} does not fit the small form")]
     ClauseTooLargeForSmall {
+        /// Index of the clause within its section.
         index: usize,
+        /// The field that does not fit.
         field: &'static str,
+        /// Its value.
         value: u32,
     },
+    /// A section's stored DataSize does not match its content: the lossless encoder would
+    /// write a section that does not parse back to itself.
     #[error(
         "section {index}: DataSize {stored} disagrees with its {actual} bytes of content and header"
     )]
     SectionSizeMismatch {
+        /// Index of the section in the body.
         index: usize,
+        /// DataSize as stored.
         stored: u32,
+        /// Bytes of header and content it holds.
         actual: usize,
     },
+    /// An instruction of the code could not be encoded.
     #[error(transparent)]
     Instruction(#[from] instr::EncodeError),
 }
@@ -40,17 +58,24 @@ pub enum EncodeError {
 pub struct RawSection<'a> {
     /// Kind without the FatFormat and MoreSects bits.
     pub kind: u8,
+    /// The section's bytes after its 4-byte header.
     pub data: &'a [u8],
 }
 
 /// What a body means, without how it was encoded: the input of canonical encoding.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BodyParts<'a> {
+    /// MaxStack, written as given (a tiny header implies 8).
     pub max_stack: u16,
+    /// Whether locals and `localloc` memory start zeroed.
     pub init_locals: bool,
+    /// StandAloneSig token of the locals, or 0 for none.
     pub local_sig: u32,
+    /// The IL.
     pub code: &'a [u8],
+    /// Every exception-handling clause, in table order; written as one EH section.
     pub clauses: Vec<Clause>,
+    /// Non-EH sections, written after the EH section in this order.
     pub raw_sections: Vec<RawSection<'a>>,
 }
 

@@ -53,6 +53,7 @@ pub const SMALL_MAX_CLAUSES: usize = (255 - 4) / SMALL_CLAUSE_SIZE;
 pub enum Header<'a> {
     /// One byte: `(code_size << 2) | 0b10`. MaxStack 8, no locals, no sections.
     Tiny,
+    /// Twelve bytes or more (II.25.4.3): flags, header size, MaxStack, code size, locals token.
     Fat(FatHeader<'a>),
 }
 
@@ -63,6 +64,7 @@ pub struct FatHeader<'a> {
     pub flags: u16,
     /// The high nibble of the first word: header size in 4-byte units (normally 3).
     pub size_dwords: u8,
+    /// MaxStack: the most items the evaluation stack holds at any point of the code.
     pub max_stack: u16,
     /// StandAloneSig token of the locals, or 0.
     pub local_sig: u32,
@@ -73,9 +75,14 @@ pub struct FatHeader<'a> {
 /// What kind of handler a clause has.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
 pub enum ClauseKind {
+    /// Flags 0 (COR_ILEXCEPTION_CLAUSE_EXCEPTION): a typed handler for exceptions of the class
+    /// token's type.
     Catch,
+    /// Flag 0x1: the filter block at the filter offset decides whether the handler runs.
     Filter,
+    /// Flag 0x2: the handler runs whenever the try block is left.
     Finally,
+    /// Flag 0x4: the handler runs when the try block is left by an exception.
     Fault,
     /// Flag bits that name no handler kind; kept, and reported by the verifier.
     Invalid,
@@ -84,20 +91,30 @@ pub enum ClauseKind {
 /// One exception-handling clause, every field as stored (small clauses widened to `u32`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Clause {
+    /// Flags (II.25.4.6): the handler kind in the low bits, see [`Clause::kind`].
     pub flags: u32,
+    /// IL offset of the try block (from the first code byte).
     pub try_offset: u32,
+    /// Length of the try block in bytes of code.
     pub try_length: u32,
+    /// IL offset of the handler block.
     pub handler_offset: u32,
+    /// Length of the handler block in bytes of code.
     pub handler_length: u32,
     /// Class token for a catch, filter offset for a filter; kept verbatim for finally and fault.
     pub class_or_filter: u32,
 }
 
 impl Clause {
+    /// COR_ILEXCEPTION_CLAUSE_FILTER: a filter clause.
     pub const FLAG_FILTER: u32 = 0x1;
+    /// COR_ILEXCEPTION_CLAUSE_FINALLY: a finally clause.
     pub const FLAG_FINALLY: u32 = 0x2;
+    /// COR_ILEXCEPTION_CLAUSE_FAULT: a fault clause.
     pub const FLAG_FAULT: u32 = 0x4;
 
+    /// The handler kind named by the low three flag bits (higher bits are not looked at);
+    /// [`ClauseKind::Invalid`] for combinations that name none.
     pub fn kind(&self) -> ClauseKind {
         match self.flags & 0x7 {
             0 => ClauseKind::Catch,
@@ -134,7 +151,9 @@ pub enum SectionContent<'a> {
     /// An exception-handling table, plus any bytes after the last whole clause that DataSize
     /// still covers.
     Eh {
+        /// The whole clauses DataSize covers, in stored order.
         clauses: Vec<Clause>,
+        /// Bytes after the last whole clause (normally none).
         trailing: &'a [u8],
     },
     /// Any other kind (OptIL, unknown), kept as its bytes after the 4-byte section header.
@@ -152,18 +171,22 @@ pub struct Section<'a> {
     pub data_size: u32,
     /// Bytes 2–3 of a small section header (reserved, normally zero).
     pub reserved: u16,
+    /// What the section holds, after its 4-byte header.
     pub content: SectionContent<'a>,
 }
 
 impl Section<'_> {
+    /// The FatFormat bit: 24-bit DataSize and 24-byte clauses.
     pub fn is_fat(&self) -> bool {
         self.kind & SECT_FAT_FORMAT != 0
     }
 
+    /// The kind is an exception-handling table.
     pub fn is_eh(&self) -> bool {
         self.kind & SECT_KIND_MASK == SECT_EH_TABLE
     }
 
+    /// The section's clauses; none for a raw section.
     pub fn clauses(&self) -> &[Clause] {
         match &self.content {
             SectionContent::Eh { clauses, .. } => clauses,
@@ -175,8 +198,11 @@ impl Section<'_> {
 /// A decoded method body borrowing the bytes it was parsed from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Body<'a> {
+    /// The header as stored.
     pub header: Header<'a>,
+    /// The IL: exactly the code size the header declares, not decoded.
     pub code: &'a [u8],
+    /// The extra data sections in stored order (none for a tiny header, or without MoreSects).
     pub sections: Vec<Section<'a>>,
     /// Bytes the body occupies: header, code, padding and sections.
     size: usize,
@@ -189,14 +215,17 @@ impl<'a> Body<'a> {
         self.size
     }
 
+    /// Whether the body occupies no bytes; never true of a parsed body (its header takes one).
     pub fn is_empty(&self) -> bool {
         self.size == 0
     }
 
+    /// Whether the header is tiny.
     pub fn is_tiny(&self) -> bool {
         matches!(self.header, Header::Tiny)
     }
 
+    /// The fat header, or `None` for a tiny one.
     pub fn fat(&self) -> Option<&FatHeader<'a>> {
         match &self.header {
             Header::Fat(h) => Some(h),
@@ -209,6 +238,7 @@ impl<'a> Body<'a> {
         self.fat().map_or(TINY_MAX_STACK, |h| h.max_stack)
     }
 
+    /// The InitLocals flag: locals and `localloc` memory start zeroed (false for tiny headers).
     pub fn init_locals(&self) -> bool {
         self.fat().is_some_and(|h| h.flags & FLAG_INIT_LOCALS != 0)
     }
@@ -231,6 +261,7 @@ impl<'a> Body<'a> {
         self.sections.iter().flat_map(|s| s.clauses())
     }
 
+    /// The code's instructions, decoded lazily.
     pub fn instructions(&self) -> Instructions<'a> {
         Instructions::new(self.code)
     }
