@@ -1,5 +1,6 @@
 //! Corpus runs: find assemblies, then round-trip ([`roundtrip`]) or verify ([`verify`]) every
-//! method body, and count what was seen.
+//! method body and count what was seen, or rewrite every selected method of one assembly into a
+//! patched image ([`rewrite_image`]).
 //!
 //! The default corpus is the project's own assemblies (embedded in the binary, so the default
 //! run works anywhere) plus system assemblies found in standard places.
@@ -91,9 +92,17 @@ pub fn system_dirs() -> Vec<PathBuf> {
 pub enum Input {
     /// A file on disk. `named` is true when the user named it (rather than a directory scan
     /// finding it): a named file that is not a .NET assembly is an error, not a skip.
-    File { path: PathBuf, named: bool },
+    File {
+        /// The path as given or as found by the scan.
+        path: PathBuf,
+        /// The user named this file.
+        named: bool,
+    },
+    /// An assembly built into the binary (the project's own corpus).
     Embedded {
+        /// Its file name.
         name: &'static str,
+        /// The whole image.
         bytes: &'static [u8],
     },
 }
@@ -115,6 +124,7 @@ impl Input {
         }
     }
 
+    /// How reports name the input: the path, or the embedded file name with `(embedded)`.
     pub fn name(&self) -> String {
         match self {
             Input::File { path, .. } => path.display().to_string(),
@@ -145,7 +155,9 @@ impl Input {
 /// that is not a regular file), each with its path and reason. A problem never stops the scan.
 #[derive(Clone, Debug, Default)]
 pub struct Discovery {
+    /// The files to read: named files first-come, then each directory's finds in sorted order.
     pub inputs: Vec<Input>,
+    /// Entries that could not be looked at, with the reason.
     pub problems: Vec<Skipped>,
 }
 
@@ -237,6 +249,8 @@ fn is_assembly_name(path: &Path) -> bool {
 /// A file that was not read as an assembly, and why.
 #[derive(Clone, Debug, Serialize)]
 pub struct Skipped {
+    /// The path (or embedded name) as reports show it.
     pub path: String,
+    /// Why: the reader's or the file system's error text.
     pub reason: String,
 }

@@ -18,12 +18,16 @@ use std::time::Instant;
 pub struct RewriteOptions {
     /// The transform's CLI name (see [`crate::ir::TRANSFORMS`]).
     pub transform_name: String,
+    /// The transform applied to each selected method.
     pub transform: TransformFn,
     /// When the transform is one of the entry/exit ones: which, so that bodies are rewritten
     /// by [`Rewriter::rewrite_entry_exit`] (the same result, faster). `transform` must then
     /// be [`EntryExit::transform`].
     pub entry_exit: Option<EntryExit>,
+    /// The transform's options: prologue and epilogue code, the exception type to catch, the
+    /// spare return local.
     pub transform_opts: TransformOptions,
+    /// How bodies are laid out: branch forms, MaxStack policy, verification.
     pub layout: LayoutOptions,
     /// Only methods whose full name matches this glob (`*` any run, `?` one character).
     pub methods: Option<String>,
@@ -58,17 +62,24 @@ impl RewriteOptions {
 /// One method that was not rewritten, and why.
 #[derive(Clone, Debug, Serialize)]
 pub struct NotRewritten {
+    /// The method's full name (empty when it cannot be read).
     pub method: String,
+    /// MethodDef token, `0x06xxxxxx`.
     pub token: String,
+    /// Why: the decode error, the skip reason, the verifier's rule or the writer's error.
     pub reason: String,
 }
 
 /// The rewrite report. Schema: `docs/rewrite-json.md`.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct RewriteReport {
+    /// `ilcheck.rewrite/1`.
     pub schema: &'static str,
+    /// The assembly rewritten.
     pub input: String,
+    /// Where the patched assembly goes.
     pub output: String,
+    /// The transform's CLI name.
     pub transform: String,
     /// MethodDefs with a body that the `--methods` pattern selects.
     pub selected: u64,
@@ -84,14 +95,18 @@ pub struct RewriteReport {
     pub rejected: BTreeMap<String, u64>,
     /// Methods whose original body does not verify (or decode): left alone.
     pub invalid_before: u64,
+    /// The first methods not rewritten (up to [`RewriteOptions::max_listed`]), in rid order.
     pub listed: Vec<NotRewritten>,
+    /// Bytes of IL of the selected methods that decoded, before the rewrite.
     pub il_bytes_in: u64,
+    /// Bytes of IL of the methods written (rewritten or unchanged), after it.
     pub il_bytes_out: u64,
     /// Lift, transform, layout with relaxation, max stack and verification of every selected
     /// method (wall time, on `threads` threads).
     pub rewrite_seconds: f64,
     /// Building the patched image.
     pub write_seconds: f64,
+    /// The writer's summary, once the patched image is built.
     pub write: Option<WriteSummary>,
     /// Threads that rewrote methods.
     pub threads: usize,
@@ -105,6 +120,7 @@ pub struct RewriteReport {
 }
 
 impl RewriteReport {
+    /// Throughput: MB/s (10^6 bytes) of input IL over the rewrite and write times together.
     pub fn mb_per_s(&self) -> f64 {
         let s = self.rewrite_seconds + self.write_seconds;
         if s > 0.0 {

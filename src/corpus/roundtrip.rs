@@ -11,6 +11,7 @@ use std::time::Instant;
 /// What a corpus run found wrong with one method body or image.
 #[derive(Clone, Debug, Serialize)]
 pub struct Failure {
+    /// The input's name ([`Input::name`]).
     pub assembly: String,
     /// Full method name, or empty for image-level failures.
     pub method: String,
@@ -22,6 +23,7 @@ pub struct Failure {
     /// `image_integrity` (an [`IntegrityCode`](crate::image::IntegrityCode): the file is cut or
     /// a directory points outside its section), or `raw_code` (listed apart: not a failure).
     pub kind: &'static str,
+    /// What is wrong: the error's text, or where the re-encoding first differs.
     pub message: String,
     /// The original body bytes (for diffs; not serialised).
     #[serde(skip)]
@@ -31,32 +33,47 @@ pub struct Failure {
     pub reencoded: Vec<u8>,
 }
 
-/// Counts of clause kinds.
+/// Counts of clause kinds, over the clauses of every distinct body decoded.
 #[derive(Clone, Copy, Debug, Default, Serialize)]
 pub struct ClauseCounts {
+    /// Typed handlers (flags 0).
     pub catch: u64,
+    /// Filter clauses.
     pub filter: u64,
+    /// Finally clauses.
     pub finally: u64,
+    /// Fault clauses.
     pub fault: u64,
+    /// Clauses whose flags name no handler kind.
     pub invalid: u64,
 }
 
 /// Statistics of `--canonical`.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct CanonicalStats {
+    /// Distinct bodies that decoded and re-encoded losslessly (identical or not), each also
+    /// encoded canonically.
     pub bodies_checked: u64,
+    /// Of those, bodies whose stored bytes are not what the canonical encoder writes (or that
+    /// it cannot encode).
     pub non_canonical: u64,
     /// Reason → bodies; a body can have several reasons.
     pub reasons: BTreeMap<&'static str, u64>,
+    /// Over the non-canonical bodies: stored bytes minus canonical bytes (negative when the
+    /// canonical forms are longer).
     pub bytes_saved: i64,
+    /// Time spent in the canonical encoder, single thread.
     pub canonical_seconds: f64,
 }
 
 /// The round-trip report. The JSON schema is documented in `docs/roundtrip-json.md`.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct RoundtripReport {
+    /// `ilcheck.roundtrip/1`, set by [`roundtrip`].
     pub schema: &'static str,
+    /// What was read: the paths given, or the default corpus's parts.
     pub sources: Vec<String>,
+    /// Images read.
     pub assemblies: u64,
     /// Files found while scanning a directory that are not .NET assemblies.
     pub skipped: Vec<Skipped>,
@@ -64,39 +81,64 @@ pub struct RoundtripReport {
     pub image_errors: u64,
     /// Image integrity findings (each also a failure of kind `image_integrity`).
     pub integrity_findings: u64,
+    /// MethodDef rows.
     pub method_defs: u64,
+    /// MethodDefs with RVA 0 (abstract, extern, runtime-implemented, P/Invoke): no body.
     pub rva_zero: u64,
     /// Distinct method bodies (a body shared by several MethodDefs counts once).
     pub bodies: u64,
+    /// Body RVAs used by more than one MethodDef.
     pub shared_bodies: u64,
+    /// Distinct bodies with a tiny header.
     pub tiny: u64,
+    /// Distinct bodies with a fat header.
     pub fat: u64,
+    /// Exception-handling sections in small form.
     pub eh_sections_small: u64,
+    /// Exception-handling sections in fat form.
     pub eh_sections_fat: u64,
+    /// OptIL and unknown sections (kept raw).
     pub other_sections: u64,
+    /// Clauses by kind.
     pub clauses: ClauseCounts,
+    /// Instructions decoded (none counted for a body kept raw).
     pub instructions: u64,
     /// Bodies whose code does not decode to whole, known instructions; their code is kept raw
     /// from the fault on, so they still round-trip. Not a codec failure: the verifier reports
     /// them.
     pub raw_code: u64,
+    /// The first of those (up to the listing limit), as records of kind `raw_code`.
     pub raw_code_listed: Vec<Failure>,
+    /// Bytes of code (the code size of every distinct body decoded).
     pub il_bytes: u64,
+    /// Bytes of whole bodies: headers, code, padding and sections.
     pub body_bytes: u64,
+    /// Bodies whose lossless re-encoding equals the original bytes.
     pub identical: u64,
+    /// Bodies whose lossless re-encoding differs.
     pub mismatches: u64,
+    /// Bodies whose header or sections do not decode (a misaligned fat header included), and
+    /// MethodDefs whose RVA lies in no section.
     pub decode_errors: u64,
+    /// Bodies that decoded but could not be re-encoded.
     pub encode_errors: u64,
+    /// Images that, with every body written back re-encoded, equal the file byte for byte.
     pub images_identical: u64,
+    /// Time to decode every body (header, sections, every instruction), single thread.
     pub decode_seconds: f64,
+    /// Time to re-encode every body losslessly, single thread.
     pub encode_seconds: f64,
+    /// With [`RoundtripOptions::canonical`]: the canonical-form statistics; else `None`.
     pub canonical: Option<CanonicalStats>,
+    /// The first failures, up to the listing limit.
     pub failures: Vec<Failure>,
     /// Failures beyond the listing limit, counted but not listed.
     pub failures_not_listed: u64,
 }
 
 impl RoundtripReport {
+    /// Nothing wrong: no mismatch, decode, encode or image error, no integrity finding, and
+    /// every image identical after the round trip.
     pub fn all_identical(&self) -> bool {
         self.mismatches == 0
             && self.decode_errors == 0
@@ -128,6 +170,7 @@ impl RoundtripReport {
 /// Options of a round-trip run.
 #[derive(Clone, Copy, Debug)]
 pub struct RoundtripOptions {
+    /// Also encode every body canonically and count the non-canonical ones (`--canonical`).
     pub canonical: bool,
     /// How many failures keep their bytes and are listed.
     pub max_failures: usize,

@@ -16,6 +16,7 @@ pub const BODY_MALFORMED: &str = "BodyMalformed";
 /// One finding of a verification run.
 #[derive(Clone, Debug, Serialize)]
 pub struct Finding {
+    /// The input's name ([`Input::name`]).
     pub assembly: String,
     /// The method's full name; empty for an image-level finding.
     pub method: String,
@@ -27,6 +28,7 @@ pub struct Finding {
     /// The verifier's stable code name, [`BODY_MALFORMED`], or an
     /// [`IntegrityCode`](crate::image::IntegrityCode) name for an image-level finding.
     pub code: String,
+    /// What is wrong, in words.
     pub message: String,
     /// With `--baseline`: why the method's match to the original is uncertain (matched by token
     /// while the names differ or cannot be read), so the finding may not be new.
@@ -47,8 +49,11 @@ impl Finding {
 /// The verification report. The JSON schema is documented in `docs/verify-json.md`.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct VerifyReport {
+    /// `ilcheck.verify/1`, set by [`verify`].
     pub schema: &'static str,
+    /// What was read: the paths given, or the default corpus's parts.
     pub sources: Vec<String>,
+    /// Images read.
     pub assemblies: u64,
     /// Files found while scanning a directory that are not .NET assemblies (native PE files,
     /// other files named `.dll`). With `--strict` they fail the run.
@@ -56,12 +61,16 @@ pub struct VerifyReport {
     /// Inputs that could not be read: a named file that is not a readable .NET assembly, a
     /// corrupt assembly, an entry that cannot be opened or listed. Any of them fails the run.
     pub image_errors: Vec<Skipped>,
+    /// MethodDefs with a body (RVA ≠ 0), including those whose body does not decode.
     pub methods_checked: u64,
+    /// Methods with at least one finding reported (after the baseline's suppression).
     pub methods_with_errors: u64,
     /// Methods some of whose paths could not be followed because a call's signature did not
     /// resolve; checked as far as known, never guessed.
     pub methods_incomplete: u64,
+    /// Bytes of IL verified (bodies that decoded).
     pub il_bytes: u64,
+    /// Time spent verifying (resolver set-up and rules), single thread.
     pub verify_seconds: f64,
     /// Baseline assemblies read, when `--baseline` was given.
     pub baseline_assemblies: u64,
@@ -73,11 +82,14 @@ pub struct VerifyReport {
     /// Assemblies verified with a baseline given that had no original of the same file name:
     /// every finding of theirs is reported as new.
     pub baseline_missing: Vec<String>,
+    /// Findings reported, image-level ones included (all of them, listed or not).
     pub findings_total: u64,
+    /// The first findings, up to [`VerifyOptions::max_findings`].
     pub findings: Vec<Finding>,
 }
 
 impl VerifyReport {
+    /// Verification throughput: MB/s (10^6 bytes) of IL.
     pub fn mb_per_s(&self) -> f64 {
         if self.verify_seconds > 0.0 {
             self.il_bytes as f64 / self.verify_seconds / 1e6
@@ -119,6 +131,7 @@ type CodeCounts = HashMap<String, u32>;
 #[derive(Default)]
 pub struct Baseline {
     assemblies: HashMap<String, BaselineAssembly>,
+    /// Baseline assemblies read.
     pub assemblies_read: u64,
 }
 
