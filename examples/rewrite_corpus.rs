@@ -79,6 +79,7 @@ fn main() {
         max_listed: 0,
         threads: if by_images { 1 } else { threads },
         keep_ready_to_run: false,
+        probes: Default::default(),
     };
     // Largest first, so that no big assembly is left for the end.
     let mut by_size: Vec<usize> = (0..paths.len()).collect();

@@ -425,12 +425,19 @@ struct RewriteArgs {
     /// Branch forms in the output.
     #[arg(long, value_enum, default_value = "keep")]
     branches: Branches,
-    /// Prologue `call TOKEN` (a parameterless static void method) instead of `nop`.
-    #[arg(long, value_name = "TOKEN")]
+    /// The call at method entry: a probe named ILAsm-style, e.g.
+    /// 'void [Acme.Probe]Acme.Probe::Enter(string, int32)', found in a --reference assembly
+    /// (string: the method's full name; int32: its token), or a raw TOKEN of a parameterless
+    /// static void method. For wrap-finally and wrap-catch: before the new try.
+    #[arg(long, value_name = "PROBE|TOKEN")]
     prologue_call: Option<String>,
-    /// Epilogue `call TOKEN` instead of `nop`.
-    #[arg(long, value_name = "TOKEN")]
+    /// The call before every return, as --prologue-call. For wrap-finally: in the finally
+    /// handler, so it runs on every exit, exceptional ones included.
+    #[arg(long, value_name = "PROBE|TOKEN")]
     epilogue_call: Option<String>,
+    /// An assembly a probe of --prologue-call/--epilogue-call is looked up in (repeatable).
+    #[arg(long = "reference", value_name = "PATH")]
+    references: Vec<PathBuf>,
     /// The exception type token for wrap-catch (default: System.Exception, referenced from the
     /// core library when the assembly has no reference to it yet).
     #[arg(long, value_name = "TOKEN")]
@@ -469,11 +476,32 @@ fn rewrite(a: RewriteArgs) -> Result<ExitCode> {
     let image =
         ilcheck::image::Image::open(&a.input).with_context(|| format!("{}", a.input.display()))?;
     let mut topts = TransformOptions::default();
-    if let Some(t) = &a.prologue_call {
-        topts.prologue = ilcheck::ir::transforms::call_snippet(parse_token(t)?);
-    }
-    if let Some(t) = &a.epilogue_call {
-        topts.epilogue = ilcheck::ir::transforms::call_snippet(parse_token(t)?);
+    let mut probes = corpus::Probes::default();
+    let references: Vec<ilcheck::image::Image<'static>> = a
+        .references
+        .iter()
+        .map(|p| {
+            ilcheck::image::Image::open(p).with_context(|| {
+                format!("--reference {}: not a readable .NET assembly", p.display())
+            })
+        })
+        .collect::<Result<_>>()?;
+    let wraps = a.transform.starts_with("wrap");
+    for (given, probe, snippet) in [
+        (&a.prologue_call, &mut probes.entry, &mut topts.prologue),
+        (&a.epilogue_call, &mut probes.exit, &mut topts.epilogue),
+    ] {
+        let Some(text) = given else { continue };
+        if text.contains('(') {
+            let parsed = ilcheck::image::emit::probe::parse(text)?;
+            *probe = Some(ilcheck::image::emit::probe::resolve(&parsed, &references)?);
+        } else if wraps {
+            bail!(
+                "{text}: the wrap transforms take a probe by name, e.g. 'void [P]P::Enter(string)'"
+            );
+        } else {
+            *snippet = ilcheck::ir::transforms::call_snippet(parse_token(text)?);
+        }
     }
     // 0: System.Exception, found in the assembly or referenced anew from its core library.
     topts.catch_type = match &a.catch_type {
@@ -498,6 +526,7 @@ fn rewrite(a: RewriteArgs) -> Result<ExitCode> {
         max_listed: a.max,
         threads: a.threads,
         keep_ready_to_run: a.keep_r2r,
+        probes,
     };
     let mut report = corpus::RewriteReport {
         input: a.input.display().to_string(),

@@ -236,6 +236,7 @@ fn wrap_uses_an_unused_local_of_the_return_type() {
             max_listed: 10,
             threads: 0,
             keep_ready_to_run: false,
+            probes: Default::default(),
         };
         let mut report = RewriteReport::default();
         let out = corpus::rewrite_image(&image, &opts, &mut report).unwrap();

@@ -82,6 +82,7 @@ fn options(
         max_listed,
         threads: 0,
         keep_ready_to_run: false,
+        probes: Default::default(),
     }
 }
 

@@ -1,13 +1,15 @@
 //! Rewriting whole assemblies: every selected method lifted, transformed, laid out, verified, and
 //! written into a patched image.
 
+use crate::image::emit::probe::{ProbeArg, ResolvedProbe};
 use crate::image::emit::{Additions, EmitError, EmitResolver, MetadataBuilder};
 use crate::image::writer::{ImageWriter, WriteError, WriteSummary, WriterBuffers};
 use crate::image::{Image, Table, Token};
 use crate::ir::{
-    EntryExit, LayoutError, LayoutInfo, LayoutOptions, NewLocals, RewriteError, Rewriter,
-    TransformFn, TransformOptions,
+    EntryExit, Instr, LayoutError, LayoutInfo, LayoutOptions, NewLocals, Operand, RewriteError,
+    Rewriter, TransformFn, TransformOptions,
 };
+use crate::opcode::Opcode;
 use crate::verify::{ImageResolver, Resolver, Verifier};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -39,6 +41,19 @@ pub struct RewriteOptions {
     /// Keep a ReadyToRun image's precompiled code (see
     /// [`ImageWriter::keep_ready_to_run`]).
     pub keep_ready_to_run: bool,
+    /// Probes to call at entry and exit, by name (they override the transform options'
+    /// prologue and epilogue; for the wrap transforms, they are the code at entry and in the
+    /// finally handler).
+    pub probes: Probes,
+}
+
+/// The probes of a rewrite.
+#[derive(Clone, Debug, Default)]
+pub struct Probes {
+    /// Called at method entry.
+    pub entry: Option<ResolvedProbe>,
+    /// Called at every exit (before each return; in the finally handler for `wrap-finally`).
+    pub exit: Option<ResolvedProbe>,
 }
 
 impl RewriteOptions {
@@ -55,6 +70,7 @@ impl RewriteOptions {
             max_listed: 0,
             threads: 0,
             keep_ready_to_run: false,
+            probes: Probes::default(),
         })
     }
 }
@@ -147,6 +163,8 @@ struct EmitPlan<'i, 'a> {
     locals: Vec<Option<(u16, u32, NewLocals)>>,
     additions: Option<Additions>,
     catch_type: u32,
+    /// Per MethodDef rid: the entry and exit probe calls, with their arguments.
+    probe_calls: Vec<Option<(Vec<Instr>, Vec<Instr>)>>,
 }
 
 impl<'i, 'a> EmitPlan<'i, 'a> {
@@ -156,8 +174,13 @@ impl<'i, 'a> EmitPlan<'i, 'a> {
             locals: Vec::new(),
             additions: None,
             catch_type: opts.transform_opts.catch_type,
+            probe_calls: Vec::new(),
         };
+        plan.plan_probes(image, opts)?;
         if !opts.transform_name.starts_with("wrap") {
+            if !plan.builder.is_empty() {
+                plan.additions = Some(plan.builder.additions());
+            }
             return Ok(plan);
         }
         let with_body = || image.methods().filter(|m| m.rva() != 0);
@@ -189,6 +212,56 @@ impl<'i, 'a> EmitPlan<'i, 'a> {
             plan.additions = Some(plan.builder.additions());
         }
         Ok(plan)
+    }
+
+    /// The probe calls of every selected method: a reference to each probe, and per method
+    /// its arguments (a string literal of its name, its token) and the call.
+    fn plan_probes(&mut self, image: &Image<'_>, opts: &RewriteOptions) -> Result<(), EmitError> {
+        let Probes { entry, exit } = &opts.probes;
+        if entry.is_none() && exit.is_none() {
+            return Ok(());
+        }
+        let entry = match entry {
+            Some(p) => Some((p, self.builder.probe_ref(p)?)),
+            None => None,
+        };
+        let exit = match exit {
+            Some(p) => Some((p, self.builder.probe_ref(p)?)),
+            None => None,
+        };
+        self.probe_calls = vec![None; image.method_count() as usize + 1];
+        for method in image.methods().filter(|m| m.rva() != 0) {
+            let name = method.full_name();
+            if let Some(pattern) = &opts.methods
+                && !name.as_ref().is_ok_and(|n| glob_match(pattern, n))
+            {
+                continue;
+            }
+            let name = name.unwrap_or_else(|_| method.token().to_string());
+            let mut call =
+                |probe: Option<(&ResolvedProbe, Token)>| -> Result<Vec<Instr>, EmitError> {
+                    let Some((p, token)) = probe else {
+                        return Ok(Vec::new());
+                    };
+                    let mut code = Vec::with_capacity(p.args.len() + 1);
+                    for arg in &p.args {
+                        code.push(match arg {
+                            ProbeArg::MethodName => Instr::new(
+                                Opcode::Ldstr,
+                                Operand::Token(self.builder.user_string(&name)?.0),
+                            ),
+                            ProbeArg::MethodToken => {
+                                Instr::new(Opcode::Ldc_I4, Operand::Int32(method.token().0 as i32))
+                            }
+                        });
+                    }
+                    code.push(Instr::new(Opcode::Call, Operand::Token(token.0)));
+                    Ok(code)
+                };
+            let calls = (call(entry)?, call(exit)?);
+            self.probe_calls[method.rid() as usize] = Some(calls);
+        }
+        Ok(())
     }
 
     /// The new local a wrapped `method` needs: none for a void method, one with a spare
@@ -374,6 +447,8 @@ struct Worker<'i, 'o> {
     locals: &'o [Option<(u16, u32, NewLocals)>],
     /// What the plan added to the metadata, when anything.
     additions: Option<&'o Additions>,
+    /// The probe calls by rid.
+    probe_calls: &'o [Option<(Vec<Instr>, Vec<Instr>)>],
 }
 
 impl<'i, 'o> Worker<'i, 'o> {
@@ -396,6 +471,7 @@ impl<'i, 'o> Worker<'i, 'o> {
             wraps: opts.transform_name.starts_with("wrap"),
             locals: &plan.locals,
             additions: plan.additions.as_ref(),
+            probe_calls: &plan.probe_calls,
         }
     }
 
@@ -462,6 +538,19 @@ impl<'i, 'o> Worker<'i, 'o> {
         self.topts.returns_void = self.resolver.method().map(|s| s.returns_void);
         self.topts.return_local = opts.transform_opts.return_local;
         self.topts.new_locals = None;
+        if let Some(Some((entry, exit))) = self.probe_calls.get(method.rid() as usize) {
+            let (pro, epi) = if self.wraps {
+                (&mut self.topts.wrap_entry, &mut self.topts.wrap_exit)
+            } else {
+                (&mut self.topts.prologue, &mut self.topts.epilogue)
+            };
+            if opts.probes.entry.is_some() {
+                pro.clone_from(entry);
+            }
+            if opts.probes.exit.is_some() {
+                epi.clone_from(exit);
+            }
+        }
         let mut locals = None;
         if self.wraps && self.topts.returns_void == Some(false) && self.topts.return_local.is_none()
         {

@@ -123,6 +123,8 @@ pub fn transforms_preserve(g: &Generated) -> Result<(), String> {
         returns_void: Some(g.shape.returns_void),
         return_local: Some(spare),
         new_locals: None,
+        wrap_entry: Vec::new(),
+        wrap_exit: Vec::new(),
     };
     let mut rewriter = Rewriter::new();
     for &(name, transform) in TRANSFORMS {

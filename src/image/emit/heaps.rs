@@ -55,6 +55,18 @@ impl<'a> GrowingHeap<'a> {
         out.resize(out.len().next_multiple_of(4), 0);
     }
 
+    /// The content of the length-prefixed entry at `index`, original or appended.
+    pub(super) fn entry(&self, index: u32) -> Option<&[u8]> {
+        let index = index as usize;
+        let (data, at) = if index < self.original.len() {
+            (self.original, index)
+        } else {
+            (&self.appended[..], index - self.original.len())
+        };
+        let (len, used) = crate::image::sig::decompress_u32(data.get(at..)?).ok()?;
+        data.get(at + used..at + used + len as usize)
+    }
+
     /// Every entry of the original heap by its contents (the first index holding it).
     fn scan(&self) -> HashMap<Vec<u8>, u32> {
         let mut map = HashMap::new();

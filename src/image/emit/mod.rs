@@ -14,6 +14,7 @@
 //! metadata stays where it was, unreferenced.
 
 mod heaps;
+pub mod probe;
 mod refs;
 mod resolver;
 

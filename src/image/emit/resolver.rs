@@ -6,6 +6,7 @@ use super::MetadataBuilder;
 use crate::image::tables::{TABLE_COUNT, Table, Token, USER_STRING_TABLE};
 use crate::opcode::{Opcode, OperandKind};
 use crate::verify::{CallSig, MethodSig, Resolver};
+use std::collections::HashMap;
 
 /// What verification needs to know of a builder's additions, taken once they are all made.
 #[derive(Debug, Clone)]
@@ -18,6 +19,8 @@ pub struct Additions {
     user_strings_base: u32,
     /// The `#US` heap with its added entries.
     user_strings: Vec<u8>,
+    /// The call signatures of added MemberRefs, by token.
+    calls: HashMap<u32, CallSig>,
 }
 
 impl MetadataBuilder<'_, '_> {
@@ -29,12 +32,40 @@ impl MetadataBuilder<'_, '_> {
             rows: [0; TABLE_COUNT],
             user_strings_base: self.image.metadata().user_strings.size as u32,
             user_strings: Vec::new(),
+            calls: HashMap::new(),
         };
         for t in Table::ALL {
             a.original_rows[t as usize] = h.rows(t);
             a.rows[t as usize] = self.rows(t);
         }
         self.user_strings.write(&mut a.user_strings);
+        for (token, row) in self.added_rows(Table::MemberRef) {
+            let sig = self
+                .blobs
+                .entry(row[2])
+                .and_then(|b| crate::image::sig::method_sig_summary(b).ok());
+            if let Some(s) = sig {
+                let fixed = s.sentinel_index.map_or(s.param_count, |i| i as u32);
+                let (Ok(param_count), Some(extra)) = (
+                    u16::try_from(fixed),
+                    s.param_count
+                        .checked_sub(fixed)
+                        .and_then(|e| u16::try_from(e).ok()),
+                ) else {
+                    continue;
+                };
+                a.calls.insert(
+                    token.0,
+                    CallSig {
+                        has_this: s.has_this,
+                        explicit_this: s.explicit_this,
+                        param_count,
+                        returns_void: s.returns_void,
+                        vararg_extra: extra,
+                    },
+                );
+            }
+        }
         a
     }
 }
@@ -84,6 +115,11 @@ impl<R: Resolver + ?Sized> Resolver for EmitResolver<'_, R> {
     }
 
     fn call_sig(&self, opcode: Opcode, token: u32) -> Option<CallSig> {
+        if opcode != Opcode::Calli
+            && let Some(sig) = self.additions.calls.get(&token)
+        {
+            return Some(*sig);
+        }
         self.inner.call_sig(opcode, token)
     }
 

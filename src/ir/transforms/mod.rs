@@ -102,6 +102,12 @@ pub struct TransformOptions {
     /// transform (see [`crate::image::emit`]): the transform that uses the local gives the
     /// method this StandAloneSig token, and sets InitLocals when asked.
     pub new_locals: Option<NewLocals>,
+    /// IL the wrap transforms run at method entry, before the new try (a probe call).
+    /// Straight-line code that leaves the stack as it found it.
+    pub wrap_entry: Vec<Instr>,
+    /// IL `wrap-finally` runs in its finally handler, so on every exit, exceptional ones
+    /// included (a probe call). Straight-line code that leaves the stack as it found it.
+    pub wrap_exit: Vec<Instr>,
 }
 
 /// A local signature made for a transform: the method's own locals and one more.
@@ -123,6 +129,8 @@ impl Default for TransformOptions {
             returns_void: None,
             return_local: None,
             new_locals: None,
+            wrap_entry: Vec::new(),
+            wrap_exit: Vec::new(),
         }
     }
 }
@@ -159,6 +167,7 @@ pub fn by_name(name: &str) -> Option<TransformFn> {
 /// effects tell (calls are taken on trust; the verifier checks the result).
 fn check_snippet(code: &[Instr], neutral: bool) -> Result<(), SkipReason> {
     let mut depth: i64 = 0;
+    let mut unknown = false;
     for (index, ins) in code.iter().enumerate() {
         let fail = |reason| {
             Err(SkipReason::UnsupportedSnippet {
@@ -183,15 +192,20 @@ fn check_snippet(code: &[Instr], neutral: bool) -> Result<(), SkipReason> {
         if !matches!(info.flow, Flow::Next | Flow::Call | Flow::Break) {
             return fail("snippets must fall through");
         }
-        if let (Pops::Fixed(p), Pushes::Fixed(u)) = (info.pops, info.pushes) {
-            depth -= p as i64;
-            if neutral && depth < 0 {
-                return fail("pops a value the snippet did not push");
+        match (info.pops, info.pushes) {
+            (Pops::Fixed(p), Pushes::Fixed(u)) => {
+                depth -= p as i64;
+                if neutral && !unknown && depth < 0 {
+                    return fail("pops a value the snippet did not push");
+                }
+                depth += u as i64;
             }
-            depth += u as i64;
+            // A call's effect depends on its signature, which only the resolver knows: from
+            // here on the verifier, which checks every rewrite, judges the balance.
+            _ => unknown = true,
         }
     }
-    if neutral && depth != 0 {
+    if neutral && !unknown && depth != 0 {
         return Err(SkipReason::UnsupportedSnippet {
             index: code.len().saturating_sub(1),
             opcode: code.last().map_or(Opcode::Nop, |i| i.opcode),

@@ -2,6 +2,7 @@
 
 use super::{Outcome, SkipReason, TransformOptions};
 use crate::body::ClauseKind;
+use crate::ir::edit::{Regions, Targets};
 use crate::ir::method::{EhClause, Instr, Method, Operand};
 use crate::opcode::Opcode;
 
@@ -48,6 +49,8 @@ fn wrap(m: &mut Method, opts: &TransformOptions, kind: ClauseKind) -> Result<Out
         return Err(SkipReason::LocallocInHandler { index });
     }
 
+    super::check_snippet(&opts.wrap_entry, true)?;
+    super::check_snippet(&opts.wrap_exit, true)?;
     // Then what the caller can supply.
     let returns_void = opts.returns_void.ok_or(SkipReason::NeedsSignature)?;
     let local = match (returns_void, opts.return_local) {
@@ -89,11 +92,15 @@ fn wrap(m: &mut Method, opts: &TransformOptions, kind: ClauseKind) -> Result<Out
     for i in rets {
         ed.replace(i, &redirect)?;
     }
-    let handler: &[Instr] = match kind {
-        ClauseKind::Finally => &[Instr::op(Opcode::Endfinally)],
-        _ => &[Instr::op(Opcode::Pop), Instr::op(Opcode::Rethrow)],
+    let handler: Vec<Instr> = match kind {
+        ClauseKind::Finally => {
+            let mut code = opts.wrap_exit.clone();
+            code.push(Instr::op(Opcode::Endfinally));
+            code
+        }
+        _ => vec![Instr::op(Opcode::Pop), Instr::op(Opcode::Rethrow)],
     };
-    let h = ed.append(handler);
+    let h = ed.append(&handler);
     ed.bind(h, try_end)?;
     ed.bind(h, handler_start)?;
     let mut exit_code = Vec::with_capacity(2);
@@ -114,6 +121,10 @@ fn wrap(m: &mut Method, opts: &TransformOptions, kind: ClauseKind) -> Result<Out
     let x = ed.append(&exit_code);
     ed.bind(x, handler_end)?;
     ed.bind(x, exit)?;
+    if !opts.wrap_entry.is_empty() {
+        // Before the try, which starts at the original first instruction.
+        ed.insert_before(0, &opts.wrap_entry, Targets::StayOnOld, Regions::Outside)?;
+    }
     ed.add_clause(EhClause {
         kind,
         try_start,

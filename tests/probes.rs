@@ -1,0 +1,134 @@
+//! Probes by name: the project's programs rewritten by `wrap-finally` with entry and exit probes
+//! of a probe assembly (`corpus/cs/probe.cs`, built with mcs) run under mono and CoreCLR with
+//! their own output unchanged, and every method entered exits exactly once, also when it throws.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+const BIN: &str = env!("CARGO_BIN_EXE_ilcheck");
+const ENTER: &str = "void [Acme.Probe]Acme.Probe::Enter(string, int32)";
+const EXIT: &str = "void [Acme.Probe]Acme.Probe::Exit(string)";
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Builds the probe assembly into `dir`.
+fn build_probe(dir: &Path) -> PathBuf {
+    let out = dir.join("Acme.Probe.dll");
+    let o = support::run(
+        Command::new("mcs")
+            .arg("-target:library")
+            .arg(format!("-out:{}", out.display()))
+            .arg(root().join("corpus/cs/probe.cs")),
+    );
+    assert!(o.success(), "mcs: {}", String::from_utf8_lossy(&o.stderr));
+    out
+}
+
+fn rewrite(input: &Path, output: &Path, transform: &str, probe: &Path) -> (bool, String) {
+    let o = support::run(
+        Command::new(BIN)
+            .arg("rewrite")
+            .arg(input)
+            .arg("-o")
+            .arg(output)
+            .args([
+                "-t",
+                transform,
+                "--prologue-call",
+                ENTER,
+                "--epilogue-call",
+                EXIT,
+            ])
+            .arg("--reference")
+            .arg(probe),
+    );
+    (
+        o.success(),
+        String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr),
+    )
+}
+
+#[test]
+fn wrapped_programs_with_probes_run_and_balance() {
+    let runtimes = support::runtimes("wrapped_programs_with_probes_run_and_balance");
+    if runtimes.is_empty()
+        || !support::mono_tool("wrapped_programs_with_probes_run_and_balance", "mcs")
+    {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("ilcheck-probes-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let probe = build_probe(&dir);
+    let mut checked = 0;
+    for name in ["control_flow.exe", "features.exe", "unsafe_numeric.exe"] {
+        let original = root().join("corpus/bin").join(name);
+        let patched = dir.join(name);
+        let (ok, text) = rewrite(&original, &patched, "wrap-finally", &probe);
+        assert!(ok, "{name}: {text}");
+        assert!(text.contains("0 skipped, 0 rejected"), "{name}: {text}");
+        for runtime in &runtimes {
+            let run = |exe: &Path| runtime.run(exe, &[], Duration::from_secs(60)).unwrap();
+            let (before, after) = (run(&original), run(&patched));
+            let on = runtime.describe();
+            assert!(
+                after.success(),
+                "{name} under {on}: {}",
+                String::from_utf8_lossy(&after.stderr)
+            );
+            assert_eq!(
+                before.stdout, after.stdout,
+                "{name} under {on}: output differs"
+            );
+            // Each method's enter and exit lines balance (the finally runs on every exit).
+            let mut open: BTreeMap<String, i64> = BTreeMap::new();
+            let mut lines = 0;
+            for line in String::from_utf8_lossy(&after.stderr).lines() {
+                if let Some(rest) = line.strip_prefix("enter ") {
+                    let method = rest.rsplit_once(' ').map_or(rest, |(m, _)| m);
+                    *open.entry(method.to_string()).or_default() += 1;
+                    lines += 1;
+                } else if let Some(method) = line.strip_prefix("exit ") {
+                    *open.entry(method.to_string()).or_default() -= 1;
+                    lines += 1;
+                }
+            }
+            assert!(lines > 20, "{name} under {on}: {lines} probe lines");
+            let unbalanced: Vec<_> = open.iter().filter(|(_, n)| **n != 0).collect();
+            assert!(unbalanced.is_empty(), "{name} under {on}: {unbalanced:?}");
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 3 * runtimes.len());
+
+    // A probe that does not exist, does not parse, or cannot be filled: exit 2, nothing written.
+    let out = dir.join("never.exe");
+    let program = root().join("corpus/bin/control_flow.exe");
+    for bad in [
+        "void [Acme.Probe]Acme.Probe::Missing(string)",
+        "void [Acme.Probe]Acme.Probe::Exit(object)",
+        "int32 [Acme.Probe]Acme.Probe::NotVoid(string)",
+        "void [Nowhere]Acme.Probe::Exit(string)",
+        "void Acme.Probe::Exit(string)",
+    ] {
+        let o = support::run(
+            Command::new(BIN)
+                .arg("rewrite")
+                .arg(&program)
+                .arg("-o")
+                .arg(&out)
+                .args(["-t", "prologue", "--prologue-call", bad, "--reference"])
+                .arg(&probe),
+        );
+        assert_eq!(o.code, Some(2), "{bad}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(err.lines().count(), 1, "{bad}: {err}");
+        assert!(!out.exists(), "{bad}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
