@@ -1,5 +1,5 @@
 //! Probes by name: the project's programs rewritten by `wrap-finally` with entry and exit probes
-//! of a probe assembly (`corpus/cs/probe.cs`, built with mcs) run under mono and CoreCLR with
+//! of a probe assembly (`corpus/probe/probe.cs`, built with mcs) run under mono and CoreCLR with
 //! their own output unchanged, and every method entered exits exactly once, also when it throws.
 
 mod support;
@@ -24,7 +24,7 @@ fn build_probe(dir: &Path) -> PathBuf {
         Command::new("mcs")
             .arg("-target:library")
             .arg(format!("-out:{}", out.display()))
-            .arg(root().join("corpus/cs/probe.cs")),
+            .arg(root().join("corpus/probe/probe.cs")),
     );
     assert!(o.success(), "mcs: {}", String::from_utf8_lossy(&o.stderr));
     out
