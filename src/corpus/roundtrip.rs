@@ -575,7 +575,10 @@ fn canonical_stats(
     let same = ok && original == buf.as_slice();
     if !same {
         stats.non_canonical += 1;
-        stats.bytes_saved += body.len() as i64 - buf.len() as i64;
+        // A failed encoding left a partial buffer: it saves nothing measurable.
+        if ok {
+            stats.bytes_saved += body.len() as i64 - buf.len() as i64;
+        }
         let reasons = noncanonical_reasons(body);
         if reasons.is_empty() {
             *stats.reasons.entry("other").or_default() += 1;

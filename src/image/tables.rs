@@ -1138,6 +1138,9 @@ impl<'a> Tables<'a> {
                 Some(p) => p,
                 None => return Ok(None),
             }
+        } else if method_rid == 0 || method_rid > self.rows(Table::MethodDef) {
+            // No such method: no owner (the search below would name the last type).
+            return Ok(None);
         } else {
             method_rid
         };
