@@ -1,5 +1,62 @@
 //! ilcheck: make .NET IL rewriting safe.
 //!
+//! Read an assembly, rewrite a method, verify the result, write the patched assembly:
+//!
+//! ```
+//! use ilcheck::{
+//!     Body, Image, ImageResolver, ImageWriter, LayoutOptions, Resolver, Rewriter, TransformOptions,
+//!     Verifier, transforms,
+//! };
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // Any assembly: here one of the project's own, built into the library.
+//! let (_, bytes) = ilcheck::corpus::EMBEDDED
+//!     .iter()
+//!     .find(|(name, _)| name.ends_with("control_flow.exe"))
+//!     .expect("an embedded program");
+//! let image = Image::parse(bytes)?; // Image::open(path) maps a file
+//! let method = image
+//!     .methods()
+//!     .find(|m| m.full_name().is_ok_and(|n| n.contains("::Nested(")))
+//!     .expect("the method");
+//! let body = method.decoded_body()?;
+//!
+//! // The method's own metadata resolves signatures, locals and tokens.
+//! let mut resolver = ImageResolver::new(&image);
+//! resolver.set_method(&method, &body);
+//! let opts = TransformOptions {
+//!     returns_void: resolver.method().map(|s| s.returns_void),
+//!     ..TransformOptions::default()
+//! };
+//!
+//! // Lift, transform, lay out (branch relaxation, EH table, header, MaxStack), verify: an
+//! // invalid result is an error, never bytes.
+//! let mut new_body = Vec::new();
+//! Rewriter::new().rewrite(
+//!     &body,
+//!     transforms::prologue_epilogue,
+//!     &opts,
+//!     &LayoutOptions::default(),
+//!     &resolver,
+//!     &mut new_body,
+//! )?;
+//! let rewritten = Body::decode(&new_body)?;
+//! assert!(Verifier::new().verify(&rewritten, &resolver).is_empty());
+//!
+//! // The patched assembly: bodies in place or relocated, read back before it is returned.
+//! let mut writer = ImageWriter::new(&image);
+//! writer.replace_body(method.rid(), &new_body)?;
+//! let patched = writer.finish()?;
+//! let again = Image::parse(&patched.bytes)?;
+//! assert_eq!(again.method(method.rid())?.body()?, &new_body[..]);
+//! // ilcheck::fsio::write_atomic(path, &patched.bytes)? writes it without ever leaving a
+//! // partial file under the name.
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The modules, layer by layer (`ARCHITECTURE.md` in the repository has the map):
+//!
 //! - [`opcode`]: the ECMA-335 opcode table, the one source of truth for every other module.
 //! - [`instr`]: zero-copy instruction iterator and owned instructions.
 //! - [`body`]: lossless and canonical method-body codec (headers, code, EH sections).
@@ -31,3 +88,10 @@ pub mod opcode;
 pub mod properties;
 pub mod report;
 pub mod verify;
+
+pub use body::Body;
+pub use image::emit::MetadataBuilder;
+pub use image::writer::{ImageWriter, PatchedImage};
+pub use image::{Image, ImageError, Table, Token};
+pub use ir::{LayoutOptions, Rewriter, TransformOptions, transforms};
+pub use verify::{Code, Diagnostic, ImageResolver, Resolver, Verifier};
