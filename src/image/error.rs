@@ -41,7 +41,9 @@ pub enum ImageError {
     NotDotNet,
     /// A structure runs past the end of the data that must hold it (the file, the table
     /// stream, the rest of a section).
-    #[error("{what} at offset {offset:#x} needs {needed} bytes, which run past the end of its data")]
+    #[error(
+        "{what} at offset {offset:#x} needs {needed} bytes, which run past the end of its data"
+    )]
     Truncated {
         /// Which structure: "CLI header", "metadata root", "table row", …
         what: &'static str,
