@@ -204,6 +204,11 @@ fn ready_to_run_images_are_made_il_only_unless_kept() {
         let c = out.cli_header();
         assert_eq!(c.managed_native_header.rva == 0, !keep);
         assert_eq!(c.flags & 0x4 == 0, !keep);
+        // Stripped, the Machine field is the plain one (no operating-system override).
+        assert_eq!(
+            matches!(out.pe().machine, 0x014C | 0x8664 | 0x01C4 | 0xAA64),
+            !keep || matches!(image.pe().machine, 0x014C | 0x8664 | 0x01C4 | 0xAA64)
+        );
         let text = ilcheck::report::rewrite_text(&report);
         assert!(
             text.contains(if keep {

@@ -132,3 +132,99 @@ fn wrapped_programs_with_probes_run_and_balance() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Copies `from` into `to` as hard links (a copy where linking fails), so a test can replace
+/// one file of an installed runtime without touching the installation.
+fn link_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let (src, dst) = (entry.path(), to.join(entry.file_name()));
+        if entry.file_type().unwrap().is_dir() {
+            link_tree(&src, &dst);
+        } else if std::fs::hard_link(&src, &dst).is_err() {
+            std::fs::copy(&src, &dst).unwrap();
+        }
+    }
+}
+
+/// The .NET Core 3.1 framework's System.Linq (a ReadyToRun image) rewritten with probes by
+/// name: made IL-only, it runs the patched IL under CoreCLR, and the probes fire.
+#[test]
+fn a_ready_to_run_framework_assembly_runs_its_probes_under_coreclr() {
+    let test = "a_ready_to_run_framework_assembly_runs_its_probes_under_coreclr";
+    let runtimes = support::runtimes(test);
+    let Some(coreclr) = runtimes
+        .iter()
+        .find(|r| r.kind() == ilcheck::harness::RuntimeKind::CoreClr)
+    else {
+        return;
+    };
+    if !support::mono_tool(test, "mcs") {
+        return;
+    }
+    let framework = ilcheck::harness::runtime::coreclr_framework_dir().unwrap();
+    let host = framework.ancestors().nth(3).unwrap().to_path_buf();
+    let dir = std::env::temp_dir().join(format!("ilcheck-r2r-probes-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let probe = build_probe(&dir);
+    // A private copy of the runtime whose System.Linq is the patched one.
+    let runtime_copy = dir.join("dotnet");
+    link_tree(&host, &runtime_copy);
+    let linq = runtime_copy
+        .join(framework.strip_prefix(&host).unwrap())
+        .join("System.Linq.dll");
+    std::fs::remove_file(&linq).unwrap();
+    let (ok, text) = rewrite(
+        &framework.join("System.Linq.dll"),
+        &linq,
+        "prologue-epilogue",
+        &probe,
+    );
+    assert!(ok, "{text}");
+    assert!(text.contains("the output is IL-only"), "{text}");
+    // A program that uses LINQ, with the probe beside it.
+    let app = dir.join("app");
+    std::fs::create_dir_all(&app).unwrap();
+    std::fs::copy(&probe, app.join("Acme.Probe.dll")).unwrap();
+    let source = dir.join("linq.cs");
+    std::fs::write(
+        &source,
+        "using System.Linq; class P { static void Main() { System.Console.WriteLine(string.Join(\",\", new[] { 3, 1, 2 }.OrderBy(x => x))); } }",
+    )
+    .unwrap();
+    let exe = app.join("linq.exe");
+    let o = support::run(
+        Command::new("mcs")
+            .arg(format!("-out:{}", exe.display()))
+            .arg("-r:System.Core.dll")
+            .arg(&source),
+    );
+    assert!(o.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let cmd = coreclr.command(&exe, &[]);
+    // The same command with the copy's host.
+    let mut copy = Command::new(runtime_copy.join("dotnet"));
+    copy.args(cmd.get_args());
+    for (k, v) in cmd.get_envs() {
+        if let Some(v) = v {
+            copy.env(k, v);
+        }
+    }
+    let out = support::run(&mut copy);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.success(), "{}: {err}", out.describe());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "1,2,3\n");
+    let enters = err
+        .lines()
+        .filter(|l| l.starts_with("enter System.Linq."))
+        .count();
+    let exits = err
+        .lines()
+        .filter(|l| l.starts_with("exit System.Linq."))
+        .count();
+    assert!(
+        enters > 10 && enters == exits,
+        "{enters} enters, {exits} exits: {err}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -777,6 +777,12 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
             out[cli.offset + 64..cli.offset + 72].fill(0);
             let flags = cli.flags & !COMIMAGE_FLAGS_IL_LIBRARY;
             out[cli.offset + 16..cli.offset + 20].copy_from_slice(&flags.to_le_bytes());
+            // ReadyToRun images for other systems than Windows carry the machine XORed with a
+            // value naming the system; an IL-only image must carry the plain machine, or the
+            // runtime refuses it.
+            let machine = self.image.pe().machine;
+            let plain = native_machine(machine);
+            out[headers.coff..headers.coff + 2].copy_from_slice(&plain.to_le_bytes());
             summary.ready_to_run_stripped = true;
         }
         summary.strong_name_signed =
@@ -1415,6 +1421,19 @@ fn grow_last(
         section_virtual_size: virtual_size,
         section_raw_size: raw_size,
     })
+}
+
+/// The machine a ReadyToRun image's Machine field names once the operating system's override
+/// (CoreCLR's IMAGE_FILE_MACHINE_NATIVE_OS_OVERRIDE values for Apple, FreeBSD, Linux, NetBSD and
+/// SunOS) is taken off; a machine ilcheck does not recognise is returned as it is.
+fn native_machine(machine: u16) -> u16 {
+    const MACHINES: [u16; 4] = [0x014C, 0x8664, 0x01C4, 0xAA64];
+    const OS_OVERRIDES: [u16; 6] = [0, 0x4644, 0xADC4, 0x7B79, 0x1993, 0x1992];
+    OS_OVERRIDES
+        .iter()
+        .map(|x| machine ^ x)
+        .find(|m| MACHINES.contains(m))
+        .unwrap_or(machine)
 }
 
 /// `v` rounded up to a multiple of `align` (a power of two), when that fits in 32 bits.
