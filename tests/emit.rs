@@ -149,7 +149,14 @@ fn added_references_and_literals_run() {
 /// each limit.
 #[test]
 fn tables_and_heaps_across_the_index_width_limits_run() {
-    for (rows, ca_width, tdor_width) in [(2047, 2, 2), (2048, 4, 2), (16383, 4, 2), (16384, 4, 4)] {
+    for (rows, ca_width, tdor_width) in [
+        (2047, 2, 2),
+        (2048, 4, 2),
+        (16383, 4, 2),
+        (16384, 4, 4),
+        (65535, 4, 4),
+        (65536, 4, 4),
+    ] {
         let (bytes, built) = patched(|b| typeref_names(b, rows));
         let width = |t: Table, col| built.tables.info(t).column(col).unwrap().1;
         assert_eq!(width(Table::CustomAttribute, 0), ca_width, "{rows}");
@@ -157,6 +164,34 @@ fn tables_and_heaps_across_the_index_width_limits_run() {
         let strings_wide = built.tables.heap_sizes & 1 != 0;
         assert_eq!(strings_wide, rows > 5000, "{rows}");
         check_runs(&format!("typerefs-{rows}"), &bytes);
+    }
+}
+
+/// `#Blob` just below and at 64 KiB: blob columns widen with the BIG_BLOB flag.
+#[test]
+fn a_blob_heap_across_64_kib_runs() {
+    for (extra, wide) in [(false, false), (true, true)] {
+        let (bytes, built) = patched(|b| {
+            // Distinct, unreferenced 200-byte blobs (202 bytes with their length).
+            let mut n = 0u32;
+            loop {
+                let mut blob = vec![0x1D, 0x08];
+                blob.extend_from_slice(&n.to_le_bytes());
+                blob.resize(200, 0x08);
+                let len = b.blob(&blob).unwrap() as usize + 202;
+                n += 1;
+                let done = if extra {
+                    len >= 0x1_0000
+                } else {
+                    len + 202 > 0xFFF0
+                };
+                if done {
+                    break;
+                }
+            }
+        });
+        assert_eq!(built.tables.heap_sizes & 4 != 0, wide, "extra {extra}");
+        check_runs(&format!("blobs-{wide}"), &bytes);
     }
 }
 

@@ -130,6 +130,9 @@ pub struct MetadataBuilder<'i, 'a> {
     /// GUIDs appended after the original `#GUID` entries.
     guids: Vec<[u8; 16]>,
     added: Vec<Vec<Row>>,
+    /// Added rows by value, per table: finding an added row must not cost a scan of all of
+    /// them (a builder may add tens of thousands).
+    added_index: Vec<std::collections::HashMap<Row, u32>>,
 }
 
 impl std::fmt::Debug for MetadataBuilder<'_, '_> {
@@ -185,6 +188,7 @@ impl<'i, 'a> MetadataBuilder<'i, 'a> {
             user_strings: GrowingHeap::new(heap(md.user_strings), HeapKind::LengthPrefixed),
             guids: Vec::new(),
             added: vec![Vec::new(); TABLE_COUNT],
+            added_index: vec![std::collections::HashMap::new(); TABLE_COUNT],
         }
     }
 
@@ -238,6 +242,15 @@ impl<'i, 'a> MetadataBuilder<'i, 'a> {
         self.image.tables_header().rows(table) + self.added[table as usize].len() as u32
     }
 
+    /// The first added row of `table` whose columns are `values`.
+    pub fn find_added(&self, table: Table, values: &[u32]) -> Option<Token> {
+        let mut row = [0u32; MAX_COLUMNS];
+        row.get_mut(..values.len())?.copy_from_slice(values);
+        self.added_index[table as usize]
+            .get(&row)
+            .map(|&rid| Token::new(table, rid))
+    }
+
     /// The rows added to `table` so far, with their tokens.
     pub fn added_rows(&self, table: Table) -> impl Iterator<Item = (Token, &[u32])> + '_ {
         let first = self.image.tables_header().rows(table) + 1;
@@ -277,6 +290,7 @@ impl<'i, 'a> MetadataBuilder<'i, 'a> {
         let mut row = [0u32; MAX_COLUMNS];
         row[..expected].copy_from_slice(columns);
         self.added[table as usize].push(row);
+        self.added_index[table as usize].entry(row).or_insert(rid);
         Ok(Token::new(table, rid))
     }
 

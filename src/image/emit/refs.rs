@@ -73,13 +73,6 @@ impl MetadataBuilder<'_, '_> {
         Ok(None)
     }
 
-    /// The first added row of `table` equal to `values`.
-    fn find_added(&self, table: Table, values: &[u32]) -> Option<Token> {
-        self.added_rows(table)
-            .find(|(_, row)| *row == values)
-            .map(|(t, _)| t)
-    }
-
     /// Looks `values` up among the added rows, else adds them.
     fn added_or_new(&mut self, table: Table, values: &[u32]) -> Result<Token, EmitError> {
         match self.find_added(table, values) {
