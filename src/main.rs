@@ -487,14 +487,28 @@ fn rewrite(a: RewriteArgs) -> Result<ExitCode> {
         })
         .collect::<Result<_>>()?;
     let wraps = a.transform.starts_with("wrap");
-    for (given, probe, snippet) in [
-        (&a.prologue_call, &mut probes.entry, &mut topts.prologue),
-        (&a.epilogue_call, &mut probes.exit, &mut topts.epilogue),
+    for (given, probe, snippet, at_entry) in [
+        (
+            &a.prologue_call,
+            &mut probes.entry,
+            &mut topts.prologue,
+            true,
+        ),
+        (
+            &a.epilogue_call,
+            &mut probes.exit,
+            &mut topts.epilogue,
+            false,
+        ),
     ] {
         let Some(text) = given else { continue };
         if text.contains('(') {
             let parsed = ilcheck::image::emit::probe::parse(text)?;
-            *probe = Some(ilcheck::image::emit::probe::resolve(&parsed, &references)?);
+            *probe = Some(ilcheck::image::emit::probe::resolve(
+                &parsed,
+                &references,
+                at_entry,
+            )?);
         } else if wraps {
             bail!(
                 "{text}: the wrap transforms take a probe by name, e.g. 'void [P]P::Enter(string)'"

@@ -12,6 +12,7 @@ use std::time::Duration;
 const BIN: &str = env!("CARGO_BIN_EXE_ilcheck");
 const ENTER: &str = "void [Acme.Probe]Acme.Probe::Enter(string, int32)";
 const EXIT: &str = "void [Acme.Probe]Acme.Probe::Exit(string)";
+const ENTER_ARGS: &str = "void [Acme.Probe]Acme.Probe::EnterArgs(string, object[])";
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -31,6 +32,16 @@ fn build_probe(dir: &Path) -> PathBuf {
 }
 
 fn rewrite(input: &Path, output: &Path, transform: &str, probe: &Path) -> (bool, String) {
+    rewrite_with(input, output, transform, ENTER, probe)
+}
+
+fn rewrite_with(
+    input: &Path,
+    output: &Path,
+    transform: &str,
+    enter: &str,
+    probe: &Path,
+) -> (bool, String) {
     let o = support::run(
         Command::new(BIN)
             .arg("rewrite")
@@ -41,7 +52,7 @@ fn rewrite(input: &Path, output: &Path, transform: &str, probe: &Path) -> (bool,
                 "-t",
                 transform,
                 "--prologue-call",
-                ENTER,
+                enter,
                 "--epilogue-call",
                 EXIT,
             ])
@@ -69,7 +80,8 @@ fn wrapped_programs_with_probes_run_and_balance() {
     for name in ["control_flow.exe", "features.exe", "unsafe_numeric.exe"] {
         let original = root().join("corpus/bin").join(name);
         let patched = dir.join(name);
-        let (ok, text) = rewrite(&original, &patched, "wrap-finally", &probe);
+        // The entry probe takes the arguments, boxed.
+        let (ok, text) = rewrite_with(&original, &patched, "wrap-finally", ENTER_ARGS, &probe);
         assert!(ok, "{name}: {text}");
         assert!(text.contains("0 skipped, 0 rejected"), "{name}: {text}");
         for runtime in &runtimes {
@@ -90,7 +102,8 @@ fn wrapped_programs_with_probes_run_and_balance() {
             let mut lines = 0;
             for line in String::from_utf8_lossy(&after.stderr).lines() {
                 if let Some(rest) = line.strip_prefix("enter ") {
-                    let method = rest.rsplit_once(' ').map_or(rest, |(m, _)| m);
+                    // `enter NAME (ARGS)` from EnterArgs; a name has no space before its `(`.
+                    let method = rest.split_once(" (").map_or(rest, |(m, _)| m);
                     *open.entry(method.to_string()).or_default() += 1;
                     lines += 1;
                 } else if let Some(method) = line.strip_prefix("exit ") {
@@ -99,6 +112,13 @@ fn wrapped_programs_with_probes_run_and_balance() {
                 }
             }
             assert!(lines > 20, "{name} under {on}: {lines} probe lines");
+            if name == "control_flow.exe" {
+                let err = String::from_utf8_lossy(&after.stderr);
+                assert!(
+                    err.contains("enter ControlFlow::Nested(int32) (3)"),
+                    "{name} under {on}: the arguments"
+                );
+            }
             let unbalanced: Vec<_> = open.iter().filter(|(_, n)| **n != 0).collect();
             assert!(unbalanced.is_empty(), "{name} under {on}: {unbalanced:?}");
             checked += 1;
@@ -106,6 +126,24 @@ fn wrapped_programs_with_probes_run_and_balance() {
     }
     assert_eq!(checked, 3 * runtimes.len());
 
+    // The arguments can only be passed at entry.
+    let o = support::run(
+        Command::new(BIN)
+            .arg("rewrite")
+            .arg(root().join("corpus/bin/control_flow.exe"))
+            .arg("-o")
+            .arg(dir.join("never.exe"))
+            .args([
+                "-t",
+                "epilogue",
+                "--epilogue-call",
+                ENTER_ARGS,
+                "--reference",
+            ])
+            .arg(&probe),
+    );
+    assert_eq!(o.code, Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("at entry, object[]"));
     // A probe that does not exist, does not parse, or cannot be filled: exit 2, nothing written.
     let out = dir.join("never.exe");
     let program = root().join("corpus/bin/control_flow.exe");

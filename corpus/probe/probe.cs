@@ -9,6 +9,19 @@ namespace Acme
             System.Console.Error.WriteLine("enter " + method + " " + token.ToString("x8"));
         }
 
+        public static void EnterArgs(string method, object[] args)
+        {
+            var parts = new string[args.Length];
+            for (int i = 0; i < args.Length; i++)
+            {
+                // Values of primitive types and strings as such; other objects by their type,
+                // since their ToString could run probed code.
+                object a = args[i];
+                parts[i] = a == null ? "null" : a is System.IConvertible ? a.ToString() : a.GetType().Name;
+            }
+            System.Console.Error.WriteLine("enter " + method + " (" + string.Join(", ", parts) + ")");
+        }
+
         public static void Exit(string method)
         {
             System.Console.Error.WriteLine("exit " + method);

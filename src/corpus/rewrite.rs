@@ -230,6 +230,21 @@ impl<'i, 'a> EmitPlan<'i, 'a> {
             None => None,
         };
         self.probe_calls = vec![None; image.method_count() as usize + 1];
+        // For probes taking the arguments: System.Object and the core library, for the array
+        // and for boxing primitives.
+        let takes_args = [entry, exit]
+            .iter()
+            .flatten()
+            .any(|(p, _)| p.args.contains(&ProbeArg::Arguments));
+        let core = if takes_args {
+            core_library(image)
+        } else {
+            None
+        };
+        let object = match core {
+            Some(c) => Some(self.builder.type_ref(c, "System", "Object")?),
+            None => None,
+        };
         for method in image.methods().filter(|m| m.rva() != 0) {
             let name = method.full_name();
             if let Some(pattern) = &opts.methods
@@ -252,6 +267,27 @@ impl<'i, 'a> EmitPlan<'i, 'a> {
                             ),
                             ProbeArg::MethodToken => {
                                 Instr::new(Opcode::Ldc_I4, Operand::Int32(method.token().0 as i32))
+                            }
+                            ProbeArg::Arguments => {
+                                let array = match (core, object, method.signature_blob()) {
+                                    (Some(core), Some(object), Ok(sig)) => {
+                                        crate::ir::transforms::arguments_array(
+                                            &mut self.builder,
+                                            core,
+                                            object,
+                                            sig,
+                                        )?
+                                    }
+                                    _ => None,
+                                };
+                                match array {
+                                    Some(array) => {
+                                        code.extend(array);
+                                        continue;
+                                    }
+                                    // Arguments that do not read: none, rather than a guess.
+                                    None => Instr::op(Opcode::Ldnull),
+                                }
                             }
                         });
                     }

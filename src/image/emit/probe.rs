@@ -4,8 +4,9 @@
 //! void), then referenced from the image being rewritten.
 //!
 //! A probe's parameters are filled by type, each meaning one thing: `string` the method's full
-//! name (an `ldstr` of a new `#US` entry), `int32` its MethodDef token. Any other parameter type
-//! is refused: ilcheck never emits a call whose arguments it cannot type.
+//! name (an `ldstr` of a new `#US` entry), `int32` its MethodDef token, `object[]` (at entry) its
+//! arguments boxed. Any other parameter type is refused: ilcheck never emits a call whose
+//! arguments it cannot type.
 
 use super::{AssemblyIdentity, EmitError, MetadataBuilder};
 use crate::image::tables::{Table, Token};
@@ -59,6 +60,9 @@ pub enum ProbeArg {
     MethodName,
     /// The probed method's MethodDef token, as an `int32`.
     MethodToken,
+    /// The probed method's arguments (not `this`), as an `object[]` of boxed values (entry
+    /// probes only).
+    Arguments,
 }
 
 /// A probe named ILAsm-style, parsed.
@@ -161,7 +165,7 @@ pub enum ProbeError {
     },
     /// A parameter type ilcheck cannot fill.
     #[error(
-        "probe {probe}: parameter {index} is {found}; a probe takes string (the method's name) and int32 (its token)"
+        "probe {probe}: parameter {index} is {found}; a probe takes string (the method's name), int32 (its token) and, at entry, object[] (its arguments)"
     )]
     Parameter {
         /// The probe.
@@ -266,7 +270,12 @@ const ACCESS_MASK: u16 = 0x0007;
 const PUBLIC: u16 = 0x0006;
 
 /// Finds `probe` among `references` and checks it can be called as a probe.
-pub fn resolve(probe: &ProbeRef, references: &[Image<'_>]) -> Result<ResolvedProbe, ProbeError> {
+/// `at_entry`: the probe runs at method entry, where the arguments can be passed.
+pub fn resolve(
+    probe: &ProbeRef,
+    references: &[Image<'_>],
+    at_entry: bool,
+) -> Result<ResolvedProbe, ProbeError> {
     let name = probe.to_string();
     let unusable = |reason| ProbeError::Unusable {
         probe: name.clone(),
@@ -277,6 +286,7 @@ pub fn resolve(probe: &ProbeRef, references: &[Image<'_>]) -> Result<ResolvedPro
         args.push(match p {
             ProbeType::String => ProbeArg::MethodName,
             ProbeType::Int32 => ProbeArg::MethodToken,
+            ProbeType::Array(e) if **e == ProbeType::Object && at_entry => ProbeArg::Arguments,
             other => {
                 return Err(ProbeError::Parameter {
                     probe: name,

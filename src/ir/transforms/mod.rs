@@ -4,6 +4,7 @@
 mod branches;
 mod entry_exit;
 mod from_image;
+mod probe_args;
 mod wrap;
 
 pub use branches::{nop_pad, shorten, widen};
@@ -11,6 +12,7 @@ pub use entry_exit::{EntryExit, epilogue, prologue, prologue_epilogue};
 pub use from_image::{
     call_snippet, find_exception_type, locals_plus_one, return_type_bytes, spare_return_local,
 };
+pub use probe_args::arguments_array;
 pub use wrap::{wrap_catch, wrap_finally};
 
 use super::edit::EditError;

@@ -1,0 +1,142 @@
+//! A method's arguments as an `object[]`, for a probe that takes them: each value-type or
+//! type-parameter argument boxed (with a type token found or added through a
+//! [`MetadataBuilder`]), a by-ref argument loaded through its reference first, a pointer or a
+//! typed reference passed as null. `this` is not among them.
+
+use crate::image::emit::{EmitError, MetadataBuilder};
+use crate::image::sig::{SigReader, decompress_u32, element::*, read_type};
+use crate::image::tables::{Table, Token};
+use crate::ir::{Instr, Operand};
+use crate::opcode::Opcode;
+
+/// How one argument goes into the array.
+enum Load {
+    /// A reference: stored as it is.
+    Reference,
+    /// A value: boxed with this type.
+    Boxed(Token),
+    /// Nothing the array can hold: null.
+    Null,
+}
+
+/// The code that leaves the arguments of a method with signature `method_sig` on the stack as
+/// an `object[]`; `object_type` is the TypeRef (or TypeDef) of `System.Object` and `core` the
+/// core library's AssemblyRef (for boxing primitives). `None` when the signature does not
+/// parse or lists `this` explicitly.
+pub fn arguments_array(
+    b: &mut MetadataBuilder<'_, '_>,
+    core: Token,
+    object_type: Token,
+    method_sig: &[u8],
+) -> Result<Option<Vec<Instr>>, EmitError> {
+    const HAS_THIS: u8 = 0x20;
+    const EXPLICIT_THIS: u8 = 0x40;
+    const GENERIC: u8 = 0x10;
+    let mut r = SigReader::new(method_sig);
+    let Ok(cc) = r.u8() else { return Ok(None) };
+    if cc & EXPLICIT_THIS != 0 {
+        return Ok(None);
+    }
+    if cc & GENERIC != 0 && r.compressed_u32().is_err() {
+        return Ok(None);
+    }
+    let Ok(count) = r.compressed_u32() else {
+        return Ok(None);
+    };
+    if count as usize > r.remaining() || read_type(&mut r, 1, None).is_err() {
+        return Ok(None);
+    }
+    let first_arg = u16::from(cc & HAS_THIS != 0);
+    let mut code = vec![
+        Instr::new(Opcode::Ldc_I4, Operand::Int32(count as i32)),
+        Instr::new(Opcode::Newarr, Operand::Token(object_type.0)),
+    ];
+    for i in 0..count {
+        let start = r.pos();
+        if read_type(&mut r, 1, None).is_err() {
+            return Ok(None);
+        }
+        let ty = &method_sig[start..r.pos()];
+        let Ok(index) = u16::try_from(i).map(|i| i + first_arg) else {
+            return Ok(None);
+        };
+        code.push(Instr::op(Opcode::Dup));
+        code.push(Instr::new(Opcode::Ldc_I4, Operand::Int32(i as i32)));
+        let ty = strip_modifiers(ty);
+        let (by_ref, ty) = match ty.split_first() {
+            Some((&BYREF, inner)) => (true, strip_modifiers(inner)),
+            _ => (false, ty),
+        };
+        match load(b, core, ty)? {
+            Load::Null => code.push(Instr::op(Opcode::Ldnull)),
+            Load::Reference => {
+                code.push(Instr::new(Opcode::Ldarg, Operand::Var(index)));
+                if by_ref {
+                    code.push(Instr::op(Opcode::Ldind_Ref));
+                }
+            }
+            Load::Boxed(token) => {
+                code.push(Instr::new(Opcode::Ldarg, Operand::Var(index)));
+                if by_ref {
+                    code.push(Instr::new(Opcode::Ldobj, Operand::Token(token.0)));
+                }
+                code.push(Instr::new(Opcode::Box, Operand::Token(token.0)));
+            }
+        }
+        code.push(Instr::op(Opcode::Stelem_Ref));
+    }
+    Ok(Some(code))
+}
+
+/// The type bytes without leading custom modifiers (CMOD_REQD/CMOD_OPT and their token).
+fn strip_modifiers(mut ty: &[u8]) -> &[u8] {
+    while let Some((&(CMOD_REQD | CMOD_OPT), rest)) = ty.split_first() {
+        match decompress_u32(rest) {
+            Ok((_, used)) => ty = &rest[used..],
+            Err(_) => return ty,
+        }
+    }
+    ty
+}
+
+/// How a value of type `ty` is stored in an `object[]`.
+fn load(b: &mut MetadataBuilder<'_, '_>, core: Token, ty: &[u8]) -> Result<Load, EmitError> {
+    let Some(&first) = ty.first() else {
+        return Ok(Load::Null);
+    };
+    let mut primitive =
+        |name| -> Result<Load, EmitError> { Ok(Load::Boxed(b.type_ref(core, "System", name)?)) };
+    match first {
+        BOOLEAN => primitive("Boolean"),
+        CHAR => primitive("Char"),
+        I1 => primitive("SByte"),
+        U1 => primitive("Byte"),
+        I2 => primitive("Int16"),
+        U2 => primitive("UInt16"),
+        I4 => primitive("Int32"),
+        U4 => primitive("UInt32"),
+        I8 => primitive("Int64"),
+        U8 => primitive("UInt64"),
+        R4 => primitive("Single"),
+        R8 => primitive("Double"),
+        I => primitive("IntPtr"),
+        U => primitive("UIntPtr"),
+        STRING | CLASS | OBJECT | SZARRAY | ARRAY => Ok(Load::Reference),
+        VALUETYPE => {
+            let Ok((coded, _)) = decompress_u32(&ty[1..]) else {
+                return Ok(Load::Null);
+            };
+            let table = match coded & 3 {
+                0 => Table::TypeDef,
+                1 => Table::TypeRef,
+                _ => Table::TypeSpec,
+            };
+            Ok(Load::Boxed(Token::new(table, coded >> 2)))
+        }
+        // A generic instantiation of a class is a reference; of a value type, and a type
+        // parameter (whatever it is bound to: boxing a reference is a no-op), a boxed value.
+        GENERICINST if ty.get(1) == Some(&CLASS) => Ok(Load::Reference),
+        GENERICINST | VAR | MVAR => Ok(Load::Boxed(b.type_spec(ty)?)),
+        _ => Ok(Load::Null),
+    }
+}
