@@ -7,6 +7,7 @@
 
 pub mod check;
 pub mod config;
+pub mod hostile;
 pub mod interp;
 pub mod mutate;
 pub mod strategy;
