@@ -3,7 +3,9 @@
 //! Every try, handler and filter is an interval of byte offsets. Sorted by start (outer first
 //! on ties), one sweep with a stack of open intervals finds partial overlaps, equal blocks,
 //! nesting order and filter contents in O(k log k); the same sweep over the instructions gives
-//! each its innermost region. Region checks elsewhere run only when the table is sound.
+//! each its innermost region. Each node also gets shortcuts to the ancestors the transfer and
+//! placement rules look for, so that no rule walks up a deep tree. Region checks elsewhere run
+//! only when the table is sound.
 
 use super::{Code, NONE, Resolver, Verifier, flag};
 use crate::body::{Clause, ClauseKind};
@@ -67,6 +69,14 @@ pub(super) struct Node {
     max_clause: u32,
     /// A shared try with a finally or fault among its clauses.
     has_finally: bool,
+    /// Shortcuts up the tree, each to the nearest node at or above this one (or [`NONE`]) that
+    /// a walk up from here for one rule stops at, so that the walk is one step:
+    /// not a try ([`Node::handler`]);
+    pub handler: u32,
+    /// a finally, fault or filter, which a `leave` may not exit ([`Node::leave_stop`]);
+    pub leave_stop: u32,
+    /// not a try that starts at this node's first instruction ([`Node::entry_stop`]).
+    pub entry_stop: u32,
 }
 
 impl Node {
@@ -292,6 +302,9 @@ fn build_tree(v: &mut Verifier, intervals: &[Interval], clauses: &[Clause]) -> b
                     clauses[x.clause as usize].kind(),
                     ClauseKind::Finally | ClauseKind::Fault
                 ),
+            handler: NONE,
+            leave_stop: NONE,
+            entry_stop: NONE,
         });
         v.open.push(v.nodes.len() as u32 - 1);
     }
@@ -403,31 +416,44 @@ fn check_order(v: &mut Verifier, parent: u32, x: &Interval) -> bool {
     true
 }
 
-/// Gives each node its instruction range and each instruction its innermost node; marks handler
-/// starts; checks that filters end in `endfilter`.
+/// Gives each node its instruction range, its shortcuts up the tree, and each instruction its
+/// innermost node; marks handler starts; checks that filters end in `endfilter`.
 fn assign_regions(v: &mut Verifier) {
+    // A parent comes before its children (nodes are sorted by start, outer first), so its
+    // range and shortcuts are known when a child's are computed.
     for k in 0..v.nodes.len() {
         let node = v.nodes[k];
         let first = v.index_at(node.start);
         let end_idx = v.index_at(node.end);
-        let n = &mut v.nodes[k];
-        n.first = first;
-        n.end_idx = end_idx;
         v.ins[first as usize].flags |= if node.kind.is_handler_like() {
             flag::JOIN | flag::HANDLER_START
         } else {
             flag::JOIN
         };
+        let parent = v.nodes.get(node.parent as usize).copied();
+        let me = k as u32;
+        let up = |pick: fn(&Node) -> u32| parent.as_ref().map_or(NONE, pick);
+        let handler = if node.kind == RegionKind::Try {
+            up(|p| p.handler)
+        } else {
+            me
+        };
+        let leave_stop = match node.kind {
+            RegionKind::Finally | RegionKind::Fault | RegionKind::Filter => me,
+            _ => up(|p| p.leave_stop),
+        };
+        // An entry at this node's first instruction passes the tries that start there too.
+        let entry_stop = match parent {
+            _ if node.kind != RegionKind::Try => me,
+            Some(p) if p.first == first => p.entry_stop,
+            Some(_) => node.parent,
+            None => NONE,
+        };
+        let n = &mut v.nodes[k];
+        (n.first, n.end_idx) = (first, end_idx);
+        (n.handler, n.leave_stop, n.entry_stop) = (handler, leave_stop, entry_stop);
     }
-    let count = v.n;
-    v.region.clear();
-    v.region.resize(count, NONE);
-    // Nodes are sorted by start, outer before inner, and nest properly (the tree was built), so
-    // filling each node's range in order leaves every instruction its innermost node.
-    for k in 0..v.nodes.len() {
-        let node = v.nodes[k];
-        v.region[node.first as usize..node.end_idx as usize].fill(k as u32);
-    }
+    fill_regions(v);
     for k in 0..v.nodes.len() {
         let node = v.nodes[k];
         if node.kind == RegionKind::Filter {
@@ -442,6 +468,50 @@ fn assign_regions(v: &mut Verifier) {
                     ),
                 );
             }
+        }
+    }
+}
+
+/// Gives each instruction its innermost node, in one sweep over instructions and nodes: nodes
+/// are sorted by start, outer before inner, and nest properly (the tree was built), so the
+/// innermost node holding an instruction is the last one opened before it and not yet ended.
+fn fill_regions(v: &mut Verifier) {
+    let Verifier {
+        region,
+        nodes,
+        open,
+        n,
+        ..
+    } = v;
+    let count = *n;
+    region.clear();
+    region.resize(count, NONE);
+    open.clear();
+    // Instructions before `at` have their region.
+    let mut at = 0;
+    for k in 0..=nodes.len() {
+        // Up to where the next node starts (or the end of the code), run by run between the
+        // ends of open nodes.
+        let to = nodes.get(k).map_or(count, |node| node.first as usize);
+        loop {
+            while open
+                .last()
+                .is_some_and(|&o| nodes[o as usize].end_idx as usize <= at)
+            {
+                open.pop();
+            }
+            if at >= to {
+                break;
+            }
+            let top = open.last().copied().unwrap_or(NONE);
+            let end = open
+                .last()
+                .map_or(to, |&o| (nodes[o as usize].end_idx as usize).min(to));
+            region[at..end].fill(top);
+            at = end;
+        }
+        if k < nodes.len() {
+            open.push(k as u32);
         }
     }
 }

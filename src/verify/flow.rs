@@ -695,15 +695,8 @@ fn placement(v: &mut Verifier, i: usize, eh_ok: bool) {
 /// The innermost handler-like region around instruction `i`, looking through tries (a catch may
 /// hold a try whose body rethrows).
 fn enclosing_handler(v: &Verifier, i: usize) -> Option<RegionKind> {
-    let mut r = v.region_of(i);
-    while r != NONE {
-        let node = &v.nodes[r as usize];
-        if node.kind != RegionKind::Try {
-            return Some(node.kind);
-        }
-        r = node.parent;
-    }
-    None
+    let r = v.nodes.get(v.region_of(i) as usize)?.handler;
+    v.nodes.get(r as usize).map(|n| n.kind)
 }
 
 /// Checks one transfer from instruction `from` to `to`: the regions it exits and enters.
@@ -728,71 +721,90 @@ fn describe(v: &Verifier, from: usize, kind: Transfer) -> String {
     }
 }
 
-/// Regions around `from` that do not hold `to`.
+/// Regions around `from` that do not hold `to`: the innermost is the one a transfer exits
+/// first. A `leave` may exit tries and catch handlers, so for it the first the rules forbid is
+/// the innermost finally, fault or filter around `from`, found by its shortcut; it is exited if
+/// it does not hold `to` (then neither does any region inside it).
 fn exits(v: &mut Verifier, from: usize, to: usize, kind: Transfer) -> bool {
-    let mut r = v.region_of(from);
-    while r != NONE {
-        let node = v.nodes[r as usize];
-        if node.holds(to as u32) {
-            break;
-        }
-        let code = match (kind, node.kind) {
-            (Transfer::Fallthrough, _) => Some(Code::FallthroughException),
-            (Transfer::Leave, RegionKind::Finally) => Some(Code::LeaveOutOfFinally),
-            (Transfer::Leave, RegionKind::Fault) => Some(Code::LeaveOutOfFault),
-            (Transfer::Leave, RegionKind::Filter) => Some(Code::LeaveOutOfFilter),
-            (Transfer::Leave, _) => None,
-            (Transfer::Branch, RegionKind::Try) => Some(Code::BranchOutOfTry),
-            (Transfer::Branch, RegionKind::Finally) => Some(Code::BranchOutOfFinally),
-            (Transfer::Branch, RegionKind::Filter) => Some(Code::BranchOutOfFilter),
-            (Transfer::Branch, _) => Some(Code::BranchOutOfHandler),
-        };
-        if let Some(code) = code {
-            let msg = format!(
-                "{} leaves the {} starting at IL_{:04x}",
-                describe(v, from, kind),
-                node.kind,
-                node.start
-            );
-            v.report(code, v.ins[from].off, msg);
-            return true;
-        }
-        r = node.parent;
+    let Some(&inner) = v.nodes.get(v.region_of(from) as usize) else {
+        return false;
+    };
+    let exited = if kind == Transfer::Leave {
+        inner.leave_stop
+    } else {
+        v.region_of(from)
+    };
+    let Some(&node) = v.nodes.get(exited as usize) else {
+        return false;
+    };
+    if node.holds(to as u32) {
+        return false;
     }
-    false
+    let code = match (kind, node.kind) {
+        (Transfer::Fallthrough, _) => Some(Code::FallthroughException),
+        (Transfer::Leave, RegionKind::Finally) => Some(Code::LeaveOutOfFinally),
+        (Transfer::Leave, RegionKind::Fault) => Some(Code::LeaveOutOfFault),
+        (Transfer::Leave, RegionKind::Filter) => Some(Code::LeaveOutOfFilter),
+        (Transfer::Leave, _) => None,
+        (Transfer::Branch, RegionKind::Try) => Some(Code::BranchOutOfTry),
+        (Transfer::Branch, RegionKind::Finally) => Some(Code::BranchOutOfFinally),
+        (Transfer::Branch, RegionKind::Filter) => Some(Code::BranchOutOfFilter),
+        (Transfer::Branch, _) => Some(Code::BranchOutOfHandler),
+    };
+    let Some(code) = code else {
+        return false;
+    };
+    let msg = format!(
+        "{} leaves the {} starting at IL_{:04x}",
+        describe(v, from, kind),
+        node.kind,
+        node.start
+    );
+    v.report(code, v.ins[from].off, msg);
+    true
 }
 
-/// Regions around `to` that do not hold `from`.
+/// Regions around `to` that do not hold `from`: the innermost is the one a transfer enters
+/// first. Entering a try at its first instruction is allowed, so the first entry the rules
+/// forbid is into the innermost region around `to` that is not a try starting at `to` (found
+/// by its shortcut); it is entered if it does not hold `from`.
 fn entries(v: &mut Verifier, from: usize, to: usize, kind: Transfer) -> bool {
-    let mut r = v.region_of(to);
-    while r != NONE {
-        let node = v.nodes[r as usize];
-        if node.holds(from as u32) {
-            break;
-        }
-        let code = match (kind, node.kind) {
-            (_, RegionKind::Try) if node.first == to as u32 => None,
-            (Transfer::Leave, RegionKind::Try) => Some(Code::LeaveIntoTry),
-            (_, RegionKind::Try) => Some(Code::BranchIntoTry),
-            (Transfer::Leave, RegionKind::Filter) => Some(Code::LeaveIntoFilter),
-            (Transfer::Leave, _) => Some(Code::LeaveIntoHandler),
-            (Transfer::Fallthrough, RegionKind::Filter) => Some(Code::FallthroughIntoFilter),
-            (Transfer::Fallthrough, _) => Some(Code::FallthroughIntoHandler),
-            (Transfer::Branch, RegionKind::Filter) => Some(Code::BranchIntoFilter),
-            (Transfer::Branch, _) => Some(Code::BranchIntoHandler),
-        };
-        if let Some(code) = code {
-            let msg = format!(
-                "{} enters the {} starting at IL_{:04x} at IL_{:04x}",
-                describe(v, from, kind),
-                node.kind,
-                node.start,
-                v.ins[to].off
-            );
-            v.report(code, v.ins[from].off, msg);
-            return true;
-        }
-        r = node.parent;
+    let r = v.region_of(to);
+    let Some(&inner) = v.nodes.get(r as usize) else {
+        return false;
+    };
+    let entered = if inner.first == to as u32 {
+        inner.entry_stop
+    } else {
+        r
+    };
+    let Some(&node) = v.nodes.get(entered as usize) else {
+        return false;
+    };
+    if node.holds(from as u32) {
+        return false;
     }
-    false
+    let code = match (kind, node.kind) {
+        (_, RegionKind::Try) if node.first == to as u32 => None,
+        (Transfer::Leave, RegionKind::Try) => Some(Code::LeaveIntoTry),
+        (_, RegionKind::Try) => Some(Code::BranchIntoTry),
+        (Transfer::Leave, RegionKind::Filter) => Some(Code::LeaveIntoFilter),
+        (Transfer::Leave, _) => Some(Code::LeaveIntoHandler),
+        (Transfer::Fallthrough, RegionKind::Filter) => Some(Code::FallthroughIntoFilter),
+        (Transfer::Fallthrough, _) => Some(Code::FallthroughIntoHandler),
+        (Transfer::Branch, RegionKind::Filter) => Some(Code::BranchIntoFilter),
+        (Transfer::Branch, _) => Some(Code::BranchIntoHandler),
+    };
+    let Some(code) = code else {
+        return false;
+    };
+    let msg = format!(
+        "{} enters the {} starting at IL_{:04x} at IL_{:04x}",
+        describe(v, from, kind),
+        node.kind,
+        node.start,
+        v.ins[to].off
+    );
+    v.report(code, v.ins[from].off, msg);
+    true
 }

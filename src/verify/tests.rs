@@ -927,6 +927,252 @@ fn endfinally_and_rethrow_placement() {
     assert_eq!(got, []);
 }
 
+// ---- Deep region trees ----
+//
+// The transfer and placement rules find the region a walk up the tree would stop at through
+// shortcuts; these bodies make the walks long.
+
+/// Where a [`tower`] stands.
+#[derive(Clone, Copy, PartialEq)]
+enum Base {
+    /// In plain code.
+    Plain,
+    /// In the handler of a try/catch or try/finally that comes first.
+    Catch,
+    Finally,
+}
+
+/// What the innermost try of a [`tower`] holds.
+#[derive(Clone, Copy, PartialEq)]
+enum Top {
+    /// `leave` to the method's final `ret`.
+    LeaveEnd,
+    /// These bytes (which must end the block).
+    Code(&'static [u8]),
+}
+
+/// A built [`tower`]: its code and clauses (innermost first), where the tower starts and where
+/// the handler it stands in starts.
+struct Tower {
+    code: Vec<u8>,
+    clauses: Vec<Clause>,
+    start: u32,
+    handler: u32,
+}
+
+/// A tower of `depth` try/finally regions that all start at the same instruction, the
+/// innermost holding only `top`, standing on `base`; each try but the innermost leaves to the
+/// instruction after the tower. Before everything, when `jump_in`, `ldc.i4.0; brtrue` to the
+/// tower's first instruction.
+fn tower(depth: usize, base: Base, top: Top, jump_in: bool) -> Tower {
+    const LEAVE: u8 = 0xDD;
+    // Long `leave`s to the end of the code and to the end of the tower, fixed up at the end.
+    let (mut to_end, mut to_after) = (Vec::new(), Vec::new());
+    let leave = |code: &mut Vec<u8>, fix: &mut Vec<usize>| {
+        code.push(LEAVE);
+        fix.push(code.len());
+        code.extend_from_slice(&[0; 4]);
+    };
+    let mut code = Vec::new();
+    if jump_in {
+        code.extend_from_slice(&[0x16, 0x3A, 0, 0, 0, 0]);
+    }
+    let (outer_try, mut handler) = (code.len(), 0);
+    if base != Base::Plain {
+        leave(&mut code, &mut to_end);
+        handler = code.len();
+        if base == Base::Catch {
+            code.push(0x26); // pop the exception
+        }
+    }
+    let start = code.len();
+    if jump_in {
+        code[2..6].copy_from_slice(&((start - 6) as i32).to_le_bytes());
+    }
+    match top {
+        Top::LeaveEnd => leave(&mut code, &mut to_end),
+        Top::Code(bytes) => code.extend_from_slice(bytes),
+    }
+    let mut clauses = Vec::new();
+    for level in 0..depth {
+        if level > 0 {
+            leave(&mut code, &mut to_after);
+        }
+        let h = code.len();
+        code.push(0xDC); // endfinally
+        clauses.push(Clause {
+            flags: Clause::FLAG_FINALLY,
+            try_offset: start as u32,
+            try_length: (h - start) as u32,
+            handler_offset: h as u32,
+            handler_length: 1,
+            class_or_filter: 0,
+        });
+    }
+    let after = code.len();
+    match base {
+        Base::Plain => leave(&mut code, &mut to_end),
+        Base::Catch => leave(&mut code, &mut to_end),
+        Base::Finally => code.push(0xDC),
+    }
+    if base != Base::Plain {
+        let catch = base == Base::Catch;
+        clauses.push(Clause {
+            flags: if catch { 0 } else { Clause::FLAG_FINALLY },
+            try_offset: outer_try as u32,
+            try_length: (handler - outer_try) as u32,
+            handler_offset: handler as u32,
+            handler_length: (code.len() - handler) as u32,
+            class_or_filter: if catch { TYPE } else { 0 },
+        });
+    }
+    let end = code.len();
+    code.push(0x2A);
+    for (fix, to) in [(to_end, end), (to_after, after)] {
+        for at in fix {
+            let disp = to as i64 - (at as i64 + 4);
+            code[at..at + 4].copy_from_slice(&(disp as i32).to_le_bytes());
+        }
+    }
+    Tower {
+        code,
+        clauses,
+        start: start as u32,
+        handler: handler as u32,
+    }
+}
+
+/// The findings on a [`tower`] as (code, offset, message).
+fn tower_findings(t: &Tower) -> Vec<(Code, u32, String)> {
+    verify_code(&t.code, &t.clauses, Some(8), &res())
+        .into_iter()
+        .map(|d| (d.code, d.offset, d.message))
+        .collect()
+}
+
+const DEPTH: usize = 3000;
+const RETHROW: Top = Top::Code(&[0xFE, 0x1A]);
+const ENDFINALLY: Top = Top::Code(&[0xDC]);
+const THROW_NULL: Top = Top::Code(&[0x14, 0x7A]);
+
+#[test]
+fn deep_towers_are_valid_where_the_walk_would_pass() {
+    // A leave from the innermost of many tries out to the end, in plain code or a catch.
+    for base in [Base::Plain, Base::Catch] {
+        assert_eq!(
+            tower_findings(&tower(DEPTH, base, Top::LeaveEnd, false)),
+            []
+        );
+    }
+    // rethrow in tries in a catch; endfinally in tries in a finally.
+    assert_eq!(
+        tower_findings(&tower(DEPTH, Base::Catch, RETHROW, false)),
+        []
+    );
+    assert_eq!(
+        tower_findings(&tower(DEPTH, Base::Finally, ENDFINALLY, false)),
+        []
+    );
+    // A branch from plain code to the first instruction of every try of the tower.
+    assert_eq!(
+        tower_findings(&tower(DEPTH, Base::Plain, THROW_NULL, true)),
+        []
+    );
+}
+
+#[test]
+fn deep_towers_report_the_region_the_walk_would_stop_at() {
+    // A leave from the innermost try, through every try, out of the finally under them.
+    let t = tower(DEPTH, Base::Finally, Top::LeaveEnd, false);
+    let got = tower_findings(&t);
+    let leave = (
+        Code::LeaveOutOfFinally,
+        t.start,
+        format!(
+            "leave leaves the finally handler starting at IL_{:04x}",
+            t.handler
+        ),
+    );
+    assert_eq!(got, [leave]);
+    // rethrow and endfinally where the handler under the tower is of the wrong kind.
+    let t = tower(DEPTH, Base::Finally, RETHROW, false);
+    let got: Vec<_> = tower_findings(&t).into_iter().map(|g| (g.0, g.1)).collect();
+    assert_eq!(got, [(Code::Rethrow, t.start)]);
+    let t = tower(DEPTH, Base::Catch, ENDFINALLY, false);
+    let got: Vec<_> = tower_findings(&t).into_iter().map(|g| (g.0, g.1)).collect();
+    assert_eq!(got, [(Code::Endfinally, t.start)]);
+    // A branch from plain code past the first instruction of every try into the catch.
+    let t = tower(DEPTH, Base::Catch, THROW_NULL, true);
+    let entry = (
+        Code::BranchIntoHandler,
+        1,
+        format!(
+            "brtrue enters the catch handler starting at IL_{:04x} at IL_{:04x}",
+            t.handler, t.start
+        ),
+    );
+    assert_eq!(tower_findings(&t), [entry]);
+}
+
+/// The hostile shapes at a moderate size: the answers, not the time.
+#[cfg(feature = "gen")]
+mod hostile_shapes {
+    use super::*;
+    use crate::generate::hostile;
+
+    fn findings(code: &[u8], clauses: &[Clause]) -> Vec<Code> {
+        verify_code(code, clauses, Some(8), &NoResolver)
+            .iter()
+            .map(|d| d.code)
+            .collect()
+    }
+
+    fn parts(h: &hostile::Hostile) -> (Vec<u8>, Vec<Clause>) {
+        let body = Body::parse(&h.bytes).unwrap();
+        (body.code.to_vec(), body.clauses().copied().collect())
+    }
+
+    #[test]
+    fn nested_regions_verify_and_broken_nesting_is_caught() {
+        let (code, clauses) = parts(&hostile::nested_try(20_000));
+        assert_eq!(clauses.len(), 20_000);
+        assert_eq!(findings(&code, &clauses), []);
+        assert_eq!(
+            max_stack(&code, &clauses, &NoResolver),
+            Ok(0),
+            "finally handlers start empty"
+        );
+        // An outer clause listed before the one nested in it.
+        let mut swapped = clauses.clone();
+        swapped.swap(10_000, 10_001);
+        let got = findings(&code, &swapped);
+        assert!(
+            !got.is_empty() && got.iter().all(|&c| c == Code::EHOrderInnerAfterOuter),
+            "{got:?}"
+        );
+        // The outermost try stretched over its own handler.
+        let mut stretched = clauses.clone();
+        let last = stretched.len() - 1;
+        stretched[last].try_length += 1;
+        assert!(findings(&code, &stretched).contains(&Code::EHOverlap));
+        // The innermost try's leave turned into a fall-through out of it.
+        let mut falls = code.clone();
+        let leave = clauses[0].handler_offset as usize - 5;
+        falls[leave..leave + 5].fill(0x00);
+        let got = findings(&falls, &clauses);
+        assert!(got.contains(&Code::FallthroughIntoHandler), "{got:?}");
+    }
+
+    #[test]
+    fn sequential_regions_verify_and_an_overlap_is_caught() {
+        let (code, clauses) = parts(&hostile::sequential_try(20_000));
+        assert_eq!(findings(&code, &clauses), []);
+        let mut overlap = clauses.clone();
+        overlap[10_000].handler_length += 1;
+        assert!(findings(&code, &overlap).contains(&Code::EHOverlap));
+    }
+}
+
 // ---- Prefixes ----
 
 #[test]
