@@ -895,3 +895,115 @@ fn widening_moves_every_run_to_its_final_offset() {
         );
     }
 }
+
+/// The hostile widening cascade at 20k instructions through `prologue-epilogue`: one pass per
+/// link of the chain, every chain branch but the last widened, every branch and switch case on
+/// its label under every branch-form option, and the byte-level splice equal to the IR path.
+#[test]
+fn a_long_widening_cascade_settles_with_every_branch_on_its_target() {
+    use ilcheck::generate::hostile;
+    use ilcheck::ir::{EntryExit, Rewriter};
+    let h = hostile::cascade(20_000);
+    let body = Body::parse(&h.bytes).unwrap();
+    let opts = TransformOptions::default();
+    let links = h.branches;
+    assert!(links > 5_000, "{links}");
+    for forms in [
+        BranchForms::KeepOriginal,
+        BranchForms::AllLong,
+        BranchForms::ShortestWhereFits,
+    ] {
+        let mut m = Method::from_body(&body).unwrap();
+        transforms::prologue_epilogue(&mut m, &opts).unwrap();
+        let lopts = LayoutOptions {
+            branch_forms: forms,
+            ..LayoutOptions::default()
+        };
+        let mut out = Vec::new();
+        let info = layout(&m, &lopts, &NoResolver, &mut out).expect("verified layout");
+        ilcheck::ir::check::placement(&m, &out).unwrap_or_else(|e| panic!("{forms:?}: {e}"));
+        let ins = decoded(&out);
+        let count = |op: Opcode| ins.iter().filter(|i| i.1 == op).count();
+        if forms == BranchForms::AllLong {
+            assert_eq!((info.passes, info.widened), (1, 0));
+            assert_eq!(count(Opcode::Br), links + 1);
+        } else {
+            assert_eq!(
+                (info.passes as usize, info.widened as usize),
+                (links, links - 1),
+                "{forms:?}: one pass per link"
+            );
+            // The last link and the redirected `ret` stay short.
+            assert_eq!((count(Opcode::Br), count(Opcode::Br_S)), (links - 1, 2));
+        }
+    }
+    // The splice, which `--branches keep` takes, writes what the IR path writes.
+    let lopts = LayoutOptions::default();
+    let (mut spliced, mut lifted) = (Vec::new(), Vec::new());
+    let mut rw = Rewriter::new();
+    let which = EntryExit::PrologueEpilogue;
+    let a = rw
+        .splice_entry_exit(&body, which, &opts, &lopts, &NoResolver, &mut spliced)
+        .expect("the splice takes the chain");
+    let b = rw
+        .rewrite(
+            &body,
+            which.transform(),
+            &opts,
+            &lopts,
+            &NoResolver,
+            &mut lifted,
+        )
+        .unwrap();
+    assert_eq!(a, b);
+    assert!(spliced == lifted, "spliced and lifted bytes differ");
+}
+
+/// The hostile region shapes at 20k clauses through `prologue-epilogue` under every branch-form
+/// option: verified, every label in place, the splice equal to the IR path.
+#[test]
+fn many_regions_rewrite_with_every_boundary_in_place() {
+    use ilcheck::generate::hostile;
+    use ilcheck::ir::{EntryExit, Rewriter};
+    let opts = TransformOptions::default();
+    for h in [hostile::sequential_try(20_000), hostile::nested_try(20_000)] {
+        let body = Body::parse(&h.bytes).unwrap();
+        for forms in [
+            BranchForms::KeepOriginal,
+            BranchForms::AllLong,
+            BranchForms::ShortestWhereFits,
+        ] {
+            let mut m = Method::from_body(&body).unwrap();
+            transforms::prologue_epilogue(&mut m, &opts).unwrap();
+            let lopts = LayoutOptions {
+                branch_forms: forms,
+                ..LayoutOptions::default()
+            };
+            let mut out = Vec::new();
+            layout(&m, &lopts, &NoResolver, &mut out)
+                .unwrap_or_else(|e| panic!("{:?} {forms:?}: {e}", h.shape));
+            ilcheck::ir::check::placement(&m, &out)
+                .unwrap_or_else(|e| panic!("{:?} {forms:?}: {e}", h.shape));
+            assert_eq!(Body::decode(&out).unwrap().clauses().count(), 20_000);
+        }
+        let lopts = LayoutOptions::default();
+        let (mut spliced, mut lifted) = (Vec::new(), Vec::new());
+        let mut rw = Rewriter::new();
+        let which = EntryExit::PrologueEpilogue;
+        let a = rw.splice_entry_exit(&body, which, &opts, &lopts, &NoResolver, &mut spliced);
+        let b = rw.rewrite(
+            &body,
+            which.transform(),
+            &opts,
+            &lopts,
+            &NoResolver,
+            &mut lifted,
+        );
+        assert_eq!(a, Some(b.unwrap()), "{:?}", h.shape);
+        assert!(
+            spliced == lifted,
+            "{:?}: spliced and lifted bytes differ",
+            h.shape
+        );
+    }
+}

@@ -5,7 +5,9 @@
 //! `int8`, until a pass widens nothing. Widening only grows code, so a branch that fits in one
 //! pass may stop fitting in the next (a cascade), but never the other way round: the process is
 //! monotone and ends within one pass per branch. It is bounded anyway, with an error rather than
-//! a hang. Displacements are range-checked as they are written, never wrapped.
+//! a hang. The passes run in time linear in the branches however long the cascade: a pass after
+//! the first only revisits the short branches around those the pass before widened (see
+//! `relax`). Displacements are range-checked as they are written, never wrapped.
 //!
 //! The EH table is rebuilt in clause order, the header and sections are written by
 //! [`BodyParts::encode_canonical`] (tiny when eligible, small EH section when every clause
@@ -16,6 +18,7 @@ use crate::body::{BodyParts, Clause, EncodeError, RawSection as BodyRawSection};
 use crate::opcode::{Opcode, OperandKind};
 use crate::verify::{Code, Diagnostic, Resolver, Verifier};
 
+mod relax;
 mod splice;
 
 /// Which form each branch (including `leave`) gets.
@@ -325,8 +328,8 @@ pub struct Layout {
     branches: Vec<(u32, u32)>,
     /// Whether each branch (parallel to `branches`) is in the long form.
     long: Vec<bool>,
-    /// Instructions widened by the current relaxation pass.
-    grown: Vec<u32>,
+    /// Relaxation's passes.
+    relax: relax::Relax,
     /// Instructions widened by every pass of the current layout.
     widened: Vec<u32>,
     /// The code of the last layout in `code[..code_len]`; the rest is scratch that is never
@@ -570,37 +573,54 @@ impl Layout {
             if at > i32::MAX as u64 {
                 return Err(LayoutError::CodeTooLarge(at));
             }
-            self.grown.clear();
-            for (k, &(index, target)) in self.branches.iter().enumerate() {
-                if self.long[k] {
-                    continue;
-                }
-                let i = index as usize;
-                let disp = self.offsets[target as usize] as i64 - self.offsets[i + 1] as i64;
-                if i8::try_from(disp).is_err() {
-                    self.long[k] = true;
-                    self.grown.push(index);
-                }
-            }
-            if self.grown.is_empty() {
+            let (offsets, branches, long) = (&self.offsets, &self.branches, &self.long);
+            let grown = if info.passes == 1 {
+                self.relax.first_pass(branches.len(), |k| {
+                    let (index, target) = branches[k];
+                    let disp = offsets[target as usize] as i64 - offsets[index as usize + 1] as i64;
+                    (!long[k]).then_some(disp)
+                })
+            } else {
+                let jump = |k: usize| {
+                    let (index, target) = branches[k];
+                    relax::Jump {
+                        at: index,
+                        from: index + 1,
+                        to: target,
+                    }
+                };
+                self.relax.next_pass(jump, |p| offsets[p as usize] as i64)
+            };
+            if grown.is_empty() {
                 break;
             }
             // Short and long branch opcodes are both one byte: the operand grows by 3.
-            info.widened += self.grown.len() as u32;
-            self.widened.extend_from_slice(&self.grown);
-            at += 3 * self.grown.len() as u64;
-            let mut delta = 0u32;
-            let mut next = self.grown.iter().copied().peekable();
-            let first = self.grown[0] as usize;
-            for (j, o) in self.offsets.iter_mut().enumerate().skip(first) {
-                *o = o.wrapping_add(delta);
-                if next.next_if_eq(&(j as u32)).is_some() {
-                    delta += 3;
-                }
+            info.widened += grown.len() as u32;
+            at += 3 * grown.len() as u64;
+            for &k in grown {
+                self.long[k as usize] = true;
+                self.widened.push(branches[k as usize].0);
             }
         }
+        self.move_widened();
         info.code_size = at as u32;
         Ok(info)
+    }
+
+    /// Moves every offset past the branches relaxation widened by the three bytes each adds.
+    fn move_widened(&mut self) {
+        self.widened.sort_unstable();
+        let Some(&first) = self.widened.first() else {
+            return;
+        };
+        let mut delta = 0u32;
+        let mut next = self.widened.iter().copied().peekable();
+        for (j, o) in self.offsets.iter_mut().enumerate().skip(first as usize) {
+            *o = o.wrapping_add(delta);
+            if next.next_if_eq(&(j as u32)).is_some() {
+                delta += 3;
+            }
+        }
     }
 
     /// Checks the prefix run of instruction `index`, writes it at `at` and returns its size.

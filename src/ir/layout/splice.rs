@@ -15,6 +15,7 @@
 //! refuses, is left to the IR path (which then reports). Where it answers, the answer is the IR
 //! path's; `tests/rewrite_corpus.rs` compares the two on every body of the corpus.
 
+use super::relax::{Jump, Relax};
 use super::{Layout, LayoutInfo, LayoutOptions, encode_plain};
 use crate::body::{Body, Clause, ClauseKind, SectionContent};
 use crate::instr::{self, Operand as RawOperand};
@@ -390,50 +391,80 @@ impl Scratch {
         }
     }
 
-    /// Relaxation to a fixpoint, as the IR layout does it: every short branch whose
-    /// displacement does not fit is widened, all at once per pass, until none is. Returns
-    /// (passes, widened).
-    fn relax(&mut self, plan: &Plan) -> Option<(u32, u32)> {
+    /// Relaxation to a fixpoint, as the IR layout does it (and with its passes, in the
+    /// layout's `relax`): every short branch whose displacement does not fit is widened, all at
+    /// once per pass, until none is. Returns (passes, widened).
+    fn relax(&mut self, plan: &Plan, relax: &mut Relax) -> Option<(u32, u32)> {
+        self.sum_growth();
+        let entry = self.epilogue_entry(plan) as i64;
+        // Where a redirected `ret` goes, in old offsets.
+        let end = if plan.shared {
+            plan.epilogue_at
+        } else {
+            plan.len
+        };
         let bound = self.events.len() + 2;
         let (mut passes, mut widened) = (0u32, 0u32);
-        loop {
+        let settled = loop {
             passes += 1;
             if passes as usize > bound {
-                return None;
+                break None;
             }
-            self.sum_growth();
-            let entry = self.epilogue_entry(plan) as i64;
-            let mut grown = 0;
-            for k in 0..self.events.len() {
-                let e = self.events[k];
-                let target = match e.kind {
-                    Kind::Branch {
-                        target,
-                        long: false,
-                        ..
-                    } => self.target(plan, target) as i64,
-                    Kind::Ret {
+            let events = &self.events;
+            let grown = if passes == 1 {
+                // Relaxation widens short branches and `ret`s redirected in the short form.
+                relax.first_pass(events.len(), |k| match events[k].kind {
+                    Kind::Branch { long: false, .. }
+                    | Kind::Ret {
                         redirect: true,
                         long: false,
                         ..
-                    } => entry,
-                    _ => continue,
-                };
-                // Events are at distinct offsets, in order: `cum[k]` is the growth before this one.
-                let next = self.instr_with(plan, e.at, self.cum[k]) as i64 + 2;
-                if i8::try_from(target - next).is_err() {
-                    match &mut self.events[k].kind {
-                        Kind::Branch { long, .. } | Kind::Ret { long, .. } => *long = true,
-                        Kind::Switch { .. } => {}
+                    } => Some(self.initial_disp(plan, k, entry)),
+                    Kind::Branch { .. } | Kind::Ret { .. } | Kind::Switch { .. } => None,
+                })
+            } else {
+                let jump = |k: usize| {
+                    let e = events[k];
+                    let to = match e.kind {
+                        Kind::Branch { target, .. } => target,
+                        Kind::Ret { .. } | Kind::Switch { .. } => end,
+                    };
+                    Jump {
+                        at: e.at,
+                        from: e.at + 1,
+                        to,
                     }
-                    grown += 1;
+                };
+                relax.next_pass(jump, |p| p as i64)
+            };
+            if grown.is_empty() {
+                break Some((passes, widened));
+            }
+            widened += grown.len() as u32;
+            for &k in grown {
+                match &mut self.events[k as usize].kind {
+                    Kind::Branch { long, .. } | Kind::Ret { long, .. } => *long = true,
+                    Kind::Switch { .. } => {}
                 }
             }
-            if grown == 0 {
-                return Some((passes, widened));
-            }
-            widened += grown;
+        };
+        if widened != 0 {
+            self.sum_growth();
         }
+        settled
+    }
+
+    /// The displacement of event `k` (a short branch, or a `ret` redirected to the epilogue
+    /// at `entry`) before relaxation.
+    fn initial_disp(&self, plan: &Plan, k: usize, entry: i64) -> i64 {
+        let e = self.events[k];
+        let target = match e.kind {
+            Kind::Branch { target, .. } => self.target(plan, target) as i64,
+            Kind::Ret { .. } | Kind::Switch { .. } => entry,
+        };
+        // Events are at distinct offsets, in order: `cum[k]` is the growth before this one.
+        let next = self.instr_with(plan, e.at, self.cum[k]) as i64 + 2;
+        target - next
     }
 
     /// Writes the new code into `out[..]`, which holds it and 8 bytes more; returns its size.
@@ -618,7 +649,7 @@ impl Layout {
             appended,
             len: code.len() as u32,
         };
-        let (passes, widened) = s.relax(&plan)?;
+        let (passes, widened) = s.relax(&plan, &mut self.relax)?;
         let total =
             s.base(&plan, plan.len) as usize + if appended { epi_len as usize + 1 } else { 0 };
         if self.code.len() < total + 16 {
