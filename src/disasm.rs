@@ -3,7 +3,8 @@
 //! nest, and the exception table as stored. Diffs and reports are made of this text.
 
 use crate::body::{Body, Clause, ClauseKind, Header, SectionContent};
-use crate::instr::{Instruction, Instructions, Operand};
+use crate::instr::{Instruction, Instructions, Operand, decode_with_len};
+use std::cmp::Reverse;
 use std::fmt::{self, Write};
 
 /// Writes an instruction's operand (with the separating padding), ildasm-style.
@@ -76,54 +77,116 @@ pub fn write_label(f: &mut impl Write, target: i64) -> fmt::Result {
     }
 }
 
+/// What a region of the structured EH view is headed with: its text follows from this alone,
+/// so regions with equal labels print equal lines.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum RegionLabel {
+    Try,
+    Filter,
+    Catch(u32),
+    /// The handler of a filter clause.
+    FilterHandler,
+    Finally,
+    Fault,
+    /// A handler whose flags name no kind.
+    Invalid(u32),
+}
+
+impl RegionLabel {
+    fn handler(c: &Clause) -> RegionLabel {
+        match c.kind() {
+            ClauseKind::Catch => RegionLabel::Catch(c.class_or_filter),
+            ClauseKind::Filter => RegionLabel::FilterHandler,
+            ClauseKind::Finally => RegionLabel::Finally,
+            ClauseKind::Fault => RegionLabel::Fault,
+            ClauseKind::Invalid => RegionLabel::Invalid(c.flags),
+        }
+    }
+
+    /// Writes the line that opens the region and, unless that line is the brace itself (a
+    /// filter's handler), the brace line, each after `indent`.
+    fn write_open(self, out: &mut String, indent: &str) -> fmt::Result {
+        out.push_str(indent);
+        match self {
+            RegionLabel::Try => out.push_str(".try"),
+            RegionLabel::Filter => out.push_str("filter"),
+            RegionLabel::Catch(class) => write!(out, "catch {class:#010x}")?,
+            RegionLabel::FilterHandler => {
+                out.push_str("{  // handler\n");
+                return Ok(());
+            }
+            RegionLabel::Finally => out.push_str("finally"),
+            RegionLabel::Fault => out.push_str("fault"),
+            RegionLabel::Invalid(flags) => write!(out, "handler (flags {flags:#x})")?,
+        }
+        out.push('\n');
+        out.push_str(indent);
+        out.push_str("{\n");
+        Ok(())
+    }
+}
+
 /// One region of the structured EH view.
+#[derive(Clone, Copy, Debug)]
 struct Region {
     start: u32,
     end: u32,
-    label: String,
+    label: RegionLabel,
+    /// Where the clauses list it: regions with the same bounds keep this order.
+    seq: u32,
 }
 
-fn handler_label(c: &Clause) -> String {
-    match c.kind() {
-        ClauseKind::Catch => format!("catch {:#010x}", c.class_or_filter),
-        ClauseKind::Filter => "{  // handler".to_string(),
-        ClauseKind::Finally => "finally".to_string(),
-        ClauseKind::Fault => "fault".to_string(),
-        ClauseKind::Invalid => format!("handler (flags {:#x})", c.flags),
-    }
+/// Regions nested deeper than this are indented as deep as this: fully indented, the text of
+/// a body with `n` nested regions would grow with the square of `n`.
+const MAX_INDENT: usize = 32;
+
+/// The structured EH view: the regions in print order, and how deep they nest.
+struct Nesting {
+    regions: Vec<Region>,
+    depth: usize,
 }
 
 /// Regions in print order (outer before inner), or `None` when they do not nest cleanly on
 /// instruction boundaries; then only the flat listing and the table are shown.
-fn nested_regions(clauses: &[Clause], starts: &[u32], code_len: u32) -> Option<Vec<Region>> {
+fn nested_regions(clauses: &[Clause], starts: &[u32], code_len: u32) -> Option<Nesting> {
     let on_boundary = |o: u64| o == code_len as u64 || starts.binary_search(&(o as u32)).is_ok();
-    let mut regions: Vec<Region> = Vec::new();
-    let mut push = |start: u64, end: u64, label: String| -> Option<()> {
+    let mut regions: Vec<Region> = Vec::with_capacity(2 * clauses.len());
+    let mut push = |start: u64, end: u64, label: RegionLabel| -> Option<()> {
         if start >= end || !on_boundary(start) || !on_boundary(end) {
             return None;
         }
-        let (start, end) = (start as u32, end as u32);
-        if !regions
-            .iter()
-            .any(|r| r.start == start && r.end == end && r.label == label)
-        {
-            regions.push(Region { start, end, label });
-        }
+        let seq = regions.len() as u32;
+        regions.push(Region {
+            start: start as u32,
+            end: end as u32,
+            label,
+            seq,
+        });
         Some(())
     };
     for c in clauses {
-        push(c.try_offset as u64, c.try_end(), ".try".to_string())?;
+        push(c.try_offset as u64, c.try_end(), RegionLabel::Try)?;
         if c.kind() == ClauseKind::Filter {
             push(
                 c.class_or_filter as u64,
                 c.handler_offset as u64,
-                "filter".to_string(),
+                RegionLabel::Filter,
             )?;
         }
-        push(c.handler_offset as u64, c.handler_end(), handler_label(c))?;
+        push(
+            c.handler_offset as u64,
+            c.handler_end(),
+            RegionLabel::handler(c),
+        )?;
     }
-    regions.sort_by(|a, b| a.start.cmp(&b.start).then(b.end.cmp(&a.end)));
+    // A region listed again (a try shared by several clauses) is shown once, where it is first
+    // listed: sorted, equal regions are neighbours, the first listed first.
+    regions.sort_unstable_by_key(|r| (r.start, Reverse(r.end), r.label, r.seq));
+    regions.dedup_by(|r, kept| (r.start, r.end, r.label) == (kept.start, kept.end, kept.label));
+    // Outer before inner; regions with the same bounds in the order the clauses list them.
+    regions.sort_unstable_by_key(|r| (r.start, Reverse(r.end), r.seq));
     let mut open: Vec<u32> = Vec::new();
+    let mut depth = 0;
     for r in &regions {
         while open.last().is_some_and(|&end| end <= r.start) {
             open.pop();
@@ -132,8 +195,9 @@ fn nested_regions(clauses: &[Clause], starts: &[u32], code_len: u32) -> Option<V
             return None;
         }
         open.push(r.end);
+        depth = depth.max(open.len());
     }
-    Some(regions)
+    Some(Nesting { regions, depth })
 }
 
 /// Full ildasm-style text of a body.
@@ -216,32 +280,39 @@ fn write_range(out: &mut String, start: u64, end: u64) -> fmt::Result {
 
 /// Writes the instruction listing, structured by EH regions when they nest.
 pub fn write_code(out: &mut String, code: &[u8], clauses: &[Clause]) -> fmt::Result {
-    let mut instrs = Vec::new();
+    // The code is walked twice, first for the instruction starts that region bounds must be
+    // on, so that no decoded instruction is kept.
+    let mut starts: Vec<u32> = Vec::new();
     let mut error = None;
     for i in Instructions::new(code) {
         match i {
-            Ok(i) => instrs.push(i),
+            Ok(i) => starts.push(i.offset),
             Err(e) => error = Some(e),
         }
     }
-    let starts: Vec<u32> = instrs.iter().map(|i| i.offset).collect();
-    let regions = nested_regions(clauses, &starts, code.len() as u32).unwrap_or_default();
+    let nesting = nested_regions(clauses, &starts, code.len() as u32);
+    drop(starts);
+    let (regions, depth) = nesting.map_or((Vec::new(), 0), |n| (n.regions, n.depth));
     if regions.is_empty() && !clauses.is_empty() {
         writeln!(
             out,
             "// EH regions do not nest on instruction boundaries; see the table below"
         )?;
     }
+    if depth > MAX_INDENT {
+        writeln!(
+            out,
+            "// EH regions nest {depth} deep; indentation stops at {MAX_INDENT} levels"
+        )?;
+    }
+    let spaces = "  ".repeat(depth.min(MAX_INDENT));
+    let indent = |depth: usize| &spaces[..2 * depth.min(MAX_INDENT)];
     let mut next_region = 0;
     let mut open: Vec<u32> = Vec::new();
-    let indent = |depth: usize| "  ".repeat(depth);
-    for i in &instrs {
-        close_until(out, &mut open, i.offset, &indent)?;
+    for i in Instructions::new(code).flatten() {
+        close_until(out, &mut open, i.offset, &indent);
         while let Some(r) = regions.get(next_region).filter(|r| r.start == i.offset) {
-            writeln!(out, "{}{}", indent(open.len()), r.label)?;
-            if !r.label.starts_with('{') {
-                writeln!(out, "{}{{", indent(open.len()))?;
-            }
+            r.label.write_open(out, indent(open.len()))?;
             open.push(r.end);
             next_region += 1;
         }
@@ -252,10 +323,10 @@ pub fn write_code(out: &mut String, code: &[u8], clauses: &[Clause]) -> fmt::Res
             i.offset,
             i.opcode.name()
         )?;
-        write_operand(out, i)?;
+        write_operand(out, &i)?;
         out.push('\n');
     }
-    close_until(out, &mut open, u32::MAX, &indent)?;
+    close_until(out, &mut open, u32::MAX, &indent);
     if let Some(e) = error {
         let at = e.offset() as usize;
         writeln!(
@@ -267,17 +338,18 @@ pub fn write_code(out: &mut String, code: &[u8], clauses: &[Clause]) -> fmt::Res
     Ok(())
 }
 
-fn close_until(
+/// Closes every open region that ends at or before `offset`.
+fn close_until<'s>(
     out: &mut String,
     open: &mut Vec<u32>,
     offset: u32,
-    indent: &dyn Fn(usize) -> String,
-) -> fmt::Result {
+    indent: &dyn Fn(usize) -> &'s str,
+) {
     while open.last().is_some_and(|&end| end <= offset) {
         open.pop();
-        writeln!(out, "{}}}", indent(open.len()))?;
+        out.push_str(indent(open.len()));
+        out.push_str("}\n");
     }
-    Ok(())
 }
 
 /// Space-separated upper-case hex bytes.
@@ -295,24 +367,34 @@ pub fn hex(bytes: &[u8]) -> String {
 /// The instructions around IL offset `at`: `radius` on each side of the one that contains it,
 /// that one marked with `>`. Undecodable code ends the listing with the decoder's message.
 pub fn window(code: &[u8], at: u32, radius: usize) -> String {
-    let mut lines: Vec<(u32, String)> = Vec::new();
+    // Offsets of every line first; only the lines shown are formatted (the instructions decoded
+    // again), so that a body's many findings do not each format the whole body.
+    let mut offsets: Vec<u32> = Vec::new();
     let mut error = None;
     for i in Instructions::new(code) {
         match i {
-            Ok(i) => lines.push((i.offset, i.to_string())),
-            Err(e) => error = Some((e.offset(), e.to_string())),
+            Ok(i) => offsets.push(i.offset),
+            Err(e) => error = Some(e),
         }
     }
-    if let Some((offset, e)) = error {
-        lines.push((offset, format!("// {e}")));
+    let instructions = offsets.len();
+    if let Some(e) = &error {
+        offsets.push(e.offset());
     }
-    let hit = lines.iter().rposition(|(off, _)| *off <= at).unwrap_or(0);
+    let hit = offsets.iter().rposition(|&off| off <= at).unwrap_or(0);
     let from = hit.saturating_sub(radius);
-    let to = (hit + radius + 1).min(lines.len());
+    let to = (hit + radius + 1).min(offsets.len());
     let mut out = String::new();
-    for (n, (_, text)) in lines[from..to].iter().enumerate() {
+    for (n, &off) in offsets[from..to].iter().enumerate() {
         let mark = if from + n == hit { ">" } else { " " };
-        let _ = writeln!(out, "  {mark} {text}");
+        let _ = match (from + n < instructions, &error) {
+            (true, _) => match decode_with_len(code, off as usize) {
+                Ok((i, _)) => writeln!(out, "  {mark} {i}"),
+                Err(e) => writeln!(out, "  {mark} // {e}"),
+            },
+            (false, Some(e)) => writeln!(out, "  {mark} // {e}"),
+            (false, None) => Ok(()),
+        };
     }
     out
 }

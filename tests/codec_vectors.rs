@@ -238,3 +238,43 @@ fn truncations_are_typed_errors_with_offsets() {
         })
     ));
 }
+
+/// The hostile shapes at a moderate size: every region printed once, braces balanced,
+/// indentation capped where the regions nest deeper than it goes.
+#[test]
+fn hostile_shapes_print_every_region() {
+    use ilcheck::generate::hostile;
+    let count = |text: &str, line: &str| text.lines().filter(|l| l.trim_start() == line).count();
+    for h in [hostile::sequential_try(20_000), hostile::nested_try(20_000)] {
+        let body = lossless(&h.bytes);
+        let text = disassemble(&body);
+        assert_eq!(count(&text, ".try"), 20_000, "{:?}", h.shape);
+        assert_eq!(count(&text, "finally"), 20_000, "{:?}", h.shape);
+        assert_eq!(count(&text, "{"), 40_000, "{:?}", h.shape);
+        assert_eq!(count(&text, "}"), 40_000, "{:?}", h.shape);
+        let lines = text.lines().filter(|l| l.trim_start().starts_with("IL_"));
+        assert_eq!(lines.count(), h.instructions, "{:?}", h.shape);
+        assert!(!text.contains("do not nest"));
+    }
+    // Sequential blocks sit at the top level, one after the other.
+    let text = disassemble(&lossless(&hostile::sequential_try(3).bytes));
+    assert!(
+        text.contains(
+            "}\nfinally\n{\n  IL_0003:  endfinally\n}\n.try\n{\n  IL_0004:  nop\n  IL_0005:  leave.s    IL_0008\n}"
+        ),
+        "{text}"
+    );
+    // Nested ones indent by two spaces a level, up to 32 levels, and say where it stops.
+    let text = disassemble(&lossless(&hostile::nested_try(40).bytes));
+    assert!(
+        text.contains("// EH regions nest 40 deep; indentation stops at 32 levels\n"),
+        "{text}"
+    );
+    let deepest = text.lines().map(|l| l.len() - l.trim_start().len()).max();
+    assert_eq!(deepest, Some(64));
+    assert!(text.contains(&format!("\n{}IL_0027:  nop\n", " ".repeat(64))));
+    assert!(text.contains(&format!("\n{}IL_0007:  nop\n", " ".repeat(16))));
+    // No note when they nest exactly as deep as the indentation goes.
+    let text = disassemble(&lossless(&hostile::nested_try(32).bytes));
+    assert!(!text.contains("indentation stops"), "{text}");
+}
