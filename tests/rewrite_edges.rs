@@ -1007,3 +1007,65 @@ fn many_regions_rewrite_with_every_boundary_in_place() {
         );
     }
 }
+
+/// `localloc` in a handler (III.3.47) stops the wrap transforms, wherever among many clauses
+/// it is; before, between and after the handlers it does not.
+#[test]
+fn wrapping_refuses_localloc_in_any_handler() {
+    // `clauses` try/finally blocks, then `ldc.i4.4; localloc; pop` at `extra` or not, `ret`;
+    // with `in_handler`, the finally of block `in_handler` holds the `localloc` too.
+    let build = |clauses: usize, in_handler: Option<usize>| {
+        let mut m = Method::new(HeaderInfo::default());
+        let alloc = |m: &mut Method| {
+            m.push(Instr::op(Opcode::Ldc_I4_4));
+            m.push(Instr::op(Opcode::Localloc));
+            m.push(Instr::op(Opcode::Pop));
+        };
+        let mut built = Vec::new();
+        for k in 0..clauses {
+            alloc(&mut m);
+            let try_start = m.here();
+            let exit = m.new_label();
+            m.push(Instr::branch(Opcode::Leave_S, exit));
+            let handler_start = m.here();
+            if in_handler == Some(k) {
+                alloc(&mut m);
+            }
+            m.push(Instr::op(Opcode::Endfinally));
+            let handler_end = m.here();
+            m.bind(exit);
+            built.push(EhClause {
+                kind: ClauseKind::Finally,
+                try_start,
+                try_end: handler_start,
+                handler_start,
+                handler_end,
+                filter_start: None,
+                class_token: 0,
+                extra_flags: 0,
+            });
+        }
+        m.push(Instr::op(Opcode::Ret));
+        for c in built {
+            m.add_clause(c).unwrap();
+        }
+        m
+    };
+    let opts = TransformOptions {
+        returns_void: Some(true),
+        catch_type: 0x0100_0001,
+        ..TransformOptions::default()
+    };
+    for wrap in [transforms::wrap_finally, transforms::wrap_catch] {
+        assert_eq!(wrap(&mut build(300, None), &opts), Ok(Outcome::Changed));
+        for k in [0, 150, 299] {
+            // Block k starts after k blocks of 5 instructions; its handler's `localloc` is
+            // 5 instructions in.
+            let index = 5 * k + 5;
+            assert_eq!(
+                wrap(&mut build(300, Some(k)), &opts),
+                Err(SkipReason::LocallocInHandler { index })
+            );
+        }
+    }
+}

@@ -145,14 +145,25 @@ fn wrap(m: &mut Method, opts: &TransformOptions, kind: ClauseKind) -> Result<Out
 
 /// The first `localloc` inside a handler or filter of the existing clauses.
 fn localloc_in_handler(m: &Method) -> Option<usize> {
-    let mut spans = Vec::new();
+    if !m.instrs.iter().any(|i| i.opcode == Opcode::Localloc) {
+        return None;
+    }
+    // How many handler and filter spans hold each instruction, as a running sum of +1 where
+    // each starts and -1 where it ends: one pass, however many clauses and `localloc`s.
+    let n = m.instrs.len();
+    let mut delta = vec![0i64; n + 1];
     for c in &m.clauses {
         let start = c.filter_start.unwrap_or(c.handler_start);
-        if let (Some(s), Some(e)) = (m.position(start), m.position(c.handler_end)) {
-            spans.push((s, e));
+        if let (Some(s), Some(e)) = (m.position(start), m.position(c.handler_end))
+            && s < e
+        {
+            delta[s] += 1;
+            delta[e] -= 1;
         }
     }
-    (0..m.instrs.len()).find(|&i| {
-        m.instrs[i].opcode == Opcode::Localloc && spans.iter().any(|&(s, e)| s <= i && i < e)
+    let mut held = 0;
+    (0..n).find(|&i| {
+        held += delta[i];
+        m.instrs[i].opcode == Opcode::Localloc && held > 0
     })
 }
