@@ -314,16 +314,9 @@ fn roundtrip(
     };
     report.image_errors += problems.len() as u64;
     for p in problems {
-        report.failures.push(corpus::Failure {
-            assembly: p.path,
-            method: String::new(),
-            token: String::new(),
-            offset: 0,
-            kind: "image_error",
-            message: p.reason,
-            original: Vec::new(),
-            reencoded: Vec::new(),
-        });
+        report
+            .failures
+            .push(corpus::Failure::image(&p.path, 0, "image_error", p.reason));
     }
     let bar = progress_bar(inputs.len());
     corpus::roundtrip(&inputs, opts, &mut report, |input| {

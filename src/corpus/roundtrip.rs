@@ -33,6 +33,22 @@ pub struct Failure {
     pub reencoded: Vec<u8>,
 }
 
+impl Failure {
+    /// A failure of a whole assembly (no method): `offset` is a file offset.
+    pub fn image(assembly: &str, offset: usize, kind: &'static str, message: String) -> Failure {
+        Failure {
+            assembly: assembly.to_string(),
+            method: String::new(),
+            token: String::new(),
+            offset,
+            kind,
+            message,
+            original: Vec::new(),
+            reencoded: Vec::new(),
+        }
+    }
+}
+
 /// Counts of clause kinds, over the clauses of every distinct body decoded.
 #[derive(Clone, Copy, Debug, Default, Serialize)]
 pub struct ClauseCounts {
@@ -214,16 +230,7 @@ pub fn roundtrip(
                 push_failure(
                     report,
                     opts,
-                    Failure {
-                        assembly: input.name(),
-                        method: String::new(),
-                        token: String::new(),
-                        offset: 0,
-                        kind: "image_error",
-                        message: e.to_string(),
-                        original: Vec::new(),
-                        reencoded: Vec::new(),
-                    },
+                    Failure::image(&input.name(), 0, "image_error", e.to_string()),
                 );
             }
         }
@@ -332,16 +339,12 @@ fn roundtrip_image(
         push_failure(
             report,
             opts,
-            Failure {
-                assembly: name.to_string(),
-                method: String::new(),
-                token: String::new(),
-                offset: usize::try_from(f.offset).unwrap_or(usize::MAX),
-                kind: "image_integrity",
-                message: format!("{}: {}", f.code.name(), f.message),
-                original: Vec::new(),
-                reencoded: Vec::new(),
-            },
+            Failure::image(
+                name,
+                usize::try_from(f.offset).unwrap_or(usize::MAX),
+                "image_integrity",
+                format!("{}: {}", f.code.name(), f.message),
+            ),
         );
     }
 
@@ -437,18 +440,12 @@ fn roundtrip_image(
         push_failure(
             report,
             opts,
-            Failure {
-                assembly: name.to_string(),
-                method: String::new(),
-                token: String::new(),
-                offset: at,
-                kind: "image_mismatch",
-                message: format!(
-                    "image with re-encoded bodies differs from the file at offset {at:#x}"
-                ),
-                original: Vec::new(),
-                reencoded: Vec::new(),
-            },
+            Failure::image(
+                name,
+                at,
+                "image_mismatch",
+                format!("image with re-encoded bodies differs from the file at offset {at:#x}"),
+            ),
         );
     } else {
         report.images_identical += 1;
