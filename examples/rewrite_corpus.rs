@@ -3,7 +3,7 @@
 //! full every round; files are read into, and images written into, the buffers that held the
 //! same assembly in the previous round, as a long-running rewriter would reuse its memory).
 //!
-//! `cargo run --release --example rewrite_corpus [DIR] [FILES] [ROUNDS] [THREADS] [SPLIT] [CHECK]`:
+//! `cargo run --release --example rewrite_corpus [DIR] [FILES] [ROUNDS] [THREADS] [SPLIT] [CHECK] [PROBE]`:
 //! DIR defaults to `/usr/lib/mono/4.5`; FILES limits how many assemblies (in name order) are
 //! used; ROUNDS repeats the workload and reports the fastest round; THREADS (default 1; 0 for
 //! one per core) share the work, split by `methods` (default: each assembly's methods are
@@ -59,6 +59,24 @@ fn main() {
         Some("max-stack") => false,
         Some(other) => panic!("CHECK is `verify` or `max-stack`, not {other:?}"),
     };
+    // PROBE: the path of an assembly with `Acme.Probe::Enter(string, int32)` and
+    // `Exit(string)` (corpus/probe/probe.cs): every method calls them by name instead of the
+    // `nop` snippets, with the references and literals added to each image.
+    let probes = match args.next() {
+        None => ilcheck::corpus::Probes::default(),
+        Some(path) => {
+            let reference = ilcheck::image::Image::open(&path).expect("PROBE is a .NET assembly");
+            let refs = std::slice::from_ref(&reference);
+            let probe = |text: &str, entry| {
+                let parsed = ilcheck::image::emit::probe::parse(text).expect("probe name");
+                Some(ilcheck::image::emit::probe::resolve(&parsed, refs, entry).expect("probe"))
+            };
+            ilcheck::corpus::Probes {
+                entry: probe("void [Acme.Probe]Acme.Probe::Enter(string, int32)", true),
+                exit: probe("void [Acme.Probe]Acme.Probe::Exit(string)", false),
+            }
+        }
+    };
     let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
         .expect("corpus directory")
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -79,7 +97,7 @@ fn main() {
         max_listed: 0,
         threads: if by_images { 1 } else { threads },
         keep_ready_to_run: false,
-        probes: Default::default(),
+        probes,
     };
     // Largest first, so that no big assembly is left for the end.
     let mut by_size: Vec<usize> = (0..paths.len()).collect();
