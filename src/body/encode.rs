@@ -114,7 +114,8 @@ fn write_fat_header(
     out.extend_from_slice(&local_sig.to_le_bytes());
 }
 
-fn write_clause(c: &Clause, fat: bool, out: &mut Vec<u8>) {
+/// Appends one clause in its fat (24-byte) or small (12-byte) form (II.25.4.6).
+pub(crate) fn write_clause(c: &Clause, fat: bool, out: &mut Vec<u8>) {
     if fat {
         for v in [
             c.flags,

@@ -10,6 +10,7 @@
 
 mod decode;
 mod encode;
+pub(crate) use encode::write_clause;
 
 pub use decode::DecodeError;
 pub use encode::{BodyParts, EncodeError, RawSection};

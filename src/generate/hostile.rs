@@ -139,16 +139,7 @@ pub fn body(code: &[u8], clauses: &[Clause], max_stack: u16) -> Vec<u8> {
         out.push(kind);
         out.extend_from_slice(&data_size.to_le_bytes()[..3]);
         for c in chunk {
-            for field in [
-                c.flags,
-                c.try_offset,
-                c.try_length,
-                c.handler_offset,
-                c.handler_length,
-                c.class_or_filter,
-            ] {
-                out.extend_from_slice(&field.to_le_bytes());
-            }
+            crate::body::write_clause(c, true, &mut out);
         }
     }
     out
