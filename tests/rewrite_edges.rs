@@ -896,32 +896,71 @@ fn widening_moves_every_run_to_its_final_offset() {
     }
 }
 
-/// The hostile widening cascade at 20k instructions through `prologue-epilogue`: one pass per
-/// link of the chain, every chain branch but the last widened, every branch and switch case on
-/// its label under every branch-form option, and the byte-level splice equal to the IR path.
-#[test]
-fn a_long_widening_cascade_settles_with_every_branch_on_its_target() {
-    use ilcheck::generate::hostile;
-    use ilcheck::ir::{EntryExit, Rewriter};
-    let h = hostile::cascade(20_000);
-    let body = Body::parse(&h.bytes).unwrap();
+/// `prologue-epilogue` on `body` laid out under each branch-form option, every label checked in
+/// place: the form, the bytes and the layout's account of them.
+fn prologue_epilogue_every_form(
+    body: &Body<'_>,
+    what: &str,
+) -> Vec<(BranchForms, Vec<u8>, ilcheck::ir::LayoutInfo)> {
     let opts = TransformOptions::default();
-    let links = h.branches;
-    assert!(links > 5_000, "{links}");
-    for forms in [
+    [
         BranchForms::KeepOriginal,
         BranchForms::AllLong,
         BranchForms::ShortestWhereFits,
-    ] {
-        let mut m = Method::from_body(&body).unwrap();
+    ]
+    .into_iter()
+    .map(|forms| {
+        let mut m = Method::from_body(body).unwrap();
         transforms::prologue_epilogue(&mut m, &opts).unwrap();
         let lopts = LayoutOptions {
             branch_forms: forms,
             ..LayoutOptions::default()
         };
         let mut out = Vec::new();
-        let info = layout(&m, &lopts, &NoResolver, &mut out).expect("verified layout");
-        ilcheck::ir::check::placement(&m, &out).unwrap_or_else(|e| panic!("{forms:?}: {e}"));
+        let info = layout(&m, &lopts, &NoResolver, &mut out)
+            .unwrap_or_else(|e| panic!("{what} {forms:?}: {e}"));
+        ilcheck::ir::check::placement(&m, &out).unwrap_or_else(|e| panic!("{what} {forms:?}: {e}"));
+        (forms, out, info)
+    })
+    .collect()
+}
+
+/// The byte-level splice, which `--branches keep` takes, answers for `body` and writes what the
+/// IR path writes.
+fn splice_equals_ir(body: &Body<'_>, what: &str) {
+    use ilcheck::ir::{EntryExit, Rewriter};
+    let (opts, lopts) = (TransformOptions::default(), LayoutOptions::default());
+    let (mut spliced, mut lifted) = (Vec::new(), Vec::new());
+    let mut rw = Rewriter::new();
+    let which = EntryExit::PrologueEpilogue;
+    let a = rw.splice_entry_exit(body, which, &opts, &lopts, &NoResolver, &mut spliced);
+    let b = rw.rewrite(
+        body,
+        which.transform(),
+        &opts,
+        &lopts,
+        &NoResolver,
+        &mut lifted,
+    );
+    assert_eq!(
+        a,
+        Some(b.unwrap()),
+        "{what}: the splice declined or disagreed"
+    );
+    assert!(spliced == lifted, "{what}: spliced and lifted bytes differ");
+}
+
+/// The hostile widening cascade at 20k instructions through `prologue-epilogue`: one pass per
+/// link of the chain, every chain branch but the last widened, every branch and switch case on
+/// its label under every branch-form option, and the byte-level splice equal to the IR path.
+#[test]
+fn a_long_widening_cascade_settles_with_every_branch_on_its_target() {
+    use ilcheck::generate::hostile;
+    let h = hostile::cascade(20_000);
+    let body = Body::parse(&h.bytes).unwrap();
+    let links = h.branches;
+    assert!(links > 5_000, "{links}");
+    for (forms, out, info) in prologue_epilogue_every_form(&body, "cascade") {
         let ins = decoded(&out);
         let count = |op: Opcode| ins.iter().filter(|i| i.1 == op).count();
         if forms == BranchForms::AllLong {
@@ -937,26 +976,7 @@ fn a_long_widening_cascade_settles_with_every_branch_on_its_target() {
             assert_eq!((count(Opcode::Br), count(Opcode::Br_S)), (links - 1, 2));
         }
     }
-    // The splice, which `--branches keep` takes, writes what the IR path writes.
-    let lopts = LayoutOptions::default();
-    let (mut spliced, mut lifted) = (Vec::new(), Vec::new());
-    let mut rw = Rewriter::new();
-    let which = EntryExit::PrologueEpilogue;
-    let a = rw
-        .splice_entry_exit(&body, which, &opts, &lopts, &NoResolver, &mut spliced)
-        .expect("the splice takes the chain");
-    let b = rw
-        .rewrite(
-            &body,
-            which.transform(),
-            &opts,
-            &lopts,
-            &NoResolver,
-            &mut lifted,
-        )
-        .unwrap();
-    assert_eq!(a, b);
-    assert!(spliced == lifted, "spliced and lifted bytes differ");
+    splice_equals_ir(&body, "cascade");
 }
 
 /// The hostile region shapes at 20k clauses through `prologue-epilogue` under every branch-form
@@ -964,47 +984,13 @@ fn a_long_widening_cascade_settles_with_every_branch_on_its_target() {
 #[test]
 fn many_regions_rewrite_with_every_boundary_in_place() {
     use ilcheck::generate::hostile;
-    use ilcheck::ir::{EntryExit, Rewriter};
-    let opts = TransformOptions::default();
     for h in [hostile::sequential_try(20_000), hostile::nested_try(20_000)] {
         let body = Body::parse(&h.bytes).unwrap();
-        for forms in [
-            BranchForms::KeepOriginal,
-            BranchForms::AllLong,
-            BranchForms::ShortestWhereFits,
-        ] {
-            let mut m = Method::from_body(&body).unwrap();
-            transforms::prologue_epilogue(&mut m, &opts).unwrap();
-            let lopts = LayoutOptions {
-                branch_forms: forms,
-                ..LayoutOptions::default()
-            };
-            let mut out = Vec::new();
-            layout(&m, &lopts, &NoResolver, &mut out)
-                .unwrap_or_else(|e| panic!("{:?} {forms:?}: {e}", h.shape));
-            ilcheck::ir::check::placement(&m, &out)
-                .unwrap_or_else(|e| panic!("{:?} {forms:?}: {e}", h.shape));
+        let what = format!("{:?}", h.shape);
+        for (_, out, _) in prologue_epilogue_every_form(&body, &what) {
             assert_eq!(Body::decode(&out).unwrap().clauses().count(), 20_000);
         }
-        let lopts = LayoutOptions::default();
-        let (mut spliced, mut lifted) = (Vec::new(), Vec::new());
-        let mut rw = Rewriter::new();
-        let which = EntryExit::PrologueEpilogue;
-        let a = rw.splice_entry_exit(&body, which, &opts, &lopts, &NoResolver, &mut spliced);
-        let b = rw.rewrite(
-            &body,
-            which.transform(),
-            &opts,
-            &lopts,
-            &NoResolver,
-            &mut lifted,
-        );
-        assert_eq!(a, Some(b.unwrap()), "{:?}", h.shape);
-        assert!(
-            spliced == lifted,
-            "{:?}: spliced and lifted bytes differ",
-            h.shape
-        );
+        splice_equals_ir(&body, &what);
     }
 }
 

@@ -21,6 +21,7 @@ use crate::body::{
     Clause, FAT_CLAUSE_SIZE, FAT_HEADER_SIZE, FLAG_MORE_SECTS, FORMAT_FAT, SECT_EH_TABLE,
     SECT_FAT_FORMAT, SECT_MORE_SECTS,
 };
+use crate::opcode::Opcode;
 use std::fmt;
 
 /// Most clauses one fat EH section holds (its DataSize is 24 bits).
@@ -29,16 +30,17 @@ pub const MAX_FAT_CLAUSES: usize = (0xFF_FFFF - 4) / FAT_CLAUSE_SIZE;
 /// MaxStack every shape declares.
 pub const MAX_STACK: u16 = 8;
 
-const NOP: u8 = 0x00;
-const LDC_I4_0: u8 = 0x16;
-const LDC_I4_1: u8 = 0x17;
-const POP: u8 = 0x26;
-const RET: u8 = 0x2A;
-const BR_S: u8 = 0x2B;
-const SWITCH: u8 = 0x45;
-const ENDFINALLY: u8 = 0xDC;
-const LEAVE: u8 = 0xDD;
-const LEAVE_S: u8 = 0xDE;
+// One-byte encodings, from the opcode table.
+const NOP: u8 = Opcode::Nop as u8;
+const LDC_I4_0: u8 = Opcode::Ldc_I4_0 as u8;
+const LDC_I4_1: u8 = Opcode::Ldc_I4_1 as u8;
+const POP: u8 = Opcode::Pop as u8;
+const RET: u8 = Opcode::Ret as u8;
+const BR_S: u8 = Opcode::Br_S as u8;
+const SWITCH: u8 = Opcode::Switch as u8;
+const ENDFINALLY: u8 = Opcode::Endfinally as u8;
+const LEAVE: u8 = Opcode::Leave as u8;
+const LEAVE_S: u8 = Opcode::Leave_S as u8;
 
 /// One of the hostile shapes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -145,22 +145,28 @@ mod tests {
 
     /// The naive passes over jumps given as (position, target, long) in a code of unit-size
     /// instructions but the jumps (2 bytes short, 5 long): the passes and the sets they widen.
+    /// Start offsets of every instruction (and the end), each jump 2 or 5 bytes by `long`.
+    fn offsets(sizes: &[u32], jumps: &[(u32, u32)], long: &[bool]) -> Vec<i64> {
+        let mut offsets = vec![0i64];
+        let mut j = 0;
+        for (i, &s) in sizes.iter().enumerate() {
+            let size = match jumps.get(j) {
+                Some(&(p, _)) if p as usize == i => {
+                    j += 1;
+                    if long[j - 1] { 5 } else { 2 }
+                }
+                _ => s as i64,
+            };
+            offsets.push(offsets[i] + size);
+        }
+        offsets
+    }
+
     fn naive(sizes: &[u32], jumps: &[(u32, u32)], long0: &[bool]) -> Vec<Vec<u32>> {
         let mut long = long0.to_vec();
         let mut rounds = Vec::new();
         loop {
-            let mut offsets = vec![0i64];
-            let mut j = 0;
-            for (i, &s) in sizes.iter().enumerate() {
-                let size = match jumps.get(j) {
-                    Some(&(p, _)) if p as usize == i => {
-                        j += 1;
-                        if long[j - 1] { 5 } else { 2 }
-                    }
-                    _ => s as i64,
-                };
-                offsets.push(offsets[i] + size);
-            }
+            let offsets = offsets(sizes, jumps, &long);
             let grown: Vec<u32> = (0..jumps.len())
                 .filter(|&k| {
                     let (p, t) = jumps[k];
@@ -179,18 +185,7 @@ mod tests {
     }
 
     fn fast(sizes: &[u32], jumps: &[(u32, u32)], long0: &[bool]) -> Vec<Vec<u32>> {
-        let mut offsets = vec![0i64];
-        let mut j = 0;
-        for (i, &s) in sizes.iter().enumerate() {
-            let size = match jumps.get(j) {
-                Some(&(p, _)) if p as usize == i => {
-                    j += 1;
-                    if long0[j - 1] { 5 } else { 2 }
-                }
-                _ => s as i64,
-            };
-            offsets.push(offsets[i] + size);
-        }
+        let offsets = offsets(sizes, jumps, long0);
         let jump = |k: usize| Jump {
             at: jumps[k].0,
             from: jumps[k].0 + 1,
