@@ -8,6 +8,8 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+mod cli;
+
 #[derive(Parser)]
 #[command(
     name = "ilcheck",
@@ -83,6 +85,9 @@ enum Command {
     /// section). Exit code 0 when every rewrite verified, 1 when the verifier rejected any (those
     /// methods keep their original bodies), 2 on usage or I/O errors.
     Rewrite(RewriteArgs),
+    /// Write runnable assemblies of random valid methods, each with a manifest of the result
+    /// lines it must print (run it under mono or `dotnet`), for testing an IL rewriter.
+    Generate(cli::generate::GenerateArgs),
     /// Disassemble one method body given as hex or as a binary file.
     Disasm {
         /// Body bytes as hex, e.g. "2A" or "13 30 01 00 …".
@@ -125,6 +130,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             canonical,
         } => disasm(hex, file, canonical),
         Command::Rewrite(args) => rewrite(args),
+        Command::Generate(args) => cli::generate::run(args),
         Command::Verify {
             paths,
             baseline,

@@ -3,7 +3,8 @@
 
 /// Relative weights of the branch forms the generator asks for. Layout widens a short branch
 /// that does not fit, so every mix yields valid code.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct BranchMix {
     /// Short (`br.s`, `leave.s`, …) forms.
     pub short: u8,
@@ -24,12 +25,19 @@ impl Default for BranchMix {
 }
 
 /// Which clause kinds try regions may get.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct ClauseKinds {
     pub catch: bool,
     pub filter: bool,
     pub finally: bool,
     pub fault: bool,
+}
+
+impl Default for ClauseKinds {
+    fn default() -> Self {
+        ClauseKinds::ALL
+    }
 }
 
 impl ClauseKinds {
@@ -46,7 +54,11 @@ impl ClauseKinds {
 }
 
 /// What the generator may produce.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+///
+/// As JSON (`ilcheck generate --config FILE`), every field is optional: the ones given replace
+/// the defaults, an unknown one is an error.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// Statements in the method's outermost block, at least and at most (nested blocks are
     /// smaller). The choice stream running out ends blocks at the minimum.

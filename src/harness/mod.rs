@@ -4,6 +4,8 @@
 //! hang of ilcheck.
 
 pub mod process;
+#[cfg(feature = "gen")]
+pub mod program;
 pub mod runtime;
 
 pub use process::{Outcome, ProcessError, run_bounded};

@@ -13,6 +13,7 @@
 //! writer places the result in the relocation area and points the CLI header at it; the old
 //! metadata stays where it was, unreferenced.
 
+pub mod assembly;
 mod heaps;
 pub mod probe;
 mod refs;
@@ -86,6 +87,9 @@ pub enum EmitError {
         /// The token.
         token: Token,
     },
+    /// A program was built without an entry point.
+    #[error("a program needs an entry point")]
+    NoEntryPoint,
     /// The image's metadata could not be read.
     #[error(transparent)]
     Image(#[from] ImageError),

@@ -1,0 +1,3 @@
+//! Commands of the harness for users' rewriters: `generate`, `equiv` and `fuzz`.
+
+pub mod generate;

@@ -1,0 +1,716 @@
+//! Runnable assemblies of generated methods: the programs `ilcheck generate` writes and
+//! `ilcheck fuzz` gives a user's rewriter.
+//!
+//! A program holds M methods of [`generate`](crate::generate::valid), each with its synthetic
+//! callees made real (static methods that compute the interpreter's call hash, fold it into a
+//! trace checksum and throw the generated exception where the interpreter says they throw), a
+//! runner per method that calls it on each of its inputs inside a `try`/`catch`, and a `Main`
+//! that calls the runners. Every call prints one *result line* on standard output:
+//!
+//! ```text
+//! @ M3#0 ret 42 trace -1288210135
+//! @ M3#1 throw 77 trace 5
+//! @ M4#0 void trace 0
+//! @ M5#0 exception System.InvalidProgramException trace 0
+//! ```
+//!
+//! The [`Manifest`] lists the methods, their seeds and inputs, and the lines the interpreter
+//! expects; other output (a probe's, say) is not a result line. The same seed gives the same
+//! bytes, and the built image is read back and verified before it is returned.
+
+use crate::body::{Body, Clause};
+use crate::generate::interp::{self, Env, Outcome as RunOutcome, call_hash};
+use crate::generate::valid::{
+    Callee, EXCEPTION_CLASS, EXCEPTION_CTOR, EXCEPTION_VALUE, FIRST_CALLEE, Generated, OTHER_CLASS,
+};
+use crate::generate::{Config, generate_from_bytes};
+use crate::image::emit::AssemblyIdentity;
+use crate::image::emit::EmitError;
+use crate::image::emit::assembly::{
+    AssemblyBuilder, ImageKind, SigType, field_sig, flags, locals_sig, method_sig,
+};
+use crate::image::tables::Token;
+use crate::ir::{
+    BranchForms, EhClause, HeaderInfo, Instr, Label, LayoutOptions, MaxStackPolicy, Method, Operand,
+};
+use crate::opcode::Opcode;
+use crate::verify::SyntheticResolver;
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// The first characters of every result line.
+pub const RESULT_MARK: &str = "@ ";
+
+/// Steps the interpreter may take per call (generated loops are bounded).
+const FUEL: u64 = 2_000_000;
+
+/// Bytes of choice stream each generated method is drawn from.
+const CHOICE_BYTES: usize = 4096;
+
+/// Why a program could not be built.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum ProgramError {
+    /// Metadata could not be added.
+    #[error("metadata: {0}")]
+    Emit(#[from] EmitError),
+    /// A method could not be laid out.
+    #[error("method {method}: layout: {source}")]
+    Layout {
+        /// The method's name.
+        method: String,
+        /// Why.
+        source: crate::ir::LayoutError,
+    },
+    /// The interpreter could not run a method to its end (a generator defect).
+    #[error("method {method}: the interpreter could not run it: {reason}")]
+    NotRunnable {
+        /// The method's name.
+        method: String,
+        /// What happened.
+        reason: String,
+    },
+}
+
+/// One generated method of a program: its name, the seed it was drawn from, and the method.
+#[derive(Clone, Debug)]
+pub struct ProgramMethod {
+    /// Its name in the program (`M0`, `M1`, …).
+    pub name: String,
+    /// The seed of its choice stream ([`method_from_seed`]).
+    pub seed: u64,
+    /// The generated method (synthetic tokens).
+    pub generated: Generated,
+}
+
+/// What a program holds and what running it must print.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Manifest {
+    /// The assembly's file name.
+    pub assembly: String,
+    /// The seed the program was generated from (when it was).
+    pub seed: u64,
+    /// The methods, in order.
+    pub methods: Vec<ManifestMethod>,
+}
+
+/// One method of a [`Manifest`].
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ManifestMethod {
+    /// The method's name in `Ilcheck.Program`.
+    pub name: String,
+    /// Its MethodDef token, `0x06xxxxxx`.
+    pub token: String,
+    /// The seed of its choice stream.
+    pub seed: u64,
+    /// Argument vectors it is called with, in order.
+    pub inputs: Vec<Vec<i32>>,
+    /// The result lines the calls print, in order.
+    pub expected: Vec<String>,
+}
+
+impl Manifest {
+    /// Every expected result line, in the order the program prints them.
+    pub fn expected_lines(&self) -> Vec<&str> {
+        self.methods
+            .iter()
+            .flat_map(|m| m.expected.iter().map(String::as_str))
+            .collect()
+    }
+}
+
+/// A built program: the assembly's bytes and its manifest.
+#[derive(Clone, Debug)]
+pub struct Program {
+    /// The PE file.
+    pub bytes: Vec<u8>,
+    /// What it holds and prints.
+    pub manifest: Manifest,
+}
+
+/// The result lines of a program's output: the lines that start with [`RESULT_MARK`].
+pub fn result_lines(stdout: &str) -> Vec<&str> {
+    stdout
+        .lines()
+        .filter(|l| l.starts_with(RESULT_MARK))
+        .collect()
+}
+
+/// A reproducible stream of bytes from a seed (splitmix64).
+pub fn seed_bytes(seed: u64, len: usize) -> Vec<u8> {
+    let mut state = seed;
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        out.extend_from_slice(&(z ^ (z >> 31)).to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+/// The seed of method `index` of the program with seed `seed`.
+pub fn method_seed(seed: u64, index: u64) -> u64 {
+    let b = seed_bytes(seed ^ index.wrapping_mul(0xA076_1D64_78BD_642F), 8);
+    u64::from_le_bytes(b.try_into().unwrap_or([0; 8]))
+}
+
+/// The generated method of a seed.
+pub fn method_from_seed(seed: u64, config: &Config) -> Generated {
+    generate_from_bytes(&seed_bytes(seed, CHOICE_BYTES), config)
+}
+
+/// `count` methods for the program of `seed`, named `M0`, `M1`, ….
+pub fn generate_methods(seed: u64, count: u32, config: &Config) -> Vec<ProgramMethod> {
+    (0..count)
+        .map(|i| {
+            let s = method_seed(seed, u64::from(i));
+            ProgramMethod {
+                name: format!("M{i}"),
+                seed: s,
+                generated: method_from_seed(s, config),
+            }
+        })
+        .collect()
+}
+
+/// The program of `seed`: `count` generated methods and a `Main` that runs them.
+pub fn generate_program(
+    name: &str,
+    seed: u64,
+    count: u32,
+    config: &Config,
+) -> Result<Program, ProgramError> {
+    let methods = generate_methods(seed, count, config);
+    let mut p = build_program(name, &methods)?;
+    p.manifest.seed = seed;
+    Ok(p)
+}
+
+/// The result lines the interpreter expects of `m`, one per input.
+pub fn expected_lines(m: &ProgramMethod) -> Result<Vec<String>, ProgramError> {
+    let g = &m.generated;
+    let fail = |reason: String| ProgramError::NotRunnable {
+        method: m.name.clone(),
+        reason,
+    };
+    let bytes = g.encode().map_err(|source| ProgramError::Layout {
+        method: m.name.clone(),
+        source,
+    })?;
+    let body = Body::parse(&bytes).map_err(|e| fail(e.to_string()))?;
+    let clauses: Vec<Clause> = body.clauses().copied().collect();
+    let env = Env {
+        callees: &g.callees,
+        fuel: FUEL,
+    };
+    g.inputs
+        .iter()
+        .enumerate()
+        .map(|(i, args)| {
+            let run = interp::run(body.code, &clauses, args, &env);
+            let trace = run.trace.iter().fold(0i32, |t, e| {
+                t.wrapping_mul(31)
+                    .wrapping_add(call_hash(e.token, &e.args) as i32)
+            });
+            let outcome = match run.outcome {
+                RunOutcome::Returned(Some(v)) => format!("ret {v}"),
+                RunOutcome::Returned(None) => "void".to_string(),
+                RunOutcome::Threw(v) => format!("throw {v}"),
+                other => return Err(fail(format!("input {i}: {other:?}"))),
+            };
+            Ok(format!(
+                "{RESULT_MARK}{}#{i} {outcome} trace {trace}",
+                m.name
+            ))
+        })
+        .collect()
+}
+
+/// The references and members every program uses.
+struct Common {
+    exception: Token,
+    trace: Token,
+    exception_ctor: Token,
+    int_to_string: Token,
+    concat2: Token,
+    concat4: Token,
+    get_type: Token,
+    object_to_string: Token,
+    write_line: Token,
+    runner_locals: Token,
+    /// The `ldstr` literals of result lines.
+    s_ret: Token,
+    s_void: Token,
+    s_throw: Token,
+    s_exception: Token,
+    s_trace: Token,
+}
+
+/// Builds the program of `methods` (see the module documentation).
+pub fn build_program(name: &str, methods: &[ProgramMethod]) -> Result<Program, ProgramError> {
+    let mut b = AssemblyBuilder::new(name, [1, 0, 0, 0], ImageKind::Exe)?;
+    let corlib = b.assembly_ref(&AssemblyIdentity {
+        name: "mscorlib".into(),
+        version: [4, 0, 0, 0],
+        culture: String::new(),
+        public_key_or_token: vec![0xB7, 0x7A, 0x5C, 0x56, 0x19, 0x34, 0xE0, 0x89],
+        full_public_key: false,
+    })?;
+    let object = b.type_ref(corlib, "System", "Object")?;
+    let exception = b.type_ref(corlib, "System", "Exception")?;
+    let string = b.type_ref(corlib, "System", "String")?;
+    let int32 = b.type_ref(corlib, "System", "Int32")?;
+    let console = b.type_ref(corlib, "System", "Console")?;
+    let type_ = b.type_ref(corlib, "System", "Type")?;
+    let void_ctor = method_sig(true, SigType::Void, &[])?;
+    let c = Common {
+        exception,
+        trace: Token(0),
+        exception_ctor: b.member_ref(exception, ".ctor", &void_ctor)?,
+        int_to_string: b.member_ref(int32, "ToString", &method_sig(true, SigType::String, &[])?)?,
+        concat2: b.member_ref(
+            string,
+            "Concat",
+            &method_sig(false, SigType::String, &[SigType::String; 2])?,
+        )?,
+        concat4: b.member_ref(
+            string,
+            "Concat",
+            &method_sig(false, SigType::String, &[SigType::String; 4])?,
+        )?,
+        get_type: b.member_ref(
+            object,
+            "GetType",
+            &method_sig(true, SigType::Class(type_), &[])?,
+        )?,
+        object_to_string: b.member_ref(
+            object,
+            "ToString",
+            &method_sig(true, SigType::String, &[])?,
+        )?,
+        write_line: b.member_ref(
+            console,
+            "WriteLine",
+            &method_sig(false, SigType::Void, &[SigType::String])?,
+        )?,
+        runner_locals: b.standalone_sig(&locals_sig(&[
+            SigType::I4,
+            SigType::Class(exception),
+            SigType::String,
+        ])?)?,
+        s_ret: b.user_string("ret ")?,
+        s_void: b.user_string("void")?,
+        s_throw: b.user_string("throw ")?,
+        s_exception: b.user_string("exception ")?,
+        s_trace: b.user_string(" trace ")?,
+    };
+    let mut c = c;
+
+    // The generator's fixed tokens: TypeDef 2 is the exception, TypeDef 3 the class no code
+    // throws, Field 1 the exception's value, MethodDef 1 its constructor. A type's members
+    // follow its row, so the exception's come before the next type's row.
+    let public_class = flags::TYPE_PUBLIC | flags::TYPE_BEFORE_FIELD_INIT;
+    let gen_exception = b.type_def(
+        public_class,
+        "Ilcheck",
+        "GeneratedException",
+        Some(exception),
+    )?;
+    let value = b.field(flags::FIELD_PUBLIC, "Value", &field_sig(SigType::I4)?)?;
+    let ctor_flags = flags::METHOD_PUBLIC
+        | flags::METHOD_HIDE_BY_SIG
+        | flags::METHOD_SPECIAL_NAME
+        | flags::METHOD_RT_SPECIAL_NAME;
+    let ctor = b.method(
+        ctor_flags,
+        ".ctor",
+        &method_sig(true, SigType::Void, &[SigType::I4])?,
+        &exception_ctor_body(&c, value)?,
+    )?;
+    let other = b.type_def(public_class, "Ilcheck", "OtherException", Some(exception))?;
+    debug_assert_eq!(
+        (gen_exception.0, other.0, value.0, ctor.0),
+        (
+            EXCEPTION_CLASS,
+            OTHER_CLASS,
+            EXCEPTION_VALUE,
+            EXCEPTION_CTOR
+        )
+    );
+
+    b.type_def(
+        public_class | flags::TYPE_ABSTRACT | flags::TYPE_SEALED,
+        "Ilcheck",
+        "Program",
+        Some(object),
+    )?;
+    c.trace = b.field(
+        flags::FIELD_PUBLIC | flags::FIELD_STATIC,
+        "Trace",
+        &field_sig(SigType::I4)?,
+    )?;
+
+    let static_flags = flags::METHOD_PUBLIC | flags::METHOD_STATIC | flags::METHOD_HIDE_BY_SIG;
+    let mut runners = Vec::with_capacity(methods.len());
+    let mut manifest_methods = Vec::with_capacity(methods.len());
+    for m in methods {
+        let g = &m.generated;
+        let expected = expected_lines(m)?;
+        let layout_err = |source| ProgramError::Layout {
+            method: m.name.clone(),
+            source,
+        };
+        // Callees first, then the method, then its runner: tokens in that order.
+        let first = b.rows(crate::image::tables::Table::MethodDef) + 1;
+        let callee_token = |k: u32| Token::new(crate::image::tables::Table::MethodDef, first + k);
+        let method_token = callee_token(g.callees.len() as u32);
+        for (k, callee) in g.callees.iter().enumerate() {
+            let params = vec![SigType::I4; callee.params as usize];
+            let ret = if callee.returns_void {
+                SigType::Void
+            } else {
+                SigType::I4
+            };
+            let body = callee_body(&c, callee).map_err(layout_err)?;
+            let t = b.method(
+                static_flags,
+                &format!("{}_c{k}", m.name),
+                &method_sig(false, ret, &params)?,
+                &body,
+            )?;
+            debug_assert_eq!(t, callee_token(k as u32));
+        }
+        let locals = if g.shape.locals > 0 {
+            b.standalone_sig(&locals_sig(&vec![SigType::I4; g.shape.locals as usize])?)?
+        } else {
+            Token(0)
+        };
+        let mut method = g.method.clone();
+        method.header.local_sig = locals.0;
+        // Locals are read before they are written: the runtimes must zero them, as the
+        // interpreter does.
+        method.header.init_locals = g.shape.locals > 0;
+        for ins in &mut method.instrs {
+            if let Operand::Token(t) = &mut ins.operand
+                && *t >= FIRST_CALLEE
+                && *t < FIRST_CALLEE + g.callees.len() as u32
+            {
+                *t = callee_token(*t - FIRST_CALLEE).0;
+            }
+        }
+        let body = lay_out(&method, BranchForms::KeepOriginal).map_err(layout_err)?;
+        let params = vec![SigType::I4; g.shape.args as usize];
+        let ret = if g.shape.returns_void {
+            SigType::Void
+        } else {
+            SigType::I4
+        };
+        let t = b.method(
+            static_flags,
+            &m.name,
+            &method_sig(false, ret, &params)?,
+            &body,
+        )?;
+        debug_assert_eq!(t, method_token);
+        let mut labels = Vec::with_capacity(g.inputs.len());
+        for i in 0..g.inputs.len() {
+            labels.push(b.user_string(&format!("{RESULT_MARK}{}#{i} ", m.name))?);
+        }
+        let body = runner_body(&c, g, method_token, &labels).map_err(layout_err)?;
+        let runner = b.method(
+            static_flags,
+            &format!("Run_{}", m.name),
+            &method_sig(false, SigType::Void, &[])?,
+            &body,
+        )?;
+        runners.push(runner);
+        manifest_methods.push(ManifestMethod {
+            name: m.name.clone(),
+            token: format!("{:#010x}", method_token.0),
+            seed: m.seed,
+            inputs: g.inputs.clone(),
+            expected,
+        });
+    }
+    let mut main = Method::new(HeaderInfo {
+        max_stack: 8,
+        init_locals: false,
+        local_sig: 0,
+    });
+    for r in &runners {
+        main.push(Instr::new(Opcode::Call, Operand::Token(r.0)));
+    }
+    main.push(Instr::op(Opcode::Ret));
+    let body =
+        lay_out(&main, BranchForms::ShortestWhereFits).map_err(|source| ProgramError::Layout {
+            method: "Main".into(),
+            source,
+        })?;
+    let main = b.method(
+        static_flags,
+        "Main",
+        &method_sig(false, SigType::Void, &[])?,
+        &body,
+    )?;
+    b.set_entry_point(main);
+    Ok(Program {
+        bytes: b.build()?,
+        manifest: Manifest {
+            assembly: format!("{name}.exe"),
+            seed: 0,
+            methods: manifest_methods,
+        },
+    })
+}
+
+/// The runtimeconfig.json that lets `dotnet NAME.exe` run a program on .NET Core 3.1 or later.
+pub const RUNTIMECONFIG: &str = "{\n  \"runtimeOptions\": {\n    \"tfm\": \"netcoreapp3.1\",\n    \"rollForward\": \"Major\",\n    \"framework\": { \"name\": \"Microsoft.NETCore.App\", \"version\": \"3.1.0\" }\n  }\n}\n";
+
+impl Program {
+    /// Writes `NAME.exe`, `NAME.manifest.json` and `NAME.runtimeconfig.json` into `dir`, each
+    /// atomically; returns the assembly's path.
+    pub fn write_to(&self, dir: &std::path::Path) -> std::io::Result<std::path::PathBuf> {
+        let exe = dir.join(&self.manifest.assembly);
+        let stem = self.manifest.assembly.trim_end_matches(".exe");
+        crate::fsio::write_atomic(&exe, &self.bytes)?;
+        let json = serde_json::to_string_pretty(&self.manifest).map_err(std::io::Error::other)?;
+        crate::fsio::write_atomic(&dir.join(format!("{stem}.manifest.json")), json.as_bytes())?;
+        crate::fsio::write_atomic(
+            &dir.join(format!("{stem}.runtimeconfig.json")),
+            RUNTIMECONFIG.as_bytes(),
+        )?;
+        Ok(exe)
+    }
+}
+
+fn lay_out(m: &Method, forms: BranchForms) -> Result<Vec<u8>, crate::ir::LayoutError> {
+    let mut out = Vec::new();
+    let opts = LayoutOptions {
+        branch_forms: forms,
+        max_stack: MaxStackPolicy::Declared,
+        verify: false,
+    };
+    crate::ir::layout(m, &opts, &SyntheticResolver::new(), &mut out)?;
+    Ok(out)
+}
+
+/// Instructions of a harness-made method.
+struct Code(Method);
+
+impl Code {
+    fn new(max_stack: u16, local_sig: Token) -> Self {
+        Code(Method::new(HeaderInfo {
+            max_stack,
+            init_locals: local_sig.0 != 0,
+            local_sig: local_sig.0,
+        }))
+    }
+    fn op(&mut self, op: Opcode) -> &mut Self {
+        self.0.push(Instr::op(op));
+        self
+    }
+    fn tok(&mut self, op: Opcode, t: Token) -> &mut Self {
+        self.0.push(Instr::new(op, Operand::Token(t.0)));
+        self
+    }
+    fn i4(&mut self, v: i32) -> &mut Self {
+        self.0.push(Instr::new(Opcode::Ldc_I4, Operand::Int32(v)));
+        self
+    }
+    fn var(&mut self, op: Opcode, k: u16) -> &mut Self {
+        self.0.push(Instr::new(op, Operand::Var(k)));
+        self
+    }
+    fn br(&mut self, op: Opcode, l: Label) -> &mut Self {
+        self.0.push(Instr::new(op, Operand::Target(l)));
+        self
+    }
+    fn bind(&mut self, l: Label) -> &mut Self {
+        self.0.bind(l);
+        self
+    }
+    fn done(&self) -> Result<Vec<u8>, crate::ir::LayoutError> {
+        lay_out(&self.0, BranchForms::ShortestWhereFits)
+    }
+}
+
+/// `GeneratedException::.ctor(int32)`: the base constructor, then the value.
+fn exception_ctor_body(c: &Common, value: Token) -> Result<Vec<u8>, ProgramError> {
+    let mut k = Code::new(8, Token(0));
+    k.var(Opcode::Ldarg, 0)
+        .tok(Opcode::Call, c.exception_ctor)
+        .var(Opcode::Ldarg, 0)
+        .var(Opcode::Ldarg, 1)
+        .tok(Opcode::Stfld, value)
+        .op(Opcode::Ret);
+    k.done().map_err(|source| ProgramError::Layout {
+        method: "GeneratedException::.ctor".into(),
+        source,
+    })
+}
+
+/// A synthetic callee made real: the interpreter's [`call_hash`] of its (synthetic) token and
+/// arguments, folded into `Trace`; thrown as the generated exception when the interpreter's
+/// callee throws; returned otherwise.
+fn callee_body(c: &Common, callee: &Callee) -> Result<Vec<u8>, crate::ir::LayoutError> {
+    let locals = Token(0);
+    let mut k = Code::new(8, locals);
+    // The hash lives on the stack: h = 0x811C9DC5 ^ token, then per argument byte
+    // h = (h ^ byte) * 0x01000193.
+    k.i4((0x811C_9DC5u32 ^ callee.token) as i32);
+    for a in 0..callee.params {
+        for byte in 0..4 {
+            k.var(Opcode::Ldarg, a);
+            if byte > 0 {
+                k.i4(8 * byte).op(Opcode::Shr_Un);
+            }
+            k.i4(0xFF)
+                .op(Opcode::And)
+                .op(Opcode::Xor)
+                .i4(0x0100_0193)
+                .op(Opcode::Mul);
+        }
+    }
+    // h ^= h >> 15 (logical).
+    k.op(Opcode::Dup).i4(15).op(Opcode::Shr_Un).op(Opcode::Xor);
+    // Trace = Trace * 31 + h.
+    k.op(Opcode::Dup)
+        .tok(Opcode::Ldsfld, c.trace)
+        .i4(31)
+        .op(Opcode::Mul)
+        .op(Opcode::Add)
+        .tok(Opcode::Stsfld, c.trace);
+    if callee.may_throw {
+        let no_throw = k.0.new_label();
+        k.op(Opcode::Dup)
+            .i4(3)
+            .op(Opcode::And)
+            .br(Opcode::Brtrue, no_throw)
+            .i4(8)
+            .op(Opcode::Shr_Un)
+            .tok(Opcode::Newobj, Token(EXCEPTION_CTOR))
+            .op(Opcode::Throw)
+            .bind(no_throw);
+    }
+    if callee.returns_void {
+        k.op(Opcode::Pop);
+    }
+    k.op(Opcode::Ret);
+    k.done()
+}
+
+/// `Run_M`: calls the method on each input and prints one result line per call.
+fn runner_body(
+    c: &Common,
+    g: &Generated,
+    method: Token,
+    labels: &[Token],
+) -> Result<Vec<u8>, crate::ir::LayoutError> {
+    let (ret, void, throw, exception, trace) =
+        (c.s_ret, c.s_void, c.s_throw, c.s_exception, c.s_trace);
+    let mut k = Code::new(8, c.runner_locals);
+    for (args, &label) in g.inputs.iter().zip(labels) {
+        let (try_start, try_end, handler, other, after) = (
+            k.0.new_label(),
+            k.0.new_label(),
+            k.0.new_label(),
+            k.0.new_label(),
+            k.0.new_label(),
+        );
+        k.i4(0).tok(Opcode::Stsfld, c.trace);
+        k.bind(try_start);
+        for &a in args {
+            k.i4(a);
+        }
+        k.tok(Opcode::Call, method);
+        if g.shape.returns_void {
+            k.tok(Opcode::Ldstr, void);
+        } else {
+            k.var(Opcode::Stloc, 0)
+                .tok(Opcode::Ldstr, ret)
+                .var(Opcode::Ldloca, 0)
+                .tok(Opcode::Call, c.int_to_string)
+                .tok(Opcode::Call, c.concat2);
+        }
+        k.var(Opcode::Stloc, 2).br(Opcode::Leave, after);
+        k.bind(try_end).bind(handler);
+        k.var(Opcode::Stloc, 1)
+            .var(Opcode::Ldloc, 1)
+            .tok(Opcode::Isinst, Token(EXCEPTION_CLASS))
+            .br(Opcode::Brfalse, other)
+            .var(Opcode::Ldloc, 1)
+            .tok(Opcode::Castclass, Token(EXCEPTION_CLASS))
+            .tok(Opcode::Ldfld, Token(EXCEPTION_VALUE))
+            .var(Opcode::Stloc, 0)
+            .tok(Opcode::Ldstr, throw)
+            .var(Opcode::Ldloca, 0)
+            .tok(Opcode::Call, c.int_to_string)
+            .tok(Opcode::Call, c.concat2)
+            .var(Opcode::Stloc, 2)
+            .br(Opcode::Leave, after);
+        k.bind(other)
+            .tok(Opcode::Ldstr, exception)
+            .var(Opcode::Ldloc, 1)
+            .tok(Opcode::Callvirt, c.get_type)
+            .tok(Opcode::Callvirt, c.object_to_string)
+            .tok(Opcode::Call, c.concat2)
+            .var(Opcode::Stloc, 2)
+            .br(Opcode::Leave, after);
+        let handler_end = k.0.new_label();
+        k.bind(handler_end);
+        k.0.clauses.push(EhClause {
+            kind: crate::body::ClauseKind::Catch,
+            try_start,
+            try_end,
+            handler_start: handler,
+            handler_end,
+            filter_start: None,
+            class_token: c.exception.0,
+            extra_flags: 0,
+        });
+        k.bind(after)
+            .tok(Opcode::Ldstr, label)
+            .var(Opcode::Ldloc, 2)
+            .tok(Opcode::Ldstr, trace)
+            .tok(Opcode::Ldsfld, c.trace)
+            .var(Opcode::Stloc, 0)
+            .var(Opcode::Ldloca, 0)
+            .tok(Opcode::Call, c.int_to_string)
+            .tok(Opcode::Call, c.concat4)
+            .tok(Opcode::Call, c.write_line);
+    }
+    k.op(Opcode::Ret);
+    k.done()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_same_seed_gives_the_same_program() {
+        let cfg = Config::default();
+        let a = generate_program("p", 7, 5, &cfg).unwrap();
+        let b = generate_program("p", 7, 5, &cfg).unwrap();
+        assert_eq!(a.bytes, b.bytes);
+        assert_eq!(a.manifest, b.manifest);
+        let c = generate_program("p", 8, 5, &cfg).unwrap();
+        assert_ne!(a.bytes, c.bytes);
+    }
+
+    #[test]
+    fn every_generated_method_gets_its_expected_lines() {
+        let cfg = Config::default();
+        let p = generate_program("p", 1, 20, &cfg).unwrap();
+        assert_eq!(p.manifest.methods.len(), 20);
+        for m in &p.manifest.methods {
+            assert_eq!(m.expected.len(), m.inputs.len());
+            for l in &m.expected {
+                assert!(l.starts_with(&format!("{RESULT_MARK}{}#", m.name)), "{l}");
+            }
+        }
+    }
+}
