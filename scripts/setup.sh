@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what ilcheck's tests and corpus runs use on a fresh Debian machine: mono (a runtime
 # oracle, ilasm, mcs, monodis, pedump) and its assemblies in /usr/lib/mono/4.5 (the real corpus),
+# the Mono.Cecil 0.11 in mono's GAC (the sample rewriters of corpus/rewriters are built on it),
 # and Microsoft's CoreCLR 3.1 (the second runtime oracle: PyPI's dotnetcore2 in a virtual
 # environment under $ILCHECK_CORECLR_DIR, default /opt/ilcheck-coreclr).
 # Safe to run again: it installs only what is missing.
@@ -11,12 +12,13 @@ for tool in mono mcs ilasm monodis; do
 done
 command -v pedump >/dev/null 2>&1 || need+=(mono-utils)
 [ -d /usr/lib/mono/4.5 ] || need+=(mono-devel)
+ls -d /usr/lib/mono/gac/Mono.Cecil/0.11.* >/dev/null 2>&1 || need+=(libmono-cecil-private-cil)
 if [ ${#need[@]} -gt 0 ]; then
     echo "setup: installing ${need[*]}" >&2
     sudo_cmd=()
     [ "$(id -u)" = 0 ] || sudo_cmd=(sudo)
     "${sudo_cmd[@]}" apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq mono-devel mono-utils >/dev/null
+    DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq mono-devel mono-utils libmono-cecil-private-cil >/dev/null
 fi
 command -v cargo >/dev/null 2>&1 || { echo "setup: cargo is required (rustup)" >&2; exit 1; }
 
