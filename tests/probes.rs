@@ -18,19 +18,6 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// Builds the probe assembly into `dir`.
-fn build_probe(dir: &Path) -> PathBuf {
-    let out = dir.join("Acme.Probe.dll");
-    let o = support::run(
-        Command::new("mcs")
-            .arg("-target:library")
-            .arg(format!("-out:{}", out.display()))
-            .arg(root().join("corpus/probe/probe.cs")),
-    );
-    assert!(o.success(), "mcs: {}", String::from_utf8_lossy(&o.stderr));
-    out
-}
-
 fn rewrite(input: &Path, output: &Path, transform: &str, probe: &Path) -> (bool, String) {
     rewrite_with(input, output, transform, ENTER, probe)
 }
@@ -75,7 +62,7 @@ fn wrapped_programs_with_probes_run_and_balance() {
     }
     let dir = std::env::temp_dir().join(format!("ilcheck-probes-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let probe = build_probe(&dir);
+    let probe = support::build_probe(&dir);
     let mut checked = 0;
     for name in ["control_flow.exe", "features.exe", "unsafe_numeric.exe"] {
         let original = root().join("corpus/bin").join(name);
@@ -205,7 +192,7 @@ fn a_ready_to_run_framework_assembly_runs_its_probes_under_coreclr() {
     let host = framework.ancestors().nth(3).unwrap().to_path_buf();
     let dir = std::env::temp_dir().join(format!("ilcheck-r2r-probes-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let probe = build_probe(&dir);
+    let probe = support::build_probe(&dir);
     // A private copy of the runtime whose System.Linq is the patched one.
     let runtime_copy = dir.join("dotnet");
     link_tree(&host, &runtime_copy);

@@ -1,6 +1,6 @@
 //! Shared by the integration tests: where mono's corpus is, and how a test that needs it says so.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Mono's 4.5 assemblies (`ILCHECK_MONO_DIR` overrides the place). When they are absent the
 /// test says so loudly, and under `ILCHECK_REQUIRE_MONO=1` (set by `.ci/run`) it fails instead
@@ -31,8 +31,15 @@ pub fn mono_tool(test: &str, tool: &str) -> bool {
         .args(["-c", &format!("command -v {tool}")])
         .output()
         .is_ok_and(|o| o.status.success());
+    present(test, &format!("`{tool}`"), found)
+}
+
+/// Whether a part of mono's installation is `found`; same loud-skip / required-fail rule as
+/// [`mono_corpus`]. `what` names it in the message.
+#[allow(dead_code)]
+pub fn present(test: &str, what: &str, found: bool) -> bool {
     if !found {
-        let msg = format!("{test}: `{tool}` not found — install it with `bash scripts/setup.sh`");
+        let msg = format!("{test}: {what} not found — install it with `bash scripts/setup.sh`");
         if std::env::var("ILCHECK_REQUIRE_MONO").as_deref() == Ok("1") {
             panic!("{msg} (required: ILCHECK_REQUIRE_MONO=1)");
         }
@@ -71,4 +78,17 @@ pub fn run(command: &mut std::process::Command) -> ilcheck::harness::Outcome {
         .unwrap_or_else(|e| panic!("{what}: {e}"));
     assert!(!o.timed_out, "{what}: {}", o.describe());
     o
+}
+
+/// Builds the probe assembly (`corpus/probe/probe.cs`, assembly `Acme.Probe`) into `dir` with
+/// mcs; panics when mcs fails. Callers check `mono_tool(test, "mcs")` first.
+#[allow(dead_code)]
+pub fn build_probe(dir: &Path) -> PathBuf {
+    let out = dir.join("Acme.Probe.dll");
+    let o = run(std::process::Command::new("mcs")
+        .arg("-target:library")
+        .arg(format!("-out:{}", out.display()))
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus/probe/probe.cs")));
+    assert!(o.success(), "mcs: {}", String::from_utf8_lossy(&o.stderr));
+    out
 }

@@ -1,0 +1,591 @@
+//! The sample rewriters of `corpus/rewriters`: the Mono.Cecil probe weaver keeps the project's
+//! oracle programs and the trigger methods of `corpus/il/weaver_triggers.il` running unchanged
+//! under mono and CoreCLR with no new verifier finding, and each of its seeded bugs shows on
+//! its trigger as the verifier finding, and the runtime behaviour, written down for it here.
+
+mod support;
+
+use ilcheck::harness::{Outcome, Runtime, RuntimeKind};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+const BIN: &str = env!("CARGO_BIN_EXE_ilcheck");
+const RUN_LIMIT: Duration = Duration::from_secs(120);
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// What every test here works from, built once per test process: the weaver, the trigger
+/// runner, the probe assembly and the trigger assembly, each from its source.
+struct Kit {
+    dir: PathBuf,
+    weaver: PathBuf,
+    runner: PathBuf,
+    probe: PathBuf,
+    /// `weaver_triggers.dll` as ilasm assembles it, in a directory with the runner and probe.
+    triggers: PathBuf,
+}
+
+/// Whether the tools the kit needs are present: a loud skip when one is not, a failure under
+/// `ILCHECK_REQUIRE_MONO=1`.
+fn tools(test: &str) -> bool {
+    ["mono", "mcs", "ilasm"]
+        .iter()
+        .all(|tool| support::mono_tool(test, tool))
+        && support::present(test, "Mono.Cecil 0.11 in mono's GAC", cecil_installed())
+}
+
+/// Whether mono's GAC holds a Mono.Cecil 0.11, which `corpus/rewriters/build.sh` builds on.
+fn cecil_installed() -> bool {
+    std::fs::read_dir("/usr/lib/mono/gac/Mono.Cecil")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|e| {
+            e.file_name().to_string_lossy().starts_with("0.11.")
+                && e.path().join("Mono.Cecil.dll").is_file()
+        })
+}
+
+fn kit() -> &'static Kit {
+    static KIT: OnceLock<Kit> = OnceLock::new();
+    KIT.get_or_init(|| {
+        // One directory per test process (target/tmp/weavers-PID); those of processes that
+        // have ended go.
+        let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+        for entry in std::fs::read_dir(&tmp).into_iter().flatten().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if let Some(pid) = name.strip_prefix("weavers-")
+                && pid.parse::<u32>().is_ok()
+                && !Path::new("/proc").join(pid).exists()
+            {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
+        let dir = tmp.join(format!("weavers-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let bin = dir.join("rewriters");
+        std::fs::create_dir_all(&bin).unwrap();
+        let o = support::run(
+            Command::new("bash")
+                .arg(root().join("corpus/rewriters/build.sh"))
+                .arg(&bin),
+        );
+        assert!(
+            o.success(),
+            "build.sh: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let probe = support::build_probe(&bin);
+        let original = dir.join("original");
+        std::fs::create_dir_all(&original).unwrap();
+        let triggers = original.join("weaver_triggers.dll");
+        let o = support::run(
+            Command::new("ilasm")
+                .arg("/dll")
+                .arg("/quiet")
+                .arg(format!("/output:{}", triggers.display()))
+                .arg(root().join("corpus/il/weaver_triggers.il")),
+        );
+        assert!(o.success(), "ilasm: {}", String::from_utf8_lossy(&o.stdout));
+        let kit = Kit {
+            weaver: bin.join("weaver.exe"),
+            runner: bin.join("run_triggers.exe"),
+            probe,
+            triggers,
+            dir,
+        };
+        kit.install(&original);
+        kit
+    })
+}
+
+impl Kit {
+    /// A fresh directory for one test's outputs.
+    fn work(&self, name: &str) -> PathBuf {
+        let dir = self.dir.join(name);
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    /// Puts the probe assembly and the trigger runner beside the assemblies in `dir`.
+    fn install(&self, dir: &Path) {
+        for file in [&self.probe, &self.runner] {
+            std::fs::copy(file, dir.join(file.file_name().unwrap())).unwrap();
+        }
+    }
+
+    /// `mono weaver.exe [--bug BUG] INPUT DIR/<same name>`; asserts it succeeds and leaves its
+    /// input as it was.
+    fn weave(&self, bug: Option<&str>, input: &Path, dir: &Path) -> PathBuf {
+        let output = dir.join(input.file_name().unwrap());
+        let before = std::fs::read(input).unwrap();
+        let mut cmd = Command::new("mono");
+        cmd.env("MONO_ENV_OPTIONS", "").arg(&self.weaver);
+        if let Some(bug) = bug {
+            cmd.args(["--bug", bug]);
+        }
+        let o = support::run(cmd.arg(input).arg(&output));
+        assert!(
+            o.success(),
+            "weaver {bug:?} {}: {}: {}",
+            input.display(),
+            o.describe(),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(
+            String::from_utf8_lossy(&o.stdout).contains("methods woven"),
+            "{}",
+            String::from_utf8_lossy(&o.stdout)
+        );
+        assert_eq!(
+            std::fs::read(input).unwrap(),
+            before,
+            "the weaver changed its input"
+        );
+        self.install(dir);
+        output
+    }
+
+    /// Runs the trigger runner over `assembly` (which lies beside a runner and probe): every
+    /// trigger, or only `method`.
+    fn run_triggers(&self, runtime: &Runtime, assembly: &Path, method: Option<&str>) -> Outcome {
+        let runner = assembly.with_file_name("run_triggers.exe");
+        let mut args = vec![assembly.to_str().unwrap()];
+        args.extend(method);
+        run_in(runtime, &runner, &args, assembly.parent().unwrap())
+    }
+}
+
+/// Runs `exe` under `runtime` in the directory `cwd`, under a deadline. A crashing mono writes
+/// mono_crash.*.json into its working directory, so that is one of the test's own; and it asks
+/// gdb for a backtrace, which is skipped.
+fn run_in(runtime: &Runtime, exe: &Path, args: &[&str], cwd: &Path) -> Outcome {
+    let mut cmd = runtime.command(exe, args);
+    cmd.current_dir(cwd).env("MONO_DEBUG", "no-gdb-backtrace");
+    ilcheck::harness::run_bounded(&mut cmd, RUN_LIMIT, 16 << 20).unwrap()
+}
+
+/// `ilcheck verify --json PATCHED --baseline ORIGINAL`: the findings new in the patched
+/// assembly, as (method, code).
+fn new_findings(original: &Path, patched: &Path) -> Vec<(String, String)> {
+    let o = support::run(
+        Command::new(BIN)
+            .args(["verify", "--json", "--max", "100000"])
+            .arg(patched)
+            .arg("--baseline")
+            .arg(original),
+    );
+    let v: Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("verify --json: {e}: {}", String::from_utf8_lossy(&o.stderr)));
+    assert_eq!(v["baseline_assemblies"], 1, "{v}");
+    assert_eq!(v["baseline_missing"].as_array().map(Vec::len), Some(0));
+    let findings: Vec<(String, String)> = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            let s = |k: &str| f[k].as_str().unwrap().to_string();
+            (s("method"), s("code"))
+        })
+        .collect();
+    assert_eq!(v["findings_total"], findings.len(), "{v}");
+    let expected_code = if findings.is_empty() { 0 } else { 1 };
+    assert_eq!(o.code, Some(expected_code), "{}", o.describe());
+    findings
+}
+
+/// Entry and exit probe lines per method (`enter NAME TOKEN`, `exit NAME`): how many lines,
+/// and the methods whose entries and exits do not balance.
+fn probe_balance(stderr: &[u8]) -> (usize, Vec<(String, i64)>) {
+    let mut open: BTreeMap<String, i64> = BTreeMap::new();
+    let mut lines = 0;
+    for line in String::from_utf8_lossy(stderr).lines() {
+        if let Some(rest) = line.strip_prefix("enter ") {
+            let name = rest.rsplit_once(' ').map_or(rest, |(name, _token)| name);
+            *open.entry(name.to_string()).or_default() += 1;
+            lines += 1;
+        } else if let Some(name) = line.strip_prefix("exit ") {
+            *open.entry(name.to_string()).or_default() -= 1;
+            lines += 1;
+        }
+    }
+    (lines, open.into_iter().filter(|(_, n)| *n != 0).collect())
+}
+
+#[test]
+fn woven_oracle_programs_run_unchanged_with_no_new_finding() {
+    let test = "woven_oracle_programs_run_unchanged_with_no_new_finding";
+    if !tools(test) {
+        return;
+    }
+    let runtimes = support::runtimes(test);
+    let kit = kit();
+    let dir = kit.work("oracle");
+    let mut runs = 0;
+    for name in ["control_flow", "features", "unsafe_numeric"] {
+        let expected = std::fs::read(root().join(format!("corpus/cs/{name}.expected"))).unwrap();
+        for variant in ["", ".debug"] {
+            let file = format!("{name}{variant}.exe");
+            let original = root().join("corpus/bin").join(&file);
+            let woven = kit.weave(None, &original, &dir);
+            assert_eq!(new_findings(&original, &woven), vec![], "{file}");
+            for runtime in &runtimes {
+                let on = runtime.describe();
+                let before = run_in(runtime, &original, &[], &dir);
+                let after = run_in(runtime, &woven, &[], &dir);
+                assert!(before.success(), "{file} under {on}: {}", before.describe());
+                assert!(
+                    after.success(),
+                    "woven {file} under {on}: {}: {}",
+                    after.describe(),
+                    String::from_utf8_lossy(&after.stderr)
+                );
+                assert_eq!(
+                    String::from_utf8_lossy(&after.stdout),
+                    String::from_utf8_lossy(&before.stdout),
+                    "woven {file} under {on}: output differs"
+                );
+                // Mono prints what the committed expectation says; CoreCLR formats some
+                // floating-point values differently, so there the original is the reference.
+                if runtime.kind() == RuntimeKind::Mono {
+                    assert_eq!(
+                        String::from_utf8_lossy(&after.stdout),
+                        String::from_utf8_lossy(&expected),
+                        "woven {file} under {on}: output differs from cs/{name}.expected"
+                    );
+                }
+                let (lines, unbalanced) = probe_balance(&after.stderr);
+                assert!(lines > 20, "woven {file} under {on}: {lines} probe lines");
+                assert!(
+                    unbalanced.is_empty(),
+                    "woven {file} under {on}: {unbalanced:?}"
+                );
+                runs += 1;
+            }
+        }
+    }
+    assert_eq!(runs, 6 * runtimes.len());
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// The methods of `weaver_triggers.il` each bug is shown on.
+const TRIGGERS: [&str; 8] = [
+    "ShortBranchOverReturns",
+    "LoopAtEntry",
+    "TryAtEntry",
+    "TwoReturns",
+    "MaxStackOne",
+    "TailCaller",
+    "TailFirst",
+    "CatchAtEnd",
+];
+
+#[test]
+fn woven_triggers_run_unchanged_with_no_new_finding() {
+    let test = "woven_triggers_run_unchanged_with_no_new_finding";
+    if !tools(test) {
+        return;
+    }
+    let runtimes = support::runtimes(test);
+    let kit = kit();
+    let dir = kit.work("correct");
+    let woven = kit.weave(None, &kit.triggers, &dir);
+    assert_eq!(new_findings(&kit.triggers, &woven), vec![]);
+    for runtime in &runtimes {
+        let on = runtime.describe();
+        let before = kit.run_triggers(runtime, &kit.triggers, None);
+        let after = kit.run_triggers(runtime, &woven, None);
+        assert!(before.success(), "under {on}: {}", before.describe());
+        assert!(after.success(), "woven, under {on}: {}", after.describe());
+        let text = String::from_utf8_lossy(&before.stdout);
+        for trigger in TRIGGERS {
+            assert!(
+                text.contains(&format!("Weaver.Triggers::{trigger}(")),
+                "{trigger} under {on}: {text}"
+            );
+        }
+        assert!(!text.contains("InvalidProgram"), "under {on}: {text}");
+        assert_eq!(
+            String::from_utf8_lossy(&after.stdout),
+            text,
+            "woven, under {on}: output differs"
+        );
+        // Every trigger went through its probes, and each entry has its exit.
+        let (lines, unbalanced) = probe_balance(&after.stderr);
+        let err = String::from_utf8_lossy(&after.stderr);
+        for trigger in TRIGGERS {
+            assert!(
+                err.contains(&format!("enter Weaver.Triggers::{trigger} ")),
+                "{trigger} under {on}: no entry probe"
+            );
+        }
+        assert!(
+            lines > 0 && unbalanced.is_empty(),
+            "under {on}: {unbalanced:?}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// What a runtime does when a trigger a bug broke is called. CoreCLR 3.1 rejects every one;
+/// mono 6.8 does one of the three.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Behaviour {
+    /// Every call throws InvalidProgramException (the method does not compile).
+    Rejects,
+    /// The runtime dies (mono: a failed assertion or a SIGSEGV in its JIT, then SIGABRT).
+    Crashes,
+    /// Every call returns what the original returned: only the verifier sees the bug.
+    Runs,
+}
+
+/// One seeded bug: the trigger it shows on, the verifier's code for it there, and what mono
+/// does.
+struct Case {
+    bug: &'static str,
+    trigger: &'static str,
+    code: &'static str,
+    mono: Behaviour,
+}
+
+const CASES: [Case; 10] = [
+    Case {
+        bug: "short-branches",
+        trigger: "ShortBranchOverReturns",
+        code: "BadBranch",
+        mono: Behaviour::Rejects,
+    },
+    Case {
+        bug: "retarget-to-probe",
+        trigger: "LoopAtEntry",
+        code: "BranchOutOfTry",
+        mono: Behaviour::Runs,
+    },
+    Case {
+        bug: "retarget-to-probe",
+        trigger: "TryAtEntry",
+        code: "EHOverlap",
+        mono: Behaviour::Runs,
+    },
+    Case {
+        bug: "ret-in-try",
+        trigger: "TwoReturns",
+        code: "ReturnFromTry",
+        mono: Behaviour::Runs,
+    },
+    Case {
+        bug: "handler-end-off-by-one",
+        trigger: "TwoReturns",
+        code: "Endfinally",
+        mono: Behaviour::Crashes,
+    },
+    Case {
+        bug: "enclosing-first",
+        trigger: "TryAtEntry",
+        code: "EHOrderInnerAfterOuter",
+        mono: Behaviour::Runs,
+    },
+    Case {
+        bug: "max-stack-kept",
+        trigger: "MaxStackOne",
+        code: "StackOverflow",
+        mono: Behaviour::Rejects,
+    },
+    Case {
+        bug: "tail-calls-kept",
+        trigger: "TailCaller",
+        code: "TailRet",
+        mono: Behaviour::Crashes,
+    },
+    Case {
+        bug: "tail-calls-kept",
+        trigger: "TailFirst",
+        code: "TailCallInsideER",
+        mono: Behaviour::Crashes,
+    },
+    Case {
+        bug: "clause-grown",
+        trigger: "CatchAtEnd",
+        code: "EHOverlap",
+        mono: Behaviour::Runs,
+    },
+];
+
+/// The runner's lines for one trigger method.
+fn lines_of(stdout: &[u8], trigger: &str) -> Vec<String> {
+    let prefix = format!("Weaver.Triggers::{trigger}(");
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .filter(|l| l.starts_with(&prefix))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Weaves the triggers with `--bug BUG` and checks each of the bug's cases: the verifier reports
+/// the case's code on its trigger (new against the original), CoreCLR throws
+/// InvalidProgramException for every call of the trigger, and mono does what the case says
+/// (each trigger run alone, so that a crash is the trigger's).
+fn seeded_bug(bug: &str) {
+    let test = format!("seeded_bug {bug}");
+    if !tools(&test) {
+        return;
+    }
+    let runtimes = support::runtimes(&test);
+    let kit = kit();
+    let dir = kit.work(bug);
+    let woven = kit.weave(Some(bug), &kit.triggers, &dir);
+    let findings = new_findings(&kit.triggers, &woven);
+    let cases: Vec<&Case> = CASES.iter().filter(|c| c.bug == bug).collect();
+    assert!(!cases.is_empty(), "{bug}: no case");
+    for case in &cases {
+        let method = format!("Weaver.Triggers::{}(int32)", case.trigger);
+        assert!(
+            findings.contains(&(method.clone(), case.code.to_string())),
+            "{bug}: expected {} on {method}; new findings: {findings:?}",
+            case.code
+        );
+    }
+    for runtime in &runtimes {
+        let on = runtime.describe();
+        for case in &cases {
+            let trigger = Some(case.trigger);
+            let before = kit.run_triggers(runtime, &kit.triggers, trigger);
+            assert!(before.success(), "under {on}: {}", before.describe());
+            let original = lines_of(&before.stdout, case.trigger);
+            assert!(
+                !original.is_empty() && original.iter().all(|l| !l.contains(" = threw ")),
+                "{}: {original:?}",
+                case.trigger
+            );
+            let after = kit.run_triggers(runtime, &woven, trigger);
+            let woven_lines = lines_of(&after.stdout, case.trigger);
+            let behaviour = match runtime.kind() {
+                RuntimeKind::CoreClr => Behaviour::Rejects,
+                RuntimeKind::Mono => case.mono,
+            };
+            let what = format!("{bug}, {} under {on}", case.trigger);
+            match behaviour {
+                Behaviour::Rejects => {
+                    assert!(after.success(), "{what}: {}", after.describe());
+                    let rejected: Vec<String> = original
+                        .iter()
+                        .map(|l| {
+                            let call = l.split_once(" = ").unwrap().0;
+                            format!("{call} = threw System.InvalidProgramException")
+                        })
+                        .collect();
+                    assert_eq!(woven_lines, rejected, "{what}");
+                }
+                Behaviour::Runs => {
+                    assert!(after.success(), "{what}: {}", after.describe());
+                    assert_eq!(woven_lines, original, "{what}");
+                }
+                Behaviour::Crashes => {
+                    assert!(
+                        !after.success() && !after.timed_out,
+                        "{what}: expected a crash, got {}",
+                        after.describe()
+                    );
+                    assert_eq!(woven_lines, Vec::<String>::new(), "{what}");
+                }
+            }
+        }
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn bug_short_branches() {
+    seeded_bug("short-branches");
+}
+
+#[test]
+fn bug_retarget_to_probe() {
+    seeded_bug("retarget-to-probe");
+}
+
+#[test]
+fn bug_ret_in_try() {
+    seeded_bug("ret-in-try");
+}
+
+#[test]
+fn bug_handler_end_off_by_one() {
+    seeded_bug("handler-end-off-by-one");
+}
+
+#[test]
+fn bug_enclosing_first() {
+    seeded_bug("enclosing-first");
+}
+
+#[test]
+fn bug_max_stack_kept() {
+    seeded_bug("max-stack-kept");
+}
+
+#[test]
+fn bug_tail_calls_kept() {
+    seeded_bug("tail-calls-kept");
+}
+
+#[test]
+fn bug_clause_grown() {
+    seeded_bug("clause-grown");
+}
+
+/// The command line: a usage error exits 2 and writes nothing; an input that is not an assembly
+/// exits 1 with a message and writes nothing.
+#[test]
+fn weaver_command_line() {
+    let test = "weaver_command_line";
+    if !tools(test) {
+        return;
+    }
+    let kit = kit();
+    let dir = kit.work("cli");
+    let out = dir.join("out.dll");
+    let weaver = |args: &[&std::ffi::OsStr]| {
+        support::run(
+            Command::new("mono")
+                .env("MONO_ENV_OPTIONS", "")
+                .arg(&kit.weaver)
+                .args(args),
+        )
+    };
+    let input = kit.triggers.as_os_str();
+    let bad_input = dir.join("not-an-assembly.dll");
+    let missing = dir.join("missing.dll");
+    std::fs::write(&bad_input, b"MZ but nothing else").unwrap();
+    for (args, code) in [
+        (
+            vec![
+                "--bug".as_ref(),
+                "no-such-bug".as_ref(),
+                input,
+                out.as_os_str(),
+            ],
+            2,
+        ),
+        (vec!["--bug".as_ref()], 2),
+        (vec![input], 2),
+        (vec!["--frobnicate".as_ref(), input, out.as_os_str()], 2),
+        (vec![input, input], 2),
+        (vec![bad_input.as_os_str(), out.as_os_str()], 1),
+        (vec![missing.as_os_str(), out.as_os_str()], 1),
+    ] {
+        let o = weaver(&args);
+        assert_eq!(o.code, Some(code), "{args:?}: {}", o.describe());
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.starts_with("weaver: "), "{args:?}: {err}");
+        assert!(!out.exists(), "{args:?} wrote its output");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
