@@ -1,7 +1,8 @@
 //! The sample rewriters of `corpus/rewriters`: the Mono.Cecil probe weaver keeps the project's
-//! oracle programs and the trigger methods of `corpus/il/weaver_triggers.il` running unchanged
-//! under mono and CoreCLR with no new verifier finding, and each of its seeded bugs shows on
-//! its trigger as the verifier finding, and the runtime behaviour, written down for it here.
+//! oracle programs, programs of `ilcheck generate` and the trigger methods of
+//! `corpus/il/weaver_triggers.il` running unchanged under mono and CoreCLR with no new verifier
+//! finding, and each of its seeded bugs shows on its trigger as the verifier finding, and the
+//! runtime behaviour, written down for it here.
 
 mod support;
 
@@ -272,6 +273,67 @@ fn woven_oracle_programs_run_unchanged_with_no_new_finding() {
         }
     }
     assert_eq!(runs, 6 * runtimes.len());
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Programs of `ilcheck generate` (random valid methods with their runners): woven, they verify
+/// with no new finding and print the same result lines as before under both runtimes.
+#[test]
+fn woven_generated_programs_print_the_same_lines() {
+    let test = "woven_generated_programs_print_the_same_lines";
+    if !tools(test) {
+        return;
+    }
+    let runtimes = support::runtimes(test);
+    let kit = kit();
+    let dir = kit.work("generated");
+    let (originals, woven_dir) = (dir.join("original"), dir.join("woven"));
+    std::fs::create_dir_all(&woven_dir).unwrap();
+    let o = support::run(
+        Command::new(BIN)
+            .args(["generate", "--count", "4", "--seed", "7", "-o"])
+            .arg(&originals),
+    );
+    assert!(
+        o.success(),
+        "generate: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let mut programs: Vec<PathBuf> = std::fs::read_dir(&originals)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "exe"))
+        .collect();
+    programs.sort();
+    assert_eq!(programs.len(), 4, "{programs:?}");
+    for original in &programs {
+        let name = original.file_name().unwrap().to_string_lossy().into_owned();
+        let woven = kit.weave(None, original, &woven_dir);
+        assert_eq!(new_findings(original, &woven), vec![], "{name}");
+        for runtime in &runtimes {
+            let on = runtime.describe();
+            let before = run_in(runtime, original, &[], &dir);
+            let after = run_in(runtime, &woven, &[], &dir);
+            assert!(before.success(), "{name} under {on}: {}", before.describe());
+            assert!(!before.stdout.is_empty(), "{name} under {on}: no output");
+            assert!(
+                after.success(),
+                "woven {name} under {on}: {}: {}",
+                after.describe(),
+                String::from_utf8_lossy(&after.stderr)
+            );
+            assert_eq!(
+                String::from_utf8_lossy(&after.stdout),
+                String::from_utf8_lossy(&before.stdout),
+                "woven {name} under {on}"
+            );
+            let (lines, unbalanced) = probe_balance(&after.stderr);
+            assert!(
+                lines > 0 && unbalanced.is_empty(),
+                "woven {name} under {on}: {unbalanced:?}"
+            );
+        }
+    }
     std::fs::remove_dir_all(&dir).ok();
 }
 
