@@ -88,6 +88,16 @@ enum Command {
     /// Write runnable assemblies of random valid methods, each with a manifest of the result
     /// lines it must print (run it under mono or `dotnet`), for testing an IL rewriter.
     Generate(cli::generate::GenerateArgs),
+    /// Fuzz an IL rewriter: generated programs through your rewriter, the output verified
+    /// against the original and run side by side with it under mono and CoreCLR; failures
+    /// minimised into repro folders.
+    ///
+    /// Exit code 0 when no case failed, 1 when some did (see --keep-failures), 2 on setup
+    /// errors (rewriter or runtime missing).
+    Fuzz(cli::fuzz::FuzzArgs),
+    /// Run a generated program and its rewritten copy under the runtimes and compare their
+    /// result lines (exit 0 same, 1 different, 2 setup errors).
+    Equiv(cli::fuzz::EquivArgs),
     /// Disassemble one method body given as hex or as a binary file.
     Disasm {
         /// Body bytes as hex, e.g. "2A" or "13 30 01 00 …".
@@ -131,6 +141,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
         } => disasm(hex, file, canonical),
         Command::Rewrite(args) => rewrite(args),
         Command::Generate(args) => cli::generate::run(args),
+        Command::Fuzz(args) => cli::fuzz::run(args),
+        Command::Equiv(args) => cli::fuzz::equiv(args),
         Command::Verify {
             paths,
             baseline,

@@ -208,7 +208,9 @@ impl<'i, 'a> EmitPlan<'i, 'a> {
                 plan.locals[method.rid() as usize] = Some(new);
             }
         }
-        if !plan.builder.is_empty() {
+        // A new local signature may be a row the image already has: nothing is added then,
+        // but the rewritten bodies still need the new local count when they are verified.
+        if !plan.builder.is_empty() || plan.locals.iter().any(Option::is_some) {
             plan.additions = Some(plan.builder.additions());
         }
         Ok(plan)

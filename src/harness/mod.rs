@@ -3,9 +3,14 @@
 //! writes without end — is a finding about that program, reported as data, never a crash or a
 //! hang of ilcheck.
 
+#[cfg(feature = "gen")]
+pub mod equiv;
+#[cfg(feature = "gen")]
+pub mod fuzz;
 pub mod process;
 #[cfg(feature = "gen")]
 pub mod program;
+pub mod rewriter;
 pub mod runtime;
 
 pub use process::{Outcome, ProcessError, run_bounded};

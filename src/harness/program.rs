@@ -79,8 +79,39 @@ pub struct ProgramMethod {
     pub name: String,
     /// The seed of its choice stream ([`method_from_seed`]).
     pub seed: u64,
+    /// The choice stream when it is not the seed's (a minimised method's).
+    pub choices: Option<Vec<u8>>,
     /// The generated method (synthetic tokens).
     pub generated: Generated,
+}
+
+impl ProgramMethod {
+    /// The method of `seed`, named `name`.
+    pub fn from_seed(name: String, seed: u64, config: &Config) -> Self {
+        ProgramMethod {
+            name,
+            seed,
+            choices: None,
+            generated: method_from_seed(seed, config),
+        }
+    }
+
+    /// The method of an explicit choice stream (`seed` kept for the record).
+    pub fn from_choices(name: String, seed: u64, choices: Vec<u8>, config: &Config) -> Self {
+        ProgramMethod {
+            name,
+            seed,
+            generated: generate_from_bytes(&choices, config),
+            choices: Some(choices),
+        }
+    }
+
+    /// Its choice stream: the explicit one, or the seed's.
+    pub fn choice_bytes(&self) -> Vec<u8> {
+        self.choices
+            .clone()
+            .unwrap_or_else(|| seed_bytes(self.seed, CHOICE_BYTES))
+    }
 }
 
 /// What a program holds and what running it must print.
@@ -90,6 +121,8 @@ pub struct Manifest {
     pub assembly: String,
     /// The seed the program was generated from (when it was).
     pub seed: u64,
+    /// The generator's settings the methods were drawn with.
+    pub config: Config,
     /// The methods, in order.
     pub methods: Vec<ManifestMethod>,
 }
@@ -103,6 +136,10 @@ pub struct ManifestMethod {
     pub token: String,
     /// The seed of its choice stream.
     pub seed: u64,
+    /// The choice stream as hex when it is not the seed's (a minimised method's); trailing
+    /// zero bytes are left out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub choices: Option<String>,
     /// Argument vectors it is called with, in order.
     pub inputs: Vec<Vec<i32>>,
     /// The result lines the calls print, in order.
@@ -110,6 +147,38 @@ pub struct ManifestMethod {
 }
 
 impl Manifest {
+    /// The methods again, from their seeds or choice streams and [`Manifest::config`].
+    pub fn program_methods(&self) -> Result<Vec<ProgramMethod>, String> {
+        self.methods
+            .iter()
+            .map(|m| match &m.choices {
+                None => Ok(ProgramMethod::from_seed(
+                    m.name.clone(),
+                    m.seed,
+                    &self.config,
+                )),
+                Some(hex) => {
+                    let bytes = (0..hex.len() / 2)
+                        .map(|i| u8::from_str_radix(hex.get(2 * i..2 * i + 2).unwrap_or("zz"), 16))
+                        .collect::<Result<Vec<u8>, _>>()
+                        .map_err(|_| format!("method {}: choices are not hex", m.name))?;
+                    Ok(ProgramMethod::from_choices(
+                        m.name.clone(),
+                        m.seed,
+                        bytes,
+                        &self.config,
+                    ))
+                }
+            })
+            .collect()
+    }
+
+    /// Reads the manifest beside an assembly: `NAME.manifest.json` for `NAME.exe`.
+    pub fn beside(assembly: &std::path::Path) -> Option<std::path::PathBuf> {
+        let stem = assembly.file_stem()?.to_str()?;
+        Some(assembly.with_file_name(format!("{stem}.manifest.json")))
+    }
+
     /// Every expected result line, in the order the program prints them.
     pub fn expected_lines(&self) -> Vec<&str> {
         self.methods
@@ -165,14 +234,7 @@ pub fn method_from_seed(seed: u64, config: &Config) -> Generated {
 /// `count` methods for the program of `seed`, named `M0`, `M1`, ….
 pub fn generate_methods(seed: u64, count: u32, config: &Config) -> Vec<ProgramMethod> {
     (0..count)
-        .map(|i| {
-            let s = method_seed(seed, u64::from(i));
-            ProgramMethod {
-                name: format!("M{i}"),
-                seed: s,
-                generated: method_from_seed(s, config),
-            }
-        })
+        .map(|i| ProgramMethod::from_seed(format!("M{i}"), method_seed(seed, u64::from(i)), config))
         .collect()
 }
 
@@ -184,7 +246,7 @@ pub fn generate_program(
     config: &Config,
 ) -> Result<Program, ProgramError> {
     let methods = generate_methods(seed, count, config);
-    let mut p = build_program(name, &methods)?;
+    let mut p = build_program(name, &methods, config)?;
     p.manifest.seed = seed;
     Ok(p)
 }
@@ -250,7 +312,11 @@ struct Common {
 }
 
 /// Builds the program of `methods` (see the module documentation).
-pub fn build_program(name: &str, methods: &[ProgramMethod]) -> Result<Program, ProgramError> {
+pub fn build_program(
+    name: &str,
+    methods: &[ProgramMethod],
+    config: &Config,
+) -> Result<Program, ProgramError> {
     let mut b = AssemblyBuilder::new(name, [1, 0, 0, 0], ImageKind::Exe)?;
     let corlib = b.assembly_ref(&AssemblyIdentity {
         name: "mscorlib".into(),
@@ -431,6 +497,10 @@ pub fn build_program(name: &str, methods: &[ProgramMethod]) -> Result<Program, P
             name: m.name.clone(),
             token: format!("{:#010x}", method_token.0),
             seed: m.seed,
+            choices: m.choices.as_ref().map(|c| {
+                let end = c.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+                c[..end].iter().map(|b| format!("{b:02x}")).collect()
+            }),
             inputs: g.inputs.clone(),
             expected,
         });
@@ -461,6 +531,7 @@ pub fn build_program(name: &str, methods: &[ProgramMethod]) -> Result<Program, P
         manifest: Manifest {
             assembly: format!("{name}.exe"),
             seed: 0,
+            config: config.clone(),
             methods: manifest_methods,
         },
     })
@@ -699,6 +770,22 @@ mod tests {
         assert_eq!(a.manifest, b.manifest);
         let c = generate_program("p", 8, 5, &cfg).unwrap();
         assert_ne!(a.bytes, c.bytes);
+    }
+
+    #[test]
+    fn a_manifest_gives_back_its_methods() {
+        let cfg = Config::default();
+        let p = generate_program("p", 3, 4, &cfg).unwrap();
+        let mut methods = p.manifest.program_methods().unwrap();
+        let mut choices = methods[1].choice_bytes();
+        choices.truncate(100);
+        methods[1] = ProgramMethod::from_choices("M1".into(), methods[1].seed, choices, &cfg);
+        let q = build_program("p", &methods, &cfg).unwrap();
+        let json = serde_json::to_string(&q.manifest).unwrap();
+        let back: Manifest = serde_json::from_str(&json).unwrap();
+        let again = build_program("p", &back.program_methods().unwrap(), &cfg).unwrap();
+        assert_eq!(again.bytes, q.bytes);
+        assert_ne!(q.bytes, p.bytes);
     }
 
     #[test]

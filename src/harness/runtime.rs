@@ -226,6 +226,8 @@ impl Runtime {
 
     /// The command that runs `exe` with `args`.
     pub fn command(&self, exe: &Path, args: &[&str]) -> Command {
+        // Absolute, since the child runs in the program's directory.
+        let exe = &std::path::absolute(exe).unwrap_or_else(|_| exe.to_path_buf());
         let mut c = Command::new(&self.program);
         match (&self.kind, &self.config) {
             (RuntimeKind::CoreClr, Some(config)) => {
@@ -237,10 +239,16 @@ impl Runtime {
                     .env("DOTNET_SKIP_FIRST_TIME_EXPERIENCE", "1");
             }
             _ => {
-                c.env("MONO_ENV_OPTIONS", "");
+                // A crash is reported by its message, without attaching gdb for a backtrace.
+                c.env("MONO_ENV_OPTIONS", "")
+                    .env("MONO_DEBUG", "no-gdb-backtrace");
             }
         }
         c.arg(exe).args(args);
+        // A crashing runtime may leave dump files in its working directory: the program's.
+        if let Some(dir) = exe.parent().filter(|d| !d.as_os_str().is_empty()) {
+            c.current_dir(dir);
+        }
         c
     }
 

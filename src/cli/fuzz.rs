@@ -1,0 +1,367 @@
+//! `ilcheck fuzz` and `ilcheck equiv`: a user's rewriter against generated programs, and the
+//! differential run of two programs.
+
+use anyhow::{Context, Result, bail};
+use ilcheck::harness::equiv::compare_on;
+use ilcheck::harness::fuzz::{self, FuzzSummary, LoopOptions, MinimiseBudget, Progress, Setup};
+use ilcheck::harness::program::Manifest;
+use ilcheck::harness::rewriter::RewriterCommand;
+use ilcheck::harness::{Runtime, RuntimeKind};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Which runtimes run the programs.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum RuntimeChoice {
+    /// Mono only.
+    Mono,
+    /// CoreCLR only.
+    Coreclr,
+    /// Mono and CoreCLR.
+    Both,
+    /// None: verify only.
+    None,
+}
+
+/// The runtimes of `choice`; a missing one is a setup error.
+pub fn runtimes(choice: RuntimeChoice) -> Result<Vec<Runtime>> {
+    let kinds: &[RuntimeKind] = match choice {
+        RuntimeChoice::Mono => &[RuntimeKind::Mono],
+        RuntimeChoice::Coreclr => &[RuntimeKind::CoreClr],
+        RuntimeChoice::Both => &[RuntimeKind::Mono, RuntimeKind::CoreClr],
+        RuntimeChoice::None => &[],
+    };
+    kinds
+        .iter()
+        .map(|&k| {
+            Runtime::find(k).with_context(|| {
+                format!(
+                    "runtime {} is not available (install it with scripts/setup.sh, or choose another with --runtime)",
+                    k.name()
+                )
+            })
+        })
+        .collect()
+}
+
+/// Arguments of `ilcheck fuzz`.
+#[derive(clap::Args)]
+pub struct FuzzArgs {
+    /// The rewriter as a command template; {in} and {out} are replaced by the assembly to read
+    /// and the one to write, e.g. 'mono weaver.exe {in} {out}'.
+    #[arg(long, value_name = "CMD")]
+    pub rewriter: String,
+    /// Runtimes that run original and rewritten programs side by side.
+    #[arg(long, value_enum, default_value = "both")]
+    pub runtime: RuntimeChoice,
+    /// Stop after this many seconds (default 60 when --cases is not given).
+    #[arg(long, value_name = "SECS")]
+    pub time: Option<u64>,
+    /// Stop after this many programs.
+    #[arg(long, value_name = "N")]
+    pub cases: Option<u64>,
+    /// Seed of the first program (default: from the clock; the summary prints it).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Programs checked at once (default: the number of cores).
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// Where minimised repro folders go.
+    #[arg(long, value_name = "DIR", default_value = "ilcheck-failures")]
+    pub keep_failures: PathBuf,
+    /// Repro folders kept per failure signature.
+    #[arg(long, default_value_t = 1)]
+    pub repros: usize,
+    /// Files copied beside every program (e.g. a probe assembly the rewriter references).
+    #[arg(long, num_args = 1.., value_name = "FILE")]
+    pub with: Vec<PathBuf>,
+    /// Generated methods per program.
+    #[arg(long, default_value_t = 50)]
+    pub methods_per_assembly: u32,
+    /// Generator settings as JSON (see `ilcheck generate --config`).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Deadline of one rewriter run, in seconds.
+    #[arg(long, default_value_t = 60)]
+    pub rewriter_timeout: u64,
+    /// Deadline of one program run, in seconds.
+    #[arg(long, default_value_t = 60)]
+    pub run_timeout: u64,
+    /// Check one kept program (with its manifest beside it) instead of generating.
+    #[arg(long, value_name = "ORIGINAL.exe", conflicts_with_all = ["time", "cases"])]
+    pub replay: Option<PathBuf>,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn setup(a: &FuzzArgs) -> Result<Setup> {
+    let rewriter = RewriterCommand::parse(&a.rewriter)?;
+    for f in &a.with {
+        if !f.is_file() {
+            bail!("--with {}: not a file", f.display());
+        }
+    }
+    Ok(Setup {
+        rewriter,
+        runtimes: runtimes(a.runtime)?,
+        with: a.with.clone(),
+        config: super::generate::load_config(a.config.as_deref())?,
+        methods_per_assembly: a.methods_per_assembly.max(1),
+        rewriter_timeout: Duration::from_secs(a.rewriter_timeout),
+        run_timeout: Duration::from_secs(a.run_timeout),
+    })
+}
+
+fn scratch(what: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("ilcheck-{what}-{}", std::process::id()))
+}
+
+/// Runs `ilcheck fuzz`.
+pub fn run(a: FuzzArgs) -> Result<ExitCode> {
+    let setup = setup(&a)?;
+    if let Some(original) = &a.replay {
+        let work = scratch("replay");
+        let r = fuzz::replay(&setup, original, &work)
+            .with_context(|| format!("replaying {}", original.display()))?;
+        let _ = std::fs::remove_dir_all(&work);
+        return Ok(match r.failure {
+            None => {
+                println!("{}: no failure", original.display());
+                ExitCode::SUCCESS
+            }
+            Some(f) => {
+                if a.json {
+                    println!("{}", serde_json::to_string_pretty(&f)?);
+                } else {
+                    println!("{}: {} — {}", original.display(), f.signature, f.summary);
+                    for x in &f.findings {
+                        println!(
+                            "  {} IL_{:04x} {}: {}",
+                            x.full_name, x.offset, x.code, x.message
+                        );
+                    }
+                    for c in &f.runtimes {
+                        for d in &c.diffs {
+                            println!(
+                                "  {}: -{}\n  {}: +{}",
+                                c.runtime, d.original, c.runtime, d.rewritten
+                            );
+                        }
+                    }
+                }
+                ExitCode::from(1)
+            }
+        });
+    }
+    let seed = a.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_secs())
+    });
+    let jobs = a
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let time = match (a.time, a.cases) {
+        (Some(t), _) => Some(Duration::from_secs(t)),
+        (None, None) => Some(Duration::from_secs(60)),
+        (None, Some(_)) => None,
+    };
+    let work = scratch("fuzz");
+    let opts = LoopOptions {
+        seed,
+        cases: a.cases,
+        time,
+        jobs,
+        keep: a.keep_failures.clone(),
+        repros_per_signature: a.repros.max(1),
+        work: work.clone(),
+        budget: MinimiseBudget::default(),
+    };
+    let bar = if std::io::stderr().is_terminal() && !a.json {
+        let b = indicatif::ProgressBar::new_spinner();
+        if let Ok(style) = indicatif::ProgressStyle::with_template("{spinner} {elapsed} {wide_msg}")
+        {
+            b.set_style(style);
+        }
+        b.enable_steady_tick(Duration::from_millis(200));
+        b
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    let start = std::time::Instant::now();
+    eprintln!(
+        "ilcheck fuzz: seed {seed}, {jobs} job(s), {} methods per program, runtimes: {}",
+        setup.methods_per_assembly,
+        if setup.runtimes.is_empty() {
+            "none".to_string()
+        } else {
+            setup
+                .runtimes
+                .iter()
+                .map(|r| r.kind().name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+    );
+    let report = |p: Progress| match p {
+        Progress::Case {
+            cases,
+            methods,
+            failed,
+        } => bar.set_message(format!(
+            "{cases} programs, {methods} methods ({:.0}/s), {failed} failed",
+            methods as f64 / start.elapsed().as_secs_f64().max(1e-9)
+        )),
+        Progress::Repro { signature, dir } => {
+            bar.suspend(|| eprintln!("failure {signature}: repro in {}", dir.display()))
+        }
+    };
+    let summary = fuzz::run_loop(&setup, &opts, &report);
+    bar.finish_and_clear();
+    let _ = std::fs::remove_dir_all(&work);
+    let summary = summary.context("fuzz loop")?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+    } else {
+        print_summary(&summary);
+    }
+    Ok(if summary.failed_cases > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn print_summary(s: &FuzzSummary) {
+    println!(
+        "{} programs, {} methods in {:.1} s: {:.0} methods/s; seed {}",
+        s.cases, s.methods, s.seconds, s.methods_per_second, s.seed
+    );
+    let st = &s.stages;
+    println!(
+        "time by stage (all workers): generate {:.1} s, rewriter {:.1} s, verify {:.1} s, runtimes {:.1} s",
+        st.generate, st.rewriter, st.verify, st.runtimes
+    );
+    if s.failures.is_empty() {
+        println!("no failures");
+    }
+    for f in &s.failures {
+        let repros: Vec<String> = f
+            .repros
+            .iter()
+            .filter(|p| !p.as_os_str().is_empty())
+            .map(|p| p.display().to_string())
+            .collect();
+        println!(
+            "{}: {} program(s); repro: {}",
+            f.signature,
+            f.cases,
+            repros.join(", ")
+        );
+    }
+}
+
+/// Arguments of `ilcheck equiv`.
+#[derive(clap::Args)]
+pub struct EquivArgs {
+    /// The program as ilcheck generated it (its manifest, NAME.manifest.json, beside it).
+    pub original: PathBuf,
+    /// The rewritten program.
+    pub patched: PathBuf,
+    /// Runtimes that run both.
+    #[arg(long, value_enum, default_value = "both")]
+    pub runtime: RuntimeChoice,
+    /// Files copied beside both programs (e.g. a probe assembly).
+    #[arg(long, num_args = 1.., value_name = "FILE")]
+    pub with: Vec<PathBuf>,
+    /// Deadline of one program run, in seconds.
+    #[arg(long, default_value_t = 60)]
+    pub run_timeout: u64,
+    /// Print the comparison as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn stage(dir: &Path, program: &Path, with: &[PathBuf]) -> Result<PathBuf> {
+    std::fs::create_dir_all(dir)?;
+    let name = program
+        .file_name()
+        .with_context(|| format!("{}: not a file name", program.display()))?;
+    let to = dir.join(name);
+    std::fs::copy(program, &to).with_context(|| format!("reading {}", program.display()))?;
+    for f in with {
+        let n = f
+            .file_name()
+            .with_context(|| format!("{}: not a file", f.display()))?;
+        std::fs::copy(f, dir.join(n)).with_context(|| format!("reading {}", f.display()))?;
+    }
+    Ok(to)
+}
+
+/// Runs `ilcheck equiv`.
+pub fn equiv(a: EquivArgs) -> Result<ExitCode> {
+    let runtimes = runtimes(a.runtime)?;
+    if runtimes.is_empty() {
+        bail!("equiv needs a runtime (--runtime mono, coreclr or both)");
+    }
+    let expected: Option<Vec<String>> = match Manifest::beside(&a.original) {
+        Some(p) if p.is_file() => {
+            let text = std::fs::read_to_string(&p)?;
+            let m: Manifest =
+                serde_json::from_str(&text).with_context(|| format!("{}", p.display()))?;
+            Some(m.expected_lines().into_iter().map(String::from).collect())
+        }
+        _ => {
+            eprintln!(
+                "ilcheck equiv: no manifest beside {}: comparing the two programs' result lines only",
+                a.original.display()
+            );
+            None
+        }
+    };
+    let work = scratch("equiv");
+    let o = stage(&work.join("original"), &a.original, &a.with)?;
+    let p = stage(&work.join("patched"), &a.patched, &a.with)?;
+    let timeout = Duration::from_secs(a.run_timeout);
+    let mut out = Vec::new();
+    for rt in &runtimes {
+        out.push(compare_on(rt, &o, &p, expected.as_deref(), timeout)?);
+    }
+    let _ = std::fs::remove_dir_all(&work);
+    let same = out.iter().all(|c| c.same());
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        for c in &out {
+            println!(
+                "{}: {} of {} result lines differ; original {}, patched {}",
+                c.runtime,
+                c.diffs.len(),
+                c.compared,
+                c.original.ended,
+                c.rewritten.ended
+            );
+            if !c.runtime_disagrees.is_empty() {
+                println!(
+                    "  not compared ({} got them wrong on the original too): {}",
+                    c.runtime,
+                    c.runtime_disagrees.join(", ")
+                );
+            }
+            for d in c.diffs.iter().take(20) {
+                println!("  -{}\n  +{}", d.original, d.rewritten);
+            }
+            if c.crashed() && !c.rewritten.stderr_tail.is_empty() {
+                println!("  stderr of the patched run:\n{}", c.rewritten.stderr_tail);
+            }
+        }
+    }
+    Ok(if same {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}

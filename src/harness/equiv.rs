@@ -1,0 +1,206 @@
+//! Differential runs: a program and its rewritten copy under the same runtime, result line by
+//! result line (see [`program`](super::program) for the lines).
+//!
+//! The original's own output is the reference for each runtime. Where the original disagrees
+//! with the manifest's expected line (the interpreter's), the runtime itself got that method
+//! wrong — mono 6.8's optimiser miscompiles a few generated methods — and the line is not
+//! compared, but counted: a rewrite that perturbs a runtime's defect is not the rewriter's
+//! bug.
+
+use super::process::Outcome;
+use super::program::result_lines;
+use super::runtime::{Runtime, RuntimeError};
+use serde::Serialize;
+use std::path::Path;
+use std::time::Duration;
+
+/// Exception types with which a runtime refuses code rather than running it.
+pub const REJECTIONS: [&str; 6] = [
+    "System.InvalidProgramException",
+    "System.Security.VerificationException",
+    "System.BadImageFormatException",
+    "System.MissingMethodException",
+    "System.MissingFieldException",
+    "System.TypeLoadException",
+];
+
+/// One result line that differs.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct LineDiff {
+    /// The method (`M3`).
+    pub method: String,
+    /// The original's line (or what the manifest expects when the original printed none).
+    pub original: String,
+    /// The rewritten program's line; empty when it printed none.
+    pub rewritten: String,
+    /// The rewritten line reports an exception a runtime throws for code it refuses.
+    pub rejected: bool,
+}
+
+/// How a program ran, in short.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct RunSummary {
+    /// `exit code 0`, `killed by signal 6`, `timed out after 20.0 s`.
+    pub ended: String,
+    /// Whether it exited with 0 in time.
+    pub ok: bool,
+    /// The first lines of its standard error.
+    pub stderr_tail: String,
+    /// Result lines printed.
+    pub result_lines: usize,
+}
+
+impl RunSummary {
+    fn of(o: &Outcome, lines: usize) -> Self {
+        // A crash's message comes first (mono: "* Assertion at …"); the stack after it.
+        let err = String::from_utf8_lossy(&o.stderr);
+        let head: Vec<&str> = err
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .take(16)
+            .collect();
+        RunSummary {
+            ended: o.describe(),
+            ok: o.success(),
+            stderr_tail: head.join("\n"),
+            result_lines: lines,
+        }
+    }
+}
+
+/// One runtime's comparison of the two programs.
+#[derive(Clone, Debug, Serialize)]
+pub struct RuntimeComparison {
+    /// `mono` or `coreclr`.
+    pub runtime: String,
+    /// How the original ran.
+    pub original: RunSummary,
+    /// How the rewritten program ran.
+    pub rewritten: RunSummary,
+    /// Result lines that differ (lines the runtime got wrong on the original left out).
+    pub diffs: Vec<LineDiff>,
+    /// Methods whose original result lines differ from the manifest under this runtime: not
+    /// compared.
+    pub runtime_disagrees: Vec<String>,
+    /// Lines compared.
+    pub compared: usize,
+}
+
+impl RuntimeComparison {
+    /// The rewritten program crashed, hung or exited non-zero where the original did not.
+    pub fn crashed(&self) -> bool {
+        self.original.ok && !self.rewritten.ok
+    }
+
+    /// Some rewritten line reports code the runtime refused.
+    pub fn rejected(&self) -> bool {
+        self.diffs.iter().any(|d| d.rejected)
+    }
+
+    /// Nothing differs.
+    pub fn same(&self) -> bool {
+        !self.crashed() && self.diffs.is_empty()
+    }
+}
+
+fn method_of(line: &str) -> String {
+    line.strip_prefix(super::program::RESULT_MARK)
+        .and_then(|l| l.split('#').next())
+        .unwrap_or("")
+        .to_string()
+}
+
+/// Compares result lines: the original's are the reference where they agree with `expected`
+/// (when given).
+pub fn compare_lines(
+    original: &[&str],
+    rewritten: &[&str],
+    expected: Option<&[String]>,
+) -> (Vec<LineDiff>, Vec<String>, usize) {
+    let mut diffs = Vec::new();
+    let mut disagrees: Vec<String> = Vec::new();
+    let mut compared = 0;
+    let n = original
+        .len()
+        .max(rewritten.len())
+        .max(expected.map_or(0, <[String]>::len));
+    for i in 0..n {
+        let e = expected.and_then(|e| e.get(i)).map(String::as_str);
+        let o = original.get(i).copied().or(e);
+        let Some(o) = o else { continue };
+        if let Some(e) = e
+            && o != e
+        {
+            let m = method_of(e);
+            if disagrees.last() != Some(&m) {
+                disagrees.push(m);
+            }
+            continue;
+        }
+        compared += 1;
+        let r = rewritten.get(i).copied().unwrap_or("");
+        if r != o {
+            diffs.push(LineDiff {
+                method: method_of(o),
+                original: o.to_string(),
+                rewritten: r.to_string(),
+                rejected: REJECTIONS.iter().any(|x| r.contains(x))
+                    && !REJECTIONS.iter().any(|x| o.contains(x)),
+            });
+        }
+    }
+    (diffs, disagrees, compared)
+}
+
+/// Runs both programs under `runtime` and compares them.
+pub fn compare_on(
+    runtime: &Runtime,
+    original: &Path,
+    rewritten: &Path,
+    expected: Option<&[String]>,
+    timeout: Duration,
+) -> Result<RuntimeComparison, RuntimeError> {
+    let o = runtime.run(original, &[], timeout)?;
+    let r = runtime.run(rewritten, &[], timeout)?;
+    let (os, rs) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&r.stdout),
+    );
+    let (ol, rl) = (result_lines(&os), result_lines(&rs));
+    let (diffs, runtime_disagrees, compared) = compare_lines(&ol, &rl, expected);
+    Ok(RuntimeComparison {
+        runtime: runtime.kind().name().to_string(),
+        original: RunSummary::of(&o, ol.len()),
+        rewritten: RunSummary::of(&r, rl.len()),
+        diffs,
+        runtime_disagrees,
+        compared,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_the_runtime_got_wrong_are_not_compared() {
+        let expected: Vec<String> = ["@ M0#0 ret 1 trace 0", "@ M1#0 ret 2 trace 0"]
+            .map(String::from)
+            .to_vec();
+        let original = ["@ M0#0 ret 1 trace 0", "@ M1#0 ret 3 trace 0"];
+        let rewritten = [
+            "@ M0#0 exception System.InvalidProgramException trace 0",
+            "@ M1#0 ret 4 trace 0",
+        ];
+        let (diffs, disagrees, compared) = compare_lines(&original, &rewritten, Some(&expected));
+        assert_eq!(compared, 1);
+        assert_eq!(disagrees, ["M1"]);
+        assert_eq!(diffs.len(), 1);
+        assert!(diffs[0].rejected);
+        assert_eq!(diffs[0].method, "M0");
+        // A rewritten program that stops early: the missing lines differ.
+        let (diffs, _, _) = compare_lines(&original[..1], &[], None);
+        assert_eq!(diffs[0].rewritten, "");
+        assert!(!diffs[0].rejected);
+    }
+}

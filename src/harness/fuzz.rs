@@ -1,0 +1,998 @@
+//! The external-rewriter loop: generate a program, run the user's rewriter on it, verify the
+//! output against the original (`verify --baseline`), run both under the runtimes and compare
+//! their result lines; classify what fails, minimise it, and keep it as a repro folder.
+//!
+//! A case is one program of M generated methods. Its failure has a *signature* — its kind and,
+//! for a verifier finding, the code; for a runtime, which — and minimisation keeps the
+//! signature while it drops methods and then simplifies each remaining method's choice stream
+//! (zeroed choices pick the simplest statement, so fewer instructions and clauses).
+
+use super::equiv::{RuntimeComparison, compare_on};
+use super::program::{Manifest, Program, ProgramMethod, build_program, generate_methods};
+use super::rewriter::RewriterCommand;
+use super::runtime::Runtime;
+use crate::corpus::{self, Input};
+use crate::generate::Config;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// What the loop needs besides the seed.
+#[derive(Clone, Debug)]
+pub struct Setup {
+    /// The user's rewriter.
+    pub rewriter: RewriterCommand,
+    /// Runtimes to run both programs under (none: verify only).
+    pub runtimes: Vec<Runtime>,
+    /// Files copied beside both programs (a probe assembly, say).
+    pub with: Vec<PathBuf>,
+    /// The generator's settings.
+    pub config: Config,
+    /// Methods per program.
+    pub methods_per_assembly: u32,
+    /// Deadline of one rewriter run.
+    pub rewriter_timeout: Duration,
+    /// Deadline of one program run.
+    pub run_timeout: Duration,
+}
+
+/// What went wrong in a case, most basic first.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum FailureKind {
+    /// The rewriter exited non-zero or was killed by a signal.
+    RewriterCrashed,
+    /// The rewriter did not finish in time (killed with its process group).
+    RewriterTimedOut,
+    /// The rewriter exited 0 but wrote no output file.
+    NoOutput,
+    /// The output is not a readable .NET assembly.
+    NotDotNet,
+    /// `verify --baseline` reports a new finding.
+    Finding,
+    /// A runtime refused rewritten code (InvalidProgramException and kin).
+    RuntimeRejected,
+    /// The rewritten program crashed, hung or exited non-zero under a runtime.
+    RuntimeCrashed,
+    /// The rewritten program printed different result lines.
+    DifferentResults,
+}
+
+impl FailureKind {
+    /// The kind's stable name (`finding`, `different-results`, …).
+    pub fn name(&self) -> &'static str {
+        match self {
+            FailureKind::RewriterCrashed => "rewriter-crashed",
+            FailureKind::RewriterTimedOut => "rewriter-timed-out",
+            FailureKind::NoOutput => "no-output",
+            FailureKind::NotDotNet => "not-dotnet",
+            FailureKind::Finding => "finding",
+            FailureKind::RuntimeRejected => "runtime-rejected",
+            FailureKind::RuntimeCrashed => "runtime-crashed",
+            FailureKind::DifferentResults => "different-results",
+        }
+    }
+}
+
+/// A verifier finding of the rewritten program, short.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct FindingSummary {
+    /// The method (`M3`), or empty for an image-level finding.
+    pub method: String,
+    /// The method's full name.
+    pub full_name: String,
+    /// IL offset.
+    pub offset: u32,
+    /// The stable code.
+    pub code: String,
+    /// In words.
+    pub message: String,
+}
+
+/// Everything known about a failed case.
+#[derive(Clone, Debug, Serialize)]
+pub struct Failure {
+    /// The first thing that went wrong.
+    pub kind: FailureKind,
+    /// Kind plus code or runtime: what minimisation keeps (`finding:BranchOutOfTry`).
+    pub signature: String,
+    /// One line.
+    pub summary: String,
+    /// Methods implicated (by a finding or a differing line), in program order.
+    pub methods: Vec<String>,
+    /// The rewriter's run: how it ended and its standard error's tail.
+    pub rewriter: String,
+    /// New verifier findings.
+    pub findings: Vec<FindingSummary>,
+    /// Per runtime, when the programs ran.
+    pub runtimes: Vec<RuntimeComparison>,
+}
+
+/// Wall time per stage, summed over cases.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct StageTimes {
+    /// Generating and writing programs.
+    pub generate: f64,
+    /// The user's rewriter.
+    pub rewriter: f64,
+    /// `verify --baseline`.
+    pub verify: f64,
+    /// Both programs under every runtime.
+    pub runtimes: f64,
+}
+
+impl StageTimes {
+    /// Adds `other` to these.
+    pub fn add(&mut self, other: &StageTimes) {
+        self.generate += other.generate;
+        self.rewriter += other.rewriter;
+        self.verify += other.verify;
+        self.runtimes += other.runtimes;
+    }
+}
+
+/// One case's result.
+#[derive(Clone, Debug)]
+pub struct CaseResult {
+    /// The failure, when the case failed.
+    pub failure: Option<Failure>,
+    /// Where the time went.
+    pub times: StageTimes,
+    /// Methods in the program.
+    pub methods: usize,
+    /// The original program (assembly and manifest) as checked.
+    pub original: PathBuf,
+    /// Where the rewritten program was to be written.
+    pub rewritten: PathBuf,
+}
+
+fn secs(since: Instant) -> f64 {
+    since.elapsed().as_secs_f64()
+}
+
+/// The method name (`M3`) in a full name `Ilcheck.Program::M3(int32)`.
+fn short_name(full: &str) -> String {
+    full.split("::")
+        .nth(1)
+        .and_then(|s| s.split('(').next())
+        .map(|s| s.trim_start_matches("Run_"))
+        .map(|s| s.split("_c").next().unwrap_or(s))
+        .unwrap_or("")
+        .to_string()
+}
+
+fn copy_with(setup: &Setup, dir: &Path) -> std::io::Result<()> {
+    for f in &setup.with {
+        let name = f
+            .file_name()
+            .ok_or_else(|| std::io::Error::other(format!("{}: not a file", f.display())))?;
+        std::fs::copy(f, dir.join(name))?;
+    }
+    Ok(())
+}
+
+/// Writes `program` into `dir/original`, runs the rewriter into `dir/rewritten`, and checks
+/// the result. I/O errors of ilcheck's own (a full disk) are errors; everything the rewriter or
+/// a runtime does is a result.
+pub fn check_program(setup: &Setup, program: &Program, dir: &Path) -> std::io::Result<CaseResult> {
+    let mut times = StageTimes::default();
+    let t = Instant::now();
+    let (odir, rdir) = (dir.join("original"), dir.join("rewritten"));
+    std::fs::create_dir_all(&odir)?;
+    std::fs::create_dir_all(&rdir)?;
+    let original = program.write_to(&odir)?;
+    let rewritten = rdir.join(&program.manifest.assembly);
+    let _ = std::fs::remove_file(&rewritten);
+    copy_with(setup, &odir)?;
+    copy_with(setup, &rdir)?;
+    times.generate += secs(t);
+    let mut result = CaseResult {
+        failure: None,
+        times,
+        methods: program.manifest.methods.len(),
+        original: original.clone(),
+        rewritten: rewritten.clone(),
+    };
+    let fail = |kind: FailureKind, signature: String, summary: String, rewriter: String| Failure {
+        kind,
+        signature,
+        summary,
+        methods: Vec::new(),
+        rewriter,
+        findings: Vec::new(),
+        runtimes: Vec::new(),
+    };
+
+    let t = Instant::now();
+    let run = setup
+        .rewriter
+        .run(&original, &rewritten, setup.rewriter_timeout);
+    result.times.rewriter += secs(t);
+    let run = match run {
+        Ok(o) => o,
+        Err(e) => {
+            let k = FailureKind::RewriterCrashed;
+            result.failure = Some(fail(
+                k.clone(),
+                k.name().into(),
+                e.to_string(),
+                e.to_string(),
+            ));
+            return Ok(result);
+        }
+    };
+    let rewriter_note = {
+        let tail = |bytes: &[u8], what: &str| {
+            let text = String::from_utf8_lossy(bytes);
+            let lines: Vec<&str> = text.lines().rev().take(20).collect();
+            if lines.is_empty() {
+                String::new()
+            } else {
+                let lines: Vec<&str> = lines.into_iter().rev().collect();
+                format!("\n--- {what} (last lines)\n{}", lines.join("\n"))
+            }
+        };
+        format!(
+            "{}{}{}",
+            run.describe(),
+            tail(&run.stdout, "stdout"),
+            tail(&run.stderr, "stderr")
+        )
+    };
+    let early = if run.timed_out {
+        Some((
+            FailureKind::RewriterTimedOut,
+            format!("the rewriter {}", run.describe()),
+        ))
+    } else if !run.success() {
+        Some((
+            FailureKind::RewriterCrashed,
+            format!("the rewriter ended with {}", run.describe()),
+        ))
+    } else if !rewritten.is_file() {
+        Some((
+            FailureKind::NoOutput,
+            "the rewriter exited 0 but wrote no output".into(),
+        ))
+    } else {
+        None
+    };
+    if let Some((k, summary)) = early {
+        result.failure = Some(fail(k.clone(), k.name().into(), summary, rewriter_note));
+        return Ok(result);
+    }
+
+    let t = Instant::now();
+    let baseline = corpus::Baseline::load(&[Input::named(&original)]);
+    let mut report = corpus::VerifyReport::default();
+    if let Ok(baseline) = &baseline {
+        let opts = corpus::VerifyOptions::default();
+        corpus::verify(
+            &[Input::named(&rewritten)],
+            opts,
+            Some(baseline),
+            &mut report,
+            |_| {},
+        );
+    }
+    result.times.verify += secs(t);
+    if let Err(e) = baseline {
+        // The original is ilcheck's own output: unreadable means ilcheck is broken.
+        return Err(std::io::Error::other(format!(
+            "reading the original back: {e}"
+        )));
+    }
+    if let Some(e) = report.image_errors.first() {
+        let k = FailureKind::NotDotNet;
+        result.failure = Some(fail(
+            k.clone(),
+            k.name().into(),
+            format!("the output is not a readable .NET assembly: {}", e.reason),
+            rewriter_note,
+        ));
+        return Ok(result);
+    }
+    let findings: Vec<FindingSummary> = report
+        .findings
+        .iter()
+        .map(|f| FindingSummary {
+            method: short_name(&f.method),
+            full_name: f.method.clone(),
+            offset: f.offset,
+            code: f.code.clone(),
+            message: f.message.clone(),
+        })
+        .collect();
+
+    let t = Instant::now();
+    let mut runtimes = Vec::new();
+    for rt in &setup.runtimes {
+        let expected: Vec<String> = program
+            .manifest
+            .expected_lines()
+            .into_iter()
+            .map(String::from)
+            .collect();
+        match compare_on(
+            rt,
+            &original,
+            &rewritten,
+            Some(&expected),
+            setup.run_timeout,
+        ) {
+            Ok(c) => runtimes.push(c),
+            Err(e) => {
+                return Err(std::io::Error::other(format!(
+                    "running {}: {e}",
+                    rt.describe()
+                )));
+            }
+        }
+    }
+    result.times.runtimes += secs(t);
+
+    let mut methods: Vec<String> = Vec::new();
+    let mut implicate = |m: &str| {
+        if !m.is_empty() && !methods.iter().any(|x| x == m) {
+            methods.push(m.to_string());
+        }
+    };
+    for f in &findings {
+        implicate(&f.method);
+    }
+    for c in &runtimes {
+        for d in &c.diffs {
+            implicate(&d.method);
+        }
+    }
+    let order = |m: &String| {
+        program
+            .manifest
+            .methods
+            .iter()
+            .position(|x| &x.name == m)
+            .unwrap_or(usize::MAX)
+    };
+    methods.sort_by_key(order);
+
+    let (kind, signature, summary) = if let Some(f) = findings.first() {
+        let codes: Vec<&str> = findings.iter().map(|f| f.code.as_str()).collect();
+        (
+            FailureKind::Finding,
+            format!("finding:{}", f.code),
+            format!(
+                "{} new verifier finding(s): {}",
+                findings.len(),
+                dedup(&codes).join(", ")
+            ),
+        )
+    } else if let Some(c) = runtimes.iter().find(|c| c.rejected()) {
+        let d = c
+            .diffs
+            .iter()
+            .find(|d| d.rejected)
+            .map(|d| d.rewritten.clone());
+        (
+            FailureKind::RuntimeRejected,
+            format!("runtime-rejected:{}", c.runtime),
+            format!(
+                "{} refused rewritten code: {}",
+                c.runtime,
+                d.unwrap_or_default()
+            ),
+        )
+    } else if let Some(c) = runtimes.iter().find(|c| c.crashed()) {
+        (
+            FailureKind::RuntimeCrashed,
+            format!("runtime-crashed:{}", c.runtime),
+            format!(
+                "the rewritten program under {} ended with {}",
+                c.runtime, c.rewritten.ended
+            ),
+        )
+    } else if let Some(c) = runtimes.iter().find(|c| !c.diffs.is_empty()) {
+        (
+            FailureKind::DifferentResults,
+            format!("different-results:{}", c.runtime),
+            format!(
+                "{} result line(s) differ under {}",
+                c.diffs.len(),
+                c.runtime
+            ),
+        )
+    } else {
+        return Ok(result);
+    };
+    result.failure = Some(Failure {
+        kind,
+        signature,
+        summary,
+        methods,
+        rewriter: rewriter_note,
+        findings,
+        runtimes,
+    });
+    Ok(result)
+}
+
+fn dedup<'a>(items: &[&'a str]) -> Vec<&'a str> {
+    let mut out: Vec<&str> = Vec::new();
+    for i in items {
+        if !out.contains(i) {
+            out.push(i);
+        }
+    }
+    out
+}
+
+/// Builds and checks the program of `methods`.
+pub fn check_methods(
+    setup: &Setup,
+    name: &str,
+    methods: &[ProgramMethod],
+    dir: &Path,
+) -> std::io::Result<(Program, CaseResult)> {
+    let t = Instant::now();
+    let program = build_program(name, methods, &setup.config).map_err(std::io::Error::other)?;
+    let gen_time = secs(t);
+    let mut r = check_program(setup, &program, dir)?;
+    r.times.generate += gen_time;
+    Ok((program, r))
+}
+
+/// How far minimisation may go.
+#[derive(Clone, Copy, Debug)]
+pub struct MinimiseBudget {
+    /// Most checks (each runs the rewriter and the runtimes).
+    pub checks: u32,
+    /// Most wall time.
+    pub time: Duration,
+}
+
+impl Default for MinimiseBudget {
+    fn default() -> Self {
+        MinimiseBudget {
+            checks: 150,
+            time: Duration::from_secs(90),
+        }
+    }
+}
+
+/// Minimises a failing program: the smallest set of methods, each with the simplest choice
+/// stream, that still fails with `signature`. Returns the methods and the last failing check.
+pub fn minimise(
+    setup: &Setup,
+    name: &str,
+    methods: Vec<ProgramMethod>,
+    implicated: &[String],
+    signature: &str,
+    dir: &Path,
+    budget: MinimiseBudget,
+) -> std::io::Result<Vec<ProgramMethod>> {
+    let start = Instant::now();
+    let mut checks = 0u32;
+    let mut fails = |candidate: &[ProgramMethod]| -> std::io::Result<bool> {
+        if candidate.is_empty() || checks >= budget.checks || start.elapsed() > budget.time {
+            return Ok(false);
+        }
+        checks += 1;
+        let (_, r) = check_methods(setup, name, candidate, dir)?;
+        Ok(r.failure.is_some_and(|f| f.signature == signature))
+    };
+
+    let mut current = methods;
+    // The implicated methods alone, when they keep the failure.
+    let only: Vec<ProgramMethod> = current
+        .iter()
+        .filter(|m| implicated.contains(&m.name))
+        .cloned()
+        .collect();
+    if !only.is_empty() && only.len() < current.len() && fails(&only)? {
+        current = only;
+    }
+    // Each implicated method alone.
+    if current.len() > 1 {
+        for m in current.clone() {
+            if implicated.contains(&m.name) && fails(std::slice::from_ref(&m))? {
+                current = vec![m];
+                break;
+            }
+        }
+    }
+    // ddmin over methods: drop chunks, halving the chunk size.
+    let mut chunk = current.len().div_ceil(2);
+    while chunk >= 1 && current.len() > 1 {
+        let mut i = 0;
+        let mut dropped = false;
+        while i < current.len() {
+            let candidate: Vec<ProgramMethod> = current
+                .iter()
+                .enumerate()
+                .filter(|(k, _)| *k < i || *k >= i + chunk)
+                .map(|(_, m)| m.clone())
+                .collect();
+            if fails(&candidate)? {
+                current = candidate;
+                dropped = true;
+            } else {
+                i += chunk;
+            }
+        }
+        if !dropped {
+            if chunk == 1 {
+                break;
+            }
+            chunk = chunk.div_ceil(2);
+        }
+    }
+    // Simplify each method: zero ranges of its choice stream, halving the range.
+    for k in 0..current.len() {
+        let mut choices = current[k].choice_bytes();
+        let end = choices.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+        choices.truncate(end);
+        let mut size = choices.len().next_power_of_two().max(1);
+        while size >= 4 {
+            let mut at = 0;
+            while at < choices.len() {
+                let hi = (at + size).min(choices.len());
+                if choices[at..hi].iter().any(|&b| b != 0) {
+                    let mut trial = choices.clone();
+                    trial[at..hi].fill(0);
+                    let mut candidate = current.clone();
+                    candidate[k] = ProgramMethod::from_choices(
+                        current[k].name.clone(),
+                        current[k].seed,
+                        trial.clone(),
+                        &setup.config,
+                    );
+                    if fails(&candidate)? {
+                        choices = trial;
+                        current = candidate;
+                    }
+                }
+                at += size;
+            }
+            size /= 2;
+        }
+    }
+    Ok(current)
+}
+
+/// Failures found by the loop, per signature.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct FailureCount {
+    /// The signature.
+    pub signature: String,
+    /// Cases that failed with it.
+    pub cases: u64,
+    /// Repro folders kept for it.
+    pub repros: Vec<PathBuf>,
+}
+
+/// The loop's summary (`ilcheck fuzz --json`).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct FuzzSummary {
+    /// `ilcheck.fuzz/1`.
+    pub schema: &'static str,
+    /// The rewriter command template.
+    pub rewriter: String,
+    /// Runtimes used.
+    pub runtimes: Vec<String>,
+    /// First seed.
+    pub seed: u64,
+    /// Cases (programs) checked.
+    pub cases: u64,
+    /// Generated methods checked.
+    pub methods: u64,
+    /// Cases that failed.
+    pub failed_cases: u64,
+    /// Per signature.
+    pub failures: Vec<FailureCount>,
+    /// Wall time of the loop.
+    pub seconds: f64,
+    /// Time per stage, summed over workers (minimisation not included).
+    pub stages: StageTimes,
+    /// Methods checked per second of wall time.
+    pub methods_per_second: f64,
+}
+
+/// Writes a repro folder for a minimised failure: the programs, `report.md`, and the command
+/// that reproduces it.
+pub fn write_repro(
+    setup: &Setup,
+    dir: &Path,
+    program: &Program,
+    result: &CaseResult,
+    from_methods: usize,
+) -> std::io::Result<()> {
+    let Some(f) = &result.failure else {
+        return Ok(());
+    };
+    let name = &program.manifest.assembly;
+    let mut md = String::new();
+    use std::fmt::Write as _;
+    let _ = writeln!(md, "# ilcheck fuzz: {}\n", f.signature);
+    let _ = writeln!(md, "{}\n", f.summary);
+    let _ = writeln!(md, "- rewriter: `{}`", setup.rewriter.template());
+    let _ = writeln!(
+        md,
+        "- program: `original/{name}`, {} method(s) ({}), minimised from {from_methods}; seed {}",
+        program.manifest.methods.len(),
+        program
+            .manifest
+            .methods
+            .iter()
+            .map(|m| m.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+        program.manifest.seed,
+    );
+    let _ = writeln!(md, "- implicated: {}\n", f.methods.join(", "));
+    let _ = writeln!(md, "## Reproduce\n\n```sh");
+    let _ = writeln!(
+        md,
+        "ilcheck fuzz --rewriter {} --replay original/{name}{}",
+        super::rewriter::shell_quote(setup.rewriter.template()),
+        setup
+            .runtimes
+            .first()
+            .map_or(" --runtime none".to_string(), |_| String::new())
+    );
+    let _ = writeln!(md, "# or step by step:");
+    let _ = writeln!(
+        md,
+        "{}",
+        setup.rewriter.shell_line(
+            Path::new(&format!("original/{name}")),
+            Path::new(&format!("rewritten/{name}"))
+        )
+    );
+    let _ = writeln!(
+        md,
+        "ilcheck verify --baseline original/{name} -- rewritten/{name}"
+    );
+    let _ = writeln!(md, "ilcheck equiv original/{name} rewritten/{name}\n```\n");
+    if !f.findings.is_empty() {
+        let _ = writeln!(md, "## Verifier findings (new against the original)\n");
+        let _ = writeln!(
+            md,
+            "| method | offset | code | message |\n|---|---|---|---|"
+        );
+        for x in &f.findings {
+            let _ = writeln!(
+                md,
+                "| {} | IL_{:04x} | `{}` | {} |",
+                x.full_name,
+                x.offset,
+                x.code,
+                x.message.replace('|', "\\|")
+            );
+        }
+        md.push('\n');
+    }
+    for c in &f.runtimes {
+        if c.same() && c.runtime_disagrees.is_empty() {
+            continue;
+        }
+        let _ = writeln!(md, "## Under {}\n", c.runtime);
+        let _ = writeln!(
+            md,
+            "original: {}; rewritten: {}\n",
+            c.original.ended, c.rewritten.ended
+        );
+        if !c.runtime_disagrees.is_empty() {
+            let _ = writeln!(
+                md,
+                "The runtime's results for {} differ from the interpreter's on the original too (a defect of the runtime): not compared.\n",
+                c.runtime_disagrees.join(", ")
+            );
+        }
+        if !c.diffs.is_empty() {
+            let _ = writeln!(md, "```diff");
+            for d in &c.diffs {
+                let _ = writeln!(md, "-{}\n+{}", d.original, d.rewritten);
+            }
+            let _ = writeln!(md, "```\n");
+        }
+        if c.crashed() && !c.rewritten.stderr_tail.is_empty() {
+            let _ = writeln!(md, "```\n{}\n```\n", c.rewritten.stderr_tail);
+        }
+    }
+    if matches!(
+        f.kind,
+        FailureKind::RewriterCrashed | FailureKind::RewriterTimedOut | FailureKind::NoOutput
+    ) || !f.rewriter.trim().is_empty() && f.kind == FailureKind::NotDotNet
+    {
+        let _ = writeln!(
+            md,
+            "## The rewriter's run\n\n```\n{}\n```\n",
+            f.rewriter.trim()
+        );
+    }
+    if let (Ok(o), Ok(r)) = (
+        std::fs::read(&result.original),
+        std::fs::read(&result.rewritten),
+    ) {
+        for m in program.manifest.methods.iter().map(|m| &m.name) {
+            let (a, b) = (method_listing(&o, m), method_listing(&r, m));
+            if a == b {
+                continue;
+            }
+            let _ = writeln!(md, "## {m}: original → rewritten\n\n```diff");
+            let diff = similar::TextDiff::from_lines(&a, &b);
+            let _ = write!(md, "{}", diff.unified_diff().context_radius(1000));
+            let _ = writeln!(md, "```\n");
+        }
+    }
+    std::fs::create_dir_all(dir)?;
+    for sub in ["original", "rewritten"] {
+        let from = result
+            .original
+            .parent()
+            .and_then(Path::parent)
+            .map(|p| p.join(sub));
+        if let Some(from) = from
+            && from.is_dir()
+        {
+            std::fs::create_dir_all(dir.join(sub))?;
+            for e in std::fs::read_dir(&from)? {
+                let e = e?;
+                if e.file_type()?.is_file() {
+                    std::fs::copy(e.path(), dir.join(sub).join(e.file_name()))?;
+                }
+            }
+        }
+    }
+    crate::fsio::write_atomic(&dir.join("report.md"), md.as_bytes())?;
+    let json = serde_json::to_string_pretty(f).map_err(std::io::Error::other)?;
+    crate::fsio::write_atomic(&dir.join("failure.json"), json.as_bytes())
+}
+
+/// The disassembly of method `name` (`M3`) of an image, or why there is none.
+pub fn method_listing(image: &[u8], name: &str) -> String {
+    let Ok(img) = crate::image::Image::parse(image) else {
+        return "(not a readable image)\n".into();
+    };
+    for m in img.methods() {
+        let Ok(n) = m.name() else { continue };
+        if n != name {
+            continue;
+        }
+        return match m.body_bytes().map(crate::body::Body::parse) {
+            Ok(Ok(b)) => crate::disasm::disassemble(&b),
+            Ok(Err(e)) => format!("(body does not decode: {e})\n"),
+            Err(e) => format!("(no body: {e})\n"),
+        };
+    }
+    "(no such method)\n".into()
+}
+
+/// Options of the loop.
+#[derive(Clone, Debug)]
+pub struct LoopOptions {
+    /// Seed of the first case; case k has seed `seed + k`.
+    pub seed: u64,
+    /// Stop after this many cases.
+    pub cases: Option<u64>,
+    /// Stop after this much time.
+    pub time: Option<Duration>,
+    /// Worker threads.
+    pub jobs: usize,
+    /// Where repro folders go.
+    pub keep: PathBuf,
+    /// Repro folders kept per signature.
+    pub repros_per_signature: usize,
+    /// Scratch directory (one sub-directory per worker).
+    pub work: PathBuf,
+    /// Minimisation limits.
+    pub budget: MinimiseBudget,
+}
+
+/// What the loop reports as it goes.
+#[derive(Clone, Debug)]
+pub enum Progress {
+    /// A case finished.
+    Case {
+        /// Cases done.
+        cases: u64,
+        /// Methods done.
+        methods: u64,
+        /// Cases failed.
+        failed: u64,
+    },
+    /// A new failure was minimised and kept.
+    Repro {
+        /// Its signature.
+        signature: String,
+        /// Its folder.
+        dir: PathBuf,
+    },
+}
+
+/// Runs the loop until `opts.cases` or `opts.time`.
+pub fn run_loop(
+    setup: &Setup,
+    opts: &LoopOptions,
+    progress: &(dyn Fn(Progress) + Sync),
+) -> std::io::Result<FuzzSummary> {
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let start = Instant::now();
+    let next = AtomicU64::new(0);
+    let stop = AtomicBool::new(false);
+    let summary = Mutex::new(FuzzSummary {
+        schema: "ilcheck.fuzz/1",
+        rewriter: setup.rewriter.template().to_string(),
+        runtimes: setup
+            .runtimes
+            .iter()
+            .map(|r| r.kind().name().to_string())
+            .collect(),
+        seed: opts.seed,
+        ..FuzzSummary::default()
+    });
+    let error: Mutex<Option<std::io::Error>> = Mutex::new(None);
+    std::thread::scope(|s| {
+        for w in 0..opts.jobs.max(1) {
+            let (next, stop, summary, error) = (&next, &stop, &summary, &error);
+            s.spawn(move || {
+                let work = opts.work.join(format!("worker-{w}"));
+                loop {
+                    if stop.load(Ordering::Relaxed)
+                        || opts.time.is_some_and(|t| start.elapsed() >= t)
+                    {
+                        break;
+                    }
+                    let k = next.fetch_add(1, Ordering::Relaxed);
+                    if opts.cases.is_some_and(|n| k >= n) {
+                        break;
+                    }
+                    let seed = opts.seed.wrapping_add(k);
+                    match one_case(setup, opts, seed, &work, summary, progress) {
+                        Ok(()) => {}
+                        Err(e) => {
+                            *error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                            stop.store(true, Ordering::Relaxed);
+                        }
+                    }
+                }
+                let _ = std::fs::remove_dir_all(&work);
+            });
+        }
+    });
+    if let Some(e) = error.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        return Err(e);
+    }
+    let mut s = summary.into_inner().unwrap_or_else(|p| p.into_inner());
+    s.seconds = secs(start);
+    s.methods_per_second = if s.seconds > 0.0 {
+        s.methods as f64 / s.seconds
+    } else {
+        0.0
+    };
+    Ok(s)
+}
+
+/// The summary, even when a worker panicked holding it (its counts stay usable).
+fn lock(s: &std::sync::Mutex<FuzzSummary>) -> std::sync::MutexGuard<'_, FuzzSummary> {
+    s.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn one_case(
+    setup: &Setup,
+    opts: &LoopOptions,
+    seed: u64,
+    work: &Path,
+    summary: &std::sync::Mutex<FuzzSummary>,
+    progress: &(dyn Fn(Progress) + Sync),
+) -> std::io::Result<()> {
+    let name = format!("g{seed}");
+    let t = Instant::now();
+    let methods = generate_methods(seed, setup.methods_per_assembly, &setup.config);
+    let mut program =
+        build_program(&name, &methods, &setup.config).map_err(std::io::Error::other)?;
+    program.manifest.seed = seed;
+    let gen_time = secs(t);
+    let case_dir = work.join("case");
+    let mut r = check_program(setup, &program, &case_dir)?;
+    r.times.generate += gen_time;
+    let keep_repro = {
+        let mut s = lock(summary);
+        s.cases += 1;
+        s.methods += r.methods as u64;
+        s.stages.add(&r.times);
+        let keep = if let Some(f) = &r.failure {
+            s.failed_cases += 1;
+            let entry = match s.failures.iter().position(|c| c.signature == f.signature) {
+                Some(i) => &mut s.failures[i],
+                None => {
+                    s.failures.push(FailureCount {
+                        signature: f.signature.clone(),
+                        ..FailureCount::default()
+                    });
+                    s.failures.last_mut().expect("just pushed")
+                }
+            };
+            entry.cases += 1;
+            // Reserve the slot now, so two workers do not both minimise the same signature.
+            if entry.repros.len() < opts.repros_per_signature {
+                entry.repros.push(PathBuf::new());
+                Some(f.clone())
+            } else {
+                None
+            }
+        } else {
+            None
+        };
+        progress(Progress::Case {
+            cases: s.cases,
+            methods: s.methods,
+            failed: s.failed_cases,
+        });
+        keep
+    };
+    let Some(f) = keep_repro else {
+        let _ = std::fs::remove_dir_all(&case_dir);
+        return Ok(());
+    };
+    let min_dir = work.join("minimise");
+    let minimal = minimise(
+        setup,
+        &name,
+        methods.clone(),
+        &f.methods,
+        &f.signature,
+        &min_dir,
+        opts.budget,
+    )?;
+    let (mut small, mut result) = check_methods(setup, &name, &minimal, &min_dir)?;
+    if result.failure.as_ref().map(|x| &x.signature) != Some(&f.signature) {
+        // Minimisation ran out of budget on a flaky failure: keep the whole case.
+        small = program;
+        result = r;
+    }
+    small.manifest.seed = seed;
+    let safe: String = f
+        .signature
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let dir = opts.keep.join(format!("{safe}-{seed}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    write_repro(setup, &dir, &small, &result, methods.len())?;
+    {
+        let mut s = lock(summary);
+        if let Some(c) = s.failures.iter_mut().find(|c| c.signature == f.signature)
+            && let Some(slot) = c.repros.iter_mut().find(|p| p.as_os_str().is_empty())
+        {
+            *slot = dir.clone();
+        }
+    }
+    progress(Progress::Repro {
+        signature: f.signature.clone(),
+        dir,
+    });
+    let _ = std::fs::remove_dir_all(&case_dir);
+    let _ = std::fs::remove_dir_all(&min_dir);
+    Ok(())
+}
+
+/// Re-checks a kept original program (`--replay`): rebuilds nothing, runs the rewriter on the
+/// assembly as it is, with its manifest beside it.
+pub fn replay(setup: &Setup, original: &Path, work: &Path) -> std::io::Result<CaseResult> {
+    let manifest_path = Manifest::beside(original).ok_or_else(|| {
+        std::io::Error::other(format!("{}: no manifest name", original.display()))
+    })?;
+    let text = std::fs::read_to_string(&manifest_path)
+        .map_err(|e| std::io::Error::other(format!("{}: {e}", manifest_path.display())))?;
+    let manifest: Manifest = serde_json::from_str(&text)
+        .map_err(|e| std::io::Error::other(format!("{}: {e}", manifest_path.display())))?;
+    let bytes = std::fs::read(original)?;
+    check_program(setup, &Program { bytes, manifest }, work)
+}
