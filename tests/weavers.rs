@@ -38,19 +38,11 @@ fn tools(test: &str) -> bool {
     ["mono", "mcs", "ilasm"]
         .iter()
         .all(|tool| support::mono_tool(test, tool))
-        && support::present(test, "Mono.Cecil 0.11 in mono's GAC", cecil_installed())
-}
-
-/// Whether mono's GAC holds a Mono.Cecil 0.11, which `corpus/rewriters/build.sh` builds on.
-fn cecil_installed() -> bool {
-    std::fs::read_dir("/usr/lib/mono/gac/Mono.Cecil")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .any(|e| {
-            e.file_name().to_string_lossy().starts_with("0.11.")
-                && e.path().join("Mono.Cecil.dll").is_file()
-        })
+        && support::present(
+            test,
+            "Mono.Cecil 0.11 in mono's GAC",
+            support::cecil_installed(),
+        )
 }
 
 fn kit() -> &'static Kit {

@@ -89,6 +89,12 @@ pub struct FuzzArgs {
     /// Deadline of one program run, in seconds.
     #[arg(long, default_value_t = 60)]
     pub run_timeout: u64,
+    /// Most seconds spent minimising one failure.
+    #[arg(long, default_value_t = 90)]
+    pub minimise_time: u64,
+    /// Most checks (rewriter and runtime runs) spent minimising one failure.
+    #[arg(long, default_value_t = 150)]
+    pub minimise_checks: u32,
     /// Check one kept program (with its manifest beside it) instead of generating.
     #[arg(long, value_name = "ORIGINAL.exe", conflicts_with_all = ["time", "cases"])]
     pub replay: Option<PathBuf>,
@@ -178,7 +184,10 @@ pub fn run(a: FuzzArgs) -> Result<ExitCode> {
         keep: a.keep_failures.clone(),
         repros_per_signature: a.repros.max(1),
         work: work.clone(),
-        budget: MinimiseBudget::default(),
+        budget: MinimiseBudget {
+            checks: a.minimise_checks,
+            time: Duration::from_secs(a.minimise_time),
+        },
     };
     let bar = if std::io::stderr().is_terminal() && !a.json {
         let b = indicatif::ProgressBar::new_spinner();

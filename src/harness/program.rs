@@ -420,6 +420,41 @@ pub fn build_program(
     )?;
 
     let static_flags = flags::METHOD_PUBLIC | flags::METHOD_STATIC | flags::METHOD_HIDE_BY_SIG;
+    // Callees that behave alike are one method (the interpreter's hash takes the synthetic
+    // token): fewer methods for the rewriter to rewrite and the runtimes to compile.
+    let mut callees: Vec<Callee> = methods
+        .iter()
+        .flat_map(|m| m.generated.callees.iter().copied())
+        .collect();
+    callees.sort_by_key(|c| (c.token, c.params, c.returns_void, c.may_throw));
+    callees.dedup();
+    let mut callee_tokens = std::collections::HashMap::with_capacity(callees.len());
+    for callee in &callees {
+        let params = vec![SigType::I4; callee.params as usize];
+        let ret = if callee.returns_void {
+            SigType::Void
+        } else {
+            SigType::I4
+        };
+        let name = format!(
+            "C{}_{}{}{}",
+            callee.token - FIRST_CALLEE,
+            callee.params,
+            if callee.returns_void { "v" } else { "i" },
+            if callee.may_throw { "t" } else { "" }
+        );
+        let body = callee_body(&c, callee).map_err(|source| ProgramError::Layout {
+            method: name.clone(),
+            source,
+        })?;
+        let t = b.method(
+            static_flags,
+            &name,
+            &method_sig(false, ret, &params)?,
+            &body,
+        )?;
+        callee_tokens.insert(*callee, t);
+    }
     let mut runners = Vec::with_capacity(methods.len());
     let mut manifest_methods = Vec::with_capacity(methods.len());
     for m in methods {
@@ -429,26 +464,11 @@ pub fn build_program(
             method: m.name.clone(),
             source,
         };
-        // Callees first, then the method, then its runner: tokens in that order.
-        let first = b.rows(crate::image::tables::Table::MethodDef) + 1;
-        let callee_token = |k: u32| Token::new(crate::image::tables::Table::MethodDef, first + k);
-        let method_token = callee_token(g.callees.len() as u32);
-        for (k, callee) in g.callees.iter().enumerate() {
-            let params = vec![SigType::I4; callee.params as usize];
-            let ret = if callee.returns_void {
-                SigType::Void
-            } else {
-                SigType::I4
-            };
-            let body = callee_body(&c, callee).map_err(layout_err)?;
-            let t = b.method(
-                static_flags,
-                &format!("{}_c{k}", m.name),
-                &method_sig(false, ret, &params)?,
-                &body,
-            )?;
-            debug_assert_eq!(t, callee_token(k as u32));
-        }
+        // The method, then its runner: tokens in that order.
+        let method_token = Token::new(
+            crate::image::tables::Table::MethodDef,
+            b.rows(crate::image::tables::Table::MethodDef) + 1,
+        );
         let locals = if g.shape.locals > 0 {
             b.standalone_sig(&locals_sig(&vec![SigType::I4; g.shape.locals as usize])?)?
         } else {
@@ -461,10 +481,10 @@ pub fn build_program(
         method.header.init_locals = g.shape.locals > 0;
         for ins in &mut method.instrs {
             if let Operand::Token(t) = &mut ins.operand
-                && *t >= FIRST_CALLEE
-                && *t < FIRST_CALLEE + g.callees.len() as u32
+                && let Some(callee) = g.callees.iter().find(|c| c.token == *t)
+                && let Some(real) = callee_tokens.get(callee)
             {
-                *t = callee_token(*t - FIRST_CALLEE).0;
+                *t = real.0;
             }
         }
         let body = lay_out(&method, BranchForms::KeepOriginal).map_err(layout_err)?;

@@ -92,3 +92,33 @@ pub fn build_probe(dir: &Path) -> PathBuf {
     assert!(o.success(), "mcs: {}", String::from_utf8_lossy(&o.stderr));
     out
 }
+
+/// Whether mono's GAC holds a Mono.Cecil 0.11, which `corpus/rewriters/build.sh` builds on.
+#[allow(dead_code)]
+pub fn cecil_installed() -> bool {
+    std::fs::read_dir("/usr/lib/mono/gac/Mono.Cecil")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|e| {
+            e.file_name().to_string_lossy().starts_with("0.11.")
+                && e.path().join("Mono.Cecil.dll").is_file()
+        })
+}
+
+/// Builds the sample rewriters (`corpus/rewriters/build.sh`) and the probe assembly into `dir`:
+/// `(weaver.exe, Acme.Probe.dll)`.
+#[allow(dead_code)]
+pub fn build_weaver(dir: &Path) -> (PathBuf, PathBuf) {
+    std::fs::create_dir_all(dir).unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let o = run(std::process::Command::new("bash")
+        .arg(root.join("corpus/rewriters/build.sh"))
+        .arg(dir));
+    assert!(
+        o.success(),
+        "build.sh: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    (dir.join("weaver.exe"), build_probe(dir))
+}

@@ -1,0 +1,415 @@
+//! `ilcheck generate`, `fuzz` and `equiv` end to end: generated programs print their manifests'
+//! lines under mono and CoreCLR; the fuzz loop finds every seeded bug of the sample weaver and
+//! minimises it, stays clean on the correct weaver and on ilcheck's own transforms, and reports
+//! a rewriter that crashes, hangs, writes nothing or writes garbage as a failure of its own
+//! kind.
+
+mod support;
+
+use ilcheck::harness::program::{Manifest, result_lines};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn ilcheck() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_ilcheck"))
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("ilcheck-fuzz-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn text(o: &ilcheck::harness::Outcome) -> String {
+    format!(
+        "{}\n--- stdout\n{}\n--- stderr\n{}",
+        o.describe(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// 10,000 generated methods (50 programs of 200) print exactly their manifest's lines under
+/// CoreCLR and under mono — but for methods mono's optimiser gets wrong, which must then print
+/// the expected lines with mono's optimisations off — and verify clean.
+#[test]
+fn ten_thousand_generated_methods_run_as_their_manifests_say() {
+    let test = "ten_thousand_generated_methods_run_as_their_manifests_say";
+    let runtimes = support::runtimes(test);
+    if runtimes.is_empty() {
+        return;
+    }
+    let dir = scratch("generate");
+    let o = support::run(
+        ilcheck()
+            .args([
+                "generate",
+                "--count",
+                "50",
+                "--methods-per-assembly",
+                "200",
+                "--seed",
+                "7000",
+                "-o",
+            ])
+            .arg(&dir),
+    );
+    assert!(o.success(), "{}", text(&o));
+    let v = support::run(ilcheck().arg("verify").arg(&dir));
+    assert!(
+        v.success(),
+        "generated programs must verify clean: {}",
+        text(&v)
+    );
+
+    let mut methods = 0;
+    let mut mono_miscompiled = Vec::new();
+    for k in 0..50 {
+        let exe = dir.join(format!("g{}.exe", 7000 + k));
+        let manifest: Manifest = serde_json::from_str(
+            &std::fs::read_to_string(Manifest::beside(&exe).unwrap()).unwrap(),
+        )
+        .unwrap();
+        methods += manifest.methods.len();
+        let expected = manifest.expected_lines();
+        for rt in &runtimes {
+            let o = support::run(&mut rt.command(&exe, &[]));
+            assert!(
+                o.success(),
+                "{} {}: {}",
+                rt.describe(),
+                exe.display(),
+                text(&o)
+            );
+            let out = String::from_utf8_lossy(&o.stdout);
+            let lines = result_lines(&out);
+            if lines == expected {
+                continue;
+            }
+            let kind = rt.kind();
+            assert_eq!(
+                kind,
+                ilcheck::harness::RuntimeKind::Mono,
+                "{} on {}: lines differ from the manifest",
+                rt.describe(),
+                exe.display()
+            );
+            // Mono's JIT optimiser: the same program, optimisations off.
+            let o = support::run(rt.command(&exe, &[]).env("MONO_ENV_OPTIONS", "-O=-all"));
+            let out = String::from_utf8_lossy(&o.stdout);
+            assert_eq!(
+                result_lines(&out),
+                expected,
+                "{}: mono without optimisations differs from the manifest",
+                exe.display()
+            );
+            let wrong: Vec<&str> = lines
+                .iter()
+                .zip(&expected)
+                .filter(|(a, b)| a != b)
+                .map(|(a, _)| *a)
+                .collect();
+            mono_miscompiled.push(format!("{}: {}", exe.display(), wrong.join(" | ")));
+        }
+    }
+    assert_eq!(methods, 10_000);
+    eprintln!(
+        "{methods} methods; mono's optimiser miscompiles results in {} program(s):\n{}",
+        mono_miscompiled.len(),
+        mono_miscompiled.join("\n")
+    );
+    // A handful at most: more would mean the harness, not mono, is wrong.
+    assert!(mono_miscompiled.len() <= 5, "{mono_miscompiled:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn fuzz(args: &[&str], keep: &Path) -> ilcheck::harness::Outcome {
+    support::run(
+        ilcheck()
+            .arg("fuzz")
+            .args(args)
+            .arg("--keep-failures")
+            .arg(keep)
+            .arg("--json"),
+    )
+}
+
+fn summary(o: &ilcheck::harness::Outcome) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(o)))
+}
+
+/// Each seeded bug of the sample weaver is found within 10 programs of 100 methods, classified
+/// as the verifier finding it causes, and minimised to at most 3 methods whose report names the
+/// finding; the correct weaver runs clean.
+#[test]
+fn the_loop_finds_and_minimises_every_seeded_weaver_bug() {
+    let test = "the_loop_finds_and_minimises_every_seeded_weaver_bug";
+    let runtimes = support::runtimes(test);
+    if runtimes.len() < 2
+        || !support::mono_tool(test, "mcs")
+        || !support::present(
+            test,
+            "Mono.Cecil 0.11 in mono's GAC",
+            support::cecil_installed(),
+        )
+    {
+        return;
+    }
+    let dir = scratch("weaver");
+    let (weaver, probe) = support::build_weaver(&dir.join("bin"));
+    let rewriter = |bug: Option<&str>| {
+        let bug = bug.map_or(String::new(), |b| format!("--bug {b} "));
+        format!("mono {} {bug}{{in}} {{out}}", weaver.display())
+    };
+    let probe = probe.display().to_string();
+
+    let clean = fuzz(
+        &[
+            "--rewriter",
+            &rewriter(None),
+            "--with",
+            &probe,
+            "--cases",
+            "12",
+            "--seed",
+            "1",
+            "--methods-per-assembly",
+            "100",
+        ],
+        &dir.join("clean"),
+    );
+    assert!(clean.success(), "the correct weaver: {}", text(&clean));
+    assert_eq!(summary(&clean)["methods"], 1200);
+
+    // Bug, and the finding codes that may name it.
+    let bugs: [(&str, &[&str]); 7] = [
+        (
+            "short-branches",
+            &[
+                "BadJumpTarget",
+                "BranchIntoTry",
+                "PathStackDepth",
+                "BadBranch",
+                "BranchOutOfTry",
+                "StackUnderflow",
+                "BranchIntoHandler",
+                "BranchOutOfHandler",
+                "FallthroughIntoHandler",
+                "FallthroughException",
+            ],
+        ),
+        ("retarget-to-probe", &["EHOverlap", "BranchOutOfTry"]),
+        ("ret-in-try", &["ReturnFromTry"]),
+        (
+            "handler-end-off-by-one",
+            &["FallthroughException", "Endfinally"],
+        ),
+        ("enclosing-first", &["EHOrderInnerAfterOuter"]),
+        ("max-stack-kept", &["StackOverflow"]),
+        ("tail-calls-kept", &["TailRet", "TailCallInsideER"]),
+    ];
+    std::thread::scope(|s| {
+        for (bug, codes) in bugs {
+            let (dir, rewriter, probe) = (&dir, rewriter(Some(bug)), &probe);
+            s.spawn(move || {
+                let keep = dir.join(bug);
+                let o = fuzz(
+                    &[
+                        "--rewriter",
+                        &rewriter,
+                        "--with",
+                        probe,
+                        "--cases",
+                        "10",
+                        "--seed",
+                        "1",
+                        "--methods-per-assembly",
+                        "100",
+                        "--jobs",
+                        "1",
+                        "--minimise-time",
+                        "25",
+                    ],
+                    &keep,
+                );
+                assert_eq!(o.code, Some(1), "{bug}: {}", text(&o));
+                let s = summary(&o);
+                let failures = s["failures"].as_array().unwrap();
+                let first = &failures[0];
+                let signature = first["signature"].as_str().unwrap();
+                let code = signature
+                    .strip_prefix("finding:")
+                    .unwrap_or_else(|| panic!("{bug}: {signature}"));
+                assert!(codes.contains(&code), "{bug}: {signature}");
+                let repro = PathBuf::from(first["repros"][0].as_str().unwrap());
+                let report = std::fs::read_to_string(repro.join("report.md")).unwrap();
+                assert!(
+                    report.contains(code),
+                    "{bug}: report.md does not name {code}"
+                );
+                let manifest = std::fs::read_dir(repro.join("original"))
+                    .unwrap()
+                    .flatten()
+                    .find(|e| e.file_name().to_string_lossy().ends_with(".manifest.json"))
+                    .unwrap();
+                let m: Manifest =
+                    serde_json::from_str(&std::fs::read_to_string(manifest.path()).unwrap())
+                        .unwrap();
+                assert!(
+                    m.methods.len() <= 3,
+                    "{bug}: repro keeps {} methods",
+                    m.methods.len()
+                );
+                // The repro's own command finds it again.
+                let exe = repro.join("original").join(&m.assembly);
+                let again = support::run(
+                    ilcheck()
+                        .args(["fuzz", "--rewriter", &rewriter, "--with", probe, "--replay"])
+                        .arg(&exe),
+                );
+                assert_eq!(again.code, Some(1), "{bug}: replay: {}", text(&again));
+                assert!(
+                    String::from_utf8_lossy(&again.stdout).contains(code),
+                    "{bug}: replay: {}",
+                    text(&again)
+                );
+            });
+        }
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// ilcheck's own `rewrite`, every transform, as the rewriter under test: clean.
+#[test]
+fn ilcheck_rewrite_is_clean_under_the_loop() {
+    let test = "ilcheck_rewrite_is_clean_under_the_loop";
+    let runtimes = support::runtimes(test);
+    if runtimes.len() < 2 {
+        return;
+    }
+    let dir = scratch("self");
+    for (t, _) in ilcheck::ir::TRANSFORMS {
+        let rewriter = format!(
+            "{} rewrite {{in}} -o {{out}} -t {t}",
+            env!("CARGO_BIN_EXE_ilcheck")
+        );
+        let o = fuzz(
+            &[
+                "--rewriter",
+                &rewriter,
+                "--cases",
+                "4",
+                "--seed",
+                "11",
+                "--methods-per-assembly",
+                "100",
+            ],
+            &dir.join(t),
+        );
+        assert!(o.success(), "{t}: {}", text(&o));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A rewriter that crashes, hangs, writes nothing or writes garbage is a failure of its own
+/// kind, never an error of ilcheck; a missing rewriter or a template without `{out}` is a set-up
+/// error (exit 2).
+#[test]
+fn misbehaving_rewriters_are_findings_about_them() {
+    let dir = scratch("misbehave");
+    let cases: [(&str, &str); 4] = [
+        (
+            "sh -c 'echo broken >&2; exit 3' sh {in} {out}",
+            "rewriter-crashed",
+        ),
+        ("sh -c 'exec sleep 30' sh {in} {out}", "rewriter-timed-out"),
+        ("true {in} {out}", "no-output"),
+        ("sh -c 'echo garbage > \"$2\"' sh {in} {out}", "not-dotnet"),
+    ];
+    for (rewriter, kind) in cases {
+        let start = std::time::Instant::now();
+        let o = fuzz(
+            &[
+                "--rewriter",
+                rewriter,
+                "--runtime",
+                "none",
+                "--cases",
+                "1",
+                "--seed",
+                "3",
+                "--methods-per-assembly",
+                "5",
+                "--rewriter-timeout",
+                "2",
+                "--minimise-checks",
+                "3",
+            ],
+            &dir.join(kind),
+        );
+        assert_eq!(o.code, Some(1), "{rewriter}: {}", text(&o));
+        assert_eq!(summary(&o)["failures"][0]["signature"], kind, "{rewriter}");
+        assert!(
+            start.elapsed().as_secs() < 30,
+            "{rewriter}: took {:?}",
+            start.elapsed()
+        );
+        let report = std::fs::read_dir(dir.join(kind))
+            .unwrap()
+            .flatten()
+            .next()
+            .map(|e| std::fs::read_to_string(e.path().join("report.md")).unwrap())
+            .unwrap();
+        if kind == "rewriter-crashed" {
+            assert!(report.contains("broken"), "the rewriter's stderr: {report}");
+        }
+    }
+    for bad in ["no-such-rewriter-anywhere {in} {out}", "cp {in}"] {
+        let o = fuzz(
+            &["--rewriter", bad, "--runtime", "none", "--cases", "1"],
+            &dir.join("setup"),
+        );
+        assert_eq!(o.code, Some(2), "{bad}: {}", text(&o));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `equiv`: a program against itself is the same (exit 0); against a program of another seed
+/// under the same name, its lines differ (exit 1).
+#[test]
+fn equiv_compares_two_programs() {
+    let test = "equiv_compares_two_programs";
+    let runtimes = support::runtimes(test);
+    if runtimes.len() < 2 {
+        return;
+    }
+    let dir = scratch("equiv");
+    for (sub, seed) in [("a", "5"), ("b", "6")] {
+        let o = support::run(
+            ilcheck()
+                .args([
+                    "generate",
+                    "--count",
+                    "1",
+                    "--methods-per-assembly",
+                    "20",
+                    "--seed",
+                    seed,
+                    "-o",
+                ])
+                .arg(dir.join(sub)),
+        );
+        assert!(o.success(), "{}", text(&o));
+    }
+    let a = dir.join("a/g5.exe");
+    // The other program, under the first one's name.
+    std::fs::create_dir_all(dir.join("c")).unwrap();
+    std::fs::copy(dir.join("b/g6.exe"), dir.join("c/g5.exe")).unwrap();
+    let same = support::run(ilcheck().arg("equiv").arg(&a).arg(&a));
+    assert!(same.success(), "{}", text(&same));
+    let differ = support::run(ilcheck().arg("equiv").arg(&a).arg(dir.join("c/g5.exe")));
+    assert_eq!(differ.code, Some(1), "{}", text(&differ));
+    assert!(String::from_utf8_lossy(&differ.stdout).contains("result lines differ"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
