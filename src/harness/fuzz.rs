@@ -669,6 +669,15 @@ pub fn write_repro(
             );
         }
         md.push('\n');
+        let codes: Vec<&str> = f.findings.iter().map(|x| x.code.as_str()).collect();
+        for code in dedup(&codes) {
+            let rule = crate::verify::Code::from_name(code).map_or("", |c| c.description());
+            let hint = rewriter_hint(code);
+            if !rule.is_empty() || !hint.is_empty() {
+                let _ = writeln!(md, "- `{code}`: {rule}{}{hint}", if hint.is_empty() { "" } else { " — " });
+            }
+        }
+        md.push('\n');
     }
     for c in &f.runtimes {
         if c.same() && c.runtime_disagrees.is_empty() {
@@ -746,6 +755,35 @@ pub fn write_repro(
     crate::fsio::write_atomic(&dir.join("report.md"), md.as_bytes())?;
     let json = serde_json::to_string_pretty(f).map_err(std::io::Error::other)?;
     crate::fsio::write_atomic(&dir.join("failure.json"), json.as_bytes())
+}
+
+/// What a finding usually means about the rewriter that caused it, for the repro report.
+pub fn rewriter_hint(code: &str) -> &'static str {
+    match code {
+        "TailRet" | "TailCallInsideER" => {
+            "a `tail.` call is no longer followed by `ret`: drop the prefix when code goes between the call and its return"
+        }
+        "ReturnFromTry" | "ReturnFromHandler" => {
+            "a `ret` was left inside a protected region: returns must `leave` to an epilogue after it"
+        }
+        "StackOverflow" => {
+            "the body needs a deeper stack than its header declares: recompute MaxStack after inserting code"
+        }
+        "BadJumpTarget" | "BranchIntoTry" | "BranchOutOfTry" | "BranchIntoHandler"
+        | "BranchOutOfHandler" | "PathStackDepth" => {
+            "a branch lands somewhere else than before: a short branch whose displacement overflowed (widen short forms when code grows), or a target redirected to inserted code"
+        }
+        "EHOrderInnerAfterOuter" => {
+            "an enclosing clause comes before a clause it encloses: add new outer clauses after the existing ones"
+        }
+        "EHOverlap" => {
+            "clauses overlap without nesting: a boundary moved onto inserted code, or a region grew over appended code"
+        }
+        "FallthroughException" | "Endfinally" => {
+            "a handler's end is off: control runs out of a handler, or its last instruction is outside it"
+        }
+        _ => "",
+    }
 }
 
 /// The disassembly of method `name` (`M3`) of an image, or why there is none.
