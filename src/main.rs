@@ -78,13 +78,14 @@ enum Command {
         #[arg(long)]
         strict: bool,
     },
-    /// Rewrite every selected method of an assembly with a transform, verify each result, and
-    /// write the patched assembly.
+    /// Rewrite every selected method of an assembly (or of many: files and directories into an
+    /// output directory) with a transform, verify each result, and write the patched
+    /// assemblies.
     ///
     /// Bodies that still fit stay in place; the others go to a new section (or the grown last
     /// section). Exit code 0 when every rewrite verified, 1 when the verifier rejected any (those
     /// methods keep their original bodies), 2 on usage or I/O errors.
-    Rewrite(RewriteArgs),
+    Rewrite(cli::rewrite::RewriteArgs),
     /// Write runnable assemblies of random valid methods, each with a manifest of the result
     /// lines it must print (run it under mono or `dotnet`), for testing an IL rewriter.
     Generate(cli::generate::GenerateArgs),
@@ -111,17 +112,6 @@ enum Command {
     },
 }
 
-/// Branch forms of rewritten code.
-#[derive(Clone, Copy, Debug, clap::ValueEnum)]
-enum Branches {
-    /// Each branch keeps its form while it fits (minimal diffs).
-    Keep,
-    /// Every branch long.
-    Long,
-    /// Every branch short where it fits.
-    Short,
-}
-
 fn main() -> ExitCode {
     match run(Cli::parse()) {
         Ok(code) => code,
@@ -139,7 +129,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             file,
             canonical,
         } => disasm(hex, file, canonical),
-        Command::Rewrite(args) => rewrite(args),
+        Command::Rewrite(args) => cli::rewrite::run(args),
         Command::Generate(args) => cli::generate::run(args),
         Command::Fuzz(args) => cli::fuzz::run(args),
         Command::Equiv(args) => cli::fuzz::equiv(args),
@@ -417,161 +407,4 @@ fn verify(
         strict && !report.skipped.is_empty(),
         report.findings_total > 0,
     ))
-}
-
-#[derive(clap::Args)]
-struct RewriteArgs {
-    /// The assembly to rewrite.
-    input: PathBuf,
-    /// Where to write the patched assembly.
-    #[arg(short, long)]
-    output: PathBuf,
-    /// identity, nop-pad, widen, shorten, prologue, epilogue, prologue-epilogue,
-    /// wrap-finally, wrap-catch.
-    #[arg(long, short)]
-    transform: String,
-    /// Only methods whose full name matches this glob (`*`, `?`), e.g. `Ns.Type::*`.
-    #[arg(long)]
-    methods: Option<String>,
-    /// Branch forms in the output.
-    #[arg(long, value_enum, default_value = "keep")]
-    branches: Branches,
-    /// The call at method entry: a probe named ILAsm-style, e.g.
-    /// 'void [Acme.Probe]Acme.Probe::Enter(string, int32)', found in a --reference assembly
-    /// (string: the method's full name; int32: its token), or a raw TOKEN of a parameterless
-    /// static void method. For wrap-finally and wrap-catch: before the new try.
-    #[arg(long, value_name = "PROBE|TOKEN")]
-    prologue_call: Option<String>,
-    /// The call before every return, as --prologue-call. For wrap-finally: in the finally
-    /// handler, so it runs on every exit, exceptional ones included.
-    #[arg(long, value_name = "PROBE|TOKEN")]
-    epilogue_call: Option<String>,
-    /// An assembly a probe of --prologue-call/--epilogue-call is looked up in (repeatable).
-    #[arg(long = "reference", value_name = "PATH")]
-    references: Vec<PathBuf>,
-    /// The exception type token for wrap-catch (default: System.Exception, referenced from the
-    /// core library when the assembly has no reference to it yet).
-    #[arg(long, value_name = "TOKEN")]
-    catch_type: Option<String>,
-    /// Print the JSON report (schema: docs/rewrite-json.md).
-    #[arg(long)]
-    json: bool,
-    /// How many methods not rewritten to list.
-    #[arg(long = "max", default_value_t = 50)]
-    max: usize,
-    /// Threads that rewrite methods (0: one per core). The output is the same for any number.
-    #[arg(long, default_value_t = 0)]
-    threads: usize,
-    /// Keep a ReadyToRun image's precompiled code (by default a patched ReadyToRun image is
-    /// made IL-only, so the runtime compiles the patched IL instead of running the original
-    /// methods' native code).
-    #[arg(long)]
-    keep_r2r: bool,
-}
-
-fn parse_token(text: &str) -> Result<u32> {
-    let digits = text.trim_start_matches("0x").trim_start_matches("0X");
-    u32::from_str_radix(digits, 16).with_context(|| format!("not a hex token: {text}"))
-}
-
-fn rewrite(a: RewriteArgs) -> Result<ExitCode> {
-    use ilcheck::ir::{BranchForms, LayoutOptions, TransformOptions};
-    let Some(transform) = ilcheck::ir::transforms::by_name(&a.transform) else {
-        let names: Vec<&str> = ilcheck::ir::TRANSFORMS.iter().map(|(n, _)| *n).collect();
-        bail!(
-            "unknown transform {:?}; one of: {}",
-            a.transform,
-            names.join(", ")
-        );
-    };
-    let image =
-        ilcheck::image::Image::open(&a.input).with_context(|| format!("{}", a.input.display()))?;
-    let mut topts = TransformOptions::default();
-    let mut probes = corpus::Probes::default();
-    let references: Vec<ilcheck::image::Image<'static>> = a
-        .references
-        .iter()
-        .map(|p| {
-            ilcheck::image::Image::open(p).with_context(|| {
-                format!("--reference {}: not a readable .NET assembly", p.display())
-            })
-        })
-        .collect::<Result<_>>()?;
-    let wraps = a.transform.starts_with("wrap");
-    for (given, probe, snippet, at_entry) in [
-        (
-            &a.prologue_call,
-            &mut probes.entry,
-            &mut topts.prologue,
-            true,
-        ),
-        (
-            &a.epilogue_call,
-            &mut probes.exit,
-            &mut topts.epilogue,
-            false,
-        ),
-    ] {
-        let Some(text) = given else { continue };
-        if text.contains('(') {
-            let parsed = ilcheck::image::emit::probe::parse(text)?;
-            *probe = Some(ilcheck::image::emit::probe::resolve(
-                &parsed,
-                &references,
-                at_entry,
-            )?);
-        } else if wraps {
-            bail!(
-                "{text}: the wrap transforms take a probe by name, e.g. 'void [P]P::Enter(string)'"
-            );
-        } else {
-            *snippet = ilcheck::ir::transforms::call_snippet(parse_token(text)?);
-        }
-    }
-    // 0: System.Exception, found in the assembly or referenced anew from its core library.
-    topts.catch_type = match &a.catch_type {
-        Some(t) => parse_token(t)?,
-        None => 0,
-    };
-    let layout = LayoutOptions {
-        branch_forms: match a.branches {
-            Branches::Keep => BranchForms::KeepOriginal,
-            Branches::Long => BranchForms::AllLong,
-            Branches::Short => BranchForms::ShortestWhereFits,
-        },
-        ..LayoutOptions::default()
-    };
-    let opts = corpus::RewriteOptions {
-        transform_name: a.transform.clone(),
-        transform,
-        entry_exit: ilcheck::ir::EntryExit::by_name(&a.transform),
-        transform_opts: topts,
-        layout,
-        methods: a.methods,
-        max_listed: a.max,
-        threads: a.threads,
-        keep_ready_to_run: a.keep_r2r,
-        probes,
-    };
-    let mut report = corpus::RewriteReport {
-        input: a.input.display().to_string(),
-        output: a.output.display().to_string(),
-        ..Default::default()
-    };
-    let bytes = corpus::rewrite_image(&image, &opts, &mut report)
-        .with_context(|| format!("rewriting {}", a.input.display()))?;
-    // The output may be the input, which is still mapped: the new file replaces it by rename,
-    // so the mapping (and the input on any error) stays intact.
-    ilcheck::fsio::write_atomic(&a.output, &bytes)
-        .with_context(|| format!("writing {}", a.output.display()))?;
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{}", ilcheck::report::rewrite_text(&report));
-    }
-    Ok(if report.ok() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
 }

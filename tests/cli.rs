@@ -283,3 +283,72 @@ fn wrap_uses_an_unused_local_of_the_return_type() {
     };
     assert_eq!(count(&patched, &body), count(&image, &old) + 1);
 }
+
+/// `rewrite DIR -o OUT` writes the same bytes as one run per file; the shards of `--shard K/N`
+/// together rewrite every assembly exactly once.
+#[test]
+fn rewrite_many_equals_one_run_per_file_and_shards_split_it() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let tmp = std::env::temp_dir().join(format!("ilcheck-rewrite-many-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    let many = tmp.join("many");
+    let (code, out, err) = ilcheck(&[
+        "rewrite",
+        "corpus/bin",
+        "-o",
+        many.to_str().unwrap(),
+        "-t",
+        "prologue-epilogue",
+    ]);
+    assert!(code == 0 || code == 1, "{out}{err}");
+    assert!(out.contains("total: 8 assemblies (0 failed)"), "{out}");
+    let mut names = Vec::new();
+    for e in std::fs::read_dir(root.join("corpus/bin"))
+        .unwrap()
+        .flatten()
+    {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let single = tmp.join("single").join(&name);
+        let (c, o, e2) = ilcheck(&[
+            "rewrite",
+            e.path().to_str().unwrap(),
+            "-o",
+            single.to_str().unwrap(),
+            "-t",
+            "prologue-epilogue",
+        ]);
+        assert!(c == 0 || c == 1, "{name}: {o}{e2}");
+        assert_eq!(
+            std::fs::read(&single).unwrap(),
+            std::fs::read(many.join(&name)).unwrap(),
+            "{name}"
+        );
+        names.push(name);
+    }
+    let mut union = Vec::new();
+    for k in 1..=3 {
+        let dir = tmp.join(format!("shard{k}"));
+        let shard = format!("{k}/3");
+        let (c, o, e) = ilcheck(&[
+            "rewrite",
+            "corpus/bin",
+            "-o",
+            dir.to_str().unwrap(),
+            "-t",
+            "identity",
+            "--shard",
+            &shard,
+        ]);
+        assert!(c == 0 || c == 1, "{o}{e}");
+        if let Ok(rd) = std::fs::read_dir(&dir) {
+            union.extend(
+                rd.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned()),
+            );
+        }
+    }
+    union.sort();
+    names.sort();
+    assert_eq!(union, names);
+    let _ = std::fs::remove_dir_all(&tmp);
+}

@@ -1,4 +1,6 @@
-//! Commands of the harness for users' rewriters: `generate`, `equiv` and `fuzz`.
+//! Commands beyond the reading ones: `rewrite`, and the harness for users' rewriters:
+//! `generate`, `equiv` and `fuzz`.
 
 pub mod fuzz;
 pub mod generate;
+pub mod rewrite;

@@ -1,0 +1,414 @@
+//! `ilcheck rewrite`: one assembly to one file, or many (files and directories) into a
+//! directory, every core used across the assemblies.
+
+use anyhow::{Context, Result, bail};
+use ilcheck::corpus::{self, Input, RewriteOptions, RewriteReport};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// Branch forms of rewritten code.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum Branches {
+    /// Each branch keeps its form while it fits (minimal diffs).
+    Keep,
+    /// Every branch long.
+    Long,
+    /// Every branch short where it fits.
+    Short,
+}
+
+/// `K/N`: the K-th of N shards (1-based).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shard {
+    /// This shard, 1..=N.
+    pub index: u32,
+    /// How many shards.
+    pub count: u32,
+}
+
+impl std::str::FromStr for Shard {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Shard, String> {
+        let (k, n) = s.split_once('/').ok_or("a shard is K/N, e.g. 2/8")?;
+        let index: u32 = k
+            .trim()
+            .parse()
+            .map_err(|_| format!("shard {k:?} is not a number"))?;
+        let count: u32 = n
+            .trim()
+            .parse()
+            .map_err(|_| format!("shard count {n:?} is not a number"))?;
+        if count == 0 || index == 0 || index > count {
+            return Err(format!("shard {index}/{count}: K must be between 1 and N"));
+        }
+        Ok(Shard { index, count })
+    }
+}
+
+impl Shard {
+    /// Whether `path` belongs to this shard: FNV-1a of the path as found, so N jobs that see
+    /// the same tree split it the same way without talking to each other.
+    pub fn holds(&self, path: &str) -> bool {
+        let h = path.bytes().fold(0xCBF2_9CE4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01B3)
+        });
+        h % u64::from(self.count) == u64::from(self.index - 1)
+    }
+}
+
+/// Arguments of `ilcheck rewrite`.
+#[derive(clap::Args)]
+pub struct RewriteArgs {
+    /// Assemblies, or directories searched recursively for .dll and .exe files.
+    #[arg(required = true)]
+    pub inputs: Vec<PathBuf>,
+    /// Where to write: a file for one input assembly; a directory (created when missing) for
+    /// several inputs or a directory input, where each output keeps its path relative to the
+    /// directory it was found in (a named file: its file name).
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// identity, nop-pad, widen, shorten, prologue, epilogue, prologue-epilogue,
+    /// wrap-finally, wrap-catch.
+    #[arg(long, short)]
+    pub transform: String,
+    /// Only methods whose full name matches this glob (`*`, `?`), e.g. `Ns.Type::*`.
+    #[arg(long)]
+    pub methods: Option<String>,
+    /// Branch forms in the output.
+    #[arg(long, value_enum, default_value = "keep")]
+    pub branches: Branches,
+    /// The call at method entry: a probe named ILAsm-style, e.g.
+    /// 'void [Acme.Probe]Acme.Probe::Enter(string, int32)', found in a --reference assembly
+    /// (string: the method's full name; int32: its token), or a raw TOKEN of a parameterless
+    /// static void method. For wrap-finally and wrap-catch: before the new try.
+    #[arg(long, value_name = "PROBE|TOKEN")]
+    pub prologue_call: Option<String>,
+    /// The call before every return, as --prologue-call. For wrap-finally: in the finally
+    /// handler, so it runs on every exit, exceptional ones included.
+    #[arg(long, value_name = "PROBE|TOKEN")]
+    pub epilogue_call: Option<String>,
+    /// An assembly a probe of --prologue-call/--epilogue-call is looked up in (repeatable).
+    #[arg(long = "reference", value_name = "PATH")]
+    pub references: Vec<PathBuf>,
+    /// The exception type token for wrap-catch (default: System.Exception, referenced from the
+    /// core library when the assembly has no reference to it yet).
+    #[arg(long, value_name = "TOKEN")]
+    pub catch_type: Option<String>,
+    /// Print the JSON report (schema: docs/rewrite-json.md; with several assemblies, an array
+    /// of them).
+    #[arg(long)]
+    pub json: bool,
+    /// How many methods not rewritten to list.
+    #[arg(long = "max", default_value_t = 50)]
+    pub max: usize,
+    /// Threads (0: one per core): across assemblies when there are several, else across one
+    /// assembly's methods. The output is the same for any number.
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
+    /// Keep a ReadyToRun image's precompiled code (by default a patched ReadyToRun image is
+    /// made IL-only, so the runtime compiles the patched IL instead of running the original
+    /// methods' native code).
+    #[arg(long)]
+    pub keep_r2r: bool,
+    /// Rewrite only the K-th of N shards of the inputs (stable by path), e.g. 2/8.
+    #[arg(long, value_name = "K/N")]
+    pub shard: Option<Shard>,
+}
+
+/// A token given on the command line, hex with or without `0x`.
+pub fn parse_token(text: &str) -> Result<u32> {
+    let digits = text.trim_start_matches("0x").trim_start_matches("0X");
+    u32::from_str_radix(digits, 16).with_context(|| format!("{text:?} is not a hex token"))
+}
+
+/// The rewrite options of the arguments, with the probe references they name.
+pub fn options(a: &RewriteArgs) -> Result<RewriteOptions> {
+    use ilcheck::ir::{BranchForms, LayoutOptions, TransformOptions};
+    let Some(transform) = ilcheck::ir::transforms::by_name(&a.transform) else {
+        let names: Vec<&str> = ilcheck::ir::TRANSFORMS.iter().map(|(n, _)| *n).collect();
+        bail!(
+            "unknown transform {:?}; one of: {}",
+            a.transform,
+            names.join(", ")
+        );
+    };
+    let mut topts = TransformOptions::default();
+    let mut probes = corpus::Probes::default();
+    let references: Vec<ilcheck::image::Image<'static>> = a
+        .references
+        .iter()
+        .map(|p| {
+            ilcheck::image::Image::open(p).with_context(|| {
+                format!("--reference {}: not a readable .NET assembly", p.display())
+            })
+        })
+        .collect::<Result<_>>()?;
+    let wraps = a.transform.starts_with("wrap");
+    for (given, probe, snippet, at_entry) in [
+        (
+            &a.prologue_call,
+            &mut probes.entry,
+            &mut topts.prologue,
+            true,
+        ),
+        (
+            &a.epilogue_call,
+            &mut probes.exit,
+            &mut topts.epilogue,
+            false,
+        ),
+    ] {
+        let Some(text) = given else { continue };
+        if text.contains('(') {
+            let parsed = ilcheck::image::emit::probe::parse(text)?;
+            *probe = Some(ilcheck::image::emit::probe::resolve(
+                &parsed,
+                &references,
+                at_entry,
+            )?);
+        } else if wraps {
+            bail!(
+                "{text}: the wrap transforms take a probe by name, e.g. 'void [P]P::Enter(string)'"
+            );
+        } else {
+            *snippet = ilcheck::ir::transforms::call_snippet(parse_token(text)?);
+        }
+    }
+    // 0: System.Exception, found in the assembly or referenced anew from its core library.
+    topts.catch_type = match &a.catch_type {
+        Some(t) => parse_token(t)?,
+        None => 0,
+    };
+    let layout = LayoutOptions {
+        branch_forms: match a.branches {
+            Branches::Keep => BranchForms::KeepOriginal,
+            Branches::Long => BranchForms::AllLong,
+            Branches::Short => BranchForms::ShortestWhereFits,
+        },
+        ..LayoutOptions::default()
+    };
+    Ok(RewriteOptions {
+        transform_name: a.transform.clone(),
+        transform,
+        entry_exit: ilcheck::ir::EntryExit::by_name(&a.transform),
+        transform_opts: topts,
+        layout,
+        methods: a.methods.clone(),
+        max_listed: a.max,
+        threads: a.threads,
+        keep_ready_to_run: a.keep_r2r,
+        probes,
+    })
+}
+
+/// Rewrites one assembly into `output`; the report says what was done.
+pub fn rewrite_file(input: &Path, output: &Path, opts: &RewriteOptions) -> Result<RewriteReport> {
+    let image =
+        ilcheck::image::Image::open(input).with_context(|| format!("{}", input.display()))?;
+    let mut report = RewriteReport {
+        input: input.display().to_string(),
+        output: output.display().to_string(),
+        ..Default::default()
+    };
+    let bytes = corpus::rewrite_image(&image, opts, &mut report)
+        .with_context(|| format!("rewriting {}", input.display()))?;
+    if let Some(dir) = output.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    // The output may be the input, which is still mapped: the new file replaces it by rename,
+    // so the mapping (and the input on any error) stays intact.
+    ilcheck::fsio::write_atomic(output, &bytes)
+        .with_context(|| format!("writing {}", output.display()))?;
+    Ok(report)
+}
+
+/// Runs `ilcheck rewrite`.
+pub fn run(a: RewriteArgs) -> Result<ExitCode> {
+    let single =
+        a.inputs.len() == 1 && a.inputs[0].is_file() && !a.output.is_dir() && a.shard.is_none();
+    let opts = options(&a)?;
+    if single {
+        let report = rewrite_file(&a.inputs[0], &a.output, &opts)?;
+        if a.json {
+            println!("{}", serde_json::to_string_pretty(&report)?);
+        } else {
+            print!("{}", ilcheck::report::rewrite_text(&report));
+        }
+        return Ok(if report.ok() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        });
+    }
+    many(&a, opts)
+}
+
+/// One input of a many-assembly run and where its output goes.
+struct Job {
+    input: PathBuf,
+    output: PathBuf,
+    size: u64,
+}
+
+fn jobs(a: &RewriteArgs) -> Result<(Vec<Job>, Vec<corpus::Skipped>)> {
+    let mut jobs: Vec<Job> = Vec::new();
+    let mut problems = Vec::new();
+    for root in &a.inputs {
+        let found = corpus::discover_all(std::slice::from_ref(root));
+        problems.extend(found.problems);
+        for input in found.inputs {
+            let Input::File { path, named } = input else {
+                continue;
+            };
+            let rel = if named {
+                PathBuf::from(path.file_name().unwrap_or(path.as_os_str()))
+            } else {
+                path.strip_prefix(root).unwrap_or(&path).to_path_buf()
+            };
+            if let Some(shard) = a.shard
+                && !shard.holds(&rel.to_string_lossy())
+            {
+                continue;
+            }
+            let size = std::fs::metadata(&path).map_or(0, |m| m.len());
+            jobs.push(Job {
+                output: a.output.join(&rel),
+                input: path,
+                size,
+            });
+        }
+    }
+    let mut seen = std::collections::HashMap::new();
+    for j in &jobs {
+        if let Some(other) = seen.insert(j.output.clone(), j.input.clone()) {
+            bail!(
+                "{} and {} would both be written to {}",
+                other.display(),
+                j.input.display(),
+                j.output.display()
+            );
+        }
+        if j.output == j.input {
+            bail!(
+                "{}: the output directory is the input's own directory",
+                j.input.display()
+            );
+        }
+    }
+    Ok((jobs, problems))
+}
+
+fn many(a: &RewriteArgs, mut opts: RewriteOptions) -> Result<ExitCode> {
+    let (jobs, problems) = jobs(a)?;
+    if jobs.is_empty() && problems.is_empty() {
+        bail!("no .dll or .exe files to rewrite");
+    }
+    std::fs::create_dir_all(&a.output)
+        .with_context(|| format!("creating {}", a.output.display()))?;
+    let cores = match a.threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    };
+    let workers = cores.min(jobs.len()).max(1);
+    // Across assemblies when there are several; within the one otherwise.
+    opts.threads = if workers > 1 { 1 } else { a.threads };
+    // Largest first, so the last assembly to finish is a small one.
+    let mut order: Vec<usize> = (0..jobs.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(jobs[i].size));
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results: Vec<std::sync::Mutex<Option<Result<RewriteReport, String>>>> =
+        jobs.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    let start = std::time::Instant::now();
+    std::thread::scope(|s| {
+        for _ in 0..workers {
+            s.spawn(|| {
+                loop {
+                    let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(&i) = order.get(k) else { break };
+                    let j = &jobs[i];
+                    let r = rewrite_file(&j.input, &j.output, &opts).map_err(|e| format!("{e:#}"));
+                    if let Ok(mut slot) = results[i].lock() {
+                        *slot = Some(r);
+                    }
+                }
+            });
+        }
+    });
+    let wall = start.elapsed().as_secs_f64();
+    let mut reports = Vec::new();
+    let mut failed = 0usize;
+    let mut rejected = 0u64;
+    let (mut selected, mut rewritten, mut il_in) = (0u64, 0u64, 0u64);
+    for (j, r) in jobs.iter().zip(results) {
+        let r = r.into_inner().ok().flatten();
+        match r {
+            Some(Ok(report)) => {
+                if !a.json {
+                    let rej: u64 = report.rejected.values().sum();
+                    let skipped: u64 = report.skipped.values().sum();
+                    println!(
+                        "{} → {}: {} selected, {} rewritten, {} skipped, {} rejected",
+                        j.input.display(),
+                        j.output.display(),
+                        report.selected,
+                        report.rewritten,
+                        skipped,
+                        rej
+                    );
+                }
+                rejected += report.rejected.values().sum::<u64>();
+                selected += report.selected;
+                rewritten += report.rewritten;
+                il_in += report.il_bytes_in;
+                reports.push(report);
+            }
+            Some(Err(e)) => {
+                failed += 1;
+                eprintln!("ilcheck: {e}");
+            }
+            None => {
+                failed += 1;
+                eprintln!("ilcheck: {}: not rewritten", j.input.display());
+            }
+        }
+    }
+    for p in &problems {
+        eprintln!("ilcheck: {}: {}", p.path, p.reason);
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&reports)?);
+    } else {
+        println!(
+            "total: {} assemblies ({} failed), {selected} methods selected, {rewritten} rewritten, {rejected} rejected; {:.1} MB of IL in {wall:.3} s on {workers} thread(s)",
+            jobs.len(),
+            failed,
+            il_in as f64 / 1e6,
+        );
+    }
+    Ok(if failed > 0 || !problems.is_empty() {
+        ExitCode::from(2)
+    } else if rejected > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shards_split_every_path_once() {
+        let paths: Vec<String> = (0..1000).map(|i| format!("dir/{i}.dll")).collect();
+        let shards: Vec<Shard> = (1..=7).map(|k| format!("{k}/7").parse().unwrap()).collect();
+        for p in &paths {
+            assert_eq!(shards.iter().filter(|s| s.holds(p)).count(), 1, "{p}");
+        }
+        let first = paths.iter().filter(|p| shards[0].holds(p)).count();
+        assert!((100..200).contains(&first), "{first} of 1000 in shard 1/7");
+        assert!("0/3".parse::<Shard>().is_err());
+        assert!("4/3".parse::<Shard>().is_err());
+        assert!("x".parse::<Shard>().is_err());
+    }
+}
