@@ -99,6 +99,13 @@ enum Command {
     /// Run a generated program and its rewritten copy under the runtimes and compare their
     /// result lines (exit 0 same, 1 different, 2 setup errors).
     Equiv(cli::fuzz::EquivArgs),
+    /// Measure a rewriter (any program: 'CMD {in} {out}' or 'CMD {in_dir} {out_dir}') on
+    /// assemblies: wall and CPU time, MB/s of IL, methods/s, peak RSS, its output checked, and
+    /// ilcheck's own rewrite of the same inputs as the reference line.
+    ///
+    /// Exit code 0, 1 when an output does not check out or --compare finds a regression past
+    /// --max-regression, 2 on set-up errors.
+    Bench(cli::bench::BenchArgs),
     /// Disassemble one method body given as hex or as a binary file.
     Disasm {
         /// Body bytes as hex, e.g. "2A" or "13 30 01 00 …".
@@ -133,6 +140,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Generate(args) => cli::generate::run(args),
         Command::Fuzz(args) => cli::fuzz::run(args),
         Command::Equiv(args) => cli::fuzz::equiv(args),
+        Command::Bench(args) => cli::bench::run(args),
         Command::Verify {
             paths,
             baseline,

@@ -352,3 +352,86 @@ fn rewrite_many_equals_one_run_per_file_and_shards_split_it() {
     assert_eq!(union, names);
     let _ = std::fs::remove_dir_all(&tmp);
 }
+
+/// `bench`: a rewriter whose output checks out gets figures and the reference line; one whose
+/// output is garbage gets none (exit 1); `--compare` against a faster previous run fails past
+/// `--max-regression`.
+#[test]
+fn bench_measures_checks_and_compares() {
+    let tmp = std::env::temp_dir().join(format!("ilcheck-bench-test-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let input = "corpus/bin/control_flow.exe";
+    let (code, out, err) = ilcheck(&[
+        "bench",
+        input,
+        "--rewriter",
+        "cp {in} {out}",
+        "--rounds",
+        "2",
+        "--warmup",
+        "0",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["schema"], "ilcheck.bench/1");
+    assert_eq!(v["lines"].as_array().unwrap().len(), 2);
+    assert!(v["lines"][0]["mb_per_s"].as_f64().unwrap() > 0.0);
+    assert!(
+        v["lines"][1]["name"]
+            .as_str()
+            .unwrap()
+            .contains("reference")
+    );
+    assert!(v["methods"].as_u64().unwrap() > 10);
+
+    let (code, out, err) = ilcheck(&[
+        "bench",
+        input,
+        "--rewriter",
+        "sh -c 'echo garbage > \"$2\"' sh {in} {out}",
+        "--rounds",
+        "1",
+        "--warmup",
+        "0",
+    ]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("no speed figure"), "{out}");
+
+    // A previous run ten times faster: a regression.
+    let mut prev = v.clone();
+    for l in prev["lines"].as_array_mut().unwrap() {
+        let m = l["wall"]["median"].as_f64().unwrap();
+        l["wall"]["median"] = serde_json::json!(m / 10.0);
+    }
+    let prev_path = tmp.join("prev.json");
+    std::fs::write(&prev_path, serde_json::to_string(&prev).unwrap()).unwrap();
+    let report = tmp.join("bench.md");
+    let (code, out, err) = ilcheck(&[
+        "bench",
+        input,
+        "--rewriter",
+        "cp {in} {out}",
+        "--rounds",
+        "1",
+        "--warmup",
+        "0",
+        "--compare",
+        prev_path.to_str().unwrap(),
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("change against --compare: +"), "{out}");
+    assert!(
+        std::fs::read_to_string(&report)
+            .unwrap()
+            .contains("| line |")
+    );
+    assert!(
+        std::fs::read_to_string(tmp.join("bench.svg"))
+            .unwrap()
+            .starts_with("<svg")
+    );
+    let _ = std::fs::remove_dir_all(&tmp);
+}

@@ -1,6 +1,7 @@
-//! Commands beyond the reading ones: `rewrite`, and the harness for users' rewriters:
-//! `generate`, `equiv` and `fuzz`.
+//! Commands beyond the reading ones: `rewrite`, `bench`, and the harness for users'
+//! rewriters: `generate`, `equiv` and `fuzz`.
 
+pub mod bench;
 pub mod fuzz;
 pub mod generate;
 pub mod rewrite;

@@ -13,5 +13,5 @@ pub mod program;
 pub mod rewriter;
 pub mod runtime;
 
-pub use process::{Outcome, ProcessError, run_bounded};
+pub use process::{Outcome, ProcessError, Usage, Who, run_bounded, usage};
 pub use runtime::{Runtime, RuntimeError, RuntimeKind};

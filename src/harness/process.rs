@@ -233,3 +233,48 @@ mod tests {
         assert!(matches!(missing, Err(ProcessError::Spawn { .. })));
     }
 }
+
+/// CPU time (user and system, seconds) and peak resident set (KiB) of a process's own threads
+/// or of its children that have ended, from `getrusage`.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Usage {
+    /// User plus system CPU seconds.
+    pub cpu_seconds: f64,
+    /// Peak resident set size in KiB (for children: the largest of them).
+    pub max_rss_kib: u64,
+}
+
+/// Whose usage [`usage`] reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Who {
+    /// This process, all its threads.
+    SelfProcess,
+    /// Every child this process has waited for.
+    Children,
+}
+
+/// The resource usage of `who` so far; zero where the platform cannot say.
+pub fn usage(who: Who) -> Usage {
+    #[cfg(unix)]
+    {
+        let which = match who {
+            Who::SelfProcess => libc::RUSAGE_SELF,
+            Who::Children => libc::RUSAGE_CHILDREN,
+        };
+        // SAFETY: getrusage writes one plain struct that we own and zero-initialised.
+        let mut r: libc::rusage = unsafe { std::mem::zeroed() };
+        if unsafe { libc::getrusage(which, &mut r) } != 0 {
+            return Usage::default();
+        }
+        let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+        Usage {
+            cpu_seconds: secs(r.ru_utime) + secs(r.ru_stime),
+            max_rss_kib: r.ru_maxrss.max(0) as u64,
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = who;
+        Usage::default()
+    }
+}
