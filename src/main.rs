@@ -47,6 +47,10 @@ enum Command {
         /// Fail the run (exit 2) when a directory scan finds files that are not .NET assemblies.
         #[arg(long)]
         strict: bool,
+        /// Only the K-th of N shards of the inputs (stable by path), e.g. 2/8; merge the
+        /// shards' JSON reports with `ilcheck report merge`.
+        #[arg(long, value_name = "K/N")]
+        shard: Option<cli::rewrite::Shard>,
     },
     /// Verify every method body of the given assemblies with the structural verifier, and each
     /// image's integrity (sections cut short, directories outside their sections).
@@ -77,6 +81,10 @@ enum Command {
         /// Fail the run (exit 2) when a directory scan finds files that are not .NET assemblies.
         #[arg(long)]
         strict: bool,
+        /// Only the K-th of N shards of the inputs (stable by path), e.g. 2/8; merge the
+        /// shards' JSON reports with `ilcheck report merge`.
+        #[arg(long, value_name = "K/N")]
+        shard: Option<cli::rewrite::Shard>,
     },
     /// Rewrite every selected method of an assembly (or of many: files and directories into an
     /// output directory) with a transform, verify each result, and write the patched
@@ -106,6 +114,9 @@ enum Command {
     /// Exit code 0, 1 when an output does not check out or --compare finds a regression past
     /// --max-regression, 2 on set-up errors.
     Bench(cli::bench::BenchArgs),
+    /// Work on JSON reports: `merge` the reports of a sharded run (--shard K/N) into one.
+    #[command(subcommand)]
+    Report(cli::report::ReportCommand),
     /// Disassemble one method body given as hex or as a binary file.
     Disasm {
         /// Body bytes as hex, e.g. "2A" or "13 30 01 00 …".
@@ -141,6 +152,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Fuzz(args) => cli::fuzz::run(args),
         Command::Equiv(args) => cli::fuzz::equiv(args),
         Command::Bench(args) => cli::bench::run(args),
+        Command::Report(cmd) => cli::report::run(cmd),
         Command::Verify {
             paths,
             baseline,
@@ -149,7 +161,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             report,
             max,
             strict,
-        } => verify(paths, baseline, json, sarif, report, max, strict),
+            shard,
+        } => verify(paths, baseline, json, sarif, report, max, strict, shard),
         Command::Roundtrip {
             paths,
             canonical,
@@ -157,6 +170,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             report,
             max_failures,
             strict,
+            shard,
         } => roundtrip(
             paths,
             RoundtripOptions {
@@ -166,6 +180,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             json,
             report,
             strict,
+            shard,
         ),
     }
 }
@@ -233,7 +248,19 @@ struct Inputs {
 }
 
 /// The inputs named on the command line, or the default corpus with the sources it used.
-fn inputs(paths: Vec<PathBuf>) -> Result<Inputs> {
+/// The inputs named on the command line (or the default corpus), only the shard's when one is
+/// given.
+fn inputs(paths: Vec<PathBuf>, shard: Option<cli::rewrite::Shard>) -> Result<Inputs> {
+    let mut all = all_inputs(paths)?;
+    if let Some(shard) = shard {
+        all.inputs.retain(|i| shard.holds(&i.name()));
+        all.sources
+            .push(format!("shard {}/{}", shard.index, shard.count));
+    }
+    Ok(all)
+}
+
+fn all_inputs(paths: Vec<PathBuf>) -> Result<Inputs> {
     if !paths.is_empty() {
         let found = corpus::discover_all(&paths);
         let mut sources: Vec<String> = paths
@@ -315,12 +342,13 @@ fn roundtrip(
     json: bool,
     report_path: Option<PathBuf>,
     strict: bool,
+    shard: Option<cli::rewrite::Shard>,
 ) -> Result<ExitCode> {
     let Inputs {
         inputs,
         sources,
         problems,
-    } = inputs(paths)?;
+    } = inputs(paths, shard)?;
     if !json {
         eprintln!("ilcheck roundtrip: {}", sources.join("; "));
     }
@@ -368,12 +396,13 @@ fn verify(
     report_path: Option<PathBuf>,
     max: usize,
     strict: bool,
+    shard: Option<cli::rewrite::Shard>,
 ) -> Result<ExitCode> {
     let Inputs {
         inputs,
         sources,
         problems,
-    } = inputs(paths)?;
+    } = inputs(paths, shard)?;
     let baseline = if baseline.is_empty() {
         None
     } else {

@@ -435,3 +435,55 @@ fn bench_measures_checks_and_compares() {
     );
     let _ = std::fs::remove_dir_all(&tmp);
 }
+
+/// `verify --shard K/N` over a corpus, merged with `report merge`, counts what one run counts.
+#[test]
+fn sharded_verify_merges_into_the_whole() {
+    let tmp = std::env::temp_dir().join(format!("ilcheck-shard-merge-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    let (_, whole, _) = ilcheck(&["verify", "corpus/bin", "--json", "--max", "100000"]);
+    let whole: Value = serde_json::from_str(&whole).unwrap();
+    let mut parts = Vec::new();
+    for k in 1..=3 {
+        let (code, out, err) = ilcheck(&[
+            "verify",
+            "corpus/bin",
+            "--json",
+            "--max",
+            "100000",
+            "--shard",
+            &format!("{k}/3"),
+        ]);
+        assert!(code == 0 || code == 1, "{out}{err}");
+        let p = tmp.join(format!("part{k}.json"));
+        std::fs::write(&p, out).unwrap();
+        parts.push(p.to_str().unwrap().to_string());
+    }
+    let md = tmp.join("merged.md");
+    let mut args = vec!["report", "merge"];
+    args.extend(parts.iter().map(String::as_str));
+    args.extend(["--markdown", md.to_str().unwrap()]);
+    let (code, out, err) = ilcheck(&args);
+    assert_eq!(code, 0, "{out}{err}");
+    let merged: Value = serde_json::from_str(&out).unwrap();
+    for field in [
+        "assemblies",
+        "methods_checked",
+        "findings_total",
+        "il_bytes",
+    ] {
+        assert_eq!(merged[field], whole[field], "{field}");
+    }
+    assert_eq!(
+        merged["findings"].as_array().unwrap().len(),
+        whole["findings"].as_array().unwrap().len()
+    );
+    assert!(
+        std::fs::read_to_string(&md)
+            .unwrap()
+            .contains("Findings per code")
+    );
+    let (code, _, err) = ilcheck(&["report", "merge", parts[0].as_str(), "Cargo.toml"]);
+    assert_eq!(code, 2, "{err}");
+    let _ = std::fs::remove_dir_all(&tmp);
+}

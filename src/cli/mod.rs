@@ -4,4 +4,5 @@
 pub mod bench;
 pub mod fuzz;
 pub mod generate;
+pub mod report;
 pub mod rewrite;

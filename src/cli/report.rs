@@ -1,0 +1,177 @@
+//! `ilcheck report merge`: the JSON reports of shards of one corpus (`--shard K/N`) made one.
+
+use anyhow::{Context, Result, bail};
+use serde_json::{Map, Value};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Arguments of `ilcheck report`.
+#[derive(clap::Subcommand)]
+pub enum ReportCommand {
+    /// Merge JSON reports of the same kind (verify, roundtrip, fuzz) from shards of one run:
+    /// counts and times are summed, lists are concatenated, and the merged report is printed
+    /// (or written with -o).
+    Merge {
+        /// The reports (the same `schema` each).
+        #[arg(required = true)]
+        reports: Vec<PathBuf>,
+        /// Write the merged JSON here instead of printing it.
+        #[arg(short, long, value_name = "FILE.json")]
+        output: Option<PathBuf>,
+        /// Also write a Markdown summary: totals, and counts per code or kind.
+        #[arg(long, value_name = "FILE.md")]
+        markdown: Option<PathBuf>,
+    },
+}
+
+/// Adds `b` into `a`: numbers summed, arrays concatenated, objects merged key by key, other
+/// values kept from `a` (the first report) when they differ.
+pub fn merge_into(a: &mut Value, b: &Value) {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => {
+            let sum = match (x.as_u64(), y.as_u64()) {
+                (Some(p), Some(q)) => Value::from(p.saturating_add(q)),
+                _ => Value::from(x.as_f64().unwrap_or(0.0) + y.as_f64().unwrap_or(0.0)),
+            };
+            *x = match sum {
+                Value::Number(n) => n,
+                _ => return,
+            };
+        }
+        (Value::Array(x), Value::Array(y)) => x.extend(y.iter().cloned()),
+        (Value::Object(x), Value::Object(y)) => {
+            for (k, v) in y {
+                match x.get_mut(k) {
+                    Some(existing) => merge_into(existing, v),
+                    None => {
+                        x.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Counts of the values of `field` in the objects of the array `list`.
+fn count_by(v: &Value, list: &str, field: &str) -> Vec<(String, u64)> {
+    let mut counts: Vec<(String, u64)> = Vec::new();
+    for item in v[list].as_array().into_iter().flatten() {
+        let Some(key) = item[field].as_str() else {
+            continue;
+        };
+        match counts.iter_mut().find(|(k, _)| k == key) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((key.to_string(), 1)),
+        }
+    }
+    counts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    counts
+}
+
+/// Runs `ilcheck report`.
+pub fn run(cmd: ReportCommand) -> Result<ExitCode> {
+    let ReportCommand::Merge {
+        reports,
+        output,
+        markdown,
+    } = cmd;
+    let mut merged: Option<Value> = None;
+    for p in &reports {
+        let text =
+            std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+        let v: Value =
+            serde_json::from_str(&text).with_context(|| format!("{}: not JSON", p.display()))?;
+        let schema = v["schema"].as_str().unwrap_or("").to_string();
+        if schema.is_empty() {
+            bail!("{}: not an ilcheck JSON report (no schema)", p.display());
+        }
+        match &mut merged {
+            None => merged = Some(v),
+            Some(m) => {
+                if m["schema"].as_str() != Some(schema.as_str()) {
+                    bail!(
+                        "{}: schema {schema} differs from the first report's {}",
+                        p.display(),
+                        m["schema"]
+                    );
+                }
+                merge_into(m, &v);
+            }
+        }
+    }
+    let mut merged = merged.unwrap_or(Value::Object(Map::new()));
+    if let Value::Object(m) = &mut merged {
+        m.insert("merged_from".into(), Value::from(reports.len()));
+        // Rates do not add up: recomputed where their parts are known, else dropped.
+        m.remove("methods_per_second");
+        if let (Some(methods), Some(secs)) = (
+            m.get("methods").and_then(Value::as_f64),
+            m.get("seconds").and_then(Value::as_f64),
+        ) && secs > 0.0
+        {
+            m.insert("methods_per_second".into(), Value::from(methods / secs));
+        }
+    }
+    let json = serde_json::to_string_pretty(&merged)?;
+    match &output {
+        Some(p) => ilcheck::fsio::write_atomic(p, json.as_bytes())
+            .with_context(|| format!("writing {}", p.display()))?,
+        None => println!("{json}"),
+    }
+    if let Some(p) = &markdown {
+        use std::fmt::Write as _;
+        let mut md = String::new();
+        let _ = writeln!(
+            md,
+            "# {} (merged from {} reports)\n",
+            merged["schema"].as_str().unwrap_or("report"),
+            reports.len()
+        );
+        let _ = writeln!(md, "| total | value |\n|---|---|");
+        if let Value::Object(m) = &merged {
+            for (k, v) in m {
+                if v.is_number() {
+                    let _ = writeln!(md, "| {k} | {v} |");
+                }
+            }
+        }
+        for (list, field, title) in [
+            ("findings", "code", "Findings per code"),
+            ("failures", "kind", "Failures per kind"),
+            ("image_errors", "reason", "Unreadable inputs per reason"),
+        ] {
+            let counts = count_by(&merged, list, field);
+            if counts.is_empty() {
+                continue;
+            }
+            let _ = writeln!(
+                md,
+                "\n## {title} (listed ones)\n\n| {field} | count |\n|---|---|"
+            );
+            for (k, n) in counts {
+                let _ = writeln!(md, "| {} | {n} |", k.replace('|', "\\|"));
+            }
+        }
+        ilcheck::fsio::write_atomic(p, md.as_bytes())
+            .with_context(|| format!("writing {}", p.display()))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_add_and_lists_join() {
+        let mut a =
+            serde_json::json!({"schema": "s", "n": 2, "t": 0.5, "list": [1], "o": {"k": 1}});
+        let b = serde_json::json!({"schema": "s", "n": 3, "t": 0.25, "list": [2, 3], "o": {"k": 4, "j": 1}});
+        merge_into(&mut a, &b);
+        assert_eq!(
+            a,
+            serde_json::json!({"schema": "s", "n": 5, "t": 0.75, "list": [1, 2, 3], "o": {"k": 5, "j": 1}})
+        );
+    }
+}
