@@ -3,7 +3,8 @@
 # oracle, ilasm, mcs, monodis, pedump) and its assemblies in /usr/lib/mono/4.5 (the real corpus),
 # the Mono.Cecil 0.11 in mono's GAC (the sample rewriters of corpus/rewriters are built on it),
 # and Microsoft's CoreCLR 3.1 (the second runtime oracle: PyPI's dotnetcore2 in a virtual
-# environment under $ILCHECK_CORECLR_DIR, default /opt/ilcheck-coreclr).
+# environment under $ILCHECK_CORECLR_DIR, default /opt/ilcheck-coreclr), and in the same
+# environment the JSON-schema validator the report tests use.
 # Safe to run again: it installs only what is missing.
 set -euo pipefail
 need=()
@@ -35,6 +36,11 @@ if [ -z "$dotnet" ]; then
     fi
     "$coreclr_dir/bin/pip" install -q --disable-pip-version-check dotnetcore2==3.1.23
     dotnet=$(ls "$coreclr_dir"/lib/python3*/site-packages/dotnetcore2/bin/dotnet | head -1)
+fi
+# The schema validator the report tests use (SARIF 2.1.0 and ilcheck's own JSON schemas).
+if ! "$coreclr_dir/bin/python" -c "import jsonschema" >/dev/null 2>&1; then
+    echo "setup: installing jsonschema into $coreclr_dir" >&2
+    "$coreclr_dir/bin/pip" install -q --disable-pip-version-check jsonschema==4.23.0
 fi
 echo "setup: CoreCLR $(ls "$(dirname "$dotnet")/shared/Microsoft.NETCore.App" | sort -V | tail -1) at $dotnet" >&2
 echo "setup: mono $(mono --version | head -1 | sed 's/.*version \([^ ]*\).*/\1/'), $(ls /usr/lib/mono/4.5/*.dll | wc -l) assemblies in /usr/lib/mono/4.5" >&2
