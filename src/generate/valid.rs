@@ -551,9 +551,18 @@ impl<'a, 'u> Gen<'a, 'u> {
             .any(|r| matches!(r, Region::Finally | Region::Fault | Region::Catch))
     }
 
-    /// Whether `rethrow` is legal: the innermost region other than a try is a catch handler.
+    /// Whether code here lies in a catch handler (where `rethrow` is legal): the innermost
+    /// region other than a try is one.
     fn in_catch(&self) -> bool {
         self.regions.iter().rev().find(|r| **r != Region::Try) == Some(&Region::Catch)
+    }
+
+    /// Whether a `rethrow` goes here: directly in a catch handler, not in a try nested in it.
+    /// CoreCLR 3.1 on Linux mistakes a later exception for the rethrown one when a `rethrow` is
+    /// caught inside its own handler and that handler then throws again (mono and ECMA-335
+    /// agree it is the new one), so the generator never lets a handler catch its own rethrow.
+    fn rethrow_here(&self) -> bool {
+        self.regions.last() == Some(&Region::Catch)
     }
 
     fn statement(&mut self) {
@@ -583,7 +592,7 @@ impl<'a, 'u> Gen<'a, 'u> {
             if can_try { 3 } else { 0 }, // try
             1,                        // throw
             if can_exit { 1 } else { 0 }, // ret / leave
-            if self.in_catch() { 1 } else { 0 }, // rethrow
+            if self.rethrow_here() { 1 } else { 0 }, // rethrow
             if nest && !self.tiny { 1 } else { 0 }, // forced-long block
             1,                        // nop
         ];
