@@ -1,8 +1,12 @@
 //! The knobs of the valid-body generator, in the manner of wasm-smith's `Config`: every feature
 //! can be switched off, and sizes are bounded so that generated bodies stay cheap to check.
 
-/// Relative weights of the branch forms the generator asks for. Layout widens a short branch
-/// that does not fit, so every mix yields valid code.
+/// The branch forms the generator asks for. Layout widens a short branch that does not fit, so
+/// every mix yields valid code.
+///
+/// `short` and `long` are relative weights of the form of each branch. `forced_long` and `edge`
+/// are weights of two statements made for the branch forms, against the other statements'
+/// weights (a store has 4, an `if` 3, a `nop` 1); 0 switches them off.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct BranchMix {
@@ -10,8 +14,14 @@ pub struct BranchMix {
     pub short: u8,
     /// Long forms even where a short one would fit.
     pub long: u8,
-    /// Short forms around a block of more than 127 bytes, so layout must widen them.
+    /// A short conditional branch around a block of more than 127 bytes, so layout must widen
+    /// it.
     pub forced_long: u8,
+    /// A short branch whose displacement is at or near a limit of the short form: forward
+    /// +127 down to +124, or a loop's backward branch of −128 up to −125. The span holds code
+    /// a rewriter grows (`ret`s a probe weaver turns into `leave`s, calls), so a rewriter that
+    /// does not widen it writes a wrapped displacement.
+    pub edge: u8,
 }
 
 impl Default for BranchMix {
@@ -20,6 +30,7 @@ impl Default for BranchMix {
             short: 6,
             long: 3,
             forced_long: 1,
+            edge: 1,
         }
     }
 }
@@ -96,6 +107,19 @@ pub struct Config {
     pub many_clauses_percent: u8,
     /// Nesting of expressions (operands of operators, calls and conditionals).
     pub max_expr_depth: u32,
+    /// Percent of bodies whose first instruction heads a loop: a backward branch to IL_0000
+    /// (needs `loops`; the counter counts up from the zeroed local, so InitLocals is set).
+    pub entry_loop_percent: u8,
+    /// Percent of bodies whose first statement is a try region, starting at IL_0000 (inside
+    /// the entry loop when there is one).
+    pub entry_try_percent: u8,
+    /// Percent of bodies that end with a try region whose last handler ends the body: its last
+    /// instruction is the body's (`endfinally`, or a catch's backward `leave`, `throw` or
+    /// `rethrow`); the block the region leaves to comes before it.
+    pub end_handler_percent: u8,
+    /// Percent of bodies that never need more than one stack slot (leaf operands only) and
+    /// declare exactly the MaxStack they need, 0 or 1, in a fat header (they get a local).
+    pub lean_stack_percent: u8,
 }
 
 impl Default for Config {
@@ -121,6 +145,10 @@ impl Default for Config {
             huge_percent: 0,
             many_clauses_percent: 3,
             max_expr_depth: 3,
+            entry_loop_percent: 20,
+            entry_try_percent: 12,
+            end_handler_percent: 30,
+            lean_stack_percent: 15,
         }
     }
 }
@@ -136,6 +164,14 @@ impl Config {
             calls: false,
             prefixes: false,
             many_clauses_percent: 0,
+            branches: BranchMix {
+                forced_long: 0,
+                edge: 0,
+                ..BranchMix::default()
+            },
+            entry_loop_percent: 0,
+            entry_try_percent: 0,
+            end_handler_percent: 0,
             ..Config::default()
         }
     }

@@ -192,6 +192,11 @@ struct Gen<'a, 'u> {
     budget: u32,
     nesting: u32,
     tiny: bool,
+    /// Every expression a leaf and every branch a one-operand one: the code never needs more
+    /// than one stack slot, and the header declares exactly what it needs.
+    lean: bool,
+    /// A loop counter starts from the zeroed local (the entry loop): InitLocals must be set.
+    zeroed_counter: bool,
     sites: Sites,
 }
 
@@ -213,6 +218,8 @@ impl<'a, 'u> Gen<'a, 'u> {
             budget: 0,
             nesting: 0,
             tiny: false,
+            lean: false,
+            zeroed_counter: false,
             sites: Sites::default(),
         }
     }
@@ -407,16 +414,27 @@ impl<'a, 'u> Gen<'a, 'u> {
     fn run(mut self) -> Generated {
         let cfg = self.cfg;
         self.tiny = self.chance(cfg.tiny_percent);
+        self.lean = !self.tiny && self.chance(cfg.lean_stack_percent);
         self.shape.args = self.pick(cfg.max_args as u32 + 1) as u16;
         self.shape.returns_void = self.pick(2) == 0;
         if !self.tiny {
             self.user_locals = self.pick(cfg.max_locals as u32 + 1) as u16;
+            if self.lean && cfg.max_locals > 0 {
+                // A local keeps the header fat, so the small MaxStack is declared.
+                self.user_locals = self.user_locals.max(1);
+            }
         }
         self.shape.locals = self.user_locals;
         if cfg.calls {
             let n = self.pick(cfg.max_callees + 1);
+            // One argument at most on a lean stack.
+            let most_params = if self.lean {
+                cfg.max_call_params.min(1)
+            } else {
+                cfg.max_call_params
+            };
             for k in 0..n {
-                let params = self.pick(cfg.max_call_params as u32 + 1) as u16;
+                let params = self.pick(most_params as u32 + 1) as u16;
                 let returns_void = self.pick(2) == 1;
                 let may_throw = cfg.throwing_calls && self.chance(30);
                 self.callees.push(Callee {
@@ -439,25 +457,49 @@ impl<'a, 'u> Gen<'a, 'u> {
             let span = cfg.max_statements.saturating_sub(cfg.min_statements);
             cfg.min_statements + self.pick(span + 1)
         };
-        if !self.tiny && cfg.max_eh_depth > 0 && cfg.clause_kinds.any() {
+        let eh = !self.tiny && cfg.max_eh_depth > 0 && cfg.clause_kinds.any();
+        let entry_loop =
+            !self.tiny && cfg.loops && cfg.max_nesting > 0 && self.chance(cfg.entry_loop_percent);
+        let entry_try = eh && cfg.max_nesting > 0 && self.chance(cfg.entry_try_percent);
+        let end_handler = eh && cfg.max_nesting > 0 && self.chance(cfg.end_handler_percent);
+        let mut entered = false;
+        if entry_loop {
+            self.budget = self.budget.saturating_sub(1);
+            self.entry_loop(entry_try);
+            entered = true;
+        } else if entry_try {
+            self.budget = self.budget.saturating_sub(1);
+            self.try_statement(false, None);
+            entered = true;
+        }
+        if eh && self.reachable {
             if self.chance(cfg.huge_percent) {
                 self.huge_try();
             }
             if self.chance(cfg.many_clauses_percent) {
                 let n = 21 + self.pick(6);
                 for _ in 0..n {
-                    self.try_statement(true);
+                    self.try_statement(true, None);
                 }
             }
         }
-        self.block_of(cfg.min_statements.min(top), top);
-        self.method_end();
+        if self.reachable {
+            let min = cfg.min_statements.min(top).saturating_sub(entered as u32);
+            self.block_of(min, top.saturating_sub(entered as u32));
+        }
+        if end_handler && self.reachable {
+            self.end_region();
+        } else {
+            self.method_end();
+        }
 
         let max_stack = self.max_stack.min(u16::MAX as u32) as u16;
         let locals = self.shape.locals;
         self.m.header.local_sig = if locals > 0 { LOCALS_SIG } else { 0 };
-        self.m.header.init_locals = locals > 0 && self.pick(4) != 0;
-        self.m.header.max_stack = if self.tiny || (max_stack <= TINY_MAX_STACK && self.chance(20)) {
+        self.m.header.init_locals = locals > 0 && (self.zeroed_counter || self.pick(4) != 0);
+        self.m.header.max_stack = if self.lean {
+            max_stack
+        } else if self.tiny || (max_stack <= TINY_MAX_STACK && self.chance(20)) {
             max_stack.max(TINY_MAX_STACK)
         } else {
             max_stack.saturating_add(self.pick(3) as u16)
@@ -485,6 +527,20 @@ impl<'a, 'u> Gen<'a, 'u> {
         }
     }
 
+    /// Whether a branch or `switch` (reachable or not) targets the end of the code so far.
+    fn targets_here(&self) -> bool {
+        let n = self.m.instrs.len();
+        let m = &self.m;
+        m.instrs
+            .iter()
+            .filter_map(|i| match i.operand {
+                Operand::Target(l) => Some(l),
+                _ => None,
+            })
+            .chain(m.switch_targets.iter().copied())
+            .any(|l| m.position(l) == Some(n))
+    }
+
     fn method_end(&mut self) {
         let reachable = self.reachable;
         // A body may end with its last statement's `throw` or `ret`: no final `ret` then.
@@ -492,17 +548,7 @@ impl<'a, 'u> Gen<'a, 'u> {
             self.m.instrs.last().map(|i| i.opcode),
             Some(Opcode::Throw | Opcode::Ret)
         );
-        let n = self.m.instrs.len();
-        let m = &self.m;
-        let targets_end = m
-            .instrs
-            .iter()
-            .filter_map(|i| match i.operand {
-                Operand::Target(l) => Some(l),
-                _ => None,
-            })
-            .chain(m.switch_targets.iter().copied())
-            .any(|l| m.position(l) == Some(n));
+        let targets_end = self.targets_here();
         if !reachable && terminal && !targets_end && self.pick(2) == 1 {
             return;
         }
@@ -513,6 +559,278 @@ impl<'a, 'u> Gen<'a, 'u> {
         self.pop_depth(1);
         if reachable {
             self.sites.final_ret = Some(i);
+        }
+    }
+
+    /// The end of a body whose last handler ends it: `br START; EXIT: ret; START: try { … }
+    /// handlers`, every `leave` of the region going back to `EXIT`.
+    fn end_region(&mut self) {
+        let start = self.new_label();
+        if self.reachable {
+            self.branch(Opcode::Br, start);
+        }
+        let exit = self.new_label();
+        self.bind(exit);
+        // Reached by the region's leaves only, all of them backward.
+        self.exit_statement();
+        self.bind(start);
+        self.try_statement(false, Some(exit));
+    }
+
+    /// A loop whose head is IL_0000: `head: body; c = c + 1; if (c < n) goto head`. No store
+    /// can precede the head, so the counter counts up from the zeroed local.
+    fn entry_loop(&mut self, with_try: bool) {
+        debug_assert!(self.m.instrs.is_empty());
+        let counter = self.shape.locals;
+        self.shape.locals += 1;
+        self.zeroed_counter = true;
+        let n = 1 + self.pick(4) as i32;
+        let head = self.new_label();
+        self.bind(head);
+        self.nested(|g| {
+            let eh_room = (g.regions.len() as u32) < g.cfg.max_eh_depth;
+            if with_try && g.nesting < g.cfg.max_nesting && eh_room {
+                // Its try starts at IL_0000 too.
+                g.try_statement(false, None);
+            }
+            if g.reachable {
+                g.block();
+            }
+        });
+        if self.lean || self.pick(2) == 1 {
+            // c = -(~c), then a switch of n targets, all the head: taken while c < n.
+            self.ldloc(counter);
+            self.op(Opcode::Not);
+            self.op(Opcode::Neg);
+            self.stloc(counter);
+            self.ldloc(counter);
+            self.pop_depth(1);
+            let table = self.m.add_switch(&vec![head; n as usize]);
+            self.mark_target(head);
+            self.emit(Instr::new(Opcode::Switch, Operand::Switch(table)));
+        } else {
+            self.ldloc(counter);
+            self.ldc(1);
+            self.op(Opcode::Add);
+            self.pop_depth(1);
+            self.op(Opcode::Dup);
+            self.push_depth(1);
+            self.stloc(counter);
+            self.ldc(n);
+            self.pop_depth(2);
+            self.branch(Opcode::Blt, head);
+        }
+    }
+
+    // ----- branches at the limits of the short form -----
+
+    /// Bytes `instrs` take as laid out in their current forms.
+    fn size_of(&self, instrs: &[Instr]) -> usize {
+        instrs
+            .iter()
+            .map(|i| crate::ir::layout::instr_size(&self.m, i, i.opcode))
+            .sum()
+    }
+
+    /// Bytes of the instructions emitted since index `from`.
+    fn size_since(&self, from: usize) -> usize {
+        let emitted = self.m.instrs.get(from..).unwrap_or(&[]);
+        self.size_of(emitted)
+    }
+
+    /// A short branch whose displacement is a limit of the short form or up to 3 bytes short
+    /// of it (the exhausted stream: exactly +127), across a span of code a rewriter grows.
+    fn edge_statement(&mut self) {
+        let backward = self.cfg.loops && self.pick(2) == 1;
+        let slack = self.pick(4) as usize;
+        if backward {
+            self.edge_loop(slack);
+        } else {
+            self.edge_forward(slack);
+        }
+    }
+
+    /// `cond; b<cc>.s END; <127 - slack bytes>; END:`.
+    fn edge_forward(&mut self, slack: usize) {
+        let end = self.new_label();
+        let choices = if self.lean { 2 } else { COND_BRANCHES.len() };
+        let (op, pops) = COND_BRANCHES[self.pick(choices as u32) as usize];
+        for _ in 0..pops {
+            self.expr(1);
+        }
+        self.pop_depth(pops as u32);
+        self.mark_target(end);
+        self.emit(Instr::branch(op.short_form(), end));
+        let from = self.m.instrs.len();
+        self.span(127 - slack);
+        debug_assert_eq!(self.size_since(from), 127 - slack);
+        self.bind(end);
+    }
+
+    /// `c = n; head: <span>; c = ~(-c); brtrue.s head`, the branch's displacement
+    /// `-(128 - slack)`.
+    fn edge_loop(&mut self, slack: usize) {
+        let counter = self.shape.locals;
+        self.shape.locals += 1;
+        let n = 1 + self.pick(4) as i32;
+        self.ldc(n);
+        self.stloc(counter);
+        let head = self.new_label();
+        self.bind(head);
+        let from = self.m.instrs.len();
+        let var = |short: Opcode, long: Opcode| {
+            let op = if counter <= 255 { short } else { long };
+            Instr::new(op, Operand::Var(counter))
+        };
+        let tail = [
+            var(Opcode::Ldloc_S, Opcode::Ldloc),
+            Instr::op(Opcode::Neg),
+            Instr::op(Opcode::Not),
+            var(Opcode::Stloc_S, Opcode::Stloc),
+            var(Opcode::Ldloc_S, Opcode::Ldloc),
+        ];
+        // The branch itself is 2 bytes.
+        let tail_size = self.size_of(&tail) + 2;
+        self.span(128 - slack - tail_size);
+        for (k, instr) in tail.into_iter().enumerate() {
+            let i = self.emit(instr);
+            if k != 1 && k != 2 {
+                self.sites.local_operands.push(i);
+            }
+            match k {
+                0 | 4 => self.push_depth(1),
+                3 => self.pop_depth(1),
+                _ => {}
+            }
+        }
+        self.pop_depth(1);
+        self.mark_target(head);
+        self.emit(Instr::branch(Opcode::Brtrue_S, head));
+        debug_assert_eq!(self.size_since(from), 128 - slack);
+    }
+
+    /// Exactly `bytes` bytes of code that starts and ends at an empty stack and branches
+    /// nowhere outside itself in a short form: calls with constant arguments, and exits (`ret`,
+    /// a `tail.` call, or a long `leave` inside a region) behind a short conditional branch,
+    /// padded with `ldc.i4; pop` and `nop`s to the byte.
+    fn span(&mut self, bytes: usize) {
+        let mut left = bytes;
+        // The largest piece: `ldarg i; brtrue.s; tail. call f(ldc.i4 …); ret`.
+        let params = self.callees.iter().map(|c| c.params).max().unwrap_or(0) as usize;
+        let largest = 14 + 5 * params;
+        while left >= largest {
+            let can_exit = self.regions.is_empty() || !self.leave_targets.is_empty();
+            let w = [
+                1,
+                if self.callees.is_empty() { 0 } else { 2 },
+                if can_exit { 3 } else { 0 },
+            ];
+            let before = self.m.instrs.len();
+            match self.weighted(&w) {
+                0 => self.pad(6),
+                1 => {
+                    let k = self.pick(self.callees.len() as u32) as usize;
+                    let c = self.callees[k];
+                    self.constant_call(c, false);
+                    if !c.returns_void {
+                        self.op(Opcode::Pop);
+                        self.pop_depth(1);
+                    }
+                }
+                _ => self.early_exit(),
+            }
+            left = left.saturating_sub(self.size_since(before));
+        }
+        self.pad(left);
+    }
+
+    /// A call with `ldc.i4` arguments (5 bytes each), `tail.`-prefixed when asked.
+    fn constant_call(&mut self, c: Callee, tail: bool) {
+        for _ in 0..c.params {
+            let v = self.int();
+            self.emit(Instr::new(Opcode::Ldc_I4, Operand::Int32(v)));
+            self.push_depth(1);
+        }
+        self.call(c, tail);
+    }
+
+    /// `<leaf>; brtrue.s/brfalse.s SKIP; <exit>; SKIP:`.
+    fn early_exit(&mut self) {
+        let skip = self.new_label();
+        let v = self.int() as i8;
+        let cond = if self.shape.args > 0 && self.pick(3) != 0 {
+            let k = self.pick(self.shape.args as u32) as u16;
+            let op = if k <= 255 {
+                Opcode::Ldarg_S
+            } else {
+                Opcode::Ldarg
+            };
+            Instr::new(op, Operand::Var(k))
+        } else {
+            Instr::new(Opcode::Ldc_I4_S, Operand::Int8(v))
+        };
+        self.emit(cond);
+        self.push_depth(1);
+        let op = if self.pick(2) == 0 {
+            Opcode::Brfalse_S
+        } else {
+            Opcode::Brtrue_S
+        };
+        self.pop_depth(1);
+        self.mark_target(skip);
+        self.emit(Instr::branch(op, skip));
+        if self.regions.is_empty() {
+            let rv = self.shape.returns_void;
+            let tail: Vec<Callee> = self
+                .callees
+                .iter()
+                .filter(|c| c.returns_void == rv)
+                .copied()
+                .collect();
+            if self.cfg.prefixes && !tail.is_empty() && self.pick(3) == 0 {
+                let c = tail[self.pick(tail.len() as u32) as usize];
+                self.constant_call(c, true);
+                let i = self.m.instrs.len() - 1;
+                self.sites.tail_calls.push(i);
+            } else if !rv {
+                let v = self.int();
+                self.emit(Instr::new(Opcode::Ldc_I4, Operand::Int32(v)));
+                self.push_depth(1);
+            }
+            self.op(Opcode::Ret);
+            self.pop_depth(1);
+            self.reachable = false;
+        } else if !self.leave_targets.is_empty() {
+            let k = self.pick(self.leave_targets.len() as u32) as usize;
+            let target = self.leave_targets[self.leave_targets.len() - 1 - k];
+            self.mark_target(target);
+            self.emit(Instr::branch(Opcode::Leave, target));
+            self.reachable = false;
+        }
+        self.bind(skip);
+    }
+
+    /// Exactly `bytes` bytes of `ldc.i4 v; pop` (6), `ldc.i4.s v; pop` (3) and `nop` (1).
+    fn pad(&mut self, bytes: usize) {
+        let mut left = bytes;
+        while left >= 6 {
+            let v = self.int();
+            self.emit(Instr::new(Opcode::Ldc_I4, Operand::Int32(v)));
+            self.push_depth(1);
+            self.op(Opcode::Pop);
+            self.pop_depth(1);
+            left -= 6;
+        }
+        if left >= 3 {
+            let v = self.int() as i8;
+            self.emit(Instr::new(Opcode::Ldc_I4_S, Operand::Int8(v)));
+            self.push_depth(1);
+            self.op(Opcode::Pop);
+            self.pop_depth(1);
+            left -= 3;
+        }
+        for _ in 0..left {
+            self.op(Opcode::Nop);
         }
     }
 
@@ -593,7 +911,16 @@ impl<'a, 'u> Gen<'a, 'u> {
             1,                        // throw
             if can_exit { 1 } else { 0 }, // ret / leave
             if self.rethrow_here() { 1 } else { 0 }, // rethrow
-            if nest && !self.tiny { 1 } else { 0 }, // forced-long block
+            if nest && !self.tiny {
+                cfg.branches.forced_long as u32
+            } else {
+                0
+            }, // forced-long block
+            if self.tiny {
+                0
+            } else {
+                cfg.branches.edge as u32
+            }, // short branch at a limit
             1,                        // nop
         ];
         match self.weighted(&weights) {
@@ -602,7 +929,7 @@ impl<'a, 'u> Gen<'a, 'u> {
             2 => self.if_statement(),
             3 => self.loop_statement(),
             4 => self.switch_statement(),
-            5 => self.try_statement(false),
+            5 => self.try_statement(false, None),
             6 => self.throw_statement(),
             7 => self.exit_statement(),
             8 => {
@@ -610,6 +937,7 @@ impl<'a, 'u> Gen<'a, 'u> {
                 self.reachable = false;
             }
             9 => self.long_block(),
+            10 => self.edge_statement(),
             _ => {
                 self.op(Opcode::Nop);
             }
@@ -659,7 +987,9 @@ impl<'a, 'u> Gen<'a, 'u> {
 
     /// Emits a condition and a branch to `target` taken on one of its outcomes.
     fn cond_branch(&mut self, target: Label, level: u32) -> usize {
-        let (op, pops) = COND_BRANCHES[self.pick(COND_BRANCHES.len() as u32) as usize];
+        // The first two pop one operand: the only ones on a lean stack.
+        let choices = if self.lean { 2 } else { COND_BRANCHES.len() };
+        let (op, pops) = COND_BRANCHES[self.pick(choices as u32) as usize];
         for _ in 0..pops {
             self.expr(level + 1);
         }
@@ -704,11 +1034,22 @@ impl<'a, 'u> Gen<'a, 'u> {
         let head = self.new_label();
         self.bind(head);
         self.nested(|g| g.block());
+        let form = if self.lean { 2 } else { self.pick(3) };
         self.ldloc(counter);
+        if form == 2 {
+            // c - 1 as ~(-c): one stack slot.
+            self.op(Opcode::Neg);
+            self.op(Opcode::Not);
+            self.stloc(counter);
+            self.ldloc(counter);
+            self.pop_depth(1);
+            self.branch(Opcode::Brtrue, head);
+            return;
+        }
         self.ldc(1);
         self.op(Opcode::Sub);
         self.pop_depth(1);
-        if self.pick(2) == 0 {
+        if form == 0 {
             self.op(Opcode::Dup);
             self.push_depth(1);
             self.stloc(counter);
@@ -819,8 +1160,10 @@ impl<'a, 'u> Gen<'a, 'u> {
         self.nesting -= 1;
     }
 
-    /// The code of a catch or filter handler after the exception object is on the stack.
-    fn catch_body(&mut self, after: Label) {
+    /// The code of a catch or filter handler after the exception object is on the stack. When
+    /// the handler ends the body (`last`), nothing follows it: it ends in a `leave`, `throw` or
+    /// `rethrow`, or in a region ending the body in turn.
+    fn catch_body(&mut self, after: Label, last: bool) {
         self.push_depth(1);
         if self.user_locals > 0 && self.pick(2) == 0 {
             self.emit(Instr::new(Opcode::Ldfld, Operand::Token(EXCEPTION_VALUE)));
@@ -833,15 +1176,29 @@ impl<'a, 'u> Gen<'a, 'u> {
         self.enter(Region::Catch);
         self.leave_targets.push(after);
         self.handler_block();
+        if last && self.reachable {
+            let room = self.nesting < self.cfg.max_nesting
+                && (self.regions.len() as u32) < self.cfg.max_eh_depth;
+            if room && self.pick(4) == 3 {
+                self.try_statement(false, Some(after));
+            }
+        }
         self.leave_targets.pop();
         self.exit();
-        self.branch(Opcode::Leave, after);
+        // Nothing may fall off the end of the code, even dead code (a loop's dead back
+        // branch), and a dead branch to the end would target no instruction: a `leave` then.
+        let falls = self.m.instrs.last().is_none_or(|i| !i.flow().ends_block());
+        if !last || self.reachable || falls || self.targets_here() {
+            self.branch(Opcode::Leave, after);
+        }
     }
 
     /// A filter: the exception object on the stack, an `int32` verdict left for `endfilter`.
     fn filter_body(&mut self) {
         self.push_depth(1);
-        match self.pick(3) {
+        // A comparison needs two slots: a constant verdict on a lean stack.
+        let choice = if self.lean { 0 } else { self.pick(3) };
+        match choice {
             0 => {
                 self.op(Opcode::Pop);
                 self.pop_depth(1);
@@ -868,7 +1225,9 @@ impl<'a, 'u> Gen<'a, 'u> {
     }
 
     /// `try { … } handlers`; `small` keeps the body to one statement (for many-clause bodies).
-    fn try_statement(&mut self, small: bool) {
+    /// With `end`, the region ends the body: `end` is the label before it that every `leave`
+    /// goes to, and the last handler's last instruction is the body's.
+    fn try_statement(&mut self, small: bool, end: Option<Label>) {
         let kinds = self.cfg.clause_kinds;
         let kind = [
             (kinds.catch, ClauseKind::Catch),
@@ -878,7 +1237,7 @@ impl<'a, 'u> Gen<'a, 'u> {
         ];
         let weights: Vec<u32> = kind.iter().map(|(on, _)| *on as u32).collect();
         let first = kind[self.weighted(&weights)].1;
-        let after = self.new_label();
+        let after = end.unwrap_or_else(|| self.new_label());
         let try_start = self.new_label();
         self.bind(try_start);
 
@@ -963,7 +1322,7 @@ impl<'a, 'u> Gen<'a, 'u> {
                         None
                     };
                     let handler_start = filter_start.map_or(start, |(_, h)| h);
-                    self.catch_body(after);
+                    self.catch_body(after, end.is_some() && k + 1 == n);
                     let handler_end = self.new_label();
                     self.bind(handler_end);
                     let class_token = if self.pick(5) == 4 {
@@ -991,7 +1350,9 @@ impl<'a, 'u> Gen<'a, 'u> {
         // Inner clauses were pushed while generating the bodies: table order holds.
         self.m.clauses.extend(clauses);
         self.reachable = false;
-        self.bind(after);
+        if end.is_none() {
+            self.bind(after);
+        }
     }
 
     /// A try region holding a straight-line block that takes the code beyond 64 KiB.
@@ -1032,7 +1393,8 @@ impl<'a, 'u> Gen<'a, 'u> {
 
     fn expr(&mut self, level: u32) {
         let cfg = self.cfg;
-        let deeper = level < cfg.max_expr_depth;
+        // Leaves only on a lean stack.
+        let deeper = !self.lean && level < cfg.max_expr_depth;
         let int_callees = self.callees.iter().any(|c| !c.returns_void);
         let weights = [
             3,                                                 // constant
