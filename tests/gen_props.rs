@@ -81,6 +81,34 @@ proptest! {
     }
 }
 
+/// Every edge shape in every body (and a lean stack in half of them): each property of
+/// generated bodies still holds.
+fn edge_heavy() -> Config {
+    Config {
+        entry_loop_percent: 100,
+        entry_try_percent: 100,
+        end_handler_percent: 100,
+        lean_stack_percent: 50,
+        branches: ilcheck::generate::BranchMix {
+            edge: 4,
+            ..Default::default()
+        },
+        ..Config::default()
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases() / 2))]
+
+    #[test]
+    fn edge_heavy_bodies_keep_every_property(
+        g in strategy::method(edge_heavy()),
+        choice in any::<u32>(),
+    ) {
+        holds(check::all(&g, choice))?;
+    }
+}
+
 /// The byte-level path answers for most generated bodies (nested regions, `switch`es, short
 /// and long branches): agreement on bodies it declined would prove nothing.
 #[test]
@@ -256,4 +284,122 @@ fn all_long_layout_is_valid() {
             assert!(verify::verify(&body, &g.resolver).is_empty(), "{forms:?}");
         }
     }
+}
+
+/// What a laid-out body shows of the shapes rewriters get wrong at the edges of a method.
+#[derive(Clone, Copy, Debug, Default)]
+struct EdgeShapes {
+    /// A handler whose last instruction is the body's.
+    handler_ends_body: bool,
+    /// A backward branch (or `switch` target) to IL_0000.
+    loop_at_entry: bool,
+    /// A try region starting at IL_0000.
+    try_at_entry: bool,
+    /// A short branch with displacement −128, and one with +127.
+    short_min: bool,
+    short_max: bool,
+    /// A fat header declaring MaxStack 0 or 1.
+    fat_max_stack_le_1: bool,
+}
+
+fn edge_shapes(bytes: &[u8]) -> EdgeShapes {
+    let body = Body::parse(bytes).unwrap();
+    let len = body.code.len() as u64;
+    let mut s = EdgeShapes {
+        fat_max_stack_le_1: !body.is_tiny() && body.max_stack() <= 1,
+        ..EdgeShapes::default()
+    };
+    for c in body.clauses() {
+        s.handler_ends_body |= c.handler_end() == len;
+        s.try_at_entry |= c.try_offset == 0;
+    }
+    for i in ilcheck::instr::Instructions::new(body.code) {
+        let i = i.unwrap();
+        if let ilcheck::instr::Operand::Switch(t) = &i.operand {
+            s.loop_at_entry |= t.iter().any(|d| i.next_offset() + d as i64 == 0);
+        }
+        let Some(target) = i.branch_target() else {
+            continue;
+        };
+        s.loop_at_entry |= target == 0 && i.offset > 0;
+        if i.opcode.operand_kind() == OperandKind::ShortBrTarget {
+            let disp = target - i.next_offset();
+            s.short_min |= disp == -128;
+            s.short_max |= disp == 127;
+        }
+    }
+    s
+}
+
+/// Counts of each edge shape over `n` bodies of `config` from fixed choice streams.
+fn count_edge_shapes(config: &Config, n: usize) -> [usize; 6] {
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut counts = [0; 6];
+    for _ in 0..n {
+        let bytes: Vec<u8> = (0..2048)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                (state >> 24) as u8
+            })
+            .collect();
+        let g = ilcheck::generate::generate_from_bytes(&bytes, config);
+        let s = edge_shapes(&encode(&g));
+        for (k, seen) in [
+            s.handler_ends_body,
+            s.loop_at_entry,
+            s.try_at_entry,
+            s.short_min,
+            s.short_max,
+            s.fat_max_stack_le_1,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            counts[k] += seen as usize;
+        }
+    }
+    counts
+}
+
+/// The default settings give every shape a rewriter tends to get wrong at the edges of a body
+/// in a good share of bodies: a handler ending the body, a loop headed at IL_0000, a try at
+/// IL_0000, short branches of displacement −128 and +127, a fat header with MaxStack ≤ 1.
+#[test]
+fn edge_shapes_appear_regularly() {
+    let n = 500;
+    let counts = count_edge_shapes(&Config::default(), n);
+    let names = [
+        "handler ending the body",
+        "loop at IL_0000",
+        "try at IL_0000",
+        "short branch of -128",
+        "short branch of +127",
+        "fat MaxStack <= 1",
+    ];
+    for (name, c) in names.iter().zip(counts) {
+        eprintln!("{name}: {c} of {n} bodies");
+        // At least 4% of bodies each (the defaults aim at 10-20%).
+        assert!(c * 25 >= n, "{name}: only {c} of {n} bodies");
+    }
+}
+
+/// Each edge shape's knob switches it off.
+#[test]
+fn edge_shape_knobs_switch_them_off() {
+    let off = Config {
+        entry_loop_percent: 0,
+        end_handler_percent: 0,
+        lean_stack_percent: 0,
+        branches: ilcheck::generate::BranchMix {
+            edge: 0,
+            ..Default::default()
+        },
+        ..Config::default()
+    };
+    let [handler_end, entry_loop, _, short_min, short_max, _] = count_edge_shapes(&off, 300);
+    assert_eq!((handler_end, entry_loop), (0, 0));
+    // A displacement at a limit by chance is rare.
+    assert!(short_min + short_max <= 6, "{short_min} {short_max}");
 }
