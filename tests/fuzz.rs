@@ -183,7 +183,7 @@ fn the_loop_finds_and_minimises_every_seeded_weaver_bug() {
     assert_eq!(summary(&clean)["methods"], 1200);
 
     // Bug, and the finding codes that may name it.
-    let bugs: [(&str, &[&str]); 7] = [
+    let bugs: [(&str, &[&str]); 8] = [
         (
             "short-branches",
             &[
@@ -208,6 +208,7 @@ fn the_loop_finds_and_minimises_every_seeded_weaver_bug() {
         ("enclosing-first", &["EHOrderInnerAfterOuter"]),
         ("max-stack-kept", &["StackOverflow"]),
         ("tail-calls-kept", &["TailRet", "TailCallInsideER"]),
+        ("clause-grown", &["EHOverlap"]),
     ];
     std::thread::scope(|s| {
         for (bug, codes) in bugs {
