@@ -310,6 +310,11 @@ fn disasm_assembly(
                         .is_ok_and(|n| methods.iter().any(|g| corpus::glob_match(g, &n))))
         })
         .collect();
+    if chosen.is_empty() && all {
+        // A reference assembly or a resource-only module: nothing to print, nothing wrong.
+        println!("// {} defines no methods", path.display());
+        return Ok(ExitCode::SUCCESS);
+    }
     if chosen.is_empty() {
         let mut asked: Vec<String> = methods.iter().map(|g| format!("'{g}'")).collect();
         asked.extend(tokens.iter().cloned());

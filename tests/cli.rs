@@ -127,6 +127,18 @@ fn disasm_no_match_and_bad_inputs() {
     let (code, _, err) = ilcheck(&["disasm", body.to_str().unwrap(), "--method", "*"]);
     assert_eq!(code, 2);
     assert!(err.contains("is not an assembly"), "{err}");
+    // An assembly without methods (a reference assembly) is printed as such.
+    let empty = dir.join("empty.dll");
+    let lib = ilcheck::image::emit::assembly::AssemblyBuilder::new(
+        "Empty",
+        [1, 0, 0, 0],
+        ilcheck::image::emit::assembly::ImageKind::Dll,
+    )
+    .unwrap();
+    std::fs::write(&empty, lib.build().unwrap()).unwrap();
+    let (code, out, err) = ilcheck(&["disasm", empty.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.ends_with("empty.dll defines no methods\n"), "{out}");
     // A PE file that is not .NET, and a missing file: exit 2 with the reason.
     let pe = dir.join("native.dll");
     std::fs::write(&pe, b"MZ\x90\0not a PE image at all").unwrap();
