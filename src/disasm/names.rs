@@ -34,11 +34,12 @@ pub trait TokenNamer {
 /// | `calli` | `int32(int32)`, `unmanaged cdecl void(int32)` |
 /// | `ldstr` | `"a\"b\n"`, `bytearray (E9 00)` when not ASCII |
 ///
-/// Nothing is cached or computed ahead: each token costs a few row reads and one signature
-/// walk when (and only when) it is printed.
-#[derive(Clone, Copy)]
+/// Nothing is computed ahead: each token costs a few row reads and one signature walk when (and
+/// only when) it is printed; the names of the TypeDefs and TypeRefs met are kept for the next.
 pub struct ImageNamer<'i> {
     image: &'i Image<'i>,
+    /// ILAsm-style names of the types met so far, kept across tokens.
+    names: SigNames<'i>,
 }
 
 /// What a member token stands for.
@@ -64,7 +65,10 @@ fn err(e: ImageError) -> String {
 impl<'i> ImageNamer<'i> {
     /// Names from `image`.
     pub fn new(image: &'i Image<'i>) -> Self {
-        ImageNamer { image }
+        ImageNamer {
+            image,
+            names: SigNames::new(image, Style::Ilasm),
+        }
     }
 
     fn strings_get(&self, index: u32) -> Result<&'i str, String> {
@@ -80,9 +84,9 @@ impl<'i> ImageNamer<'i> {
         &self,
         render: impl FnOnce(&SigNames<'i>) -> Result<T, sig::SigError>,
     ) -> Result<T, String> {
-        let names = SigNames::new(self.image, Style::Ilasm);
-        let value = render(&names).map_err(|e| format!("signature: {e}"))?;
-        match names.failure() {
+        self.names.take_failure();
+        let value = render(&self.names).map_err(|e| format!("signature: {e}"))?;
+        match self.names.take_failure() {
             None => Ok(value),
             Some(why) => Err(format!("signature names {why}")),
         }
@@ -92,7 +96,7 @@ impl<'i> ImageNamer<'i> {
     fn write_type(&self, token: Token, out: &mut String) -> Result<(), String> {
         match token.table() {
             Some(Table::TypeDef | Table::TypeRef | Table::TypeSpec) => {
-                self.image.write_type_name_ilasm(token, out).map_err(err)
+                self.names.write_type(token, out).map_err(err)
             }
             other => Err(mismatch(token, other, "a type")),
         }

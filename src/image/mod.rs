@@ -329,13 +329,9 @@ impl<'a> Image<'a> {
     /// (`[mscorlib]System.Int32`, `[.module other.dll]Ns.T`), a TypeSpec as its signature
     /// (`class [mscorlib]System.Collections.Generic.List`1<int32>`); names quoted where ILAsm
     /// needs quotes. A type inside a TypeSpec that cannot be named is an error too.
+    /// On `Err`, `out` is left as it was.
     pub fn write_type_name_ilasm(&self, token: Token, out: &mut String) -> Result<(), ImageError> {
-        let names = SigNames::new(self, sig::Style::Ilasm);
-        self.type_name_at_depth(token, 0, sig::Style::Ilasm, &names, out)?;
-        match names.failure() {
-            None => Ok(()),
-            Some(reason) => Err(ImageError::BadTypeName { token, reason }),
-        }
+        SigNames::new(self, sig::Style::Ilasm).write_type(token, out)
     }
 
     /// Appends a type's name in `style`; a TypeSpec is rendered with `names`.

@@ -3,12 +3,14 @@
 //! compact style, disassembly operands in the ILAsm style).
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::OnceLock;
 
-use super::Image;
 use super::sig::{self, SigError, Style, TypeNames};
+use super::tables::Table;
 use super::tables::Token;
+use super::{Image, ImageError};
 
 /// ILAsm's keywords that a metadata name can collide with (lower-case words of the grammar,
 /// II.C and ilasm's keyword table); the opcode names without a dot are keywords too.
@@ -250,15 +252,23 @@ pub fn write_ilasm_name(out: &mut String, name: &str) {
     out.push('\'');
 }
 
+/// Longest text a signature's types may add up to. A TypeSpec may name other TypeSpecs, so a
+/// hostile blob could spell a name exponentially long in its own length; past this many bytes
+/// the rest is written as tokens and the render counts as failed.
+pub const MAX_NAME_LEN: usize = 64 * 1024;
+
 /// Names the types met in a signature through an image's tables.
 ///
 /// A type that cannot be named is written as its token in hex, and the first such failure is
 /// kept ([`SigNames::failure`]): full method names live with it, a disassembler prints the
-/// raw token and the reason instead.
+/// raw token and the reason instead. The names of TypeDefs and TypeRefs are remembered, so a
+/// `SigNames` kept across many renders (as a disassembler keeps one) reads each type's rows
+/// once; at most one entry per row of those tables is kept.
 pub struct SigNames<'i> {
     image: &'i Image<'i>,
     style: Style,
     failure: RefCell<Option<String>>,
+    known: RefCell<HashMap<u32, Box<str>>>,
 }
 
 impl<'i> SigNames<'i> {
@@ -268,12 +278,60 @@ impl<'i> SigNames<'i> {
             image,
             style,
             failure: RefCell::new(None),
+            known: RefCell::new(HashMap::new()),
         }
     }
 
     /// Why the first type that could not be named could not be, if one could not.
     pub fn failure(&self) -> Option<String> {
         self.failure.borrow().clone()
+    }
+
+    /// [`SigNames::failure`], forgotten: the next render starts clean.
+    pub fn take_failure(&self) -> Option<String> {
+        self.failure.borrow_mut().take()
+    }
+
+    /// Appends the name of a TypeDef, TypeRef or TypeSpec token (in ILAsm's style, as
+    /// [`Image::write_type_name_ilasm`] describes, or the compact one). `Err` when it, or a
+    /// type its signature names, cannot be read; then `out` is left as it was.
+    pub fn write_type(&self, token: Token, out: &mut String) -> Result<(), ImageError> {
+        self.take_failure();
+        let before = out.len();
+        let result = if self.recall(token, out) {
+            Ok(())
+        } else {
+            self.image
+                .type_name_at_depth(token, 0, self.style, self, out)
+                .map(|()| self.remember(token, &out[before..]))
+        };
+        let result = result.and_then(|()| match self.take_failure() {
+            None => Ok(()),
+            Some(reason) => Err(ImageError::BadTypeName { token, reason }),
+        });
+        if result.is_err() {
+            out.truncate(before);
+        }
+        result
+    }
+
+    /// Appends the remembered name of `token`, if there is one.
+    fn recall(&self, token: Token, out: &mut String) -> bool {
+        match self.known.borrow().get(&token.0) {
+            Some(name) => {
+                out.push_str(name);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Remembers the name of a TypeDef or TypeRef (a TypeSpec is rendered each time: its
+    /// text depends on how deep it is met).
+    fn remember(&self, token: Token, name: &str) {
+        if matches!(token.table(), Some(Table::TypeDef | Table::TypeRef)) {
+            self.known.borrow_mut().insert(token.0, name.into());
+        }
     }
 }
 
@@ -286,17 +344,25 @@ impl TypeNames for SigNames<'_> {
             });
         }
         let before = out.len();
-        if let Err(e) = self
-            .image
-            .type_name_at_depth(token, depth, self.style, self, out)
-        {
-            // A dangling or malformed token still renders, as its hex value; the caller
-            // learns of it through `failure`.
-            out.truncate(before);
-            let _ = write!(out, "{token}");
-            self.failure
-                .borrow_mut()
-                .get_or_insert_with(|| format!("type {token}: {e}"));
+        if before <= MAX_NAME_LEN && self.recall(token, out) {
+            return Ok(());
+        }
+        let result = if before > MAX_NAME_LEN {
+            Err(format!("names longer than {MAX_NAME_LEN} bytes"))
+        } else {
+            self.image
+                .type_name_at_depth(token, depth, self.style, self, out)
+                .map_err(|e| format!("type {token}: {e}"))
+        };
+        match result {
+            Ok(()) => self.remember(token, &out[before..]),
+            Err(why) => {
+                // A dangling or malformed token still renders, as its hex value; the caller
+                // learns of it through `failure`.
+                out.truncate(before);
+                let _ = write!(out, "{token}");
+                self.failure.borrow_mut().get_or_insert(why);
+            }
         }
         Ok(())
     }
@@ -346,5 +412,52 @@ mod tests {
         ] {
             assert_eq!(quoted(name), text, "{name}");
         }
+    }
+}
+
+#[cfg(test)]
+mod hostile {
+    use super::*;
+    use crate::image::sig::decompress_u32;
+
+    /// features.exe with one TypeSpec's blob rewritten to `G<self, self>`: a name that would
+    /// double at every level, 2^30 and more type names written without a bound.
+    fn self_doubling() -> (Vec<u8>, Token) {
+        let (_, bytes) = crate::corpus::EMBEDDED
+            .iter()
+            .find(|(n, _)| n.ends_with("features.exe"))
+            .unwrap();
+        let image = Image::parse(bytes).unwrap();
+        let t = image.tables();
+        let rid = (1..32)
+            .find(|&r| {
+                t.type_spec(r)
+                    .is_ok_and(|row| image.blobs().get(row.signature).is_ok_and(|b| b.len() >= 8))
+            })
+            .expect("a TypeSpec with a blob of 8 bytes or more");
+        let index = t.type_spec(rid).unwrap().signature;
+        let at = image.blobs().content_offset(index);
+        let me = ((rid << 2) | 2) as u8;
+        let mut patched = bytes.to_vec();
+        // GENERICINST CLASS TypeRef(1) <2> CLASS self CLASS self
+        patched[at..at + 8].copy_from_slice(&[0x15, 0x12, 0x05, 0x02, 0x12, me, 0x12, me]);
+        assert_eq!(decompress_u32(&[me]).unwrap().0 >> 2, rid);
+        (patched, Token::new(Table::TypeSpec, rid))
+    }
+
+    #[test]
+    fn a_self_doubling_type_spec_is_cut_short() {
+        let (bytes, token) = self_doubling();
+        let image = Image::parse(&bytes).unwrap();
+        let start = std::time::Instant::now();
+        let mut compact = String::new();
+        image.write_type_name(token, &mut compact).unwrap();
+        assert!(compact.len() <= MAX_NAME_LEN + 4096, "{}", compact.len());
+        let mut ilasm = String::new();
+        let e = image.write_type_name_ilasm(token, &mut ilasm).unwrap_err();
+        assert!(ilasm.is_empty());
+        // The first failure met: the leftmost path is too deep before the text is too long.
+        assert!(matches!(&e, ImageError::BadTypeName { .. }), "{e}");
+        assert!(start.elapsed().as_secs() < 5, "{:?}", start.elapsed());
     }
 }
