@@ -117,13 +117,34 @@ enum Command {
     /// Work on JSON reports: `merge` the reports of a sharded run (--shard K/N) into one.
     #[command(subcommand)]
     Report(cli::report::ReportCommand),
-    /// Disassemble one method body given as hex or as a binary file.
+    /// Disassemble an assembly's methods, their tokens named as ildasm names them, or one
+    /// method body given as hex or as a file of body bytes.
+    ///
+    /// FILE is read as an assembly when it starts with the PE signature `MZ` (no method body
+    /// starts with that byte: it is neither a tiny nor a fat header), otherwise as one method
+    /// body's bytes. An assembly's methods are all printed unless --method or --token choose
+    /// some, each after a header line with its token, full name and RVA.
+    ///
+    /// Exit code 0 when everything printed decodes, 1 when a body or some of its code does not
+    /// or when nothing matches --method/--token, 2 when the file cannot be read or is a PE file
+    /// that is not a readable .NET assembly, or on usage errors.
     Disasm {
         /// Body bytes as hex, e.g. "2A" or "13 30 01 00 …".
         #[arg(long, conflicts_with = "file")]
         hex: Option<String>,
-        /// A file holding the body bytes.
+        /// An assembly (a PE file), or a file holding one method body's bytes.
         file: Option<PathBuf>,
+        /// Only methods whose full name matches this glob (`*` any run, `?` one character),
+        /// as `rewrite --methods` matches them: `Ns.Outer/Inner::Method(int32,string)`, so
+        /// `'Ns.Type::Method*'`. Repeatable.
+        #[arg(long = "method", value_name = "GLOB")]
+        methods: Vec<String>,
+        /// Only the method with this MethodDef token, e.g. 0x06000012. Repeatable.
+        #[arg(long = "token", value_name = "TOKEN")]
+        tokens: Vec<String>,
+        /// Print metadata tokens raw (`call 0x0a000001`) instead of naming them.
+        #[arg(long)]
+        raw_tokens: bool,
         /// Also print the canonical encoding's bytes.
         #[arg(long)]
         canonical: bool,
@@ -145,8 +166,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Disasm {
             hex,
             file,
+            methods,
+            tokens,
+            raw_tokens,
             canonical,
-        } => disasm(hex, file, canonical),
+        } => disasm(hex, file, &methods, &tokens, raw_tokens, canonical),
         Command::Rewrite(args) => cli::rewrite::run(args),
         Command::Generate(args) => cli::generate::run(args),
         Command::Fuzz(args) => cli::fuzz::run(args),
@@ -203,7 +227,14 @@ fn parse_hex(text: &str) -> Result<Vec<u8>> {
         .collect()
 }
 
-fn disasm(hex: Option<String>, file: Option<PathBuf>, canonical: bool) -> Result<ExitCode> {
+fn disasm(
+    hex: Option<String>,
+    file: Option<PathBuf>,
+    methods: &[String],
+    tokens: &[String],
+    raw_tokens: bool,
+    canonical: bool,
+) -> Result<ExitCode> {
     let (bytes, source) = match (hex, file) {
         (Some(h), _) => (parse_hex(&h)?, "--hex".to_string()),
         (None, Some(f)) => {
@@ -211,10 +242,18 @@ fn disasm(hex: Option<String>, file: Option<PathBuf>, canonical: bool) -> Result
             ilcheck::fsio::open_regular(&f)
                 .and_then(|mut file| std::io::Read::read_to_end(&mut file, &mut bytes))
                 .with_context(|| format!("reading {}", f.display()))?;
+            if bytes.starts_with(b"MZ") {
+                return disasm_assembly(&f, &bytes, methods, tokens, raw_tokens, canonical);
+            }
             (bytes, f.display().to_string())
         }
-        (None, None) => bail!("give --hex BYTES or a FILE"),
+        (None, None) => bail!("give an ASSEMBLY, a FILE of body bytes or --hex BYTES"),
     };
+    if !methods.is_empty() || !tokens.is_empty() {
+        bail!(
+            "{source} is not an assembly (a file starting with MZ): --method and --token choose methods of one"
+        );
+    }
     let body = match Body::parse(&bytes) {
         Ok(b) => b,
         Err(e) => {
@@ -237,6 +276,110 @@ fn disasm(hex: Option<String>, file: Option<PathBuf>, canonical: bool) -> Result
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `disasm` of an assembly: the methods `methods` (globs over full names) or `tokens` choose,
+/// every method when neither is given.
+fn disasm_assembly(
+    path: &std::path::Path,
+    bytes: &[u8],
+    methods: &[String],
+    tokens: &[String],
+    raw_tokens: bool,
+    canonical: bool,
+) -> Result<ExitCode> {
+    use ilcheck::disasm::{ImageNamer, TokenNamer};
+    use std::io::Write;
+    let image = ilcheck::image::Image::parse(bytes)
+        .with_context(|| format!("{}: not a readable .NET assembly", path.display()))?;
+    let mut wanted = Vec::with_capacity(tokens.len());
+    for t in tokens {
+        let token = cli::rewrite::parse_token(t)?;
+        if token >> 24 != ilcheck::image::Table::MethodDef as u32 {
+            bail!("--token {t}: not a MethodDef token (0x06xxxxxx)");
+        }
+        wanted.push(token);
+    }
+    let all = methods.is_empty() && wanted.is_empty();
+    let chosen: Vec<_> = image
+        .methods()
+        .filter(|m| {
+            all || wanted.contains(&m.token().0)
+                || (!methods.is_empty()
+                    && m.full_name()
+                        .is_ok_and(|n| methods.iter().any(|g| corpus::glob_match(g, &n))))
+        })
+        .collect();
+    if chosen.is_empty() && all {
+        // A reference assembly or a resource-only module: nothing to print, nothing wrong.
+        println!("// {} defines no methods", path.display());
+        return Ok(ExitCode::SUCCESS);
+    }
+    if chosen.is_empty() {
+        let mut asked: Vec<String> = methods.iter().map(|g| format!("'{g}'")).collect();
+        asked.extend(tokens.iter().cloned());
+        eprintln!(
+            "ilcheck disasm: no method of {} matches {} (it has {} methods{})",
+            path.display(),
+            asked.join(" or "),
+            image.method_count(),
+            disasm_hint(&image, methods)
+        );
+        return Ok(ExitCode::from(1));
+    }
+    let namer = ImageNamer::new(&image);
+    let names = (!raw_tokens).then_some(&namer as &dyn TokenNamer);
+    let mut stdout = std::io::BufWriter::new(std::io::stdout().lock());
+    let mut failed = false;
+    let mut text = String::new();
+    for (n, method) in chosen.iter().enumerate() {
+        text.clear();
+        if n > 0 {
+            text.push('\n');
+        }
+        if let Err(why) = ilcheck::disasm::write_method(&mut text, method, names) {
+            eprintln!("{}: {why}", path.display());
+            failed = true;
+        }
+        if canonical && let Ok(body) = method.decoded_body() {
+            let mut out = Vec::new();
+            body.encode_canonical(&mut out)?;
+            text.push_str(&format!("// canonical: {}\n", ilcheck::disasm::hex(&out)));
+        }
+        match stdout.write_all(text.as_bytes()) {
+            // A reader that stops early (`| head`) ends the listing, not as an error.
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(ExitCode::SUCCESS),
+            r => r.context("writing the listing")?,
+        }
+    }
+    match stdout.flush() {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+        r => r.context("writing the listing")?,
+    }
+    Ok(if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// For a glob that matched nothing: how full names look, from a method whose name without
+/// its parameter list the glob matches (`Ns.T::M` for `Ns.T::M(int32)`), or else the first.
+fn disasm_hint(image: &ilcheck::image::Image<'_>, globs: &[String]) -> String {
+    let names = || image.methods().filter_map(|m| m.full_name().ok());
+    let near = names().find_map(|n| {
+        let bare = &n[..n.find('(').unwrap_or(n.len())];
+        globs
+            .iter()
+            .find(|g| corpus::glob_match(g, bare))
+            .map(|g| format!("; {n} would match '{g}*'"))
+    });
+    near.or_else(|| {
+        names()
+            .next()
+            .map(|n| format!("; full names include the parameters, e.g. {n}"))
+    })
+    .unwrap_or_default()
 }
 
 /// What a run reads: the inputs, a description of where they came from, and the entries that

@@ -32,6 +32,145 @@ fn disasm_hex_and_bad_input() {
 }
 
 #[test]
+fn disasm_assembly_methods_by_glob_and_token() {
+    let (code, out, err) = ilcheck(&["disasm", "corpus/bin/features.exe", "--method", "Shape::*"]);
+    assert_eq!(code, 0, "{err}");
+    for line in [
+        "// method 0x06000003 Shape::.ctor(), RVA 0x21ca",
+        "// tiny header, code size 19",
+        "IL_0001:  call       instance void [mscorlib]System.Object::.ctor()",
+        "IL_0006:  ldsfld     int32 Shape::created",
+        "// method 0x06000005 Shape::get_Name(), RVA 0: no body",
+        "IL_0023:  call       string [mscorlib]System.String::Concat(string, string, string)",
+    ] {
+        assert!(out.lines().any(|l| l == line), "missing {line:?} in\n{out}");
+    }
+    assert!(!out.contains("Circle::"), "{out}");
+
+    // Tokens choose methods too, and the two choices add up; .try nesting is kept.
+    let (code, out, err) = ilcheck(&[
+        "disasm",
+        "corpus/bin/codec_shapes.dll",
+        "--token",
+        "0x06000023",
+        "--method",
+        "Codec.Shapes::Vararg_Call*",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.starts_with("// method 0x06000023 Codec.Shapes::Calli_Static(int32), RVA 0x24a4\n")
+    );
+    assert!(out.contains("IL_0007:  calli      int32(int32)\n"), "{out}");
+    assert!(out.contains("vararg int32 Codec.Shapes::Vararg_Sum(int32, ..., int32, int32)\n"));
+    let (code, out, _) = ilcheck(&[
+        "disasm",
+        "corpus/bin/control_flow.exe",
+        "--method",
+        "*::Nested(*",
+    ]);
+    assert_eq!(code, 0);
+    assert!(out.contains("\n        catch MyException\n"), "{out}");
+
+    // --raw-tokens prints them as stored.
+    let (code, out, _) = ilcheck(&[
+        "disasm",
+        "corpus/bin/features.exe",
+        "--method",
+        "Shape::.ctor()",
+        "--raw-tokens",
+    ]);
+    assert_eq!(code, 0);
+    assert!(out.contains("IL_0001:  call       0x0a00000"), "{out}");
+    assert!(!out.contains("[mscorlib]"), "{out}");
+}
+
+#[test]
+fn disasm_no_match_and_bad_inputs() {
+    let methods = ilcheck::image::Image::open("corpus/bin/features.exe")
+        .unwrap()
+        .method_count();
+    let (code, out, err) = ilcheck(&["disasm", "corpus/bin/features.exe", "--method", "Nope::*"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(out.is_empty());
+    assert!(
+        err.contains(&format!(
+            "no method of corpus/bin/features.exe matches 'Nope::*' (it has {methods} methods"
+        )),
+        "{err}"
+    );
+    // Full names carry the parameters: a glob without them is told so.
+    let (code, _, err) = ilcheck(&[
+        "disasm",
+        "corpus/bin/features.exe",
+        "--method",
+        "Shape::Describe",
+    ]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("Shape::Describe() would match 'Shape::Describe*'"),
+        "{err}"
+    );
+    let (code, _, err) = ilcheck(&["disasm", "corpus/bin/features.exe", "--token", "0x06ffffff"]);
+    assert_eq!(code, 1, "{err}");
+    let (code, _, err) = ilcheck(&["disasm", "corpus/bin/features.exe", "--token", "0x0a000001"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("not a MethodDef token"), "{err}");
+
+    let dir = std::env::temp_dir().join(format!("ilcheck-disasm-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // A file of body bytes (tiny header, ldc.i4.0, ret) is a body; --method needs an assembly.
+    let body = dir.join("body.bin");
+    std::fs::write(&body, [0x0A, 0x16, 0x2A]).unwrap();
+    let (code, out, _) = ilcheck(&["disasm", body.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    assert!(out.contains("IL_0001:  ret"), "{out}");
+    let (code, _, err) = ilcheck(&["disasm", body.to_str().unwrap(), "--method", "*"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("is not an assembly"), "{err}");
+    // An assembly without methods (a reference assembly) is printed as such.
+    let empty = dir.join("empty.dll");
+    let lib = ilcheck::image::emit::assembly::AssemblyBuilder::new(
+        "Empty",
+        [1, 0, 0, 0],
+        ilcheck::image::emit::assembly::ImageKind::Dll,
+    )
+    .unwrap();
+    std::fs::write(&empty, lib.build().unwrap()).unwrap();
+    let (code, out, err) = ilcheck(&["disasm", empty.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.ends_with("empty.dll defines no methods\n"), "{out}");
+    // A PE file that is not .NET, and a missing file: exit 2 with the reason.
+    let pe = dir.join("native.dll");
+    std::fs::write(&pe, b"MZ\x90\0not a PE image at all").unwrap();
+    let (code, _, err) = ilcheck(&["disasm", pe.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("not a readable .NET assembly"), "{err}");
+    let (code, _, err) = ilcheck(&["disasm", dir.join("missing.dll").to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("missing.dll"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn verify_windows_name_their_tokens() {
+    let report = std::env::temp_dir().join(format!("ilcheck-windows-{}.md", std::process::id()));
+    let (code, out, _) = ilcheck(&[
+        "verify",
+        "corpus/bin/verify_cases.dll",
+        "--max",
+        "1000",
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1);
+    let line = "  > IL_0004:  call       int32 Verify.Helpers::I(int32)";
+    assert!(out.lines().any(|l| l == line), "{out}");
+    let md = std::fs::read_to_string(&report).unwrap();
+    std::fs::remove_file(&report).ok();
+    assert!(md.lines().any(|l| l == line), "{md}");
+}
+
+#[test]
 fn roundtrip_json_schema_and_exit_codes() {
     let (code, out, err) = ilcheck(&["roundtrip", "corpus/bin", "--json", "--canonical"]);
     assert_eq!(code, 0, "{err}");

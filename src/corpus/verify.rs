@@ -383,6 +383,8 @@ fn verify_image(
     report.verify_seconds += start.elapsed().as_secs_f64();
 
     let mut found = found.into_iter().peekable();
+    // Windows name their tokens; only the instructions shown are named.
+    let names = crate::disasm::ImageNamer::new(image);
     for (k, (method, body)) in work.iter().enumerate() {
         let findings: Vec<(String, u32, String)> = match body {
             Ok(_) => std::iter::from_fn(|| found.next_if(|f| f.0 == k))
@@ -413,7 +415,7 @@ fn verify_image(
         for (code, offset, message) in findings {
             let window = match body {
                 Some(b) if code != BODY_MALFORMED && report.findings.len() < opts.max_findings => {
-                    crate::disasm::window(b.code, offset, opts.window)
+                    crate::disasm::window_with(b.code, offset, opts.window, Some(&names))
                 }
                 _ => String::new(),
             };

@@ -197,6 +197,15 @@ pub enum ImageError {
         /// Why it cannot be used.
         reason: &'static str,
     },
+    /// A type's signature (a TypeSpec, a member's signature) names a type that cannot be
+    /// read: the first such type, and why.
+    #[error("{token} names a type that cannot be read: {reason}")]
+    BadTypeName {
+        /// The token whose name was asked for.
+        token: Token,
+        /// The type inside it that cannot be named, and why.
+        reason: String,
+    },
     /// A MethodDef's RVA is non-zero but lies in no section's file data.
     #[error("method {token}: body RVA {rva:#x} lies in no section's file data")]
     BodyOutsideSections {

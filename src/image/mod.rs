@@ -9,6 +9,7 @@ pub mod error;
 pub mod heaps;
 pub mod integrity;
 pub mod metadata;
+pub mod names;
 pub mod pe;
 mod read;
 pub mod sig;
@@ -23,6 +24,7 @@ pub use error::{ImageError, PeError};
 pub use heaps::{BlobHeap, GuidHeap, StringHeap, UserStringHeap};
 pub use integrity::{IntegrityCode, IntegrityFinding};
 pub use metadata::MetadataRoot;
+pub use names::SigNames;
 pub use pe::{CliHeader, PeInfo, Section};
 pub use sig::{MethodSigSummary, SigError, StandAloneSig};
 pub use tables::{CodedIndex, Table, Tables, TablesHeader, Token};
@@ -318,13 +320,27 @@ impl<'a> Image<'a> {
 
     /// Appends `Namespace.Outer/Inner` for a TypeDef, TypeRef or (rendered) TypeSpec.
     pub fn write_type_name(&self, token: Token, out: &mut String) -> Result<(), ImageError> {
-        self.type_name_at_depth(token, 0, out)
+        let names = SigNames::new(self, sig::Style::Compact);
+        self.type_name_at_depth(token, 0, sig::Style::Compact, &names, out)
     }
 
-    fn type_name_at_depth(
+    /// Appends a type's name as ILAsm writes it where a type is an operand (`box`, a
+    /// member's parent): a TypeDef as `Ns.Outer/Inner`, a TypeRef with its resolution scope
+    /// (`[mscorlib]System.Int32`, `[.module other.dll]Ns.T`), a TypeSpec as its signature
+    /// (`class [mscorlib]System.Collections.Generic.List`1<int32>`); names quoted where ILAsm
+    /// needs quotes. A type inside a TypeSpec that cannot be named is an error too.
+    /// On `Err`, `out` is left as it was.
+    pub fn write_type_name_ilasm(&self, token: Token, out: &mut String) -> Result<(), ImageError> {
+        SigNames::new(self, sig::Style::Ilasm).write_type(token, out)
+    }
+
+    /// Appends a type's name in `style`; a TypeSpec is rendered with `names`.
+    pub(crate) fn type_name_at_depth(
         &self,
         token: Token,
         depth: u32,
+        style: sig::Style,
+        names: &dyn sig::TypeNames,
         out: &mut String,
     ) -> Result<(), ImageError> {
         let t = self.tables();
@@ -333,6 +349,8 @@ impl<'a> Image<'a> {
         let mut chain: [(u32, u32); MAX_NESTING] = [(0, 0); MAX_NESTING];
         let mut len = 0;
         let mut cur = token;
+        // Where the outermost TypeRef is found (ILAsm writes it as `[scope]`).
+        let mut scope = None;
         loop {
             let (ns, name, outer) = match cur.table() {
                 Some(Table::TypeDef) => {
@@ -344,16 +362,17 @@ impl<'a> Image<'a> {
                 }
                 Some(Table::TypeRef) => {
                     let row = t.type_ref(cur.rid())?;
-                    let scope = row.resolution_scope;
-                    let outer = (scope.table() == Some(Table::TypeRef) && !scope.is_null())
-                        .then_some(scope);
-                    (row.namespace, row.name, outer)
+                    let s = row.resolution_scope;
+                    let nested = s.table() == Some(Table::TypeRef) && !s.is_null();
+                    if !nested {
+                        scope = Some(s);
+                    }
+                    (row.namespace, row.name, nested.then_some(s))
                 }
                 Some(Table::TypeSpec) if len == 0 => {
                     let index = t.type_spec(cur.rid())?.signature;
                     let (blob, offset) = self.sig_blob(index)?;
-                    let names = ImageNames { image: self };
-                    return sig::render_type(blob, &names, depth, out)
+                    return sig::render_type(blob, names, depth, out)
                         .map_err(|source| ImageError::Sig { offset, source });
                 }
                 _ => {
@@ -376,39 +395,58 @@ impl<'a> Image<'a> {
                 None => break,
             }
         }
+        // Everything is read before anything is written, so a failure leaves `out` as it was.
+        let mut text = String::new();
+        if style == sig::Style::Ilasm
+            && let Some(s) = scope
+        {
+            self.write_scope(s, &mut text)?;
+        }
         for (i, &(ns, name)) in chain[..len].iter().rev().enumerate() {
             if i > 0 {
-                out.push('/');
+                text.push('/');
             } else {
                 let ns = strings.get(ns)?;
                 if !ns.is_empty() {
-                    out.push_str(ns);
-                    out.push('.');
+                    match style {
+                        sig::Style::Compact => text.push_str(ns),
+                        sig::Style::Ilasm => names::write_ilasm_name(&mut text, ns),
+                    }
+                    text.push('.');
                 }
             }
-            out.push_str(strings.get(name)?);
+            let name = strings.get(name)?;
+            match style {
+                sig::Style::Compact => text.push_str(name),
+                sig::Style::Ilasm => names::write_ilasm_name(&mut text, name),
+            }
         }
+        out.push_str(&text);
         Ok(())
     }
-}
 
-/// Names types in signatures through the image's tables.
-struct ImageNames<'i> {
-    image: &'i Image<'i>,
-}
-
-impl sig::TypeNames for ImageNames<'_> {
-    fn write_type_name(&self, token: Token, depth: u32, out: &mut String) -> Result<(), SigError> {
-        if depth >= sig::MAX_DEPTH {
-            return Err(SigError::TooDeep {
-                offset: 0,
-                limit: sig::MAX_DEPTH,
-            });
+    /// `[assembly]` or `[.module name]` for a TypeRef's resolution scope; nothing for this
+    /// module or a null scope (a type found through the ExportedType table).
+    fn write_scope(&self, scope: Token, out: &mut String) -> Result<(), ImageError> {
+        let t = self.tables();
+        let (module, name) = match scope.table() {
+            _ if scope.is_null() => return Ok(()),
+            Some(Table::AssemblyRef) => (false, t.assembly_ref(scope.rid())?.name),
+            Some(Table::ModuleRef) => (true, t.cell(Table::ModuleRef, scope.rid(), 0)?),
+            Some(Table::Module) => return Ok(()),
+            _ => {
+                return Err(ImageError::BadToken {
+                    token: scope,
+                    reason: "not a resolution scope",
+                });
+            }
+        };
+        out.push('[');
+        if module {
+            out.push_str(".module ");
         }
-        if self.image.type_name_at_depth(token, depth, out).is_err() {
-            // A dangling or malformed token still renders, as its hex value.
-            out.push_str(&format!("{token}"));
-        }
+        names::write_ilasm_name(out, self.strings().get(name)?);
+        out.push(']');
         Ok(())
     }
 }
@@ -545,7 +583,7 @@ impl<'i> Method<'i> {
         }
         out.push_str(self.name()?);
         let (blob, offset) = self.image.sig_blob(self.row.signature)?;
-        let names = ImageNames { image: self.image };
+        let names = SigNames::new(self.image, sig::Style::Compact);
         sig::render_method_params(blob, &names, &mut out)
             .map_err(|source| ImageError::Sig { offset, source })?;
         Ok(out)

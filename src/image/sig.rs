@@ -396,11 +396,29 @@ impl<'a> SigReader<'a> {
 // ---------------------------------------------------------------------------------------------
 // Rendering support
 
+/// How rendered signatures are spelled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Style {
+    /// Full method names: parameters separated by `,` alone, no calling convention
+    /// (`void(int32,string)`).
+    #[default]
+    Compact,
+    /// ILAsm, as ildasm prints operands: parameters separated by `, ` and the calling
+    /// convention before the return type (`instance void(int32, string)`, `vararg`,
+    /// `unmanaged cdecl`). Generic arguments stay separated by `,` alone, as ildasm prints them.
+    Ilasm,
+}
+
 /// Supplies readable names for TypeDef/TypeRef/TypeSpec tokens while rendering a type.
 pub trait TypeNames {
     /// Appends the name of `token` to `out`. `depth` is the current nesting, to be passed on
     /// when a TypeSpec is rendered through [`read_type`].
     fn write_type_name(&self, token: Token, depth: u32, out: &mut String) -> Result<(), SigError>;
+
+    /// How the signature around the names is spelled.
+    fn style(&self) -> Style {
+        Style::Compact
+    }
 }
 
 /// Names tokens by their hex value; for signatures read without an image.
@@ -424,6 +442,40 @@ pub struct Renderer<'o> {
 impl Renderer<'_> {
     fn push(&mut self, s: &str) {
         self.out.push_str(s);
+    }
+
+    /// Separates parameters (and locals) in a list.
+    fn separator(&self) -> &'static str {
+        match self.names.style() {
+            Style::Compact => ",",
+            Style::Ilasm => ", ",
+        }
+    }
+
+    /// ILAsm's words for a method signature's calling convention (II.15.3), each followed by a
+    /// space; nothing in the compact style, and nothing for the default convention.
+    fn calling_convention(&mut self, cc: u8) {
+        if self.names.style() == Style::Compact {
+            return;
+        }
+        if cc & callconv::HASTHIS != 0 {
+            self.push("instance ");
+        }
+        if cc & callconv::EXPLICITTHIS != 0 {
+            self.push("explicit ");
+        }
+        self.push(match cc & callconv::KIND_MASK {
+            callconv::C => "unmanaged cdecl ",
+            callconv::STDCALL => "unmanaged stdcall ",
+            callconv::THISCALL => "unmanaged thiscall ",
+            callconv::FASTCALL => "unmanaged fastcall ",
+            callconv::VARARG => "vararg ",
+            callconv::UNMANAGED => "unmanaged ",
+            callconv::DEFAULT => "",
+            // Field, local, property and instantiation signatures: the method signature reader
+            // refuses them before anything is rendered.
+            _ => "",
+        });
     }
 }
 
@@ -675,6 +727,9 @@ pub fn read_method_sig(
         0
     };
     let param_count = r.count(1)?;
+    if let (Some(rd), Some(_)) = (rend.as_deref_mut(), ret_sep) {
+        rd.calling_convention(cc);
+    }
     let ret = read_type(
         r,
         depth + 1,
@@ -701,19 +756,30 @@ pub fn read_method_sig(
             r.u8()?;
             sentinel_index = Some(i as usize);
             if let Some(rd) = rend.as_deref_mut() {
-                rd.push(if i > 0 { ",..." } else { "..." });
+                if i > 0 {
+                    rd.push(rd.separator());
+                }
+                rd.push("...");
             }
             continue;
         }
         if let Some(rd) = rend.as_deref_mut()
             && (i > 0 || sentinel_index.is_some())
         {
-            rd.push(",");
+            rd.push(rd.separator());
         }
         read_type(r, depth + 1, rend.as_deref_mut())?;
         i += 1;
     }
     if let Some(rd) = rend {
+        // A call site that passes no extra arguments still ends with the sentinel, which
+        // ILAsm writes as a trailing `...`; only the text shows it (the parameters are counted).
+        if sentinel_index.is_none() && r.peek() == Ok(element::SENTINEL) {
+            if param_count > 0 {
+                rd.push(rd.separator());
+            }
+            rd.push("...");
+        }
         rd.push(")");
     }
     Ok(MethodSigSummary {
@@ -733,8 +799,12 @@ pub fn method_sig_summary(blob: &[u8]) -> Result<MethodSigSummary, SigError> {
     read_method_sig(&mut SigReader::new(blob), 0, None, None)
 }
 
-/// Local-variable signature (II.23.2.6): returns the number of locals.
-pub fn read_local_sig(r: &mut SigReader<'_>) -> Result<u32, SigError> {
+/// Local-variable signature (II.23.2.6): returns the number of locals. When `rend` is given,
+/// renders the list ILAsm-style, each local named by its number: `(int32 V_0,string V_1)`.
+pub fn read_local_sig(
+    r: &mut SigReader<'_>,
+    mut rend: Option<&mut Renderer<'_>>,
+) -> Result<u32, SigError> {
     let offset = r.pos();
     let cc = r.u8()?;
     if cc != callconv::LOCAL_SIG {
@@ -745,8 +815,22 @@ pub fn read_local_sig(r: &mut SigReader<'_>) -> Result<u32, SigError> {
         });
     }
     let count = r.count(1)?;
-    for _ in 0..count {
-        read_type(r, 1, None)?;
+    if let Some(rd) = rend.as_deref_mut() {
+        rd.push("(");
+    }
+    for i in 0..count {
+        if i > 0
+            && let Some(rd) = rend.as_deref_mut()
+        {
+            rd.push(rd.separator());
+        }
+        read_type(r, 1, rend.as_deref_mut())?;
+        if let Some(rd) = rend.as_deref_mut() {
+            let _ = write!(rd.out, " V_{i}");
+        }
+    }
+    if let Some(rd) = rend {
+        rd.push(")");
     }
     Ok(count)
 }
@@ -836,7 +920,7 @@ pub fn standalone_sig(blob: &[u8]) -> Result<StandAloneSig, SigError> {
     let mut r = SigReader::new(blob);
     if r.peek()? == callconv::LOCAL_SIG {
         Ok(StandAloneSig::Locals {
-            count: read_local_sig(&mut r)?,
+            count: read_local_sig(&mut r, None)?,
         })
     } else {
         Ok(StandAloneSig::Method(read_method_sig(
@@ -864,6 +948,49 @@ pub fn render_method_sig(
 ) -> Result<MethodSigSummary, SigError> {
     let mut rd = Renderer { out, names };
     read_method_sig(&mut SigReader::new(blob), 0, Some(&mut rd), Some(""))
+}
+
+/// Renders a method signature blob as `ret` + `middle` + `(p1,p2)`: in the ILAsm style the
+/// calling convention comes first and `middle` is where a reference puts its ` Type::Name`
+/// (empty for a `calli` site).
+pub fn render_method_ref(
+    blob: &[u8],
+    names: &dyn TypeNames,
+    middle: &str,
+    out: &mut String,
+) -> Result<MethodSigSummary, SigError> {
+    let mut rd = Renderer { out, names };
+    read_method_sig(&mut SigReader::new(blob), 0, Some(&mut rd), Some(middle))
+}
+
+/// Renders a field signature blob's type.
+pub fn render_field_sig(
+    blob: &[u8],
+    names: &dyn TypeNames,
+    out: &mut String,
+) -> Result<(), SigError> {
+    let mut rd = Renderer { out, names };
+    read_field_sig(&mut SigReader::new(blob), Some(&mut rd)).map(|_| ())
+}
+
+/// Renders a local-variable signature blob as `(int32 V_0, string V_1)` (separators by style).
+pub fn render_local_sig(
+    blob: &[u8],
+    names: &dyn TypeNames,
+    out: &mut String,
+) -> Result<u32, SigError> {
+    let mut rd = Renderer { out, names };
+    read_local_sig(&mut SigReader::new(blob), Some(&mut rd))
+}
+
+/// Renders a MethodSpec instantiation blob as `<int32,string>`.
+pub fn render_method_spec(
+    blob: &[u8],
+    names: &dyn TypeNames,
+    out: &mut String,
+) -> Result<u32, SigError> {
+    let mut rd = Renderer { out, names };
+    read_method_spec(&mut SigReader::new(blob), Some(&mut rd))
 }
 
 /// Renders only the parameter list `(p1,p2)` of a method signature blob.
@@ -1074,6 +1201,81 @@ mod tests {
             method_sig_summary(&[0x06, I4]),
             Err(SigError::WrongKind { .. })
         ));
+    }
+
+    /// Token names in hex, the signature around them ILAsm-style.
+    struct IlasmTokenNames;
+
+    impl TypeNames for IlasmTokenNames {
+        fn write_type_name(&self, token: Token, d: u32, out: &mut String) -> Result<(), SigError> {
+            TokenNames.write_type_name(token, d, out)
+        }
+        fn style(&self) -> Style {
+            Style::Ilasm
+        }
+    }
+
+    #[test]
+    fn ilasm_style() {
+        use element::*;
+        let ilasm = |blob: &[u8], middle: &str| {
+            let mut s = String::new();
+            render_method_ref(blob, &IlasmTokenNames, middle, &mut s).map(|_| s)
+        };
+        assert_eq!(
+            ilasm(&[0x20, 2, VOID, I4, STRING], " C::M").unwrap(),
+            "instance void C::M(int32, string)"
+        );
+        assert_eq!(
+            ilasm(&[0x60, 1, VOID, OBJECT], "").unwrap(),
+            "instance explicit void(object)"
+        );
+        assert_eq!(
+            ilasm(&[0x01, 1, I4, I4], "").unwrap(),
+            "unmanaged cdecl int32(int32)"
+        );
+        assert_eq!(
+            ilasm(&[0x05, 3, I4, STRING, SENTINEL, I4, R8], " V").unwrap(),
+            "vararg int32 V(string, ..., int32, float64)"
+        );
+        // A vararg call site passing no extra argument ends with the sentinel: shown, not
+        // counted.
+        assert_eq!(
+            ilasm(&[0x05, 1, I4, STRING, SENTINEL], " V").unwrap(),
+            "vararg int32 V(string, ...)"
+        );
+        assert_eq!(
+            method_sig_summary(&[0x05, 1, I4, STRING, SENTINEL])
+                .unwrap()
+                .sentinel_index,
+            None
+        );
+        // Generic arguments keep the compact separator, as ildasm prints them.
+        assert_eq!(
+            ilasm(
+                &[0x00, 1, VOID, GENERICINST, CLASS, 0x05, 2, I4, OBJECT],
+                ""
+            )
+            .unwrap(),
+            "void(class 0x01000001<int32,object>)"
+        );
+        // Function pointers carry their own calling convention.
+        assert_eq!(
+            ilasm(&[0x00, 1, VOID, FNPTR, 0x20, 0, I4], "").unwrap(),
+            "void(method instance int32 *())"
+        );
+        let mut s = String::new();
+        render_local_sig(&[0x07, 2, I4, SZARRAY, STRING], &IlasmTokenNames, &mut s).unwrap();
+        assert_eq!(s, "(int32 V_0, string[] V_1)");
+        s.clear();
+        render_local_sig(&[0x07, 2, I4, SZARRAY, STRING], &TokenNames, &mut s).unwrap();
+        assert_eq!(s, "(int32 V_0,string[] V_1)");
+        s.clear();
+        render_method_spec(&[0x0A, 2, I4, OBJECT], &IlasmTokenNames, &mut s).unwrap();
+        assert_eq!(s, "<int32,object>");
+        // The compact style of full names is as it was.
+        let (s, _) = render_method(&[0x20, 2, VOID, I4, STRING]).unwrap();
+        assert_eq!(s, "void(int32,string)");
     }
 
     #[test]

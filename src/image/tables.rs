@@ -1126,10 +1126,28 @@ impl<'a> Tables<'a> {
     /// The TypeDef whose method list holds MethodDef `rid`. Method lists are runs of rows
     /// (II.22.37); with a MethodPtr table they run over MethodPtr rows instead.
     pub fn declaring_type(&self, method_rid: u32) -> Result<Option<u32>, ImageError> {
-        let list_index = if self.rows(Table::MethodPtr) > 0 {
+        self.list_owner(method_rid, Table::MethodDef, Table::MethodPtr, 5)
+    }
+
+    /// The TypeDef whose field list holds Field `rid`. Field lists are runs of rows
+    /// (II.22.37); with a FieldPtr table they run over FieldPtr rows instead.
+    pub fn field_declaring_type(&self, field_rid: u32) -> Result<Option<u32>, ImageError> {
+        self.list_owner(field_rid, Table::Field, Table::FieldPtr, 4)
+    }
+
+    /// The TypeDef whose list (column `list_col`) holds row `rid` of `table`, through `ptr`
+    /// when that indirection table has rows.
+    fn list_owner(
+        &self,
+        rid: u32,
+        table: Table,
+        ptr: Table,
+        list_col: usize,
+    ) -> Result<Option<u32>, ImageError> {
+        let list_index = if self.rows(ptr) > 0 {
             let mut found = None;
-            for p in 1..=self.rows(Table::MethodPtr) {
-                if self.cell(Table::MethodPtr, p, 0)? == method_rid {
+            for p in 1..=self.rows(ptr) {
+                if self.cell(ptr, p, 0)? == rid {
                     found = Some(p);
                     break;
                 }
@@ -1138,18 +1156,18 @@ impl<'a> Tables<'a> {
                 Some(p) => p,
                 None => return Ok(None),
             }
-        } else if method_rid == 0 || method_rid > self.rows(Table::MethodDef) {
-            // No such method: no owner (the search below would name the last type).
+        } else if rid == 0 || rid > self.rows(table) {
+            // No such row: no owner (the search below would name the last type).
             return Ok(None);
         } else {
-            method_rid
+            rid
         };
-        // Last TypeDef whose MethodList start is <= list_index.
+        // Last TypeDef whose list start is <= list_index.
         let n = self.rows(Table::TypeDef);
         let (mut lo, mut hi) = (1u32, n + 1);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            if self.cell(Table::TypeDef, mid, 5)? <= list_index {
+            if self.cell(Table::TypeDef, mid, list_col)? <= list_index {
                 lo = mid + 1;
             } else {
                 hi = mid;

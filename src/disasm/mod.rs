@@ -1,18 +1,40 @@
 //! ildasm-style text for method bodies: the header summary, one line per instruction with branch
 //! targets as `IL_xxxx` labels, EH regions as nested `.try { … } catch … { … }` blocks when they
 //! nest, and the exception table as stored. Diffs and reports are made of this text.
+//!
+//! Metadata tokens are printed raw (`call 0x0a000001`) unless a [`TokenNamer`] is given:
+//! [`ImageNamer`] names them from an assembly's metadata as ildasm does
+//! (`call void [mscorlib]System.Console::WriteLine(string)`), one token at a time and only for
+//! the lines printed.
+
+pub mod names;
+
+pub use names::{ImageNamer, TokenNamer};
 
 use crate::body::{Body, Clause, ClauseKind, Header, SectionContent};
+use crate::image::{ImageError, Method};
 use crate::instr::{Instruction, Instructions, Operand, decode_with_len};
+use crate::opcode::OperandKind;
 use std::cmp::Reverse;
 use std::fmt::{self, Write};
 
-/// Writes an instruction's operand (with the separating padding), ildasm-style.
+/// Writes an instruction's operand (with the separating padding), ildasm-style, tokens raw.
 pub fn write_operand(f: &mut impl Write, i: &Instruction<'_>) -> fmt::Result {
+    write_operand_with(f, i, None)
+}
+
+/// Writes an instruction's operand (with the separating padding), ildasm-style; tokens named
+/// by `names` when given (see [`write_token`]).
+pub fn write_operand_with(
+    f: &mut impl Write,
+    i: &Instruction<'_>,
+    names: Option<&dyn TokenNamer>,
+) -> fmt::Result {
     if matches!(i.operand, Operand::None) {
         return Ok(());
     }
-    let pad = 11usize.saturating_sub(i.opcode.name().len());
+    // At least one space: `constrained.` is longer than the column.
+    let pad = 11usize.saturating_sub(i.opcode.name().len()).max(1);
     write!(f, "{:pad$}", "")?;
     let next = i.next_offset();
     match &i.operand {
@@ -51,7 +73,25 @@ pub fn write_operand(f: &mut impl Write, i: &Instruction<'_>) -> fmt::Result {
             );
             write!(f, "{}_{v}", if local { "V" } else { "A" })
         }
-        Operand::Token(t) => write!(f, "{t:#010x}"),
+        Operand::Token(t) => write_token(f, names, i.opcode.operand_kind(), *t),
+    }
+}
+
+/// Writes a token operand of kind `kind`: named by `names`, or raw (`0x0a000001`) without
+/// one, or raw followed by a comment saying why when it cannot be named.
+pub fn write_token(
+    f: &mut impl Write,
+    names: Option<&dyn TokenNamer>,
+    kind: OperandKind,
+    token: u32,
+) -> fmt::Result {
+    let Some(names) = names else {
+        return write!(f, "{token:#010x}");
+    };
+    let mut text = String::new();
+    match names.write_token(kind, token, &mut text) {
+        Ok(()) => f.write_str(&text),
+        Err(why) => write!(f, "{token:#010x}  // {why}"),
     }
 }
 
@@ -105,12 +145,20 @@ impl RegionLabel {
 
     /// Writes the line that opens the region and, unless that line is the brace itself (a
     /// filter's handler), the brace line, each after `indent`.
-    fn write_open(self, out: &mut String, indent: &str) -> fmt::Result {
+    fn write_open(
+        self,
+        out: &mut String,
+        indent: &str,
+        names: Option<&dyn TokenNamer>,
+    ) -> fmt::Result {
         out.push_str(indent);
         match self {
             RegionLabel::Try => out.push_str(".try"),
             RegionLabel::Filter => out.push_str("filter"),
-            RegionLabel::Catch(class) => write!(out, "catch {class:#010x}")?,
+            RegionLabel::Catch(class) => {
+                out.push_str("catch ");
+                write_token(out, names, OperandKind::Type, class)?;
+            }
             RegionLabel::FilterHandler => {
                 out.push_str("{  // handler\n");
                 return Ok(());
@@ -200,15 +248,58 @@ fn nested_regions(clauses: &[Clause], starts: &[u32], code_len: u32) -> Option<N
     Some(Nesting { regions, depth })
 }
 
-/// Full ildasm-style text of a body.
+/// Full ildasm-style text of a body, tokens raw.
 pub fn disassemble(body: &Body<'_>) -> String {
+    disassemble_with(body, None)
+}
+
+/// Full ildasm-style text of a body; tokens (operands, catch classes, the locals signature)
+/// named by `names` when given.
+pub fn disassemble_with(body: &Body<'_>, names: Option<&dyn TokenNamer>) -> String {
     let mut out = String::new();
     // Writing to a String cannot fail.
-    let _ = write_body(&mut out, body);
+    let _ = write_body(&mut out, body, names);
     out
 }
 
-fn write_body(out: &mut String, body: &Body<'_>) -> fmt::Result {
+/// The text of one method of an image: a header line with its MethodDef token, full name (as
+/// `--methods` globs match it) and RVA, then its body as [`disassemble_with`] prints it.
+/// A method without a body (RVA 0) says so. `Err` says why the body is not wholly readable —
+/// it does not decode, or some of its code does not — while the text still shows what could
+/// be read.
+pub fn write_method(
+    out: &mut String,
+    method: &Method<'_>,
+    names: Option<&dyn TokenNamer>,
+) -> Result<(), String> {
+    let name = method
+        .full_name()
+        .unwrap_or_else(|e| format!("<name unreadable: {e}>"));
+    let _ = write!(out, "// method {} {name}", method.token());
+    if method.rva() == 0 {
+        out.push_str(", RVA 0: no body\n");
+        return Ok(());
+    }
+    let _ = writeln!(out, ", RVA {:#x}", method.rva());
+    let body = match method.decoded_body() {
+        Ok(body) => body,
+        Err(e) => {
+            let _ = writeln!(out, "// {e}");
+            return Err(e.to_string());
+        }
+    };
+    let _ = write_body(out, &body, names);
+    body.validate_code()
+        .map(|_| ())
+        .map_err(|e| ImageError::Body {
+            token: method.token(),
+            offset: method.body_offset().unwrap_or(0),
+            source: e,
+        })
+        .map_err(|e| e.to_string())
+}
+
+fn write_body(out: &mut String, body: &Body<'_>, names: Option<&dyn TokenNamer>) -> fmt::Result {
     match &body.header {
         Header::Tiny => writeln!(out, "// tiny header, code size {}", body.code.len())?,
         Header::Fat(h) => {
@@ -227,10 +318,17 @@ fn write_body(out: &mut String, body: &Body<'_>) -> fmt::Result {
     writeln!(out, ".maxstack {}", body.max_stack())?;
     if body.local_sig() != 0 || body.init_locals() {
         let init = if body.init_locals() { "init " } else { "" };
-        writeln!(out, ".locals {init}{:#010x}", body.local_sig())?;
+        write!(out, ".locals {init}")?;
+        let mut locals = String::new();
+        match names.map(|n| n.write_locals(body.local_sig(), &mut locals)) {
+            Some(Ok(())) => out.push_str(&locals),
+            None => write!(out, "{:#010x}", body.local_sig())?,
+            Some(Err(why)) => write!(out, "{:#010x}  // {why}", body.local_sig())?,
+        }
+        out.push('\n');
     }
     let clauses: Vec<Clause> = body.clauses().copied().collect();
-    write_code(out, body.code, &clauses)?;
+    write_code_with(out, body.code, &clauses, names)?;
     for (n, s) in body.sections.iter().enumerate() {
         let form = if s.is_fat() { "fat" } else { "small" };
         write!(
@@ -278,8 +376,19 @@ fn write_range(out: &mut String, start: u64, end: u64) -> fmt::Result {
     write!(out, "IL_{start:04x} to IL_{end:04x}")
 }
 
-/// Writes the instruction listing, structured by EH regions when they nest.
+/// Writes the instruction listing, structured by EH regions when they nest, tokens raw.
 pub fn write_code(out: &mut String, code: &[u8], clauses: &[Clause]) -> fmt::Result {
+    write_code_with(out, code, clauses, None)
+}
+
+/// Writes the instruction listing, structured by EH regions when they nest; tokens named by
+/// `names` when given.
+pub fn write_code_with(
+    out: &mut String,
+    code: &[u8],
+    clauses: &[Clause],
+    names: Option<&dyn TokenNamer>,
+) -> fmt::Result {
     // The code is walked twice, first for the instruction starts that region bounds must be
     // on, so that no decoded instruction is kept.
     let mut starts: Vec<u32> = Vec::new();
@@ -312,7 +421,7 @@ pub fn write_code(out: &mut String, code: &[u8], clauses: &[Clause]) -> fmt::Res
     for i in Instructions::new(code).flatten() {
         close_until(out, &mut open, i.offset, &indent);
         while let Some(r) = regions.get(next_region).filter(|r| r.start == i.offset) {
-            r.label.write_open(out, indent(open.len()))?;
+            r.label.write_open(out, indent(open.len()), names)?;
             open.push(r.end);
             next_region += 1;
         }
@@ -323,7 +432,7 @@ pub fn write_code(out: &mut String, code: &[u8], clauses: &[Clause]) -> fmt::Res
             i.offset,
             i.opcode.name()
         )?;
-        write_operand(out, &i)?;
+        write_operand_with(out, &i, names)?;
         out.push('\n');
     }
     close_until(out, &mut open, u32::MAX, &indent);
@@ -365,8 +474,14 @@ pub fn hex(bytes: &[u8]) -> String {
 }
 
 /// The instructions around IL offset `at`: `radius` on each side of the one that contains it,
-/// that one marked with `>`. Undecodable code ends the listing with the decoder's message.
+/// that one marked with `>`, tokens raw. Undecodable code ends the listing with the decoder's
+/// message.
 pub fn window(code: &[u8], at: u32, radius: usize) -> String {
+    window_with(code, at, radius, None)
+}
+
+/// [`window`] with tokens named by `names` when given: only the lines shown are named.
+pub fn window_with(code: &[u8], at: u32, radius: usize, names: Option<&dyn TokenNamer>) -> String {
     // Offsets of every line first; only the lines shown are formatted (the instructions decoded
     // again), so that a body's many findings do not each format the whole body.
     let mut offsets: Vec<u32> = Vec::new();
@@ -389,7 +504,9 @@ pub fn window(code: &[u8], at: u32, radius: usize) -> String {
         let mark = if from + n == hit { ">" } else { " " };
         let _ = match (from + n < instructions, &error) {
             (true, _) => match decode_with_len(code, off as usize) {
-                Ok((i, _)) => writeln!(out, "  {mark} {i}"),
+                Ok((i, _)) => write!(out, "  {mark} IL_{:04x}:  {}", i.offset, i.opcode.name())
+                    .and_then(|()| write_operand_with(&mut out, &i, names))
+                    .map(|()| out.push('\n')),
                 Err(e) => writeln!(out, "  {mark} // {e}"),
             },
             (false, Some(e)) => writeln!(out, "  {mark} // {e}"),
