@@ -674,7 +674,11 @@ pub fn write_repro(
             let rule = crate::verify::Code::from_name(code).map_or("", |c| c.description());
             let hint = rewriter_hint(code);
             if !rule.is_empty() || !hint.is_empty() {
-                let _ = writeln!(md, "- `{code}`: {rule}{}{hint}", if hint.is_empty() { "" } else { " — " });
+                let _ = writeln!(
+                    md,
+                    "- `{code}`: {rule}{}{hint}",
+                    if hint.is_empty() { "" } else { " — " }
+                );
             }
         }
         md.push('\n');
