@@ -31,8 +31,9 @@ fn text(o: &ilcheck::harness::Outcome) -> String {
 }
 
 /// 10,000 generated methods (50 programs of 200) print exactly their manifest's lines under
-/// CoreCLR and under mono — but for methods mono's optimiser gets wrong, which must then print
-/// the expected lines with mono's optimisations off — and verify clean.
+/// CoreCLR and under mono — but for programs mono's optimiser gets wrong (a wrong result, or a
+/// JIT assertion), which must then print the expected lines with mono's optimisations off —
+/// and verify clean.
 #[test]
 fn ten_thousand_generated_methods_run_as_their_manifests_say() {
     let test = "ten_thousand_generated_methods_run_as_their_manifests_say";
@@ -75,16 +76,9 @@ fn ten_thousand_generated_methods_run_as_their_manifests_say() {
         let expected = manifest.expected_lines();
         for rt in &runtimes {
             let o = support::run(&mut rt.command(&exe, &[]));
-            assert!(
-                o.success(),
-                "{} {}: {}",
-                rt.describe(),
-                exe.display(),
-                text(&o)
-            );
             let out = String::from_utf8_lossy(&o.stdout);
             let lines = result_lines(&out);
-            if lines == expected {
+            if o.success() && lines == expected {
                 continue;
             }
             let kind = rt.kind();
@@ -97,6 +91,12 @@ fn ten_thousand_generated_methods_run_as_their_manifests_say() {
             );
             // Mono's JIT optimiser: the same program, optimisations off.
             let o = support::run(rt.command(&exe, &[]).env("MONO_ENV_OPTIONS", "-O=-all"));
+            assert!(
+                o.success(),
+                "{}: mono without optimisations: {}",
+                exe.display(),
+                text(&o)
+            );
             let out = String::from_utf8_lossy(&o.stdout);
             assert_eq!(
                 result_lines(&out),
@@ -104,11 +104,12 @@ fn ten_thousand_generated_methods_run_as_their_manifests_say() {
                 "{}: mono without optimisations differs from the manifest",
                 exe.display()
             );
-            let wrong: Vec<&str> = lines
+            let wrong: Vec<&str> = expected
                 .iter()
-                .zip(&expected)
-                .filter(|(a, b)| a != b)
-                .map(|(a, _)| *a)
+                .enumerate()
+                .filter(|(i, e)| lines.get(*i) != Some(*e))
+                .map(|(_, e)| *e)
+                .take(3)
                 .collect();
             mono_miscompiled.push(format!("{}: {}", exe.display(), wrong.join(" | ")));
         }
@@ -120,7 +121,7 @@ fn ten_thousand_generated_methods_run_as_their_manifests_say() {
         mono_miscompiled.join("\n")
     );
     // A handful at most: more would mean the harness, not mono, is wrong.
-    assert!(mono_miscompiled.len() <= 5, "{mono_miscompiled:?}");
+    assert!(mono_miscompiled.len() <= 8, "{mono_miscompiled:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -126,8 +126,18 @@ pub fn compare_lines(
         .max(expected.map_or(0, <[String]>::len));
     for i in 0..n {
         let e = expected.and_then(|e| e.get(i)).map(String::as_str);
-        let o = original.get(i).copied().or(e);
-        let Some(o) = o else { continue };
+        // A line the original does not print, or prints otherwise than the interpreter
+        // expects: the runtime itself fails that method (crashes, miscompiles), so the
+        // rewritten program's line says nothing about the rewriter.
+        let Some(o) = original.get(i).copied() else {
+            if let Some(e) = e {
+                let m = method_of(e);
+                if disagrees.last() != Some(&m) {
+                    disagrees.push(m);
+                }
+            }
+            continue;
+        };
         if let Some(e) = e
             && o != e
         {
@@ -225,5 +235,10 @@ mod tests {
         let (diffs, _, _) = compare_lines(&original[..1], &[], None);
         assert_eq!(diffs[0].rewritten, "");
         assert!(!diffs[0].rejected);
+        // An original that stops early (the runtime crashed on it): its missing lines are the
+        // runtime's, not compared.
+        let (diffs, disagrees, compared) = compare_lines(&original[..1], &[], Some(&expected));
+        assert_eq!((diffs.len(), compared), (1, 1));
+        assert_eq!(disagrees, ["M1"]);
     }
 }
