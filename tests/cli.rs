@@ -150,7 +150,10 @@ fn disasm_no_match_and_bad_inputs() {
     std::fs::write(&text, "just text").unwrap();
     let (code, _, err) = ilcheck(&["disasm", text.to_str().unwrap()]);
     assert_eq!(code, 2);
-    assert!(err.contains("does not start with the PE signature MZ"), "{err}");
+    assert!(
+        err.contains("does not start with the PE signature MZ"),
+        "{err}"
+    );
     let (code, _, err) = ilcheck(&["disasm", dir.join("missing.dll").to_str().unwrap()]);
     assert_eq!(code, 2);
     assert!(err.contains("missing.dll"), "{err}");
