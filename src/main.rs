@@ -122,8 +122,9 @@ enum Command {
     ///
     /// FILE is read as an assembly when it starts with the PE signature `MZ` (no method body
     /// starts with that byte: it is neither a tiny nor a fat header), otherwise as one method
-    /// body's bytes. An assembly's methods are all printed unless --method or --token choose
-    /// some, each after a header line with its token, full name and RVA.
+    /// body's bytes — unless it is named .dll or .exe, which only an assembly may be. An
+    /// assembly's methods are all printed unless --method or --token choose some, each after a
+    /// header line with its token, full name and RVA.
     ///
     /// Exit code 0 when everything printed decodes, 1 when a body or some of its code does not
     /// or when nothing matches --method/--token, 2 when the file cannot be read or is a PE file
@@ -238,21 +239,35 @@ fn disasm(
     let (bytes, source) = match (hex, file) {
         (Some(h), _) => (parse_hex(&h)?, "--hex".to_string()),
         (None, Some(f)) => {
+            use std::io::Read;
+            // The first two bytes decide; an assembly is then mapped, not read.
             let mut bytes = Vec::new();
-            ilcheck::fsio::open_regular(&f)
-                .and_then(|mut file| std::io::Read::read_to_end(&mut file, &mut bytes))
+            let mut file = ilcheck::fsio::open_regular(&f)
                 .with_context(|| format!("reading {}", f.display()))?;
-            if bytes.starts_with(b"MZ") {
-                return disasm_assembly(&f, &bytes, methods, tokens, raw_tokens, canonical);
+            (&mut file)
+                .take(2)
+                .read_to_end(&mut bytes)
+                .with_context(|| format!("reading {}", f.display()))?;
+            if bytes == b"MZ" {
+                return disasm_assembly(&f, methods, tokens, raw_tokens, canonical);
             }
-            (bytes, f.display().to_string())
+            let named_as_assembly = f
+                .extension()
+                .is_some_and(|x| x.eq_ignore_ascii_case("dll") || x.eq_ignore_ascii_case("exe"));
+            if named_as_assembly {
+                bail!(
+                    "{}: not a .NET assembly: it does not start with the PE signature MZ",
+                    f.display()
+                );
+            }
+            file.read_to_end(&mut bytes)
+                .with_context(|| format!("reading {}", f.display()))?;
+            (bytes, format!("{} (one method body's bytes)", f.display()))
         }
         (None, None) => bail!("give an ASSEMBLY, a FILE of body bytes or --hex BYTES"),
     };
     if !methods.is_empty() || !tokens.is_empty() {
-        bail!(
-            "{source} is not an assembly (a file starting with MZ): --method and --token choose methods of one"
-        );
+        bail!("{source} is not an assembly: --method and --token choose methods of one");
     }
     let body = match Body::parse(&bytes) {
         Ok(b) => b,
@@ -282,7 +297,6 @@ fn disasm(
 /// every method when neither is given.
 fn disasm_assembly(
     path: &std::path::Path,
-    bytes: &[u8],
     methods: &[String],
     tokens: &[String],
     raw_tokens: bool,
@@ -290,7 +304,7 @@ fn disasm_assembly(
 ) -> Result<ExitCode> {
     use ilcheck::disasm::{ImageNamer, TokenNamer};
     use std::io::Write;
-    let image = ilcheck::image::Image::parse(bytes)
+    let image = ilcheck::image::Image::open(path)
         .with_context(|| format!("{}: not a readable .NET assembly", path.display()))?;
     let mut wanted = Vec::with_capacity(tokens.len());
     for t in tokens {

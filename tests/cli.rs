@@ -145,6 +145,15 @@ fn disasm_no_match_and_bad_inputs() {
     let (code, _, err) = ilcheck(&["disasm", pe.to_str().unwrap()]);
     assert_eq!(code, 2);
     assert!(err.contains("not a readable .NET assembly"), "{err}");
+    // A file named as an assembly is one, or an error: never read as body bytes.
+    let text = dir.join("notes.dll");
+    std::fs::write(&text, "just text").unwrap();
+    let (code, _, err) = ilcheck(&["disasm", text.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("does not start with the PE signature MZ"),
+        "{err}"
+    );
     let (code, _, err) = ilcheck(&["disasm", dir.join("missing.dll").to_str().unwrap()]);
     assert_eq!(code, 2);
     assert!(err.contains("missing.dll"), "{err}");

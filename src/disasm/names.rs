@@ -29,7 +29,7 @@ pub trait TokenNamer {
 /// |---|---|
 /// | method | `instance void [mscorlib]System.Object::.ctor()`, `!!0 C::Id<int32>(!!0)` |
 /// | field | `int32 Ns.C::x` |
-/// | type | `[mscorlib]System.Int32`, `Ns.Outer/Inner`, `class [mscorlib]…List`1<int32>` |
+/// | type | `[mscorlib]System.Int32`, `Ns.Outer/Inner`, ``class [mscorlib]…List`1<int32>`` |
 /// | `ldtoken` | a type as above, `method …` or `field …` |
 /// | `calli` | `int32(int32)`, `unmanaged cdecl void(int32)` |
 /// | `ldstr` | `"a\"b\n"`, `bytearray (E9 00)` when not ASCII |

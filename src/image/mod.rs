@@ -327,7 +327,7 @@ impl<'a> Image<'a> {
     /// Appends a type's name as ILAsm writes it where a type is an operand (`box`, a
     /// member's parent): a TypeDef as `Ns.Outer/Inner`, a TypeRef with its resolution scope
     /// (`[mscorlib]System.Int32`, `[.module other.dll]Ns.T`), a TypeSpec as its signature
-    /// (`class [mscorlib]System.Collections.Generic.List`1<int32>`); names quoted where ILAsm
+    /// (``class [mscorlib]System.Collections.Generic.List`1<int32>``); names quoted where ILAsm
     /// needs quotes. A type inside a TypeSpec that cannot be named is an error too.
     /// On `Err`, `out` is left as it was.
     pub fn write_type_name_ilasm(&self, token: Token, out: &mut String) -> Result<(), ImageError> {
