@@ -790,7 +790,7 @@ pub fn rewriter_hint(code: &str) -> &'static str {
     }
 }
 
-/// The disassembly of method `name` (`M3`) of an image, or why there is none.
+/// The disassembly of method `name` (`M3`) of an image, tokens named, or why there is none.
 pub fn method_listing(image: &[u8], name: &str) -> String {
     let Ok(img) = crate::image::Image::parse(image) else {
         return "(not a readable image)\n".into();
@@ -800,8 +800,9 @@ pub fn method_listing(image: &[u8], name: &str) -> String {
         if n != name {
             continue;
         }
+        let names = crate::disasm::ImageNamer::new(&img);
         return match m.body_bytes().map(crate::body::Body::parse) {
-            Ok(Ok(b)) => crate::disasm::disassemble(&b),
+            Ok(Ok(b)) => crate::disasm::disassemble_with(&b, Some(&names)),
             Ok(Err(e)) => format!("(body does not decode: {e})\n"),
             Err(e) => format!("(no body: {e})\n"),
         };
