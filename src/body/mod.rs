@@ -10,6 +10,7 @@
 
 mod decode;
 mod encode;
+#[cfg(feature = "gen")]
 pub(crate) use encode::write_clause;
 
 pub use decode::DecodeError;
