@@ -55,6 +55,27 @@ pub fn verify_text(r: &VerifyReport) -> String {
             r.baseline_assemblies, r.baseline_suppressed, r.baseline_uncertain
         );
     }
+    if let Some(a) = &r.alignment {
+        let _ = writeln!(
+            s,
+            "alignment with the baseline: {} methods compared ({} identical, {} without branches or clauses), {} aligned, {} in part, {} not aligned; {} branch targets and {} clause boundaries checked in {:.3} s",
+            thousands(a.methods_compared),
+            thousands(a.methods_identical),
+            thousands(a.methods_without_targets),
+            thousands(a.methods_aligned),
+            thousands(a.methods_in_part),
+            thousands(a.methods_not_aligned),
+            thousands(a.targets_checked),
+            thousands(a.boundaries_checked),
+            a.seconds
+        );
+        if !a.not_aligned.is_empty() {
+            let _ = writeln!(s, "  not aligned: {}", reasons(&a.not_aligned));
+        }
+        if !a.unchecked.is_empty() {
+            let _ = writeln!(s, "  not checked: {}", reasons(&a.unchecked));
+        }
+    }
     for a in &r.baseline_missing {
         let _ = writeln!(
             s,
@@ -76,6 +97,15 @@ pub fn verify_text(r: &VerifyReport) -> String {
         thousands(r.methods_incomplete)
     );
     s
+}
+
+/// `reason: count, …` of an alignment summary's counts.
+fn reasons(counts: &std::collections::BTreeMap<&'static str, u64>) -> String {
+    counts
+        .iter()
+        .map(|(k, v)| format!("{k} {}", thousands(*v)))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// A Markdown report of a verification run.

@@ -57,15 +57,23 @@
 
 use super::{Code, Diagnostic, NONE};
 use crate::body::{Body, Clause, ClauseKind};
-use crate::instr::{Instruction, Instructions, Operand, decode_at};
-use crate::opcode::{ALL, Flow, OpInfo, Opcode, OperandKind};
+use crate::instr::{Instruction, Operand, decode_at};
+use crate::opcode::{ALL, DECODE, FAST_LEN, Flow, OpInfo, Opcode, OperandKind};
 use serde::Serialize;
-use std::collections::HashMap;
 use std::sync::LazyLock;
 
-/// Stretches of at most this many cells (original instructions × patched instructions) are
-/// aligned exactly, in time and memory proportional to the cells.
+/// A stretch is aligned exactly (in time and memory proportional to its cells: original
+/// instructions × patched diagonals) when the band of diagonals its edits allow takes at most
+/// this many cells, or [`BAND_CELLS_PER_INSTRUCTION`] per instruction of the stretch.
 pub const DP_CELLS: usize = 4096;
+
+/// Stretches of at most this many cells are aligned exactly without looking for anchors.
+const SMALL_CELLS: usize = 64;
+
+/// A stretch is aligned exactly in a diagonal band when the band takes at most this many
+/// cells per instruction of the stretch (or [`DP_CELLS`]); else it is cut at anchors first.
+/// Also bounds the edit distance looked for.
+const BAND_CELLS_PER_INSTRUCTION: usize = 8;
 
 /// The work bound of the anchoring passes: instructions looked at, per instruction of the two
 /// bodies.
@@ -149,6 +157,9 @@ impl Unchecked {
 /// What one comparison checked and what it left unchecked.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct AlignStats {
+    /// The original has no branch, `leave`, `switch` or clause: there was nothing to compare,
+    /// and the bodies were not aligned (nor the patched one decoded).
+    pub nothing_to_check: bool,
     /// Why the bodies were not aligned at all ([`Unchecked::Undecodable`],
     /// [`Unchecked::TooDifferent`]); `None` when they were.
     pub not_aligned: Option<Unchecked>,
@@ -187,7 +198,7 @@ impl AlignStats {
 /// What makes two instructions the same for alignment: the general form of the opcode's family
 /// and the operand, normalised (the implied operand of a macro form, a constant as `int32`
 /// bits, a token, a local or argument index, a `switch`'s case count; 0 for branches).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Key {
     /// The family's general form: `br` for `br.s`, `ldarg` for `ldarg.0`, `ldc.i4` for
     /// `ldc.i4.m1`; the opcode itself for the others.
@@ -281,48 +292,90 @@ pub fn key(ins: &Instruction<'_>) -> Key {
     }
 }
 
-/// Whether instructions of this family transfer to targets.
-fn has_targets(family: Opcode) -> bool {
-    match family.operand_kind() {
-        OperandKind::ShortBrTarget | OperandKind::BrTarget | OperandKind::Switch => true,
-        OperandKind::None
-        | OperandKind::ShortI
-        | OperandKind::I
-        | OperandKind::I8
-        | OperandKind::ShortR
-        | OperandKind::R
-        | OperandKind::ShortLocal
-        | OperandKind::ShortArg
-        | OperandKind::Local
-        | OperandKind::Arg
-        | OperandKind::Tok
-        | OperandKind::Type
-        | OperandKind::Field
-        | OperandKind::Method
-        | OperandKind::String
-        | OperandKind::Sig => false,
-    }
-}
-
 /// One body's instructions: keys, and the offset of each (plus the code length at the end).
 #[derive(Debug, Default)]
 struct Side {
     keys: Vec<Key>,
     offs: Vec<u32>,
+    /// Instructions with targets (branches, `leave`, `switch`), by index.
+    branch_at: Vec<u32>,
 }
 
 impl Side {
-    /// Decodes `code`; false when it does not decode into whole instructions.
+    /// Decodes `code`; false when it does not decode into whole instructions. Reads the
+    /// decoder's table directly (the same facts [`key`] takes from a decoded instruction):
+    /// this runs on every instruction of both bodies.
     fn load(&mut self, code: &[u8]) -> bool {
         self.keys.clear();
         self.offs.clear();
+        self.branch_at.clear();
         let Ok(len) = u32::try_from(code.len()) else {
             return false;
         };
-        for ins in Instructions::new(code) {
-            let Ok(ins) = ins else { return false };
-            self.offs.push(ins.offset);
-            self.keys.push(key(&ins));
+        let families = &*FAMILIES;
+        let mut pos = 0usize;
+        while pos < code.len() {
+            let (entry, size) = match code[pos] {
+                0xFE => match code.get(pos + 1) {
+                    Some(&b) => (DECODE.two[b as usize], 2),
+                    None => return false,
+                },
+                b => (DECODE.one[b as usize], 1),
+            };
+            let Some(opcode) = entry.opcode else {
+                return false;
+            };
+            let mut next = pos + entry.len as usize;
+            let Some(bytes) = code.get(pos + size..next) else {
+                return false;
+            };
+            let le = |n: usize| {
+                let mut v = [0u8; 8];
+                v[..n].copy_from_slice(&bytes[..n]);
+                u64::from_le_bytes(v)
+            };
+            let family = families[slot(opcode)];
+            let operand = match entry.operand {
+                OperandKind::None => 0,
+                OperandKind::ShortBrTarget | OperandKind::BrTarget => {
+                    self.branch_at.push(self.keys.len() as u32);
+                    0
+                }
+                OperandKind::ShortI => bytes[0] as i8 as i32 as u32 as u64,
+                OperandKind::ShortLocal | OperandKind::ShortArg => le(1),
+                OperandKind::Local | OperandKind::Arg => le(2),
+                OperandKind::I
+                | OperandKind::ShortR
+                | OperandKind::Tok
+                | OperandKind::Type
+                | OperandKind::Field
+                | OperandKind::Method
+                | OperandKind::String
+                | OperandKind::Sig => le(4),
+                OperandKind::I8 | OperandKind::R => le(8),
+                OperandKind::Switch => {
+                    self.branch_at.push(self.keys.len() as u32);
+                    let count = le(4);
+                    match usize::try_from(count)
+                        .ok()
+                        .and_then(|c| c.checked_mul(4))
+                        .and_then(|t| next.checked_add(t))
+                        .filter(|&end| end <= code.len())
+                    {
+                        Some(end) => next = end,
+                        None => return false,
+                    }
+                    count
+                }
+            };
+            // A macro form's operand is implied (and it has none in the code).
+            let operand = family.implied.map_or(operand, |v| v as u32 as u64);
+            self.offs.push(pos as u32);
+            self.keys.push(Key {
+                family: family.general,
+                operand,
+            });
+            pos = next;
         }
         self.offs.push(len);
         true
@@ -340,6 +393,14 @@ impl Side {
     }
 }
 
+/// Original instructions `i..i + len` matched to patched `j..j + len`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Run {
+    i: u32,
+    j: u32,
+    len: u32,
+}
+
 /// A stretch `o[a0..a1]` × `p[b0..b1]` still to align.
 #[derive(Clone, Copy, Debug)]
 struct Seg {
@@ -349,13 +410,32 @@ struct Seg {
     b1: usize,
 }
 
-/// Occurrences of a key in a stretch: counts and last positions on each side.
-#[derive(Clone, Copy, Debug, Default)]
-struct Occ {
+/// A key's occurrences in a stretch: how many on each side, and where the last is. Empty
+/// unless its generation is the table's current one (only original keys are entered).
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    key: Key,
+    generation: u32,
     o: u32,
     at_o: u32,
     p: u32,
     at_p: u32,
+}
+
+impl Default for Slot {
+    fn default() -> Self {
+        Slot {
+            key: Key {
+                family: Opcode::Nop,
+                operand: 0,
+            },
+            generation: 0,
+            o: 0,
+            at_o: 0,
+            p: 0,
+            at_p: 0,
+        }
+    }
 }
 
 /// A clause with its boundaries as instruction positions.
@@ -431,29 +511,34 @@ pub struct Aligner {
     p: Side,
     /// Per original instruction: the patched instruction it is matched to, or [`NONE`].
     matched: Vec<u32>,
-    /// Per original instruction: its certain copy, or [`NONE`].
-    copy: Vec<u32>,
-    /// Per patched instruction: the original instruction it is the certain copy of, or
-    /// [`NONE`].
-    origin: Vec<u32>,
-    /// Per patched position `x` (0..=m): 1 + the original index of the last certain copy
-    /// before `x`, or 0.
-    before: Vec<u32>,
-    /// Per patched position `x` (0..=m): the original index of the first certain copy at or
-    /// after `x`, or n.
-    after: Vec<u32>,
+    /// The matched pairs, as diagonal runs.
+    runs: Vec<Run>,
+    /// Per original instruction: whether no embedding moves its match.
+    forced: Vec<bool>,
+    /// The certain copies, as diagonal runs, in order.
+    certain: Vec<Run>,
     segs: Vec<Seg>,
-    occ: HashMap<Key, Occ>,
+    /// The keys of a stretch being anchored: occurrences on each side.
+    table: Vec<Slot>,
+    /// The seed of `table`'s hash (0 until first used).
+    seed: u64,
+    /// The generation of `table`'s current slots.
+    generation: u32,
+    /// Per anchor candidate: the longest chain ending, and starting, there.
+    ends: Vec<u32>,
+    starts: Vec<u32>,
     pairs: Vec<(u32, u32)>,
     tails: Vec<u32>,
     links: Vec<u32>,
-    fwd: Vec<u16>,
-    bwd: Vec<u16>,
-    left: Vec<u32>,
-    right: Vec<u32>,
+    fwd: Vec<u32>,
+    bwd: Vec<u32>,
     bounds: Vec<Bounds>,
     by_handler: Vec<u32>,
     by_try: Vec<u32>,
+    /// The targets of a branch of each body, being compared.
+    targets: (Vec<i64>, Vec<i64>),
+    /// The clauses of the bodies [`Aligner::compare`] was given.
+    clauses: (Vec<Clause>, Vec<Clause>),
     diags: Vec<Diagnostic>,
     stats: AlignStats,
 }
@@ -467,9 +552,14 @@ impl Aligner {
     /// Compares a patched body with its original; the findings are sorted by offset (IL offsets
     /// of the patched body).
     pub fn compare(&mut self, original: &Body<'_>, patched: &Body<'_>) -> &[Diagnostic] {
-        let oc: Vec<Clause> = original.clauses().copied().collect();
-        let pc: Vec<Clause> = patched.clauses().copied().collect();
-        self.compare_code(original.code, &oc, patched.code, &pc)
+        let (mut oc, mut pc) = std::mem::take(&mut self.clauses);
+        oc.clear();
+        oc.extend(original.clauses().copied());
+        pc.clear();
+        pc.extend(patched.clauses().copied());
+        self.compare_code(original.code, &oc, patched.code, &pc);
+        self.clauses = (oc, pc);
+        &self.diags
     }
 
     /// [`Self::compare`] on raw code and clauses.
@@ -482,24 +572,32 @@ impl Aligner {
     ) -> &[Diagnostic] {
         self.diags.clear();
         self.stats = AlignStats::default();
-        if !self.o.load(original) || !self.p.load(patched) {
+        if original_clauses.is_empty() && !maybe_targets(original) {
+            self.stats.nothing_to_check = true;
+            return &self.diags;
+        }
+        if !self.o.load(original) {
             self.stats.not_aligned = Some(Unchecked::Undecodable);
             return &self.diags;
         }
         let n = self.o.len();
         self.stats.instructions = n as u32;
-        if n == 0 {
+        if self.o.branch_at.is_empty() && original_clauses.is_empty() {
+            self.stats.nothing_to_check = true;
+            return &self.diags;
+        }
+        if !self.p.load(patched) {
+            self.stats.not_aligned = Some(Unchecked::Undecodable);
             return &self.diags;
         }
         self.align();
         self.certainty();
-        let certain = self.copy.iter().filter(|&&j| j != NONE).count();
+        let certain: usize = self.certain.iter().map(|r| r.len as usize).sum();
         self.stats.certain = certain as u32;
         if certain * 2 < n {
             self.stats.not_aligned = Some(Unchecked::TooDifferent);
             return &self.diags;
         }
-        self.fill_positions();
         self.check_branches(original, patched);
         self.check_clauses(original_clauses, patched_clauses);
         self.diags.sort_by_key(|d| (d.offset, d.code));
@@ -544,138 +642,340 @@ impl Aligner {
             if s.a0 == s.a1 || s.b0 == s.b1 {
                 continue;
             }
-            if (s.a1 - s.a0).saturating_mul(s.b1 - s.b0) <= DP_CELLS {
-                self.exact(s);
+            let (a, b) = (s.a1 - s.a0, s.b1 - s.b0);
+            if a.saturating_mul(b) <= SMALL_CELLS {
+                self.exact(s, i64::MIN / 4, i64::MAX / 4);
                 continue;
             }
-            let work = (s.a1 - s.a0) + (s.b1 - s.b0);
-            if work > budget {
-                self.stats.skip(Unchecked::Unanchored, 1);
+            if self.embedded(s) {
                 continue;
             }
-            budget -= work;
-            self.anchor(s);
+            let work = a + b;
+            let why = if work > budget {
+                Unchecked::Unanchored
+            } else {
+                budget -= work;
+                match self.anchor(s) {
+                    None => continue,
+                    Some(why) => why,
+                }
+            };
+            // No anchors: exactly, in the band of diagonals the edits allow, when it is narrow.
+            let cap = DP_CELLS.max(BAND_CELLS_PER_INSTRUCTION * (a + b));
+            let max = (cap / (a + 1)).saturating_sub(3);
+            if let Some(d) = self.distance(s, max) {
+                let lcs = (a + b - d) / 2;
+                if self.exact(s, -((a - lcs) as i64), (b - lcs) as i64) {
+                    continue;
+                }
+            }
+            self.stats.skip(why, 1);
         }
     }
 
-    /// Cuts a stretch at the instructions occurring once on each side, in the longest chain
-    /// that keeps their order, and queues the pieces between them.
-    fn anchor(&mut self, s: Seg) {
-        let (o, p) = (&self.o.keys, &self.p.keys);
-        self.occ.clear();
-        for (i, k) in o.iter().enumerate().take(s.a1).skip(s.a0) {
-            let e = self.occ.entry(*k).or_default();
-            e.o += 1;
-            e.at_o = i as u32;
+    /// When one side of a stretch is a subsequence of the other (code only inserted, or only
+    /// removed), matches it at its leftmost embedding: every longest common subsequence matches
+    /// all of it, and [`Self::certainty`] keeps only the pairs no other embedding moves.
+    fn embedded(&mut self, s: Seg) -> bool {
+        let (o, p) = (&self.o.keys[s.a0..s.a1], &self.p.keys[s.b0..s.b1]);
+        let (short, long) = if o.len() <= p.len() { (o, p) } else { (p, o) };
+        // At most `long - short` keys of the longer side are skipped: fail as soon as more
+        // would be.
+        let mut skips = long.len() - short.len();
+        let mut at = 0;
+        for k in short {
+            match long[at..at + skips + 1].iter().position(|l| l == k) {
+                Some(d) => {
+                    skips -= d;
+                    at += d + 1;
+                }
+                None => return false,
+            }
         }
-        for (j, k) in p.iter().enumerate().take(s.b1).skip(s.b0) {
-            if let Some(e) = self.occ.get_mut(k) {
-                e.p += 1;
-                e.at_p = j as u32;
+        let mut at = 0;
+        for (r, k) in short.iter().enumerate() {
+            at += long[at..].iter().position(|l| l == k).unwrap_or(0);
+            let (i, j) = if o.len() <= p.len() { (r, at) } else { (at, r) };
+            self.matched[s.a0 + i] = (s.b0 + j) as u32;
+            at += 1;
+        }
+        true
+    }
+
+    /// Cuts a stretch at the instructions occurring once on each side that every longest
+    /// chain of them in order keeps, and queues the pieces between them; or says why it cannot
+    /// ([`Unchecked::Unanchored`]: no such instruction; [`Unchecked::Reordered`]: the unique
+    /// instructions disagree on their order as much as they agree).
+    fn anchor(&mut self, s: Seg) -> Option<Unchecked> {
+        self.count_keys(s);
+        if self.pairs.is_empty() {
+            return Some(Unchecked::Unanchored);
+        }
+        // Patience sorting both ways: `ends[e]` is the longest chain (increasing in both
+        // positions) ending at pair e, `starts[e]` the longest starting there.
+        let n = self.pairs.len();
+        self.ends.clear();
+        self.starts.clear();
+        self.starts.resize(n, 0);
+        self.tails.clear();
+        for &(_, j) in &self.pairs {
+            let pos = self.tails.partition_point(|&t| t < j);
+            if pos == self.tails.len() {
+                self.tails.push(j);
+            } else {
+                self.tails[pos] = j;
+            }
+            self.ends.push(pos as u32 + 1);
+        }
+        let chain = self.tails.len();
+        self.tails.clear();
+        for e in (0..n).rev() {
+            let v = u32::MAX - self.pairs[e].1;
+            let pos = self.tails.partition_point(|&t| t < v);
+            if pos == self.tails.len() {
+                self.tails.push(v);
+            } else {
+                self.tails[pos] = v;
+            }
+            self.starts[e] = pos as u32 + 1;
+        }
+        let dropped = n - chain;
+        if chain <= 2 * dropped {
+            return Some(Unchecked::Reordered);
+        }
+        // A pair is on every longest chain when it is on one and no other pair on one has the
+        // same rank: those are the anchors.
+        self.links.clear();
+        self.links.resize(chain + 1, 0);
+        let on = |e: usize| (self.ends[e] + self.starts[e]) as usize == chain + 1;
+        for e in 0..n {
+            if on(e) {
+                self.links[self.ends[e] as usize] += 1;
+            }
+        }
+        let (mut a0, mut b0) = (s.a0, s.b0);
+        let mut any = false;
+        for e in 0..n {
+            if !on(e) || self.links[self.ends[e] as usize] != 1 {
+                continue;
+            }
+            let (i, j) = self.pairs[e];
+            let (i, j) = (i as usize, j as usize);
+            self.matched[i] = j as u32;
+            self.segs.push(Seg {
+                a0,
+                a1: i,
+                b0,
+                b1: j,
+            });
+            (a0, b0) = (i + 1, j + 1);
+            any = true;
+        }
+        if !any {
+            return Some(Unchecked::Unanchored);
+        }
+        self.segs.push(Seg {
+            a0,
+            a1: s.a1,
+            b0,
+            b1: s.b1,
+        });
+        None
+    }
+
+    /// Fills `pairs` with the (original, patched) positions of the keys that occur exactly
+    /// once on each side of the stretch, in original order. An open-addressing table with a
+    /// seeded hash: the input chooses the keys, not where they land.
+    fn count_keys(&mut self, s: Seg) {
+        let (o, p) = (&self.o.keys, &self.p.keys);
+        let size = ((s.a1 - s.a0) * 2).next_power_of_two().max(16);
+        let mask = size - 1;
+        // Slots of earlier stretches are stale by their generation, so the table is cleared
+        // only when it grows or the generations wrap.
+        self.generation = self.generation.wrapping_add(1);
+        if self.table.len() < size || self.generation == 0 {
+            self.table.clear();
+            self.table.resize(size, Slot::default());
+            self.generation = 1;
+        }
+        let generation = self.generation;
+        if self.seed == 0 {
+            use std::hash::BuildHasher;
+            self.seed = std::collections::hash_map::RandomState::new().hash_one(0x1Cu8) | 1;
+        }
+        let seed = self.seed;
+        let home = |k: &Key| {
+            let h = (k.operand ^ seed)
+                .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                .rotate_left(29)
+                ^ (k.family as u64).wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
+            (h.wrapping_mul(0x1656_67B1_9E37_79F9) >> 32) as usize & mask
+        };
+        let table = &mut self.table;
+        for (i, &k) in o.iter().enumerate().take(s.a1).skip(s.a0) {
+            let mut at = home(&k);
+            loop {
+                let slot = &mut table[at];
+                if slot.generation != generation {
+                    *slot = Slot {
+                        key: k,
+                        generation,
+                        o: 1,
+                        at_o: i as u32,
+                        p: 0,
+                        at_p: 0,
+                    };
+                    break;
+                }
+                if slot.key == k {
+                    slot.o = slot.o.saturating_add(1);
+                    break;
+                }
+                at = (at + 1) & mask;
+            }
+        }
+        for (j, &k) in p.iter().enumerate().take(s.b1).skip(s.b0) {
+            let mut at = home(&k);
+            loop {
+                let slot = &mut table[at];
+                if slot.generation != generation {
+                    break;
+                }
+                if slot.key == k {
+                    slot.p = slot.p.saturating_add(1);
+                    slot.at_p = j as u32;
+                    break;
+                }
+                at = (at + 1) & mask;
             }
         }
         self.pairs.clear();
         for k in &o[s.a0..s.a1] {
-            if let Some(e) = self.occ.get(k)
-                && e.o == 1
-                && e.p == 1
-            {
-                self.pairs.push((e.at_o, e.at_p));
+            let mut at = home(k);
+            loop {
+                let slot = &table[at];
+                if slot.generation == generation && slot.key == *k {
+                    if slot.o == 1 && slot.p == 1 {
+                        self.pairs.push((slot.at_o, slot.at_p));
+                    }
+                    break;
+                }
+                at = (at + 1) & mask;
             }
         }
-        if self.pairs.is_empty() {
-            self.stats.skip(Unchecked::Unanchored, 1);
-            return;
-        }
-        // Longest chain increasing in the patched position (patience sorting): `tails[k]` is
-        // the pair ending the best chain of length k + 1, `links` the predecessor of each pair.
-        self.tails.clear();
-        self.links.clear();
-        for (idx, &(_, j)) in self.pairs.iter().enumerate() {
-            let pos = self
-                .tails
-                .partition_point(|&t| self.pairs[t as usize].1 < j);
-            self.links
-                .push(if pos == 0 { NONE } else { self.tails[pos - 1] });
-            if pos == self.tails.len() {
-                self.tails.push(idx as u32);
-            } else {
-                self.tails[pos] = idx as u32;
-            }
-        }
-        let chain = self.tails.len();
-        let dropped = self.pairs.len() - chain;
-        if chain <= 2 * dropped {
-            self.stats.skip(Unchecked::Reordered, 1);
-            return;
-        }
-        // Walk the chain back from its end, queueing the pieces after each anchor.
-        let mut at = self.tails[chain - 1];
-        let (mut a1, mut b1) = (s.a1, s.b1);
-        loop {
-            let (i, j) = self.pairs[at as usize];
-            let (i, j) = (i as usize, j as usize);
-            self.matched[i] = j as u32;
-            self.segs.push(Seg {
-                a0: i + 1,
-                a1,
-                b0: j + 1,
-                b1,
-            });
-            (a1, b1) = (i, j);
-            at = self.links[at as usize];
-            if at == NONE {
-                break;
-            }
-        }
-        self.segs.push(Seg {
-            a0: s.a0,
-            a1,
-            b0: s.b0,
-            b1,
-        });
     }
 
-    /// Aligns a small stretch exactly, keeping only the pairs every longest common subsequence
-    /// has.
-    fn exact(&mut self, s: Seg) {
+    /// The edit distance (deletions plus insertions) of a stretch, by Myers' greedy algorithm,
+    /// when it is at most `max`; time proportional to the stretch times the distance.
+    fn distance(&mut self, s: Seg, max: usize) -> Option<usize> {
+        let (o, p) = (&self.o.keys[s.a0..s.a1], &self.p.keys[s.b0..s.b1]);
+        let (a, b) = (o.len() as i64, p.len() as i64);
+        let max = max.min(o.len() + p.len());
+        let off = max as i64 + 1;
+        // v[k + off]: the furthest original position on diagonal k = x - y.
+        self.fwd.clear();
+        self.fwd.resize(2 * max + 3, 0);
+        let v = &mut self.fwd;
+        for d in 0..=max as i64 {
+            let mut k = -d;
+            while k <= d {
+                let at = (k + off) as usize;
+                let mut x = if k == -d || (k != d && v[at - 1] < v[at + 1]) {
+                    v[at + 1] as i64
+                } else {
+                    v[at - 1] as i64 + 1
+                };
+                let mut y = x - k;
+                while x < a && y < b && o[x as usize] == p[y as usize] {
+                    x += 1;
+                    y += 1;
+                }
+                v[at] = x as u32;
+                if x >= a && y >= b {
+                    return Some(d as usize);
+                }
+                k += 2;
+            }
+        }
+        None
+    }
+
+    /// Aligns a stretch exactly within the diagonals `k = j - i` in `klo..=khi`, keeping only
+    /// the pairs every longest common subsequence has. False, with nothing matched, when an
+    /// optimal alignment might leave the band: every optimal path makes `a - L` deletions and
+    /// `b - L` insertions, so its diagonal stays within `[-(a - L), b - L]`, and a band that
+    /// covers that range for the band's own `L` holds every optimal path.
+    fn exact(&mut self, s: Seg, klo: i64, khi: i64) -> bool {
         let (o, p) = (&self.o.keys[s.a0..s.a1], &self.p.keys[s.b0..s.b1]);
         let (a, b) = (o.len(), p.len());
-        let w = b + 1;
-        let cells = (a + 1) * w;
+        let (klo, khi) = (klo.max(-(a as i64)), khi.min(b as i64));
+        // Row i holds diagonals klo..=khi at columns 1..=w, with a 0 on each side, so that
+        // every neighbour a cell reads is in the table; cells off the band or the grid stay 0
+        // (a lower bound, and never on an optimal path once the band holds them all).
+        let w = (khi - klo + 1) as usize;
+        let row = w + 2;
+        let cells = (a + 1) * row;
         self.fwd.clear();
         self.fwd.resize(cells, 0);
         self.bwd.clear();
         self.bwd.resize(cells, 0);
         let (f, r) = (&mut self.fwd, &mut self.bwd);
-        // f[i][j]: LCS of o[..i] and p[..j]; r[i][j]: LCS of o[i..] and p[j..].
-        for i in 0..a {
-            for j in 0..b {
-                f[(i + 1) * w + j + 1] = if o[i] == p[j] {
-                    f[i * w + j] + 1
+        // The columns of row i whose j = i + k lies in lo..=hi, and j at the first of them.
+        let span = |i: usize, lo: i64, hi: i64| {
+            let k0 = (lo - i as i64).max(klo);
+            let k1 = (hi - i as i64).min(khi);
+            let c0 = (k0 - klo + 1) as usize;
+            let c1 = (k1 - klo + 1) as usize;
+            (c0, c1 + 1, (i as i64 + k0) as usize)
+        };
+        // f[i][j]: LCS of o[..i] and p[..j], for j >= 1.
+        for i in 1..=a {
+            let (c0, c1, j0) = span(i, 1, b as i64);
+            if c0 >= c1 {
+                continue;
+            }
+            let (before, rest) = f.split_at_mut(i * row);
+            let prev = &before[(i - 1) * row..];
+            let cur = &mut rest[..row];
+            let oi = o[i - 1];
+            for (n, c) in (c0..c1).enumerate() {
+                cur[c] = if oi == p[j0 + n - 1] {
+                    prev[c] + 1
                 } else {
-                    f[i * w + j + 1].max(f[(i + 1) * w + j])
+                    prev[c + 1].max(cur[c - 1])
                 };
             }
         }
+        let best = f[a * row + (b as i64 - a as i64 - klo + 1) as usize];
+        let (del, ins) = ((a - best as usize) as i64, (b - best as usize) as i64);
+        if -del < klo || ins > khi {
+            return false;
+        }
+        // r[i][j]: LCS of o[i..] and p[j..], for j < b; row i + 1 done, row i of f: whether
+        // every optimal path matches o[i], and to one p[j].
         for i in (0..a).rev() {
-            for j in (0..b).rev() {
-                r[i * w + j] = if o[i] == p[j] {
-                    r[(i + 1) * w + j + 1] + 1
+            let (cur, after) = r.split_at_mut((i + 1) * row);
+            let cur = &mut cur[i * row..];
+            let next = &after[..row];
+            let oi = o[i];
+            let (c0, c1, j0) = span(i, 0, b as i64 - 1);
+            for (n, c) in (c0..c1).enumerate().rev() {
+                cur[c] = if oi == p[j0 + n] {
+                    next[c] + 1
                 } else {
-                    r[(i + 1) * w + j].max(r[i * w + j + 1])
+                    next[c - 1].max(cur[c + 1])
                 };
             }
-        }
-        let best = f[a * w + b];
-        for i in 0..a {
+            let fi = &f[i * row..(i + 1) * row];
+            let (c0, c1, j0) = span(i, 0, b as i64);
             let mut only = NONE;
             let mut ways = 0;
             let mut skippable = false;
-            for j in 0..=b {
-                // A path that passes row i without matching it.
-                skippable |= f[i * w + j] + r[(i + 1) * w + j] == best;
-                if j < b && o[i] == p[j] && f[i * w + j] + 1 + r[(i + 1) * w + j + 1] == best {
+            for (n, c) in (c0..c1).enumerate() {
+                let j = j0 + n;
+                // A path that passes row i without matching it: down to (i + 1, j).
+                skippable |= fi[c] + next[c - 1] == best;
+                if j < b && oi == p[j] && fi[c] + 1 + next[c] == best {
                     ways += 1;
                     only = j as u32;
                 }
@@ -684,141 +984,112 @@ impl Aligner {
                 self.matched[s.a0 + i] = s.b0 as u32 + only;
             }
         }
+        true
     }
 
-    /// Keeps the matched pairs whose place no other embedding disputes, in `copy`.
+    /// Keeps the matched pairs whose place no other embedding disputes, as runs in `certain`.
     fn certainty(&mut self) {
-        let (o, p) = (&self.o.keys, &self.p.keys);
-        let n = o.len();
-        self.copy.clear();
-        self.copy.resize(n, NONE);
-        self.pairs.clear();
-        self.pairs.extend(
-            self.matched
-                .iter()
-                .enumerate()
-                .filter(|&(_, &j)| j != NONE)
-                .map(|(i, &j)| (i as u32, j)),
-        );
-        let pairs = &self.pairs;
-        // The matched original keys embedded into the patched body, leftmost and rightmost;
-        // then the matched patched keys into the original.
-        let mut forced = vec![true; pairs.len()];
-        for (side, into) in [(true, p), (false, o)] {
-            let of = |r: usize| {
-                let (i, j) = pairs[r];
-                if side { o[i as usize] } else { p[j as usize] }
-            };
-            let mine = |r: usize| {
-                let (i, j) = pairs[r];
-                if side { j } else { i }
-            };
-            self.left.clear();
-            let mut at = 0usize;
-            for r in 0..pairs.len() {
-                while at < into.len() && into[at] != of(r) {
-                    at += 1;
-                }
-                self.left.push(at as u32);
-                at += 1;
+        let n = self.o.len();
+        // The matched pairs as diagonal runs.
+        self.runs.clear();
+        for (i, &j) in self.matched.iter().enumerate() {
+            if j == NONE {
+                continue;
             }
-            self.right.clear();
-            self.right.resize(pairs.len(), NONE);
-            let mut at = into.len();
-            for r in (0..pairs.len()).rev() {
-                loop {
-                    if at == 0 {
-                        // No embedding this far left: only the chosen place is known to hold.
-                        at = usize::MAX;
-                        break;
-                    }
-                    at -= 1;
-                    if into[at] == of(r) {
-                        break;
-                    }
-                }
-                if at == usize::MAX {
-                    forced[..=r].iter_mut().for_each(|f| *f = false);
-                    break;
-                }
-                self.right[r] = at as u32;
-            }
-            for r in 0..pairs.len() {
-                forced[r] &= self.left[r] == mine(r) && self.right[r] == mine(r);
+            let i = i as u32;
+            match self.runs.last_mut() {
+                Some(r) if r.i + r.len == i && r.j + r.len == j => r.len += 1,
+                _ => self.runs.push(Run { i, j, len: 1 }),
             }
         }
-        for (r, &(i, j)) in pairs.iter().enumerate() {
-            if forced[r] {
-                self.copy[i as usize] = j;
+        // The matched original keys embedded into the patched body, leftmost and rightmost;
+        // then the matched patched keys into the original. A pair is kept when both
+        // embeddings put it where it is, both ways.
+        self.forced.clear();
+        self.forced.resize(n, true);
+        embed::<true>(&self.runs, &self.o.keys, &self.p.keys, &mut self.forced);
+        embed::<false>(&self.runs, &self.o.keys, &self.p.keys, &mut self.forced);
+        self.certain.clear();
+        for r in &self.runs {
+            let flags = &self.forced[r.i as usize..(r.i + r.len) as usize];
+            if flags.iter().all(|&f| f) {
+                self.certain.push(*r);
+                continue;
+            }
+            for (q, &f) in flags.iter().enumerate() {
+                let (i, j) = (r.i + q as u32, r.j + q as u32);
+                match self.certain.last_mut() {
+                    Some(c) if f && c.i + c.len == i && c.j + c.len == j => c.len += 1,
+                    _ if f => self.certain.push(Run { i, j, len: 1 }),
+                    _ => {}
+                }
             }
         }
     }
 
-    /// Fills `before` and `after` from the certain copies.
-    fn fill_positions(&mut self) {
-        let (n, m) = (self.o.len(), self.p.len());
-        self.before.clear();
-        self.before.resize(m + 1, 0);
-        self.after.clear();
-        self.after.resize(m + 1, n as u32);
-        self.origin.clear();
-        self.origin.resize(m, NONE);
-        for (i, &j) in self.copy.iter().enumerate() {
-            if j != NONE {
-                self.origin[j as usize] = i as u32;
-            }
-        }
-        let of = &self.origin;
-        let mut last = 0;
-        for x in 0..=m {
-            self.before[x] = last;
-            if x < m && of[x] != NONE {
-                last = of[x] + 1;
-            }
-        }
-        let mut next = n as u32;
-        for x in (0..=m).rev() {
-            if x < m && of[x] != NONE {
-                next = of[x];
-            }
-            self.after[x] = next;
-        }
+    /// The certain copy of original instruction `i`.
+    fn copy_of(&self, i: u32) -> Option<u32> {
+        let k = self.certain.partition_point(|r| r.i + r.len <= i);
+        let r = self.certain.get(k)?;
+        (r.i <= i).then(|| r.j + (i - r.i))
+    }
+
+    /// The original instruction whose certain copy patched instruction `x` is.
+    fn origin_of(&self, x: u32) -> Option<u32> {
+        let k = self.certain.partition_point(|r| r.j + r.len <= x);
+        let r = self.certain.get(k)?;
+        (r.j <= x).then(|| r.i + (x - r.j))
     }
 
     /// Whether original position `t` and patched position `x` correspond: no certain copy lies
-    /// between them.
+    /// between them (every certain copy before `x` is of an instruction before `t`, every one at
+    /// or after `x` of `t` or later).
     fn corresponds(&self, t: u32, x: u32) -> bool {
-        let x = x as usize;
-        self.before[x] <= t && self.after[x] >= t
+        let (lo, hi) = self.span(t);
+        (lo..=hi).contains(&x)
     }
 
-    /// The patched positions that correspond to original position `t`, as byte offsets.
+    /// The patched positions that correspond to original position `t`: from just after the
+    /// last certain copy of an instruction before `t` to the first certain copy of `t` or a
+    /// later one (the end of the code when there is none).
+    fn span(&self, t: u32) -> (u32, u32) {
+        let k = self.certain.partition_point(|r| r.i < t);
+        match k.checked_sub(1).map(|k| self.certain[k]) {
+            // t's own copy, in the run that holds it and the instruction before.
+            Some(r) if t < r.i + r.len => (r.j + (t - r.i), r.j + (t - r.i)),
+            before => (
+                before.map_or(0, |r| r.j + r.len),
+                self.certain.get(k).map_or(self.p.len() as u32, |r| r.j),
+            ),
+        }
+    }
+
+    /// [`Self::span`] as byte offsets.
     fn expected(&self, t: u32) -> (u32, u32) {
-        let lo = self.after.partition_point(|&a| a < t);
-        let hi = self.before.partition_point(|&b| b <= t).saturating_sub(1);
-        let at = |x: usize| self.p.offs.get(x).copied().unwrap_or(0);
-        (at(lo), at(hi.max(lo)))
+        let (lo, hi) = self.span(t);
+        let at = |x: u32| self.p.offs.get(x as usize).copied().unwrap_or(0);
+        (at(lo), at(hi))
     }
 
     fn check_branches(&mut self, original: &[u8], patched: &[u8]) {
         let n = self.o.len() as u32;
         let m = self.p.len() as u32;
-        for i in 0..self.o.len() {
-            if !has_targets(self.o.keys[i].family) {
-                continue;
-            }
-            let (Ok(oi), j) = (decode_at(original, self.o.offs[i] as usize), self.copy[i]) else {
-                continue;
-            };
-            let count = oi.targets().count() as u32;
-            if j == NONE {
-                self.stats.skip(Unchecked::NoCertainCopy, count);
-                continue;
-            }
-            let Ok(pi) = decode_at(patched, self.p.offs[j as usize] as usize) else {
+        let (mut to_all, mut tp_all) = std::mem::take(&mut self.targets);
+        for k in 0..self.o.branch_at.len() {
+            let i = self.o.branch_at[k] as usize;
+            let (start, next) = (self.o.offs[i] as usize, self.o.offs[i + 1] as usize);
+            targets_at(original, start, next, &mut to_all);
+            let Some(j) = self.copy_of(i as u32) else {
+                self.stats
+                    .skip(Unchecked::NoCertainCopy, to_all.len() as u32);
                 continue;
             };
-            for (case, (to, tp)) in oi.targets().zip(pi.targets()).enumerate() {
+            let (pstart, pnext) = (
+                self.p.offs[j as usize] as usize,
+                self.p.offs[j as usize + 1] as usize,
+            );
+            targets_at(patched, pstart, pnext, &mut tp_all);
+            for (case, (&to, &tp)) in to_all.iter().zip(&tp_all).enumerate() {
                 let t = self.o.index_of(to).filter(|&t| t < n);
                 let x = self.p.index_of(tp).filter(|&x| x < m);
                 let (Some(t), Some(x)) = (t, x) else {
@@ -832,12 +1103,13 @@ impl Aligner {
                 // The landing is a copy of other original code, or inserted code that leads
                 // there while the target kept its copy; else (inserted code going elsewhere,
                 // a target without a certain copy, moved code) nothing certain is known.
-                let leads = if self.origin[x as usize] != NONE {
+                let origin = self.origin_of(x);
+                let leads = if origin.is_some() {
                     None
                 } else {
                     match self.walk(patched, x) {
                         Some(y) if self.corresponds(t, y) => continue,
-                        Some(y) if self.copy[t as usize] != NONE => Some(y),
+                        Some(y) if self.copy_of(t).is_some() => Some(y),
                         _ => {
                             self.stats.skip(Unchecked::LandingUncertain, 1);
                             continue;
@@ -845,34 +1117,40 @@ impl Aligner {
                     }
                 };
                 let (lo, hi) = self.expected(t);
-                let what = match &pi.operand {
-                    Operand::Switch(_) => format!("case {case} of `switch`"),
-                    _ => format!("`{}`", pi.opcode),
+                let opcode = decode_at(patched, pstart).map_or(Opcode::Nop, |ins| ins.opcode);
+                let what = match opcode {
+                    Opcode::Switch => format!("case {case} of `switch`"),
+                    op => format!("`{op}`"),
+                };
+                let original_at = |x: u32| {
+                    let u = self.origin_of(x).unwrap_or(0);
+                    self.o.offs[u as usize]
                 };
                 let landing = match leads {
                     None => format!(
                         "lands on IL_{tp:04x}, the copy of the original's IL_{:04x}",
-                        self.o.offs[self.origin[x as usize] as usize]
+                        original_at(x)
                     ),
                     Some(y) => format!(
                         "lands on IL_{tp:04x}, code not in the original that leads to \
                          IL_{:04x}, the copy of the original's IL_{:04x}",
-                        self.p.offs[y as usize], self.o.offs[self.origin[y as usize] as usize]
+                        self.p.offs[y as usize],
+                        original_at(y)
                     ),
                 };
                 let message = format!(
-                    "{what} copied from IL_{:04x} of the original {landing}; its original \
+                    "{what} copied from IL_{start:04x} of the original {landing}; its original \
                      target IL_{to:04x} corresponds to {} here",
-                    oi.offset,
                     range(lo, hi)
                 );
                 self.diags.push(Diagnostic {
                     code: Code::BranchRetargeted,
-                    offset: pi.offset,
+                    offset: pstart as u32,
                     message,
                 });
             }
         }
+        self.targets = (to_all, tp_all);
     }
 
     /// The first certain copy that control reaches from patched instruction `x` through code
@@ -884,7 +1162,7 @@ impl Aligner {
             if x >= m {
                 return None;
             }
-            if self.origin[x as usize] != NONE {
+            if self.origin_of(x).is_some() {
                 return Some(x);
             }
             let ins = decode_at(patched, self.p.offs[x as usize] as usize).ok()?;
@@ -936,14 +1214,12 @@ impl Aligner {
         order: &[u32],
         bounds: &[Bounds],
     ) -> Option<Vec<u32>> {
-        let t = ob.at[k];
-        let lo = self.after.partition_point(|&a| a < t) as u32;
-        let hi = self.before.partition_point(|&b| b <= t) as u32;
+        let (lo, hi) = self.span(ob.at[k]);
         let start = order.partition_point(|&c| bounds[c as usize].at[k] < lo);
         let mut found = Vec::new();
         for &c in &order[start..] {
             let b = &bounds[c as usize];
-            if b.at[k] >= hi {
+            if b.at[k] > hi {
                 break;
             }
             if b.same_kind(ob) {
@@ -1014,6 +1290,127 @@ impl Aligner {
                 message,
             });
         }
+    }
+}
+
+/// Clears `forced[i]` of a matched original instruction `i` unless the leftmost and the
+/// rightmost embedding of the matched keys put its pair where it is: the original keys into
+/// the patched body (`INTO_PATCHED`), or the patched keys into the original. `runs` are the
+/// pairs as diagonal runs.
+fn embed<const INTO_PATCHED: bool>(runs: &[Run], o: &[Key], p: &[Key], forced: &mut [bool]) {
+    let (into, of) = if INTO_PATCHED { (p, o) } else { (o, p) };
+    // Pair q of run r: its place in `into`, its key, its original index.
+    let pair = |r: &Run, q: u32| {
+        let (i, j) = (r.i + q, r.j + q);
+        if INTO_PATCHED {
+            (j as usize, of[i as usize], i as usize)
+        } else {
+            (i as usize, of[j as usize], i as usize)
+        }
+    };
+    // A run embeds where it is once its first pair does (leftmost) or its last (rightmost):
+    // each next key is the very next one. So a run is settled whole unless that pair moves.
+    let mut at = 0usize;
+    'left: for r in runs {
+        for q in 0..r.len {
+            let (mine, key, i) = pair(r, q);
+            let Some(k) = into[at..].iter().position(|k| *k == key) else {
+                forced[i..].iter_mut().for_each(|f| *f = false);
+                break 'left;
+            };
+            at += k;
+            forced[i] &= at == mine;
+            at += 1;
+            if q == 0 && at == mine + 1 {
+                at = pair(r, r.len - 1).0 + 1;
+                break;
+            }
+        }
+    }
+    let mut end = into.len();
+    'right: for r in runs.iter().rev() {
+        for q in (0..r.len).rev() {
+            let (mine, key, i) = pair(r, q);
+            let Some(k) = into[..end].iter().rposition(|k| *k == key) else {
+                forced[..=i].iter_mut().for_each(|f| *f = false);
+                break 'right;
+            };
+            forced[i] &= k == mine;
+            end = k;
+            if q == r.len - 1 && k == mine {
+                end = pair(r, 0).0;
+                break;
+            }
+        }
+    }
+}
+
+/// Whether `code` may hold a branch, `leave` or `switch`: false only when every instruction is
+/// a one-byte one that is none of them (by the decoder's tables alone, so this is fast);
+/// two-byte opcodes, `switch`, undefined bytes and code that runs past its end say true.
+fn maybe_targets(code: &[u8]) -> bool {
+    let mut pos = 0;
+    while pos < code.len() {
+        let b = code[pos] as usize;
+        let len = FAST_LEN[b] as usize;
+        if len == 0 || DECODE.one[b].operand.is_branch() {
+            return true;
+        }
+        pos += len;
+    }
+    pos != code.len()
+}
+
+/// The targets (byte offsets, which may lie outside the code) of the branch, `leave` or
+/// `switch` at `start` in `code` whose next instruction is at `next`, into `out`; none for
+/// another instruction. The instruction decoded before, so its operand is in the code.
+fn targets_at(code: &[u8], start: usize, next: usize, out: &mut Vec<i64>) {
+    out.clear();
+    let int = |at: usize| -> Option<i64> {
+        let b = code.get(at..at.checked_add(4)?)?;
+        Some(i32::from_le_bytes([b[0], b[1], b[2], b[3]]) as i64)
+    };
+    let Some(&first) = code.get(start) else {
+        return;
+    };
+    let next_i = next as i64;
+    match DECODE.one[first as usize].operand {
+        OperandKind::ShortBrTarget => {
+            if let Some(&d) = code.get(next.wrapping_sub(1)) {
+                out.push(next_i + d as i8 as i64);
+            }
+        }
+        OperandKind::BrTarget => {
+            if let Some(d) = next.checked_sub(4).and_then(int) {
+                out.push(next_i + d);
+            }
+        }
+        OperandKind::Switch => {
+            let mut at = start + 5;
+            while at < next {
+                match int(at) {
+                    Some(d) => out.push(next_i + d),
+                    None => return,
+                }
+                at += 4;
+            }
+        }
+        OperandKind::None
+        | OperandKind::ShortI
+        | OperandKind::I
+        | OperandKind::I8
+        | OperandKind::ShortR
+        | OperandKind::R
+        | OperandKind::ShortLocal
+        | OperandKind::ShortArg
+        | OperandKind::Local
+        | OperandKind::Arg
+        | OperandKind::Tok
+        | OperandKind::Type
+        | OperandKind::Field
+        | OperandKind::Method
+        | OperandKind::String
+        | OperandKind::Sig => {}
     }
 }
 
@@ -1196,6 +1593,133 @@ mod tests {
             (Cgt_Un, Cgt_Un),
         ] {
             assert_eq!(fam(a).general, b);
+        }
+    }
+
+    #[test]
+    fn the_fast_decoder_gives_the_instruction_decoder_keys() {
+        // Every one- and two-byte opcode with operand bytes after it, and cut short.
+        let mut side = Side::default();
+        for first in [None, Some(0xFEu8)] {
+            for b in 0..=255u8 {
+                let mut code: Vec<u8> = first.into_iter().chain([b]).collect();
+                code.extend_from_slice(&[2, 0, 0, 0, 0x80, 0xFF, 0x01, 0x02, 0x03, 0x04]);
+                for len in 0..=code.len() {
+                    let code = &code[..len];
+                    let decoded: Result<Vec<Instruction<'_>>, _> =
+                        crate::instr::Instructions::new(code).collect();
+                    let loaded = side.load(code);
+                    assert_eq!(loaded, decoded.is_ok(), "{code:02x?}");
+                    if let Ok(all) = decoded {
+                        let keys: Vec<Key> = all.iter().map(key).collect();
+                        let offs: Vec<u32> = all.iter().map(|i| i.offset).collect();
+                        assert_eq!(side.keys, keys, "{code:02x?}");
+                        assert_eq!(&side.offs[..offs.len()], offs, "{code:02x?}");
+                        assert_eq!(side.offs.last(), Some(&(len as u32)));
+                    }
+                }
+            }
+        }
+    }
+
+    /// A small deterministic generator for the randomized tests.
+    fn rng(seed: &mut u64) -> u64 {
+        *seed ^= *seed << 13;
+        *seed ^= *seed >> 7;
+        *seed ^= *seed << 17;
+        *seed
+    }
+
+    #[test]
+    fn certain_copies_and_spans_agree_with_their_definitions() {
+        // Random bodies over a few keys, and patched ones with keys inserted, removed and
+        // replaced; the certain pairs must be kept by every leftmost and rightmost embedding
+        // (computed naively here), and the spans must be the positions no certain copy
+        // separates from t.
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        let k = |v: u64| Key {
+            family: Opcode::Call,
+            operand: v,
+        };
+        for round in 0..3000 {
+            let n = 1 + (rng(&mut seed) % 40) as usize;
+            let alphabet = 2 + rng(&mut seed) % if round % 2 == 0 { 4 } else { 60 };
+            let o: Vec<Key> = (0..n).map(|_| k(rng(&mut seed) % alphabet)).collect();
+            let mut p = Vec::new();
+            for key in &o {
+                match rng(&mut seed) % 10 {
+                    0 => p.push(k(rng(&mut seed) % alphabet)),
+                    1 => {}
+                    2 => {
+                        p.push(k(rng(&mut seed) % alphabet));
+                        p.push(*key);
+                    }
+                    _ => p.push(*key),
+                }
+            }
+            let mut al = Aligner::new();
+            al.o.keys = o.clone();
+            al.p.keys = p.clone();
+            al.p.offs = (0..=p.len() as u32).collect();
+            al.align();
+            al.certainty();
+            let pairs: Vec<(usize, usize)> = al
+                .certain
+                .iter()
+                .flat_map(|r| (0..r.len).map(move |q| ((r.i + q) as usize, (r.j + q) as usize)))
+                .collect();
+            for w in pairs.windows(2) {
+                assert!(w[0].0 < w[1].0 && w[0].1 < w[1].1, "{pairs:?}");
+            }
+            for &(i, j) in &pairs {
+                assert_eq!(o[i], p[j]);
+            }
+            // Naive embeddings of every matched pair.
+            let matched: Vec<(usize, usize)> = al
+                .matched
+                .iter()
+                .enumerate()
+                .filter(|&(_, &j)| j != NONE)
+                .map(|(i, &j)| (i, j as usize))
+                .collect();
+            let embeds = |keys: Vec<Key>, into: &[Key]| {
+                let mut left = Vec::new();
+                let mut at = 0;
+                for key in &keys {
+                    while into[at] != *key {
+                        at += 1;
+                    }
+                    left.push(at);
+                    at += 1;
+                }
+                let mut right = vec![0; keys.len()];
+                let mut end = into.len();
+                for (r, key) in keys.iter().enumerate().rev() {
+                    end -= 1;
+                    while into[end] != *key {
+                        end -= 1;
+                    }
+                    right[r] = end;
+                }
+                (left, right)
+            };
+            let (lp, rp) = embeds(matched.iter().map(|&(i, _)| o[i]).collect(), &p);
+            let (lo_, ro) = embeds(matched.iter().map(|&(_, j)| p[j]).collect(), &o);
+            let naive: Vec<(usize, usize)> = matched
+                .iter()
+                .enumerate()
+                .filter(|&(r, &(i, j))| lp[r] == j && rp[r] == j && lo_[r] == i && ro[r] == i)
+                .map(|(_, &pair)| pair)
+                .collect();
+            assert_eq!(pairs, naive, "{o:?} {p:?}");
+            for t in 0..=n as u32 {
+                for x in 0..=p.len() as u32 {
+                    let separated = pairs.iter().any(|&(i, j)| {
+                        ((j as u32) < x && i as u32 >= t) || (j as u32 >= x && (i as u32) < t)
+                    });
+                    assert_eq!(al.corresponds(t, x), !separated, "t {t} x {x} {pairs:?}");
+                }
+            }
         }
     }
 
