@@ -183,8 +183,9 @@ pub struct Baseline {
 
 #[derive(Default)]
 struct BaselineAssembly {
-    /// The original image, for the bodies alignment compares with.
-    original: Option<Image<'static>>,
+    /// Where the original image is, for the bodies alignment compares with (opened again while
+    /// its patched assembly is verified, so that only one original is open at a time).
+    original: Option<Input>,
     /// Every method with a body, by token: its name (None when unreadable) and findings.
     by_token: HashMap<u32, (Option<String>, CodeCounts)>,
     /// Methods with readable names, by name (a name several methods share maps to none).
@@ -248,7 +249,7 @@ impl Baseline {
                 }
                 assembly.by_token.insert(method.token().0, (name, counts));
             });
-            assembly.original = Some(image);
+            assembly.original = Some(input.clone());
             baseline.assemblies.insert(file_name(input), assembly);
             baseline.assemblies_read += 1;
         }
@@ -519,9 +520,15 @@ fn align_image(
     summary: &mut AlignmentSummary,
     out: &mut Vec<(usize, &'static str, u32, String)>,
 ) {
-    let Some(originals) = &a.original else {
+    // The baseline read it once; failing now leaves the assembly's methods unaligned.
+    let Some(Ok(originals)) = a.original.as_ref().map(Input::open) else {
+        for _ in work.iter().filter(|(_, b)| b.is_ok()) {
+            summary.methods_compared += 1;
+            summary.not_aligned(Unchecked::OriginalUnreadable);
+        }
         return;
     };
+    let originals = &originals;
     let body_of = |token: u32| {
         let m = originals.method(token & 0x00FF_FFFF).ok()?;
         (m.rva() != 0).then(|| m.decoded_body())

@@ -70,10 +70,13 @@ pub const DP_CELLS: usize = 4096;
 /// Stretches of at most this many cells are aligned exactly without looking for anchors.
 const SMALL_CELLS: usize = 64;
 
-/// A stretch is aligned exactly in a diagonal band when the band takes at most this many
-/// cells per instruction of the stretch (or [`DP_CELLS`]); else it is cut at anchors first.
-/// Also bounds the edit distance looked for.
-const BAND_CELLS_PER_INSTRUCTION: usize = 8;
+/// A stretch without anchors is aligned exactly in a diagonal band when the band takes at most
+/// this many cells per instruction of the stretch (or [`DP_CELLS`]), and at most
+/// [`MAX_BAND_CELLS`]. Also bounds the edit distance looked for.
+const BAND_CELLS_PER_INSTRUCTION: usize = 64;
+
+/// The most cells of one band (8 bytes each).
+const MAX_BAND_CELLS: usize = 1 << 20;
 
 /// The work bound of the anchoring passes: instructions looked at, per instruction of the two
 /// bodies.
@@ -91,12 +94,16 @@ pub enum Unchecked {
     /// A body's code does not decode into whole instructions (the structural verifier reports
     /// it): the method is not aligned.
     Undecodable,
-    /// Fewer than half of the original's instructions have a certain copy in the patched body:
-    /// the method was rewritten beyond alignment and is not aligned.
+    /// Fewer than half of the original's instructions (its `ret`s left out, which rewriters
+    /// replace) have a certain copy in the patched body: the method was rewritten beyond
+    /// alignment (or is not the original's) and is not aligned.
     TooDifferent,
     /// The method's match to its original is by token only (the names differ or cannot be
     /// read): it is not aligned.
     UncertainMatch,
+    /// The original assembly could not be read again when its patched one was verified (it
+    /// was read when the baseline was): none of its methods is aligned.
+    OriginalUnreadable,
     /// A stretch of the bodies had no instruction occurring once on each side, or the work
     /// bound was reached: it is left unaligned (counted once per stretch).
     Unanchored,
@@ -122,10 +129,11 @@ pub enum Unchecked {
 
 impl Unchecked {
     /// Every reason, in declaration order.
-    pub const ALL: [Unchecked; 9] = [
+    pub const ALL: [Unchecked; 10] = [
         Unchecked::Undecodable,
         Unchecked::TooDifferent,
         Unchecked::UncertainMatch,
+        Unchecked::OriginalUnreadable,
         Unchecked::Unanchored,
         Unchecked::Reordered,
         Unchecked::NoCertainCopy,
@@ -140,6 +148,7 @@ impl Unchecked {
             Unchecked::Undecodable => "Undecodable",
             Unchecked::TooDifferent => "TooDifferent",
             Unchecked::UncertainMatch => "UncertainMatch",
+            Unchecked::OriginalUnreadable => "OriginalUnreadable",
             Unchecked::Unanchored => "Unanchored",
             Unchecked::Reordered => "Reordered",
             Unchecked::NoCertainCopy => "NoCertainCopy",
@@ -229,6 +238,42 @@ static FAMILIES: LazyLock<[Family; 512]> = LazyLock::new(|| {
     t
 });
 
+/// What [`Side::load`] needs of an encoding (low byte, plus 256 for `FE xx`), in one entry:
+/// the decoder's length and operand kind, and the family. `len` 0: undefined.
+#[derive(Clone, Copy, Debug)]
+struct LoadEntry {
+    family: Opcode,
+    implied: Option<i32>,
+    operand: OperandKind,
+    len: u8,
+}
+
+static LOAD: LazyLock<[LoadEntry; 512]> = LazyLock::new(|| {
+    let mut t = [LoadEntry {
+        family: Opcode::Nop,
+        implied: None,
+        operand: OperandKind::None,
+        len: 0,
+    }; 512];
+    for (k, e) in t.iter_mut().enumerate() {
+        let d = if k < 256 {
+            DECODE.one[k]
+        } else {
+            DECODE.two[k - 256]
+        };
+        if let Some(op) = d.opcode {
+            let f = FAMILIES[slot(op)];
+            *e = LoadEntry {
+                family: f.general,
+                implied: f.implied,
+                operand: d.operand,
+                len: d.len,
+            };
+        }
+    }
+    t
+});
+
 fn slot(op: Opcode) -> usize {
     let code = op.code();
     (code & 0xFF) as usize + if code >> 8 == 0xFE { 256 } else { 0 }
@@ -312,19 +357,19 @@ impl Side {
         let Ok(len) = u32::try_from(code.len()) else {
             return false;
         };
-        let families = &*FAMILIES;
+        let table = &*LOAD;
         let mut pos = 0usize;
         while pos < code.len() {
             let (entry, size) = match code[pos] {
                 0xFE => match code.get(pos + 1) {
-                    Some(&b) => (DECODE.two[b as usize], 2),
+                    Some(&b) => (table[256 + b as usize], 2),
                     None => return false,
                 },
-                b => (DECODE.one[b as usize], 1),
+                b => (table[b as usize], 1),
             };
-            let Some(opcode) = entry.opcode else {
+            if entry.len == 0 {
                 return false;
-            };
+            }
             let mut next = pos + entry.len as usize;
             let Some(bytes) = code.get(pos + size..next) else {
                 return false;
@@ -334,7 +379,6 @@ impl Side {
                 v[..n].copy_from_slice(&bytes[..n]);
                 u64::from_le_bytes(v)
             };
-            let family = families[slot(opcode)];
             let operand = match entry.operand {
                 OperandKind::None => 0,
                 OperandKind::ShortBrTarget | OperandKind::BrTarget => {
@@ -369,10 +413,10 @@ impl Side {
                 }
             };
             // A macro form's operand is implied (and it has none in the code).
-            let operand = family.implied.map_or(operand, |v| v as u32 as u64);
+            let operand = entry.implied.map_or(operand, |v| v as u32 as u64);
             self.offs.push(pos as u32);
             self.keys.push(Key {
-                family: family.general,
+                family: entry.family,
                 operand,
             });
             pos = next;
@@ -410,16 +454,17 @@ struct Seg {
     b1: usize,
 }
 
-/// A key's occurrences in a stretch: how many on each side, and where the last is. Empty
-/// unless its generation is the table's current one (only original keys are entered).
+/// A key's occurrences in a stretch: how many on each side (0, 1, or 2 for more), and where
+/// the last is. Empty unless its generation is the table's current one (only original keys
+/// are entered).
 #[derive(Clone, Copy, Debug)]
 struct Slot {
     key: Key,
     generation: u32,
-    o: u32,
     at_o: u32,
-    p: u32,
     at_p: u32,
+    o: u8,
+    p: u8,
 }
 
 impl Default for Slot {
@@ -430,10 +475,10 @@ impl Default for Slot {
                 operand: 0,
             },
             generation: 0,
-            o: 0,
             at_o: 0,
-            p: 0,
             at_p: 0,
+            o: 0,
+            p: 0,
         }
     }
 }
@@ -524,6 +569,8 @@ pub struct Aligner {
     seed: u64,
     /// The generation of `table`'s current slots.
     generation: u32,
+    /// Per original instruction of the stretch being anchored: its slot in `table`.
+    slot_of: Vec<u32>,
     /// Per anchor candidate: the longest chain ending, and starting, there.
     ends: Vec<u32>,
     starts: Vec<u32>,
@@ -594,7 +641,15 @@ impl Aligner {
         self.certainty();
         let certain: usize = self.certain.iter().map(|r| r.len as usize).sum();
         self.stats.certain = certain as u32;
-        if certain * 2 < n {
+        // Rewriters replace `ret`s (by branches to an epilogue, `leave`s out of a new try), so
+        // they are not counted against the similarity.
+        let returns = self
+            .o
+            .keys
+            .iter()
+            .filter(|k| k.family == Opcode::Ret)
+            .count();
+        if certain * 2 < n - returns {
             self.stats.not_aligned = Some(Unchecked::TooDifferent);
             return &self.diags;
         }
@@ -661,7 +716,9 @@ impl Aligner {
                 }
             };
             // No anchors: exactly, in the band of diagonals the edits allow, when it is narrow.
-            let cap = DP_CELLS.max(BAND_CELLS_PER_INSTRUCTION * (a + b));
+            let cap = DP_CELLS
+                .max(BAND_CELLS_PER_INSTRUCTION.saturating_mul(a + b))
+                .min(MAX_BAND_CELLS);
             let max = (cap / (a + 1)).saturating_sub(3);
             if let Some(d) = self.distance(s, max) {
                 let lcs = (a + b - d) / 2;
@@ -678,26 +735,26 @@ impl Aligner {
     /// all of it, and [`Self::certainty`] keeps only the pairs no other embedding moves.
     fn embedded(&mut self, s: Seg) -> bool {
         let (o, p) = (&self.o.keys[s.a0..s.a1], &self.p.keys[s.b0..s.b1]);
-        let (short, long) = if o.len() <= p.len() { (o, p) } else { (p, o) };
+        let flip = o.len() > p.len();
+        let (short, long) = if flip { (p, o) } else { (o, p) };
         // At most `long - short` keys of the longer side are skipped: fail as soon as more
-        // would be.
+        // would be (and forget what was matched).
         let mut skips = long.len() - short.len();
         let mut at = 0;
-        for k in short {
+        for (r, k) in short.iter().enumerate() {
             match long[at..at + skips + 1].iter().position(|l| l == k) {
                 Some(d) => {
                     skips -= d;
-                    at += d + 1;
+                    at += d;
+                    let (i, j) = if flip { (at, r) } else { (r, at) };
+                    self.matched[s.a0 + i] = (s.b0 + j) as u32;
+                    at += 1;
                 }
-                None => return false,
+                None => {
+                    self.matched[s.a0..s.a1].iter_mut().for_each(|m| *m = NONE);
+                    return false;
+                }
             }
-        }
-        let mut at = 0;
-        for (r, k) in short.iter().enumerate() {
-            at += long[at..].iter().position(|l| l == k).unwrap_or(0);
-            let (i, j) = if o.len() <= p.len() { (r, at) } else { (at, r) };
-            self.matched[s.a0 + i] = (s.b0 + j) as u32;
-            at += 1;
         }
         true
     }
@@ -707,7 +764,12 @@ impl Aligner {
     /// ([`Unchecked::Unanchored`]: no such instruction; [`Unchecked::Reordered`]: the unique
     /// instructions disagree on their order as much as they agree).
     fn anchor(&mut self, s: Seg) -> Option<Unchecked> {
-        self.count_keys(s);
+        // Instructions with a token operand are the likeliest to be unique, and no other key
+        // equals theirs: counting only them finds the same unique ones among them, for less.
+        self.count_keys::<true>(s);
+        if self.pairs.is_empty() {
+            self.count_keys::<false>(s);
+        }
         if self.pairs.is_empty() {
             return Some(Unchecked::Unanchored);
         }
@@ -784,9 +846,10 @@ impl Aligner {
     }
 
     /// Fills `pairs` with the (original, patched) positions of the keys that occur exactly
-    /// once on each side of the stretch, in original order. An open-addressing table with a
+    /// once on each side of the stretch, in original order (with `TOKENS`, of the keys whose
+    /// operand is a token only). An open-addressing table with a
     /// seeded hash: the input chooses the keys, not where they land.
-    fn count_keys(&mut self, s: Seg) {
+    fn count_keys<const TOKENS: bool>(&mut self, s: Seg) {
         let (o, p) = (&self.o.keys, &self.p.keys);
         let size = ((s.a1 - s.a0) * 2).next_power_of_two().max(16);
         let mask = size - 1;
@@ -812,7 +875,13 @@ impl Aligner {
             (h.wrapping_mul(0x1656_67B1_9E37_79F9) >> 32) as usize & mask
         };
         let table = &mut self.table;
+        let slot_of = &mut self.slot_of;
+        slot_of.clear();
+        let counted = |k: &Key| !TOKENS || k.family.operand_kind().is_token();
         for (i, &k) in o.iter().enumerate().take(s.a1).skip(s.a0) {
+            if !counted(&k) {
+                continue;
+            }
             let mut at = home(&k);
             loop {
                 let slot = &mut table[at];
@@ -820,21 +889,25 @@ impl Aligner {
                     *slot = Slot {
                         key: k,
                         generation,
-                        o: 1,
                         at_o: i as u32,
-                        p: 0,
                         at_p: 0,
+                        o: 1,
+                        p: 0,
                     };
                     break;
                 }
                 if slot.key == k {
-                    slot.o = slot.o.saturating_add(1);
+                    slot.o = 2;
                     break;
                 }
                 at = (at + 1) & mask;
             }
+            slot_of.push(at as u32);
         }
         for (j, &k) in p.iter().enumerate().take(s.b1).skip(s.b0) {
+            if !counted(&k) {
+                continue;
+            }
             let mut at = home(&k);
             loop {
                 let slot = &mut table[at];
@@ -842,7 +915,7 @@ impl Aligner {
                     break;
                 }
                 if slot.key == k {
-                    slot.p = slot.p.saturating_add(1);
+                    slot.p = slot.p.saturating_add(1).min(2);
                     slot.at_p = j as u32;
                     break;
                 }
@@ -850,17 +923,10 @@ impl Aligner {
             }
         }
         self.pairs.clear();
-        for k in &o[s.a0..s.a1] {
-            let mut at = home(k);
-            loop {
-                let slot = &table[at];
-                if slot.generation == generation && slot.key == *k {
-                    if slot.o == 1 && slot.p == 1 {
-                        self.pairs.push((slot.at_o, slot.at_p));
-                    }
-                    break;
-                }
-                at = (at + 1) & mask;
+        for &at in slot_of.iter() {
+            let slot = &table[at as usize];
+            if slot.o == 1 && slot.p == 1 {
+                self.pairs.push((slot.at_o, slot.at_p));
             }
         }
     }
