@@ -138,6 +138,34 @@ pub fn verify_markdown(r: &VerifyReport, command: &str) -> String {
     ] {
         let _ = writeln!(s, "| {k} | {v} |");
     }
+    if let Some(a) = &r.alignment {
+        let _ = writeln!(s, "\n## Alignment with the baseline\n");
+        let _ = writeln!(s, "| measure | value |\n|---|---:|");
+        for (k, v) in [
+            ("methods compared", thousands(a.methods_compared)),
+            ("identical to the original", thousands(a.methods_identical)),
+            (
+                "without branches or clauses",
+                thousands(a.methods_without_targets),
+            ),
+            ("aligned", thousands(a.methods_aligned)),
+            ("aligned in part", thousands(a.methods_in_part)),
+            ("not aligned", thousands(a.methods_not_aligned)),
+            ("branch targets checked", thousands(a.targets_checked)),
+            ("clause boundaries checked", thousands(a.boundaries_checked)),
+            ("time", format!("{:.3} s, single thread", a.seconds)),
+        ] {
+            let _ = writeln!(s, "| {k} | {v} |");
+        }
+        for (what, counts) in [
+            ("not aligned", &a.not_aligned),
+            ("not checked", &a.unchecked),
+        ] {
+            if !counts.is_empty() {
+                let _ = writeln!(s, "\n{what}: {}", reasons(counts));
+            }
+        }
+    }
     if !r.image_errors.is_empty() {
         let _ = writeln!(s, "\n## Inputs that could not be read\n");
         for e in &r.image_errors {

@@ -15,14 +15,26 @@
 //! names say. Tokens and constants must be equal; branch displacements are not compared (they
 //! are what is checked), a `switch`'s case count is.
 //!
-//! The two instruction streams are aligned in the manner of patience diff, each stretch in
-//! turn: its common prefix and suffix are matched; a stretch of at most [`DP_CELLS`] cells is
-//! aligned exactly (longest common subsequence); a larger one is cut at the instructions that
-//! occur exactly once on each side, keeping the longest chain of them in order, and each piece
-//! is aligned the same way. A stretch with no such instruction, one whose unique instructions
-//! disagree on their order as much as they agree (code moved), and anything past a work bound
-//! linear in the bodies' sizes is left unaligned: its instructions get no copy, so nothing
-//! inside it is checked, and the method counts as checked in part.
+//! The two instruction streams are aligned in the manner of patience diff, a stretch at a time
+//! (at first, the whole bodies):
+//!
+//! 1. its common prefix and suffix are matched;
+//! 2. a stretch of at most 64 cells (instructions × instructions) is aligned exactly;
+//! 3. when one side is a subsequence of the other (code only inserted, or only removed), it is
+//!    matched at its leftmost embedding;
+//! 4. else it is cut at the instructions that occur exactly once on each side (those with a
+//!    token operand first, then any), keeping those on every longest chain of them in order,
+//!    and the pieces between are queued;
+//! 5. a stretch without such instructions, or whose unique instructions disagree on their
+//!    order as much as they agree (code moved), is aligned exactly in the band of diagonals its
+//!    edit distance allows (Myers' greedy algorithm finds the distance) when the band is at most
+//!    64 cells an instruction; else it is left unaligned ([`Unchecked::Unanchored`],
+//!    [`Unchecked::Reordered`]) and the method counts as aligned in part.
+//!
+//! The anchoring passes stop at a work bound linear in the bodies' sizes, and an exact stretch
+//! takes at most 64 cells an instruction (and at most 2^20), so the whole alignment takes time
+//! and memory linear in the bodies. An original without a branch, `leave`,
+//! `switch` or clause has nothing to check and is not aligned at all.
 //!
 //! # Certain copies
 //!
@@ -32,9 +44,9 @@
 //! instructions embed into the patched body (and the matched patched ones into the original)
 //! only one way at that place: the leftmost and rightmost embeddings agree. So a `nop`
 //! prologue in front of a body that starts with `nop` leaves that first `nop` without a certain
-//! copy. When fewer than half of the original's instructions have a certain copy, the method is
-//! not aligned at all ([`Unchecked::TooDifferent`]).
-//!
+//! copy. When fewer than half of the original's instructions (its `ret`s left out) have a
+//! certain copy, the method is not aligned at all ([`Unchecked::TooDifferent`]).
+
 //! # Findings
 //!
 //! Certain copies cut the patched body into stretches. An original position `t` (an
@@ -44,16 +56,24 @@
 //! move over inserted or replaced code, but never across code both bodies share.
 //!
 //! - [`Code::BranchRetargeted`]: a branch, `leave` or `switch` case with a certain copy whose
-//!   patched target does not correspond to its original target.
+//!   patched target does not correspond to its original target, when the landing is itself
+//!   a certain copy (of another instruction), or is code not in the original that leads (by
+//!   falling through and unconditional branches, within 64 instructions) to a certain copy that
+//!   does not correspond either while the target has a certain copy. A landing on code without
+//!   a certain copy that goes nowhere certain (moved code, a target that was replaced) is
+//!   counted as [`Unchecked::LandingUncertain`] instead.
 //! - [`Code::ClauseBoundaryMoved`]: a try start or end, handler start or end, or filter start
-//!   of an original clause whose counterpart in the patched table does not correspond.
+//!   of an original clause whose counterpart in the patched table does not correspond. The
+//!   counterpart is the clause of the same kind and class whose handler start corresponds (or,
+//!   when none does, the one clause whose every other boundary does).
 //!
 //! What is not a finding follows from the rule: a branch that lands on code inserted right
-//! before its target's copy (a prologue, an epilogue before a `ret`, a `nop`), or on the
-//! replacement of a target that has no copy (a `ret` replaced by `br` or `stloc`+`leave` to an
-//! epilogue); a short branch widened; a removed `tail.` prefix; a clause boundary moved over
-//! inserted code next to it. Findings are never guessed: targets and boundaries that cannot be
-//! compared are counted by [`Unchecked`] reason instead.
+//! before its target's copy (a prologue, an epilogue before a `ret`, a `nop`) or on code that
+//! leads to it (a trampoline), or on the replacement of a target that has no copy (a `ret`
+//! replaced by `br` or `stloc`+`leave` to an epilogue); a short branch widened; a macro form
+//! replaced by its general form; a removed `tail.` prefix; a clause boundary moved over
+//! inserted code next to it, either way; new clauses. Findings are never guessed: targets and
+//! boundaries that cannot be compared are counted by [`Unchecked`] reason instead.
 
 use super::{Code, Diagnostic, NONE};
 use crate::body::{Body, Clause, ClauseKind};
@@ -65,7 +85,7 @@ use std::sync::LazyLock;
 /// A stretch is aligned exactly (in time and memory proportional to its cells: original
 /// instructions × patched diagonals) when the band of diagonals its edits allow takes at most
 /// this many cells, or [`BAND_CELLS_PER_INSTRUCTION`] per instruction of the stretch.
-pub const DP_CELLS: usize = 4096;
+const DP_CELLS: usize = 4096;
 
 /// Stretches of at most this many cells are aligned exactly without looking for anchors.
 const SMALL_CELLS: usize = 64;
@@ -1184,9 +1204,10 @@ impl Aligner {
                 };
                 let (lo, hi) = self.expected(t);
                 let opcode = decode_at(patched, pstart).map_or(Opcode::Nop, |ins| ins.opcode);
-                let what = match opcode {
-                    Opcode::Switch => format!("case {case} of `switch`"),
-                    op => format!("`{op}`"),
+                let what = if opcode.operand_kind() == OperandKind::Switch {
+                    format!("case {case} of `switch`")
+                } else {
+                    format!("`{opcode}`")
                 };
                 let original_at = |x: u32| {
                     let u = self.origin_of(x).unwrap_or(0);
@@ -1785,6 +1806,56 @@ mod tests {
                     });
                     assert_eq!(al.corresponds(t, x), !separated, "t {t} x {x} {pairs:?}");
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn arbitrary_bodies_and_clauses_never_panic() {
+        // Random code (often undecodable), copies of it with bytes changed, and random clauses
+        // over both: every comparison ends, with findings only of the two alignment codes.
+        let mut seed = 0x2545_F491_4F6C_DD1Du64;
+        let mut al = Aligner::new();
+        let valid = [
+            0x00u8, 0x02, 0x06, 0x0A, 0x16, 0x2A, 0x2B, 0x2C, 0x38, 0x45, 0x58, 0xDD,
+        ];
+        for _ in 0..20_000 {
+            let n = (rng(&mut seed) % 48) as usize;
+            let code: Vec<u8> = (0..n)
+                .map(|_| {
+                    let r = rng(&mut seed);
+                    if r.is_multiple_of(3) {
+                        r as u8 >> 3
+                    } else {
+                        valid[(r >> 8) as usize % valid.len()]
+                    }
+                })
+                .collect();
+            let mut patched = code.clone();
+            for _ in 0..rng(&mut seed) % 4 {
+                if !patched.is_empty() {
+                    let at = (rng(&mut seed) as usize) % patched.len();
+                    patched[at] = rng(&mut seed) as u8;
+                }
+            }
+            if rng(&mut seed).is_multiple_of(2) {
+                patched.insert(0, 0x00);
+            }
+            let clause = |seed: &mut u64| Clause {
+                flags: (rng(seed) % 5) as u32,
+                try_offset: (rng(seed) % 50) as u32,
+                try_length: (rng(seed) % 50) as u32,
+                handler_offset: (rng(seed) % 50) as u32,
+                handler_length: (rng(seed) % 50) as u32,
+                class_or_filter: (rng(seed) % 50) as u32,
+            };
+            let oc: Vec<Clause> = (0..rng(&mut seed) % 3).map(|_| clause(&mut seed)).collect();
+            let pc: Vec<Clause> = (0..rng(&mut seed) % 3).map(|_| clause(&mut seed)).collect();
+            for d in al.compare_code(&code, &oc, &patched, &pc) {
+                assert!(
+                    matches!(d.code, Code::BranchRetargeted | Code::ClauseBoundaryMoved),
+                    "{d:?}"
+                );
             }
         }
     }

@@ -27,7 +27,7 @@ mod stack;
 #[cfg(test)]
 mod tests;
 
-pub use align::{AlignStats, Aligner, DP_CELLS, Key, Unchecked, key};
+pub use align::{AlignStats, Aligner, Key, Unchecked, key};
 pub use resolver::{
     CallSig, ImageResolver, MethodSig, NoResolver, Resolver, SyntheticResolver, token_table_fits,
 };
