@@ -739,7 +739,16 @@ impl Aligner {
             let cap = DP_CELLS
                 .max(BAND_CELLS_PER_INSTRUCTION.saturating_mul(a + b))
                 .min(MAX_BAND_CELLS);
-            let max = (cap / (a + 1)).saturating_sub(3);
+            // Myers' search up to distance d costs about d² (plus the snakes, within the
+            // band): bounded by the band and by 64 per instruction of the stretch; and the
+            // distance is at least the difference in lengths.
+            let max = (cap / (a + 1))
+                .saturating_sub(3)
+                .min(BAND_CELLS_PER_INSTRUCTION.saturating_mul(a + b).isqrt());
+            if a.abs_diff(b) > max {
+                self.stats.skip(why, 1);
+                continue;
+            }
             if let Some(d) = self.distance(s, max) {
                 let lcs = (a + b - d) / 2;
                 if self.exact(s, -((a - lcs) as i64), (b - lcs) as i64) {
@@ -1861,6 +1870,35 @@ mod tests {
     }
 
     #[test]
+    fn index_of_finds_every_instruction_start_and_nothing_else() {
+        let mut seed = 0x1234_5678_9ABC_DEF1u64;
+        for _ in 0..300 {
+            let n = (rng(&mut seed) % 60) as usize;
+            let mut side = Side::default();
+            let mut at = 0u32;
+            for _ in 0..n {
+                side.offs.push(at);
+                at += 1
+                    + (rng(&mut seed)
+                        % if rng(&mut seed).is_multiple_of(4) {
+                            40
+                        } else {
+                            5
+                        }) as u32;
+            }
+            side.offs.push(at);
+            for off in -3..at as i64 + 4 {
+                let want = side
+                    .offs
+                    .iter()
+                    .position(|&o| o as i64 == off)
+                    .map(|k| k as u32);
+                assert_eq!(side.index_of(off), want, "{off} in {:?}", side.offs);
+            }
+        }
+    }
+
+    #[test]
     fn macro_and_general_forms_share_a_key() {
         let k = |op, operand| {
             key(&Instruction {
@@ -2198,6 +2236,36 @@ mod tests {
         let (found, _) = compare(&o, &none, &p, &none);
         let (_, offs) = asm(&p);
         assert_eq!(found, [(Code::BranchRetargeted, offs[10])]);
+    }
+
+    #[test]
+    fn hostile_stretches_end_quickly() {
+        let start = std::time::Instant::now();
+        let call = |k: u32| Tok(Call, 0x0A00_0000 + k);
+        // One original instruction against 200k others, none the same; then 100k repeated
+        // keys against 100k shifted and changed ones; then no unique key on either side.
+        let cases: Vec<(Vec<A>, Vec<A>)> = vec![
+            (vec![call(1)], (0..200_000).map(|_| Op(Nop)).collect()),
+            (
+                (0..100_000).map(|k| call(k % 3)).collect(),
+                (0..100_000).map(|k| call((k + 1) % 4)).collect(),
+            ),
+            (
+                (0..50_000).flat_map(|_| [Op(Ldc_I4_0), Op(Pop)]).collect(),
+                (0..50_000)
+                    .flat_map(|_| [Op(Pop), Op(Ldc_I4_0), Op(Dup)])
+                    .collect(),
+            ),
+        ];
+        for (o, p) in &cases {
+            // A branch each, so that there is something to align for.
+            let (mut o, mut p) = (o.clone(), p.clone());
+            o.push(J(Br, 0));
+            p.push(J(Br, 0));
+            let (found, stats) = compare(&o, &none, &p, &none);
+            assert_eq!(found, [], "{stats:?}");
+        }
+        assert!(start.elapsed().as_secs() < 20, "{:?}", start.elapsed());
     }
 
     #[test]
