@@ -1,12 +1,14 @@
 //! Verification runs: every method of every input checked by the structural verifier, with its
-//! own metadata as the resolver; optionally only what is new against baseline assemblies.
+//! own metadata as the resolver; optionally only what is new against baseline assemblies, and
+//! then also each changed method aligned with its original ([`crate::verify::Aligner`]) for
+//! branches and clause boundaries that moved.
 
 use super::{Input, Skipped};
 use crate::body::Body;
 use crate::image::{Image, ImageError, Method, integrity};
-use crate::verify::{ImageResolver, Verifier};
+use crate::verify::{Aligner, ImageResolver, Unchecked, Verifier};
 use serde::Serialize;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Instant;
 
 /// Code of a finding for a body whose header or sections do not decode (not a verifier rule:
@@ -82,6 +84,9 @@ pub struct VerifyReport {
     /// Assemblies verified with a baseline given that had no original of the same file name:
     /// every finding of theirs is reported as new.
     pub baseline_missing: Vec<String>,
+    /// With `--baseline`: what aligning changed methods with their originals compared.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub alignment: Option<AlignmentSummary>,
     /// Findings reported, image-level ones included (all of them, listed or not).
     pub findings_total: u64,
     /// The first findings, up to [`VerifyOptions::max_findings`].
@@ -101,6 +106,47 @@ impl VerifyReport {
     /// No finding, and every input was read.
     pub fn clean(&self) -> bool {
         self.findings_total == 0 && self.image_errors.is_empty()
+    }
+}
+
+/// What aligning patched methods with their originals compared (with `--baseline`). Every
+/// method counted in `methods_compared` is counted once more, in exactly one of
+/// `methods_identical`, `methods_without_targets`, `methods_aligned`, `methods_in_part` and
+/// `methods_not_aligned`.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct AlignmentSummary {
+    /// Patched methods with a body whose original (same assembly file name; by token, then by
+    /// unique name) has a body too.
+    pub methods_compared: u64,
+    /// Methods whose code and clauses are the original's byte for byte: nothing to align.
+    pub methods_identical: u64,
+    /// Methods whose original has no branch, `leave`, `switch` or clause: nothing to compare.
+    pub methods_without_targets: u64,
+    /// Methods aligned with every branch target and clause boundary of the original compared.
+    pub methods_aligned: u64,
+    /// Methods aligned in part: a stretch left unaligned, or targets or boundaries not
+    /// compared (counted in `unchecked`).
+    pub methods_in_part: u64,
+    /// Methods not aligned at all (counted by reason in `not_aligned`).
+    pub methods_not_aligned: u64,
+    /// Branch, `leave` and `switch` targets of originals compared.
+    pub targets_checked: u64,
+    /// Clause boundaries of originals compared.
+    pub boundaries_checked: u64,
+    /// Methods not aligned, by [`Unchecked`] reason.
+    pub not_aligned: BTreeMap<&'static str, u64>,
+    /// In the methods aligned in part: stretches, targets and boundaries not compared, by
+    /// [`Unchecked`] reason.
+    pub unchecked: BTreeMap<&'static str, u64>,
+    /// Time spent aligning (decoding both bodies and matching methods included), single
+    /// thread.
+    pub seconds: f64,
+}
+
+impl AlignmentSummary {
+    fn not_aligned(&mut self, why: Unchecked) {
+        self.methods_not_aligned += 1;
+        *self.not_aligned.entry(why.as_str()).or_default() += 1;
     }
 }
 
@@ -137,6 +183,9 @@ pub struct Baseline {
 
 #[derive(Default)]
 struct BaselineAssembly {
+    /// Where the original image is, for the bodies alignment compares with (opened again while
+    /// its patched assembly is verified, so that only one original is open at a time).
+    original: Option<Input>,
     /// Every method with a body, by token: its name (None when unreadable) and findings.
     by_token: HashMap<u32, (Option<String>, CodeCounts)>,
     /// Methods with readable names, by name (a name several methods share maps to none).
@@ -147,8 +196,9 @@ struct BaselineAssembly {
 
 /// How a patched method was matched to its original.
 enum Match {
-    /// Same token and same readable name, or the same unique name at another token.
-    Certain(CodeCounts),
+    /// Same token and same readable name, or the same unique name at another token (the
+    /// original's token).
+    Certain(CodeCounts, u32),
     /// The same token, but the names differ or one cannot be read.
     Uncertain(CodeCounts, String),
     /// No original: the method is new.
@@ -199,6 +249,7 @@ impl Baseline {
                 }
                 assembly.by_token.insert(method.token().0, (name, counts));
             });
+            assembly.original = Some(input.clone());
             baseline.assemblies.insert(file_name(input), assembly);
             baseline.assemblies_read += 1;
         }
@@ -210,13 +261,17 @@ impl Baseline {
     fn match_for(&self, a: &BaselineAssembly, token: u32, name: Option<&str>) -> Match {
         let by_name = |n: &str| {
             let t = a.by_name.get(n).copied().flatten()?;
-            a.by_token.get(&t).map(|(_, c)| c.clone())
+            a.by_token
+                .get(&t)
+                .map(|(_, c)| Match::Certain(c.clone(), t))
         };
         match (a.by_token.get(&token), name) {
-            (Some((Some(old), counts)), Some(new)) if old == new => Match::Certain(counts.clone()),
+            (Some((Some(old), counts)), Some(new)) if old == new => {
+                Match::Certain(counts.clone(), token)
+            }
             (Some((old, counts)), new) => {
-                if let Some(c) = new.and_then(by_name) {
-                    return Match::Certain(c);
+                if let Some(m) = new.and_then(by_name) {
+                    return m;
                 }
                 let why = match (old, new) {
                     (Some(old), Some(_)) => format!("matched by token; the original was {old}"),
@@ -225,7 +280,7 @@ impl Baseline {
                 };
                 Match::Uncertain(counts.clone(), why)
             }
-            (None, Some(new)) => by_name(new).map_or(Match::None, Match::Certain),
+            (None, Some(new)) => by_name(new).unwrap_or(Match::None),
             (None, None) => Match::None,
         }
     }
@@ -281,12 +336,17 @@ pub fn verify(
 ) {
     report.schema = "ilcheck.verify/1";
     report.baseline_assemblies = baseline.map_or(0, |b| b.assemblies_read);
+    if baseline.is_some() && report.alignment.is_none() {
+        report.alignment = Some(AlignmentSummary::default());
+    }
     let mut verifier = Verifier::new();
+    let mut aligner = Aligner::new();
     for input in inputs {
         match input.open() {
             Ok(image) => {
                 report.assemblies += 1;
-                verify_image(input, &image, opts, baseline, &mut verifier, report);
+                let passes = (&mut verifier, &mut aligner);
+                verify_image(input, &image, opts, baseline, passes, report);
             }
             Err(e @ (ImageError::NotDotNet | ImageError::Pe(_) | ImageError::NoOptionalHeader))
                 if !input.must_be_assembly() =>
@@ -330,7 +390,7 @@ fn verify_image(
     image: &Image<'_>,
     opts: VerifyOptions,
     baseline: Option<&Baseline>,
-    verifier: &mut Verifier,
+    (verifier, aligner): (&mut Verifier, &mut Aligner),
     report: &mut VerifyReport,
 ) {
     let assembly_file = file_name(input);
@@ -382,14 +442,30 @@ fn verify_image(
     }
     report.verify_seconds += start.elapsed().as_secs_f64();
 
+    // Alignment findings as (index into `work`, code, offset, message), in method order.
+    let mut moved: Vec<(usize, &'static str, u32, String)> = Vec::new();
+    if let (Some(b), Some(a), Some(summary)) = (baseline, original, report.alignment.as_mut()) {
+        let start = Instant::now();
+        align_image(&work, b, a, aligner, summary, &mut moved);
+        summary.seconds += start.elapsed().as_secs_f64();
+    }
+
     let mut found = found.into_iter().peekable();
+    let mut moved = moved.into_iter().peekable();
     // Windows name their tokens; only the instructions shown are named.
     let names = crate::disasm::ImageNamer::new(image);
     for (k, (method, body)) in work.iter().enumerate() {
         let findings: Vec<(String, u32, String)> = match body {
-            Ok(_) => std::iter::from_fn(|| found.next_if(|f| f.0 == k))
-                .map(|(_, code, offset, message)| (code.to_string(), offset, message))
-                .collect(),
+            Ok(_) => {
+                let mut all: Vec<(String, u32, String)> =
+                    std::iter::from_fn(|| found.next_if(|f| f.0 == k))
+                        .chain(std::iter::from_fn(|| moved.next_if(|f| f.0 == k)))
+                        .map(|(_, code, offset, message)| (code.to_string(), offset, message))
+                        .collect();
+                // Structural and alignment findings together, by offset.
+                all.sort_by_key(|f| f.1);
+                all
+            }
             Err(e) => vec![(
                 BODY_MALFORMED.to_string(),
                 body_error_offset(e),
@@ -406,7 +482,7 @@ fn verify_image(
                 b.match_for(a, method.token().0, name.as_deref().ok())
             })
         }) {
-            Match::Certain(c) => (c, None),
+            Match::Certain(c, _) => (c, None),
             Match::Uncertain(c, why) => (c, Some(why)),
             Match::None => (CodeCounts::new(), None),
         };
@@ -433,5 +509,124 @@ fn verify_image(
         }
         report.methods_with_errors += u64::from(any);
         report.baseline_uncertain += u64::from(uncertain.is_some());
+    }
+}
+
+/// Aligns every method of `work` that has an original in `a` with it, counting into `summary`
+/// and appending the findings to `out` as (index into `work`, code, offset, message).
+fn align_image(
+    work: &[(Method<'_>, Result<Body<'_>, ImageError>)],
+    baseline: &Baseline,
+    a: &BaselineAssembly,
+    aligner: &mut Aligner,
+    summary: &mut AlignmentSummary,
+    out: &mut Vec<(usize, &'static str, u32, String)>,
+) {
+    // The baseline read it once; failing now leaves the assembly's methods unaligned.
+    let Some(Ok(originals)) = a.original.as_ref().map(Input::open) else {
+        for _ in work.iter().filter(|(_, b)| b.is_ok()) {
+            summary.methods_compared += 1;
+            summary.not_aligned(Unchecked::OriginalUnreadable);
+        }
+        return;
+    };
+    let originals = &originals;
+    let body_of = |token: u32| {
+        let m = originals.method(token & 0x00FF_FFFF).ok()?;
+        (m.rva() != 0).then(|| m.decoded_body())
+    };
+    let identical = |o: &Body<'_>, p: &Body<'_>| o.code == p.code && o.clauses().eq(p.clauses());
+    for (k, (method, body)) in work.iter().enumerate() {
+        let token = method.token().0;
+        // Most methods a rewriter leaves alone keep their token and bytes: no name needed.
+        let same_token = if a.by_token.contains_key(&token) {
+            body_of(token)
+        } else {
+            None
+        };
+        if let (Ok(p), Some(Ok(o))) = (body, &same_token)
+            && identical(o, p)
+        {
+            summary.methods_compared += 1;
+            summary.methods_identical += 1;
+            continue;
+        }
+        let original = if same_token.is_some()
+            && let Ok(o) = originals.method(token & 0x00FF_FFFF)
+            && same_method(&o, method)
+        {
+            same_token
+        } else {
+            aligned_original(baseline, a, method, token, same_token, summary, &body_of)
+        };
+        let Some(original) = original else { continue };
+        summary.methods_compared += 1;
+        let (Ok(o), Ok(p)) = (original, body) else {
+            summary.not_aligned(Unchecked::Undecodable);
+            continue;
+        };
+        if identical(&o, p) {
+            summary.methods_identical += 1;
+            continue;
+        }
+        let found = aligner.compare(&o, p);
+        out.extend(
+            found
+                .iter()
+                .map(|d| (k, d.code.as_str(), d.offset, d.message.clone())),
+        );
+        let stats = aligner.stats();
+        if stats.nothing_to_check {
+            summary.methods_without_targets += 1;
+            continue;
+        }
+        if let Some(why) = stats.not_aligned {
+            summary.not_aligned(why);
+            continue;
+        }
+        summary.targets_checked += u64::from(stats.targets_checked);
+        summary.boundaries_checked += u64::from(stats.boundaries_checked);
+        if stats.complete() {
+            summary.methods_aligned += 1;
+        } else {
+            summary.methods_in_part += 1;
+            for (why, n) in stats.unchecked() {
+                *summary.unchecked.entry(why.as_str()).or_default() += u64::from(n);
+            }
+        }
+    }
+}
+
+/// Whether two MethodDefs of the same token are the same method by their rows: the same name
+/// and signature bytes. Cheaper than comparing full names, and enough to pick the original to
+/// align with: a wrong pick does not align ([`Unchecked::TooDifferent`]).
+fn same_method(o: &Method<'_>, p: &Method<'_>) -> bool {
+    matches!((o.name(), p.name()), (Ok(a), Ok(b)) if a == b)
+        && matches!((o.signature_blob(), p.signature_blob()), (Ok(a), Ok(b)) if a == b)
+}
+
+/// The original body to align a patched method with, by the baseline's matching (full names);
+/// `None` for a new method. A match by token only is counted as not aligned.
+fn aligned_original<'o>(
+    baseline: &Baseline,
+    a: &BaselineAssembly,
+    method: &Method<'_>,
+    token: u32,
+    same_token: Option<Result<Body<'o>, ImageError>>,
+    summary: &mut AlignmentSummary,
+    body_of: &impl Fn(u32) -> Option<Result<Body<'o>, ImageError>>,
+) -> Option<Result<Body<'o>, ImageError>> {
+    let name = method.full_name().ok();
+    match baseline.match_for(a, token, name.as_deref()) {
+        Match::None => None,
+        Match::Uncertain(..) => {
+            if same_token.is_some() {
+                summary.methods_compared += 1;
+                summary.not_aligned(Unchecked::UncertainMatch);
+            }
+            None
+        }
+        Match::Certain(_, t) if t == token => same_token,
+        Match::Certain(_, t) => body_of(t),
     }
 }

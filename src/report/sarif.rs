@@ -113,6 +113,7 @@ pub fn verify_sarif(r: &VerifyReport) -> Value {
                 "methodsChecked": r.methods_checked,
                 "methodsWithErrors": r.methods_with_errors,
                 "findingsTotal": r.findings_total,
+                "alignment": r.alignment,
             },
         }],
     })
@@ -153,5 +154,30 @@ mod tests {
                 .contains("III.")
         }));
         assert_eq!(log["version"], "2.1.0");
+    }
+
+    #[test]
+    fn alignment_codes_are_rules_that_say_they_need_a_baseline() {
+        let mut r = VerifyReport::default();
+        for code in ["BranchRetargeted", "ClauseBoundaryMoved"] {
+            r.findings.push(Finding {
+                assembly: "a.dll".into(),
+                method: "N.C::M()".into(),
+                token: "0x06000001".into(),
+                offset: 3,
+                code: code.into(),
+                message: "m".into(),
+                baseline_match: None,
+                window: String::new(),
+            });
+        }
+        r.alignment = Some(Default::default());
+        let log = verify_sarif(&r);
+        let run = &log["runs"][0];
+        for rule in run["tool"]["driver"]["rules"].as_array().unwrap() {
+            let text = rule["shortDescription"]["text"].as_str().unwrap();
+            assert!(text.starts_with("Needs `--baseline`."), "{text}");
+        }
+        assert!(run["properties"]["alignment"]["methods_compared"].is_u64());
     }
 }

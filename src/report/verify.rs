@@ -55,6 +55,27 @@ pub fn verify_text(r: &VerifyReport) -> String {
             r.baseline_assemblies, r.baseline_suppressed, r.baseline_uncertain
         );
     }
+    if let Some(a) = &r.alignment {
+        let _ = writeln!(
+            s,
+            "alignment with the baseline: {} methods compared ({} identical, {} without branches or clauses), {} aligned, {} in part, {} not aligned; {} branch targets and {} clause boundaries checked in {:.3} s",
+            thousands(a.methods_compared),
+            thousands(a.methods_identical),
+            thousands(a.methods_without_targets),
+            thousands(a.methods_aligned),
+            thousands(a.methods_in_part),
+            thousands(a.methods_not_aligned),
+            thousands(a.targets_checked),
+            thousands(a.boundaries_checked),
+            a.seconds
+        );
+        if !a.not_aligned.is_empty() {
+            let _ = writeln!(s, "  not aligned: {}", reasons(&a.not_aligned));
+        }
+        if !a.unchecked.is_empty() {
+            let _ = writeln!(s, "  not checked: {}", reasons(&a.unchecked));
+        }
+    }
     for a in &r.baseline_missing {
         let _ = writeln!(
             s,
@@ -76,6 +97,15 @@ pub fn verify_text(r: &VerifyReport) -> String {
         thousands(r.methods_incomplete)
     );
     s
+}
+
+/// `reason: count, …` of an alignment summary's counts.
+fn reasons(counts: &std::collections::BTreeMap<&'static str, u64>) -> String {
+    counts
+        .iter()
+        .map(|(k, v)| format!("{k} {}", thousands(*v)))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// A Markdown report of a verification run.
@@ -107,6 +137,34 @@ pub fn verify_markdown(r: &VerifyReport, command: &str) -> String {
         ),
     ] {
         let _ = writeln!(s, "| {k} | {v} |");
+    }
+    if let Some(a) = &r.alignment {
+        let _ = writeln!(s, "\n## Alignment with the baseline\n");
+        let _ = writeln!(s, "| measure | value |\n|---|---:|");
+        for (k, v) in [
+            ("methods compared", thousands(a.methods_compared)),
+            ("identical to the original", thousands(a.methods_identical)),
+            (
+                "without branches or clauses",
+                thousands(a.methods_without_targets),
+            ),
+            ("aligned", thousands(a.methods_aligned)),
+            ("aligned in part", thousands(a.methods_in_part)),
+            ("not aligned", thousands(a.methods_not_aligned)),
+            ("branch targets checked", thousands(a.targets_checked)),
+            ("clause boundaries checked", thousands(a.boundaries_checked)),
+            ("time", format!("{:.3} s, single thread", a.seconds)),
+        ] {
+            let _ = writeln!(s, "| {k} | {v} |");
+        }
+        for (what, counts) in [
+            ("not aligned", &a.not_aligned),
+            ("not checked", &a.unchecked),
+        ] {
+            if !counts.is_empty() {
+                let _ = writeln!(s, "\n{what}: {}", reasons(counts));
+            }
+        }
     }
     if !r.image_errors.is_empty() {
         let _ = writeln!(s, "\n## Inputs that could not be read\n");

@@ -17,6 +17,7 @@
 //! Stack rules are checked on code reachable from the entry point and the handlers; the other
 //! rules on every instruction.
 
+mod align;
 mod eh;
 mod flow;
 mod operand;
@@ -26,6 +27,7 @@ mod stack;
 #[cfg(test)]
 mod tests;
 
+pub use align::{AlignStats, Aligner, Key, Unchecked, key};
 pub use resolver::{
     CallSig, ImageResolver, MethodSig, NoResolver, Resolver, SyntheticResolver, token_table_fits,
 };
@@ -230,6 +232,23 @@ codes! {
     /// The resolver does not know a callee's signature, so the stack depth after the call is
     /// unknown. Returned only by [`max_stack`]; [`verify`] skips such paths instead.
     UnresolvedToken,
+
+    // Against the original body (`verify --baseline`, [`Aligner`]); ilcheck's own names. The
+    // structural verifier never reports these: they need the original to compare with.
+    /// Needs `--baseline`. A branch, `leave` or `switch` case copied from the original lands
+    /// elsewhere than the copy of the instruction it targeted: code both bodies share lies
+    /// between where it lands and that copy (a short displacement that wrapped, a label bound to
+    /// the wrong instruction), though the landing may be a valid target with the same stack
+    /// depth. Not a finding: landing on code inserted right before the target's copy (a
+    /// prologue, an epilogue before a `ret`, a `nop`), on the replacement of a target that has
+    /// no copy (a `ret` replaced by `br`, `leave` or `stloc`+`leave` to an epilogue), a short
+    /// form widened.
+    BranchRetargeted,
+    /// Needs `--baseline`. A try start or end, handler start or end, or filter start of a
+    /// clause copied from the original moved across code both bodies share, so the region now
+    /// covers different original instructions (II.19). Not a finding: a boundary moved over
+    /// inserted code next to it (a region extended to cover it, or not).
+    ClauseBoundaryMoved,
 }
 
 impl fmt::Display for Code {
