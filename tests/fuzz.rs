@@ -198,18 +198,22 @@ fn the_loop_finds_and_minimises_every_seeded_weaver_bug() {
                 "BranchOutOfHandler",
                 "FallthroughIntoHandler",
                 "FallthroughException",
+                "BranchRetargeted",
             ],
         ),
-        ("retarget-to-probe", &["EHOverlap", "BranchOutOfTry"]),
+        (
+            "retarget-to-probe",
+            &["EHOverlap", "BranchOutOfTry", "BranchRetargeted"],
+        ),
         ("ret-in-try", &["ReturnFromTry"]),
         (
             "handler-end-off-by-one",
-            &["FallthroughException", "Endfinally"],
+            &["FallthroughException", "Endfinally", "ClauseBoundaryMoved"],
         ),
         ("enclosing-first", &["EHOrderInnerAfterOuter"]),
         ("max-stack-kept", &["StackOverflow"]),
         ("tail-calls-kept", &["TailRet", "TailCallInsideER"]),
-        ("clause-grown", &["EHOverlap"]),
+        ("clause-grown", &["EHOverlap", "ClauseBoundaryMoved"]),
     ];
     std::thread::scope(|s| {
         for (bug, codes) in bugs {

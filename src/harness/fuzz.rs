@@ -783,6 +783,12 @@ pub fn rewriter_hint(code: &str) -> &'static str {
         "EHOverlap" => {
             "clauses overlap without nesting: a boundary moved onto inserted code, or a region grew over appended code"
         }
+        "BranchRetargeted" => {
+            "a branch copied from the original lands on different original code: a short displacement that wrapped, or a label bound to the wrong instruction"
+        }
+        "ClauseBoundaryMoved" => {
+            "a clause boundary moved across original code: recompute try and handler offsets from the instructions they were on, not by adding a length"
+        }
         "FallthroughException" | "Endfinally" => {
             "a handler's end is off: control runs out of a handler, or its last instruction is outside it"
         }
