@@ -55,6 +55,7 @@ run_ilasm() { # output, inputs...
 python3 tools/gen_codec.py "$gen/codec_generated.il"
 run_ilasm "$out/codec_shapes.dll" il/codec_shapes.il "$gen/codec_generated.il"
 run_ilasm "$out/verify_cases.dll" il/verify_cases.il
+run_ilasm "$out/type_cases.dll" il/type_cases.il
 python3 tools/patch_verify_cases.py "$out/verify_cases.dll"
 python3 tools/normalize_pe.py "$out/verify_cases.dll"
 

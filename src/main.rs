@@ -85,6 +85,8 @@ enum Command {
         /// shards' JSON reports with `ilcheck report merge`.
         #[arg(long, value_name = "K/N")]
         shard: Option<cli::rewrite::Shard>,
+        #[command(flatten)]
+        types: cli::types::TypeArgs,
     },
     /// Rewrite every selected method of an assembly (or of many: files and directories into an
     /// output directory) with a transform, verify each result, and write the patched
@@ -187,7 +189,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
             max,
             strict,
             shard,
-        } => verify(paths, baseline, json, sarif, report, max, strict, shard),
+            types,
+        } => verify(
+            paths, baseline, json, sarif, report, max, strict, shard, types,
+        ),
         Command::Roundtrip {
             paths,
             canonical,
@@ -554,19 +559,23 @@ fn verify(
     max: usize,
     strict: bool,
     shard: Option<cli::rewrite::Shard>,
+    types: cli::types::TypeArgs,
 ) -> Result<ExitCode> {
     let Inputs {
         inputs,
         sources,
         problems,
     } = inputs(paths, shard)?;
+    let store = types.store();
     let baseline = if baseline.is_empty() {
         None
     } else {
         // Every original must be read: a baseline with a hole would report old findings as new.
         let found = corpus::discover(&baseline).context("baseline")?;
         let inputs: Vec<Input> = found.into_iter().map(Input::named).collect();
-        Some(corpus::Baseline::load(&inputs).map_err(anyhow::Error::msg)?)
+        let mut pass = corpus::TypePass::new(&store, types.level());
+        let pass = (types.level() != corpus::TypeLevel::Off).then_some(&mut pass);
+        Some(corpus::Baseline::load_with(&inputs, pass).map_err(anyhow::Error::msg)?)
     };
     let mut report = corpus::VerifyReport {
         sources,
@@ -575,13 +584,21 @@ fn verify(
     };
     let opts = corpus::VerifyOptions {
         max_findings: max,
+        types: types.level(),
         ..Default::default()
     };
     let bar = progress_bar(inputs.len());
-    corpus::verify(&inputs, opts, baseline.as_ref(), &mut report, |input| {
-        bar.set_message(input.name());
-        bar.inc(1);
-    });
+    corpus::verify_with(
+        &inputs,
+        opts,
+        &store,
+        baseline.as_ref(),
+        &mut report,
+        |input| {
+            bar.set_message(input.name());
+            bar.inc(1);
+        },
+    );
     bar.finish_and_clear();
     if json {
         println!("{}", serde_json::to_string_pretty(&report)?);

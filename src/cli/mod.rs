@@ -6,3 +6,4 @@ pub mod fuzz;
 pub mod generate;
 pub mod report;
 pub mod rewrite;
+pub mod types;

@@ -7,10 +7,12 @@
 
 mod rewrite;
 mod roundtrip;
+mod types;
 mod verify;
 
 pub use rewrite::*;
 pub use roundtrip::*;
+pub use types::*;
 pub use verify::*;
 
 use crate::image::{Image, ImageError};

@@ -3,9 +3,11 @@
 //! then also each changed method aligned with its original ([`crate::verify::Aligner`]) for
 //! branches and clause boundaries that moved.
 
+use super::types::{TypeLevel, TypePass, TypeSummary};
 use super::{Input, Skipped};
 use crate::body::Body;
 use crate::image::{Image, ImageError, Method, integrity};
+use crate::verify::types::ModuleStore;
 use crate::verify::{Aligner, ImageResolver, Unchecked, Verifier};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -87,6 +89,9 @@ pub struct VerifyReport {
     /// With `--baseline`: what aligning changed methods with their originals compared.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub alignment: Option<AlignmentSummary>,
+    /// What the type pass checked, when it ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub types: Option<TypeSummary>,
     /// Findings reported, image-level ones included (all of them, listed or not).
     pub findings_total: u64,
     /// The first findings, up to [`VerifyOptions::max_findings`].
@@ -157,6 +162,8 @@ pub struct VerifyOptions {
     pub max_findings: usize,
     /// Instructions shown on each side of a finding.
     pub window: usize,
+    /// Which type findings are reported ([`TypeLevel::Off`]: no type pass).
+    pub types: TypeLevel,
 }
 
 impl Default for VerifyOptions {
@@ -164,6 +171,7 @@ impl Default for VerifyOptions {
         VerifyOptions {
             max_findings: 200,
             window: 3,
+            types: TypeLevel::Off,
         }
     }
 }
@@ -227,6 +235,15 @@ impl Baseline {
     /// Verifies the original assemblies and keeps their findings. A baseline that cannot be
     /// read is an error: comparing against nothing would report everything as new.
     pub fn load(inputs: &[Input]) -> Result<Baseline, String> {
+        Self::load_with(inputs, None)
+    }
+
+    /// [`Baseline::load`], the originals' type findings counted too when `types` is given
+    /// (at its level, so patched and original are compared alike).
+    pub fn load_with(
+        inputs: &[Input],
+        mut types: Option<&mut TypePass<'_>>,
+    ) -> Result<Baseline, String> {
         let mut baseline = Baseline::default();
         let mut verifier = Verifier::new();
         for input in inputs {
@@ -237,7 +254,14 @@ impl Baseline {
                 image: counts(integrity::check(&image).iter().map(|f| f.code.name())),
                 ..Default::default()
             };
-            for_each_method_findings(&image, &mut verifier, |method, findings| {
+            let typed = types
+                .as_deref_mut()
+                .map(|pass| type_findings(pass, input, &image))
+                .unwrap_or_default();
+            for_each_method_findings(&image, &mut verifier, |method, mut findings| {
+                if let Some(t) = typed.get(&method.token().0) {
+                    findings.extend(t.iter().map(|c| (c.as_str(), 0, String::new())));
+                }
                 let name = method.full_name().ok();
                 let counts = counts(findings.iter().map(|f| f.0));
                 if let Some(n) = &name {
@@ -283,6 +307,50 @@ impl Baseline {
             (None, Some(new)) => by_name(new).unwrap_or(Match::None),
             (None, None) => Match::None,
         }
+    }
+}
+
+/// The type findings of every method of `image` the structural verifier accepts, by token.
+fn type_findings(
+    pass: &mut TypePass<'_>,
+    input: &Input,
+    image: &Image<'_>,
+) -> HashMap<u32, Vec<crate::verify::Code>> {
+    let work: Vec<(Method<'_>, Result<Body<'_>, ImageError>)> = image
+        .methods()
+        .filter(|m| m.rva() != 0)
+        .map(|m| (m, m.decoded_body()))
+        .collect();
+    let mut verifier = Verifier::new();
+    let mut resolver = ImageResolver::new(image);
+    let accepted: Vec<bool> = work
+        .iter()
+        .map(|(m, b)| match b {
+            Ok(b) => {
+                resolver.set_method(m, b);
+                verifier.verify(b, &resolver).is_empty()
+            }
+            Err(_) => false,
+        })
+        .collect();
+    let mut out: HashMap<u32, Vec<crate::verify::Code>> = HashMap::new();
+    let mut summary = TypeSummary::default();
+    pass.run(
+        image,
+        input_path(input),
+        &work,
+        |k| accepted[k],
+        &mut summary,
+        |k, code, _, _| out.entry(work[k].0.token().0).or_default().push(code),
+    );
+    out
+}
+
+/// The file an input was read from, when it is one.
+fn input_path(input: &Input) -> Option<&std::path::Path> {
+    match input {
+        Input::File { path, .. } => Some(path),
+        Input::Embedded { .. } => None,
     }
 }
 
@@ -332,9 +400,26 @@ pub fn verify(
     opts: VerifyOptions,
     baseline: Option<&Baseline>,
     report: &mut VerifyReport,
+    progress: impl FnMut(&Input),
+) {
+    let store = ModuleStore::with_runtime_dirs(Vec::new());
+    verify_with(inputs, opts, &store, baseline, report, progress)
+}
+
+/// [`verify`], with the type pass finding references through `store`.
+pub fn verify_with(
+    inputs: &[Input],
+    opts: VerifyOptions,
+    store: &ModuleStore,
+    baseline: Option<&Baseline>,
+    report: &mut VerifyReport,
     mut progress: impl FnMut(&Input),
 ) {
     report.schema = "ilcheck.verify/1";
+    let mut types = TypePass::new(store, opts.types);
+    if opts.types != TypeLevel::Off && report.types.is_none() {
+        report.types = Some(TypeSummary::default());
+    }
     report.baseline_assemblies = baseline.map_or(0, |b| b.assemblies_read);
     if baseline.is_some() && report.alignment.is_none() {
         report.alignment = Some(AlignmentSummary::default());
@@ -345,7 +430,7 @@ pub fn verify(
         match input.open() {
             Ok(image) => {
                 report.assemblies += 1;
-                let passes = (&mut verifier, &mut aligner);
+                let passes = (&mut verifier, &mut aligner, &mut types);
                 verify_image(input, &image, opts, baseline, passes, report);
             }
             Err(e @ (ImageError::NotDotNet | ImageError::Pe(_) | ImageError::NoOptionalHeader))
@@ -390,7 +475,7 @@ fn verify_image(
     image: &Image<'_>,
     opts: VerifyOptions,
     baseline: Option<&Baseline>,
-    (verifier, aligner): (&mut Verifier, &mut Aligner),
+    (verifier, aligner, types): (&mut Verifier, &mut Aligner, &mut TypePass<'_>),
     report: &mut VerifyReport,
 ) {
     let assembly_file = file_name(input);
@@ -441,6 +526,25 @@ fn verify_image(
         );
     }
     report.verify_seconds += start.elapsed().as_secs_f64();
+
+    // Type findings, on the methods the structural rules accepted, merged with theirs.
+    if let Some(summary) = report.types.as_mut() {
+        let mut rejected = vec![false; work.len()];
+        for f in &found {
+            rejected[f.0] = true;
+        }
+        let mut typed = Vec::new();
+        types.run(
+            image,
+            input_path(input),
+            &work,
+            |k| !rejected[k],
+            summary,
+            |k, code, offset, message| typed.push((k, code.as_str(), offset, message)),
+        );
+        found.extend(typed);
+        found.sort_by_key(|f| f.0);
+    }
 
     // Alignment findings as (index into `work`, code, offset, message), in method order.
     let mut moved: Vec<(usize, &'static str, u32, String)> = Vec::new();

@@ -359,6 +359,15 @@ impl Machine<'_> {
                         _ => return stuck(off, "ldfld on a non-exception"),
                     }
                 }
+                Castclass => {
+                    if operand != Operand::Token(EXCEPTION_CLASS) {
+                        return stuck(off, "castclass to an unknown class");
+                    }
+                    match stack.last() {
+                        Some(Value::Exception(_)) => {}
+                        _ => return stuck(off, "castclass of a non-exception"),
+                    }
+                }
                 Throw => {
                     let e = match stack.pop() {
                         Some(Value::Exception(v)) => v,

@@ -1160,12 +1160,19 @@ impl<'a, 'u> Gen<'a, 'u> {
         self.nesting -= 1;
     }
 
-    /// The code of a catch or filter handler after the exception object is on the stack. When
+    /// The code of a catch or filter handler after the exception object is on the stack (`cast`:
+    /// cast it to the generated exception before reading its field). When
     /// the handler ends the body (`last`), nothing follows it: it ends in a `leave`, `throw` or
     /// `rethrow`, or in a region ending the body in turn.
-    fn catch_body(&mut self, after: Label, last: bool) {
+    fn catch_body(&mut self, after: Label, last: bool, cast: bool) {
         self.push_depth(1);
         if self.user_locals > 0 && self.pick(2) == 0 {
+            if cast {
+                self.emit(Instr::new(
+                    Opcode::Castclass,
+                    Operand::Token(EXCEPTION_CLASS),
+                ));
+            }
             self.emit(Instr::new(Opcode::Ldfld, Operand::Token(EXCEPTION_VALUE)));
             let k = self.pick(self.user_locals as u32) as u16;
             self.stloc(k);
@@ -1206,6 +1213,12 @@ impl<'a, 'u> Gen<'a, 'u> {
                 self.ldc(v);
             }
             _ => {
+                // A filter receives an `object` (II.19): cast before reading the field, or
+                // the body is not verifiable.
+                self.emit(Instr::new(
+                    Opcode::Castclass,
+                    Operand::Token(EXCEPTION_CLASS),
+                ));
                 self.emit(Instr::new(Opcode::Ldfld, Operand::Token(EXCEPTION_VALUE)));
                 let v = self.int();
                 if self.shape.args > 0 && self.pick(3) == 0 {
@@ -1322,14 +1335,17 @@ impl<'a, 'u> Gen<'a, 'u> {
                         None
                     };
                     let handler_start = filter_start.map_or(start, |(_, h)| h);
-                    self.catch_body(after, end.is_some() && k + 1 == n);
-                    let handler_end = self.new_label();
-                    self.bind(handler_end);
                     let class_token = if self.pick(5) == 4 {
                         OTHER_CLASS
                     } else {
                         EXCEPTION_CLASS
                     };
+                    // A filter's handler receives an `object`, another class's catch that
+                    // class: the generated exception's field needs a cast first.
+                    let cast = kind_now == ClauseKind::Filter || class_token != EXCEPTION_CLASS;
+                    self.catch_body(after, end.is_some() && k + 1 == n, cast);
+                    let handler_end = self.new_label();
+                    self.bind(handler_end);
                     clauses.push(EhClause {
                         kind: kind_now,
                         try_start,

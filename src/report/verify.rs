@@ -89,6 +89,29 @@ pub fn verify_text(r: &VerifyReport) -> String {
             r.image_errors.len()
         );
     }
+    if let Some(t) = &r.types {
+        let _ = writeln!(
+            s,
+            "types ({}): {} methods checked in {:.3} s ({:.1} MB/s), {} in part{}; {} invalid, {} unverifiable{}",
+            t.level,
+            thousands(t.methods_checked),
+            t.seconds,
+            t.mb_per_s(),
+            thousands(t.methods_in_part),
+            if t.in_part.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", reasons(&t.in_part))
+            },
+            thousands(t.by_verdict.get("invalid").copied().unwrap_or(0)),
+            thousands(t.by_verdict.get("unverifiable").copied().unwrap_or(0)),
+            if t.not_reported > 0 {
+                " (not reported: --level unverifiable shows them)"
+            } else {
+                ""
+            }
+        );
+    }
     let _ = writeln!(
         s,
         "{} findings in {} methods; {} methods checked only in part (a call signature did not resolve)",

@@ -26,6 +26,7 @@ mod single_pass;
 mod stack;
 #[cfg(test)]
 mod tests;
+pub mod types;
 
 pub use align::{AlignStats, Aligner, Key, Unchecked, key};
 pub use resolver::{
@@ -233,6 +234,40 @@ codes! {
     /// unknown. Returned only by [`max_stack`]; [`verify`] skips such paths instead.
     UnresolvedToken,
 
+    // Types (the type pass, [`types`]): stack slots, arguments, locals, fields and returns
+    // against the types signatures give them (III.1.8.1). Invalid unless said otherwise.
+    /// A value of another kind than the instruction or signature requires: an `int64` where an
+    /// `int32` goes, an object reference where a number goes, a value type of another type
+    /// (III.1.8.1.2.3, III.1.6). The JIT may reject or miscompile it.
+    StackUnexpected,
+    /// Paths reach an instruction with stack slots of kinds that do not merge (an integer on
+    /// one, an object reference on the other) (III.1.8.1.3).
+    PathStackUnexpected,
+    /// A number expected (III.1.5 Table III.2): the operand is an object, a value type or a
+    /// managed pointer where arithmetic needs a number.
+    ExpectedNumericType,
+    /// An integer expected (III.1.5 Tables III.5–III.7): `and`, `or`, `xor`, `not`, shifts,
+    /// `.un` division and overflow arithmetic on `F` or a non-number.
+    ExpectedIntegerType,
+    /// `ckfinite` on a value that is not `F` (III.3.20).
+    ExpectedFloatType,
+    /// An object reference expected (`throw`, `castclass`, `isinst`, `unbox`, `ldvirtftn`,
+    /// a reference type's `this`, an array) (III.4).
+    StackObjRef,
+    /// An address expected (`ldind`, `stind`, `ldobj`, `stobj`, `initobj`, `cpobj`, a
+    /// `constrained.` call's `this`) and something else found (III.3.42, III.4.13).
+    StackByRef,
+    /// Unverifiable: an array instruction on an object of a type that is not a vector
+    /// (III.4.7–III.4.11).
+    ExpectedArray,
+    /// Unverifiable: an object reference of a class not assignable to the class expected, or a
+    /// managed pointer to another type (III.1.8.1.2.3); the JIT does not check it, and code
+    /// relying on it breaks type safety. ILVerify reports StackUnexpected. ilcheck's own name.
+    TypeNotAssignable,
+    /// Unverifiable: a native int used as an address, arithmetic on managed pointers, or a
+    /// managed pointer used as a number (III.1.5, III.1.8.1.2).
+    UnmanagedPointer,
+
     // Against the original body (`verify --baseline`, [`Aligner`]); ilcheck's own names. The
     // structural verifier never reports these: they need the original to compare with.
     /// Needs `--baseline`. A branch, `leave` or `switch` case copied from the original lands
@@ -249,6 +284,39 @@ codes! {
     /// covers different original instructions (II.19). Not a finding: a boundary moved over
     /// inserted code next to it (a region extended to cover it, or not).
     ClauseBoundaryMoved,
+}
+
+/// The two verdict classes of a finding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    /// The code is not correct CIL: the runtime may reject it (`InvalidProgramException`) or
+    /// run it wrongly.
+    Invalid,
+    /// The code is correct CIL the runtime runs, but not provably type-safe (III.1.8).
+    Unverifiable,
+}
+
+impl Verdict {
+    /// The stable name (`invalid`, `unverifiable`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Invalid => "invalid",
+            Verdict::Unverifiable => "unverifiable",
+        }
+    }
+}
+
+impl Code {
+    /// The verdict class of findings with this code.
+    pub fn verdict(self) -> Verdict {
+        match self {
+            Code::ExpectedArray | Code::TypeNotAssignable | Code::UnmanagedPointer => {
+                Verdict::Unverifiable
+            }
+            _ => Verdict::Invalid,
+        }
+    }
 }
 
 impl fmt::Display for Code {

@@ -1,0 +1,64 @@
+//! Options of the type pass shared by the commands that verify (`verify`).
+
+use clap::{Args, ValueEnum};
+use ilcheck::corpus::TypeLevel;
+use ilcheck::verify::types::ModuleStore;
+use std::path::PathBuf;
+
+/// Which findings count for the exit code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Level {
+    /// Invalid code only: what the runtime may reject or run wrongly.
+    Invalid,
+    /// Also unverifiable code: runs, but is not provably type-safe.
+    Unverifiable,
+}
+
+/// The type pass's options.
+#[derive(Args, Debug, Clone)]
+pub struct TypeArgs {
+    /// Which type findings are reported and count for the exit code: `invalid` (the runtime
+    /// may reject the code) or `unverifiable` (also code that is not provably type-safe).
+    #[arg(long, value_enum, default_value_t = Level::Invalid)]
+    pub level: Level,
+    /// Structure only: skip the type pass.
+    #[arg(long)]
+    pub no_types: bool,
+    /// A referenced assembly's directory to search (after the input's own directory, before
+    /// the runtimes' directories); may be repeated.
+    #[arg(long = "reference-dir", value_name = "DIR")]
+    pub reference_dirs: Vec<PathBuf>,
+    /// A referenced assembly (its directory is searched); may be repeated.
+    #[arg(long = "reference", value_name = "PATH")]
+    pub references: Vec<PathBuf>,
+}
+
+impl TypeArgs {
+    /// The level for the verification options.
+    pub fn level(&self) -> TypeLevel {
+        match (self.no_types, self.level) {
+            (true, _) => TypeLevel::Off,
+            (false, Level::Invalid) => TypeLevel::Invalid,
+            (false, Level::Unverifiable) => TypeLevel::Unverifiable,
+        }
+    }
+
+    /// Where references are found: the directories given, those of the references given,
+    /// then the runtimes'.
+    pub fn store(&self) -> ModuleStore {
+        let mut dirs = self.reference_dirs.clone();
+        for r in &self.references {
+            if let Some(d) = r.parent() {
+                let d = if d.as_os_str().is_empty() {
+                    PathBuf::from(".")
+                } else {
+                    d.to_path_buf()
+                };
+                if !dirs.contains(&d) {
+                    dirs.push(d);
+                }
+            }
+        }
+        ModuleStore::with_runtime_dirs(dirs)
+    }
+}

@@ -1,0 +1,1560 @@
+//! The type pass over one body: a worklist dataflow of evaluation-stack types (III.1.8.1), the
+//! rule of each instruction (Partition III) as its transfer function, and the merge at join
+//! points. It runs on bodies the structural verifier accepted, so branch targets, stack depths
+//! and regions are sound; it still never panics on what it reads.
+
+use super::system::TypeSystem;
+use super::ty::{MethodTy, Prim, TyId, TyNode};
+use super::vtype::{Unmergeable, V, fits, fits_v, merge, name, prim_of, stack_of};
+use crate::body::{Body, ClauseKind};
+use crate::image::tables::Token;
+use crate::instr::{Instructions, Operand};
+use crate::opcode::{Flow, Opcode};
+use crate::verify::{Code, Diagnostic};
+
+/// Most findings kept per method; the rest are counted, not described.
+const MAX_FINDINGS: usize = 64;
+/// Visits of block starts per block before the dataflow gives up (it converges in a few on
+/// real code: merges only climb the class hierarchy).
+const VISITS_PER_BLOCK: usize = 32;
+
+/// Marks an instruction without an entry state.
+const NO_ENTRY: u32 = u32::MAX;
+
+/// Why a method was checked only in part.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Partial {
+    /// Its own signature could not be read.
+    Signature,
+    /// Its local signature could not be read.
+    Locals,
+    /// A type it uses could not be resolved (a reference not found, or unreadable).
+    UnresolvedType,
+    /// A method or field it uses could not be read.
+    UnresolvedMember,
+    /// The dataflow did not settle within its bound.
+    NoConvergence,
+}
+
+impl Partial {
+    /// Stable name for reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Partial::Signature => "signature",
+            Partial::Locals => "locals",
+            Partial::UnresolvedType => "unresolved-type",
+            Partial::UnresolvedMember => "unresolved-member",
+            Partial::NoConvergence => "no-convergence",
+        }
+    }
+}
+
+/// One decoded instruction.
+#[derive(Clone, Copy, Debug)]
+struct Ins {
+    off: u32,
+    op: Opcode,
+    /// Integer operand: variable index, token, or first target in `targets`.
+    arg: u32,
+    /// Number of targets in `targets` from `arg` (branches and `switch`).
+    ntargets: u32,
+}
+
+/// What the method's own signature and locals say.
+#[derive(Debug, Default)]
+struct Frame {
+    args: Vec<TyId>,
+    locals: Vec<TyId>,
+    ret: TyId,
+}
+
+/// A reusable type checker: keeps its buffers between bodies.
+#[derive(Debug, Default)]
+pub struct TypeChecker {
+    ins: Vec<Ins>,
+    targets: Vec<u32>,
+    /// Instruction index by byte offset (`u32::MAX` inside an instruction).
+    at: Vec<u32>,
+    start: Vec<bool>,
+    /// Entry state of each instruction that has one: `(start, len)` in `pool`, `start` of
+    /// [`NO_ENTRY`] when none yet.
+    entry: Vec<(u32, u32)>,
+    /// The entry states' slots, one run per block start.
+    pool: Vec<V>,
+    work: Vec<u32>,
+    stack: Vec<V>,
+    frame: Frame,
+    out: Vec<Diagnostic>,
+    dropped: usize,
+    partial: Option<Partial>,
+    reported_at: u32,
+    /// Set by a step after which the path cannot be followed (a callee of unknown arity).
+    abandon: bool,
+}
+
+/// The result of checking one method.
+#[derive(Debug, Clone, Copy)]
+pub struct Outcome<'c> {
+    /// Findings, sorted by offset, at most one per instruction.
+    pub diagnostics: &'c [Diagnostic],
+    /// Findings beyond the per-method limit, counted only.
+    pub dropped: usize,
+    /// Set when something could not be checked; the first reason met.
+    pub partial: Option<Partial>,
+}
+
+impl TypeChecker {
+    /// A checker with empty buffers.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Checks MethodDef `rid` of the type system's image, whose body is `body` (already
+    /// accepted by the structural verifier).
+    pub fn check(&mut self, ts: &mut TypeSystem<'_>, rid: u32, body: &Body<'_>) -> Outcome<'_> {
+        self.out.clear();
+        self.dropped = 0;
+        self.partial = None;
+        self.reported_at = u32::MAX;
+        if self.frame_of(ts, rid, body) {
+            self.run(ts, body);
+        }
+        self.out.sort_by_key(|d| d.offset);
+        Outcome {
+            diagnostics: &self.out,
+            dropped: self.dropped,
+            partial: self.partial,
+        }
+    }
+
+    fn part(&mut self, why: Partial) {
+        self.partial.get_or_insert(why);
+    }
+
+    /// Reads the method's argument, local and return types; false when they cannot be.
+    fn frame_of(&mut self, ts: &mut TypeSystem<'_>, rid: u32, body: &Body<'_>) -> bool {
+        let Some(m) = ts.method(Token::new(crate::image::tables::Table::MethodDef, rid)) else {
+            self.part(Partial::Signature);
+            return false;
+        };
+        let (sig, parent) = (&m.0, m.1);
+        let mut args = std::mem::take(&mut self.frame.args);
+        args.clear();
+        if sig.has_this && !sig.explicit_this {
+            let this = match ts.is_value_type(parent) {
+                Some(true) => ts.tys.intern(TyNode::ByRef(parent)),
+                _ => parent,
+            };
+            args.push(this);
+        }
+        args.extend_from_slice(&sig.params);
+        let locals = match body.local_sig() {
+            0 => Vec::new(),
+            tok => match ts.locals(Token(tok)) {
+                Some(l) => l,
+                None => {
+                    self.part(Partial::Locals);
+                    return false;
+                }
+            },
+        };
+        self.frame = Frame {
+            args,
+            locals,
+            ret: sig.ret,
+        };
+        true
+    }
+
+    /// Decodes, finds block starts, seeds the entry and handlers, and runs the worklist.
+    fn run(&mut self, ts: &mut TypeSystem<'_>, body: &Body<'_>) {
+        if !self.decode(body.code) {
+            return;
+        }
+        let n = self.ins.len();
+        self.entry.clear();
+        self.entry.resize(n, (NO_ENTRY, 0));
+        self.pool.clear();
+        self.work.clear();
+        self.seed(0, &[]);
+        for c in body.clauses() {
+            let stack = match c.kind() {
+                ClauseKind::Catch => Some(V::Obj(ts.type_token(0, Token(c.class_or_filter)))),
+                ClauseKind::Filter => {
+                    // A filter and its handler receive an `object` (II.19, as ILVerify has it).
+                    let e = V::Obj(TyId::OBJECT);
+                    if let Some(i) = self.index(c.class_or_filter) {
+                        self.seed(i, &[e]);
+                    }
+                    Some(e)
+                }
+                ClauseKind::Finally | ClauseKind::Fault => None,
+                ClauseKind::Invalid => continue,
+            };
+            if let Some(i) = self.index(c.handler_offset) {
+                self.seed(i, stack.as_slice());
+            }
+        }
+        let limit = VISITS_PER_BLOCK * (self.start.iter().filter(|&&s| s).count() + 1);
+        let mut visits = 0;
+        while let Some(i) = self.work.pop() {
+            visits += 1;
+            if visits > limit {
+                self.part(Partial::NoConvergence);
+                return;
+            }
+            self.block(ts, i as usize);
+        }
+    }
+
+    /// The instruction starting at byte `off`. `at` is never cleared: an entry left by an
+    /// earlier body names an instruction that does not start there, and counts for nothing.
+    fn index(&self, off: u32) -> Option<usize> {
+        let &i = self.at.get(off as usize)?;
+        self.ins
+            .get(i as usize)
+            .is_some_and(|x| x.off == off)
+            .then_some(i as usize)
+    }
+
+    fn seed(&mut self, i: usize, stack: &[V]) {
+        if self.entry.get(i).is_some_and(|e| e.0 == NO_ENTRY) {
+            self.entry[i] = (self.pool.len() as u32, stack.len() as u32);
+            self.pool.extend_from_slice(stack);
+            self.work.push(i as u32);
+        }
+    }
+
+    fn decode(&mut self, code: &[u8]) -> bool {
+        self.ins.clear();
+        self.targets.clear();
+        if self.at.len() <= code.len() {
+            self.at.resize(code.len() + 1, u32::MAX);
+        }
+        for r in Instructions::new(code) {
+            let Ok(x) = r else { return false };
+            let (arg, ntargets) = match &x.operand {
+                Operand::Var(v) => (u32::from(*v), 0),
+                Operand::Token(t) => (*t, 0),
+                Operand::Int8(v) => (*v as u32, 0),
+                Operand::Int32(v) => (*v as u32, 0),
+                Operand::ShortBranch(_) | Operand::Branch(_) | Operand::Switch(_) => {
+                    let first = self.targets.len() as u32;
+                    for t in x.targets() {
+                        self.targets.push(u32::try_from(t).unwrap_or(u32::MAX));
+                    }
+                    (first, self.targets.len() as u32 - first)
+                }
+                _ => (0, 0),
+            };
+            if let Some(a) = self.at.get_mut(x.offset as usize) {
+                *a = self.ins.len() as u32;
+            }
+            self.ins.push(Ins {
+                off: x.offset,
+                op: x.opcode,
+                arg,
+                ntargets,
+            });
+        }
+        // Block starts: targets, the instruction after a transfer, handler entries are
+        // seeded. A start is where states merge.
+        self.start.clear();
+        self.start.resize(self.ins.len(), false);
+        for k in 0..self.ins.len() {
+            let x = self.ins[k];
+            for j in 0..x.ntargets {
+                let t = self.targets[(x.arg + j) as usize];
+                if let Some(i) = self.index(t) {
+                    self.start[i] = true;
+                }
+            }
+            if (x.ntargets > 0 || x.op.info().flow.ends_block())
+                && let Some(s) = self.start.get_mut(k + 1)
+            {
+                *s = true;
+            }
+        }
+        // Targets as instruction indices.
+        for k in 0..self.targets.len() {
+            let t = self.targets[k];
+            self.targets[k] = self.index(t).map_or(u32::MAX, |i| i as u32);
+        }
+        true
+    }
+
+    /// Joins `state` into the entry of instruction `i`, queueing it when that changed.
+    fn flow_to(&mut self, ts: &mut TypeSystem<'_>, i: u32, state: &[V]) {
+        let Some(&(start, len)) = self.entry.get(i as usize) else {
+            return;
+        };
+        if start == NO_ENTRY {
+            self.seed(i as usize, state);
+            return;
+        }
+        if len as usize != state.len() {
+            // The structural verifier reports depths; nothing to add here.
+            return;
+        }
+        let mut changed = false;
+        let mut bad = None;
+        for (k, &s) in state.iter().enumerate() {
+            let o = self.pool[start as usize + k];
+            match merge(ts, o, s) {
+                Ok(m) => {
+                    if m != o {
+                        self.pool[start as usize + k] = m;
+                        changed = true;
+                    }
+                }
+                Err(Unmergeable) => {
+                    bad.get_or_insert((k, o, s));
+                    if o != V::Unknown {
+                        self.pool[start as usize + k] = V::Unknown;
+                        changed = true;
+                    }
+                }
+            }
+        }
+        if changed {
+            self.work.push(i);
+        }
+        if let Some((k, a, b)) = bad {
+            let off = self.ins[i as usize].off;
+            let msg = format!(
+                "stack slot {k} holds {} on one path and {} on another",
+                name(ts, a),
+                name(ts, b)
+            );
+            self.report(Code::PathStackUnexpected, off, msg);
+        }
+    }
+
+    fn report(&mut self, code: Code, off: u32, message: String) {
+        if self.reported_at == off && self.out.last().is_some_and(|d| d.offset == off) {
+            return;
+        }
+        if self.out.iter().any(|d| d.offset == off && d.code == code) {
+            return;
+        }
+        if self.out.len() >= MAX_FINDINGS {
+            self.dropped += 1;
+            return;
+        }
+        self.reported_at = off;
+        self.out.push(Diagnostic {
+            code,
+            offset: off,
+            message,
+        });
+    }
+
+    /// Runs the block starting at instruction `i` from its entry state.
+    fn block(&mut self, ts: &mut TypeSystem<'_>, i: usize) {
+        let Some(&(start, len)) = self.entry.get(i) else {
+            return;
+        };
+        if start == NO_ENTRY {
+            return;
+        }
+        let mut stack = std::mem::take(&mut self.stack);
+        stack.clear();
+        stack.extend_from_slice(&self.pool[start as usize..(start + len) as usize]);
+        let mut k = i;
+        let mut prefix = Prefixes::default();
+        while let Some(&x) = self.ins.get(k) {
+            let flow = x.op.info().flow;
+            if flow == Flow::Prefix {
+                prefix.add(ts, x);
+            } else {
+                self.abandon = false;
+                self.step(ts, x, &mut stack, &prefix);
+                prefix = Prefixes::default();
+                if self.abandon {
+                    break;
+                }
+            }
+            // Successors.
+            let leave = matches!(x.op, Opcode::Leave | Opcode::Leave_S);
+            for j in 0..x.ntargets {
+                let t = self.targets[(x.arg + j) as usize];
+                if t != u32::MAX {
+                    if leave {
+                        self.flow_to(ts, t, &[]);
+                    } else {
+                        self.flow_to(ts, t, &stack);
+                    }
+                }
+            }
+            if flow.ends_block() || matches!(x.op, Opcode::Endfinally | Opcode::Endfilter) {
+                break;
+            }
+            k += 1;
+            if k >= self.ins.len() {
+                break;
+            }
+            if self.start[k] {
+                self.flow_to(ts, k as u32, &stack);
+                break;
+            }
+        }
+        self.stack = stack;
+    }
+}
+
+/// What a checked value is, for messages (formatted only when a finding is made).
+#[derive(Clone, Copy)]
+enum What {
+    Named(&'static str),
+    Arg(u32),
+    Local(u32),
+}
+
+impl From<&'static str> for What {
+    fn from(s: &'static str) -> What {
+        What::Named(s)
+    }
+}
+
+impl std::fmt::Display for What {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            What::Named(s) => f.write_str(s),
+            What::Arg(n) => write!(f, "argument {n}"),
+            What::Local(n) => write!(f, "local {n}"),
+        }
+    }
+}
+
+/// Prefixes in force for the next instruction.
+#[derive(Default, Clone, Copy)]
+struct Prefixes {
+    constrained: Option<TyId>,
+}
+
+impl Prefixes {
+    fn add(&mut self, ts: &mut TypeSystem<'_>, x: Ins) {
+        if x.op == Opcode::Constrained {
+            self.constrained = Some(ts.type_token(0, Token(x.arg)));
+        }
+    }
+}
+
+/// Kinds of operands for the numeric tables of III.1.5.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Binary {
+    /// `add`, `sub`, `mul`, `div`, `rem` (and `.ovf`, `.un`): Table III.2.
+    Numeric,
+    /// `and`, `or`, `xor`, `div.un`, `rem.un` on integers: Table III.5.
+    Integer,
+    /// Overflow arithmetic: integers, and managed pointers for the unsigned add and subtract
+    /// (Table III.7).
+    Overflow,
+}
+
+impl TypeChecker {
+    fn pop(&mut self, stack: &mut Vec<V>) -> V {
+        stack.pop().unwrap_or(V::Unknown)
+    }
+
+    /// Notes an unknown slot or type as a reason the method is checked in part.
+    fn note(&mut self, v: V) -> V {
+        // After a finding, unknown slots are its consequence (its result is unknown), not
+        // an unresolved reference.
+        if v == V::Unknown && self.out.is_empty() {
+            self.part(Partial::UnresolvedType);
+        }
+        v
+    }
+
+    fn expect(
+        &mut self,
+        ts: &mut TypeSystem<'_>,
+        off: u32,
+        found: V,
+        want: TyId,
+        what: impl Into<What>,
+    ) {
+        if ts.tys.has_unknown(want) {
+            self.part(Partial::UnresolvedType);
+        }
+        self.note(found);
+        if let Err(code) = fits(ts, found, want) {
+            let msg = format!(
+                "{}: found {}, expected {}",
+                what.into(),
+                name(ts, found),
+                ts.name(want)
+            );
+            self.report(code, off, msg);
+        }
+    }
+
+    fn expect_v(
+        &mut self,
+        ts: &mut TypeSystem<'_>,
+        off: u32,
+        found: V,
+        want: V,
+        what: impl Into<What>,
+    ) {
+        self.note(found);
+        if let Err(code) = fits_v(ts, found, want) {
+            let msg = format!(
+                "{}: found {}, expected {}",
+                what.into(),
+                name(ts, found),
+                name(ts, want)
+            );
+            self.report(code, off, msg);
+        }
+    }
+
+    fn bad(&mut self, ts: &mut TypeSystem<'_>, code: Code, off: u32, found: V, expected: &str) {
+        let msg = format!("found {}, expected {expected}", name(ts, found));
+        self.report(code, off, msg);
+    }
+
+    /// Checks an address operand (`ldind`, `stind`, `ldobj`, …): a managed pointer, or a
+    /// native int (unverifiable). Returns the pointed-to type when known.
+    fn address(&mut self, ts: &mut TypeSystem<'_>, off: u32, a: V) -> Option<TyId> {
+        match a {
+            V::ByRef(t) => Some(t),
+            V::I => {
+                self.bad(ts, Code::UnmanagedPointer, off, a, "a managed pointer");
+                None
+            }
+            V::Unknown | V::Var(_) => {
+                self.note(a);
+                None
+            }
+            _ => {
+                self.bad(ts, Code::StackByRef, off, a, "an address");
+                None
+            }
+        }
+    }
+
+    /// Checks the object operand of `ldfld`/`stfld`/`ldflda` against the field's declaring
+    /// type.
+    fn instance(&mut self, ts: &mut TypeSystem<'_>, off: u32, obj: V, parent: TyId) {
+        match obj {
+            V::Obj(_) | V::Null => {
+                if ts.is_value_type(parent) == Some(true) && obj != V::Null {
+                    // A boxed value's field through the object: not verifiable, valid.
+                    if let V::Obj(t) = obj
+                        && t != parent
+                    {
+                        let n = ts.name(parent);
+                        self.bad(ts, Code::TypeNotAssignable, off, obj, &n);
+                    }
+                } else {
+                    self.expect(ts, off, obj, parent, "object");
+                }
+            }
+            V::ByRef(t) | V::Value(t) => {
+                if t != parent
+                    && !ts.tys.has_unknown(t)
+                    && !ts.tys.has_unknown(parent)
+                    && !ts.tys.has_generic_param(t)
+                    && !ts.tys.has_generic_param(parent)
+                    && ts.is_value_type(t) == Some(true)
+                {
+                    let n = ts.name(parent);
+                    self.bad(ts, Code::TypeNotAssignable, off, obj, &n);
+                }
+            }
+            V::I => self.bad(
+                ts,
+                Code::UnmanagedPointer,
+                off,
+                obj,
+                "an object or a managed pointer",
+            ),
+            V::Unknown | V::Var(_) => {
+                self.note(obj);
+            }
+            V::I4 | V::I8 | V::F => self.bad(
+                ts,
+                Code::StackObjRef,
+                off,
+                obj,
+                "an object or a managed pointer",
+            ),
+        }
+    }
+
+    /// Checks an array operand; the element type when known.
+    fn array(&mut self, ts: &mut TypeSystem<'_>, off: u32, a: V) -> Option<TyId> {
+        match a {
+            V::Obj(t) => match ts.tys.node(t).clone() {
+                TyNode::SzArray(e) => Some(e),
+                TyNode::Unknown => None,
+                _ => {
+                    self.bad(ts, Code::ExpectedArray, off, a, "a vector");
+                    None
+                }
+            },
+            V::Null => None,
+            V::Unknown | V::Var(_) => {
+                self.note(a);
+                None
+            }
+            _ => {
+                self.bad(ts, Code::StackObjRef, off, a, "an array");
+                None
+            }
+        }
+    }
+
+    fn index_operand(&mut self, ts: &mut TypeSystem<'_>, off: u32, v: V) {
+        match v {
+            V::I4 | V::I | V::Unknown | V::Var(_) => {
+                self.note(v);
+            }
+            _ => self.bad(ts, Code::StackUnexpected, off, v, "int32 or native int"),
+        }
+    }
+
+    fn binary(&mut self, ts: &mut TypeSystem<'_>, x: Ins, stack: &mut Vec<V>, kind: Binary) {
+        let b = self.pop(stack);
+        let a = self.pop(stack);
+        let add_sub = matches!(
+            x.op,
+            Opcode::Add | Opcode::Sub | Opcode::Add_Ovf_Un | Opcode::Sub_Ovf_Un
+        );
+        use V::*;
+        let r = match (a, b) {
+            (Unknown, _) | (_, Unknown) | (Var(_), _) | (_, Var(_)) => {
+                self.note(a);
+                self.note(b);
+                Unknown
+            }
+            (I4, I4) => I4,
+            (I4, I) | (I, I4) | (I, I) => I,
+            (I8, I8) => I8,
+            (F, F) if kind == Binary::Numeric => F,
+            // Pointer arithmetic on managed pointers: valid, not verifiable (III.1.5).
+            (ByRef(t), I4 | I) if add_sub => {
+                self.bad(ts, Code::UnmanagedPointer, x.off, a, "a number");
+                ByRef(t)
+            }
+            (I4 | I, ByRef(t)) if x.op == Opcode::Add => {
+                self.bad(ts, Code::UnmanagedPointer, x.off, b, "a number");
+                ByRef(t)
+            }
+            (ByRef(_), ByRef(_)) if x.op == Opcode::Sub => {
+                self.bad(ts, Code::UnmanagedPointer, x.off, a, "a number");
+                I
+            }
+            // Other arithmetic between a managed pointer and an integer (a pointer difference
+            // taken the other way round, a mask): the runtime treats the pointer as a native
+            // int; not verifiable.
+            (ByRef(_), I4 | I | I8) | (I4 | I | I8, ByRef(_)) => {
+                self.bad(ts, Code::UnmanagedPointer, x.off, a, "a number");
+                I
+            }
+            _ => {
+                let numeric = |v: V| matches!(v, I4 | I8 | I | F);
+                let (code, want) = match kind {
+                    Binary::Numeric if !(numeric(a) && numeric(b)) => {
+                        (Code::ExpectedNumericType, "a number")
+                    }
+                    Binary::Integer | Binary::Overflow
+                        if matches!(a, F) || matches!(b, F) || !numeric(a) || !numeric(b) =>
+                    {
+                        (Code::ExpectedIntegerType, "an integer")
+                    }
+                    _ => (Code::StackUnexpected, "operands of one type"),
+                };
+                let msg = format!(
+                    "`{}` on {} and {}: expected {want} (III.1.5)",
+                    x.op.info().name,
+                    name(ts, a),
+                    name(ts, b)
+                );
+                self.report(code, x.off, msg);
+                Unknown
+            }
+        };
+        stack.push(r);
+    }
+
+    /// Comparison operands (III.1.5 Table III.4): `eq_only` for `beq`, `bne.un`, `ceq` and
+    /// `cgt.un`, which also compare object references.
+    fn compare(&mut self, ts: &mut TypeSystem<'_>, x: Ins, a: V, b: V, eq_only: bool) {
+        use V::*;
+        let ok = match (a, b) {
+            (Unknown, _) | (_, Unknown) | (Var(_), _) | (_, Var(_)) => {
+                self.note(a);
+                self.note(b);
+                true
+            }
+            (I4 | I, I4 | I) | (I8, I8) | (F, F) => true,
+            (ByRef(_), ByRef(_)) => true,
+            (Obj(_) | Null, Obj(_) | Null) => eq_only,
+            (ByRef(_), I) | (I, ByRef(_)) => {
+                self.bad(ts, Code::UnmanagedPointer, x.off, a, "operands of one type");
+                true
+            }
+            _ => false,
+        };
+        if !ok {
+            let msg = format!(
+                "`{}` compares {} with {} (III.1.5)",
+                x.op.info().name,
+                name(ts, a),
+                name(ts, b)
+            );
+            self.report(Code::StackUnexpected, x.off, msg);
+        }
+    }
+
+    fn call(&mut self, ts: &mut TypeSystem<'_>, x: Ins, stack: &mut Vec<V>, prefix: &Prefixes) {
+        let token = Token(x.arg);
+        let resolved: Option<std::rc::Rc<(MethodTy, TyId)>> = if x.op == Opcode::Calli {
+            ts.standalone_method(token)
+                .map(|s| std::rc::Rc::new((s, TyId::UNKNOWN)))
+        } else {
+            ts.method(token)
+        };
+        let Some(m) = resolved else {
+            // How many slots the call takes is unknown: this path is not followed further.
+            self.part(Partial::UnresolvedMember);
+            self.abandon = true;
+            return;
+        };
+        let (sig, parent) = (&m.0, m.1);
+        if x.op == Opcode::Calli {
+            let f = self.pop(stack);
+            self.expect_v(ts, x.off, f, V::I, "function pointer");
+        }
+        for (k, &p) in sig.params.iter().enumerate().rev() {
+            let v = self.pop(stack);
+            self.expect(ts, x.off, v, p, What::Arg(k as u32 + 1));
+        }
+        let is_ctor = x.op == Opcode::Newobj;
+        if sig.has_this && !sig.explicit_this && !is_ctor && x.op != Opcode::Calli {
+            let this = self.pop(stack);
+            self.this_arg(ts, x, this, parent, prefix);
+        } else if sig.has_this && x.op == Opcode::Calli && !sig.explicit_this {
+            let _ = self.pop(stack);
+        }
+        if is_ctor {
+            let v = stack_of(ts, parent);
+            let v = match v {
+                V::Unknown => {
+                    self.part(Partial::UnresolvedType);
+                    V::Unknown
+                }
+                // Arrays' constructors, delegates, classes: an object reference.
+                other => other,
+            };
+            stack.push(v);
+        } else if sig.ret != TyId::VOID {
+            let v = stack_of(ts, sig.ret);
+            stack.push(self.note(v));
+        }
+    }
+
+    /// `this` of a call: an object of the declaring type (or a managed pointer to it for a
+    /// value type's method, or to anything under `constrained.`).
+    fn this_arg(
+        &mut self,
+        ts: &mut TypeSystem<'_>,
+        x: Ins,
+        this: V,
+        parent: TyId,
+        prefix: &Prefixes,
+    ) {
+        if prefix.constrained.is_some() {
+            match this {
+                V::ByRef(_) | V::Unknown => {}
+                _ => self.bad(
+                    ts,
+                    Code::StackByRef,
+                    x.off,
+                    this,
+                    "a managed pointer (constrained.)",
+                ),
+            }
+            return;
+        }
+        match ts.is_value_type(parent) {
+            Some(true) => match this {
+                V::ByRef(t) => {
+                    if !super::vtype::byref_targets_match(ts, t, parent) {
+                        let n = format!("{}&", ts.name(parent));
+                        self.bad(ts, Code::TypeNotAssignable, x.off, this, &n);
+                    }
+                }
+                // A boxed value: valid, not verifiable; a value itself for `call`.
+                V::Obj(_) | V::Value(_) | V::Unknown | V::Var(_) | V::I | V::Null => {}
+                _ => {
+                    let n = format!("{}&", ts.name(parent));
+                    self.bad(ts, Code::StackUnexpected, x.off, this, &n);
+                }
+            },
+            _ => match this {
+                V::ByRef(t) => {
+                    // `call` on a reference type's method through a managed pointer: valid
+                    // for some runtime patterns, not verifiable.
+                    let _ = t;
+                    self.bad(
+                        ts,
+                        Code::UnmanagedPointer,
+                        x.off,
+                        this,
+                        "an object reference",
+                    );
+                }
+                V::Value(_) | V::I4 | V::I8 | V::F => {
+                    let n = ts.name(parent);
+                    self.bad(ts, Code::StackObjRef, x.off, this, &n);
+                }
+                _ => self.expect(ts, x.off, this, parent, "this"),
+            },
+        }
+    }
+
+    /// The transfer function of one instruction.
+    fn step(&mut self, ts: &mut TypeSystem<'_>, x: Ins, stack: &mut Vec<V>, prefix: &Prefixes) {
+        use Opcode as O;
+        let off = x.off;
+        match x.op {
+            O::Nop | O::Break => {}
+            O::Ldarg_0 | O::Ldarg_1 | O::Ldarg_2 | O::Ldarg_3 => {
+                self.ldarg(ts, stack, x.op as u32 - O::Ldarg_0 as u32)
+            }
+            O::Ldarg_S | O::Ldarg => self.ldarg(ts, stack, x.arg),
+            O::Ldarga_S | O::Ldarga => {
+                let t = self.frame.args.get(x.arg as usize).copied();
+                stack.push(match t {
+                    Some(t) => V::ByRef(t),
+                    None => V::Unknown,
+                });
+            }
+            O::Starg_S | O::Starg => {
+                let v = self.pop(stack);
+                if let Some(&t) = self.frame.args.get(x.arg as usize) {
+                    self.expect(ts, off, v, t, What::Arg(x.arg));
+                }
+            }
+            O::Ldloc_0 | O::Ldloc_1 | O::Ldloc_2 | O::Ldloc_3 => {
+                self.ldloc(ts, stack, x.op as u32 - O::Ldloc_0 as u32)
+            }
+            O::Ldloc_S | O::Ldloc => self.ldloc(ts, stack, x.arg),
+            O::Ldloca_S | O::Ldloca => {
+                let t = self.frame.locals.get(x.arg as usize).copied();
+                stack.push(match t {
+                    Some(t) => V::ByRef(t),
+                    None => V::Unknown,
+                });
+            }
+            O::Stloc_0 | O::Stloc_1 | O::Stloc_2 | O::Stloc_3 => {
+                self.stloc(ts, stack, off, x.op as u32 - O::Stloc_0 as u32)
+            }
+            O::Stloc_S | O::Stloc => self.stloc(ts, stack, off, x.arg),
+            O::Ldnull => stack.push(V::Null),
+            O::Ldc_I4_M1
+            | O::Ldc_I4_0
+            | O::Ldc_I4_1
+            | O::Ldc_I4_2
+            | O::Ldc_I4_3
+            | O::Ldc_I4_4
+            | O::Ldc_I4_5
+            | O::Ldc_I4_6
+            | O::Ldc_I4_7
+            | O::Ldc_I4_8
+            | O::Ldc_I4_S
+            | O::Ldc_I4 => stack.push(V::I4),
+            O::Ldc_I8 => stack.push(V::I8),
+            O::Ldc_R4 | O::Ldc_R8 => stack.push(V::F),
+            O::Dup => {
+                let v = stack.last().copied().unwrap_or(V::Unknown);
+                stack.push(v);
+            }
+            O::Pop => {
+                self.pop(stack);
+            }
+            O::Jmp => {}
+            O::Call | O::Callvirt | O::Calli | O::Newobj => self.call(ts, x, stack, prefix),
+            O::Ret => {
+                if self.frame.ret != TyId::VOID {
+                    let v = self.pop(stack);
+                    let want = self.frame.ret;
+                    self.expect(ts, off, v, want, "return value");
+                }
+            }
+            O::Br_S | O::Br | O::Leave | O::Leave_S => {}
+            O::Brfalse_S | O::Brtrue_S | O::Brfalse | O::Brtrue => {
+                let v = self.pop(stack);
+                match v {
+                    V::I4 | V::I8 | V::I | V::Obj(_) | V::Null | V::ByRef(_) => {}
+                    V::Unknown | V::Var(_) => {
+                        self.note(v);
+                    }
+                    V::F | V::Value(_) => self.bad(
+                        ts,
+                        Code::StackUnexpected,
+                        off,
+                        v,
+                        "an integer or a reference",
+                    ),
+                }
+            }
+            O::Beq_S | O::Bne_Un_S | O::Beq | O::Bne_Un => {
+                let b = self.pop(stack);
+                let a = self.pop(stack);
+                self.compare(ts, x, a, b, true);
+            }
+            O::Bge_S
+            | O::Bgt_S
+            | O::Ble_S
+            | O::Blt_S
+            | O::Bge_Un_S
+            | O::Bgt_Un_S
+            | O::Ble_Un_S
+            | O::Blt_Un_S
+            | O::Bge
+            | O::Bgt
+            | O::Ble
+            | O::Blt
+            | O::Bge_Un
+            | O::Bgt_Un
+            | O::Ble_Un
+            | O::Blt_Un => {
+                let b = self.pop(stack);
+                let a = self.pop(stack);
+                // `bgt.un` and `ble.un` on references: the null-check idiom (III.3.9 note).
+                let eq = matches!(x.op, O::Bgt_Un_S | O::Bgt_Un | O::Ble_Un_S | O::Ble_Un);
+                self.compare(ts, x, a, b, eq);
+            }
+            O::Switch => {
+                let v = self.pop(stack);
+                self.index_operand(ts, off, v);
+            }
+            O::Ldind_I1
+            | O::Ldind_U1
+            | O::Ldind_I2
+            | O::Ldind_U2
+            | O::Ldind_I4
+            | O::Ldind_U4
+            | O::Ldind_I8
+            | O::Ldind_I
+            | O::Ldind_R4
+            | O::Ldind_R8 => {
+                let a = self.pop(stack);
+                let p = ldind_prim(x.op);
+                if let Some(t) = self.address(ts, off, a) {
+                    self.pointee_is(ts, off, a, t, p);
+                }
+                stack.push(super::vtype::prim_stack(p));
+            }
+            O::Ldind_Ref => {
+                let a = self.pop(stack);
+                let r = match self.address(ts, off, a) {
+                    Some(t) => match stack_of(ts, t) {
+                        v @ (V::Obj(_) | V::Unknown | V::Var(_)) => v,
+                        _ => {
+                            self.bad(
+                                ts,
+                                Code::StackUnexpected,
+                                off,
+                                a,
+                                "a pointer to a reference",
+                            );
+                            V::Unknown
+                        }
+                    },
+                    None => V::Unknown,
+                };
+                stack.push(r);
+            }
+            O::Stind_Ref
+            | O::Stind_I1
+            | O::Stind_I2
+            | O::Stind_I4
+            | O::Stind_I8
+            | O::Stind_R4
+            | O::Stind_R8
+            | O::Stind_I => {
+                let v = self.pop(stack);
+                let a = self.pop(stack);
+                let target = self.address(ts, off, a);
+                if x.op == O::Stind_Ref {
+                    match (v, target) {
+                        (V::Obj(_) | V::Null, Some(t)) => {
+                            self.expect(ts, off, v, t, "stored value")
+                        }
+                        (V::Obj(_) | V::Null | V::Unknown | V::Var(_), _) => {}
+                        _ => self.bad(ts, Code::StackObjRef, off, v, "a reference"),
+                    }
+                } else {
+                    let p = stind_prim(x.op);
+                    self.expect_v(ts, off, v, super::vtype::prim_stack(p), "stored value");
+                    if let Some(t) = target {
+                        self.pointee_is(ts, off, a, t, p);
+                    }
+                }
+            }
+            O::Add | O::Sub | O::Mul | O::Div | O::Rem => {
+                self.binary(ts, x, stack, Binary::Numeric)
+            }
+            O::Add_Ovf
+            | O::Add_Ovf_Un
+            | O::Sub_Ovf
+            | O::Sub_Ovf_Un
+            | O::Mul_Ovf
+            | O::Mul_Ovf_Un => self.binary(ts, x, stack, Binary::Overflow),
+            O::Div_Un | O::Rem_Un | O::And | O::Or | O::Xor => {
+                self.binary(ts, x, stack, Binary::Integer)
+            }
+            O::Shl | O::Shr | O::Shr_Un => {
+                let amount = self.pop(stack);
+                let v = self.pop(stack);
+                match amount {
+                    V::I4 | V::I | V::Unknown | V::Var(_) => {}
+                    _ => self.bad(
+                        ts,
+                        Code::StackUnexpected,
+                        off,
+                        amount,
+                        "an int32 or native int shift amount",
+                    ),
+                }
+                let r = match v {
+                    V::I4 | V::I8 | V::I | V::Unknown => v,
+                    V::Var(_) => V::Unknown,
+                    _ => {
+                        self.bad(ts, Code::ExpectedIntegerType, off, v, "an integer");
+                        V::Unknown
+                    }
+                };
+                stack.push(r);
+            }
+            O::Neg => {
+                let v = self.pop(stack);
+                let r = match v {
+                    V::I4 | V::I8 | V::I | V::F | V::Unknown => v,
+                    V::Var(_) => V::Unknown,
+                    _ => {
+                        self.bad(ts, Code::ExpectedNumericType, off, v, "a number");
+                        V::Unknown
+                    }
+                };
+                stack.push(r);
+            }
+            O::Not => {
+                let v = self.pop(stack);
+                let r = match v {
+                    V::I4 | V::I8 | V::I | V::Unknown => v,
+                    V::Var(_) => V::Unknown,
+                    _ => {
+                        self.bad(ts, Code::ExpectedIntegerType, off, v, "an integer");
+                        V::Unknown
+                    }
+                };
+                stack.push(r);
+            }
+            O::Conv_I1
+            | O::Conv_I2
+            | O::Conv_I4
+            | O::Conv_I8
+            | O::Conv_R4
+            | O::Conv_R8
+            | O::Conv_U4
+            | O::Conv_U8
+            | O::Conv_R_Un
+            | O::Conv_Ovf_I1_Un
+            | O::Conv_Ovf_I2_Un
+            | O::Conv_Ovf_I4_Un
+            | O::Conv_Ovf_I8_Un
+            | O::Conv_Ovf_U1_Un
+            | O::Conv_Ovf_U2_Un
+            | O::Conv_Ovf_U4_Un
+            | O::Conv_Ovf_U8_Un
+            | O::Conv_Ovf_I_Un
+            | O::Conv_Ovf_U_Un
+            | O::Conv_Ovf_I1
+            | O::Conv_Ovf_U1
+            | O::Conv_Ovf_I2
+            | O::Conv_Ovf_U2
+            | O::Conv_Ovf_I4
+            | O::Conv_Ovf_U4
+            | O::Conv_Ovf_I8
+            | O::Conv_Ovf_U8
+            | O::Conv_U2
+            | O::Conv_U1
+            | O::Conv_I
+            | O::Conv_Ovf_I
+            | O::Conv_Ovf_U
+            | O::Conv_U => {
+                let v = self.pop(stack);
+                let to_pointer = matches!(
+                    x.op,
+                    O::Conv_I
+                        | O::Conv_U
+                        | O::Conv_Ovf_I
+                        | O::Conv_Ovf_U
+                        | O::Conv_Ovf_I_Un
+                        | O::Conv_Ovf_U_Un
+                        | O::Conv_I8
+                        | O::Conv_U8
+                );
+                match v {
+                    V::I4 | V::I8 | V::I | V::F | V::Unknown | V::Var(_) => {}
+                    // A managed pointer or a (pinned) object reference as an address: valid,
+                    // not verifiable (III.1.5 Table III.8).
+                    V::ByRef(_) => self.bad(ts, Code::UnmanagedPointer, off, v, "a number"),
+                    V::Obj(_) | V::Null if to_pointer => {
+                        self.bad(ts, Code::UnmanagedPointer, off, v, "a number")
+                    }
+                    _ => self.bad(ts, Code::ExpectedNumericType, off, v, "a number"),
+                }
+                stack.push(conv_result(x.op));
+            }
+            O::Ckfinite => {
+                let v = self.pop(stack);
+                match v {
+                    V::F | V::Unknown | V::Var(_) => {}
+                    _ => self.bad(ts, Code::ExpectedFloatType, off, v, "F"),
+                }
+                stack.push(V::F);
+            }
+            O::Cpobj => {
+                let s = self.pop(stack);
+                let d = self.pop(stack);
+                self.address(ts, off, s);
+                self.address(ts, off, d);
+            }
+            O::Ldobj => {
+                let a = self.pop(stack);
+                let t = ts.type_token(0, Token(x.arg));
+                self.address(ts, off, a);
+                let v = stack_of(ts, t);
+                stack.push(self.note(v));
+            }
+            O::Stobj => {
+                let v = self.pop(stack);
+                let a = self.pop(stack);
+                let t = ts.type_token(0, Token(x.arg));
+                self.address(ts, off, a);
+                self.expect(ts, off, v, t, "stored value");
+            }
+            O::Ldstr => stack.push(V::Obj(TyId::STRING)),
+            O::Castclass | O::Isinst => {
+                let v = self.pop(stack);
+                let t = ts.type_token(0, Token(x.arg));
+                self.object_operand(ts, off, v);
+                stack.push(V::Obj(t));
+            }
+            O::Unbox => {
+                let v = self.pop(stack);
+                let t = ts.type_token(0, Token(x.arg));
+                self.object_operand(ts, off, v);
+                stack.push(V::ByRef(t));
+            }
+            O::Unbox_Any => {
+                let v = self.pop(stack);
+                let t = ts.type_token(0, Token(x.arg));
+                self.object_operand(ts, off, v);
+                let r = stack_of(ts, t);
+                stack.push(self.note(r));
+            }
+            O::Box => {
+                let v = self.pop(stack);
+                let t = ts.type_token(0, Token(x.arg));
+                self.expect(ts, off, v, t, "boxed value");
+                // A nullable boxes as its underlying type or null; other values as themselves.
+                stack.push(match ts.is_value_type(t) {
+                    Some(false) => stack_of(ts, t),
+                    _ => V::Obj(t),
+                });
+            }
+            O::Throw => {
+                let v = self.pop(stack);
+                self.object_operand(ts, off, v);
+            }
+            O::Ldfld | O::Ldflda => {
+                let obj = self.pop(stack);
+                match ts.field(Token(x.arg)) {
+                    Some((t, parent, _)) => {
+                        self.instance(ts, off, obj, parent);
+                        let v = if x.op == O::Ldflda {
+                            V::ByRef(t)
+                        } else {
+                            stack_of(ts, t)
+                        };
+                        stack.push(self.note(v));
+                    }
+                    None => {
+                        self.part(Partial::UnresolvedMember);
+                        stack.push(V::Unknown);
+                    }
+                }
+            }
+            O::Stfld => {
+                let v = self.pop(stack);
+                let obj = self.pop(stack);
+                match ts.field(Token(x.arg)) {
+                    Some((t, parent, _)) => {
+                        self.instance(ts, off, obj, parent);
+                        self.expect(ts, off, v, t, "stored value");
+                    }
+                    None => self.part(Partial::UnresolvedMember),
+                }
+            }
+            O::Ldsfld | O::Ldsflda => match ts.field(Token(x.arg)) {
+                Some((t, _, _)) => {
+                    let v = if x.op == O::Ldsflda {
+                        V::ByRef(t)
+                    } else {
+                        stack_of(ts, t)
+                    };
+                    stack.push(self.note(v));
+                }
+                None => {
+                    self.part(Partial::UnresolvedMember);
+                    stack.push(V::Unknown);
+                }
+            },
+            O::Stsfld => {
+                let v = self.pop(stack);
+                match ts.field(Token(x.arg)) {
+                    Some((t, _, _)) => self.expect(ts, off, v, t, "stored value"),
+                    None => self.part(Partial::UnresolvedMember),
+                }
+            }
+            O::Newarr => {
+                let n = self.pop(stack);
+                self.index_operand(ts, off, n);
+                let t = ts.type_token(0, Token(x.arg));
+                let a = ts.tys.intern(TyNode::SzArray(t));
+                stack.push(V::Obj(a));
+            }
+            O::Ldlen => {
+                let a = self.pop(stack);
+                self.array(ts, off, a);
+                stack.push(V::I);
+            }
+            O::Ldelema => {
+                let i = self.pop(stack);
+                let a = self.pop(stack);
+                self.index_operand(ts, off, i);
+                self.array(ts, off, a);
+                let t = ts.type_token(0, Token(x.arg));
+                stack.push(V::ByRef(t));
+            }
+            O::Ldelem_I1
+            | O::Ldelem_U1
+            | O::Ldelem_I2
+            | O::Ldelem_U2
+            | O::Ldelem_I4
+            | O::Ldelem_U4
+            | O::Ldelem_I8
+            | O::Ldelem_I
+            | O::Ldelem_R4
+            | O::Ldelem_R8 => {
+                let i = self.pop(stack);
+                let a = self.pop(stack);
+                self.index_operand(ts, off, i);
+                let p = ldelem_prim(x.op);
+                if let Some(e) = self.array(ts, off, a) {
+                    self.element_is(ts, off, a, e, p);
+                }
+                stack.push(super::vtype::prim_stack(p));
+            }
+            O::Ldelem_Ref => {
+                let i = self.pop(stack);
+                let a = self.pop(stack);
+                self.index_operand(ts, off, i);
+                let r = match self.array(ts, off, a) {
+                    Some(e) => match stack_of(ts, e) {
+                        v @ (V::Obj(_) | V::Unknown | V::Var(_)) => v,
+                        _ => {
+                            self.bad(ts, Code::StackUnexpected, off, a, "an array of references");
+                            V::Unknown
+                        }
+                    },
+                    None => V::Unknown,
+                };
+                stack.push(r);
+            }
+            O::Ldelem => {
+                let i = self.pop(stack);
+                let a = self.pop(stack);
+                self.index_operand(ts, off, i);
+                self.array(ts, off, a);
+                let t = ts.type_token(0, Token(x.arg));
+                let v = stack_of(ts, t);
+                stack.push(self.note(v));
+            }
+            O::Stelem_I
+            | O::Stelem_I1
+            | O::Stelem_I2
+            | O::Stelem_I4
+            | O::Stelem_I8
+            | O::Stelem_R4
+            | O::Stelem_R8 => {
+                let v = self.pop(stack);
+                let i = self.pop(stack);
+                let a = self.pop(stack);
+                self.index_operand(ts, off, i);
+                let p = stelem_prim(x.op);
+                self.expect_v(ts, off, v, super::vtype::prim_stack(p), "stored element");
+                if let Some(e) = self.array(ts, off, a) {
+                    self.element_is(ts, off, a, e, p);
+                }
+            }
+            O::Stelem_Ref => {
+                let v = self.pop(stack);
+                let i = self.pop(stack);
+                let a = self.pop(stack);
+                self.index_operand(ts, off, i);
+                self.array(ts, off, a);
+                match v {
+                    V::Obj(_) | V::Null | V::Unknown | V::Var(_) => {}
+                    _ => self.bad(ts, Code::StackObjRef, off, v, "a reference"),
+                }
+            }
+            O::Stelem => {
+                let v = self.pop(stack);
+                let i = self.pop(stack);
+                let a = self.pop(stack);
+                self.index_operand(ts, off, i);
+                self.array(ts, off, a);
+                let t = ts.type_token(0, Token(x.arg));
+                self.expect(ts, off, v, t, "stored element");
+            }
+            O::Refanyval => {
+                let v = self.pop(stack);
+                self.expect_v(ts, off, v, V::Value(TyId::TYPEDREF), "typed reference");
+                let t = ts.type_token(0, Token(x.arg));
+                stack.push(V::ByRef(t));
+            }
+            O::Mkrefany => {
+                let a = self.pop(stack);
+                self.address(ts, off, a);
+                stack.push(V::Value(TyId::TYPEDREF));
+            }
+            O::Refanytype => {
+                let v = self.pop(stack);
+                self.expect_v(ts, off, v, V::Value(TyId::TYPEDREF), "typed reference");
+                let h = ts.well_known("System.RuntimeTypeHandle");
+                let r = stack_of(ts, h);
+                stack.push(r);
+            }
+            O::Ldtoken => {
+                let handle = match Token(x.arg).table() {
+                    Some(
+                        crate::image::tables::Table::MethodDef
+                        | crate::image::tables::Table::MethodSpec,
+                    ) => "System.RuntimeMethodHandle",
+                    Some(crate::image::tables::Table::Field) => "System.RuntimeFieldHandle",
+                    Some(crate::image::tables::Table::MemberRef) => {
+                        // A MemberRef names a field or a method by its signature's first byte.
+                        if ts.field(Token(x.arg)).is_some() {
+                            "System.RuntimeFieldHandle"
+                        } else {
+                            "System.RuntimeMethodHandle"
+                        }
+                    }
+                    _ => "System.RuntimeTypeHandle",
+                };
+                let h = ts.well_known(handle);
+                let v = stack_of(ts, h);
+                stack.push(self.note(v));
+            }
+            O::Endfinally | O::Rethrow => stack.clear(),
+            O::Arglist => {
+                let h = ts.well_known("System.RuntimeArgumentHandle");
+                let v = stack_of(ts, h);
+                stack.push(v);
+            }
+            O::Ceq | O::Cgt_Un => {
+                let b = self.pop(stack);
+                let a = self.pop(stack);
+                self.compare(ts, x, a, b, true);
+                stack.push(V::I4);
+            }
+            O::Cgt | O::Clt | O::Clt_Un => {
+                let b = self.pop(stack);
+                let a = self.pop(stack);
+                self.compare(ts, x, a, b, false);
+                stack.push(V::I4);
+            }
+            O::Ldftn => stack.push(V::I),
+            O::Ldvirtftn => {
+                let v = self.pop(stack);
+                self.object_operand(ts, off, v);
+                stack.push(V::I);
+            }
+            O::Localloc => {
+                let v = self.pop(stack);
+                self.index_operand(ts, off, v);
+                stack.push(V::I);
+            }
+            O::Endfilter => {
+                let v = self.pop(stack);
+                self.expect_v(ts, off, v, V::I4, "filter result");
+            }
+            O::Unaligned | O::Volatile | O::Tail | O::Constrained | O::No | O::Readonly => {}
+            O::Initobj => {
+                let a = self.pop(stack);
+                self.address(ts, off, a);
+            }
+            O::Cpblk | O::Initblk => {
+                let size = self.pop(stack);
+                let b = self.pop(stack);
+                let a = self.pop(stack);
+                self.index_operand(ts, off, size);
+                self.address(ts, off, a);
+                if x.op == O::Cpblk {
+                    self.address(ts, off, b);
+                }
+            }
+            O::Sizeof => stack.push(V::I4),
+        }
+    }
+
+    fn object_operand(&mut self, ts: &mut TypeSystem<'_>, off: u32, v: V) {
+        match v {
+            V::Obj(_) | V::Null | V::Unknown | V::Var(_) => {
+                self.note(v);
+            }
+            _ => self.bad(ts, Code::StackObjRef, off, v, "an object reference"),
+        }
+    }
+
+    fn ldarg(&mut self, ts: &mut TypeSystem<'_>, stack: &mut Vec<V>, n: u32) {
+        let v = match self.frame.args.get(n as usize) {
+            Some(&t) => stack_of(ts, t),
+            None => V::Unknown,
+        };
+        stack.push(self.note(v));
+    }
+
+    fn ldloc(&mut self, ts: &mut TypeSystem<'_>, stack: &mut Vec<V>, n: u32) {
+        let v = match self.frame.locals.get(n as usize) {
+            Some(&t) => stack_of(ts, t),
+            None => V::Unknown,
+        };
+        stack.push(self.note(v));
+    }
+
+    fn stloc(&mut self, ts: &mut TypeSystem<'_>, stack: &mut Vec<V>, off: u32, n: u32) {
+        let v = self.pop(stack);
+        if let Some(&t) = self.frame.locals.get(n as usize) {
+            self.expect(ts, off, v, t, What::Local(n));
+        }
+    }
+
+    /// A load or store through a managed pointer to `t` with an instruction of primitive `p`:
+    /// the pointed-to type must be `p`'s verification type (unverifiable otherwise).
+    fn pointee_is(&mut self, ts: &mut TypeSystem<'_>, off: u32, a: V, t: TyId, p: Prim) {
+        if ts.tys.has_unknown(t) || ts.tys.has_generic_param(t) {
+            return;
+        }
+        match prim_of(ts, t) {
+            Some(q) if q.reduced() == p.reduced() => {}
+            _ => {
+                let want = format!("{}&", p.name());
+                self.bad(ts, Code::TypeNotAssignable, off, a, &want);
+            }
+        }
+    }
+
+    /// An element access of primitive `p` on an array of `e` (unverifiable when they differ).
+    fn element_is(&mut self, ts: &mut TypeSystem<'_>, off: u32, a: V, e: TyId, p: Prim) {
+        if ts.tys.has_unknown(e) || ts.tys.has_generic_param(e) {
+            return;
+        }
+        match prim_of(ts, e) {
+            Some(q) if q.reduced() == p.reduced() => {}
+            _ => {
+                let want = format!("{}[]", p.name());
+                self.bad(ts, Code::TypeNotAssignable, off, a, &want);
+            }
+        }
+    }
+}
+
+fn ldind_prim(op: Opcode) -> Prim {
+    use Opcode as O;
+    match op {
+        O::Ldind_I1 => Prim::I1,
+        O::Ldind_U1 => Prim::U1,
+        O::Ldind_I2 => Prim::I2,
+        O::Ldind_U2 => Prim::U2,
+        O::Ldind_I4 => Prim::I4,
+        O::Ldind_U4 => Prim::U4,
+        O::Ldind_I8 => Prim::I8,
+        O::Ldind_R4 => Prim::R4,
+        O::Ldind_R8 => Prim::R8,
+        _ => Prim::I,
+    }
+}
+
+fn stind_prim(op: Opcode) -> Prim {
+    use Opcode as O;
+    match op {
+        O::Stind_I1 => Prim::I1,
+        O::Stind_I2 => Prim::I2,
+        O::Stind_I4 => Prim::I4,
+        O::Stind_I8 => Prim::I8,
+        O::Stind_R4 => Prim::R4,
+        O::Stind_R8 => Prim::R8,
+        _ => Prim::I,
+    }
+}
+
+fn ldelem_prim(op: Opcode) -> Prim {
+    use Opcode as O;
+    match op {
+        O::Ldelem_I1 => Prim::I1,
+        O::Ldelem_U1 => Prim::U1,
+        O::Ldelem_I2 => Prim::I2,
+        O::Ldelem_U2 => Prim::U2,
+        O::Ldelem_I4 => Prim::I4,
+        O::Ldelem_U4 => Prim::U4,
+        O::Ldelem_I8 => Prim::I8,
+        O::Ldelem_R4 => Prim::R4,
+        O::Ldelem_R8 => Prim::R8,
+        _ => Prim::I,
+    }
+}
+
+fn stelem_prim(op: Opcode) -> Prim {
+    use Opcode as O;
+    match op {
+        O::Stelem_I1 => Prim::I1,
+        O::Stelem_I2 => Prim::I2,
+        O::Stelem_I4 => Prim::I4,
+        O::Stelem_I8 => Prim::I8,
+        O::Stelem_R4 => Prim::R4,
+        O::Stelem_R8 => Prim::R8,
+        _ => Prim::I,
+    }
+}
+
+/// What a conversion pushes (III.3.27–3.29).
+fn conv_result(op: Opcode) -> V {
+    use Opcode as O;
+    match op {
+        O::Conv_I8
+        | O::Conv_U8
+        | O::Conv_Ovf_I8
+        | O::Conv_Ovf_U8
+        | O::Conv_Ovf_I8_Un
+        | O::Conv_Ovf_U8_Un => V::I8,
+        O::Conv_R4 | O::Conv_R8 | O::Conv_R_Un => V::F,
+        O::Conv_I
+        | O::Conv_U
+        | O::Conv_Ovf_I
+        | O::Conv_Ovf_U
+        | O::Conv_Ovf_I_Un
+        | O::Conv_Ovf_U_Un => V::I,
+        _ => V::I4,
+    }
+}

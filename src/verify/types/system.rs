@@ -1,0 +1,1453 @@
+//! The type system over an image and the assemblies it references: TypeRefs resolved through
+//! AssemblyRefs and type forwarders, base chains, interfaces, enums' underlying types, generic
+//! instantiation, and the assignability and merge rules of III.1.8.1.2–3.
+//!
+//! References are found by simple name (versions are not compared) in the input's directory,
+//! then in the directories the caller gives, then in the runtimes' directories found on the
+//! machine. Nothing is guessed: what cannot be found or read is [`TyId::UNKNOWN`], against which
+//! every check passes, and the method that met it is checked in part.
+
+use super::fx::{FxMap, FxSet};
+use super::ty::{Interner, MethodTy, Prim, TyId, TyNode, TypeKey};
+use super::vtype::V;
+use crate::image::Image;
+use crate::image::sig::{SigReader, element};
+use crate::image::tables::{CodedIndex, Table, Token};
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// Deepest nesting of types in a signature, TypeSpec chains and forwarders followed.
+const MAX_DEPTH: u32 = 32;
+/// Most supertypes visited when asking whether one type is assignable to another.
+const MAX_SUPERTYPES: usize = 512;
+
+/// Lazily built indexes of one module's tables.
+#[derive(Debug, Default)]
+struct ModuleIndex {
+    /// Top-level TypeDefs by (namespace, name).
+    top: OnceLock<HashMap<(String, String), u32>>,
+    /// Nested TypeDefs by (enclosing TypeDef, name).
+    nested: OnceLock<HashMap<(u32, String), u32>>,
+    /// ExportedTypes by (namespace, name): the Implementation token.
+    exported: OnceLock<HashMap<(String, String), Token>>,
+    /// Interfaces by TypeDef.
+    interfaces: OnceLock<HashMap<u32, Vec<Token>>>,
+    /// GenericParam flags by owner (TypeDef or MethodDef token), in parameter order.
+    generics: OnceLock<HashMap<Token, Vec<u16>>>,
+    /// Whether the module defines `System.Object` without a base: the core library.
+    corlib: OnceLock<bool>,
+}
+
+impl ModuleIndex {
+    fn top(&self, img: &Image<'_>) -> &HashMap<(String, String), u32> {
+        self.top.get_or_init(|| {
+            let t = img.tables();
+            let s = img.strings();
+            let mut nested = HashSet::new();
+            for r in 1..=t.rows(Table::NestedClass) {
+                if let Ok(n) = t.nested_class(r) {
+                    nested.insert(n.nested_class);
+                }
+            }
+            let mut map = HashMap::new();
+            for rid in 1..=t.rows(Table::TypeDef) {
+                if nested.contains(&rid) {
+                    continue;
+                }
+                if let Ok(row) = t.type_def(rid)
+                    && let (Ok(ns), Ok(name)) = (s.get(row.namespace), s.get(row.name))
+                {
+                    map.entry((ns.to_string(), name.to_string())).or_insert(rid);
+                }
+            }
+            map
+        })
+    }
+
+    fn nested(&self, img: &Image<'_>) -> &HashMap<(u32, String), u32> {
+        self.nested.get_or_init(|| {
+            let t = img.tables();
+            let s = img.strings();
+            let mut map = HashMap::new();
+            for r in 1..=t.rows(Table::NestedClass) {
+                if let Ok(n) = t.nested_class(r)
+                    && let Ok(row) = t.type_def(n.nested_class)
+                    && let Ok(name) = s.get(row.name)
+                {
+                    map.entry((n.enclosing_class, name.to_string()))
+                        .or_insert(n.nested_class);
+                }
+            }
+            map
+        })
+    }
+
+    fn exported(&self, img: &Image<'_>) -> &HashMap<(String, String), Token> {
+        self.exported.get_or_init(|| {
+            let t = img.tables();
+            let s = img.strings();
+            let mut map = HashMap::new();
+            for rid in 1..=t.rows(Table::ExportedType) {
+                let (Ok(name), Ok(ns), Ok(imp)) = (
+                    t.cell(Table::ExportedType, rid, 2),
+                    t.cell(Table::ExportedType, rid, 3),
+                    t.cell(Table::ExportedType, rid, 4),
+                ) else {
+                    continue;
+                };
+                if let (Ok(ns), Ok(name), Some(imp)) = (
+                    s.get(ns),
+                    s.get(name),
+                    CodedIndex::Implementation.decode(imp),
+                ) {
+                    map.entry((ns.to_string(), name.to_string())).or_insert(imp);
+                }
+            }
+            map
+        })
+    }
+
+    fn interfaces(&self, img: &Image<'_>) -> &HashMap<u32, Vec<Token>> {
+        self.interfaces.get_or_init(|| {
+            let t = img.tables();
+            let mut map: HashMap<u32, Vec<Token>> = HashMap::new();
+            for rid in 1..=t.rows(Table::InterfaceImpl) {
+                if let (Ok(class), Ok(iface)) = (
+                    t.cell(Table::InterfaceImpl, rid, 0),
+                    t.cell(Table::InterfaceImpl, rid, 1),
+                ) && let Some(tok) = CodedIndex::TypeDefOrRef.decode(iface)
+                {
+                    map.entry(class).or_default().push(tok);
+                }
+            }
+            map
+        })
+    }
+
+    fn generics(&self, img: &Image<'_>) -> &HashMap<Token, Vec<u16>> {
+        self.generics.get_or_init(|| {
+            let t = img.tables();
+            let mut map: HashMap<Token, Vec<(u16, u16)>> = HashMap::new();
+            for rid in 1..=t.rows(Table::GenericParam) {
+                if let (Ok(number), Ok(flags), Ok(owner)) = (
+                    t.cell(Table::GenericParam, rid, 0),
+                    t.cell(Table::GenericParam, rid, 1),
+                    t.cell(Table::GenericParam, rid, 2),
+                ) && let Some(owner) = CodedIndex::TypeOrMethodDef.decode(owner)
+                {
+                    map.entry(owner)
+                        .or_default()
+                        .push((number as u16, flags as u16));
+                }
+            }
+            map.into_iter()
+                .map(|(k, mut v)| {
+                    v.sort_unstable();
+                    (k, v.into_iter().map(|(_, f)| f).collect())
+                })
+                .collect()
+        })
+    }
+
+    fn is_corlib(&self, img: &Image<'_>) -> bool {
+        *self.corlib.get_or_init(|| {
+            self.top(img)
+                .get(&("System".to_string(), "Object".to_string()))
+                .and_then(|&rid| img.tables().type_def(rid).ok())
+                .is_some_and(|row| row.extends.is_null())
+        })
+    }
+}
+
+/// A referenced assembly, opened once and shared by every image that references it.
+#[derive(Debug)]
+pub struct Loaded {
+    image: Image<'static>,
+    path: PathBuf,
+    name: String,
+    index: ModuleIndex,
+}
+
+impl Loaded {
+    /// Where it was read from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// Where references are found, and the ones opened so far. Shared by threads and by every
+/// image of a run, so each reference is opened once.
+#[derive(Debug, Default)]
+pub struct ModuleStore {
+    dirs: Vec<PathBuf>,
+    opened: Mutex<HashMap<PathBuf, Option<Arc<Loaded>>>>,
+}
+
+impl ModuleStore {
+    /// A store that looks in `dirs` (after the input's own directory).
+    pub fn new(dirs: Vec<PathBuf>) -> Self {
+        ModuleStore {
+            dirs,
+            opened: Mutex::default(),
+        }
+    }
+
+    /// `dirs`, then the runtime directories found on this machine: mono's 4.5 profile and its
+    /// facades, and CoreCLR's shared framework.
+    pub fn with_runtime_dirs(mut dirs: Vec<PathBuf>) -> Self {
+        dirs.extend(runtime_dirs());
+        Self::new(dirs)
+    }
+
+    /// The directories searched after the input's own.
+    pub fn dirs(&self) -> &[PathBuf] {
+        &self.dirs
+    }
+
+    /// The assembly of simple name `name`, looked for beside `near` and then in the store's
+    /// directories.
+    fn find(&self, name: &str, near: Option<&Path>) -> Option<Arc<Loaded>> {
+        let dirs = near
+            .into_iter()
+            .chain(self.dirs.iter().map(PathBuf::as_path));
+        for dir in dirs {
+            for ext in ["dll", "exe"] {
+                let path = dir.join(format!("{name}.{ext}"));
+                if !path.is_file() {
+                    continue;
+                }
+                if let Some(l) = self.open(&path) {
+                    return Some(l);
+                }
+            }
+        }
+        None
+    }
+
+    fn open(&self, path: &Path) -> Option<Arc<Loaded>> {
+        let mut opened = self.opened.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(l) = opened.get(path) {
+            return l.clone();
+        }
+        let loaded = Image::open(path).ok().and_then(|image| {
+            let name = assembly_name(&image)?;
+            Some(Arc::new(Loaded {
+                image,
+                path: path.to_path_buf(),
+                name,
+                index: ModuleIndex::default(),
+            }))
+        });
+        opened.insert(path.to_path_buf(), loaded.clone());
+        loaded
+    }
+
+    /// Number of references opened so far.
+    pub fn opened(&self) -> usize {
+        self.opened
+            .lock()
+            .map(|o| o.values().filter(|l| l.is_some()).count())
+            .unwrap_or(0)
+    }
+}
+
+/// The runtime directories that exist on this machine.
+pub fn runtime_dirs() -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for d in ["/usr/lib/mono/4.5", "/usr/lib/mono/4.5/Facades"] {
+        let p = PathBuf::from(d);
+        if p.is_dir() {
+            out.push(p);
+        }
+    }
+    if let Some(p) = crate::harness::runtime::coreclr_framework_dir() {
+        out.push(p);
+    }
+    out
+}
+
+/// The simple name of an image's assembly (its module name without extension when it has no
+/// Assembly row).
+fn assembly_name(img: &Image<'_>) -> Option<String> {
+    let t = img.tables();
+    if t.rows(Table::Assembly) > 0 {
+        let row = t.assembly(1).ok()?;
+        return img.strings().get(row.name).ok().map(str::to_string);
+    }
+    let m = t.module(1).ok()?;
+    let n = img.strings().get(m.name).ok()?;
+    Some(n.rsplit_once('.').map_or(n, |(a, _)| a).to_string())
+}
+
+/// What kind of type a TypeDef is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// A class (reference type).
+    Class,
+    /// An interface.
+    Interface,
+    /// A value type other than an enum.
+    Value,
+    /// An enum, with its underlying type when it could be read.
+    Enum(Option<Prim>),
+    /// Not known: the base type could not be resolved.
+    Unknown,
+}
+
+/// What the type system knows of one TypeDef.
+#[derive(Clone, Debug)]
+pub struct TypeInfo {
+    /// `Namespace.Name`, nested types as `Outer/Inner`.
+    pub name: String,
+    /// Class, interface, value type or enum.
+    pub kind: Kind,
+    /// The base type in the definition's own generic context; `None` for interfaces and
+    /// `System.Object`.
+    pub base: Option<TyId>,
+    /// The interfaces it declares.
+    pub interfaces: Vec<TyId>,
+    /// Flags of its generic parameters (variance in the low two bits).
+    pub generic_params: Vec<u16>,
+}
+
+/// Whether a value of one type may be used where another is expected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ans {
+    /// Provably assignable.
+    Yes,
+    /// Provably not.
+    No,
+    /// Cannot tell (an unresolved type, a generic parameter, variance): no finding.
+    Unknown,
+}
+
+/// A module of a [`TypeSystem`], held apart from it.
+enum ModRef<'a> {
+    Current(&'a Image<'a>),
+    Loaded(Arc<Loaded>),
+}
+
+impl ModRef<'_> {
+    fn img(&self) -> &Image<'_> {
+        match self {
+            ModRef::Current(i) => i,
+            ModRef::Loaded(l) => &l.image,
+        }
+    }
+}
+
+/// The type system of one image being verified, over the references of a [`ModuleStore`].
+pub struct TypeSystem<'a> {
+    store: &'a ModuleStore,
+    near: Option<PathBuf>,
+    current: &'a Image<'a>,
+    current_name: String,
+    current_index: ModuleIndex,
+    refs: Vec<Arc<Loaded>>,
+    by_name: HashMap<String, Option<u32>>,
+    /// The interned types.
+    pub tys: Interner,
+    typerefs: FxMap<(u32, u32), TyId>,
+    typespecs: FxMap<(u32, u32), TyId>,
+    infos: FxMap<TypeKey, Option<Rc<TypeInfo>>>,
+    /// Method tokens of the image being verified, resolved.
+    methods: FxMap<u32, Option<Rc<(MethodTy, TyId)>>>,
+    /// Field tokens of the image being verified, resolved.
+    fields: FxMap<u32, Option<(TyId, TyId, bool)>>,
+    /// How each type is held on the stack, by type id (see [`super::vtype::stack_of`]).
+    pub(super) forms: Vec<Option<V>>,
+    /// TypeDefs of the well-known types the interner spells without a key.
+    wk_keys: HashMap<TyId, TypeKey>,
+    /// Well-known types by name, looked up once.
+    wk: HashMap<&'static str, TyId>,
+}
+
+impl std::fmt::Debug for TypeSystem<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TypeSystem")
+            .field("current", &self.current_name)
+            .field("refs", &self.refs.len())
+            .field("types", &self.tys.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> TypeSystem<'a> {
+    /// The type system of `image` (read from `path`, whose directory is searched first).
+    pub fn new(store: &'a ModuleStore, image: &'a Image<'a>, path: Option<&Path>) -> Self {
+        let current_name = assembly_name(image).unwrap_or_default();
+        let mut by_name = HashMap::new();
+        by_name.insert(current_name.to_ascii_lowercase(), Some(0));
+        TypeSystem {
+            store,
+            near: path.and_then(Path::parent).map(Path::to_path_buf),
+            current: image,
+            current_name,
+            current_index: ModuleIndex::default(),
+            refs: Vec::new(),
+            by_name,
+            tys: Interner::default(),
+            typerefs: FxMap::default(),
+            typespecs: FxMap::default(),
+            infos: FxMap::default(),
+            methods: FxMap::default(),
+            fields: FxMap::default(),
+            forms: Vec::new(),
+            wk_keys: HashMap::new(),
+            wk: HashMap::new(),
+        }
+    }
+
+    /// The image being verified.
+    pub fn image(&self) -> &'a Image<'a> {
+        self.current
+    }
+
+    /// A handle on module `m` that does not borrow the type system, so what is read from it
+    /// can be used while the type system changes.
+    fn handle(&self, m: u32) -> Option<ModRef<'a>> {
+        if m == 0 {
+            return Some(ModRef::Current(self.current));
+        }
+        self.refs.get(m as usize - 1).cloned().map(ModRef::Loaded)
+    }
+
+    fn module(&self, m: u32) -> Option<(&Image<'_>, &ModuleIndex)> {
+        if m == 0 {
+            return Some((self.current, &self.current_index));
+        }
+        self.refs.get(m as usize - 1).map(|l| (&l.image, &l.index))
+    }
+
+    /// The module number of the assembly of simple name `name`, opening it when first asked.
+    fn assembly(&mut self, name: &str) -> Option<u32> {
+        let key = name.to_ascii_lowercase();
+        if let Some(&m) = self.by_name.get(&key) {
+            return m;
+        }
+        let found = self.store.find(name, self.near.as_deref());
+        let m = found.map(|l| {
+            // One module per assembly, even when found under two names.
+            if let Some(i) = self.refs.iter().position(|r| Arc::ptr_eq(r, &l)) {
+                return i as u32 + 1;
+            }
+            let by_assembly = l.name.to_ascii_lowercase();
+            self.refs.push(l);
+            let m = self.refs.len() as u32;
+            self.by_name.entry(by_assembly).or_insert(Some(m));
+            m
+        });
+        self.by_name.insert(key, m);
+        m
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Resolution
+
+    /// The type a TypeDef, TypeRef or TypeSpec token of module `m` names.
+    pub fn type_token(&mut self, m: u32, token: Token) -> TyId {
+        self.type_token_at(m, token, 0, None)
+    }
+
+    fn type_token_at(&mut self, m: u32, token: Token, depth: u32, value: Option<bool>) -> TyId {
+        if depth > MAX_DEPTH {
+            return TyId::UNKNOWN;
+        }
+        match token.table() {
+            Some(Table::TypeDef) => self.key_type(
+                TypeKey {
+                    module: m,
+                    rid: token.rid(),
+                },
+                value,
+            ),
+            Some(Table::TypeRef) => {
+                if let Some(&t) = self.typerefs.get(&(m, token.rid())) {
+                    return self.with_kind(t, value);
+                }
+                let t = match self.resolve_typeref(m, token.rid(), depth) {
+                    Some(key) => self.key_type(key, value),
+                    None => TyId::UNKNOWN,
+                };
+                self.typerefs.insert((m, token.rid()), t);
+                t
+            }
+            Some(Table::TypeSpec) => {
+                if let Some(&t) = self.typespecs.get(&(m, token.rid())) {
+                    return t;
+                }
+                let md = self.handle(m);
+                let blob = md.as_ref().and_then(|md| {
+                    let img = md.img();
+                    let row = img.tables().type_spec(token.rid()).ok()?;
+                    img.blobs().get(row.signature).ok()
+                });
+                let t = match blob {
+                    Some(b) => {
+                        let mut r = SigReader::new(b);
+                        self.read_type(m, &mut r, depth + 1)
+                            .unwrap_or(TyId::UNKNOWN)
+                    }
+                    None => TyId::UNKNOWN,
+                };
+                self.typespecs.insert((m, token.rid()), t);
+                t
+            }
+            _ => TyId::UNKNOWN,
+        }
+    }
+
+    /// A cached TypeRef answer, re-marked value or class as a signature says.
+    fn with_kind(&mut self, t: TyId, value: Option<bool>) -> TyId {
+        match (self.tys.node(t).clone(), value) {
+            (TyNode::Class(k), Some(true)) => self.tys.intern(TyNode::Value(k)),
+            (TyNode::Value(k), Some(false)) => self.tys.intern(TyNode::Class(k)),
+            _ => t,
+        }
+    }
+
+    /// The TypeDef a TypeRef of module `m` resolves to.
+    fn resolve_typeref(&mut self, m: u32, rid: u32, depth: u32) -> Option<TypeKey> {
+        let (scope, ns, name) = {
+            let (img, _) = self.module(m)?;
+            let row = img.tables().type_ref(rid).ok()?;
+            let s = img.strings();
+            (
+                row.resolution_scope,
+                s.get(row.namespace).ok()?.to_string(),
+                s.get(row.name).ok()?.to_string(),
+            )
+        };
+        match scope.table() {
+            Some(Table::AssemblyRef) => {
+                let asm = {
+                    let (img, _) = self.module(m)?;
+                    let row = img.tables().assembly_ref(scope.rid()).ok()?;
+                    img.strings().get(row.name).ok()?.to_string()
+                };
+                let target = self.assembly(&asm)?;
+                self.find_top(target, &ns, &name, depth + 1)
+            }
+            Some(Table::TypeRef) => {
+                let outer = self.resolve_typeref(m, scope.rid(), depth + 1)?;
+                let (img, idx) = self.module(outer.module)?;
+                let rid = *idx.nested(img).get(&(outer.rid, name))?;
+                Some(TypeKey {
+                    module: outer.module,
+                    rid,
+                })
+            }
+            Some(Table::Module) => self.find_top(m, &ns, &name, depth + 1),
+            _ if scope.is_null() => self.find_top(m, &ns, &name, depth + 1),
+            // ModuleRef: a type in another module of a multi-module assembly.
+            _ => None,
+        }
+    }
+
+    /// The top-level type `ns.name` of module `m`, following its type forwarders.
+    fn find_top(&mut self, m: u32, ns: &str, name: &str, depth: u32) -> Option<TypeKey> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        let key = (ns.to_string(), name.to_string());
+        let forward = {
+            let (img, idx) = self.module(m)?;
+            if let Some(&rid) = idx.top(img).get(&key) {
+                return Some(TypeKey { module: m, rid });
+            }
+            let imp = *idx.exported(img).get(&key)?;
+            if imp.table() != Some(Table::AssemblyRef) {
+                return None;
+            }
+            let row = img.tables().assembly_ref(imp.rid()).ok()?;
+            img.strings().get(row.name).ok()?.to_string()
+        };
+        let target = self.assembly(&forward)?;
+        if target == m {
+            return None;
+        }
+        self.find_top(target, ns, name, depth + 1)
+    }
+
+    /// The interned type of a TypeDef, spelled as the well-known type when it is one.
+    fn key_type(&mut self, key: TypeKey, value: Option<bool>) -> TyId {
+        if let Some(wk) = self.well_known_of(key) {
+            return wk;
+        }
+        let info = self.info(key);
+        let is_value = match info.as_deref().map(|i| i.kind) {
+            Some(Kind::Value | Kind::Enum(_)) => true,
+            Some(Kind::Class | Kind::Interface) => false,
+            Some(Kind::Unknown) | None => value.unwrap_or(false),
+        };
+        let generic = info
+            .as_deref()
+            .is_some_and(|i| !i.generic_params.is_empty());
+        if generic {
+            // The open generic type named without arguments (`ldtoken`, a TypeDef operand
+            // inside its own definition): its own parameters as arguments.
+            let n = info.as_deref().map_or(0, |i| i.generic_params.len());
+            let args: Box<[TyId]> = (0..n as u32)
+                .map(|i| self.tys.intern(TyNode::Var(i)))
+                .collect();
+            return self.tys.intern(TyNode::Inst {
+                def: key,
+                value: is_value,
+                args,
+            });
+        }
+        self.tys.intern(if is_value {
+            TyNode::Value(key)
+        } else {
+            TyNode::Class(key)
+        })
+    }
+
+    /// `System.Object`, `System.String`, `System.Void`, `System.TypedReference` and the
+    /// primitive value types of the core library, as the interner spells them.
+    fn well_known_of(&mut self, key: TypeKey) -> Option<TyId> {
+        let (img, idx) = self.module(key.module)?;
+        if !idx.is_corlib(img) {
+            return None;
+        }
+        let row = img.tables().type_def(key.rid).ok()?;
+        let s = img.strings();
+        if s.get(row.namespace).ok()? != "System" {
+            return None;
+        }
+        let name = s.get(row.name).ok()?;
+        let t = match name {
+            "Object" => TyId::OBJECT,
+            "String" => TyId::STRING,
+            "Void" => TyId::VOID,
+            "TypedReference" => TyId::TYPEDREF,
+            _ => {
+                let p = Prim::of_system_name(name)?;
+                self.tys.prim(p)
+            }
+        };
+        self.wk_keys.entry(t).or_insert(key);
+        Some(t)
+    }
+
+    /// Reads one type of a signature of module `m` (custom modifiers and `pinned` skipped).
+    pub fn read_type(&mut self, m: u32, r: &mut SigReader<'_>, depth: u32) -> Option<TyId> {
+        use element::*;
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        let et = r.u8().ok()?;
+        if let Some(p) = Prim::of_element(et) {
+            return Some(self.tys.prim(p));
+        }
+        Some(match et {
+            VOID => TyId::VOID,
+            STRING => TyId::STRING,
+            OBJECT => TyId::OBJECT,
+            TYPEDBYREF => TyId::TYPEDREF,
+            CLASS | VALUETYPE => {
+                let tok = r.type_def_or_ref().ok()?;
+                self.type_token_at(m, tok, depth + 1, Some(et == VALUETYPE))
+            }
+            VAR => self.tys.intern(TyNode::Var(r.compressed_u32().ok()?)),
+            MVAR => self.tys.intern(TyNode::MVar(r.compressed_u32().ok()?)),
+            PTR => {
+                let t = self.read_type(m, r, depth + 1)?;
+                self.tys.intern(TyNode::Ptr(t))
+            }
+            BYREF => {
+                let t = self.read_type(m, r, depth + 1)?;
+                self.tys.intern(TyNode::ByRef(t))
+            }
+            SZARRAY => {
+                let t = self.read_type(m, r, depth + 1)?;
+                self.tys.intern(TyNode::SzArray(t))
+            }
+            ARRAY => {
+                let t = self.read_type(m, r, depth + 1)?;
+                let rank = r.compressed_u32().ok()?;
+                let sizes = r.compressed_u32().ok()?;
+                for _ in 0..sizes.min(r.remaining() as u32) {
+                    r.compressed_u32().ok()?;
+                }
+                let bounds = r.compressed_u32().ok()?;
+                for _ in 0..bounds.min(r.remaining() as u32) {
+                    r.compressed_i32().ok()?;
+                }
+                self.tys.intern(TyNode::Array(t, rank))
+            }
+            GENERICINST => {
+                let kind = r.u8().ok()?;
+                let tok = r.type_def_or_ref().ok()?;
+                let n = r.compressed_u32().ok()?;
+                if n as usize > r.remaining() {
+                    return None;
+                }
+                let mut args = Vec::with_capacity(n as usize);
+                for _ in 0..n {
+                    args.push(self.read_type(m, r, depth + 1)?);
+                }
+                let def = self.type_token_at(m, tok, depth + 1, Some(kind == VALUETYPE));
+                let (TyNode::Class(def) | TyNode::Value(def) | TyNode::Inst { def, .. }) =
+                    self.tys.node(def).clone()
+                else {
+                    return Some(TyId::UNKNOWN);
+                };
+                let value = match self.info(def).as_deref().map(|i| i.kind) {
+                    Some(Kind::Unknown) | None => kind == VALUETYPE,
+                    Some(k) => matches!(k, Kind::Value | Kind::Enum(_)),
+                };
+                self.tys.intern(TyNode::Inst {
+                    def,
+                    value,
+                    args: args.into(),
+                })
+            }
+            FNPTR => {
+                self.read_method(m, r, depth + 1)?;
+                self.tys.intern(TyNode::FnPtr)
+            }
+            CMOD_REQD | CMOD_OPT => {
+                r.type_def_or_ref().ok()?;
+                return self.read_type(m, r, depth + 1);
+            }
+            PINNED => return self.read_type(m, r, depth + 1),
+            _ => return None,
+        })
+    }
+
+    /// Reads a method signature (MethodDefSig, MethodRefSig or StandAloneMethodSig).
+    pub fn read_method(&mut self, m: u32, r: &mut SigReader<'_>, depth: u32) -> Option<MethodTy> {
+        let cc = r.u8().ok()?;
+        let generic_params = if cc & 0x10 != 0 {
+            r.compressed_u32().ok()?
+        } else {
+            0
+        };
+        let count = r.compressed_u32().ok()?;
+        if count as usize > r.remaining() {
+            return None;
+        }
+        let ret = self.read_type(m, r, depth + 1)?;
+        let mut params = Vec::with_capacity(count as usize);
+        for _ in 0..count {
+            if r.peek().ok()? == element::SENTINEL {
+                r.u8().ok()?;
+            }
+            params.push(self.read_type(m, r, depth + 1)?);
+        }
+        Some(MethodTy {
+            has_this: cc & 0x20 != 0,
+            explicit_this: cc & 0x40 != 0,
+            vararg: cc & 0x0F == 0x05,
+            generic_params,
+            ret,
+            params,
+        })
+    }
+
+    /// The signature of a method token of the image being verified (MethodDef, MemberRef or
+    /// MethodSpec), its type arguments substituted, and the type declaring it.
+    pub fn method(&mut self, token: Token) -> Option<Rc<(MethodTy, TyId)>> {
+        if let Some(m) = self.methods.get(&token.0) {
+            return m.clone();
+        }
+        let m = self.method_in(0, token, &[]).map(Rc::new);
+        self.methods.insert(token.0, m.clone());
+        m
+    }
+
+    fn method_in(
+        &mut self,
+        m: u32,
+        token: Token,
+        method_args: &[TyId],
+    ) -> Option<(MethodTy, TyId)> {
+        match token.table()? {
+            Table::MethodDef => {
+                let md = self.handle(m)?;
+                let (blob, parent) = {
+                    let img = md.img();
+                    let t = img.tables();
+                    let row = t.method_def(token.rid()).ok()?;
+                    (
+                        img.blobs().get(row.signature).ok()?,
+                        t.declaring_type(token.rid()).ok()?,
+                    )
+                };
+                let sig = self.read_method(m, &mut SigReader::new(blob), 0)?;
+                let parent = match parent {
+                    Some(rid) => self.key_type(TypeKey { module: m, rid }, None),
+                    None => TyId::UNKNOWN,
+                };
+                Some((self.subst_sig(sig, &[], method_args), parent))
+            }
+            Table::MemberRef => {
+                let md = self.handle(m)?;
+                let (blob, class) = {
+                    let img = md.img();
+                    let row = img.tables().member_ref(token.rid()).ok()?;
+                    (img.blobs().get(row.signature).ok()?, row.class)
+                };
+                let sig = self.read_method(m, &mut SigReader::new(blob), 0)?;
+                let parent = match class.table() {
+                    Some(Table::TypeDef | Table::TypeRef | Table::TypeSpec) => {
+                        self.type_token(m, class)
+                    }
+                    Some(Table::MethodDef) => self.method_in(m, class, &[])?.1,
+                    _ => TyId::UNKNOWN,
+                };
+                let class_args = self.args_of(parent);
+                Some((self.subst_sig(sig, &class_args, method_args), parent))
+            }
+            Table::MethodSpec => {
+                let md = self.handle(m)?;
+                let (method, blob) = {
+                    let img = md.img();
+                    let row = img.tables().method_spec(token.rid()).ok()?;
+                    (row.method, img.blobs().get(row.instantiation).ok()?)
+                };
+                let mut r = SigReader::new(blob);
+                if r.u8().ok()? != 0x0A {
+                    return None;
+                }
+                let n = r.compressed_u32().ok()?;
+                if n as usize > r.remaining() {
+                    return None;
+                }
+                let mut args = Vec::with_capacity(n as usize);
+                for _ in 0..n {
+                    args.push(self.read_type(m, &mut r, 1)?);
+                }
+                self.method_in(m, method, &args)
+            }
+            _ => None,
+        }
+    }
+
+    fn subst_sig(
+        &mut self,
+        mut sig: MethodTy,
+        class_args: &[TyId],
+        method_args: &[TyId],
+    ) -> MethodTy {
+        sig.ret = self.tys.subst(sig.ret, class_args, method_args);
+        for p in &mut sig.params {
+            *p = self.tys.subst(*p, class_args, method_args);
+        }
+        sig
+    }
+
+    /// The type arguments of an instantiated type (empty for others).
+    pub fn args_of(&self, t: TyId) -> Vec<TyId> {
+        match self.tys.node(t) {
+            TyNode::Inst { args, .. } => args.to_vec(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// A field token of the image being verified: its type (the declaring type's arguments
+    /// substituted), the declaring type, and whether it is static.
+    pub fn field(&mut self, token: Token) -> Option<(TyId, TyId, bool)> {
+        if let Some(f) = self.fields.get(&token.0) {
+            return *f;
+        }
+        let f = self.field_uncached(token);
+        self.fields.insert(token.0, f);
+        f
+    }
+
+    fn field_uncached(&mut self, token: Token) -> Option<(TyId, TyId, bool)> {
+        match token.table()? {
+            Table::Field => {
+                let (blob, flags, parent) = {
+                    let img = self.current;
+                    let t = img.tables();
+                    let row = t.field(token.rid()).ok()?;
+                    (
+                        img.blobs().get(row.signature).ok()?,
+                        row.flags,
+                        t.field_declaring_type(token.rid()).ok()?,
+                    )
+                };
+                let ty = self.field_sig(0, blob)?;
+                let parent = match parent {
+                    Some(rid) => self.key_type(TypeKey { module: 0, rid }, None),
+                    None => TyId::UNKNOWN,
+                };
+                Some((ty, parent, flags & 0x10 != 0))
+            }
+            Table::MemberRef => {
+                let (blob, class) = {
+                    let img = self.current;
+                    let row = img.tables().member_ref(token.rid()).ok()?;
+                    (img.blobs().get(row.signature).ok()?, row.class)
+                };
+                let ty = self.field_sig(0, blob)?;
+                let parent = match class.table() {
+                    Some(Table::TypeDef | Table::TypeRef | Table::TypeSpec) => {
+                        self.type_token(0, class)
+                    }
+                    _ => TyId::UNKNOWN,
+                };
+                let args = self.args_of(parent);
+                let ty = self.tys.subst(ty, &args, &[]);
+                // A MemberRef does not say whether the field is static: the instruction does.
+                Some((ty, parent, false))
+            }
+            _ => None,
+        }
+    }
+
+    fn field_sig(&mut self, m: u32, blob: &[u8]) -> Option<TyId> {
+        let mut r = SigReader::new(blob);
+        if r.u8().ok()? & 0x0F != 0x06 {
+            return None;
+        }
+        self.read_type(m, &mut r, 0)
+    }
+
+    /// The local types of a LocalVarSig token of the image being verified.
+    pub fn locals(&mut self, token: Token) -> Option<Vec<TyId>> {
+        let blob = {
+            let img = self.current;
+            let row = img.tables().standalone_sig(token.rid()).ok()?;
+            img.blobs().get(row.signature).ok()?
+        };
+        let mut r = SigReader::new(blob);
+        if r.u8().ok()? != 0x07 {
+            return None;
+        }
+        let n = r.compressed_u32().ok()?;
+        if n as usize > r.remaining() {
+            return None;
+        }
+        let mut out = Vec::with_capacity(n as usize);
+        for _ in 0..n {
+            out.push(self.read_type(0, &mut r, 0)?);
+        }
+        Some(out)
+    }
+
+    /// The StandAloneMethodSig of a `calli` token of the image being verified.
+    pub fn standalone_method(&mut self, token: Token) -> Option<MethodTy> {
+        let blob = {
+            let img = self.current;
+            let row = img.tables().standalone_sig(token.rid()).ok()?;
+            img.blobs().get(row.signature).ok()?
+        };
+        self.read_method(0, &mut SigReader::new(blob), 0)
+    }
+
+    /// The type of TypeDef `rid` of the image being verified as its own methods see it: its
+    /// generic parameters as arguments.
+    pub fn own_type(&mut self, rid: u32) -> TyId {
+        self.key_type(TypeKey { module: 0, rid }, None)
+    }
+
+    /// A well-known type of the core library by `Namespace.Name` (e.g. `System.Exception`).
+    pub fn well_known(&mut self, full: &'static str) -> TyId {
+        if let Some(&t) = self.wk.get(full) {
+            return t;
+        }
+        let (ns, name) = full.rsplit_once('.').unwrap_or(("", full));
+        let corlib = self.corlib();
+        let t = match corlib.and_then(|m| self.find_top(m, ns, name, 0)) {
+            Some(k) => self.key_type(k, None),
+            None => TyId::UNKNOWN,
+        };
+        self.wk.insert(full, t);
+        t
+    }
+
+    /// The module number of the core library: the image itself, or what `System.Object`
+    /// resolves to from it.
+    fn corlib(&mut self) -> Option<u32> {
+        if self.current_index.is_corlib(self.current) {
+            return Some(0);
+        }
+        for name in [
+            "mscorlib",
+            "System.Private.CoreLib",
+            "System.Runtime",
+            "netstandard",
+        ] {
+            if let Some(m) = self.assembly(name)
+                && let Some(k) = self.find_top(m, "System", "Object", 0)
+            {
+                return Some(k.module);
+            }
+        }
+        None
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Type definitions
+
+    /// What is known of a TypeDef; `None` when its row cannot be read.
+    pub fn info(&mut self, key: TypeKey) -> Option<Rc<TypeInfo>> {
+        if let Some(i) = self.infos.get(&key) {
+            return i.clone();
+        }
+        // Mark first: a base chain that loops back ends here.
+        self.infos.insert(key, None);
+        let info = self.read_info(key).map(Rc::new);
+        self.infos.insert(key, info.clone());
+        info
+    }
+
+    fn read_info(&mut self, key: TypeKey) -> Option<TypeInfo> {
+        let (row, ns, name, ifaces, generics, next_fields, corlib) = {
+            let (img, idx) = self.module(key.module)?;
+            let t = img.tables();
+            let row = t.type_def(key.rid).ok()?;
+            let s = img.strings();
+            let mut name = s.get(row.name).ok()?.to_string();
+            let ns = s.get(row.namespace).ok()?.to_string();
+            let mut outer = key.rid;
+            for _ in 0..MAX_DEPTH {
+                match t.enclosing_type(outer).ok().flatten() {
+                    Some(o) => {
+                        let orow = t.type_def(o).ok()?;
+                        name = format!("{}/{}", s.get(orow.name).ok()?, name);
+                        outer = o;
+                    }
+                    None => break,
+                }
+            }
+            let ns = match t.type_def(outer) {
+                Ok(orow) if outer != key.rid => s.get(orow.namespace).ok()?.to_string(),
+                _ => ns,
+            };
+            let ifaces = idx
+                .interfaces(img)
+                .get(&key.rid)
+                .cloned()
+                .unwrap_or_default();
+            let generics = idx
+                .generics(img)
+                .get(&Token::new(Table::TypeDef, key.rid))
+                .cloned()
+                .unwrap_or_default();
+            let next_fields = if key.rid < t.rows(Table::TypeDef) {
+                t.type_def(key.rid + 1).ok()?.field_list
+            } else {
+                t.rows(Table::Field) + 1
+            };
+            (
+                row,
+                ns,
+                name,
+                ifaces,
+                generics,
+                next_fields,
+                idx.is_corlib(img),
+            )
+        };
+        let full = if ns.is_empty() {
+            name.clone()
+        } else {
+            format!("{ns}.{name}")
+        };
+        let base = if row.extends.is_null() {
+            None
+        } else {
+            Some(self.type_token(key.module, row.extends))
+        };
+        let interfaces = ifaces
+            .into_iter()
+            .map(|t| self.type_token(key.module, t))
+            .collect();
+        let is_interface = row.flags & 0x20 != 0;
+        let base_name = base.and_then(|b| self.system_name(b));
+        let own_system = corlib && ns == "System";
+        let base_unknown = base.is_some_and(|b| self.tys.has_unknown(b));
+        let kind = if is_interface {
+            Kind::Interface
+        } else if base_unknown {
+            // Class, value type or enum: the base decides, and it could not be read.
+            Kind::Unknown
+        } else if base_name == Some("Enum") && !(own_system && name == "Enum") {
+            Kind::Enum(self.enum_underlying(key, row.field_list, next_fields))
+        } else if base_name == Some("ValueType") && !(own_system && name == "Enum") {
+            Kind::Value
+        } else {
+            Kind::Class
+        };
+        Some(TypeInfo {
+            name: full,
+            kind,
+            base,
+            interfaces,
+            generic_params: generics,
+        })
+    }
+
+    /// `Name` when `t` is the core library's `System.Name` class or value type.
+    fn system_name(&mut self, t: TyId) -> Option<&'static str> {
+        let key = match self.tys.node(t) {
+            TyNode::Class(k) | TyNode::Value(k) => *k,
+            TyNode::Object => return Some("Object"),
+            _ => return None,
+        };
+        let (img, idx) = self.module(key.module)?;
+        if !idx.is_corlib(img) {
+            return None;
+        }
+        let row = img.tables().type_def(key.rid).ok()?;
+        let s = img.strings();
+        if s.get(row.namespace).ok()? != "System" {
+            return None;
+        }
+        match s.get(row.name).ok()? {
+            "Enum" => Some("Enum"),
+            "ValueType" => Some("ValueType"),
+            "Array" => Some("Array"),
+            "Delegate" => Some("Delegate"),
+            "MulticastDelegate" => Some("MulticastDelegate"),
+            "Nullable`1" => Some("Nullable`1"),
+            _ => None,
+        }
+    }
+
+    /// The underlying type of an enum: the type of its first instance field.
+    fn enum_underlying(&mut self, key: TypeKey, first: u32, end: u32) -> Option<Prim> {
+        let md = self.handle(key.module)?;
+        let blob = {
+            let img = md.img();
+            let t = img.tables();
+            if t.rows(Table::FieldPtr) > 0 {
+                return None;
+            }
+            let mut found = None;
+            for rid in first..end.min(t.rows(Table::Field) + 1) {
+                let row = t.field(rid).ok()?;
+                if row.flags & 0x10 == 0 {
+                    found = Some(img.blobs().get(row.signature).ok()?);
+                    break;
+                }
+            }
+            found?
+        };
+        let t = self.field_sig(key.module, blob)?;
+        match self.tys.node(t) {
+            TyNode::Prim(p) => Some(*p),
+            _ => None,
+        }
+    }
+
+    /// The TypeDef of a class, value type or instance.
+    pub fn key_of(&self, t: TyId) -> Option<TypeKey> {
+        match self.tys.node(t) {
+            TyNode::Class(k) | TyNode::Value(k) | TyNode::Inst { def: k, .. } => Some(*k),
+            TyNode::Object | TyNode::String | TyNode::TypedRef | TyNode::Prim(_) => {
+                self.wk_keys.get(&t).copied()
+            }
+            _ => None,
+        }
+    }
+
+    /// [`TypeSystem::key_of`], looking the well-known types up in the core library when no
+    /// signature has named them yet (`ldstr` pushes `string` without a token).
+    fn def_of(&mut self, t: TyId) -> Option<TypeKey> {
+        if let Some(k) = self.key_of(t) {
+            return Some(k);
+        }
+        let full = match self.tys.node(t) {
+            TyNode::Object => "System.Object",
+            TyNode::String => "System.String",
+            TyNode::TypedRef => "System.TypedReference",
+            TyNode::Prim(p) => match p {
+                Prim::Bool => "System.Boolean",
+                Prim::Char => "System.Char",
+                Prim::I1 => "System.SByte",
+                Prim::U1 => "System.Byte",
+                Prim::I2 => "System.Int16",
+                Prim::U2 => "System.UInt16",
+                Prim::I4 => "System.Int32",
+                Prim::U4 => "System.UInt32",
+                Prim::I8 => "System.Int64",
+                Prim::U8 => "System.UInt64",
+                Prim::R4 => "System.Single",
+                Prim::R8 => "System.Double",
+                Prim::I => "System.IntPtr",
+                Prim::U => "System.UIntPtr",
+            },
+            _ => return None,
+        };
+        // Resolving it records the key.
+        self.well_known(full);
+        self.key_of(t)
+    }
+
+    /// Kind of a type's definition, when it has one that could be read.
+    pub fn kind(&mut self, t: TyId) -> Option<Kind> {
+        let k = self.key_of(t)?;
+        self.info(k).map(|i| i.kind)
+    }
+
+    /// Whether values of `t` are value types (primitives, structs, enums, `typedref`);
+    /// `None` for generic parameters and unknown types.
+    pub fn is_value_type(&mut self, t: TyId) -> Option<bool> {
+        match self.tys.node(t).clone() {
+            TyNode::Value(_) | TyNode::Class(_) | TyNode::Inst { .. } => match self.kind(t) {
+                Some(Kind::Value | Kind::Enum(_)) => Some(true),
+                Some(Kind::Class | Kind::Interface) => Some(false),
+                Some(Kind::Unknown) | None => None,
+            },
+            TyNode::Prim(_) | TyNode::TypedRef => Some(true),
+            TyNode::Object | TyNode::String | TyNode::SzArray(_) | TyNode::Array(..) => Some(false),
+            TyNode::Ptr(_) | TyNode::FnPtr | TyNode::ByRef(_) => Some(true),
+            TyNode::Unknown | TyNode::Void | TyNode::Var(_) | TyNode::MVar(_) => None,
+        }
+    }
+
+    /// The direct supertypes of `t` (base type and declared interfaces, with `t`'s arguments
+    /// substituted); `None` when its definition cannot be read.
+    fn supertypes(&mut self, t: TyId) -> Option<Vec<TyId>> {
+        let node = self.tys.node(t).clone();
+        let (key, args) = match node {
+            TyNode::Inst { def, args, .. } => (def, args.to_vec()),
+            TyNode::SzArray(_) | TyNode::Array(..) => {
+                let a = self.well_known("System.Array");
+                return Some(vec![a]);
+            }
+            _ => (self.def_of(t)?, Vec::new()),
+        };
+        let info = self.info(key)?;
+        let mut out = Vec::with_capacity(1 + info.interfaces.len());
+        if let Some(b) = info.base {
+            out.push(self.tys.subst(b, &args, &[]));
+        }
+        for &i in &info.interfaces {
+            out.push(self.tys.subst(i, &args, &[]));
+        }
+        if info.base.is_none() && info.kind == Kind::Interface {
+            out.push(TyId::OBJECT);
+        }
+        Some(out)
+    }
+
+    /// Whether a reference of type `from` may be used where `to` is expected (III.1.8.1.2.3,
+    /// for object types: `from` is `to`, derives from it, or implements it).
+    pub fn assignable(&mut self, from: TyId, to: TyId) -> Ans {
+        if from == to {
+            return Ans::Yes;
+        }
+        if self.tys.has_unknown(from) || self.tys.has_unknown(to) {
+            return Ans::Unknown;
+        }
+        if to == TyId::OBJECT {
+            return match self.is_value_type(from) {
+                // A boxed value is an object too; the caller knows which it has.
+                Some(_) => Ans::Yes,
+                None => Ans::Unknown,
+            };
+        }
+        if self.tys.has_generic_param(from) || self.tys.has_generic_param(to) {
+            return Ans::Unknown;
+        }
+        // Arrays: covariance and the interfaces arrays implement are not modelled beyond
+        // `System.Array`.
+        let from_array = matches!(self.tys.node(from), TyNode::SzArray(_) | TyNode::Array(..));
+        let to_array = matches!(self.tys.node(to), TyNode::SzArray(_) | TyNode::Array(..));
+        if from_array || to_array {
+            if from_array && self.system_name(to) == Some("Array") {
+                return Ans::Yes;
+            }
+            return self.array_assignable(from, to);
+        }
+        let mut seen = FxSet::default();
+        let mut queue = vec![from];
+        let mut unsure = false;
+        let to_def = self.key_of(to);
+        while let Some(t) = queue.pop() {
+            if !seen.insert(t) || seen.len() > MAX_SUPERTYPES {
+                if seen.len() > MAX_SUPERTYPES {
+                    return Ans::Unknown;
+                }
+                continue;
+            }
+            if t == to {
+                return Ans::Yes;
+            }
+            if self.tys.has_unknown(t) {
+                unsure = true;
+                continue;
+            }
+            // The same generic definition with other arguments: variance decides.
+            if let (TyNode::Inst { def, .. }, Some(d)) = (self.tys.node(t), to_def)
+                && *def == d
+            {
+                unsure = true;
+            }
+            match self.supertypes(t) {
+                Some(s) => queue.extend(s),
+                None => unsure = true,
+            }
+        }
+        if unsure { Ans::Unknown } else { Ans::No }
+    }
+
+    fn array_assignable(&mut self, from: TyId, to: TyId) -> Ans {
+        match (self.tys.node(from).clone(), self.tys.node(to).clone()) {
+            (TyNode::SzArray(a), TyNode::SzArray(b)) => self.element_assignable(a, b),
+            (TyNode::Array(a, r1), TyNode::Array(b, r2)) if r1 == r2 => {
+                self.element_assignable(a, b)
+            }
+            (TyNode::SzArray(_) | TyNode::Array(..), TyNode::SzArray(_) | TyNode::Array(..)) => {
+                Ans::No
+            }
+            // An array against a class or interface other than `System.Array` and `object`
+            // (`IList<T>`, `ICloneable`, …), or a class against an array: not modelled.
+            _ => Ans::Unknown,
+        }
+    }
+
+    fn element_assignable(&mut self, a: TyId, b: TyId) -> Ans {
+        match (self.tys.node(a).clone(), self.tys.node(b).clone()) {
+            (TyNode::Prim(x), TyNode::Prim(y)) => {
+                // int[] and uint[] are interchangeable at run time (I.8.7.1).
+                if x.reduced() == y.reduced() {
+                    Ans::Yes
+                } else {
+                    Ans::No
+                }
+            }
+            _ => match (self.is_value_type(a), self.is_value_type(b)) {
+                (Some(false), Some(false)) => self.assignable(a, b),
+                (Some(true), Some(true)) => {
+                    if a == b {
+                        Ans::Yes
+                    } else {
+                        Ans::Unknown
+                    }
+                }
+                (Some(_), Some(_)) => Ans::No,
+                _ => Ans::Unknown,
+            },
+        }
+    }
+
+    /// The closest common supertype of two object types at a join (III.1.8.1.3): one of them
+    /// when the other is assignable to it, else the first base class of `a` that `b` is
+    /// assignable to, else `object`; [`TyId::UNKNOWN`] when that cannot be told.
+    pub fn merge(&mut self, a: TyId, b: TyId) -> TyId {
+        if a == b {
+            return a;
+        }
+        match self.assignable(b, a) {
+            Ans::Yes => return a,
+            Ans::Unknown => return TyId::UNKNOWN,
+            Ans::No => {}
+        }
+        match self.assignable(a, b) {
+            Ans::Yes => return b,
+            Ans::Unknown => return TyId::UNKNOWN,
+            Ans::No => {}
+        }
+        let mut cur = a;
+        for _ in 0..MAX_SUPERTYPES {
+            let base = match self.tys.node(cur) {
+                TyNode::SzArray(_) | TyNode::Array(..) => Some(self.well_known("System.Array")),
+                _ => {
+                    let Some(k) = self.def_of(cur) else {
+                        return TyId::UNKNOWN;
+                    };
+                    let args = self.args_of(cur);
+                    match self.info(k) {
+                        Some(i) => i.base.map(|b| self.tys.subst(b, &args, &[])),
+                        None => return TyId::UNKNOWN,
+                    }
+                }
+            };
+            let Some(base) = base else {
+                return TyId::OBJECT;
+            };
+            match self.assignable(b, base) {
+                Ans::Yes => return base,
+                Ans::Unknown => return TyId::UNKNOWN,
+                Ans::No => cur = base,
+            }
+        }
+        TyId::UNKNOWN
+    }
+
+    /// The ILAsm-style name of a type, for messages.
+    pub fn name(&mut self, t: TyId) -> String {
+        let mut out = String::new();
+        self.write_name(t, &mut out, 0);
+        out
+    }
+
+    fn write_name(&mut self, t: TyId, out: &mut String, depth: u32) {
+        if depth > MAX_DEPTH {
+            out.push('…');
+            return;
+        }
+        match self.tys.node(t).clone() {
+            TyNode::Unknown => out.push_str("(unresolved)"),
+            TyNode::Void => out.push_str("void"),
+            TyNode::Object => out.push_str("object"),
+            TyNode::String => out.push_str("string"),
+            TyNode::TypedRef => out.push_str("typedref"),
+            TyNode::Prim(p) => out.push_str(p.name()),
+            TyNode::Class(k) | TyNode::Value(k) => match self.info(k) {
+                Some(i) => out.push_str(&i.name),
+                None => out.push_str("(unreadable type)"),
+            },
+            TyNode::Inst { def, args, .. } => {
+                match self.info(def) {
+                    Some(i) => {
+                        // `Outer`1/Inner`1` reads `Outer/Inner<…>`: arity suffixes dropped.
+                        for (n, part) in i.name.split('/').enumerate() {
+                            if n > 0 {
+                                out.push('/');
+                            }
+                            out.push_str(part.split('`').next().unwrap_or(part));
+                        }
+                    }
+                    None => out.push_str("(unreadable type)"),
+                }
+                out.push('<');
+                for (n, a) in args.iter().enumerate() {
+                    if n > 0 {
+                        out.push(',');
+                    }
+                    self.write_name(*a, out, depth + 1);
+                }
+                out.push('>');
+            }
+            TyNode::Var(n) => out.push_str(&format!("!{n}")),
+            TyNode::MVar(n) => out.push_str(&format!("!!{n}")),
+            TyNode::SzArray(e) => {
+                self.write_name(e, out, depth + 1);
+                out.push_str("[]");
+            }
+            TyNode::Array(e, r) => {
+                self.write_name(e, out, depth + 1);
+                out.push('[');
+                for _ in 1..r {
+                    out.push(',');
+                }
+                out.push(']');
+            }
+            TyNode::Ptr(e) => {
+                self.write_name(e, out, depth + 1);
+                out.push('*');
+            }
+            TyNode::ByRef(e) => {
+                self.write_name(e, out, depth + 1);
+                out.push('&');
+            }
+            TyNode::FnPtr => out.push_str("method *"),
+        }
+    }
+
+    /// Number of referenced assemblies this image's checks opened.
+    pub fn references_used(&self) -> usize {
+        self.refs.len()
+    }
+}

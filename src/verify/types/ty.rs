@@ -1,0 +1,326 @@
+//! Types as signatures spell them (II.23.2.12), resolved to definitions and interned, so a
+//! type is a small copyable id, two ids are equal exactly when the types are, and a type named
+//! by several modules is one type.
+
+use super::fx::FxMap;
+
+/// A TypeDef of a module the type system has loaded: module number and TypeDef row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TypeKey {
+    /// The module's number in its [`super::TypeSystem`] (0 is the image being verified).
+    pub module: u32,
+    /// The TypeDef row.
+    pub rid: u32,
+}
+
+/// An interned type ([`TyId::UNKNOWN`] by default).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TyId(pub(crate) u32);
+
+impl TyId {
+    /// A type that could not be resolved: every check against it passes, and the method that
+    /// met it is checked in part.
+    pub const UNKNOWN: TyId = TyId(0);
+    /// `void`.
+    pub const VOID: TyId = TyId(1);
+    /// `object`.
+    pub const OBJECT: TyId = TyId(2);
+    /// `string`.
+    pub const STRING: TyId = TyId(3);
+    /// `typedref`.
+    pub const TYPEDREF: TyId = TyId(4);
+}
+
+/// The primitive types of signatures (II.23.1.16).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Prim {
+    /// `bool`.
+    Bool,
+    /// `char`.
+    Char,
+    /// `int8`.
+    I1,
+    /// `uint8`.
+    U1,
+    /// `int16`.
+    I2,
+    /// `uint16`.
+    U2,
+    /// `int32`.
+    I4,
+    /// `uint32`.
+    U4,
+    /// `int64`.
+    I8,
+    /// `uint64`.
+    U8,
+    /// `float32`.
+    R4,
+    /// `float64`.
+    R8,
+    /// `native int`.
+    I,
+    /// `native uint`.
+    U,
+}
+
+impl Prim {
+    /// The ILAsm name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Prim::Bool => "bool",
+            Prim::Char => "char",
+            Prim::I1 => "int8",
+            Prim::U1 => "uint8",
+            Prim::I2 => "int16",
+            Prim::U2 => "uint16",
+            Prim::I4 => "int32",
+            Prim::U4 => "uint32",
+            Prim::I8 => "int64",
+            Prim::U8 => "uint64",
+            Prim::R4 => "float32",
+            Prim::R8 => "float64",
+            Prim::I => "native int",
+            Prim::U => "native uint",
+        }
+    }
+
+    /// The primitive of an element type byte.
+    pub fn of_element(et: u8) -> Option<Prim> {
+        use crate::image::sig::element as e;
+        Some(match et {
+            e::BOOLEAN => Prim::Bool,
+            e::CHAR => Prim::Char,
+            e::I1 => Prim::I1,
+            e::U1 => Prim::U1,
+            e::I2 => Prim::I2,
+            e::U2 => Prim::U2,
+            e::I4 => Prim::I4,
+            e::U4 => Prim::U4,
+            e::I8 => Prim::I8,
+            e::U8 => Prim::U8,
+            e::R4 => Prim::R4,
+            e::R8 => Prim::R8,
+            e::I => Prim::I,
+            e::U => Prim::U,
+            _ => return None,
+        })
+    }
+
+    /// The primitive a `System.*` value type of the core library stands for.
+    pub fn of_system_name(name: &str) -> Option<Prim> {
+        Some(match name {
+            "Boolean" => Prim::Bool,
+            "Char" => Prim::Char,
+            "SByte" => Prim::I1,
+            "Byte" => Prim::U1,
+            "Int16" => Prim::I2,
+            "UInt16" => Prim::U2,
+            "Int32" => Prim::I4,
+            "UInt32" => Prim::U4,
+            "Int64" => Prim::I8,
+            "UInt64" => Prim::U8,
+            "Single" => Prim::R4,
+            "Double" => Prim::R8,
+            "IntPtr" => Prim::I,
+            "UIntPtr" => Prim::U,
+            _ => return None,
+        })
+    }
+
+    /// The verification type's size class (III.1.8.1.2.3): `bool`, `int8` and `uint8` are one
+    /// type there, as are `char`, `int16` and `uint16`, and each signed/unsigned pair.
+    pub fn reduced(self) -> Prim {
+        match self {
+            Prim::Bool | Prim::I1 | Prim::U1 => Prim::I1,
+            Prim::Char | Prim::I2 | Prim::U2 => Prim::I2,
+            Prim::I4 | Prim::U4 => Prim::I4,
+            Prim::I8 | Prim::U8 => Prim::I8,
+            Prim::I | Prim::U => Prim::I,
+            Prim::R4 => Prim::R4,
+            Prim::R8 => Prim::R8,
+        }
+    }
+}
+
+/// One interned type.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum TyNode {
+    /// Not resolved (see [`TyId::UNKNOWN`]).
+    Unknown,
+    /// `void`.
+    Void,
+    /// `object`.
+    Object,
+    /// `string`.
+    String,
+    /// `typedref`.
+    TypedRef,
+    /// A primitive.
+    Prim(Prim),
+    /// A class or interface without type arguments.
+    Class(TypeKey),
+    /// A value type without type arguments (enums included).
+    Value(TypeKey),
+    /// A generic type with its arguments; `value` for a value type.
+    Inst {
+        /// The generic definition.
+        def: TypeKey,
+        /// Whether it is a value type.
+        value: bool,
+        /// The type arguments.
+        args: Box<[TyId]>,
+    },
+    /// The type's generic parameter `!n`.
+    Var(u32),
+    /// The method's generic parameter `!!n`.
+    MVar(u32),
+    /// A vector `T[]`.
+    SzArray(TyId),
+    /// A general array of a rank.
+    Array(TyId, u32),
+    /// An unmanaged pointer `T*`.
+    Ptr(TyId),
+    /// A managed pointer `T&`.
+    ByRef(TyId),
+    /// A function pointer.
+    FnPtr,
+}
+
+/// The interned types: a table of nodes and the way back from node to id.
+#[derive(Debug)]
+pub struct Interner {
+    nodes: Vec<TyNode>,
+    ids: FxMap<TyNode, TyId>,
+}
+
+impl Default for Interner {
+    fn default() -> Self {
+        let mut t = Interner {
+            nodes: Vec::new(),
+            ids: FxMap::default(),
+        };
+        // The order matches the constants of `TyId`.
+        for n in [
+            TyNode::Unknown,
+            TyNode::Void,
+            TyNode::Object,
+            TyNode::String,
+            TyNode::TypedRef,
+        ] {
+            t.intern(n);
+        }
+        t
+    }
+}
+
+impl Interner {
+    /// The id of `node`, adding it when new.
+    pub fn intern(&mut self, node: TyNode) -> TyId {
+        if let Some(&id) = self.ids.get(&node) {
+            return id;
+        }
+        let id = TyId(self.nodes.len() as u32);
+        self.nodes.push(node.clone());
+        self.ids.insert(node, id);
+        id
+    }
+
+    /// The node of `id`.
+    pub fn node(&self, id: TyId) -> &TyNode {
+        self.nodes.get(id.0 as usize).unwrap_or(&TyNode::Unknown)
+    }
+
+    /// Number of types interned.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Always false: the well-known types are interned from the start.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// The id of a primitive.
+    pub fn prim(&mut self, p: Prim) -> TyId {
+        self.intern(TyNode::Prim(p))
+    }
+
+    /// Whether `id` or a type inside it is [`TyNode::Unknown`].
+    pub fn has_unknown(&self, id: TyId) -> bool {
+        match self.node(id) {
+            TyNode::Unknown => true,
+            TyNode::Inst { args, .. } => args.iter().any(|&a| self.has_unknown(a)),
+            TyNode::SzArray(t) | TyNode::Array(t, _) | TyNode::Ptr(t) | TyNode::ByRef(t) => {
+                self.has_unknown(*t)
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether `id` mentions a generic parameter.
+    pub fn has_generic_param(&self, id: TyId) -> bool {
+        match self.node(id) {
+            TyNode::Var(_) | TyNode::MVar(_) => true,
+            TyNode::Inst { args, .. } => args.iter().any(|&a| self.has_generic_param(a)),
+            TyNode::SzArray(t) | TyNode::Array(t, _) | TyNode::Ptr(t) | TyNode::ByRef(t) => {
+                self.has_generic_param(*t)
+            }
+            _ => false,
+        }
+    }
+
+    /// `id` with `!n` replaced by `class_args[n]` and `!!n` by `method_args[n]` (a parameter
+    /// without an argument stays as it is).
+    pub fn subst(&mut self, id: TyId, class_args: &[TyId], method_args: &[TyId]) -> TyId {
+        if class_args.is_empty() && method_args.is_empty() {
+            return id;
+        }
+        let node = self.node(id).clone();
+        match node {
+            TyNode::Var(n) => class_args.get(n as usize).copied().unwrap_or(id),
+            TyNode::MVar(n) => method_args.get(n as usize).copied().unwrap_or(id),
+            TyNode::Inst { def, value, args } => {
+                let args: Box<[TyId]> = args
+                    .iter()
+                    .map(|&a| self.subst(a, class_args, method_args))
+                    .collect();
+                self.intern(TyNode::Inst { def, value, args })
+            }
+            TyNode::SzArray(t) => {
+                let t = self.subst(t, class_args, method_args);
+                self.intern(TyNode::SzArray(t))
+            }
+            TyNode::Array(t, r) => {
+                let t = self.subst(t, class_args, method_args);
+                self.intern(TyNode::Array(t, r))
+            }
+            TyNode::Ptr(t) => {
+                let t = self.subst(t, class_args, method_args);
+                self.intern(TyNode::Ptr(t))
+            }
+            TyNode::ByRef(t) => {
+                let t = self.subst(t, class_args, method_args);
+                self.intern(TyNode::ByRef(t))
+            }
+            _ => id,
+        }
+    }
+}
+
+/// A method signature with its types resolved (II.23.2.1–3).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MethodTy {
+    /// Called with `this`.
+    pub has_this: bool,
+    /// `this` is the first of `params`.
+    pub explicit_this: bool,
+    /// The calling convention is `vararg`.
+    pub vararg: bool,
+    /// Number of the method's generic parameters.
+    pub generic_params: u32,
+    /// The return type.
+    pub ret: TyId,
+    /// The parameters, the vararg extras of a call site included.
+    pub params: Vec<TyId>,
+}

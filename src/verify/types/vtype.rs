@@ -1,0 +1,208 @@
+//! Verification types: what an evaluation-stack slot holds (III.1.8.1.2), how a signature type
+//! is held on the stack, whether a held value fits where a type is expected, and the merge at
+//! join points (III.1.8.1.3).
+
+use super::system::{Ans, Kind, TypeSystem};
+use super::ty::{Prim, TyId, TyNode};
+use crate::verify::Code;
+
+/// One evaluation-stack slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum V {
+    /// Not known (an unresolved type): every check against it passes.
+    Unknown,
+    /// `int32` (and the smaller integers, `bool` and `char`).
+    I4,
+    /// `int64`.
+    I8,
+    /// `native int` (and unmanaged pointers).
+    I,
+    /// `F`: a floating-point number.
+    F,
+    /// The null reference.
+    Null,
+    /// An object reference of a type (a boxed value when the type is a value type).
+    Obj(TyId),
+    /// A value of a value type that is not a primitive or an enum.
+    Value(TyId),
+    /// A managed pointer to a type.
+    ByRef(TyId),
+    /// A value of a generic parameter type: a reference or a value, as instantiated.
+    Var(TyId),
+}
+
+/// How a value of type `t` is held on the stack.
+pub fn stack_of(ts: &mut TypeSystem<'_>, t: TyId) -> V {
+    if let Some(Some(v)) = ts.forms.get(t.0 as usize) {
+        return *v;
+    }
+    let v = stack_of_uncached(ts, t);
+    let i = t.0 as usize;
+    if ts.forms.len() <= i {
+        ts.forms.resize(i + 1, None);
+    }
+    ts.forms[i] = Some(v);
+    v
+}
+
+fn stack_of_uncached(ts: &mut TypeSystem<'_>, t: TyId) -> V {
+    match ts.tys.node(t).clone() {
+        TyNode::Unknown | TyNode::Void => V::Unknown,
+        TyNode::Object | TyNode::String | TyNode::Class(_) => V::Obj(t),
+        TyNode::SzArray(_) | TyNode::Array(..) => V::Obj(t),
+        TyNode::TypedRef => V::Value(t),
+        TyNode::Prim(p) => prim_stack(p),
+        // Enums nested in generic types are instances too.
+        TyNode::Value(_) | TyNode::Inst { value: true, .. } => match ts.kind(t) {
+            Some(Kind::Enum(Some(p))) => prim_stack(p),
+            Some(Kind::Enum(None) | Kind::Unknown) | None => V::Unknown,
+            Some(Kind::Value) => V::Value(t),
+            // A value type marker on a class: the definition decides.
+            Some(Kind::Class | Kind::Interface) => V::Obj(t),
+        },
+        TyNode::Inst { value: false, .. } => V::Obj(t),
+        TyNode::Var(_) | TyNode::MVar(_) => V::Var(t),
+        TyNode::Ptr(_) | TyNode::FnPtr => V::I,
+        TyNode::ByRef(e) => V::ByRef(e),
+    }
+}
+
+/// The stack form of a primitive.
+pub fn prim_stack(p: Prim) -> V {
+    match p.reduced() {
+        Prim::I1 | Prim::I2 | Prim::I4 => V::I4,
+        Prim::I8 => V::I8,
+        Prim::I => V::I,
+        Prim::R4 | Prim::R8 => V::F,
+        // `reduced` returns only the forms above.
+        Prim::Bool | Prim::Char | Prim::U1 | Prim::U2 | Prim::U4 | Prim::U8 | Prim::U => V::I4,
+    }
+}
+
+/// The name of a slot's type for messages.
+pub fn name(ts: &mut TypeSystem<'_>, v: V) -> String {
+    match v {
+        V::Unknown => "(unknown)".into(),
+        V::I4 => "int32".into(),
+        V::I8 => "int64".into(),
+        V::I => "native int".into(),
+        V::F => "F".into(),
+        V::Null => "null".into(),
+        V::Obj(t) => {
+            let n = ts.name(t);
+            if ts.is_value_type(t) == Some(true) {
+                format!("boxed {n}")
+            } else {
+                n
+            }
+        }
+        V::Value(t) | V::Var(t) => ts.name(t),
+        V::ByRef(t) => format!("{}&", ts.name(t)),
+    }
+}
+
+/// Why a value does not fit: the code (which says the verdict class) and nothing else; the
+/// caller writes the message.
+pub type Misfit = Code;
+
+/// Whether `found` may be stored where a value of type `expected` goes (an argument, a local,
+/// a field, a return value: III.1.8.1.2.3 and III.1.6). `Ok` when it may or when that cannot
+/// be told.
+pub fn fits(ts: &mut TypeSystem<'_>, found: V, expected: TyId) -> Result<(), Misfit> {
+    let want = stack_of(ts, expected);
+    fits_v(ts, found, want)
+}
+
+/// [`fits`] against a stack form.
+pub fn fits_v(ts: &mut TypeSystem<'_>, found: V, want: V) -> Result<(), Misfit> {
+    use V::*;
+    match (found, want) {
+        (Unknown, _) | (_, Unknown) | (Var(_), _) | (_, Var(_)) => Ok(()),
+        (I4 | I, I4 | I) | (I8, I8) | (F, F) => Ok(()),
+        (Null, Obj(_)) => Ok(()),
+        (Obj(a), Obj(b)) => match ts.assignable(a, b) {
+            Ans::Yes | Ans::Unknown => Ok(()),
+            Ans::No => Err(Code::TypeNotAssignable),
+        },
+        (Value(a), Value(b)) => {
+            if a == b || ts.tys.has_generic_param(a) || ts.tys.has_generic_param(b) {
+                Ok(())
+            } else {
+                Err(Code::StackUnexpected)
+            }
+        }
+        (ByRef(a), ByRef(b)) => {
+            if byref_targets_match(ts, a, b) {
+                Ok(())
+            } else {
+                Err(Code::TypeNotAssignable)
+            }
+        }
+        // A managed pointer as a native int, or the reverse, or null as a managed pointer:
+        // valid code, not verifiable.
+        (ByRef(_), I) | (I, ByRef(_)) | (Null, ByRef(_)) => Err(Code::UnmanagedPointer),
+        _ => Err(Code::StackUnexpected),
+    }
+}
+
+/// Whether managed pointers to `a` and to `b` are interchangeable: the same type, the same
+/// verification type of a primitive (`int32&` and `uint32&`), an enum and its underlying type.
+pub fn byref_targets_match(ts: &mut TypeSystem<'_>, a: TyId, b: TyId) -> bool {
+    if a == b || ts.tys.has_unknown(a) || ts.tys.has_unknown(b) {
+        return true;
+    }
+    if ts.tys.has_generic_param(a) || ts.tys.has_generic_param(b) {
+        return true;
+    }
+    let (pa, pb) = (prim_of(ts, a), prim_of(ts, b));
+    if let (Some(x), Some(y)) = (pa, pb) {
+        return x.reduced() == y.reduced();
+    }
+    // Object types: a pointer to a location of a base type is not a pointer to one of a
+    // derived type, nor the reverse (writes through it would break the other's type); the
+    // runtime does not check this.
+    false
+}
+
+/// The primitive a type is held as in memory (enums: their underlying type).
+pub fn prim_of(ts: &mut TypeSystem<'_>, t: TyId) -> Option<Prim> {
+    match ts.tys.node(t).clone() {
+        TyNode::Prim(p) => Some(p),
+        TyNode::Value(_) | TyNode::Inst { value: true, .. } => match ts.kind(t) {
+            Some(Kind::Enum(p)) => p,
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// Two stack slots of kinds that do not merge at a join.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Unmergeable;
+
+/// The merge of two slots at a join (III.1.8.1.3); [`Unmergeable`] when their kinds differ.
+pub fn merge(ts: &mut TypeSystem<'_>, a: V, b: V) -> Result<V, Unmergeable> {
+    use V::*;
+    if a == b {
+        return Ok(a);
+    }
+    Ok(match (a, b) {
+        (Unknown, _) | (_, Unknown) => Unknown,
+        (I4, I) | (I, I4) => I,
+        (Null, Obj(t)) | (Obj(t), Null) => Obj(t),
+        (Obj(x), Obj(y)) => Obj(ts.merge(x, y)),
+        (ByRef(x), ByRef(y)) => {
+            if byref_targets_match(ts, x, y) {
+                ByRef(x)
+            } else {
+                ByRef(TyId::UNKNOWN)
+            }
+        }
+        (Var(_), _) | (_, Var(_)) => Unknown,
+        (Value(x), Value(y)) if ts.tys.has_generic_param(x) || ts.tys.has_generic_param(y) => {
+            Unknown
+        }
+        (ByRef(_), I) | (I, ByRef(_)) => I,
+        _ => return Err(Unmergeable),
+    })
+}

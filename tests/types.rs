@@ -1,0 +1,346 @@
+//! The type pass: the project's type cases report exactly their codes, mono's 4.5 profile and
+//! the .NET Core 3.1 framework have no invalid type finding, generated programs and every
+//! transform of them type-check clean, and a shared epilogue that loses the declared return
+//! type is a new unverifiable finding against its original.
+
+mod support;
+
+use ilcheck::corpus::{self, Input, TypeLevel, TypePass, TypeSummary, VerifyOptions};
+use ilcheck::verify::types::ModuleStore;
+use ilcheck::verify::{Code, Verdict};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn ilcheck() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_ilcheck"))
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("ilcheck-types-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Verifies `inputs` at `level` and returns the report.
+fn verify(inputs: &[PathBuf], level: TypeLevel) -> corpus::VerifyReport {
+    let inputs: Vec<Input> = inputs.iter().map(Input::named).collect();
+    let store = ModuleStore::with_runtime_dirs(Vec::new());
+    let opts = VerifyOptions {
+        max_findings: 1_000_000,
+        types: level,
+        ..Default::default()
+    };
+    let mut report = corpus::VerifyReport::default();
+    corpus::verify_with(&inputs, opts, &store, None, &mut report, |_| {});
+    report
+}
+
+/// `Name_Invalid_A.B` → {A, B}; `Name_Valid` → {}.
+fn expected_codes(method: &str) -> Option<BTreeSet<String>> {
+    let name = method.split("::").nth(1)?.split('(').next()?;
+    if name.ends_with("_Valid") {
+        return Some(BTreeSet::new());
+    }
+    for marker in ["_Invalid_", "_Unverifiable_"] {
+        if let Some((_, codes)) = name.split_once(marker) {
+            return Some(codes.split('.').map(str::to_string).collect());
+        }
+    }
+    None
+}
+
+#[test]
+fn type_cases_report_exactly_their_codes() {
+    let dll = repo().join("corpus/bin/type_cases.dll");
+    let report = verify(std::slice::from_ref(&dll), TypeLevel::Unverifiable);
+    assert!(report.image_errors.is_empty(), "{:?}", report.image_errors);
+    let mut found: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for f in &report.findings {
+        found
+            .entry(f.method.clone())
+            .or_default()
+            .insert(f.code.clone());
+    }
+    let image = ilcheck::image::Image::open(&dll).unwrap();
+    let mut cases = 0;
+    for m in image.methods() {
+        let name = m.full_name().unwrap();
+        if !name.starts_with("Types.Cases::") {
+            continue;
+        }
+        let want = expected_codes(&name).unwrap_or_else(|| panic!("unnamed case {name}"));
+        let got = found.remove(&name).unwrap_or_default();
+        assert_eq!(got, want, "{name}");
+        // The verdict class in the name is the code's.
+        for code in &want {
+            let c = Code::from_name(code).unwrap();
+            let class = if name.contains("_Invalid_") {
+                Verdict::Invalid
+            } else {
+                Verdict::Unverifiable
+            };
+            assert_eq!(c.verdict(), class, "{name}: {code}");
+        }
+        cases += 1;
+    }
+    assert!(cases >= 39, "only {cases} cases");
+    assert!(found.is_empty(), "findings outside the cases: {found:?}");
+    let types = report.types.unwrap();
+    assert_eq!(types.methods_in_part, 0, "{:?}", types.in_part);
+
+    // At the default level, only the invalid cases are reported.
+    let report = verify(&[dll], TypeLevel::Invalid);
+    assert!(
+        report
+            .findings
+            .iter()
+            .all(|f| f.method.contains("_Invalid_")),
+        "unverifiable findings reported at level invalid"
+    );
+    assert!(report.types.unwrap().not_reported > 0);
+}
+
+fn summary_line(t: &TypeSummary) -> String {
+    format!(
+        "{} methods, {} in part {:?}, {:?}, {:.1} MB/s",
+        t.methods_checked,
+        t.methods_in_part,
+        t.in_part,
+        t.by_verdict,
+        t.mb_per_s()
+    )
+}
+
+#[test]
+fn frameworks_have_no_invalid_type_finding() {
+    let test = "frameworks_have_no_invalid_type_finding";
+    let mut dirs = Vec::new();
+    if let Some(mono) = support::mono_corpus(test) {
+        dirs.push(mono);
+    }
+    let core = ilcheck::harness::runtime::coreclr_framework_dir().filter(|d| d.is_dir());
+    if support::present(test, "CoreCLR's shared framework", core.is_some()) {
+        dirs.push(core.unwrap());
+    }
+    for dir in dirs {
+        let found = corpus::discover(std::slice::from_ref(&dir)).unwrap();
+        let report = verify(&found, TypeLevel::Invalid);
+        let types = report.types.as_ref().unwrap();
+        eprintln!("{}: {}", dir.display(), summary_line(types));
+        let invalid: Vec<String> = report
+            .findings
+            .iter()
+            .filter(|f| Code::from_name(&f.code).is_some_and(|c| c.verdict() == Verdict::Invalid))
+            .filter(|f| {
+                // Structural findings of these corpora are the structural tests' business.
+                matches!(
+                    f.code.as_str(),
+                    "StackUnexpected"
+                        | "PathStackUnexpected"
+                        | "ExpectedNumericType"
+                        | "ExpectedIntegerType"
+                        | "ExpectedFloatType"
+                        | "StackObjRef"
+                        | "StackByRef"
+                )
+            })
+            .map(|f| {
+                format!(
+                    "{} {} IL_{:04x} {}: {}",
+                    f.assembly, f.method, f.offset, f.code, f.message
+                )
+            })
+            .take(20)
+            .collect();
+        assert!(
+            invalid.is_empty(),
+            "{}:\n{}",
+            dir.display(),
+            invalid.join("\n")
+        );
+        assert!(types.methods_checked > 50_000, "{}", summary_line(types));
+        // Unresolved references stay rare: the runtimes' directories hold them.
+        assert!(
+            types.methods_in_part * 100 < types.methods_checked,
+            "{}",
+            summary_line(types)
+        );
+    }
+}
+
+/// The project's generated programs, and every transform of ilcheck's own rewriter over them,
+/// type-check clean at level unverifiable.
+#[test]
+fn generated_programs_and_their_rewrites_type_check_clean() {
+    let dir = scratch("generated");
+    let out = support::run(ilcheck().args(["generate", "-o"]).arg(&dir).args([
+        "--count",
+        "4",
+        "--seed",
+        "11",
+        "--methods-per-assembly",
+        "60",
+    ]));
+    assert_eq!(
+        out.code,
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let programs: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "exe"))
+        .collect();
+    assert_eq!(programs.len(), 4);
+    let report = verify(&programs, TypeLevel::Unverifiable);
+    assert_eq!(report.findings_total, 0, "{:#?}", report.findings);
+    let types = report.types.unwrap();
+    assert!(types.methods_checked >= 240, "{}", summary_line(&types));
+    assert_eq!(types.methods_in_part, 0, "{:?}", types.in_part);
+
+    for t in [
+        "identity",
+        "nop-pad",
+        "widen",
+        "shorten",
+        "prologue",
+        "epilogue",
+        "prologue-epilogue",
+        "wrap-finally",
+        "wrap-catch",
+    ] {
+        let outdir = dir.join(t);
+        let r = support::run(
+            ilcheck()
+                .args(["rewrite", "-t", t, "-o"])
+                .arg(&outdir)
+                .args(&programs),
+        );
+        assert_eq!(
+            r.code,
+            Some(0),
+            "{t}: {}",
+            String::from_utf8_lossy(&r.stderr)
+        );
+        let rewritten: Vec<PathBuf> = programs
+            .iter()
+            .map(|p| outdir.join(p.file_name().unwrap()))
+            .collect();
+        let report = verify(&rewritten, TypeLevel::Unverifiable);
+        assert_eq!(report.findings_total, 0, "{t}: {:#?}", report.findings);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The shared epilogue of `prologue-epilogue` stores the return value in a local of the
+/// method's return type; where two paths return different classes, the merge is their common
+/// base. On System.Web.Services that is `object` returned as `IHttpHandler`: unverifiable, new
+/// against the original, and not invalid.
+#[test]
+fn a_shared_epilogue_that_loses_the_return_type_is_a_new_unverifiable_finding() {
+    let test = "a_shared_epilogue_that_loses_the_return_type_is_a_new_unverifiable_finding";
+    let Some(mono) = support::mono_corpus(test) else {
+        return;
+    };
+    let original = mono.join("System.Web.Services.dll");
+    let dir = scratch("epilogue");
+    let patched = dir.join("System.Web.Services.dll");
+    let r = support::run(
+        ilcheck()
+            .args(["rewrite", "-t", "prologue-epilogue", "-o"])
+            .arg(&patched)
+            .arg(&original),
+    );
+    assert_eq!(r.code, Some(0), "{}", String::from_utf8_lossy(&r.stderr));
+
+    let verify_against = |level: &str| {
+        support::run(
+            ilcheck()
+                .args(["verify", "--json", "--level", level, "--baseline"])
+                .arg(&original)
+                .arg("--")
+                .arg(&patched),
+        )
+    };
+    let out = verify_against("unverifiable");
+    assert_eq!(
+        out.code,
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let findings = report["findings"].as_array().unwrap();
+    assert_eq!(findings.len(), 1, "{findings:#?}");
+    let f = &findings[0];
+    assert_eq!(f["code"], "TypeNotAssignable");
+    assert!(
+        f["method"]
+            .as_str()
+            .unwrap()
+            .starts_with("System.Web.Services.Protocols.WebServiceHandlerFactory::CoreGetHandler("),
+        "{f}"
+    );
+    assert!(
+        f["message"]
+            .as_str()
+            .unwrap()
+            .contains("found object, expected System.Web.IHttpHandler"),
+        "{f}"
+    );
+
+    // At the default level it is not reported, and the run is clean.
+    let out = verify_against("invalid");
+    assert_eq!(
+        out.code,
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// References are looked for beside the input first: a type pass over an assembly copied away
+/// from its references says it checked in part rather than guessing.
+#[test]
+fn unresolvable_references_make_methods_checked_in_part() {
+    let dir = scratch("alone");
+    let dll = dir.join("type_cases.dll");
+    std::fs::copy(repo().join("corpus/bin/type_cases.dll"), &dll).unwrap();
+    // No runtime directories: mscorlib cannot be found.
+    let store = ModuleStore::new(Vec::new());
+    let image = ilcheck::image::Image::open(&dll).unwrap();
+    let work: Vec<_> = image
+        .methods()
+        .filter(|m| m.rva() != 0)
+        .map(|m| (m, m.decoded_body()))
+        .collect();
+    let mut pass = TypePass::new(&store, TypeLevel::Unverifiable);
+    let mut summary = TypeSummary::default();
+    let mut found = Vec::new();
+    pass.run(
+        &image,
+        Some(Path::new(&dll)),
+        &work,
+        |_| true,
+        &mut summary,
+        |k, code, _, _| found.push((work[k].0.full_name().unwrap(), code)),
+    );
+    assert!(summary.methods_in_part > 0, "{summary:?}");
+    // Nothing found against an unknown type: only the cases that need no reference.
+    for (name, code) in &found {
+        assert!(
+            expected_codes(name).is_some_and(|c| c.contains(code.as_str())),
+            "{name}: {code:?} without its references"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
