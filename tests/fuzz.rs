@@ -184,7 +184,7 @@ fn the_loop_finds_and_minimises_every_seeded_weaver_bug() {
     assert_eq!(summary(&clean)["methods"], 1200);
 
     // Bug, and the finding codes that may name it.
-    let bugs: [(&str, &[&str]); 8] = [
+    let bugs: [(&str, &[&str]); 9] = [
         (
             "short-branches",
             &[
@@ -214,6 +214,7 @@ fn the_loop_finds_and_minimises_every_seeded_weaver_bug() {
         ("max-stack-kept", &["StackOverflow"]),
         ("tail-calls-kept", &["TailRet", "TailCallInsideER"]),
         ("clause-grown", &["EHOverlap", "ClauseBoundaryMoved"]),
+        ("probe-arg-type", &["StackUnexpected"]),
     ];
     std::thread::scope(|s| {
         for (bug, codes) in bugs {

@@ -401,74 +401,93 @@ enum Behaviour {
 }
 
 /// One seeded bug: the trigger it shows on, the verifier's code for it there, and what mono
-/// does.
+/// and CoreCLR do.
 struct Case {
     bug: &'static str,
     trigger: &'static str,
     code: &'static str,
     mono: Behaviour,
+    coreclr: Behaviour,
 }
 
-const CASES: [Case; 10] = [
+const CASES: [Case; 11] = [
     Case {
         bug: "short-branches",
         trigger: "ShortBranchOverReturns",
         code: "BadBranch",
         mono: Behaviour::Rejects,
+        coreclr: Behaviour::Rejects,
     },
     Case {
         bug: "retarget-to-probe",
         trigger: "LoopAtEntry",
         code: "BranchOutOfTry",
         mono: Behaviour::Runs,
+        coreclr: Behaviour::Rejects,
     },
     Case {
         bug: "retarget-to-probe",
         trigger: "TryAtEntry",
         code: "EHOverlap",
         mono: Behaviour::Runs,
+        coreclr: Behaviour::Rejects,
     },
     Case {
         bug: "ret-in-try",
         trigger: "TwoReturns",
         code: "ReturnFromTry",
         mono: Behaviour::Runs,
+        coreclr: Behaviour::Rejects,
     },
     Case {
         bug: "handler-end-off-by-one",
         trigger: "TwoReturns",
         code: "Endfinally",
         mono: Behaviour::Crashes,
+        coreclr: Behaviour::Rejects,
     },
     Case {
         bug: "enclosing-first",
         trigger: "TryAtEntry",
         code: "EHOrderInnerAfterOuter",
         mono: Behaviour::Runs,
+        coreclr: Behaviour::Rejects,
     },
     Case {
         bug: "max-stack-kept",
         trigger: "MaxStackOne",
         code: "StackOverflow",
         mono: Behaviour::Rejects,
+        coreclr: Behaviour::Rejects,
     },
     Case {
         bug: "tail-calls-kept",
         trigger: "TailCaller",
         code: "TailRet",
         mono: Behaviour::Crashes,
+        coreclr: Behaviour::Rejects,
     },
     Case {
         bug: "tail-calls-kept",
         trigger: "TailFirst",
         code: "TailCallInsideER",
         mono: Behaviour::Crashes,
+        coreclr: Behaviour::Rejects,
     },
     Case {
         bug: "clause-grown",
         trigger: "CatchAtEnd",
         code: "EHOverlap",
         mono: Behaviour::Runs,
+        coreclr: Behaviour::Rejects,
+    },
+    Case {
+        bug: "probe-arg-type",
+        trigger: "TwoReturns",
+        code: "StackUnexpected",
+        mono: Behaviour::Rejects,
+        // CoreCLR truncates the int64 and runs: only the verifier sees the bug.
+        coreclr: Behaviour::Runs,
     },
 ];
 
@@ -521,7 +540,7 @@ fn seeded_bug(bug: &str) {
             let after = kit.run_triggers(runtime, &woven, trigger);
             let woven_lines = lines_of(&after.stdout, case.trigger);
             let behaviour = match runtime.kind() {
-                RuntimeKind::CoreClr => Behaviour::Rejects,
+                RuntimeKind::CoreClr => case.coreclr,
                 RuntimeKind::Mono => case.mono,
             };
             let what = format!("{bug}, {} under {on}", case.trigger);
@@ -593,6 +612,11 @@ fn bug_tail_calls_kept() {
 #[test]
 fn bug_clause_grown() {
     seeded_bug("clause-grown");
+}
+
+#[test]
+fn bug_probe_arg_type() {
+    seeded_bug("probe-arg-type");
 }
 
 /// The command line: a usage error exits 2 and writes nothing; an input that is not an assembly

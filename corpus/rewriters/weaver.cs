@@ -42,6 +42,9 @@
 //   clause-grown            clauses that ran to the end of the body are not ended explicitly,
 //                           so they grow over the appended finally and epilogue (Cecil's
 //                           HandlerEnd == null means "the end of the code")
+//   probe-arg-type          the prologue passes the method token as an int64 (`ldc.i8`) to the
+//                           probe's int32 parameter: a probe called with arguments of another
+//                           type than its signature (the runtime may reject or truncate it)
 using System;
 using System.Collections.Generic;
 using System.IO;
@@ -55,6 +58,7 @@ static class Weaver
     {
         "short-branches", "retarget-to-probe", "ret-in-try", "handler-end-off-by-one",
         "enclosing-first", "max-stack-kept", "tail-calls-kept", "clause-grown",
+        "probe-arg-type",
     };
 
     static int Main(string[] args)
@@ -255,7 +259,9 @@ static class Weaver
         var prologue = new[]
         {
             il.Create(OpCodes.Ldstr, name),
-            il.Create(OpCodes.Ldc_I4, m.MetadataToken.ToInt32()),
+            bug == "probe-arg-type"
+                ? il.Create(OpCodes.Ldc_I8, (long)m.MetadataToken.ToInt32())
+                : il.Create(OpCodes.Ldc_I4, m.MetadataToken.ToInt32()),
             il.Create(OpCodes.Call, probe.Enter),
         };
         foreach (var ins in prologue)

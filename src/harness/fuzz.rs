@@ -36,6 +36,15 @@ pub struct Setup {
     pub run_timeout: Duration,
 }
 
+/// Where the type pass finds the programs' references: beside the program (the `--with`
+/// files are copied there), then the runtimes' directories. One store for the whole run, so
+/// each reference is opened once.
+fn references() -> &'static crate::verify::types::ModuleStore {
+    static STORE: std::sync::OnceLock<crate::verify::types::ModuleStore> =
+        std::sync::OnceLock::new();
+    STORE.get_or_init(|| crate::verify::types::ModuleStore::with_runtime_dirs(Vec::new()))
+}
+
 /// What went wrong in a case, most basic first.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
@@ -263,13 +272,21 @@ pub fn check_program(setup: &Setup, program: &Program, dir: &Path) -> std::io::R
     }
 
     let t = Instant::now();
-    let baseline = corpus::Baseline::load(&[Input::named(&original)]);
+    // Structure, alignment and types (invalid findings: what the runtime may reject).
+    let store = references();
+    let level = corpus::TypeLevel::Invalid;
+    let mut pass = corpus::TypePass::new(store, level);
+    let baseline = corpus::Baseline::load_with(&[Input::named(&original)], Some(&mut pass));
     let mut report = corpus::VerifyReport::default();
     if let Ok(baseline) = &baseline {
-        let opts = corpus::VerifyOptions::default();
-        corpus::verify(
+        let opts = corpus::VerifyOptions {
+            types: level,
+            ..Default::default()
+        };
+        corpus::verify_with(
             &[Input::named(&rewritten)],
             opts,
+            store,
             Some(baseline),
             &mut report,
             |_| {},
@@ -788,6 +805,17 @@ pub fn rewriter_hint(code: &str) -> &'static str {
         }
         "ClauseBoundaryMoved" => {
             "a clause boundary moved across original code: recompute try and handler offsets from the instructions they were on, not by adding a length"
+        }
+        "StackUnexpected"
+        | "ExpectedNumericType"
+        | "ExpectedIntegerType"
+        | "StackObjRef"
+        | "StackByRef"
+        | "ExpectedFloatType" => {
+            "a value of another type reaches an instruction or a call: a probe called with arguments its signature does not take, or a return value kept in a local of another type"
+        }
+        "PathStackUnexpected" => {
+            "paths join with different kinds of values on the stack: inserted code left a value of another type where the original code continues"
         }
         "FallthroughException" | "Endfinally" => {
             "a handler's end is off: control runs out of a handler, or its last instruction is outside it"
