@@ -352,6 +352,12 @@ pub struct TypeSystem<'a> {
     typerefs: FxMap<(u32, u32), TyId>,
     typespecs: FxMap<(u32, u32), TyId>,
     infos: FxMap<TypeKey, Option<Rc<TypeInfo>>>,
+    /// TypeDefs as the interner spells them.
+    key_types: FxMap<TypeKey, TyId>,
+    /// Answers of [`TypeSystem::assignable`].
+    assignable_cache: FxMap<(TyId, TyId), Ans>,
+    /// Whether each type is a value type, by type id (see [`TypeSystem::is_value_type`]).
+    value_types: Vec<Option<Option<bool>>>,
     /// Method tokens of the image being verified, resolved.
     methods: FxMap<u32, Option<Rc<(MethodTy, TyId)>>>,
     /// Field tokens of the image being verified, resolved.
@@ -392,6 +398,9 @@ impl<'a> TypeSystem<'a> {
             typerefs: FxMap::default(),
             typespecs: FxMap::default(),
             infos: FxMap::default(),
+            key_types: FxMap::default(),
+            assignable_cache: FxMap::default(),
+            value_types: Vec::new(),
             methods: FxMap::default(),
             fields: FxMap::default(),
             forms: Vec::new(),
@@ -573,6 +582,19 @@ impl<'a> TypeSystem<'a> {
 
     /// The interned type of a TypeDef, spelled as the well-known type when it is one.
     fn key_type(&mut self, key: TypeKey, value: Option<bool>) -> TyId {
+        if let Some(&t) = self.key_types.get(&key) {
+            return t;
+        }
+        let t = self.key_type_uncached(key, value);
+        // Only answers that do not depend on the signature's marker are kept: the definition
+        // was read (not still being read, as inside its own base chain).
+        if self.infos.get(&key).is_some_and(Option::is_some) || self.wk_keys.get(&t) == Some(&key) {
+            self.key_types.insert(key, t);
+        }
+        t
+    }
+
+    fn key_type_uncached(&mut self, key: TypeKey, value: Option<bool>) -> TyId {
         if let Some(wk) = self.well_known_of(key) {
             return wk;
         }
@@ -1191,6 +1213,19 @@ impl<'a> TypeSystem<'a> {
     /// Whether values of `t` are value types (primitives, structs, enums, `typedref`);
     /// `None` for generic parameters and unknown types.
     pub fn is_value_type(&mut self, t: TyId) -> Option<bool> {
+        if let Some(Some(v)) = self.value_types.get(t.0 as usize) {
+            return *v;
+        }
+        let v = self.is_value_type_uncached(t);
+        let i = t.0 as usize;
+        if self.value_types.len() <= i {
+            self.value_types.resize(i + 1, None);
+        }
+        self.value_types[i] = Some(v);
+        v
+    }
+
+    fn is_value_type_uncached(&mut self, t: TyId) -> Option<bool> {
         match self.tys.node(t).clone() {
             TyNode::Value(_) | TyNode::Class(_) | TyNode::Inst { .. } => match self.kind(t) {
                 Some(Kind::Value | Kind::Enum(_)) => Some(true),
@@ -1236,6 +1271,15 @@ impl<'a> TypeSystem<'a> {
         if from == to {
             return Ans::Yes;
         }
+        if let Some(&a) = self.assignable_cache.get(&(from, to)) {
+            return a;
+        }
+        let a = self.assignable_uncached(from, to);
+        self.assignable_cache.insert((from, to), a);
+        a
+    }
+
+    fn assignable_uncached(&mut self, from: TyId, to: TyId) -> Ans {
         if self.tys.has_unknown(from) || self.tys.has_unknown(to) {
             return Ans::Unknown;
         }
