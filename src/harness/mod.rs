@@ -12,6 +12,8 @@ pub mod process;
 pub mod program;
 pub mod rewriter;
 pub mod runtime;
+#[cfg(feature = "gen")]
+pub mod type_mutants;
 
 pub use process::{Outcome, ProcessError, Usage, Who, run_bounded, usage};
 pub use runtime::{Runtime, RuntimeError, RuntimeKind};

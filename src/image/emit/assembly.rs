@@ -112,6 +112,8 @@ pub mod flags {
     pub const METHOD_SPECIAL_NAME: u16 = 0x0800;
     /// MethodAttributes: the runtime gives the name a meaning (constructors).
     pub const METHOD_RT_SPECIAL_NAME: u16 = 0x1000;
+    /// MethodImplAttributes: the runtime must not inline the method.
+    pub const METHOD_IMPL_NO_INLINING: u16 = 0x0008;
     /// FieldAttributes: public.
     pub const FIELD_PUBLIC: u16 = 0x0006;
     /// FieldAttributes: static.
@@ -336,6 +338,19 @@ impl AssemblyBuilder {
         signature: &[u8],
         body: &[u8],
     ) -> Result<Token, EmitError> {
+        self.method_with_impl(flags, 0, name, signature, body)
+    }
+
+    /// A method as [`AssemblyBuilder::method`] with implementation flags (II.23.1.11, e.g.
+    /// [`flags::METHOD_IMPL_NO_INLINING`]).
+    pub fn method_with_impl(
+        &mut self,
+        flags: u16,
+        impl_flags: u16,
+        name: &str,
+        signature: &[u8],
+        body: &[u8],
+    ) -> Result<Token, EmitError> {
         let name = self.string(name)?;
         let sig = self.blob(signature)?;
         self.bodies.resize(self.bodies.len().next_multiple_of(4), 0);
@@ -347,7 +362,14 @@ impl AssemblyBuilder {
         let params = self.rows(Table::Param) + 1;
         self.push(
             Table::MethodDef,
-            &[at, 0, u32::from(flags), name, sig, params],
+            &[
+                at,
+                u32::from(impl_flags),
+                u32::from(flags),
+                name,
+                sig,
+                params,
+            ],
         )
     }
 
