@@ -832,6 +832,10 @@ impl Out {
         self.report_with(code, offset, message, Detail::default());
     }
 
+    // Out of line: the passes' loops call it only on a finding, and building a finding there
+    // would take registers from the loops.
+    #[cold]
+    #[inline(never)]
     fn report_with(&mut self, code: Code, offset: u32, message: String, detail: Detail) {
         if !self.stop() {
             self.diags.push(Diagnostic {
