@@ -508,13 +508,15 @@ fn verify_image(
     for (k, (method, body)) in work.iter().enumerate() {
         let findings: Vec<(Raw, u32)> = match body {
             Ok(_) => {
+                // Most methods have none: nothing to gather.
+                let here = |f: Option<&(usize, Diagnostic)>| f.is_some_and(|f| f.0 == k);
+                if !here(found.peek()) && !here(moved.peek()) {
+                    continue;
+                }
                 let mut all: Vec<Diagnostic> = std::iter::from_fn(|| found.next_if(|f| f.0 == k))
                     .chain(std::iter::from_fn(|| moved.next_if(|f| f.0 == k)))
                     .map(|(_, d)| d)
                     .collect();
-                if all.is_empty() {
-                    continue;
-                }
                 merge_duplicates(&mut all)
                     .into_iter()
                     .map(|(d, n)| (Raw::Rule(d), n))
