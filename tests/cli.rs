@@ -792,6 +792,13 @@ fn sharded_verify_merges_into_the_whole() {
         merged["findings"].as_array().unwrap().len(),
         whole["findings"].as_array().unwrap().len()
     );
+    // Counts per code add up across shards; each assembly is in one shard.
+    assert!(!whole["codes"].as_object().unwrap().is_empty());
+    assert_eq!(merged["codes"], whole["codes"]);
+    assert_eq!(
+        merged["per_assembly"].as_array().unwrap().len() as u64,
+        whole["assemblies"].as_u64().unwrap()
+    );
     assert!(
         std::fs::read_to_string(&md)
             .unwrap()
