@@ -60,12 +60,17 @@ enum Command {
     /// also a scanned file that is not .NET) or on usage errors.
     Verify {
         /// Assemblies, or directories searched recursively for .dll and .exe files.
-        #[arg(required = true)]
+        #[arg(required_unless_present = "baseline_pair")]
         paths: Vec<PathBuf>,
-        /// Original assemblies: report only findings that are new in the patched ones (methods
-        /// matched by MethodDef token, falling back to full name; assemblies by file name).
+        /// Original assemblies (files or directories): report only findings that are new in
+        /// the patched ones. Assemblies are paired by file name, else by assembly identity
+        /// (name, version, culture); methods by MethodDef token, falling back to full name.
         #[arg(long, num_args = 1.., value_name = "ORIGINAL")]
         baseline: Vec<PathBuf>,
+        /// An explicit pair: PATCHED is verified against ORIGINAL whatever their names
+        /// (PATCHED is verified even when not among the paths). Repeatable.
+        #[arg(long = "baseline-pair", value_name = "PATCHED=ORIGINAL")]
+        baseline_pair: Vec<String>,
         /// Print the JSON report (schema: docs/verify-json.md) instead of the text.
         #[arg(long)]
         json: bool,
@@ -183,6 +188,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Verify {
             paths,
             baseline,
+            baseline_pair,
             json,
             sarif,
             report,
@@ -191,7 +197,15 @@ fn run(cli: Cli) -> Result<ExitCode> {
             shard,
             types,
         } => verify(
-            paths, baseline, json, sarif, report, max, strict, shard, types,
+            paths,
+            (baseline, baseline_pair),
+            json,
+            sarif,
+            report,
+            max,
+            strict,
+            shard,
+            types,
         ),
         Command::Roundtrip {
             paths,
@@ -549,10 +563,54 @@ fn roundtrip(
     ))
 }
 
+/// `PATCHED=ORIGINAL` of `--baseline-pair`, split at the first `=`.
+fn parse_pair(text: &str) -> Result<(PathBuf, PathBuf)> {
+    match text.split_once('=') {
+        Some((p, o)) if !p.is_empty() && !o.is_empty() => Ok((p.into(), o.into())),
+        _ => bail!("--baseline-pair {text:?}: give PATCHED=ORIGINAL, two assembly files"),
+    }
+}
+
+/// The baseline of `--baseline` and `--baseline-pair`, and the pairs' patched files missing
+/// from `inputs` added to them. `None` without either.
+fn load_baseline(
+    baseline: &[PathBuf],
+    pairs: &[String],
+    inputs: &mut Vec<Input>,
+    types: Option<&mut corpus::TypePass<'_>>,
+) -> Result<Option<corpus::Baseline>> {
+    if baseline.is_empty() && pairs.is_empty() {
+        return Ok(None);
+    }
+    let mut pinned = Vec::new();
+    for text in pairs {
+        let (patched, original) = parse_pair(text)?;
+        for p in [&patched, &original] {
+            if !p.is_file() {
+                bail!("--baseline-pair {text:?}: {} is not a file", p.display());
+            }
+        }
+        let key = corpus::canonical(&patched);
+        let listed = inputs.iter().any(|i| match i {
+            Input::File { path, .. } => corpus::canonical(path) == key,
+            Input::Embedded { .. } => false,
+        });
+        if !listed {
+            inputs.push(Input::named(&patched));
+        }
+        pinned.push((patched, Input::named(original)));
+    }
+    // Every original must be read: a baseline with a hole would report old findings as new.
+    let found = corpus::discover(baseline).context("baseline")?;
+    let originals: Vec<Input> = found.into_iter().map(Input::named).collect();
+    let loaded = corpus::Baseline::load_with_pairs(&originals, &pinned, types);
+    Ok(Some(loaded.map_err(anyhow::Error::msg)?))
+}
+
 #[allow(clippy::too_many_arguments)]
 fn verify(
     paths: Vec<PathBuf>,
-    baseline: Vec<PathBuf>,
+    (baseline, pairs): (Vec<PathBuf>, Vec<String>),
     json: bool,
     sarif: Option<PathBuf>,
     report_path: Option<PathBuf>,
@@ -562,21 +620,25 @@ fn verify(
     types: cli::types::TypeArgs,
 ) -> Result<ExitCode> {
     let Inputs {
-        inputs,
+        mut inputs,
         sources,
         problems,
-    } = inputs(paths, shard)?;
-    let store = types.store();
-    let baseline = if baseline.is_empty() {
-        None
+    } = if paths.is_empty() {
+        // Only --baseline-pair: its patched files are the inputs.
+        Inputs {
+            inputs: Vec::new(),
+            sources: vec!["--baseline-pair".to_string()],
+            problems: Vec::new(),
+        }
     } else {
-        // Every original must be read: a baseline with a hole would report old findings as new.
-        let found = corpus::discover(&baseline).context("baseline")?;
-        let inputs: Vec<Input> = found.into_iter().map(Input::named).collect();
-        let mut pass = corpus::TypePass::new(&store, types.level());
-        let pass = (types.level() != corpus::TypeLevel::Off).then_some(&mut pass);
-        Some(corpus::Baseline::load_with(&inputs, pass).map_err(anyhow::Error::msg)?)
+        inputs(paths, shard)?
     };
+    let store = types.store();
+    // The originals' type findings are counted at the same level, so patched and original
+    // are compared alike.
+    let mut pass = corpus::TypePass::new(&store, types.level());
+    let pass = (types.level() != corpus::TypeLevel::Off).then_some(&mut pass);
+    let baseline = load_baseline(&baseline, &pairs, &mut inputs, pass)?;
     let mut report = corpus::VerifyReport {
         sources,
         image_errors: problems,
@@ -604,6 +666,16 @@ fn verify(
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print!("{}", ilcheck::report::verify_text(&report));
+    }
+    // Said on standard error too, whatever the format: a patched assembly compared with
+    // nothing must not pass unnoticed in a CI log.
+    for a in &report.per_assembly {
+        if let Some(why) = &a.no_original {
+            eprintln!(
+                "ilcheck verify: {}",
+                ilcheck::report::no_original_warning(&a.assembly, why)
+            );
+        }
     }
     if let Some(path) = sarif {
         let log = ilcheck::report::verify_sarif(&report);

@@ -288,24 +288,11 @@ fn verify_clean_program_exits_zero() {
 
 #[test]
 fn verify_baseline_reports_only_what_a_patch_broke() {
-    use ilcheck::image::{Image, writer::ImageWriter};
-    let original = std::fs::read(format!(
-        "{}/corpus/bin/control_flow.exe",
-        env!("CARGO_MANIFEST_DIR")
-    ))
-    .unwrap();
-    let image = Image::parse(&original).unwrap();
-    let victim = image.methods().find(|m| m.rva() != 0).unwrap();
-    let mut writer = ImageWriter::new(&image);
-    // Tiny body `pop; ret`: pops from an empty stack.
-    writer
-        .replace_body(victim.rid(), vec![(2 << 2) | 2, 0x26, 0x2A])
-        .unwrap();
-    let patched = writer.finish().unwrap();
+    let (patched, token) = broken_control_flow();
     let dir = std::env::temp_dir().join(format!("ilcheck-baseline-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("control_flow.exe");
-    std::fs::write(&path, &patched.bytes).unwrap();
+    std::fs::write(&path, &patched).unwrap();
     let (code, out, err) = ilcheck(&[
         "verify",
         path.to_str().unwrap(),
@@ -319,7 +306,175 @@ fn verify_baseline_reports_only_what_a_patch_broke() {
     let findings = v["findings"].as_array().unwrap();
     assert_eq!(findings.len(), 1, "{findings:#?}");
     assert_eq!(findings[0]["code"], "StackUnderflow");
-    assert_eq!(findings[0]["token"], format!("{:#010x}", victim.token().0));
+    assert_eq!(findings[0]["token"], token);
+    assert_eq!(v["per_assembly"][0]["paired_by"], "file_name");
+}
+
+/// `control_flow.exe` with its first method's body made `pop; ret` (a stack underflow).
+fn broken_control_flow() -> (Vec<u8>, String) {
+    use ilcheck::image::{Image, writer::ImageWriter};
+    let original = std::fs::read(format!(
+        "{}/corpus/bin/control_flow.exe",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    let image = Image::parse(&original).unwrap();
+    let victim = image.methods().find(|m| m.rva() != 0).unwrap();
+    let mut writer = ImageWriter::new(&image);
+    writer
+        .replace_body(victim.rid(), vec![(2 << 2) | 2, 0x26, 0x2A])
+        .unwrap();
+    let token = format!("{:#010x}", victim.token().0);
+    (writer.finish().unwrap().bytes, token)
+}
+
+/// Assemblies whose file names differ are paired by identity; one with no original is said
+/// loudly (standard error, JSON); `--baseline-pair` pairs explicitly; two originals of one file
+/// name are told apart by identity.
+#[test]
+fn verify_baseline_pairs_by_identity_or_explicitly_and_warns_when_it_cannot() {
+    let dir = std::env::temp_dir().join(format!("ilcheck-pairs-{}", std::process::id()));
+    std::fs::remove_dir_all(&dir).ok();
+    for sub in ["a", "b", "p"] {
+        std::fs::create_dir_all(dir.join(sub)).unwrap();
+    }
+    let (patched, token) = broken_control_flow();
+    let renamed = dir.join("renamed.exe");
+    std::fs::write(&renamed, &patched).unwrap();
+    let renamed = renamed.to_str().unwrap();
+    let json = |args: &[&str]| {
+        let mut all = vec!["verify", "--json"];
+        all.extend_from_slice(args);
+        let (code, out, err) = ilcheck(&all);
+        let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
+        (code, v, err)
+    };
+    let only_underflow = |v: &Value| {
+        let findings = v["findings"].as_array().unwrap();
+        assert_eq!(findings.len(), 1, "{v:#}");
+        assert_eq!(findings[0]["code"], "StackUnderflow");
+        assert_eq!(findings[0]["token"], token);
+    };
+
+    // By identity: same assembly, another file name.
+    let (code, v, err) = json(&[renamed, "--baseline", "corpus/bin/control_flow.exe"]);
+    assert_eq!(code, 1, "{err}");
+    only_underflow(&v);
+    assert_eq!(v["per_assembly"][0]["paired_by"], "identity");
+    assert_eq!(
+        v["per_assembly"][0]["original"],
+        "corpus/bin/control_flow.exe"
+    );
+    assert!(!err.contains("WARNING"), "{err}");
+
+    // No original: every finding new, and said on standard error and in the report.
+    let (code, v, err) = json(&[renamed, "--baseline", "corpus/bin/features.exe"]);
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(v["baseline_missing"][0], renamed);
+    let why = v["per_assembly"][0]["no_original"].as_str().unwrap();
+    assert!(
+        why.contains("renamed.exe") && why.contains("control_flow"),
+        "{why}"
+    );
+    assert!(
+        err.contains("WARNING") && err.contains(renamed) && err.contains("--baseline-pair"),
+        "{err}"
+    );
+    assert!(v["findings_total"].as_u64().unwrap() >= 1);
+
+    // An explicit pair, with nothing else named: the patched file is verified.
+    let pair = format!("{renamed}=corpus/bin/control_flow.exe");
+    let (code, v, err) = json(&["--baseline-pair", &pair]);
+    assert_eq!(code, 1, "{err}");
+    only_underflow(&v);
+    assert_eq!(v["per_assembly"][0]["paired_by"], "explicit");
+    assert_eq!(v["assemblies"], 1);
+    let (code, _, err) = ilcheck(&["verify", "--baseline-pair", renamed]);
+    assert_eq!(code, 2);
+    assert!(err.contains("PATCHED=ORIGINAL"), "{err}");
+
+    // Two originals named control_flow.exe: the one with the patched file's identity.
+    let root = env!("CARGO_MANIFEST_DIR");
+    std::fs::copy(
+        format!("{root}/corpus/bin/features.exe"),
+        dir.join("a/control_flow.exe"),
+    )
+    .unwrap();
+    std::fs::copy(
+        format!("{root}/corpus/bin/control_flow.exe"),
+        dir.join("b/control_flow.exe"),
+    )
+    .unwrap();
+    let same_name = dir.join("p/control_flow.exe");
+    std::fs::write(&same_name, &patched).unwrap();
+    let (a, b) = (dir.join("a"), dir.join("b"));
+    let (code, v, err) = json(&[
+        same_name.to_str().unwrap(),
+        "--baseline",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{err}");
+    only_underflow(&v);
+    assert_eq!(v["per_assembly"][0]["paired_by"], "file_name");
+    assert_eq!(
+        v["per_assembly"][0]["original"],
+        dir.join("b/control_flow.exe").to_str().unwrap()
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// `rewrite --json` lists the methods a transform skipped, with their reasons and IL bytes,
+/// and counts the bytes per reason.
+#[test]
+fn rewrite_json_lists_skipped_methods_and_their_bytes() {
+    let dir = std::env::temp_dir().join(format!("ilcheck-skipped-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("shapes.dll");
+    let run = |max: &str| {
+        let (code, text, err) = ilcheck(&[
+            "rewrite",
+            "corpus/bin/codec_shapes.dll",
+            "-o",
+            out.to_str().unwrap(),
+            "-t",
+            "wrap-finally",
+            "--json",
+            "--max",
+            max,
+        ]);
+        assert_eq!(code, 0, "{err}");
+        serde_json::from_str::<Value>(&text).unwrap()
+    };
+    let v = run("50");
+    let listed = v["skipped_methods"].as_array().unwrap();
+    let skipped: u64 = v["skipped"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|n| n.as_u64().unwrap())
+        .sum();
+    assert!(skipped > 0, "{v:#}");
+    assert_eq!(listed.len() as u64, skipped);
+    for (reason, bytes) in v["skipped_il_bytes"].as_object().unwrap() {
+        let sum: u64 = listed
+            .iter()
+            .filter(|m| m["reason"] == reason.as_str())
+            .map(|m| m["il_bytes"].as_u64().unwrap())
+            .sum();
+        assert_eq!(Some(sum), bytes.as_u64(), "{reason}");
+        assert!(sum > 0);
+    }
+    for m in listed {
+        assert!(m["token"].as_str().unwrap().starts_with("0x06"));
+        assert!(!m["method"].as_str().unwrap().is_empty());
+    }
+    // --max lists the first in token order; the counts stay whole.
+    let one = run("1");
+    assert_eq!(one["skipped_methods"].as_array().unwrap().len(), 1);
+    assert_eq!(one["skipped_methods"][0], listed[0]);
+    assert_eq!(one["skipped_il_bytes"], v["skipped_il_bytes"]);
+    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]
@@ -636,6 +791,13 @@ fn sharded_verify_merges_into_the_whole() {
     assert_eq!(
         merged["findings"].as_array().unwrap().len(),
         whole["findings"].as_array().unwrap().len()
+    );
+    // Counts per code add up across shards; each assembly is in one shard.
+    assert!(!whole["codes"].as_object().unwrap().is_empty());
+    assert_eq!(merged["codes"], whole["codes"]);
+    assert_eq!(
+        merged["per_assembly"].as_array().unwrap().len() as u64,
+        whole["assemblies"].as_u64().unwrap()
     );
     assert!(
         std::fs::read_to_string(&md)

@@ -205,7 +205,7 @@ fn sarif_carries_unread_inputs_and_image_findings() {
 #[test]
 fn baseline_matches_a_method_with_an_unreadable_name_by_token() {
     let dir = scratch("baseline");
-    // Baselines pair assemblies by file name.
+    // Baselines pair assemblies by file name first.
     let patched = dir.join("verify_cases.dll");
     std::fs::copy(images().join("name-unreadable.dll"), &patched).unwrap();
     let (code, out, err) = ilcheck(&[
@@ -220,20 +220,31 @@ fn baseline_matches_a_method_with_an_unreadable_name_by_token() {
     assert_eq!(v["findings_total"], 0, "{out}");
     assert_eq!(v["baseline_uncertain"], 1, "{out}");
     assert!(v["baseline_suppressed"].as_u64().unwrap() > 50);
-    // A patched file without an original of its name is said loudly.
+    // A patched file under another name finds its original by assembly identity.
     let renamed = dir.join("renamed.dll");
     std::fs::copy(project("corpus/bin/verify_cases.dll"), &renamed).unwrap();
-    let (code, out, _) = ilcheck(&[
+    let (code, out, err) = ilcheck(&[
         "verify".as_ref(),
         renamed.as_os_str(),
         "--baseline".as_ref(),
         project("corpus/bin/verify_cases.dll").as_os_str(),
     ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("paired by assembly identity"), "{out}");
+    // Without an original of its name or identity, it is said loudly, on both streams.
+    let (code, out, err) = ilcheck(&[
+        "verify".as_ref(),
+        renamed.as_os_str(),
+        "--baseline".as_ref(),
+        project("corpus/bin/codec_shapes.dll").as_os_str(),
+    ]);
     assert_eq!(code, 1);
-    assert!(
-        out.contains("WARNING: ") && out.contains("no original"),
-        "{out}"
-    );
+    for text in [&out, &err] {
+        assert!(
+            text.contains("WARNING: ") && text.contains("no original"),
+            "{out}{err}"
+        );
+    }
     std::fs::remove_dir_all(&dir).ok();
 }
 

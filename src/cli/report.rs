@@ -136,13 +136,37 @@ pub fn run(cmd: ReportCommand) -> Result<ExitCode> {
                 }
             }
         }
+        // Verify reports count every finding per code; older ones only list some.
+        let mut codes: Vec<(&String, &Value)> = merged["codes"]
+            .as_object()
+            .map(|m| m.iter().collect())
+            .unwrap_or_default();
+        codes.sort_by(|a, b| {
+            let n = |v: &Value| v["findings"].as_u64().unwrap_or(0);
+            n(b.1).cmp(&n(a.1)).then(a.0.cmp(b.0))
+        });
+        if !codes.is_empty() {
+            let _ = writeln!(
+                md,
+                "\n## Findings per code\n\n| code | findings | methods | ECMA-335 |\n|---|---:|---:|---|"
+            );
+            for (code, c) in &codes {
+                let _ = writeln!(
+                    md,
+                    "| {code} | {} | {} | {} |",
+                    c["findings"],
+                    c["methods"],
+                    c["reference"].as_str().unwrap_or("")
+                );
+            }
+        }
         for (list, field, title) in [
             ("findings", "code", "Findings per code"),
             ("failures", "kind", "Failures per kind"),
             ("image_errors", "reason", "Unreadable inputs per reason"),
         ] {
             let counts = count_by(&merged, list, field);
-            if counts.is_empty() {
+            if counts.is_empty() || (list == "findings" && !codes.is_empty()) {
                 continue;
             }
             let _ = writeln!(

@@ -86,6 +86,19 @@ pub struct NotRewritten {
     pub reason: String,
 }
 
+/// One method the transform skipped, and why.
+#[derive(Clone, Debug, Serialize)]
+pub struct SkippedMethod {
+    /// The method's full name (empty when it cannot be read).
+    pub method: String,
+    /// MethodDef token, `0x06xxxxxx`.
+    pub token: String,
+    /// The transform's reason, e.g. `TailCallInsideER`.
+    pub reason: String,
+    /// Bytes of IL of its body, left as they were.
+    pub il_bytes: u64,
+}
+
 /// The rewrite report. Schema: `docs/rewrite-json.md`.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct RewriteReport {
@@ -106,6 +119,11 @@ pub struct RewriteReport {
     pub unchanged: u64,
     /// Methods the transform skipped, by reason.
     pub skipped: BTreeMap<String, u64>,
+    /// Bytes of IL of the methods skipped, by reason: how much code the transform did not
+    /// reach.
+    pub skipped_il_bytes: BTreeMap<String, u64>,
+    /// The first methods skipped (up to [`RewriteOptions::max_listed`]), in rid order.
+    pub skipped_methods: Vec<SkippedMethod>,
     /// Rewrites the verifier rejected, by rule: never written. A rewriter bug if the original
     /// verified.
     pub rejected: BTreeMap<String, u64>,
@@ -445,6 +463,8 @@ struct Part {
     report: RewriteReport,
     /// (rid, entry) of listed methods, to be merged in rid order.
     listed: Vec<(u32, NotRewritten)>,
+    /// (rid, entry) of listed skipped methods, to be merged in rid order.
+    skipped: Vec<(u32, SkippedMethod)>,
     done: Vec<Done>,
     /// Original lengths of bodies that decoded, for the writer.
     lens: Vec<(u32, u32)>,
@@ -640,7 +660,26 @@ impl<'i, 'o> Worker<'i, 'o> {
                     code_size: info.code_size,
                 });
             }
-            Err(RewriteError::Skipped(reason)) => bump(&mut part.report.skipped, reason.name()),
+            Err(RewriteError::Skipped(reason)) => {
+                let bytes = body.code.len() as u64;
+                bump(&mut part.report.skipped, reason.name());
+                *part
+                    .report
+                    .skipped_il_bytes
+                    .entry(reason.name().to_string())
+                    .or_default() += bytes;
+                if part.skipped.len() < opts.max_listed {
+                    part.skipped.push((
+                        method.rid(),
+                        SkippedMethod {
+                            method: method.full_name().unwrap_or_default(),
+                            token: format!("{:#010x}", method.token().0),
+                            reason: reason.name().to_string(),
+                            il_bytes: bytes,
+                        },
+                    ));
+                }
+            }
             Err(err) => {
                 // A method that did not verify before is not the rewriter's fault.
                 if !self.verifier.verify(&body, &self.resolver).is_empty() {
@@ -679,6 +718,7 @@ fn merge_counts(into: &mut RewriteReport, part: &RewriteReport) {
     into.init_locals_set += part.init_locals_set;
     for (map, from) in [
         (&mut into.skipped, &part.skipped),
+        (&mut into.skipped_il_bytes, &part.skipped_il_bytes),
         (&mut into.rejected, &part.rejected),
     ] {
         for (k, v) in from {
@@ -780,8 +820,10 @@ pub fn rewrite_image_with(
     writer.keep_ready_to_run(opts.keep_ready_to_run);
     writer.reserve(parts.iter().map(|(_, p)| p.bodies.len()).sum());
     let mut listed = Vec::new();
+    let mut skipped = Vec::new();
     for (_, part) in parts {
         merge_counts(report, &part.report);
+        skipped.extend(part.skipped);
         for &(rid, len) in &part.lens {
             writer.original_len(rid, len as usize);
         }
@@ -817,6 +859,12 @@ pub fn rewrite_image_with(
     listed.sort_by_key(|(rid, _)| *rid);
     listed.truncate(opts.max_listed);
     report.listed.extend(listed.into_iter().map(|(_, n)| n));
+    // Each chunk listed its first; the first of the whole image are among them.
+    skipped.sort_by_key(|(rid, _)| *rid);
+    skipped.truncate(opts.max_listed);
+    report
+        .skipped_methods
+        .extend(skipped.into_iter().map(|(_, n)| n));
     report.rewrite_seconds += start.elapsed().as_secs_f64();
     let start = Instant::now();
     if !plan.builder.is_empty() {

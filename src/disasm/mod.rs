@@ -473,6 +473,19 @@ pub fn hex(bytes: &[u8]) -> String {
     s
 }
 
+/// The instruction starting at IL offset `at` as a listing prints it (`IL_0004:  brtrue.s
+/// IL_000c`), tokens named by `names` when given; a comment with the decoder's message when
+/// none decodes there.
+pub fn instruction_text(code: &[u8], at: u32, names: Option<&dyn TokenNamer>) -> String {
+    let mut out = String::new();
+    let _ = match decode_with_len(code, at as usize) {
+        Ok((i, _)) => write!(out, "IL_{:04x}:  {}", i.offset, i.opcode.name())
+            .and_then(|()| write_operand_with(&mut out, &i, names)),
+        Err(e) => write!(out, "// {e}"),
+    };
+    out
+}
+
 /// The instructions around IL offset `at`: `radius` on each side of the one that contains it,
 /// that one marked with `>`, tokens raw. Undecodable code ends the listing with the decoder's
 /// message.

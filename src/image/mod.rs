@@ -185,6 +185,34 @@ impl<'a> Image<'a> {
         self.pe.rva_to_offset(rva, self.bytes().len())
     }
 
+    /// The identity the Assembly table gives the image (name, version, culture, public key;
+    /// II.22.2), `None` for a module without an Assembly row (a netmodule).
+    pub fn assembly_identity(&self) -> Result<Option<emit::AssemblyIdentity>, ImageError> {
+        if self.tables.rows(Table::Assembly) == 0 {
+            return Ok(None);
+        }
+        let row = self.tables().assembly(1)?;
+        let text = |index: u32| -> Result<String, ImageError> {
+            Ok(if index == 0 {
+                String::new()
+            } else {
+                self.strings().get(index)?.to_string()
+            })
+        };
+        let key = if row.public_key == 0 {
+            Vec::new()
+        } else {
+            self.blobs().get(row.public_key)?.to_vec()
+        };
+        Ok(Some(emit::AssemblyIdentity {
+            name: text(row.name)?,
+            version: row.version,
+            culture: text(row.culture)?,
+            full_public_key: !key.is_empty(),
+            public_key_or_token: key,
+        }))
+    }
+
     /// Number of MethodDef rows.
     pub fn method_count(&self) -> u32 {
         self.tables.rows(Table::MethodDef)

@@ -1,13 +1,16 @@
 //! Rendering of corpus-run results: terminal summaries, Markdown reports (round trips with unified
 //! diffs of disassemblies and hex dumps), and SARIF for verification findings.
 
+mod finding;
 mod rewrite;
 mod sarif;
 mod verify;
+mod verify_md;
 
 pub use rewrite::rewrite_text;
 pub use sarif::verify_sarif;
-pub use verify::{verify_markdown, verify_text};
+pub use verify::{no_original_warning, verify_text};
+pub use verify_md::verify_markdown;
 
 use crate::body::Body;
 use crate::corpus::{Failure, RoundtripReport};

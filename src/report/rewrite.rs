@@ -19,7 +19,12 @@ pub fn rewrite_text(r: &RewriteReport) -> String {
         thousands(r.invalid_before)
     );
     for (reason, n) in &r.skipped {
-        let _ = writeln!(s, "  skipped {n:>7}  {reason}");
+        let bytes = r.skipped_il_bytes.get(reason).copied().unwrap_or(0);
+        let _ = writeln!(
+            s,
+            "  skipped {n:>7}  {reason} ({} bytes of IL)",
+            thousands(bytes)
+        );
     }
     for (rule, n) in &r.rejected {
         let _ = writeln!(s, "  REJECTED {n:>6}  {rule}");

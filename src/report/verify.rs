@@ -1,7 +1,8 @@
-//! Text and Markdown output of verification runs.
+//! Text output of verification runs.
 
+use super::finding::{columns, detail_text};
 use super::thousands;
-use crate::corpus::VerifyReport;
+use crate::corpus::{PairedBy, VerifyReport};
 use std::fmt::Write;
 
 /// Every listed finding with its disassembly window, then the summary.
@@ -18,13 +19,20 @@ pub fn verify_text(r: &VerifyReport) -> String {
         }
         let _ = writeln!(
             s,
-            "{}: {} {} IL_{:04x}: {}: {}",
-            f.assembly, f.token, f.method, f.offset, f.code, f.message
+            "{}: {} {} IL_{:04x}: {}: {}{}",
+            f.assembly,
+            f.token,
+            f.method,
+            f.offset,
+            f.code,
+            f.message,
+            merged(f.duplicates)
         );
         if let Some(why) = &f.baseline_match {
             let _ = writeln!(s, "    (baseline uncertain: {why})");
         }
         s.push_str(&f.window);
+        s.push_str(&detail_text(f));
     }
     if r.findings_total > r.findings.len() as u64 {
         let _ = writeln!(
@@ -39,6 +47,8 @@ pub fn verify_text(r: &VerifyReport) -> String {
     for sk in &r.skipped {
         let _ = writeln!(s, "skipped {}: {}", sk.path, sk.reason);
     }
+    s.push_str(&codes_text(r));
+    s.push_str(&assemblies_text(r));
     let _ = writeln!(
         s,
         "verified {} methods in {} assemblies ({} bytes of IL) in {:.3} s: {:.1} MB/s, single thread",
@@ -76,11 +86,10 @@ pub fn verify_text(r: &VerifyReport) -> String {
             let _ = writeln!(s, "  not checked: {}", reasons(&a.unchecked));
         }
     }
-    for a in &r.baseline_missing {
-        let _ = writeln!(
-            s,
-            "WARNING: {a} has no original among the baseline assemblies (matched by file name): every finding is reported as new"
-        );
+    for a in r.per_assembly.iter() {
+        if let Some(why) = &a.no_original {
+            let _ = writeln!(s, "{}", no_original_warning(&a.assembly, why));
+        }
     }
     if !r.image_errors.is_empty() {
         let _ = writeln!(
@@ -122,105 +131,80 @@ pub fn verify_text(r: &VerifyReport) -> String {
     s
 }
 
+/// ` (and N more of this code at this instruction)` for a finding others were merged into.
+pub(super) fn merged(duplicates: u32) -> String {
+    if duplicates == 0 {
+        String::new()
+    } else {
+        format!(" (and {duplicates} more of this code at this instruction)")
+    }
+}
+
+/// The warning for an assembly verified against a baseline that has no original for it.
+pub fn no_original_warning(assembly: &str, why: &str) -> String {
+    format!(
+        "WARNING: {assembly} has no original among the baseline assemblies ({why}): every \
+         finding is reported as new; name its original with --baseline-pair {assembly}=ORIGINAL"
+    )
+}
+
+/// The summary per code: findings, methods, ECMA-335 reference; most findings first.
+fn codes_text(r: &VerifyReport) -> String {
+    if r.codes.is_empty() {
+        return String::new();
+    }
+    let mut rows = vec![vec![
+        "code".to_string(),
+        "findings".into(),
+        "methods".into(),
+        "ECMA-335".into(),
+    ]];
+    for (code, c) in r.codes_by_count() {
+        rows.push(vec![
+            code.to_string(),
+            thousands(c.findings),
+            thousands(c.methods),
+            c.reference.clone(),
+        ]);
+    }
+    format!("findings by code:\n{}", columns(&rows, "  ", &[1, 2]))
+}
+
+/// Per assembly: those with findings when several were read, and every pairing with an
+/// original that is not by file name (a reader should see what was compared with what).
+fn assemblies_text(r: &VerifyReport) -> String {
+    let mut s = String::new();
+    let several = r.per_assembly.len() > 1;
+    for a in &r.per_assembly {
+        if several && a.findings > 0 {
+            let _ = writeln!(
+                s,
+                "{}: {} findings in {} of {} methods",
+                a.assembly,
+                thousands(a.findings),
+                thousands(a.methods_with_findings),
+                thousands(a.methods_checked)
+            );
+        }
+        if let (Some(original), Some(by)) = (&a.original, a.paired_by)
+            && by != PairedBy::FileName
+        {
+            let _ = writeln!(
+                s,
+                "baseline: {} compared with {original} (paired by {})",
+                a.assembly,
+                by.as_str()
+            );
+        }
+    }
+    s
+}
+
 /// `reason: count, …` of an alignment summary's counts.
-fn reasons(counts: &std::collections::BTreeMap<&'static str, u64>) -> String {
+pub(super) fn reasons(counts: &std::collections::BTreeMap<&'static str, u64>) -> String {
     counts
         .iter()
         .map(|(k, v)| format!("{k} {}", thousands(*v)))
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-/// A Markdown report of a verification run.
-pub fn verify_markdown(r: &VerifyReport, command: &str) -> String {
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "# ilcheck verification report\n\nCommand: `{command}`\n\nSources: {}\n",
-        r.sources.join(", ")
-    );
-    let _ = writeln!(s, "| measure | value |\n|---|---:|");
-    for (k, v) in [
-        ("assemblies", thousands(r.assemblies)),
-        ("methods checked", thousands(r.methods_checked)),
-        ("methods with findings", thousands(r.methods_with_errors)),
-        ("findings", thousands(r.findings_total)),
-        (
-            "methods checked in part (unresolved call signature)",
-            thousands(r.methods_incomplete),
-        ),
-        ("IL bytes", thousands(r.il_bytes)),
-        (
-            "verification throughput",
-            format!(
-                "{:.1} MB/s of IL ({:.3} s, single thread)",
-                r.mb_per_s(),
-                r.verify_seconds
-            ),
-        ),
-    ] {
-        let _ = writeln!(s, "| {k} | {v} |");
-    }
-    if let Some(a) = &r.alignment {
-        let _ = writeln!(s, "\n## Alignment with the baseline\n");
-        let _ = writeln!(s, "| measure | value |\n|---|---:|");
-        for (k, v) in [
-            ("methods compared", thousands(a.methods_compared)),
-            ("identical to the original", thousands(a.methods_identical)),
-            (
-                "without branches or clauses",
-                thousands(a.methods_without_targets),
-            ),
-            ("aligned", thousands(a.methods_aligned)),
-            ("aligned in part", thousands(a.methods_in_part)),
-            ("not aligned", thousands(a.methods_not_aligned)),
-            ("branch targets checked", thousands(a.targets_checked)),
-            ("clause boundaries checked", thousands(a.boundaries_checked)),
-            ("time", format!("{:.3} s, single thread", a.seconds)),
-        ] {
-            let _ = writeln!(s, "| {k} | {v} |");
-        }
-        for (what, counts) in [
-            ("not aligned", &a.not_aligned),
-            ("not checked", &a.unchecked),
-        ] {
-            if !counts.is_empty() {
-                let _ = writeln!(s, "\n{what}: {}", reasons(counts));
-            }
-        }
-    }
-    if !r.image_errors.is_empty() {
-        let _ = writeln!(s, "\n## Inputs that could not be read\n");
-        for e in &r.image_errors {
-            let _ = writeln!(s, "- {}: {}", e.path, e.reason);
-        }
-    }
-    if !r.skipped.is_empty() {
-        let _ = writeln!(s, "\n## Skipped (not .NET assemblies)\n");
-        for e in &r.skipped {
-            let _ = writeln!(s, "- {}: {}", e.path, e.reason);
-        }
-    }
-    if !r.findings.is_empty() {
-        let _ = writeln!(s, "\n## Findings\n");
-        for f in &r.findings {
-            if f.is_image_level() {
-                let _ = writeln!(
-                    s,
-                    "### {} (image, file offset {:#x})\n\n{}: {}\n",
-                    f.code, f.offset, f.assembly, f.message
-                );
-                continue;
-            }
-            let _ = writeln!(
-                s,
-                "### {} `{}` {} IL_{:04x}\n\n{}: {}\n",
-                f.code, f.token, f.method, f.offset, f.assembly, f.message
-            );
-            if !f.window.is_empty() {
-                let _ = writeln!(s, "```\n{}```\n", f.window);
-            }
-        }
-    }
-    s
 }

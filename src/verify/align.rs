@@ -506,6 +506,8 @@ impl Default for Slot {
 /// A clause with its boundaries as instruction positions.
 #[derive(Clone, Copy, Debug)]
 struct Bounds {
+    /// The clause's index in its table.
+    clause: u32,
     kind: ClauseKind,
     class: u32,
     /// try start, try end, handler start, handler end, filter start (or [`NONE`]).
@@ -524,7 +526,7 @@ const BOUNDARY_NAMES: [&str; 5] = [
 const HANDLER_START: usize = 2;
 
 impl Bounds {
-    fn of(c: &Clause, side: &Side) -> Option<Bounds> {
+    fn of(clause: usize, c: &Clause, side: &Side) -> Option<Bounds> {
         let kind = c.kind();
         let filter = kind == ClauseKind::Filter;
         let off64 = [
@@ -544,6 +546,7 @@ impl Bounds {
             at[k] = side.index_of(off64[k] as i64)?;
         }
         Some(Bounds {
+            clause: clause as u32,
             kind,
             class: if kind == ClauseKind::Catch {
                 c.class_or_filter
@@ -1239,11 +1242,11 @@ impl Aligner {
                      target IL_{to:04x} corresponds to {} here",
                     range(lo, hi)
                 );
-                self.diags.push(Diagnostic {
-                    code: Code::BranchRetargeted,
-                    offset: pstart as u32,
+                self.diags.push(Diagnostic::new(
+                    Code::BranchRetargeted,
+                    pstart as u32,
                     message,
-                });
+                ));
             }
         }
         self.targets = (to_all, tp_all);
@@ -1276,8 +1279,8 @@ impl Aligner {
             return;
         }
         self.bounds.clear();
-        for c in patched {
-            if let Some(b) = Bounds::of(c, &self.p) {
+        for (k, c) in patched.iter().enumerate() {
+            if let Some(b) = Bounds::of(k, c, &self.p) {
                 self.bounds.push(b);
             }
         }
@@ -1290,7 +1293,7 @@ impl Aligner {
         self.by_try.extend(0..bounds.len() as u32);
         self.by_try.sort_by_key(|&k| bounds[k as usize].at[0]);
         for (index, c) in original.iter().enumerate() {
-            let Some(ob) = Bounds::of(c, &self.o) else {
+            let Some(ob) = Bounds::of(index, c, &self.o) else {
                 let boundaries = if c.kind() == ClauseKind::Filter { 5 } else { 4 };
                 self.stats.skip(Unchecked::InvalidTarget, boundaries);
                 continue;
@@ -1380,10 +1383,12 @@ impl Aligner {
                 ob.off[k],
                 range(lo, hi)
             );
+            // The patched clause is the one the table shows; the original's is in the message.
             self.diags.push(Diagnostic {
                 code: Code::ClauseBoundaryMoved,
                 offset: pb.off[k],
                 message,
+                detail: super::Detail::clause(pb.clause, None),
             });
         }
     }

@@ -65,7 +65,7 @@ pub(super) struct Node {
     /// Enclosing node or [`NONE`].
     pub parent: u32,
     /// Lowest and highest clause index owning this block (equal unless a shared try).
-    min_clause: u32,
+    pub min_clause: u32,
     max_clause: u32,
     /// A shared try with a finally or fault among its clauses.
     has_finally: bool,
@@ -157,19 +157,23 @@ fn check_clause<R: Resolver + ?Sized>(
     let kind = c.kind();
     let at = c.try_offset;
     if kind == ClauseKind::Invalid {
-        v.report(
+        v.report_clause(
             Code::EHInvalidKind,
             at,
             format!("clause {ci}: flags {:#x} name no handler kind", c.flags),
+            ci as u32,
+            None,
         );
         return false;
     }
     if c.try_length == 0 || c.handler_length == 0 {
         let what = if c.try_length == 0 { "try" } else { "handler" };
-        v.report(
+        v.report_clause(
             Code::EHRegionEmpty,
             at,
             format!("clause {ci}: the {what} is empty"),
+            ci as u32,
+            None,
         );
         return false;
     }
@@ -179,10 +183,12 @@ fn check_clause<R: Resolver + ?Sized>(
         || c.handler_end() > len64
         || (filter && c.class_or_filter as u64 >= len64)
     {
-        v.report(
+        v.report_clause(
             Code::EHClauseOutOfRange,
             at,
             format!("clause {ci}: a region reaches past the end of the code ({len:#x} bytes)"),
+            ci as u32,
+            None,
         );
         return false;
     }
@@ -202,35 +208,43 @@ fn check_clause<R: Resolver + ?Sized>(
     ];
     for (what, b) in bounds {
         if !is_boundary(v, b, len) {
-            v.report(
+            v.report_clause(
                 Code::EHBoundaryNotInstructionStart,
                 b as u32,
                 format!("clause {ci}: the {what} IL_{b:04x} is not an instruction start"),
+                ci as u32,
+                None,
             );
             return false;
         }
     }
     if filter && c.class_or_filter >= c.handler_offset {
-        v.report(
+        v.report_clause(
             Code::EHFilterNotBeforeHandler,
             c.class_or_filter,
             format!("clause {ci}: the filter does not start before its handler"),
+            ci as u32,
+            None,
         );
         return false;
     }
     if kind == ClauseKind::Catch {
         let token = c.class_or_filter;
         if !r.token_fits(OperandKind::Type, token) {
-            v.report(
+            v.report_clause(
                 Code::ExpectedTypeToken,
                 c.handler_offset,
                 format!("clause {ci}: catch class {token:#010x} is not a type token"),
+                ci as u32,
+                None,
             );
         } else if token & 0x00FF_FFFF == 0 || r.token_exists(token) == Some(false) {
-            v.report(
+            v.report_clause(
                 Code::TokenResolve,
                 c.handler_offset,
                 format!("clause {ci}: catch class {token:#010x} does not exist"),
+                ci as u32,
+                None,
             );
         }
     }
@@ -272,13 +286,16 @@ fn build_tree(v: &mut Verifier, intervals: &[Interval], clauses: &[Clause]) -> b
                 continue;
             }
             if x.end > p.end {
-                v.report(
+                v.report_clause(
                     Code::EHOverlap,
                     x.start,
                     format!(
-                        "clause {}: its {} [IL_{:04x}, IL_{:04x}) overlaps the {} [IL_{:04x}, IL_{:04x})",
-                        x.clause, x.kind, x.start, x.end, p.kind, p.start, p.end
+                        "clause {}: its {} [IL_{:04x}, IL_{:04x}) overlaps the {} \
+                         [IL_{:04x}, IL_{:04x}) of clause {}",
+                        x.clause, x.kind, x.start, x.end, p.kind, p.start, p.end, p.min_clause
                     ),
+                    x.clause,
+                    Some(p.min_clause),
                 );
                 ok = false;
                 continue;
@@ -343,7 +360,14 @@ fn join_equal(v: &mut Verifier, n: u32, x: &Interval, clauses: &[Clause]) -> boo
             "its handler or filter is the same block as another",
         ),
     };
-    v.report(code, x.start, format!("clause {}: {msg}", x.clause));
+    let other = node.min_clause;
+    v.report_clause(
+        code,
+        x.start,
+        format!("clause {}: {msg} (clause {other})", x.clause),
+        x.clause,
+        Some(other),
+    );
     false
 }
 
@@ -351,13 +375,15 @@ fn join_equal(v: &mut Verifier, n: u32, x: &Interval, clauses: &[Clause]) -> boo
 fn check_nesting(v: &mut Verifier, parent: u32, x: &Interval) -> bool {
     let p = v.nodes[parent as usize];
     if p.kind == RegionKind::Filter {
-        v.report(
+        v.report_clause(
             Code::EHFilterContainsRegion,
             x.start,
             format!(
-                "clause {}: its {} lies inside the filter at IL_{:04x}",
-                x.clause, x.kind, p.start
+                "clause {}: its {} lies inside the filter of clause {} at IL_{:04x}",
+                x.clause, x.kind, p.min_clause, p.start
             ),
+            x.clause,
+            Some(p.min_clause),
         );
         return false;
     }
@@ -367,13 +393,15 @@ fn check_nesting(v: &mut Verifier, parent: u32, x: &Interval) -> bool {
         v.try_node[x.clause as usize] == parent
     };
     if own {
-        v.report(
+        v.report_clause(
             Code::EHOverlap,
             x.start,
             format!(
                 "clause {}: its {} lies inside its own {}",
                 x.clause, x.kind, p.kind
             ),
+            x.clause,
+            None,
         );
         return false;
     }
@@ -383,13 +411,15 @@ fn check_nesting(v: &mut Verifier, parent: u32, x: &Interval) -> bool {
         while q != NONE && v.nodes[q as usize].start == x.start {
             let n = v.nodes[q as usize];
             if n.kind.is_handler_like() {
-                v.report(
+                v.report_clause(
                     Code::EHDuplicateHandlerStart,
                     x.start,
                     format!(
                         "clause {}: its {} starts where the {} of clause {} starts",
                         x.clause, x.kind, n.kind, n.min_clause
                     ),
+                    x.clause,
+                    Some(n.min_clause),
                 );
                 return false;
             }
@@ -403,13 +433,15 @@ fn check_nesting(v: &mut Verifier, parent: u32, x: &Interval) -> bool {
 fn check_order(v: &mut Verifier, parent: u32, x: &Interval) -> bool {
     let p = v.nodes[parent as usize];
     if x.clause > p.min_clause {
-        v.report(
+        v.report_clause(
             Code::EHOrderInnerAfterOuter,
             x.start,
             format!(
                 "clause {} is nested in the {} of clause {} but listed after it",
                 x.clause, p.kind, p.min_clause
             ),
+            x.clause,
+            Some(p.min_clause),
         );
         return false;
     }
@@ -459,13 +491,15 @@ fn assign_regions(v: &mut Verifier) {
         if node.kind == RegionKind::Filter {
             let last = v.ins[node.end_idx as usize - 1];
             if last.op != Opcode::Endfilter {
-                v.report(
+                v.report_clause(
                     Code::EHFilterNoEndfilter,
                     last.off,
                     format!(
-                        "the filter at IL_{:04x} ends with {}, not endfilter",
-                        node.start, last.op
+                        "the filter of clause {} at IL_{:04x} ends with {}, not endfilter",
+                        node.min_clause, node.start, last.op
                     ),
+                    node.min_clause,
+                    None,
                 );
             }
         }

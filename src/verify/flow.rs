@@ -640,12 +640,14 @@ fn placement(v: &mut Verifier, i: usize, eh_ok: bool) {
         Opcode::Ret | Opcode::Jmp => {
             let r = v.region_of(i);
             if r != NONE {
-                let (code, what) = match v.nodes[r as usize].kind {
+                let node = v.nodes[r as usize];
+                let (code, what) = match node.kind {
                     RegionKind::Try => (Code::ReturnFromTry, "try"),
                     RegionKind::Filter => (Code::ReturnFromFilter, "filter"),
                     _ => (Code::ReturnFromHandler, "handler"),
                 };
-                v.report(code, ins.off, format!("{} inside a {what}", ins.op));
+                let msg = format!("{} inside a {what}", ins.op);
+                v.report_clause(code, ins.off, msg, node.min_clause, None);
             }
         }
         Opcode::Endfinally
@@ -760,7 +762,7 @@ fn exits(v: &mut Verifier, from: usize, to: usize, kind: Transfer) -> bool {
         node.kind,
         node.start
     );
-    v.report(code, v.ins[from].off, msg);
+    v.report_clause(code, v.ins[from].off, msg, node.min_clause, None);
     true
 }
 
@@ -805,6 +807,6 @@ fn entries(v: &mut Verifier, from: usize, to: usize, kind: Transfer) -> bool {
         node.start,
         v.ins[to].off
     );
-    v.report(code, v.ins[from].off, msg);
+    v.report_clause(code, v.ins[from].off, msg, node.min_clause, None);
     true
 }

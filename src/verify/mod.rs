@@ -16,8 +16,15 @@
 //!
 //! Stack rules are checked on code reachable from the entry point and the handlers; the other
 //! rules on every instruction.
+//!
+//! A finding may carry a [`Detail`]: the EH clause it concerns (and the other one involved), or,
+//! at a join where stack depths disagree, every way control arrives with the depth it brings.
+//! The arrivals are worked out after the passes, and only for a body with such a finding, so
+//! that the clean path pays nothing for them.
 
 mod align;
+mod arrivals;
+mod detail;
 mod eh;
 mod flow;
 mod operand;
@@ -29,6 +36,7 @@ mod tests;
 pub mod types;
 
 pub use align::{AlignStats, Aligner, Key, Unchecked, key};
+pub use detail::{Arrival, ArrivalKind, Detail, MAX_ARRIVALS};
 pub use resolver::{
     CallSig, ImageResolver, MethodSig, NoResolver, Resolver, SyntheticResolver, token_table_fits,
 };
@@ -120,58 +128,60 @@ codes! {
     TryNonEmptyStack,
 
     // Exception-handling table (II.19, II.25.4.6). Own names except EHClauseOutOfRange.
-    /// A try, handler or filter reaches outside the code.
+    /// A try, handler or filter reaches outside the code (II.19, II.25.4.6).
     EHClauseOutOfRange,
     /// Clause flags name no handler kind (II.25.4.6).
     EHInvalidKind,
-    /// A try or handler of length zero.
+    /// A try or handler of length zero (II.19, II.25.4.6).
     EHRegionEmpty,
-    /// A region boundary not on an instruction start (or between a prefix and its instruction).
+    /// A region boundary not on an instruction start (or between a prefix and its instruction)
+    /// (II.19).
     EHBoundaryNotInstructionStart,
     /// Two regions overlap without one nesting in the other, or a clause's handler or filter
-    /// lies in its own try (or the reverse).
+    /// lies in its own try, or the reverse (I.12.4.2.7, II.19).
     EHOverlap,
-    /// A try is the same block as a handler or filter.
+    /// A try is the same block as a handler or filter (II.19).
     EHTryIsHandler,
-    /// A try shared by several clauses has a finally or fault handler.
+    /// A try shared by several clauses has a finally or fault handler (II.19).
     EHSharedTryFinally,
-    /// Two handlers or filters start at the same instruction.
+    /// Two handlers or filters start at the same instruction (II.19).
     EHDuplicateHandlerStart,
-    /// A clause nested in another is listed after it (inner clauses come first).
+    /// A clause nested in another is listed after it: inner clauses come first (I.12.4.2.7,
+    /// II.19).
     EHOrderInnerAfterOuter,
-    /// A filter does not start before its handler.
+    /// A filter does not start before its handler (II.19).
     EHFilterNotBeforeHandler,
-    /// A filter contains a try, handler or filter.
+    /// A filter contains a try, handler or filter (II.19).
     EHFilterContainsRegion,
-    /// A filter's last instruction is not `endfilter`.
+    /// A filter's last instruction is not `endfilter` (II.19, III.3.34).
     EHFilterNoEndfilter,
 
     // Entering and leaving regions (II.19, III.1.7.4).
-    /// A branch into a try other than at its first instruction.
+    /// A branch into a try other than at its first instruction (I.12.4.2.8, II.19).
     BranchIntoTry,
-    /// A branch into a handler.
+    /// A branch into a handler (I.12.4.2.8, II.19).
     BranchIntoHandler,
-    /// A branch into a filter.
+    /// A branch into a filter (I.12.4.2.8, II.19).
     BranchIntoFilter,
-    /// A branch out of a try (only `leave` and `throw` may exit).
+    /// A branch out of a try: only `leave` and `throw` may exit (I.12.4.2.8, II.19).
     BranchOutOfTry,
-    /// A branch out of a catch or fault handler.
+    /// A branch out of a catch or fault handler (I.12.4.2.8, II.19).
     BranchOutOfHandler,
-    /// A branch out of a filter.
+    /// A branch out of a filter (I.12.4.2.8, II.19).
     BranchOutOfFilter,
-    /// A branch out of a finally handler.
+    /// A branch out of a finally handler (I.12.4.2.8, II.19).
     BranchOutOfFinally,
-    /// Control falls through the end of a try, handler or filter.
+    /// Control falls through the end of a try, handler or filter (I.12.4.2.8, II.19).
     FallthroughException,
-    /// Control falls through into a handler.
+    /// Control falls through into a handler (I.12.4.2.8, II.19).
     FallthroughIntoHandler,
-    /// Control falls through into a filter.
+    /// Control falls through into a filter (I.12.4.2.8, II.19).
     FallthroughIntoFilter,
-    /// `ret` or `jmp` inside a try.
+    /// `ret` or `jmp` inside a try (I.12.4.2.8, III.3.56).
     ReturnFromTry,
-    /// `ret` or `jmp` inside a handler.
+    /// `ret` or `jmp` inside a handler (I.12.4.2.8, III.3.56).
     ReturnFromHandler,
-    /// `ret` or `jmp` inside a filter.
+    /// `ret` or `jmp` inside a filter (I.12.4.2.8, III.3.56).
     ReturnFromFilter,
     /// `leave` into a try other than at its first instruction (III.3.45).
     LeaveIntoTry,
@@ -231,7 +241,8 @@ codes! {
 
     // Not a verification error.
     /// The resolver does not know a callee's signature, so the stack depth after the call is
-    /// unknown. Returned only by [`max_stack`]; [`verify`] skips such paths instead.
+    /// unknown (III.1.7.5). Returned only by [`max_stack`]; [`verify`] skips such paths
+    /// instead.
     UnresolvedToken,
 
     // Types (the type pass, [`types`]): stack slots, arguments, locals, fields and returns
@@ -271,10 +282,10 @@ codes! {
     // Against the original body (`verify --baseline`, [`Aligner`]); ilcheck's own names. The
     // structural verifier never reports these: they need the original to compare with.
     /// Needs `--baseline`. A branch, `leave` or `switch` case copied from the original lands
-    /// elsewhere than the copy of the instruction it targeted: code both bodies share lies
-    /// between where it lands and that copy (a short displacement that wrapped, a label bound to
-    /// the wrong instruction), though the landing may be a valid target with the same stack
-    /// depth. Not a finding: landing on code inserted right before the target's copy (a
+    /// elsewhere than the copy of the instruction it targeted (III.1.7.4): code both bodies
+    /// share lies between where it lands and that copy (a short displacement that wrapped, a
+    /// label bound to the wrong instruction), though the landing may be a valid target with the
+    /// same stack depth. Not a finding: landing on code inserted right before the target's copy (a
     /// prologue, an epilogue before a `ret`, a `nop`), on the replacement of a target that has
     /// no copy (a `ret` replaced by `br`, `leave` or `stloc`+`leave` to an epilogue), a short
     /// form widened.
@@ -325,13 +336,203 @@ impl fmt::Display for Code {
     }
 }
 
+/// The family of rules a [`Code`] belongs to, as reports group them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub enum CodeGroup {
+    /// Opcodes and the end of the code.
+    InstructionStream,
+    /// Where branches land.
+    BranchTargets,
+    /// Evaluation-stack depths.
+    Stack,
+    /// The exception-handling table itself.
+    EhTable,
+    /// Entering and leaving protected regions, and the instructions placed by them.
+    Regions,
+    /// Prefixes.
+    Prefixes,
+    /// Locals, arguments and tokens.
+    Operands,
+    /// Not a verification error ([`Code::UnresolvedToken`]).
+    NotAnError,
+    /// Verification types: what stack slots, arguments, locals, fields and returns hold (the
+    /// type pass, [`types`]).
+    Types,
+    /// Against the original body (`verify --baseline`).
+    Baseline,
+}
+
+impl CodeGroup {
+    /// The group in words.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CodeGroup::InstructionStream => "instruction stream",
+            CodeGroup::BranchTargets => "branch targets",
+            CodeGroup::Stack => "evaluation stack",
+            CodeGroup::EhTable => "exception-handling table",
+            CodeGroup::Regions => "protected regions",
+            CodeGroup::Prefixes => "prefixes",
+            CodeGroup::Operands => "operands",
+            CodeGroup::NotAnError => "not a verification error",
+            CodeGroup::Types => "types",
+            CodeGroup::Baseline => "against the original",
+        }
+    }
+}
+
+impl Code {
+    /// The family of rules this code belongs to.
+    pub fn group(self) -> CodeGroup {
+        use Code::*;
+        match self {
+            UnknownOpcode | CodeSizeZero | MethodEnd | MethodFallthrough => {
+                CodeGroup::InstructionStream
+            }
+            BadBranch | BadJumpTarget => CodeGroup::BranchTargets,
+            StackUnderflow | StackOverflow | PathStackDepth | BackwardBranch | ReturnVoid
+            | ReturnMissing | ReturnEmpty | JmpStackNotEmpty | EndfilterStack | TailStackEmpty
+            | TryNonEmptyStack => CodeGroup::Stack,
+            EHClauseOutOfRange
+            | EHInvalidKind
+            | EHRegionEmpty
+            | EHBoundaryNotInstructionStart
+            | EHOverlap
+            | EHTryIsHandler
+            | EHSharedTryFinally
+            | EHDuplicateHandlerStart
+            | EHOrderInnerAfterOuter
+            | EHFilterNotBeforeHandler
+            | EHFilterContainsRegion
+            | EHFilterNoEndfilter => CodeGroup::EhTable,
+            BranchIntoTry
+            | BranchIntoHandler
+            | BranchIntoFilter
+            | BranchOutOfTry
+            | BranchOutOfHandler
+            | BranchOutOfFilter
+            | BranchOutOfFinally
+            | FallthroughException
+            | FallthroughIntoHandler
+            | FallthroughIntoFilter
+            | ReturnFromTry
+            | ReturnFromHandler
+            | ReturnFromFilter
+            | LeaveIntoTry
+            | LeaveIntoHandler
+            | LeaveIntoFilter
+            | LeaveOutOfFilter
+            | LeaveOutOfFinally
+            | LeaveOutOfFault
+            | Endfinally
+            | Endfilter
+            | Rethrow
+            | TailCallInsideER => CodeGroup::Regions,
+            TailCall | TailRet | Volatile | Unaligned | ReadOnly | Constrained | NoPrefix => {
+                CodeGroup::Prefixes
+            }
+            UnrecognizedLocalNumber
+            | UnrecognizedArgumentNumber
+            | TokenResolve
+            | ExpectedTypeToken
+            | ExpectedMethodToken
+            | ExpectedFieldToken
+            | ExpectedSigToken
+            | StringOperand => CodeGroup::Operands,
+            UnresolvedToken => CodeGroup::NotAnError,
+            StackUnexpected | PathStackUnexpected | ExpectedNumericType | ExpectedIntegerType
+            | ExpectedFloatType | StackObjRef | StackByRef | ExpectedArray | TypeNotAssignable
+            | UnmanagedPointer => CodeGroup::Types,
+            BranchRetargeted | ClauseBoundaryMoved => CodeGroup::Baseline,
+        }
+    }
+
+    /// The ECMA-335 sections its [`description`](Self::description) cites, e.g.
+    /// `III.1.7.5` or `I.12.4.2.8, II.19`.
+    pub fn reference(self) -> String {
+        ecma_sections(self.description())
+    }
+
+    /// Whether a finding of this code is read best with the method's EH table beside it: the
+    /// table's own rules, transfers into and out of regions, a try entered with a non-empty
+    /// stack, a clause boundary that moved.
+    pub fn concerns_regions(self) -> bool {
+        matches!(self.group(), CodeGroup::EhTable | CodeGroup::Regions)
+            || matches!(self, Code::TryNonEmptyStack | Code::ClauseBoundaryMoved)
+    }
+}
+
+/// The ECMA-335 section references in `text` (`I.12.4.2.8`, `III.1.7.5`, …), in order and
+/// without repeats, joined by `, `; empty when it cites none. A bare section after a
+/// partition's (`III.3.38, 3.39`) is in that partition; tables (`Table III.2`,
+/// `Tables III.5–III.7`) are not sections.
+pub fn ecma_sections(text: &str) -> String {
+    let numbers = |s: &str| {
+        !s.is_empty()
+            && s.split('.')
+                .all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    };
+    let mut found: Vec<String> = Vec::new();
+    let mut partition: Option<&str> = None;
+    let mut table = false;
+    for word in text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '.')) {
+        let word = word.trim_end_matches('.');
+        if word.is_empty() {
+            continue;
+        }
+        if matches!(word, "Table" | "Tables") {
+            table = true;
+            continue;
+        }
+        let section = match word.split_once('.') {
+            Some((p, rest)) if matches!(p, "I" | "II" | "III" | "IV" | "V" | "VI") => {
+                if !numbers(rest) {
+                    continue;
+                }
+                partition = Some(p);
+                word.to_string()
+            }
+            Some(_) if numbers(word) => match partition {
+                Some(p) => format!("{p}.{word}"),
+                None => continue,
+            },
+            _ => {
+                table = false;
+                continue;
+            }
+        };
+        if !table && !found.contains(&section) {
+            found.push(section);
+        }
+    }
+    found.join(", ")
+}
+
 /// One finding: what rule, where (IL offset of the instruction or region it concerns), and a
 /// human explanation.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
 pub struct Diagnostic {
+    /// The rule broken.
     pub code: Code,
+    /// IL offset of the instruction or region boundary it concerns.
     pub offset: u32,
+    /// What is wrong, in words.
     pub message: String,
+    /// The clauses it concerns, or how control arrives where depths disagree; empty for most
+    /// codes.
+    #[serde(skip_serializing_if = "Detail::is_empty")]
+    pub detail: Detail,
+}
+
+impl Diagnostic {
+    /// A finding without detail.
+    pub fn new(code: Code, offset: u32, message: String) -> Diagnostic {
+        Diagnostic {
+            code,
+            offset,
+            message,
+            detail: Detail::default(),
+        }
+    }
 }
 
 impl fmt::Display for Diagnostic {
@@ -628,11 +829,20 @@ struct Out {
 
 impl Out {
     fn report(&mut self, code: Code, offset: u32, message: String) {
+        self.report_with(code, offset, message, Detail::default());
+    }
+
+    // Out of line: the passes' loops call it only on a finding, and building a finding there
+    // would take registers from the loops.
+    #[cold]
+    #[inline(never)]
+    fn report_with(&mut self, code: Code, offset: u32, message: String, detail: Detail) {
         if !self.stop() {
             self.diags.push(Diagnostic {
                 code,
                 offset,
                 message,
+                detail,
             });
         }
     }
@@ -766,16 +976,18 @@ impl Verifier {
             return Err(d.clone());
         }
         if self.incomplete {
-            return Err(Diagnostic {
-                code: Code::UnresolvedToken,
-                offset: 0,
-                message: "a callee's signature is unknown, so the stack depth is too".into(),
-            });
+            return Err(Diagnostic::new(
+                Code::UnresolvedToken,
+                0,
+                "a callee's signature is unknown, so the stack depth is too".into(),
+            ));
         }
-        u16::try_from(self.max).map_err(|_| Diagnostic {
-            code: Code::StackOverflow,
-            offset: 0,
-            message: format!("stack depth {} exceeds 65535", self.max),
+        u16::try_from(self.max).map_err(|_| {
+            Diagnostic::new(
+                Code::StackOverflow,
+                0,
+                format!("stack depth {} exceeds 65535", self.max),
+            )
         })
     }
 
@@ -881,6 +1093,10 @@ impl Verifier {
             return;
         }
         stack::run(self, &ctx, resolver, eh_ok);
+        // Only a body with findings pays for saying how paths reach a join.
+        if !self.out.first_only && !self.out.diags.is_empty() {
+            arrivals::explain(self, resolver);
+        }
         if !self.out.first_only && self.out.diags.len() > 1 {
             self.out.diags.sort_by_key(|d| (d.offset, d.code));
             self.out
@@ -891,6 +1107,19 @@ impl Verifier {
 
     fn report(&mut self, code: Code, offset: u32, message: String) {
         self.out.report(code, offset, message);
+    }
+
+    /// Reports a finding about clause `clause` (and `other`) of the EH table.
+    fn report_clause(
+        &mut self,
+        code: Code,
+        offset: u32,
+        message: String,
+        clause: u32,
+        other: Option<u32>,
+    ) {
+        self.out
+            .report_with(code, offset, message, Detail::clause(clause, other));
     }
 
     /// In first-only mode, whether a finding has been made and work can stop.

@@ -362,10 +362,11 @@ fn post_checks(v: &mut St<'_>, nodes: &[eh::Node], depth: &[u32]) {
         }
         let d = depth[node.first as usize];
         if d != NONE && d != 0 {
-            v.report(
+            v.out.report_with(
                 Code::TryNonEmptyStack,
                 node.start,
                 format!("the try is entered with {d} items on the stack"),
+                super::Detail::clause(node.min_clause, None),
             );
         }
     }

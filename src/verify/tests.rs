@@ -1855,3 +1855,180 @@ fn fill_lengths_agrees_with_the_decode_table() {
         }
     }
 }
+
+// ---- Details ----
+
+#[test]
+fn every_code_cites_ecma_335() {
+    for &code in Code::ALL {
+        let r = code.reference();
+        assert!(!r.is_empty(), "{code}: {}", code.description());
+        // Every group is named, and the region codes read best beside the EH table.
+        assert!(!code.group().as_str().is_empty());
+    }
+    assert_eq!(Code::StackUnderflow.reference(), "III.1.7.5");
+    assert_eq!(Code::BranchOutOfTry.reference(), "I.12.4.2.8, II.19");
+    assert!(Code::EHOverlap.concerns_regions() && Code::LeaveOutOfFinally.concerns_regions());
+    assert!(!Code::StackUnderflow.concerns_regions());
+    assert_eq!(
+        ecma_sections("(II.25.4.1: a body) and II.25.4.1."),
+        "II.25.4.1"
+    );
+    assert_eq!(
+        ecma_sections("III. and II.x and IX.1 and 1.5 and the end."),
+        ""
+    );
+    assert_eq!(
+        Code::UnrecognizedLocalNumber.reference(),
+        "III.3.43, III.3.44, III.3.63, II.23.2.6"
+    );
+    assert_eq!(
+        ecma_sections("(III.1.5 Tables III.5–III.7): shifts, and II.19"),
+        "III.1.5, II.19"
+    );
+    assert_eq!(Code::ExpectedNumericType.reference(), "III.1.5");
+    assert_eq!(Code::StackUnexpected.group(), CodeGroup::Types);
+}
+
+/// A join reached with two depths names both ways there: the branch and the fall-through,
+/// each with the depth it brings.
+#[test]
+fn path_stack_depth_names_the_arrivals() {
+    let a = asm(&[
+        op(Ldc_I4_0),
+        br(Brtrue_S, "x"),
+        op(Ldc_I4_1),
+        lbl("x"),
+        op(Nop),
+        op(Ret),
+    ]);
+    let d = verify_code(&a.code, &[], Some(8), &res());
+    let f = d.iter().find(|d| d.code == Code::PathStackDepth).unwrap();
+    assert_eq!(f.offset, a.at("x"));
+    let got: Vec<(ArrivalKind, u32, u32)> = f
+        .detail
+        .arrivals
+        .iter()
+        .map(|a| (a.kind, a.from, a.depth))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (ArrivalKind::Branch, 1, 0),
+            (ArrivalKind::FallThrough, 3, 1)
+        ]
+    );
+    assert!(
+        f.message.contains("depth 0 by the branch at IL_0001")
+            && f.message.contains("depth 1 falling through from IL_0003"),
+        "{}",
+        f.message
+    );
+    // The single pass never reports, so the details are the full passes' either way.
+    single_pass_agrees(&a.code, &[], 8, &res()).unwrap();
+    // Stopping at the first finding skips them.
+    let first = Verifier::new()
+        .verify_code(&a.code, &[], Some(8), &res())
+        .to_vec();
+    assert_eq!(first, d);
+}
+
+/// Many branches to one join: the first [`MAX_ARRIVALS`] are listed, the rest counted.
+#[test]
+fn arrivals_are_capped() {
+    let mut items = vec![op(Ldarg_0)];
+    for _ in 0..40 {
+        items.push(op(Dup));
+        items.push(br(Brtrue, "x"));
+    }
+    items.extend([
+        op(Pop),
+        op(Ldc_I4_0),
+        op(Ldc_I4_0),
+        lbl("x"),
+        op(Pop),
+        op(Ret),
+    ]);
+    let a = asm(&items);
+    let d = verify_code(&a.code, &[], Some(100), &res());
+    let f = d.iter().find(|d| d.code == Code::PathStackDepth).unwrap();
+    assert_eq!(f.detail.arrivals.len(), MAX_ARRIVALS);
+    assert_eq!(
+        f.detail.arrivals.len() as u32 + f.detail.more_arrivals,
+        41,
+        "{f:?}"
+    );
+    assert!(f.message.contains("more"), "{}", f.message);
+}
+
+/// EH-table findings name their clause and the other clause involved.
+#[test]
+fn eh_findings_name_their_clauses() {
+    let a = asm(&nested());
+    let overlap = vec![
+        catch(&a, ("it", "ih"), ("ih", "he")),
+        finally(&a, ("t", "h"), ("h", "he")),
+    ];
+    let d = verify_code(&a.code, &overlap, Some(8), &res());
+    let f = d.iter().find(|d| d.code == Code::EHOverlap).unwrap();
+    assert!(
+        f.detail.clause.is_some() && f.detail.other_clause.is_some(),
+        "{f:?}"
+    );
+    assert_ne!(f.detail.clause, f.detail.other_clause);
+    let mut reversed = nested_clauses(&a);
+    reversed.reverse();
+    let d = verify_code(&a.code, &reversed, Some(8), &res());
+    let f = d
+        .iter()
+        .find(|d| d.code == Code::EHOrderInnerAfterOuter)
+        .unwrap();
+    assert_eq!((f.detail.clause, f.detail.other_clause), (Some(1), Some(0)));
+    // A transfer out of a region names the region's clause.
+    let items = [
+        lbl("t"),
+        br(Br_S, "out"),
+        lbl("h"),
+        op(Pop),
+        br(Leave_S, "out"),
+        lbl("out"),
+        op(Ret),
+    ];
+    let a = asm(&items);
+    let c = [catch(&a, ("t", "h"), ("h", "out"))];
+    let d = verify_code(&a.code, &c, Some(8), &res());
+    let f = d.iter().find(|d| d.code == Code::BranchOutOfTry).unwrap();
+    assert_eq!(f.detail.clause, Some(0), "{d:?}");
+}
+
+/// Twenty thousand joins each reached with two depths: every finding gets its two arrivals,
+/// found in one pass (a search per finding would be quadratic here).
+#[test]
+fn arrivals_at_many_joins_are_found_in_one_pass() {
+    const JOINS: usize = 20_000;
+    let mut code = Vec::with_capacity(5 * JOINS + 1);
+    for _ in 0..JOINS {
+        // ldarg.0; brtrue.s +1; ldc.i4.1; nop: depth 0 by the branch, 1 falling through.
+        code.extend_from_slice(&[0x02, 0x2D, 0x01, 0x17, 0x00]);
+    }
+    code.push(0x2A);
+    let d = verify_code(&code, &[], Some(8), &res());
+    assert_eq!(d.len(), JOINS);
+    for (k, f) in d.iter().enumerate() {
+        let at = 5 * k as u32;
+        assert_eq!((f.code, f.offset), (Code::PathStackDepth, at + 4));
+        let got: Vec<(ArrivalKind, u32, u32)> = f
+            .detail
+            .arrivals
+            .iter()
+            .map(|a| (a.kind, a.from, a.depth))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (ArrivalKind::Branch, at + 1, 0),
+                (ArrivalKind::FallThrough, at + 3, 1)
+            ]
+        );
+    }
+}

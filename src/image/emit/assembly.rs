@@ -708,6 +708,9 @@ mod tests {
         assert_eq!(name, "Demo.Program::Main()");
         assert!(m.body_bytes().unwrap().starts_with(&[0x0A, 0x1D, 0x2A]));
         assert_eq!(crate::image::integrity::check(&image).len(), 0);
+        let id = image.assembly_identity().unwrap().unwrap();
+        assert_eq!((id.name.as_str(), id.version), ("Hello", [1, 2, 3, 4]));
+        assert!(id.culture.is_empty() && id.public_key_or_token.is_empty());
     }
 
     #[test]

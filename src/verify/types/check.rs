@@ -342,11 +342,7 @@ impl TypeChecker {
             return;
         }
         self.reported_at = off;
-        self.out.push(Diagnostic {
-            code,
-            offset: off,
-            message,
-        });
+        self.out.push(Diagnostic::new(code, off, message));
     }
 
     /// Runs the block starting at instruction `i` from its entry state.

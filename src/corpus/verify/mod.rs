@@ -1,0 +1,673 @@
+//! Verification runs: every method of every input checked by the structural verifier, with its
+//! own metadata as the resolver; optionally only what is new against baseline assemblies, and
+//! then also each changed method aligned with its original ([`crate::verify::Aligner`]) for
+//! branches and clause boundaries that moved.
+//!
+//! A run counts findings per code and per assembly, merges findings of one code at one
+//! instruction of one method into one, and gives each listed finding what a reader needs
+//! beside its message ([`detail`]): the disassembly around it with its tokens named, the EH
+//! table for a finding about regions, and the ways control arrives where stack depths disagree.
+
+mod baseline;
+mod detail;
+
+pub use baseline::{Baseline, PairedBy, canonical, identity_text};
+pub use detail::{
+    ArrivalRow, ClauseRow, CodeDoc, MAX_CLAUSES_SHOWN, arrival_rows, clause_rows, code_doc,
+};
+
+use super::types::{TypeLevel, TypePass, TypeSummary};
+use super::{Input, Skipped};
+use crate::body::Body;
+use crate::disasm::{ImageNamer, TokenNamer};
+use crate::image::{Image, ImageError, Method, Table, Token, integrity};
+use crate::verify::types::ModuleStore;
+use crate::verify::{Aligner, Code, Detail, Diagnostic, ImageResolver, Unchecked, Verifier};
+use baseline::{BaselineAssembly, CodeCounts, Match};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+/// Code of a finding for a body whose header or sections do not decode (not a verifier rule:
+/// the verifier never sees such a body).
+pub const BODY_MALFORMED: &str = "BodyMalformed";
+
+/// One finding of a verification run.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Finding {
+    /// The input's name ([`Input::name`]).
+    pub assembly: String,
+    /// The method's full name, `Ns.Outer/Inner::Method(int32,string)`; empty for an
+    /// image-level finding.
+    pub method: String,
+    /// The method's declaring type, `Ns.Outer/Inner` (empty for an image-level finding and a
+    /// global method): what code-scanning UIs group findings by.
+    pub type_name: String,
+    /// MethodDef token, `0x06xxxxxx`; empty for an image-level finding.
+    pub token: String,
+    /// IL offset (for [`BODY_MALFORMED`]: byte offset from the start of the body; for an
+    /// image-level finding: file offset).
+    pub offset: u32,
+    /// The verifier's stable code name, [`BODY_MALFORMED`], or an
+    /// [`IntegrityCode`](crate::image::IntegrityCode) name for an image-level finding.
+    pub code: String,
+    /// What is wrong, in words.
+    pub message: String,
+    /// The ECMA-335 sections the code's rule cites ([`code_doc`]).
+    pub reference: String,
+    /// With `--baseline`: why the method's match to the original is uncertain (matched by token
+    /// while the names differ or cannot be read), so the finding may not be new.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub baseline_match: Option<String>,
+    /// Further findings of the same code at the same instruction of the method, merged into
+    /// this one (a `switch` with several cases retargeted, a try end and handler start moved
+    /// together).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub duplicates: u32,
+    /// The instructions around the offset, the one at fault marked with `>`, tokens named as
+    /// `disasm` names them; empty for image-level and [`BODY_MALFORMED`] findings.
+    #[serde(rename = "disassembly")]
+    pub window: String,
+    /// The EH clause (index in table order) the finding concerns.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clause: Option<u32>,
+    /// The other clause involved (the one it overlaps, nests in, shares a block with).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub other_clause: Option<u32>,
+    /// The method's EH table, for a finding about regions or clauses (of a long table, the
+    /// clauses near those the finding names).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub clauses: Vec<ClauseRow>,
+    /// Clauses of the table not in `clauses`.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub clauses_omitted: u32,
+    /// Where stack depths disagree: how control arrives, with the depth each way brings.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub arrivals: Vec<ArrivalRow>,
+    /// Arrivals beyond those listed.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub more_arrivals: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+impl Finding {
+    /// Whether the finding concerns the image rather than one method.
+    pub fn is_image_level(&self) -> bool {
+        self.token.is_empty()
+    }
+}
+
+/// Findings of one code over a run.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct CodeSummary {
+    /// Findings reported (after the baseline's suppression and merging).
+    pub findings: u64,
+    /// Methods with at least one (0 for an image-level code).
+    pub methods: u64,
+    /// The ECMA-335 sections the rule cites.
+    pub reference: String,
+}
+
+/// What the run found in one assembly.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct AssemblySummary {
+    /// The input's name ([`Input::name`]).
+    pub assembly: String,
+    /// `Name, Version=1.2.3.4` from its Assembly table, when readable.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub identity: Option<String>,
+    /// MethodDefs with a body.
+    pub methods_checked: u64,
+    /// Methods with at least one finding reported.
+    pub methods_with_findings: u64,
+    /// Findings reported, image-level ones included.
+    pub findings: u64,
+    /// Bytes of IL verified.
+    pub il_bytes: u64,
+    /// With a baseline: the original it was compared with.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub original: Option<String>,
+    /// With a baseline: how the original was found.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paired_by: Option<PairedBy>,
+    /// With a baseline: why no original was found (every finding is then new).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub no_original: Option<String>,
+}
+
+/// The verification report. The JSON schema is documented in `docs/verify-json.md`.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct VerifyReport {
+    /// `ilcheck.verify/1`, set by [`verify`].
+    pub schema: &'static str,
+    /// What was read: the paths given, or the default corpus's parts.
+    pub sources: Vec<String>,
+    /// Images read.
+    pub assemblies: u64,
+    /// Files found while scanning a directory that are not .NET assemblies (native PE files,
+    /// other files named `.dll`). With `--strict` they fail the run.
+    pub skipped: Vec<Skipped>,
+    /// Inputs that could not be read: a named file that is not a readable .NET assembly, a
+    /// corrupt assembly, an entry that cannot be opened or listed. Any of them fails the run.
+    pub image_errors: Vec<Skipped>,
+    /// MethodDefs with a body (RVA ≠ 0), including those whose body does not decode.
+    pub methods_checked: u64,
+    /// Methods with at least one finding reported (after the baseline's suppression).
+    pub methods_with_errors: u64,
+    /// Methods some of whose paths could not be followed because a call's signature did not
+    /// resolve; checked as far as known, never guessed.
+    pub methods_incomplete: u64,
+    /// Bytes of IL verified (bodies that decoded).
+    pub il_bytes: u64,
+    /// Time spent verifying (resolver set-up and rules), single thread.
+    pub verify_seconds: f64,
+    /// Baseline assemblies read, when `--baseline` was given.
+    pub baseline_assemblies: u64,
+    /// Findings present in the baseline too, and so not reported.
+    pub baseline_suppressed: u64,
+    /// Methods with findings matched to the original by token only (names differ or cannot be
+    /// read); their findings that are still reported are marked with the reason.
+    pub baseline_uncertain: u64,
+    /// Assemblies verified with a baseline given that have no original (the reason is in
+    /// their [`AssemblySummary::no_original`]): every finding of theirs is reported as new.
+    pub baseline_missing: Vec<String>,
+    /// With `--baseline`: what aligning changed methods with their originals compared.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub alignment: Option<AlignmentSummary>,
+    /// What the type pass checked, when it ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub types: Option<TypeSummary>,
+    /// Findings reported, image-level ones included (all of them, listed or not).
+    pub findings_total: u64,
+    /// Findings merged into another of the same code at the same instruction (not counted in
+    /// `findings_total`).
+    pub duplicates_merged: u64,
+    /// Findings per code.
+    pub codes: BTreeMap<String, CodeSummary>,
+    /// Each assembly read, in the order read.
+    pub per_assembly: Vec<AssemblySummary>,
+    /// The first findings, up to [`VerifyOptions::max_findings`].
+    pub findings: Vec<Finding>,
+}
+
+impl VerifyReport {
+    /// Verification throughput: MB/s (10^6 bytes) of IL.
+    pub fn mb_per_s(&self) -> f64 {
+        if self.verify_seconds > 0.0 {
+            self.il_bytes as f64 / self.verify_seconds / 1e6
+        } else {
+            0.0
+        }
+    }
+
+    /// No finding, and every input was read.
+    pub fn clean(&self) -> bool {
+        self.findings_total == 0 && self.image_errors.is_empty()
+    }
+
+    /// The codes by findings, most first (ties by name).
+    pub fn codes_by_count(&self) -> Vec<(&str, &CodeSummary)> {
+        let mut codes: Vec<(&str, &CodeSummary)> =
+            self.codes.iter().map(|(k, v)| (k.as_str(), v)).collect();
+        codes.sort_by(|a, b| b.1.findings.cmp(&a.1.findings).then(a.0.cmp(b.0)));
+        codes
+    }
+}
+
+/// What aligning patched methods with their originals compared (with `--baseline`). Every
+/// method counted in `methods_compared` is counted once more, in exactly one of
+/// `methods_identical`, `methods_without_targets`, `methods_aligned`, `methods_in_part` and
+/// `methods_not_aligned`.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct AlignmentSummary {
+    /// Patched methods with a body whose original (in the assembly's original; by token, then
+    /// by unique name) has a body too.
+    pub methods_compared: u64,
+    /// Methods whose code and clauses are the original's byte for byte: nothing to align.
+    pub methods_identical: u64,
+    /// Methods whose original has no branch, `leave`, `switch` or clause: nothing to compare.
+    pub methods_without_targets: u64,
+    /// Methods aligned with every branch target and clause boundary of the original compared.
+    pub methods_aligned: u64,
+    /// Methods aligned in part: a stretch left unaligned, or targets or boundaries not
+    /// compared (counted in `unchecked`).
+    pub methods_in_part: u64,
+    /// Methods not aligned at all (counted by reason in `not_aligned`).
+    pub methods_not_aligned: u64,
+    /// Branch, `leave` and `switch` targets of originals compared.
+    pub targets_checked: u64,
+    /// Clause boundaries of originals compared.
+    pub boundaries_checked: u64,
+    /// Methods not aligned, by [`Unchecked`] reason.
+    pub not_aligned: BTreeMap<&'static str, u64>,
+    /// In the methods aligned in part: stretches, targets and boundaries not compared, by
+    /// [`Unchecked`] reason.
+    pub unchecked: BTreeMap<&'static str, u64>,
+    /// Time spent aligning (decoding both bodies and matching methods included), single
+    /// thread.
+    pub seconds: f64,
+}
+
+impl AlignmentSummary {
+    pub(super) fn not_aligned(&mut self, why: Unchecked) {
+        self.methods_not_aligned += 1;
+        *self.not_aligned.entry(why.as_str()).or_default() += 1;
+    }
+}
+
+/// Options of a verification run.
+#[derive(Clone, Copy, Debug)]
+pub struct VerifyOptions {
+    /// How many findings are listed (all are counted).
+    pub max_findings: usize,
+    /// Instructions shown on each side of a finding.
+    pub window: usize,
+    /// Which type findings are reported ([`TypeLevel::Off`]: no type pass).
+    pub types: TypeLevel,
+}
+
+impl Default for VerifyOptions {
+    fn default() -> Self {
+        VerifyOptions {
+            max_findings: 200,
+            window: 3,
+            types: TypeLevel::Off,
+        }
+    }
+}
+
+/// Verifies every method of every input, accumulating into `report`. With a baseline, findings
+/// the original method had too are suppressed (by code, as many as it had). Inputs that cannot
+/// be read go to `report.image_errors`; files found by a scan that are not .NET assemblies go
+/// to `report.skipped`.
+pub fn verify(
+    inputs: &[Input],
+    opts: VerifyOptions,
+    baseline: Option<&Baseline>,
+    report: &mut VerifyReport,
+    progress: impl FnMut(&Input),
+) {
+    let store = ModuleStore::with_runtime_dirs(Vec::new());
+    verify_with(inputs, opts, &store, baseline, report, progress)
+}
+
+/// [`verify`], with the type pass finding references through `store`.
+pub fn verify_with(
+    inputs: &[Input],
+    opts: VerifyOptions,
+    store: &ModuleStore,
+    baseline: Option<&Baseline>,
+    report: &mut VerifyReport,
+    mut progress: impl FnMut(&Input),
+) {
+    report.schema = "ilcheck.verify/1";
+    let mut types = TypePass::new(store, opts.types);
+    if opts.types != TypeLevel::Off && report.types.is_none() {
+        report.types = Some(TypeSummary::default());
+    }
+    report.baseline_assemblies = baseline.map_or(0, |b| b.assemblies_read);
+    if baseline.is_some() && report.alignment.is_none() {
+        report.alignment = Some(AlignmentSummary::default());
+    }
+    let mut verifier = Verifier::new();
+    let mut aligner = Aligner::new();
+    for input in inputs {
+        match input.open() {
+            Ok(image) => {
+                report.assemblies += 1;
+                let passes = (&mut verifier, &mut aligner, &mut types);
+                verify_image(input, &image, opts, baseline, passes, report);
+            }
+            Err(e @ (ImageError::NotDotNet | ImageError::Pe(_) | ImageError::NoOptionalHeader))
+                if !input.must_be_assembly() =>
+            {
+                report.skipped.push(Skipped {
+                    path: input.name(),
+                    reason: e.to_string(),
+                })
+            }
+            Err(e) => report.image_errors.push(Skipped {
+                path: input.name(),
+                reason: e.to_string(),
+            }),
+        }
+        progress(input);
+    }
+}
+
+/// Adds `f` to the report unless the baseline's `known` counts hold its code; returns whether
+/// it was new.
+fn record(
+    report: &mut VerifyReport,
+    opts: VerifyOptions,
+    known: &mut CodeCounts,
+    f: Finding,
+) -> bool {
+    if let Some(n) = known.get_mut(&f.code).filter(|n| **n > 0) {
+        *n -= 1;
+        report.baseline_suppressed += 1;
+        return false;
+    }
+    report.findings_total += 1;
+    report.duplicates_merged += u64::from(f.duplicates);
+    if let Some(a) = report.per_assembly.last_mut() {
+        a.findings += 1;
+    }
+    let summary = report
+        .codes
+        .entry(f.code.clone())
+        .or_insert_with(|| CodeSummary {
+            reference: f.reference.clone(),
+            ..CodeSummary::default()
+        });
+    summary.findings += 1;
+    if report.findings.len() < opts.max_findings {
+        report.findings.push(f);
+    }
+    true
+}
+
+/// A method's finding before it is rendered: the verifier's or aligner's, or the body's
+/// decode error.
+enum Raw {
+    Rule(Diagnostic),
+    Malformed(u32, String),
+}
+
+impl Raw {
+    fn offset(&self) -> u32 {
+        match self {
+            Raw::Rule(d) => d.offset,
+            Raw::Malformed(offset, _) => *offset,
+        }
+    }
+}
+
+/// The declaring type of `method` as its full name writes it; empty for a global method.
+fn type_name(image: &Image<'_>, method: &Method<'_>) -> String {
+    let mut out = String::new();
+    if let Ok(Some(owner)) = method.declaring_type()
+        && image
+            .write_type_name(Token::new(Table::TypeDef, owner), &mut out)
+            .is_err()
+    {
+        out.clear();
+    }
+    out
+}
+
+fn verify_image(
+    input: &Input,
+    image: &Image<'_>,
+    opts: VerifyOptions,
+    baseline: Option<&Baseline>,
+    (verifier, aligner, types): (&mut Verifier, &mut Aligner, &mut TypePass<'_>),
+    report: &mut VerifyReport,
+) {
+    let assembly = input.name();
+    let identity = baseline::identity_of(image);
+    let mut summary = AssemblySummary {
+        assembly: assembly.clone(),
+        identity: identity.clone(),
+        ..AssemblySummary::default()
+    };
+    let original: Option<&BaselineAssembly> = match baseline {
+        None => None,
+        Some(b) => match b.original_for(input, identity.as_deref()) {
+            Ok((a, by)) => {
+                summary.original = Some(a.name.clone());
+                summary.paired_by = Some(by);
+                Some(a)
+            }
+            Err(why) => {
+                summary.no_original = Some(why);
+                report.baseline_missing.push(assembly.clone());
+                None
+            }
+        },
+    };
+    report.per_assembly.push(summary);
+    let mut known = original.map(|a| a.image.clone()).unwrap_or_default();
+    for f in integrity::check(image) {
+        let code = f.code.name().to_string();
+        let finding = Finding {
+            assembly: assembly.clone(),
+            offset: u32::try_from(f.offset).unwrap_or(u32::MAX),
+            reference: code_doc(&code).reference,
+            code,
+            message: f.message,
+            ..Finding::default()
+        };
+        record(report, opts, &mut known, finding);
+    }
+
+    // Decode every body first and time the verify loop as one batch: a clock read per method
+    // would cost more than verifying a small body. The timed loop covers everything
+    // verification does, the resolver's per-method facts included.
+    let work: Vec<(Method<'_>, Result<Body<'_>, ImageError>)> = image
+        .methods()
+        .filter(|m| m.rva() != 0)
+        .map(|m| (m, m.decoded_body()))
+        .collect();
+    let checked = work.len() as u64;
+    report.methods_checked += checked;
+    // Findings with the index of their method in `work`, in method order.
+    let mut found: Vec<(usize, Diagnostic)> = Vec::new();
+    let mut resolver = ImageResolver::new(image);
+    let mut il_bytes = 0;
+    let start = Instant::now();
+    for (k, (method, body)) in work.iter().enumerate() {
+        let Ok(body) = body else { continue };
+        resolver.set_method(method, body);
+        verifier.verify(body, &resolver);
+        il_bytes += body.code.len() as u64;
+        report.methods_incomplete += u64::from(!verifier.is_complete());
+        found.extend(verifier.diagnostics().iter().map(|d| (k, d.clone())));
+    }
+    report.verify_seconds += start.elapsed().as_secs_f64();
+    report.il_bytes += il_bytes;
+    if let Some(a) = report.per_assembly.last_mut() {
+        (a.methods_checked, a.il_bytes) = (checked, il_bytes);
+    }
+
+    // Type findings, on the methods the structural rules accepted, merged with theirs.
+    if let Some(summary) = report.types.as_mut() {
+        let mut rejected = vec![false; work.len()];
+        for f in &found {
+            rejected[f.0] = true;
+        }
+        let mut typed = Vec::new();
+        types.run(
+            image,
+            input_path(input),
+            &work,
+            |k| !rejected[k],
+            summary,
+            |k, code, offset, message| typed.push((k, Diagnostic::new(code, offset, message))),
+        );
+        found.extend(typed);
+        // Stable: a method's structural findings stay before its type findings.
+        found.sort_by_key(|f| f.0);
+    }
+
+    // Alignment findings, in method order.
+    let mut moved: Vec<baseline::Moved> = Vec::new();
+    if let (Some(b), Some(a), Some(summary)) = (baseline, original, report.alignment.as_mut()) {
+        let start = Instant::now();
+        baseline::align_image(&work, b, a, aligner, summary, &mut moved);
+        summary.seconds += start.elapsed().as_secs_f64();
+    }
+
+    let mut found = found.into_iter().peekable();
+    let mut moved = moved.into_iter().peekable();
+    // Windows name their tokens; only the instructions shown are named.
+    let names = ImageNamer::new(image);
+    for (k, (method, body)) in work.iter().enumerate() {
+        let findings: Vec<(Raw, u32)> = match body {
+            Ok(_) => {
+                // Most methods have none: nothing to gather.
+                let here = |f: Option<&(usize, Diagnostic)>| f.is_some_and(|f| f.0 == k);
+                if !here(found.peek()) && !here(moved.peek()) {
+                    continue;
+                }
+                let mut all: Vec<Diagnostic> = std::iter::from_fn(|| found.next_if(|f| f.0 == k))
+                    .chain(std::iter::from_fn(|| moved.next_if(|f| f.0 == k)))
+                    .map(|(_, d)| d)
+                    .collect();
+                merge_duplicates(&mut all)
+                    .into_iter()
+                    .map(|(d, n)| (Raw::Rule(d), n))
+                    .collect()
+            }
+            Err(e) => vec![(Raw::Malformed(body_error_offset(e), e.to_string()), 0)],
+        };
+        let body = body.as_ref().ok();
+        let name = method.full_name();
+        let (mut known, uncertain) = match original.map_or(Match::None, |a| {
+            baseline.map_or(Match::None, |b| {
+                b.match_for(a, method.token().0, name.as_deref().ok())
+            })
+        }) {
+            Match::Certain(c, _) => (c, None),
+            Match::Uncertain(c, why) => (c, Some(why)),
+            Match::None => (CodeCounts::new(), None),
+        };
+        let name = name.unwrap_or_else(|e| format!("<name unreadable: {e}>"));
+        let owner = type_name(image, method);
+        let mut codes: Vec<String> = Vec::new();
+        for (raw, duplicates) in findings {
+            let mut f = Finding {
+                assembly: assembly.clone(),
+                method: name.clone(),
+                type_name: owner.clone(),
+                token: format!("{:#010x}", method.token().0),
+                offset: raw.offset(),
+                baseline_match: uncertain.clone(),
+                duplicates,
+                ..Finding::default()
+            };
+            let listed = report.findings.len() < opts.max_findings;
+            match (raw, body) {
+                (Raw::Rule(d), Some(b)) => {
+                    f.code = d.code.as_str().to_string();
+                    if listed {
+                        show(&mut f, d.code, &d.detail, b, opts, &names);
+                    }
+                    f.message = d.message;
+                }
+                (Raw::Rule(d), None) => {
+                    f.code = d.code.as_str().to_string();
+                    f.message = d.message;
+                }
+                (Raw::Malformed(_, message), _) => {
+                    f.code = BODY_MALFORMED.to_string();
+                    f.message = message;
+                }
+            }
+            f.reference = code_doc(&f.code).reference;
+            let code = f.code.clone();
+            if record(report, opts, &mut known, f) && !codes.contains(&code) {
+                codes.push(code);
+            }
+        }
+        for code in &codes {
+            if let Some(c) = report.codes.get_mut(code) {
+                c.methods += 1;
+            }
+        }
+        let any = !codes.is_empty();
+        report.methods_with_errors += u64::from(any);
+        if let Some(a) = report.per_assembly.last_mut() {
+            a.methods_with_findings += u64::from(any);
+        }
+        report.baseline_uncertain += u64::from(uncertain.is_some());
+    }
+}
+
+/// Sorts one method's findings by offset and code and merges those of one code at one offset
+/// into the first: each with the number merged into it.
+fn merge_duplicates(all: &mut [Diagnostic]) -> Vec<(Diagnostic, u32)> {
+    // Stable: of equal ones, the structural verifier's come before the aligner's, as found.
+    all.sort_by_key(|d| (d.offset, d.code));
+    let mut out: Vec<(Diagnostic, u32)> = Vec::with_capacity(all.len());
+    for d in all.iter() {
+        match out.last_mut() {
+            Some((last, n)) if last.offset == d.offset && last.code == d.code => *n += 1,
+            _ => out.push((d.clone(), 0)),
+        }
+    }
+    out
+}
+
+/// Fills in what a listed finding shows besides its message: the disassembly around it, the
+/// EH table when it concerns regions or names a clause, and the arrivals where stack depths
+/// disagree.
+fn show(
+    f: &mut Finding,
+    code: Code,
+    detail: &Detail,
+    body: &Body<'_>,
+    opts: VerifyOptions,
+    names: &dyn TokenNamer,
+) {
+    f.window = crate::disasm::window_with(body.code, f.offset, opts.window, Some(names));
+    f.clause = detail.clause;
+    f.other_clause = detail.other_clause;
+    if (code.concerns_regions() || detail.clause.is_some()) && body.clauses().next().is_some() {
+        let focus: Vec<u32> = detail
+            .clause
+            .into_iter()
+            .chain(detail.other_clause)
+            .collect();
+        (f.clauses, f.clauses_omitted) = clause_rows(body, Some(names), &focus);
+    }
+    f.arrivals = arrival_rows(body.code, &detail.arrivals, Some(names));
+    f.more_arrivals = detail.more_arrivals;
+}
+
+/// The file an input was read from, when it is one.
+fn input_path(input: &Input) -> Option<&std::path::Path> {
+    match input {
+        Input::File { path, .. } => Some(path),
+        Input::Embedded { .. } => None,
+    }
+}
+
+fn body_error_offset(e: &ImageError) -> u32 {
+    match e {
+        ImageError::Body { source, .. } => source.offset() as u32,
+        _ => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn duplicates_merge_by_offset_and_code() {
+        let d = |code, offset| Diagnostic::new(code, offset, format!("{code} at {offset}"));
+        let mut all = vec![
+            d(Code::BranchRetargeted, 4),
+            d(Code::StackUnderflow, 4),
+            d(Code::BranchRetargeted, 4),
+            d(Code::BranchRetargeted, 2),
+            d(Code::BranchRetargeted, 4),
+        ];
+        let merged: Vec<(Code, u32, u32)> = merge_duplicates(&mut all)
+            .into_iter()
+            .map(|(d, n)| (d.code, d.offset, n))
+            .collect();
+        assert_eq!(
+            merged,
+            [
+                (Code::BranchRetargeted, 2, 0),
+                (Code::StackUnderflow, 4, 0),
+                (Code::BranchRetargeted, 4, 2)
+            ]
+        );
+    }
+}
