@@ -2,11 +2,14 @@
 //! on generated bodies of three sizes with their synthetic resolvers, and on the real corpus
 //! (`/usr/lib/mono/4.5`, or `ILCHECK_BENCH_CORPUS=DIR`) with one `ImageResolver` per assembly.
 //! Bodies are decoded beforehand; the timed loop sets each method's facts and verifies it.
+//! `types-CORPUS` times the type pass over the same corpus: per assembly a fresh type system
+//! (references opened once, shared by the iterations, as in a run) and every method checked.
 
 #[allow(dead_code)]
 mod support;
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use ilcheck::verify::types::{ModuleStore, TypeChecker, TypeSystem};
 use ilcheck::verify::{ImageResolver, Verifier};
 use std::hint::black_box;
 
@@ -69,6 +72,36 @@ fn verify(c: &mut Criterion) {
         g.throughput(corpus.throughput());
         g.bench_function(corpus.name.as_str(), |b| {
             b.iter(|| verify_corpus(&mut prepared, &mut verifier))
+        });
+        let store = ModuleStore::with_runtime_dirs(Vec::new());
+        let bodies: Vec<Vec<(u32, ilcheck::body::Body<'static>)>> = corpus
+            .images
+            .iter()
+            .map(|image| {
+                image
+                    .methods()
+                    .filter(|m| m.rva() != 0)
+                    .filter_map(|m| Some((m.rid(), m.decoded_body().ok()?)))
+                    .collect()
+            })
+            .collect();
+        let mut checker = TypeChecker::new();
+        let mut type_check = || {
+            let mut findings = 0;
+            for (image, bodies) in corpus.images.iter().zip(&bodies) {
+                let mut ts = TypeSystem::new(&store, image, None);
+                for (rid, body) in bodies {
+                    findings += checker
+                        .check(&mut ts, *rid, black_box(body))
+                        .diagnostics
+                        .len();
+                }
+            }
+            findings
+        };
+        eprintln!("{}: type pass, {} findings", corpus.name, type_check());
+        g.bench_function(format!("types-{}", corpus.name), |b| {
+            b.iter(&mut type_check)
         });
     }
     g.finish();

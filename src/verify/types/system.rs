@@ -510,9 +510,9 @@ impl<'a> TypeSystem<'a> {
 
     /// A cached TypeRef answer, re-marked value or class as a signature says.
     fn with_kind(&mut self, t: TyId, value: Option<bool>) -> TyId {
-        match (self.tys.node(t).clone(), value) {
-            (TyNode::Class(k), Some(true)) => self.tys.intern(TyNode::Value(k)),
-            (TyNode::Value(k), Some(false)) => self.tys.intern(TyNode::Class(k)),
+        match (self.tys.node(t), value) {
+            (&TyNode::Class(k), Some(true)) => self.tys.intern(TyNode::Value(k)),
+            (&TyNode::Value(k), Some(false)) => self.tys.intern(TyNode::Class(k)),
             _ => t,
         }
     }
