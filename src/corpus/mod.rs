@@ -30,6 +30,10 @@ pub const EMBEDDED: &[(&str, &[u8])] = &[
         include_bytes!("../../corpus/bin/verify_cases.dll"),
     ),
     (
+        "corpus/bin/type_cases.dll",
+        include_bytes!("../../corpus/bin/type_cases.dll"),
+    ),
+    (
         "corpus/bin/control_flow.exe",
         include_bytes!("../../corpus/bin/control_flow.exe"),
     ),
