@@ -2,7 +2,9 @@
 //! through both, under mono and CoreCLR — generated programs, and rewritten ones that call a
 //! probe assembly beside them — and a program that hangs, crashes the runtime, exits the
 //! process, throws out of `Main` or sets an exit code ends exactly as it does in a process of
-//! its own, after which the same executor runs the next program through a new server.
+//! its own, after which the same executor runs the next program through a new server; one that
+//! prints without a final newline, reads its input, replaces `Console.Out` or prints its
+//! working directory prints the same lines both ways.
 
 mod support;
 
@@ -168,6 +170,7 @@ fn misbehaving_programs_end_as_in_processes_of_their_own() {
         ("NO_NEWLINE", true),
         ("STDIN", true),
         ("SETOUT", true),
+        ("CWD", true),
     ]
     .into_iter()
     .map(|(d, answered)| (d, support::build_misbehaving(&dir, d), answered))

@@ -19,9 +19,11 @@
 //!         } catch (Exception) { return null; }
 //!     }
 //!
-//!     // Loaded from its bytes: a new copy of the program every time, whatever its name.
+//!     // Loaded from its bytes: a new copy of the program every time, whatever its name; run
+//!     // in its directory, as a process of its own is.
 //!     static int Run(string path) {
 //!         Dir = Path.GetDirectoryName(path);
+//!         Environment.CurrentDirectory = Dir;
 //!         MethodInfo main = Assembly.Load(File.ReadAllBytes(path)).EntryPoint;
 //!         object[] args = main.GetParameters().Length == 0 ? null : new object[] { new string[0] };
 //!         object r = main.Invoke(null, args);
@@ -108,6 +110,7 @@ struct Refs {
     get_parameters: Token,
     invoke: Token,
     get_exit_code: Token,
+    set_current_directory: Token,
     set_exit_code: Token,
     console_in: Token,
     console_out: Token,
@@ -209,6 +212,11 @@ fn refs(b: &mut AssemblyBuilder) -> Result<Refs, EmitError> {
         )?,
         get_exit_code: m(environment, "get_ExitCode", sig(false, I4, &[])?)?,
         set_exit_code: m(environment, "set_ExitCode", sig(false, Void, &[I4])?)?,
+        set_current_directory: m(
+            environment,
+            "set_CurrentDirectory",
+            sig(false, Void, &[String])?,
+        )?,
         console_in: m(console, "get_In", sig(false, Class(reader), &[])?)?,
         console_out: m(console, "get_Out", sig(false, Class(writer), &[])?)?,
         console_error: m(console, "get_Error", sig(false, Class(writer), &[])?)?,
@@ -301,8 +309,8 @@ fn resolve_body(b: &mut AssemblyBuilder, r: &Refs, f: &Fields) -> Result<Vec<u8>
     k.done().map_err(layout_err("Resolve"))
 }
 
-/// `Run(string)`: the program at the path, loaded from its bytes, its entry point invoked; its
-/// exit code.
+/// `Run(string)`: the program at the path, loaded from its bytes, its entry point invoked in its
+/// directory; its exit code.
 fn run_body(b: &mut AssemblyBuilder, r: &Refs, f: &Fields) -> Result<Vec<u8>, HostError> {
     let locals = b.standalone_sig(&locals_sig(&[
         SigType::Class(r.method_info),
@@ -314,6 +322,8 @@ fn run_body(b: &mut AssemblyBuilder, r: &Refs, f: &Fields) -> Result<Vec<u8>, Ho
     k.var(Opcode::Ldarg, 0)
         .tok(Opcode::Call, r.directory_name)
         .tok(Opcode::Stsfld, f.dir)
+        .tok(Opcode::Ldsfld, f.dir)
+        .tok(Opcode::Call, r.set_current_directory)
         .var(Opcode::Ldarg, 0)
         .tok(Opcode::Call, r.read_all_bytes)
         .tok(Opcode::Call, r.load)

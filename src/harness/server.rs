@@ -24,7 +24,8 @@
 //! is resolved once per server by its name: its static state lasts until the server restarts.
 //! (A mono AppDomain per program would isolate dependencies too, but mono 6.8 JITs the
 //! framework's code again in every domain, and creating one costs more CPU than a new process.)
-//! The program sees an empty standard input and its own standard output and error.
+//! The program sees an empty standard input, its own standard output and error, and its
+//! directory as the current directory, as a process of its own does.
 //!
 //! **Failures.** A server answers only runs that ended well (`ok`). A timeout, a crash of the
 //! runtime, `Environment.Exit`, an exception out of `Main`, a non-zero exit code, output past the

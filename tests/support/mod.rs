@@ -124,7 +124,7 @@ pub fn build_weaver(dir: &Path) -> (PathBuf, PathBuf) {
 }
 
 /// A C# program that misbehaves as `define` says (`HANG`, `FAILFAST`, `EXIT0`, `EXIT3`,
-/// `THROW`, `EXITCODE`, `NO_NEWLINE`, `STDIN`, `SETOUT`; anything else: it behaves) after
+/// `THROW`, `EXITCODE`, `NO_NEWLINE`, `STDIN`, `SETOUT`, `CWD`; anything else: it behaves) after
 /// printing the result line `@ before`, built with mcs into `dir/DEFINE.exe`. Callers check
 /// `mono_tool(test, "mcs")` first.
 #[allow(dead_code)]
@@ -153,6 +153,8 @@ static class P {
 #elif SETOUT
         Console.SetOut(new System.IO.StringWriter());
         Console.WriteLine("@ swallowed");
+#elif CWD
+        Console.WriteLine("@ cwd " + Environment.CurrentDirectory);
 #endif
     }
 }
