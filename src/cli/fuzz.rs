@@ -77,8 +77,10 @@ pub struct FuzzArgs {
     /// Files copied beside every program (e.g. a probe assembly the rewriter references).
     #[arg(long, num_args = 1.., value_name = "FILE")]
     pub with: Vec<PathBuf>,
-    /// Generated methods per program.
-    #[arg(long, default_value_t = 50)]
+    /// Generated methods per program. Each program costs a rewriter start (a Cecil weaver under
+    /// mono: about 0.3 s, however many methods) and a JIT of its methods per runtime, so larger
+    /// programs check more methods a second; minimisation still ends at one to three methods.
+    #[arg(long, default_value_t = 300)]
     pub methods_per_assembly: u32,
     /// Generator settings as JSON (see `ilcheck generate --config`).
     #[arg(long, value_name = "FILE")]
