@@ -420,3 +420,80 @@ fn equiv_compares_two_programs() {
     assert!(String::from_utf8_lossy(&differ.stdout).contains("result lines differ"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Rewritten programs that hang, bring the runtime down or end the process from `Main` (a
+/// rewriter that swaps them in for some cases): with runtime servers the loop goes on and each
+/// case fails with the signature it has when every program runs in a process of its own.
+#[test]
+fn the_loop_attributes_misbehaving_programs_as_without_servers() {
+    let test = "the_loop_attributes_misbehaving_programs_as_without_servers";
+    let runtimes = support::runtimes(test);
+    if runtimes.is_empty() || !support::mono_tool(test, "mcs") {
+        return;
+    }
+    let dir = scratch("swapped");
+    let bin = dir.join("bin");
+    for d in ["HANG", "FAILFAST", "EXIT0"] {
+        support::build_misbehaving(&bin, d);
+    }
+    let b = bin.display();
+    let rewriter = format!(
+        "sh -c 'case \"${{1##*/}}\" in g1.exe) cp {b}/hang.exe \"$2\";; g2.exe) cp {b}/failfast.exe \"$2\";; g3.exe) cp {b}/exit0.exe \"$2\";; *) cp \"$1\" \"$2\";; esac' sh {{in}} {{out}}"
+    );
+    let runtime = runtimes[0].kind().name();
+    let mut seen = Vec::new();
+    for server in [true, false] {
+        let keep = dir.join(if server { "server" } else { "fresh" });
+        let mut args = vec![
+            "--rewriter",
+            &rewriter,
+            "--runtime",
+            runtime,
+            "--cases",
+            "5",
+            "--seed",
+            "1",
+            "--methods-per-assembly",
+            "5",
+            "--run-timeout",
+            "4",
+            "--minimise-checks",
+            "0",
+            "--repros",
+            "5",
+        ];
+        if !server {
+            args.push("--no-server");
+        }
+        let o = fuzz(&args, &keep);
+        assert_eq!(o.code, Some(1), "server {server}: {}", text(&o));
+        let s = summary(&o);
+        assert_eq!(s["cases"], 5, "server {server}: the loop goes on");
+        assert_eq!(s["failed_cases"], 3, "server {server}: {s}");
+        let sv = &s["servers"];
+        if server {
+            assert!(sv["served"].as_u64().unwrap() >= 2, "{sv}");
+            assert!(sv["fallbacks"].as_u64().unwrap() >= 3, "{sv}");
+        } else {
+            assert_eq!(sv["served"], 0, "{sv}");
+        }
+        let mut repros: Vec<String> = std::fs::read_dir(&keep)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        repros.sort();
+        seen.push(repros);
+    }
+    assert_eq!(seen[0], seen[1], "signatures with servers, then without");
+    let crashed = format!("runtime-crashed-{runtime}");
+    assert_eq!(
+        seen[0],
+        [
+            format!("different-results-{runtime}-3"),
+            format!("{crashed}-1"),
+            format!("{crashed}-2"),
+        ]
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -6,7 +6,7 @@ use ilcheck::harness::equiv::compare_on;
 use ilcheck::harness::fuzz::{self, FuzzSummary, LoopOptions, MinimiseBudget, Progress, Setup};
 use ilcheck::harness::program::Manifest;
 use ilcheck::harness::rewriter::RewriterCommand;
-use ilcheck::harness::{Runtime, RuntimeKind};
+use ilcheck::harness::{Host, Runtime, RuntimeKind, ServerOptions};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -77,8 +77,10 @@ pub struct FuzzArgs {
     /// Files copied beside every program (e.g. a probe assembly the rewriter references).
     #[arg(long, num_args = 1.., value_name = "FILE")]
     pub with: Vec<PathBuf>,
-    /// Generated methods per program.
-    #[arg(long, default_value_t = 50)]
+    /// Generated methods per program. Each program costs a rewriter start (a Cecil weaver under
+    /// mono: about 0.3 s, however many methods) and a JIT of its methods per runtime, so larger
+    /// programs check more methods a second; minimisation still ends at one to three methods.
+    #[arg(long, default_value_t = 300)]
     pub methods_per_assembly: u32,
     /// Generator settings as JSON (see `ilcheck generate --config`).
     #[arg(long, value_name = "FILE")]
@@ -89,6 +91,12 @@ pub struct FuzzArgs {
     /// Deadline of one program run, in seconds.
     #[arg(long, default_value_t = 60)]
     pub run_timeout: u64,
+    /// Run every program in a runtime process of its own, without long-lived runtime servers.
+    #[arg(long)]
+    pub no_server: bool,
+    /// Programs a runtime server runs before it is replaced by a new one.
+    #[arg(long, value_name = "N", default_value_t = ilcheck::harness::server::DEFAULT_RESTART_AFTER)]
+    pub server_restart: u32,
     /// Most seconds spent minimising one failure.
     #[arg(long, default_value_t = 90)]
     pub minimise_time: u64,
@@ -103,21 +111,32 @@ pub struct FuzzArgs {
     pub json: bool,
 }
 
-fn setup(a: &FuzzArgs) -> Result<Setup> {
+/// The loop's set-up; the runtime servers' host is written into `host_dir`.
+fn setup(a: &FuzzArgs, host_dir: &Path) -> Result<Setup> {
     let rewriter = RewriterCommand::parse(&a.rewriter)?;
     for f in &a.with {
         if !f.is_file() {
             bail!("--with {}: not a file", f.display());
         }
     }
+    let runtimes = runtimes(a.runtime)?;
+    let servers = if a.no_server || runtimes.is_empty() {
+        None
+    } else {
+        Some(ServerOptions {
+            host: Host::write(host_dir).context("writing the runtime servers' host")?,
+            restart_after: a.server_restart.max(1),
+        })
+    };
     Ok(Setup {
         rewriter,
-        runtimes: runtimes(a.runtime)?,
+        runtimes,
         with: a.with.clone(),
         config: super::generate::load_config(a.config.as_deref())?,
         methods_per_assembly: a.methods_per_assembly.max(1),
         rewriter_timeout: Duration::from_secs(a.rewriter_timeout),
         run_timeout: Duration::from_secs(a.run_timeout),
+        servers,
     })
 }
 
@@ -127,7 +146,14 @@ fn scratch(what: &str) -> PathBuf {
 
 /// Runs `ilcheck fuzz`.
 pub fn run(a: FuzzArgs) -> Result<ExitCode> {
-    let setup = setup(&a)?;
+    let host_dir = scratch("host");
+    let r = run_with_host(a, &host_dir);
+    let _ = std::fs::remove_dir_all(&host_dir);
+    r
+}
+
+fn run_with_host(a: FuzzArgs, host_dir: &Path) -> Result<ExitCode> {
+    let setup = setup(&a, host_dir)?;
     if let Some(original) = &a.replay {
         let work = scratch("replay");
         let r = fuzz::replay(&setup, original, &work)
@@ -202,7 +228,7 @@ pub fn run(a: FuzzArgs) -> Result<ExitCode> {
     };
     let start = std::time::Instant::now();
     eprintln!(
-        "ilcheck fuzz: seed {seed}, {jobs} job(s), {} methods per program, runtimes: {}",
+        "ilcheck fuzz: seed {seed}, {jobs} job(s), {} methods per program, runtimes: {}{}",
         setup.methods_per_assembly,
         if setup.runtimes.is_empty() {
             "none".to_string()
@@ -213,6 +239,11 @@ pub fn run(a: FuzzArgs) -> Result<ExitCode> {
                 .map(|r| r.kind().name())
                 .collect::<Vec<_>>()
                 .join(", ")
+        },
+        match (&setup.servers, setup.runtimes.is_empty()) {
+            (_, true) => "",
+            (Some(_), false) => " (runtime servers)",
+            (None, false) => " (a process per run)",
         }
     );
     let report = |p: Progress| match p {
@@ -254,6 +285,21 @@ fn print_summary(s: &FuzzSummary) {
         "time by stage (all workers): generate {:.1} s, rewriter {:.1} s, verify {:.1} s, runtimes {:.1} s",
         st.generate, st.rewriter, st.verify, st.runtimes
     );
+    let sv = &s.servers;
+    if sv.started > 0 {
+        println!(
+            "program runs: {} by runtime servers ({} started), {} in a process of their own ({} re-run after a server did not answer){}",
+            sv.served,
+            sv.started,
+            sv.fresh,
+            sv.fallbacks,
+            if sv.given_up > 0 {
+                "; servers given up after failing to start"
+            } else {
+                ""
+            }
+        );
+    }
     if s.failures.is_empty() {
         println!("no failures");
     }

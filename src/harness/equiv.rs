@@ -10,6 +10,7 @@
 use super::process::Outcome;
 use super::program::result_lines;
 use super::runtime::{Runtime, RuntimeError};
+use super::server::Executor;
 use serde::Serialize;
 use std::path::Path;
 use std::time::Duration;
@@ -162,9 +163,8 @@ pub fn compare_lines(
     (diffs, disagrees, compared)
 }
 
-/// Runs both programs under `runtime` and compares them. With the expected lines, the
-/// rewritten program runs first, and the original only when something differs from them (to
-/// tell the rewriter's differences from the runtime's own): a clean case costs one run.
+/// Runs both programs under `runtime`, each in a process of its own, and compares them (see
+/// [`compare_with`]).
 pub fn compare_on(
     runtime: &Runtime,
     original: &Path,
@@ -172,7 +172,23 @@ pub fn compare_on(
     expected: Option<&[String]>,
     timeout: Duration,
 ) -> Result<RuntimeComparison, RuntimeError> {
-    let r = runtime.run(rewritten, &[], timeout)?;
+    let mut exec = Executor::fresh(runtime.clone());
+    compare_with(&mut exec, original, rewritten, expected, timeout)
+}
+
+/// Runs both programs through `exec` (a server, or processes of their own) and compares them.
+/// With the expected lines, the rewritten program runs first, and the original only when
+/// something differs from them (to tell the rewriter's differences from the runtime's own): a
+/// clean case costs one run.
+pub fn compare_with(
+    exec: &mut Executor,
+    original: &Path,
+    rewritten: &Path,
+    expected: Option<&[String]>,
+    timeout: Duration,
+) -> Result<RuntimeComparison, RuntimeError> {
+    let name = exec.runtime().kind().name().to_string();
+    let r = exec.run(rewritten, timeout)?;
     if let Some(e) = expected
         && r.success()
     {
@@ -180,7 +196,7 @@ pub fn compare_on(
         let rl = result_lines(&rs);
         if rl.len() == e.len() && rl.iter().zip(e).all(|(a, b)| a == b) {
             return Ok(RuntimeComparison {
-                runtime: runtime.kind().name().to_string(),
+                runtime: name,
                 original: RunSummary {
                     ended: "not run: the rewritten program printed the expected lines".into(),
                     ok: true,
@@ -194,7 +210,7 @@ pub fn compare_on(
             });
         }
     }
-    let o = runtime.run(original, &[], timeout)?;
+    let o = exec.run(original, timeout)?;
     let (os, rs) = (
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&r.stdout),
@@ -202,7 +218,7 @@ pub fn compare_on(
     let (ol, rl) = (result_lines(&os), result_lines(&rs));
     let (diffs, runtime_disagrees, compared) = compare_lines(&ol, &rl, expected);
     Ok(RuntimeComparison {
-        runtime: runtime.kind().name().to_string(),
+        runtime: name,
         original: RunSummary::of(&o, ol.len()),
         rewritten: RunSummary::of(&r, rl.len()),
         diffs,

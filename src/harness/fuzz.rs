@@ -7,10 +7,11 @@
 //! signature while it drops methods and then simplifies each remaining method's choice stream
 //! (zeroed choices pick the simplest statement, so fewer instructions and clauses).
 
-use super::equiv::{RuntimeComparison, compare_on};
+use super::equiv::{RuntimeComparison, compare_with};
 use super::program::{Manifest, Program, ProgramMethod, build_program, generate_methods};
 use super::rewriter::RewriterCommand;
 use super::runtime::Runtime;
+use super::server::{Executor, ServerOptions, ServerStats};
 use crate::corpus::{self, Input};
 use crate::generate::Config;
 use serde::Serialize;
@@ -34,6 +35,23 @@ pub struct Setup {
     pub rewriter_timeout: Duration,
     /// Deadline of one program run.
     pub run_timeout: Duration,
+    /// Runtime servers (the default): programs run in long-lived runtime processes, each
+    /// failure again in a process of its own. `None`: every run in a process of its own.
+    pub servers: Option<ServerOptions>,
+}
+
+impl Setup {
+    /// One executor per runtime, in the order of [`Setup::runtimes`]: what a worker runs
+    /// programs with.
+    pub fn executors(&self) -> Vec<Executor> {
+        self.runtimes
+            .iter()
+            .map(|rt| match &self.servers {
+                Some(o) => Executor::with_servers(rt.clone(), o.clone()),
+                None => Executor::fresh(rt.clone()),
+            })
+            .collect()
+    }
 }
 
 /// Where the type pass finds the programs' references: beside the program (the `--with`
@@ -181,9 +199,14 @@ fn copy_with(setup: &Setup, dir: &Path) -> std::io::Result<()> {
 }
 
 /// Writes `program` into `dir/original`, runs the rewriter into `dir/rewritten`, and checks
-/// the result. I/O errors of ilcheck's own (a full disk) are errors; everything the rewriter or
-/// a runtime does is a result.
-pub fn check_program(setup: &Setup, program: &Program, dir: &Path) -> std::io::Result<CaseResult> {
+/// the result, running programs through `execs` ([`Setup::executors`]). I/O errors of ilcheck's
+/// own (a full disk) are errors; everything the rewriter or a runtime does is a result.
+pub fn check_program(
+    setup: &Setup,
+    execs: &mut [Executor],
+    program: &Program,
+    dir: &Path,
+) -> std::io::Result<CaseResult> {
     let mut times = StageTimes::default();
     let t = Instant::now();
     let (odir, rdir) = (dir.join("original"), dir.join("rewritten"));
@@ -323,15 +346,15 @@ pub fn check_program(setup: &Setup, program: &Program, dir: &Path) -> std::io::R
 
     let t = Instant::now();
     let mut runtimes = Vec::new();
-    for rt in &setup.runtimes {
-        let expected: Vec<String> = program
-            .manifest
-            .expected_lines()
-            .into_iter()
-            .map(String::from)
-            .collect();
-        match compare_on(
-            rt,
+    let expected: Vec<String> = program
+        .manifest
+        .expected_lines()
+        .into_iter()
+        .map(String::from)
+        .collect();
+    for exec in execs.iter_mut() {
+        match compare_with(
+            exec,
             &original,
             &rewritten,
             Some(&expected),
@@ -341,7 +364,7 @@ pub fn check_program(setup: &Setup, program: &Program, dir: &Path) -> std::io::R
             Err(e) => {
                 return Err(std::io::Error::other(format!(
                     "running {}: {e}",
-                    rt.describe()
+                    exec.runtime().describe()
                 )));
             }
         }
@@ -445,6 +468,7 @@ fn dedup<'a>(items: &[&'a str]) -> Vec<&'a str> {
 /// Builds and checks the program of `methods`.
 pub fn check_methods(
     setup: &Setup,
+    execs: &mut [Executor],
     name: &str,
     methods: &[ProgramMethod],
     dir: &Path,
@@ -452,7 +476,7 @@ pub fn check_methods(
     let t = Instant::now();
     let program = build_program(name, methods, &setup.config).map_err(std::io::Error::other)?;
     let gen_time = secs(t);
-    let mut r = check_program(setup, &program, dir)?;
+    let mut r = check_program(setup, execs, &program, dir)?;
     r.times.generate += gen_time;
     Ok((program, r))
 }
@@ -476,16 +500,18 @@ impl Default for MinimiseBudget {
 }
 
 /// Minimises a failing program: the smallest set of methods, each with the simplest choice
-/// stream, that still fails with `signature`. Returns the methods and the last failing check.
+/// stream, that still fails with the failure's signature, starting from the methods it
+/// implicates. Returns the methods.
 pub fn minimise(
     setup: &Setup,
+    execs: &mut [Executor],
     name: &str,
     methods: Vec<ProgramMethod>,
-    implicated: &[String],
-    signature: &str,
+    failure: &Failure,
     dir: &Path,
     budget: MinimiseBudget,
 ) -> std::io::Result<Vec<ProgramMethod>> {
+    let (implicated, signature) = (&failure.methods, &failure.signature);
     let start = Instant::now();
     let mut checks = 0u32;
     let mut fails = |candidate: &[ProgramMethod]| -> std::io::Result<bool> {
@@ -493,8 +519,8 @@ pub fn minimise(
             return Ok(false);
         }
         checks += 1;
-        let (_, r) = check_methods(setup, name, candidate, dir)?;
-        Ok(r.failure.is_some_and(|f| f.signature == signature))
+        let (_, r) = check_methods(setup, execs, name, candidate, dir)?;
+        Ok(r.failure.is_some_and(|f| &f.signature == signature))
     };
 
     let mut current = methods;
@@ -609,6 +635,9 @@ pub struct FuzzSummary {
     pub seconds: f64,
     /// Time per stage, summed over workers (minimisation not included).
     pub stages: StageTimes,
+    /// Program runs through runtime servers and in processes of their own (minimisation
+    /// included).
+    pub servers: ServerStats,
     /// Methods checked per second of wall time.
     pub methods_per_second: f64,
 }
@@ -914,6 +943,7 @@ pub fn run_loop(
             let (next, stop, summary, error) = (&next, &stop, &summary, &error);
             s.spawn(move || {
                 let work = opts.work.join(format!("worker-{w}"));
+                let mut execs = setup.executors();
                 loop {
                     if stop.load(Ordering::Relaxed)
                         || opts.time.is_some_and(|t| start.elapsed() >= t)
@@ -925,7 +955,7 @@ pub fn run_loop(
                         break;
                     }
                     let seed = opts.seed.wrapping_add(k);
-                    match one_case(setup, opts, seed, &work, summary, progress) {
+                    match one_case(setup, &mut execs, opts, seed, &work, summary, progress) {
                         Ok(()) => {}
                         Err(e) => {
                             *error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
@@ -933,6 +963,14 @@ pub fn run_loop(
                         }
                     }
                 }
+                {
+                    let mut s = lock(summary);
+                    for e in &execs {
+                        s.servers.add(&e.stats());
+                    }
+                }
+                // The servers end before their scratch directory goes.
+                drop(execs);
                 let _ = std::fs::remove_dir_all(&work);
             });
         }
@@ -957,6 +995,7 @@ fn lock(s: &std::sync::Mutex<FuzzSummary>) -> std::sync::MutexGuard<'_, FuzzSumm
 
 fn one_case(
     setup: &Setup,
+    execs: &mut [Executor],
     opts: &LoopOptions,
     seed: u64,
     work: &Path,
@@ -971,7 +1010,7 @@ fn one_case(
     program.manifest.seed = seed;
     let gen_time = secs(t);
     let case_dir = work.join("case");
-    let mut r = check_program(setup, &program, &case_dir)?;
+    let mut r = check_program(setup, execs, &program, &case_dir)?;
     r.times.generate += gen_time;
     let keep_repro = {
         let mut s = lock(summary);
@@ -1015,14 +1054,14 @@ fn one_case(
     let min_dir = work.join("minimise");
     let minimal = minimise(
         setup,
+        execs,
         &name,
         methods.clone(),
-        &f.methods,
-        &f.signature,
+        &f,
         &min_dir,
         opts.budget,
     )?;
-    let (mut small, mut result) = check_methods(setup, &name, &minimal, &min_dir)?;
+    let (mut small, mut result) = check_methods(setup, execs, &name, &minimal, &min_dir)?;
     if result.failure.as_ref().map(|x| &x.signature) != Some(&f.signature) {
         // Minimisation ran out of budget on a flaky failure: keep the whole case.
         small = program;
@@ -1071,5 +1110,6 @@ pub fn replay(setup: &Setup, original: &Path, work: &Path) -> std::io::Result<Ca
     let manifest: Manifest = serde_json::from_str(&text)
         .map_err(|e| std::io::Error::other(format!("{}: {e}", manifest_path.display())))?;
     let bytes = std::fs::read(original)?;
-    check_program(setup, &Program { bytes, manifest }, work)
+    let mut execs = setup.executors();
+    check_program(setup, &mut execs, &Program { bytes, manifest }, work)
 }

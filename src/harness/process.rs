@@ -169,7 +169,7 @@ fn poll_interval(elapsed: Duration) -> Duration {
 }
 
 /// Kills the child's process group (what it started too), then the child itself.
-fn kill_group(child: &mut std::process::Child) {
+pub(crate) fn kill_group(child: &mut std::process::Child) {
     #[cfg(unix)]
     if let Ok(pid) = i32::try_from(child.id()) {
         // SAFETY: kill(2) with a negative pid signals the process group the child leads (it was

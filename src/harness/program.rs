@@ -18,6 +18,8 @@
 //! expects; other output (a probe's, say) is not a result line. The same seed gives the same
 //! bytes, and the built image is read back and verified before it is returned.
 
+use super::il::{Code, lay_out};
+pub use super::runtime::RUNTIMECONFIG;
 use crate::body::{Body, Clause};
 use crate::generate::interp::{self, Env, Outcome as RunOutcome, call_hash};
 use crate::generate::valid::{
@@ -30,11 +32,8 @@ use crate::image::emit::assembly::{
     AssemblyBuilder, ImageKind, SigType, field_sig, flags, locals_sig, method_sig,
 };
 use crate::image::tables::Token;
-use crate::ir::{
-    BranchForms, EhClause, HeaderInfo, Instr, Label, LayoutOptions, MaxStackPolicy, Method, Operand,
-};
+use crate::ir::{BranchForms, HeaderInfo, Instr, Method, Operand};
 use crate::opcode::Opcode;
-use crate::verify::SyntheticResolver;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
@@ -557,9 +556,6 @@ pub fn build_program(
     })
 }
 
-/// The runtimeconfig.json that lets `dotnet NAME.exe` run a program on .NET Core 3.1 or later.
-pub const RUNTIMECONFIG: &str = "{\n  \"runtimeOptions\": {\n    \"tfm\": \"netcoreapp3.1\",\n    \"rollForward\": \"Major\",\n    \"framework\": { \"name\": \"Microsoft.NETCore.App\", \"version\": \"3.1.0\" }\n  }\n}\n";
-
 impl Program {
     /// Writes `NAME.exe`, `NAME.manifest.json` and `NAME.runtimeconfig.json` into `dir`, each
     /// atomically; returns the assembly's path.
@@ -574,57 +570,6 @@ impl Program {
             RUNTIMECONFIG.as_bytes(),
         )?;
         Ok(exe)
-    }
-}
-
-fn lay_out(m: &Method, forms: BranchForms) -> Result<Vec<u8>, crate::ir::LayoutError> {
-    let mut out = Vec::new();
-    let opts = LayoutOptions {
-        branch_forms: forms,
-        max_stack: MaxStackPolicy::Declared,
-        verify: false,
-    };
-    crate::ir::layout(m, &opts, &SyntheticResolver::new(), &mut out)?;
-    Ok(out)
-}
-
-/// Instructions of a harness-made method.
-struct Code(Method);
-
-impl Code {
-    fn new(max_stack: u16, local_sig: Token) -> Self {
-        Code(Method::new(HeaderInfo {
-            max_stack,
-            init_locals: local_sig.0 != 0,
-            local_sig: local_sig.0,
-        }))
-    }
-    fn op(&mut self, op: Opcode) -> &mut Self {
-        self.0.push(Instr::op(op));
-        self
-    }
-    fn tok(&mut self, op: Opcode, t: Token) -> &mut Self {
-        self.0.push(Instr::new(op, Operand::Token(t.0)));
-        self
-    }
-    fn i4(&mut self, v: i32) -> &mut Self {
-        self.0.push(Instr::new(Opcode::Ldc_I4, Operand::Int32(v)));
-        self
-    }
-    fn var(&mut self, op: Opcode, k: u16) -> &mut Self {
-        self.0.push(Instr::new(op, Operand::Var(k)));
-        self
-    }
-    fn br(&mut self, op: Opcode, l: Label) -> &mut Self {
-        self.0.push(Instr::new(op, Operand::Target(l)));
-        self
-    }
-    fn bind(&mut self, l: Label) -> &mut Self {
-        self.0.bind(l);
-        self
-    }
-    fn done(&self) -> Result<Vec<u8>, crate::ir::LayoutError> {
-        lay_out(&self.0, BranchForms::ShortestWhereFits)
     }
 }
 
@@ -750,18 +695,9 @@ fn runner_body(
             .tok(Opcode::Call, c.concat2)
             .var(Opcode::Stloc, 2)
             .br(Opcode::Leave, after);
-        let handler_end = k.0.new_label();
-        k.bind(handler_end);
-        k.0.clauses.push(EhClause {
-            kind: crate::body::ClauseKind::Catch,
-            try_start,
-            try_end,
-            handler_start: handler,
-            handler_end,
-            filter_start: None,
-            class_token: c.exception.0,
-            extra_flags: 0,
-        });
+        let handler_end = k.label();
+        k.bind(handler_end)
+            .catch(c.exception, try_start, try_end, handler, handler_end);
         k.bind(after)
             .tok(Opcode::Ldstr, label)
             .var(Opcode::Ldloc, 2)

@@ -73,8 +73,11 @@ pub struct Runtime {
     version: Option<String>,
 }
 
+/// The runtimeconfig.json that lets `dotnet NAME.exe` run a program on .NET Core 3.1 or later.
+pub const RUNTIMECONFIG: &str = "{\n  \"runtimeOptions\": {\n    \"tfm\": \"netcoreapp3.1\",\n    \"rollForward\": \"Major\",\n    \"framework\": { \"name\": \"Microsoft.NETCore.App\", \"version\": \"3.1.0\" }\n  }\n}\n";
+
 /// Most output a program run keeps per stream.
-const OUTPUT_LIMIT: usize = 16 << 20;
+pub(crate) const OUTPUT_LIMIT: usize = 16 << 20;
 
 /// Where `scripts/setup.sh` puts CoreCLR, unless `ILCHECK_CORECLR_DIR` says otherwise.
 const DEFAULT_CORECLR_DIR: &str = "/opt/ilcheck-coreclr";

@@ -122,3 +122,52 @@ pub fn build_weaver(dir: &Path) -> (PathBuf, PathBuf) {
     );
     (dir.join("weaver.exe"), build_probe(dir))
 }
+
+/// A C# program that misbehaves as `define` says (`HANG`, `FAILFAST`, `EXIT0`, `EXIT3`,
+/// `THROW`, `EXITCODE`, `NO_NEWLINE`, `STDIN`, `SETOUT`, `CWD`; anything else: it behaves) after
+/// printing the result line `@ before`, built with mcs into `dir/DEFINE.exe`. Callers check
+/// `mono_tool(test, "mcs")` first.
+#[allow(dead_code)]
+pub fn build_misbehaving(dir: &Path, define: &str) -> PathBuf {
+    const SOURCE: &str = r#"
+using System;
+static class P {
+    static void Main() {
+        Console.WriteLine("@ before");
+#if HANG
+        while (true) { }
+#elif FAILFAST
+        Environment.FailFast("ilcheck test: the runtime is brought down");
+#elif EXIT0
+        Environment.Exit(0);
+#elif EXIT3
+        Environment.Exit(3);
+#elif THROW
+        throw new InvalidOperationException("out of Main");
+#elif EXITCODE
+        Environment.ExitCode = 5;
+#elif NO_NEWLINE
+        Console.Write("@ M0#0 ret 1 trace 0");
+#elif STDIN
+        Console.WriteLine("@ stdin " + (Console.ReadLine() == null ? "empty" : "not empty"));
+#elif SETOUT
+        Console.SetOut(new System.IO.StringWriter());
+        Console.WriteLine("@ swallowed");
+#elif CWD
+        Console.WriteLine("@ cwd " + Environment.CurrentDirectory);
+#endif
+    }
+}
+"#;
+    std::fs::create_dir_all(dir).unwrap();
+    let src = dir.join(format!("{define}.cs"));
+    std::fs::write(&src, SOURCE).unwrap();
+    let out = dir.join(format!("{}.exe", define.to_lowercase()));
+    let o = run(std::process::Command::new("mcs")
+        .arg("-nologo")
+        .arg(format!("-define:{define}"))
+        .arg(format!("-out:{}", out.display()))
+        .arg(&src));
+    assert!(o.success(), "mcs: {}", String::from_utf8_lossy(&o.stderr));
+    out
+}

@@ -31,33 +31,67 @@ pub enum ImageKind {
 pub enum SigType {
     /// `void` (return types only).
     Void,
+    /// `bool`.
+    Boolean,
+    /// `char`.
+    Char,
+    /// `uint8`.
+    U1,
     /// `int32`.
     I4,
+    /// `native int` (a function pointer's type, as delegate constructors take it).
+    IntPtr,
     /// `string`.
     String,
     /// `object`.
     Object,
     /// A class by its TypeDef or TypeRef.
     Class(Token),
+    /// A single-dimensional, zero-based array of a type without a token (`uint8[]`,
+    /// `string[]`, `object[]`).
+    SzArray(&'static SigType),
+    /// A single-dimensional, zero-based array of a class by its TypeDef or TypeRef.
+    ClassSzArray(Token),
 }
 
 impl SigType {
     fn write(self, out: &mut Vec<u8>) -> Result<(), EmitError> {
         match self {
             SigType::Void => out.push(0x01),
+            SigType::Boolean => out.push(0x02),
+            SigType::Char => out.push(0x03),
+            SigType::U1 => out.push(0x05),
             SigType::I4 => out.push(0x08),
+            SigType::IntPtr => out.push(0x18),
             SigType::String => out.push(0x0E),
             SigType::Object => out.push(0x1C),
             SigType::Class(t) => {
                 out.push(0x12);
-                let coded = CodedIndex::TypeDefOrRef
-                    .encode(t)
-                    .ok_or(EmitError::BadToken { token: t })?;
-                out.extend(compress_u32(coded).ok_or(EmitError::BadToken { token: t })?);
+                write_type_token(t, out)?;
+            }
+            SigType::SzArray(element) => {
+                if matches!(element, SigType::Void) {
+                    return Err(EmitError::VoidElement);
+                }
+                out.push(0x1D);
+                element.write(out)?;
+            }
+            SigType::ClassSzArray(t) => {
+                out.extend_from_slice(&[0x1D, 0x12]);
+                write_type_token(t, out)?;
             }
         }
         Ok(())
     }
+}
+
+/// A TypeDefOrRef coded index, compressed (II.23.2.8).
+fn write_type_token(t: Token, out: &mut Vec<u8>) -> Result<(), EmitError> {
+    let coded = CodedIndex::TypeDefOrRef
+        .encode(t)
+        .ok_or(EmitError::BadToken { token: t })?;
+    out.extend(compress_u32(coded).ok_or(EmitError::BadToken { token: t })?);
+    Ok(())
 }
 
 /// A method signature blob (II.23.2.1): `instance` methods have `this`.
@@ -711,6 +745,35 @@ mod tests {
         let id = image.assembly_identity().unwrap().unwrap();
         assert_eq!((id.name.as_str(), id.version), ("Hello", [1, 2, 3, 4]));
         assert!(id.culture.is_empty() && id.public_key_or_token.is_empty());
+    }
+
+    #[test]
+    fn array_and_primitive_signatures_encode_as_ii_23_2_says() {
+        let t = Token::new(Table::TypeRef, 3);
+        // static uint8[] (bool, char, native int, class T[], string[])
+        let sig = method_sig(
+            false,
+            SigType::SzArray(&SigType::U1),
+            &[
+                SigType::Boolean,
+                SigType::Char,
+                SigType::IntPtr,
+                SigType::ClassSzArray(t),
+                SigType::SzArray(&SigType::String),
+            ],
+        )
+        .unwrap();
+        // TypeRef 3 as a TypeDefOrRef coded index: 3 << 2 | 1.
+        assert_eq!(
+            sig,
+            [
+                0x00, 5, 0x1D, 0x05, 0x02, 0x03, 0x18, 0x1D, 0x12, 0x0D, 0x1D, 0x0E
+            ]
+        );
+        assert!(matches!(
+            field_sig(SigType::SzArray(&SigType::Void)),
+            Err(EmitError::VoidElement)
+        ));
     }
 
     #[test]

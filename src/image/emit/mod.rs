@@ -90,6 +90,9 @@ pub enum EmitError {
     /// A program was built without an entry point.
     #[error("a program needs an entry point")]
     NoEntryPoint,
+    /// An array of `void` was asked for in a signature.
+    #[error("an array's element type cannot be void")]
+    VoidElement,
     /// The image's metadata could not be read.
     #[error(transparent)]
     Image(#[from] ImageError),
