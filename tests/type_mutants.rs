@@ -164,7 +164,7 @@ fn every_method_coreclr_rejects_is_flagged_invalid_by_ilcheck() {
     eprintln!("{table}");
     if std::env::var("ILCHECK_WRITE_REPORT").as_deref() == Ok("1") {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("reports/type-mutants.md");
-        std::fs::write(&path, &table).unwrap();
+        ilcheck::fsio::write_atomic(&path, table.as_bytes()).unwrap();
         eprintln!("wrote {}", path.display());
     }
 
