@@ -1,10 +1,11 @@
 //! The entry/exit transforms on a body's bytes, without lifting it.
 //!
 //! `prologue`, `epilogue` and `prologue-epilogue` only insert code at instruction boundaries
-//! and replace `ret`s by branches; every other instruction keeps its bytes, and only branch
-//! displacements, `switch` tables and clause offsets move. [`Layout::splice_entry_exit`] makes
-//! the edits the IR transforms make, with the same choices (branches to the first instruction
-//! stay on it, branches to a final `ret` reach the epilogue, regions keep their bounds), the
+//! (the prologue before the first instruction, an epilogue before each `ret`); every
+//! instruction keeps its bytes, and only branch displacements, `switch` tables and clause
+//! offsets move. [`Layout::splice_entry_exit`] makes the edits the IR transforms make, with the
+//! same choices (branches to the first instruction stay on it, branches to a `ret` reach its
+//! epilogue, regions keep their bounds), the
 //! same relaxation from the same branch forms, and the same verifier and header encoder; but it
 //! copies the unchanged runs of code instead of decoding every instruction into the IR and
 //! encoding it again.
@@ -25,9 +26,6 @@ use crate::ir::{BranchForms, HeaderInfo, Instr};
 use crate::opcode::Opcode;
 use crate::verify::Resolver;
 
-/// `br.s` and `br`.
-const BR_S: u8 = 0x2B;
-const BR: u8 = 0x38;
 const RET: u8 = 0x2A;
 
 /// Something at an old offset that changes size or needs its operand rewritten.
@@ -50,32 +48,20 @@ enum Kind {
     },
     /// A `switch` whose old targets are `targets[first..first + count]`.
     Switch { first: u32, count: u32 },
-    /// A `ret`: `tail` when it completes a `tail.` call. Redirected ones become a branch to
-    /// the epilogue, short unless `long`.
-    Ret {
-        tail: bool,
-        redirect: bool,
-        long: bool,
-    },
+    /// A `ret`: `tail` when it completes a `tail.` call. An epilogue goes before each
+    /// `epilogue` one.
+    Ret { tail: bool, epilogue: bool },
 }
 
 impl Kind {
-    /// Bytes the instruction gains.
-    fn growth(self) -> u32 {
+    /// Bytes the instruction gains, or that are inserted before it: `epilogue` is the
+    /// epilogue's size.
+    fn growth(self, epilogue: u32) -> u32 {
         match self {
             Kind::Branch { was_long, long, .. } if long && !was_long => 3,
-            Kind::Ret {
-                redirect: true,
-                long,
-                ..
-            } => {
-                if long {
-                    4
-                } else {
-                    1
-                }
-            }
-            _ => 0,
+            Kind::Branch { .. } | Kind::Switch { .. } => 0,
+            Kind::Ret { epilogue: true, .. } => epilogue,
+            Kind::Ret { .. } => 0,
         }
     }
 }
@@ -104,7 +90,7 @@ struct Snippets {
     checked: Option<(EntryExit, bool)>,
     prologue: Vec<Instr>,
     epilogue: Vec<Instr>,
-    /// The encoded prologue, and the encoded epilogue followed by a `ret`.
+    /// The encoded prologue and epilogue.
     pro: Vec<u8>,
     epi: Vec<u8>,
 }
@@ -132,23 +118,18 @@ impl Snippets {
                 .epilogue
                 .iter()
                 .all(|i| encode_plain(i, &mut self.epi).is_some());
-        self.epi.push(RET);
         self.checked = Some((which, ok));
         ok
     }
 }
 
-/// Where the new code goes: the inserted blocks (old offsets) and their sizes.
+/// The inserted blocks' sizes.
 #[derive(Clone, Copy, Debug)]
 struct Plan {
     /// Size of the prologue, inserted before old offset 0 (0: none).
     prologue: u32,
-    /// Size of the epilogue, and where it goes: before the final `ret` at `epilogue_at`
-    /// (`shared`), or appended at the end with a `ret` of its own.
+    /// Size of the epilogue inserted before each `ret` event marked `epilogue` (0: none).
     epilogue: u32,
-    epilogue_at: u32,
-    shared: bool,
-    appended: bool,
     len: u32,
 }
 
@@ -159,7 +140,7 @@ impl Scratch {
     }
 
     /// New offset of old offset `p` before anything inserted at `p` (where regions that end at
-    /// `p` end, and where a branch to a final `ret` lands).
+    /// `p` end, and where a branch to a `ret` lands).
     fn base(&self, plan: &Plan, p: u32) -> u32 {
         self.base_with(plan, p, self.growth_before(p))
     }
@@ -171,25 +152,27 @@ impl Scratch {
         if p > 0 {
             at += plan.prologue;
         }
-        if plan.shared && p > plan.epilogue_at {
-            at += plan.epilogue;
-        }
         at
     }
 
     /// New offset of the instruction at old offset `p` (where regions that start at `p` start).
     fn instr(&self, plan: &Plan, p: u32) -> u32 {
-        self.instr_with(plan, p, self.growth_before(p))
+        let k = self.events.partition_point(|e| e.at < p);
+        let epilogue = self
+            .events
+            .get(k)
+            .is_some_and(|e| e.at == p && matches!(e.kind, Kind::Ret { epilogue: true, .. }));
+        self.instr_with(plan, p, self.cum[k], epilogue)
     }
 
-    /// [`Self::instr`] given the growth before `p`.
+    /// [`Self::instr`] given the growth before `p`, and whether an epilogue goes before it.
     #[inline]
-    fn instr_with(&self, plan: &Plan, p: u32, growth: u32) -> u32 {
+    fn instr_with(&self, plan: &Plan, p: u32, growth: u32, epilogue: bool) -> u32 {
         let mut at = self.base_with(plan, p, growth);
         if p == 0 {
             at += plan.prologue;
         }
-        if plan.shared && p == plan.epilogue_at {
+        if epilogue {
             at += plan.epilogue;
         }
         at
@@ -205,22 +188,9 @@ impl Scratch {
         at
     }
 
-    /// New offset of the epilogue's first instruction.
-    fn epilogue_entry(&self, plan: &Plan) -> u32 {
-        self.base(
-            plan,
-            if plan.shared {
-                plan.epilogue_at
-            } else {
-                plan.len
-            },
-        )
-    }
-
     /// Decodes `code`: marks instruction starts and records branches, `switch`es and `ret`s.
-    /// Returns the number of instructions and the offset of the last, or `None` for anything
-    /// left to the IR path.
-    fn decode(&mut self, code: &[u8]) -> Option<(usize, u32)> {
+    /// Returns the number of instructions, or `None` for anything left to the IR path.
+    fn decode(&mut self, code: &[u8]) -> Option<usize> {
         let len = code.len();
         if self.starts.len() < len {
             self.starts.resize(len, 0);
@@ -241,7 +211,7 @@ impl Scratch {
         let lens_buf = std::mem::take(&mut self.lens);
         let walked = self.walk(code, &lens_buf[..len], epoch);
         self.lens = lens_buf;
-        let (n, last) = walked?;
+        let n = walked?;
         // Every target must be an instruction start.
         let starts = &self.starts[..len];
         let is_start = |t: u32| starts.get(t as usize) == Some(&epoch);
@@ -252,13 +222,13 @@ impl Scratch {
         if !branches_ok || !self.targets.iter().all(|&t| is_start(t)) {
             return None;
         }
-        Some((n, last as u32))
+        Some(n)
     }
 
     /// The decoding loop of [`Self::decode`], with the lengths of `code` in `lens`.
-    fn walk(&mut self, code: &[u8], lens: &[u8], epoch: u32) -> Option<(usize, usize)> {
+    fn walk(&mut self, code: &[u8], lens: &[u8], epoch: u32) -> Option<usize> {
         let len = code.len();
-        let (mut pos, mut n, mut last) = (0usize, 0usize, 0usize);
+        let (mut pos, mut n) = (0usize, 0usize);
         // Whether the instruction just decoded carries `tail.`.
         let mut tail = false;
         while pos < len {
@@ -266,7 +236,6 @@ impl Scratch {
             let size = lens[pos] as usize;
             self.starts[pos] = epoch;
             n += 1;
-            last = pos;
             let first = code[pos];
             if size == 0 || len - pos < size {
                 pos = self.slow(code, pos, &mut tail)?;
@@ -296,15 +265,14 @@ impl Scratch {
                     at: pos as u32,
                     kind: Kind::Ret {
                         tail,
-                        redirect: false,
-                        long: false,
+                        epilogue: false,
                     },
                 });
             }
             tail = false;
             pos = next;
         }
-        Some((n, last))
+        Some(n)
     }
 
     /// The instruction at `start` through the codec's decoder: a prefix run and the
@@ -353,40 +321,29 @@ impl Scratch {
         }
     }
 
-    /// Decides which `ret`s are redirected, as the `epilogue` transform does: every one that
-    /// does not complete a `tail.` call, but for a final `ret`, which the epilogue is inserted
-    /// before. Returns the final `ret` kept, if any, and whether there is an epilogue.
-    fn plan_rets(&mut self, last_instr: u32) -> (Option<u32>, bool) {
-        let Some(last) = self
-            .events
-            .iter()
-            .rev()
-            .find(|e| matches!(e.kind, Kind::Ret { tail: false, .. }))
-            .map(|e| e.at)
-        else {
-            return (None, false);
-        };
-        let shared = (last == last_instr).then_some(last);
+    /// Marks the `ret`s an epilogue goes before, as the `epilogue` transform chooses them:
+    /// every one that does not complete a `tail.` call. Returns whether there is one.
+    fn plan_rets(&mut self) -> bool {
+        let mut any = false;
         for e in &mut self.events {
             if let Kind::Ret {
                 tail: false,
-                redirect,
-                ..
+                epilogue,
             } = &mut e.kind
-                && Some(e.at) != shared
             {
-                *redirect = true;
+                *epilogue = true;
+                any = true;
             }
         }
-        (shared, true)
+        any
     }
 
-    fn sum_growth(&mut self) {
+    fn sum_growth(&mut self, plan: &Plan) {
         self.cum.clear();
         self.cum.push(0);
         let mut total = 0;
         for e in &self.events {
-            total += e.kind.growth();
+            total += e.kind.growth(plan.epilogue);
             self.cum.push(total);
         }
     }
@@ -395,14 +352,7 @@ impl Scratch {
     /// layout's `relax`): every short branch whose displacement does not fit is widened, all at
     /// once per pass, until none is. Returns (passes, widened).
     fn relax(&mut self, plan: &Plan, relax: &mut Relax) -> Option<(u32, u32)> {
-        self.sum_growth();
-        let entry = self.epilogue_entry(plan) as i64;
-        // Where a redirected `ret` goes, in old offsets.
-        let end = if plan.shared {
-            plan.epilogue_at
-        } else {
-            plan.len
-        };
+        self.sum_growth(plan);
         let bound = self.events.len() + 2;
         let (mut passes, mut widened) = (0u32, 0u32);
         let settled = loop {
@@ -412,14 +362,9 @@ impl Scratch {
             }
             let events = &self.events;
             let grown = if passes == 1 {
-                // Relaxation widens short branches and `ret`s redirected in the short form.
+                // Relaxation widens short branches; `ret`s and `switch`es are no jumps.
                 relax.first_pass(events.len(), |k| match events[k].kind {
-                    Kind::Branch { long: false, .. }
-                    | Kind::Ret {
-                        redirect: true,
-                        long: false,
-                        ..
-                    } => Some(self.initial_disp(plan, k, entry)),
+                    Kind::Branch { long: false, .. } => Some(self.initial_disp(plan, k)),
                     Kind::Branch { .. } | Kind::Ret { .. } | Kind::Switch { .. } => None,
                 })
             } else {
@@ -427,7 +372,8 @@ impl Scratch {
                     let e = events[k];
                     let to = match e.kind {
                         Kind::Branch { target, .. } => target,
-                        Kind::Ret { .. } | Kind::Switch { .. } => end,
+                        // Never widened: only its place in the order matters.
+                        Kind::Ret { .. } | Kind::Switch { .. } => e.at,
                     };
                     Jump {
                         at: e.at,
@@ -443,57 +389,59 @@ impl Scratch {
             widened += grown.len() as u32;
             for &k in grown {
                 match &mut self.events[k as usize].kind {
-                    Kind::Branch { long, .. } | Kind::Ret { long, .. } => *long = true,
-                    Kind::Switch { .. } => {}
+                    Kind::Branch { long, .. } => *long = true,
+                    Kind::Ret { .. } | Kind::Switch { .. } => {}
                 }
             }
         };
         if widened != 0 {
-            self.sum_growth();
+            self.sum_growth(plan);
         }
         settled
     }
 
-    /// The displacement of event `k` (a short branch, or a `ret` redirected to the epilogue
-    /// at `entry`) before relaxation.
-    fn initial_disp(&self, plan: &Plan, k: usize, entry: i64) -> i64 {
+    /// The displacement of event `k` (a short branch) before relaxation.
+    fn initial_disp(&self, plan: &Plan, k: usize) -> i64 {
         let e = self.events[k];
         let target = match e.kind {
             Kind::Branch { target, .. } => self.target(plan, target) as i64,
-            Kind::Ret { .. } | Kind::Switch { .. } => entry,
+            Kind::Ret { .. } | Kind::Switch { .. } => return 0,
         };
         // Events are at distinct offsets, in order: `cum[k]` is the growth before this one.
-        let next = self.instr_with(plan, e.at, self.cum[k]) as i64 + 2;
+        let next = self.instr_with(plan, e.at, self.cum[k], false) as i64 + 2;
         target - next
     }
 
     /// Writes the new code into `out[..]`, which holds it and 8 bytes more; returns its size.
     fn emit(&self, plan: &Plan, code: &[u8], out: &mut [u8]) -> Option<usize> {
         let pro = &self.snippets.pro[..plan.prologue as usize];
-        let (epi, ret) = self.snippets.epi.split_at(plan.epilogue as usize);
+        let epi = &self.snippets.epi[..plan.epilogue as usize];
         let mut dst = 0usize;
         let mut src = 0usize;
         put(out, &mut dst, pro)?;
-        let entry = self.epilogue_entry(plan) as i64;
         for e in &self.events {
-            // A `ret` that stays is copied with the code around it.
-            if let Kind::Ret {
-                redirect: false, ..
-            } = e.kind
-            {
-                continue;
-            }
             let at = e.at as usize;
-            put(out, &mut dst, code.get(src..at)?)?;
-            src = at;
-            debug_assert_eq!(dst, self.instr(plan, e.at) as usize);
             let (opcode, target, long, old_size) = match e.kind {
+                // A `ret` is copied with the code around it, after its epilogue.
+                Kind::Ret {
+                    epilogue: false, ..
+                } => continue,
+                Kind::Ret { epilogue: true, .. } => {
+                    put(out, &mut dst, code.get(src..at)?)?;
+                    src = at;
+                    put(out, &mut dst, epi)?;
+                    debug_assert_eq!(dst, self.instr(plan, e.at) as usize);
+                    continue;
+                }
                 Kind::Branch {
                     opcode,
                     target,
                     was_long,
                     long,
                 } => {
+                    put(out, &mut dst, code.get(src..at)?)?;
+                    src = at;
+                    debug_assert_eq!(dst, self.instr(plan, e.at) as usize);
                     let opcode = if long && !was_long {
                         Opcode::from_byte(opcode)?.long_form().code() as u8
                     } else {
@@ -502,9 +450,9 @@ impl Scratch {
                     let old = if was_long { 5 } else { 2 };
                     (opcode, self.target(plan, target) as i64, long, old)
                 }
-                // Redirected: the others were skipped above.
-                Kind::Ret { long, .. } => (if long { BR } else { BR_S }, entry, long, 1),
                 Kind::Switch { first, count } => {
+                    put(out, &mut dst, code.get(src..at)?)?;
+                    src = at;
                     let size = 5 + 4 * count as usize;
                     let table_at = dst + 5;
                     put(out, &mut dst, code.get(src..src + size)?)?;
@@ -529,17 +477,7 @@ impl Scratch {
             }
             src += old_size;
         }
-        if plan.shared {
-            let at = plan.epilogue_at as usize;
-            put(out, &mut dst, code.get(src..at)?)?;
-            put(out, &mut dst, epi)?;
-            src = at;
-        }
         put(out, &mut dst, code.get(src..)?)?;
-        if plan.appended {
-            put(out, &mut dst, epi)?;
-            put(out, &mut dst, ret)?;
-        }
         Some(dst)
     }
 
@@ -624,7 +562,7 @@ impl Layout {
         if !s.snippets.update(which, topts) {
             return None;
         }
-        let (n, last_instr) = s.decode(code)?;
+        let n = s.decode(code)?;
         if n < 2 {
             return None;
         }
@@ -634,24 +572,18 @@ impl Layout {
         } else {
             0
         };
-        let (shared, epilogue) = if which.epilogue() && !topts.epilogue.is_empty() {
-            s.plan_rets(last_instr)
-        } else {
-            (None, false)
-        };
-        let epi_len = s.snippets.epi.len() as u32 - 1;
-        let appended = epilogue && shared.is_none();
+        let epilogue = which.epilogue() && !topts.epilogue.is_empty() && s.plan_rets();
         let plan = Plan {
             prologue: pro_len,
-            epilogue: if epilogue { epi_len } else { 0 },
-            epilogue_at: shared.unwrap_or(0),
-            shared: shared.is_some(),
-            appended,
+            epilogue: if epilogue {
+                s.snippets.epi.len() as u32
+            } else {
+                0
+            },
             len: code.len() as u32,
         };
         let (passes, widened) = s.relax(&plan, &mut self.relax)?;
-        let total =
-            s.base(&plan, plan.len) as usize + if appended { epi_len as usize + 1 } else { 0 };
+        let total = s.base(&plan, plan.len) as usize;
         if self.code.len() < total + 16 {
             self.code.resize(total + 16, 0);
         }

@@ -4,7 +4,7 @@ use super::{
     Outcome, SkipReason, TransformFn, TransformOptions, check_snippet, completes_tail_call,
 };
 use crate::ir::edit::{Editor, Regions, Targets};
-use crate::ir::method::{Instr, Method};
+use crate::ir::method::Method;
 use crate::opcode::Opcode;
 
 /// The prologue IL before the first instruction. It goes outside any region the first
@@ -26,10 +26,13 @@ fn plan_prologue(ed: &mut Editor<'_>, opts: &TransformOptions) -> Result<bool, S
     Ok(true)
 }
 
-/// Every `ret` redirected to one epilogue block that runs the epilogue IL and returns. A return
-/// value stays on the stack across the branch (the IL must be stack-neutral). A `ret` that
-/// completes a `tail.` call is left alone, as are `jmp`s; a method without a `ret` is
-/// unchanged.
+/// The epilogue IL before every `ret`, each with a copy of its own: branches to a `ret` reach
+/// its epilogue, and the return value stays on the stack across it (the IL must be
+/// stack-neutral). No path joins another on the way out, so a return value keeps the type it
+/// had (a shared epilogue would merge the types of every returned value, and `ret` of the
+/// merge — `object` where two classes meet — is not what the signature declares), and no
+/// local is needed. A `ret` that completes a `tail.` call is left alone, as are `jmp`s; a
+/// method without a `ret` is unchanged.
 pub fn epilogue(m: &mut Method, opts: &TransformOptions) -> Result<Outcome, SkipReason> {
     check_snippet(&opts.epilogue, true)?;
     let mut ed = m.edit();
@@ -38,59 +41,29 @@ pub fn epilogue(m: &mut Method, opts: &TransformOptions) -> Result<Outcome, Skip
     Ok(Outcome::from(changed))
 }
 
-/// Records the epilogue edits; returns whether there are any, and whether the epilogue goes
-/// before instruction 0 (a body that is a single `ret`).
+/// Records the epilogue edits; returns whether there are any.
 fn plan_epilogue(ed: &mut Editor<'_>, opts: &TransformOptions) -> Result<bool, SkipReason> {
-    let m = ed.method();
-    let n = m.instrs.len();
-    // From the end: most bodies end with their last `ret`.
-    let Some(last) = (0..n)
-        .rev()
-        .find(|&i| m.instrs[i].opcode == Opcode::Ret && !completes_tail_call(m, i))
-    else {
-        return Ok(false);
-    };
     if opts.epilogue.is_empty() {
         return Ok(false);
     }
-    let entry = ed.new_label();
-    // When the code ends with a `ret`, the epilogue goes right before it: the last path falls
-    // into it and branches to that `ret` reach it.
-    let shared_ret = last == n - 1;
-    let block = if shared_ret {
-        ed.insert_before(last, &opts.epilogue, Targets::ToNew, Regions::Outside)?
-    } else {
-        let mut code = Vec::with_capacity(opts.epilogue.len() + 1);
-        code.extend_from_slice(&opts.epilogue);
-        code.push(Instr::op(Opcode::Ret));
-        ed.append(&code)
-    };
-    ed.bind(block, entry)?;
-    let redirect = [Instr::branch(Opcode::Br_S, entry)];
-    let mut i = 0;
-    while let Some(k) = ed.method().instrs[i..last]
-        .iter()
-        .position(|ins| ins.opcode == Opcode::Ret)
-    {
-        i += k;
-        if !completes_tail_call(ed.method(), i) {
-            ed.replace(i, &redirect)?;
+    let mut changed = false;
+    for i in 0..ed.method().instrs.len() {
+        let m = ed.method();
+        if m.instrs[i].opcode == Opcode::Ret && !completes_tail_call(m, i) {
+            ed.insert_before(i, &opts.epilogue, Targets::ToNew, Regions::Outside)?;
+            changed = true;
         }
-        i += 1;
     }
-    if !shared_ret {
-        ed.replace(last, &redirect)?;
-    }
-    Ok(true)
+    Ok(changed)
 }
 
 /// [`prologue`] then [`epilogue`], in one edit when they do not meet at instruction 0.
 pub fn prologue_epilogue(m: &mut Method, opts: &TransformOptions) -> Result<Outcome, SkipReason> {
     check_snippet(&opts.prologue, false)?;
     check_snippet(&opts.epilogue, true)?;
-    // A body that is a lone `ret` gets both before instruction 0, with different choices:
+    // A body that starts with a `ret` gets both before instruction 0, with different choices:
     // two edits in sequence.
-    if m.instrs.len() == 1 {
+    if m.instrs.first().is_some_and(|i| i.opcode == Opcode::Ret) {
         let a = prologue(m, opts)?;
         let b = epilogue(m, opts)?;
         return Ok(a.or(b));
