@@ -130,7 +130,7 @@ fn wrapped_programs_with_probes_run_and_balance() {
             .arg(&probe),
     );
     assert_eq!(o.code, Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("at entry, object[]"));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("at entry object[]"));
     // A probe that does not exist, does not parse, or cannot be filled: exit 2, nothing written.
     let out = dir.join("never.exe");
     let program = root().join("corpus/bin/control_flow.exe");
@@ -160,6 +160,116 @@ fn wrapped_programs_with_probes_run_and_balance() {
 
 /// Copies `from` into `to` as hard links (a copy where linking fails), so a test can replace
 /// one file of an installed runtime without touching the installation.
+/// An exit probe taking `object` gets the value each method returns (boxed; null for `void`),
+/// both from the epilogue before each `ret` (which keeps the value in a local) and from
+/// `wrap-finally`'s handler; the programs' output is unchanged, every method entered exits
+/// once, and nothing new is found against the original, at the unverifiable level too.
+#[test]
+fn the_exit_probe_gets_the_return_value() {
+    let test = "the_exit_probe_gets_the_return_value";
+    let runtimes = support::runtimes(test);
+    if runtimes.is_empty() || !support::mono_tool(test, "mcs") {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("ilcheck-probe-value-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let probe = support::build_probe(&dir);
+    let original = root().join("corpus/bin/control_flow.exe");
+    for transform in ["prologue-epilogue", "epilogue", "wrap-finally"] {
+        let patched = dir.join(transform).join("control_flow.exe");
+        std::fs::create_dir_all(patched.parent().unwrap()).unwrap();
+        std::fs::copy(&probe, patched.with_file_name("Acme.Probe.dll")).unwrap();
+        let o = support::run(
+            Command::new(BIN)
+                .arg("rewrite")
+                .arg(&original)
+                .arg("-o")
+                .arg(&patched)
+                .args([
+                    "-t",
+                    transform,
+                    "--prologue-call",
+                    ENTER,
+                    "--epilogue-call",
+                    "void [Acme.Probe]Acme.Probe::ExitValue(string, object)",
+                    "--reference",
+                ])
+                .arg(&probe),
+        );
+        let text = String::from_utf8_lossy(&o.stdout).into_owned();
+        assert!(
+            o.success(),
+            "{transform}: {text}{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(
+            text.contains("0 skipped, 0 rejected"),
+            "{transform}: {text}"
+        );
+        let v = support::run(
+            Command::new(BIN)
+                .args(["verify", "--level", "unverifiable", "--baseline"])
+                .arg(&original)
+                .arg("--")
+                .arg(&patched),
+        );
+        assert_eq!(
+            v.code,
+            Some(0),
+            "{transform}: {}",
+            String::from_utf8_lossy(&v.stdout)
+        );
+        for runtime in &runtimes {
+            let on = runtime.describe();
+            let run = |exe: &Path| runtime.run(exe, &[], Duration::from_secs(60)).unwrap();
+            let (before, after) = (run(&original), run(&patched));
+            let err = String::from_utf8_lossy(&after.stderr);
+            assert!(after.success(), "{transform} under {on}: {err}");
+            assert_eq!(before.stdout, after.stdout, "{transform} under {on}");
+            let mut open: BTreeMap<String, i64> = BTreeMap::new();
+            for line in err.lines() {
+                if let Some(rest) = line.strip_prefix("enter ") {
+                    let method = rest.rsplit_once(' ').map_or(rest, |(m, _)| m);
+                    *open.entry(method.to_string()).or_default() += 1;
+                } else if let Some(rest) = line.strip_prefix("exit ") {
+                    let (method, _) = rest.split_once(" = ").expect("exit NAME = VALUE");
+                    *open.entry(method.to_string()).or_default() -= 1;
+                }
+            }
+            // The finally runs on every exit; an epilogue before each `ret` only on returns, so
+            // `Rethrow`, which leaves by throwing, exits fewer times than it is entered.
+            let unbalanced: Vec<_> = open
+                .iter()
+                .filter(|(m, n)| {
+                    **n != 0
+                        && !(transform != "wrap-finally"
+                            && m.as_str() == "ControlFlow::Rethrow(int32)"
+                            && **n > 0)
+                })
+                .collect();
+            // `epilogue` alone calls no entry probe.
+            if transform != "epilogue" {
+                assert!(
+                    unbalanced.is_empty(),
+                    "{transform} under {on}: {unbalanced:?}"
+                );
+            }
+            for line in [
+                "exit ControlFlow::Recursion(int32) = 6765",
+                "exit ControlFlow::Ackermann(int32,int32) = 9",
+                "exit ControlFlow::Nested(int32) = 11301",
+                "exit ControlFlow::Out(string) = null",
+            ] {
+                assert!(
+                    err.lines().any(|l| l == line),
+                    "{transform} under {on}: no line {line:?}"
+                );
+            }
+        }
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 fn link_tree(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for entry in std::fs::read_dir(from).unwrap() {

@@ -13,13 +13,20 @@ namespace Acme
         {
             var parts = new string[args.Length];
             for (int i = 0; i < args.Length; i++)
-            {
-                // Values of primitive types and strings as such; other objects by their type,
-                // since their ToString could run probed code.
-                object a = args[i];
-                parts[i] = a == null ? "null" : a is System.IConvertible ? a.ToString() : a.GetType().Name;
-            }
+                parts[i] = Show(args[i]);
             System.Console.Error.WriteLine("enter " + method + " (" + string.Join(", ", parts) + ")");
+        }
+
+        public static void ExitValue(string method, object value)
+        {
+            System.Console.Error.WriteLine("exit " + method + " = " + Show(value));
+        }
+
+        // Values of primitive types and strings as such; other objects by their type, since
+        // their ToString could run probed code.
+        static string Show(object a)
+        {
+            return a == null ? "null" : a is System.IConvertible ? a.ToString() : a.GetType().Name;
         }
 
         public static void Exit(string method)

@@ -7,7 +7,7 @@ use crate::image::writer::{ImageWriter, WriteError, WriteSummary, WriterBuffers}
 use crate::image::{Image, Table, Token};
 use crate::ir::{
     EntryExit, Instr, LayoutError, LayoutInfo, LayoutOptions, NewLocals, Operand, RewriteError,
-    Rewriter, TransformFn, TransformOptions,
+    Rewriter, SkipReason, TransformFn, TransformOptions,
 };
 use crate::opcode::Opcode;
 use crate::verify::{ImageResolver, Resolver, Verifier};
@@ -170,19 +170,49 @@ impl RewriteReport {
     }
 }
 
+/// The local that holds a method's return value for a transform: one the method declares and
+/// never uses, or one added with a new local signature.
+#[derive(Clone, Copy, Debug)]
+struct ReturnLocal {
+    index: u16,
+    /// The new local count and signature, when the local is added.
+    added: Option<(u32, NewLocals)>,
+}
+
+/// A method's probe calls: the code at entry, and at exit (or why the exit probe cannot be
+/// called there, so the method is skipped).
+#[derive(Clone, Debug)]
+struct ProbeCalls {
+    entry: Vec<Instr>,
+    exit: Result<Vec<Instr>, SkipReason>,
+    /// The exit code reads the return value from the local, where the epilogue copies it
+    /// ([`TransformOptions::store_return`]).
+    store_return: bool,
+}
+
 /// Metadata a rewrite adds, planned (in rid order, on one thread) before any method is
-/// rewritten, so every thread sees the same tokens: for the wrap transforms, a new local
-/// signature for each non-void method without a spare local, and the `System.Exception`
-/// TypeRef when `wrap-catch` was given no catch type and the assembly has none.
+/// rewritten, so every thread sees the same tokens: for the wrap transforms, and for an exit
+/// probe that takes the return value, the local that holds it (a new local signature for each
+/// non-void method without a spare local); the `System.Exception` TypeRef when `wrap-catch`
+/// was given no catch type and the assembly has none; the probes' references, literals and
+/// boxing types.
 struct EmitPlan<'i, 'a> {
     builder: MetadataBuilder<'i, 'a>,
-    /// Per MethodDef rid (index 0 unused): the new local's index, the new local count and
-    /// the new signature.
-    locals: Vec<Option<(u16, u32, NewLocals)>>,
+    /// Per MethodDef rid (index 0 unused): the local that holds the return value.
+    locals: Vec<Option<ReturnLocal>>,
     additions: Option<Additions>,
     catch_type: u32,
     /// Per MethodDef rid: the entry and exit probe calls, with their arguments.
-    probe_calls: Vec<Option<(Vec<Instr>, Vec<Instr>)>>,
+    probe_calls: Vec<Option<ProbeCalls>>,
+}
+
+/// Whether the transform puts the exit code before each `ret` (rather than in a handler).
+fn epilogue_before_ret(opts: &RewriteOptions) -> bool {
+    opts.entry_exit.is_some_and(EntryExit::epilogue)
+        || matches!(
+            opts.transform_name.as_str(),
+            "epilogue" | "prologue-epilogue"
+        )
 }
 
 impl<'i, 'a> EmitPlan<'i, 'a> {
@@ -194,14 +224,8 @@ impl<'i, 'a> EmitPlan<'i, 'a> {
             catch_type: opts.transform_opts.catch_type,
             probe_calls: Vec::new(),
         };
-        plan.plan_probes(image, opts)?;
-        if !opts.transform_name.starts_with("wrap") {
-            if !plan.builder.is_empty() {
-                plan.additions = Some(plan.builder.additions());
-            }
-            return Ok(plan);
-        }
         let with_body = || image.methods().filter(|m| m.rva() != 0);
+        let wraps = opts.transform_name.starts_with("wrap");
         if opts.transform_name == "wrap-catch"
             && plan.catch_type == 0
             && with_body().next().is_some()
@@ -215,28 +239,44 @@ impl<'i, 'a> EmitPlan<'i, 'a> {
                 },
             };
         }
-        plan.locals = vec![None; image.method_count() as usize + 1];
-        for method in with_body() {
-            if let Some(pattern) = &opts.methods
-                && !method.full_name().is_ok_and(|n| glob_match(pattern, &n))
-            {
-                continue;
-            }
-            if let Some(new) = plan.new_local(image, &method)? {
-                plan.locals[method.rid() as usize] = Some(new);
+        let exit_takes_value = opts
+            .probes
+            .exit
+            .as_ref()
+            .is_some_and(|p| p.args.contains(&ProbeArg::ReturnValue));
+        let needs_local = opts.transform_opts.return_local.is_none()
+            && (wraps || (exit_takes_value && epilogue_before_ret(opts)));
+        if needs_local {
+            plan.locals = vec![None; image.method_count() as usize + 1];
+            for method in with_body() {
+                if let Some(pattern) = &opts.methods
+                    && !method.full_name().is_ok_and(|n| glob_match(pattern, &n))
+                {
+                    continue;
+                }
+                plan.locals[method.rid() as usize] = plan.return_local(image, &method, wraps)?;
             }
         }
+        plan.plan_probes(image, opts)?;
         // A new local signature may be a row the image already has: nothing is added then,
         // but the rewritten bodies still need the new local count when they are verified.
-        if !plan.builder.is_empty() || plan.locals.iter().any(Option::is_some) {
+        if !plan.builder.is_empty()
+            || plan
+                .locals
+                .iter()
+                .any(|l| l.is_some_and(|l| l.added.is_some()))
+        {
             plan.additions = Some(plan.builder.additions());
         }
         Ok(plan)
     }
 
     /// The probe calls of every selected method: a reference to each probe, and per method
-    /// its arguments (a string literal of its name, its token) and the call.
+    /// its arguments (a string literal of its name, its token, its arguments, its return
+    /// value) and the call.
     fn plan_probes(&mut self, image: &Image<'_>, opts: &RewriteOptions) -> Result<(), EmitError> {
+        use crate::ir::transforms::{as_object, ldloc, return_type_bytes};
+        const VOID: u8 = 0x01;
         let Probes { entry, exit } = &opts.probes;
         if entry.is_none() && exit.is_none() {
             return Ok(());
@@ -250,21 +290,28 @@ impl<'i, 'a> EmitPlan<'i, 'a> {
             None => None,
         };
         self.probe_calls = vec![None; image.method_count() as usize + 1];
-        // For probes taking the arguments: System.Object and the core library, for the array
-        // and for boxing primitives.
-        let takes_args = [entry, exit]
-            .iter()
-            .flatten()
-            .any(|(p, _)| p.args.contains(&ProbeArg::Arguments));
-        let core = if takes_args {
+        // For probes taking the arguments or the return value: System.Object and the core
+        // library, for the array and for boxing primitives.
+        let takes = |arg: ProbeArg| {
+            [entry, exit]
+                .iter()
+                .flatten()
+                .any(|(p, _)| p.args.contains(&arg))
+        };
+        let core = if takes(ProbeArg::Arguments) || takes(ProbeArg::ReturnValue) {
             core_library(image)
         } else {
             None
         };
         let object = match core {
-            Some(c) => Some(self.builder.type_ref(c, "System", "Object")?),
-            None => None,
+            Some(c) if takes(ProbeArg::Arguments) => {
+                Some(self.builder.type_ref(c, "System", "Object")?)
+            }
+            _ => None,
         };
+        // Before each `ret` the value is on the stack, and is kept in the local first; in a
+        // handler it is in the local already.
+        let before_ret = epilogue_before_ret(opts);
         for method in image.methods().filter(|m| m.rva() != 0) {
             let name = method.full_name();
             if let Some(pattern) = &opts.methods
@@ -273,71 +320,112 @@ impl<'i, 'a> EmitPlan<'i, 'a> {
                 continue;
             }
             let name = name.unwrap_or_else(|_| method.token().to_string());
-            let mut call =
-                |probe: Option<(&ResolvedProbe, Token)>| -> Result<Vec<Instr>, EmitError> {
-                    let Some((p, token)) = probe else {
-                        return Ok(Vec::new());
-                    };
-                    let mut code = Vec::with_capacity(p.args.len() + 1);
-                    for arg in &p.args {
-                        code.push(match arg {
-                            ProbeArg::MethodName => Instr::new(
-                                Opcode::Ldstr,
-                                Operand::Token(self.builder.user_string(&name)?.0),
-                            ),
-                            ProbeArg::MethodToken => {
-                                Instr::new(Opcode::Ldc_I4, Operand::Int32(method.token().0 as i32))
+            let local = opts.transform_opts.return_local.or_else(|| {
+                self.locals
+                    .get(method.rid() as usize)
+                    .copied()
+                    .flatten()
+                    .map(|l| l.index)
+            });
+            let mut store_return = false;
+            let mut call = |probe: Option<(&ResolvedProbe, Token)>|
+             -> Result<Result<Vec<Instr>, SkipReason>, EmitError> {
+                let Some((p, token)) = probe else {
+                    return Ok(Ok(Vec::new()));
+                };
+                let mut code = Vec::with_capacity(p.args.len() + 1);
+                for arg in &p.args {
+                    code.push(match arg {
+                        ProbeArg::MethodName => Instr::new(
+                            Opcode::Ldstr,
+                            Operand::Token(self.builder.user_string(&name)?.0),
+                        ),
+                        ProbeArg::MethodToken => {
+                            Instr::new(Opcode::Ldc_I4, Operand::Int32(method.token().0 as i32))
+                        }
+                        ProbeArg::Arguments => {
+                            let array = match (core, object, method.signature_blob()) {
+                                (Some(core), Some(object), Ok(sig)) => {
+                                    crate::ir::transforms::arguments_array(
+                                        &mut self.builder,
+                                        core,
+                                        object,
+                                        sig,
+                                    )?
+                                }
+                                _ => None,
+                            };
+                            match array {
+                                Some(array) => {
+                                    code.extend(array);
+                                    continue;
+                                }
+                                // Arguments that do not read: none, rather than a guess.
+                                None => Instr::op(Opcode::Ldnull),
                             }
-                            ProbeArg::Arguments => {
-                                let array = match (core, object, method.signature_blob()) {
-                                    (Some(core), Some(object), Ok(sig)) => {
-                                        crate::ir::transforms::arguments_array(
-                                            &mut self.builder,
-                                            core,
-                                            object,
-                                            sig,
-                                        )?
-                                    }
-                                    _ => None,
+                        }
+                        ProbeArg::ReturnValue => {
+                            let ret = method.signature_blob().ok().and_then(return_type_bytes);
+                            let Some(ret) = ret else {
+                                return Ok(Err(SkipReason::NeedsSignature));
+                            };
+                            if ret == [VOID] {
+                                Instr::op(Opcode::Ldnull)
+                            } else {
+                                let (Some(core), Some(local)) = (core, local) else {
+                                    return Ok(Err(SkipReason::NeedsNewLocal));
                                 };
-                                match array {
-                                    Some(array) => {
-                                        code.extend(array);
+                                match as_object(&mut self.builder, core, ret, ldloc(local))? {
+                                    Some(value) => {
+                                        code.extend(value);
+                                        store_return = before_ret;
                                         continue;
                                     }
-                                    // Arguments that do not read: none, rather than a guess.
                                     None => Instr::op(Opcode::Ldnull),
                                 }
                             }
-                        });
-                    }
-                    code.push(Instr::new(Opcode::Call, Operand::Token(token.0)));
-                    Ok(code)
-                };
-            let calls = (call(entry)?, call(exit)?);
+                        }
+                    });
+                }
+                code.push(Instr::new(Opcode::Call, Operand::Token(token.0)));
+                Ok(Ok(code))
+            };
+            let calls = ProbeCalls {
+                // Entry probes take no return value, so never skip.
+                entry: call(entry)?.unwrap_or_default(),
+                exit: call(exit)?,
+                store_return,
+            };
             self.probe_calls[method.rid() as usize] = Some(calls);
         }
         Ok(())
     }
 
-    /// The new local a wrapped `method` needs: none for a void method, one with a spare
-    /// local, or one whose body or signatures do not read (the transform then says why it
-    /// skips).
-    fn new_local(
+    /// The local that holds `method`'s return value: none for a void method (or, when the
+    /// value goes to a probe rather than across a `leave`, one no `object` holds), a spare
+    /// one it declares, or a new one; none either when its body or signatures do not read
+    /// (the transform then says why it skips).
+    fn return_local(
         &mut self,
         image: &Image<'_>,
         method: &crate::image::Method<'_>,
-    ) -> Result<Option<(u16, u32, NewLocals)>, EmitError> {
-        use crate::ir::transforms::{locals_plus_one, return_type_bytes, spare_return_local};
+        wraps: bool,
+    ) -> Result<Option<ReturnLocal>, EmitError> {
+        use crate::ir::transforms::{
+            fits_object, locals_plus_one, return_type_bytes, spare_return_local,
+        };
         const VOID: u8 = 0x01;
         let Some(ret) = method.signature_blob().ok().and_then(return_type_bytes) else {
             return Ok(None);
         };
+        if ret == [VOID] || (!wraps && !fits_object(ret)) {
+            return Ok(None);
+        }
         let Ok(body) = method.decoded_body() else {
             return Ok(None);
         };
-        if ret == [VOID] || spare_return_local(image, method, &body).is_some() {
-            return Ok(None);
+        if let Some(index) = spare_return_local(image, method, &body) {
+            return Ok(Some(ReturnLocal { index, added: None }));
         }
         let old = match Token(body.local_sig()) {
             t if t.is_null() => None,
@@ -357,14 +445,16 @@ impl<'i, 'a> EmitPlan<'i, 'a> {
             return Ok(None);
         };
         let token = self.builder.standalone_sig(&blob)?;
-        Ok(Some((
+        Ok(Some(ReturnLocal {
             index,
-            u32::from(index) + 1,
-            NewLocals {
-                local_sig: token.0,
-                init_locals: old.is_none(),
-            },
-        )))
+            added: Some((
+                u32::from(index) + 1,
+                NewLocals {
+                    local_sig: token.0,
+                    init_locals: old.is_none(),
+                },
+            )),
+        }))
     }
 }
 
@@ -499,14 +589,15 @@ struct Worker<'i, 'o> {
     verifier: Verifier,
     resolver: ImageResolver<'i>,
     topts: TransformOptions,
-    /// Only the wrap transforms can use a spare local for the return value.
+    /// Whether probes go in the wrap transforms' code (rather than the prologue and
+    /// epilogue).
     wraps: bool,
-    /// The new locals planned for this rewrite, by rid.
-    locals: &'o [Option<(u16, u32, NewLocals)>],
+    /// The locals that hold return values, planned for this rewrite, by rid.
+    locals: &'o [Option<ReturnLocal>],
     /// What the plan added to the metadata, when anything.
     additions: Option<&'o Additions>,
     /// The probe calls by rid.
-    probe_calls: &'o [Option<(Vec<Instr>, Vec<Instr>)>],
+    probe_calls: &'o [Option<ProbeCalls>],
 }
 
 impl<'i, 'o> Worker<'i, 'o> {
@@ -596,29 +687,31 @@ impl<'i, 'o> Worker<'i, 'o> {
         self.topts.returns_void = self.resolver.method().map(|s| s.returns_void);
         self.topts.return_local = opts.transform_opts.return_local;
         self.topts.new_locals = None;
-        if let Some(Some((entry, exit))) = self.probe_calls.get(method.rid() as usize) {
+        let mut skip = None;
+        self.topts.store_return = false;
+        if let Some(Some(calls)) = self.probe_calls.get(method.rid() as usize) {
+            self.topts.store_return = calls.store_return;
             let (pro, epi) = if self.wraps {
                 (&mut self.topts.wrap_entry, &mut self.topts.wrap_exit)
             } else {
                 (&mut self.topts.prologue, &mut self.topts.epilogue)
             };
             if opts.probes.entry.is_some() {
-                pro.clone_from(entry);
+                pro.clone_from(&calls.entry);
             }
             if opts.probes.exit.is_some() {
-                epi.clone_from(exit);
+                match &calls.exit {
+                    Ok(code) => epi.clone_from(code),
+                    Err(reason) => skip = Some(reason.clone()),
+                }
             }
         }
         let mut locals = None;
-        if self.wraps && self.topts.returns_void == Some(false) && self.topts.return_local.is_none()
+        if self.topts.return_local.is_none()
+            && let Some(Some(local)) = self.locals.get(method.rid() as usize)
         {
-            self.topts.return_local =
-                crate::ir::transforms::spare_return_local(self.image, method, &body);
-            if let (None, Some(&Some((index, count, new)))) = (
-                self.topts.return_local,
-                self.locals.get(method.rid() as usize),
-            ) {
-                self.topts.return_local = Some(index);
+            self.topts.return_local = Some(local.index);
+            if let Some((count, new)) = local.added {
                 self.topts.new_locals = Some(new);
                 locals = Some(count);
             }
@@ -628,6 +721,7 @@ impl<'i, 'o> Worker<'i, 'o> {
         let start = part.bodies.len();
         let (rewriter, topts, out) = (&mut self.rewriter, &self.topts, &mut part.bodies);
         let result = match self.additions {
+            _ if let Some(reason) = skip => Err(RewriteError::Skipped(reason)),
             // Code that uses added metadata is verified knowing it.
             Some(additions) => {
                 let resolver = EmitResolver {

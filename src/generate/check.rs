@@ -122,6 +122,8 @@ pub fn transforms_preserve(g: &Generated) -> Result<(), String> {
         catch_type: EXCEPTION_CLASS,
         returns_void: Some(g.shape.returns_void),
         return_local: Some(spare),
+        // The epilogue copies a return value there too, as for a probe that reads it.
+        store_return: true,
         new_locals: None,
         wrap_entry: Vec::new(),
         wrap_exit: Vec::new(),

@@ -5,8 +5,8 @@
 //!
 //! A probe's parameters are filled by type, each meaning one thing: `string` the method's full
 //! name (an `ldstr` of a new `#US` entry), `int32` its MethodDef token, `object[]` (at entry) its
-//! arguments boxed. Any other parameter type is refused: ilcheck never emits a call whose
-//! arguments it cannot type.
+//! arguments boxed, `object` (at exit) its return value boxed, or null for a `void` method. Any
+//! other parameter type is refused: ilcheck never emits a call whose arguments it cannot type.
 
 use super::{AssemblyIdentity, EmitError, MetadataBuilder};
 use crate::image::tables::{Table, Token};
@@ -63,6 +63,10 @@ pub enum ProbeArg {
     /// The probed method's arguments (not `this`), as an `object[]` of boxed values (entry
     /// probes only).
     Arguments,
+    /// The value the probed method returns, boxed, or null when it returns `void` (exit
+    /// probes only). In `wrap-finally`'s handler, which also runs when an exception leaves the
+    /// method, it is the value stored for the return: the local's default when none was.
+    ReturnValue,
 }
 
 /// A probe named ILAsm-style, parsed.
@@ -165,7 +169,7 @@ pub enum ProbeError {
     },
     /// A parameter type ilcheck cannot fill.
     #[error(
-        "probe {probe}: parameter {index} is {found}; a probe takes string (the method's name), int32 (its token) and, at entry, object[] (its arguments)"
+        "probe {probe}: parameter {index} is {found}; a probe takes string (the method's name), int32 (its token), at entry object[] (its arguments) and at exit object (its return value)"
     )]
     Parameter {
         /// The probe.
@@ -287,6 +291,7 @@ pub fn resolve(
             ProbeType::String => ProbeArg::MethodName,
             ProbeType::Int32 => ProbeArg::MethodToken,
             ProbeType::Array(e) if **e == ProbeType::Object && at_entry => ProbeArg::Arguments,
+            ProbeType::Object if !at_entry => ProbeArg::ReturnValue,
             other => {
                 return Err(ProbeError::Parameter {
                     probe: name,

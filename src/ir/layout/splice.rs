@@ -99,14 +99,16 @@ impl Snippets {
     /// Checks and encodes `opts`' snippets unless they are the last call's; whether they can
     /// be spliced.
     fn update(&mut self, which: EntryExit, opts: &TransformOptions) -> bool {
+        let epilogue = opts.epilogue_code();
         if self.checked.is_some_and(|(w, _)| w == which)
             && self.prologue == opts.prologue
-            && self.epilogue == opts.epilogue
+            && *self.epilogue == *epilogue
         {
             return self.checked.is_some_and(|(_, ok)| ok);
         }
         self.prologue.clone_from(&opts.prologue);
-        self.epilogue.clone_from(&opts.epilogue);
+        self.epilogue.clear();
+        self.epilogue.extend_from_slice(&epilogue);
         self.pro.clear();
         self.epi.clear();
         let ok = which.snippets_ok(opts)
@@ -114,8 +116,7 @@ impl Snippets {
                 .prologue
                 .iter()
                 .all(|i| encode_plain(i, &mut self.pro).is_some())
-            && opts
-                .epilogue
+            && epilogue
                 .iter()
                 .all(|i| encode_plain(i, &mut self.epi).is_some());
         self.checked = Some((which, ok));
@@ -593,11 +594,17 @@ impl Layout {
         }
         self.code_len = total;
         s.clauses(&plan, body, &mut self.clauses)?;
-        let header = HeaderInfo {
+        let mut header = HeaderInfo {
             max_stack: body.max_stack(),
             init_locals: body.init_locals(),
             local_sig: body.local_sig(),
         };
+        // As the IR transform does: an epilogue that stores the return value in an added
+        // local gives the method the new local signature.
+        if epilogue && let Some(new) = topts.new_locals {
+            header.local_sig = new.local_sig;
+            header.init_locals |= new.init_locals;
+        }
         let max_stack = self.check(header.max_stack, opts, resolver).ok()?;
         self.write_body(max_stack, &header, Vec::new(), out).ok()?;
         let outcome = if prologue || epilogue {

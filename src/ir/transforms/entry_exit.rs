@@ -1,7 +1,8 @@
 //! Code at method entry and before every return.
 
 use super::{
-    Outcome, SkipReason, TransformFn, TransformOptions, check_snippet, completes_tail_call,
+    Outcome, SkipReason, TransformFn, TransformOptions, apply_new_locals, check_snippet,
+    completes_tail_call,
 };
 use crate::ir::edit::{Editor, Regions, Targets};
 use crate::ir::method::Method;
@@ -31,13 +32,17 @@ fn plan_prologue(ed: &mut Editor<'_>, opts: &TransformOptions) -> Result<bool, S
 /// stack-neutral). No path joins another on the way out, so a return value keeps the type it
 /// had (a shared epilogue would merge the types of every returned value, and `ret` of the
 /// merge — `object` where two classes meet — is not what the signature declares), and no
-/// local is needed. A `ret` that completes a `tail.` call is left alone, as are `jmp`s; a
+/// local is needed (but by exit code that reads the return value: with `opts.store_return` it
+/// is copied to `opts.return_local` first, and the method gets `opts.new_locals`). A `ret` that completes a `tail.` call is left alone, as are `jmp`s; a
 /// method without a `ret` is unchanged.
 pub fn epilogue(m: &mut Method, opts: &TransformOptions) -> Result<Outcome, SkipReason> {
     check_snippet(&opts.epilogue, true)?;
     let mut ed = m.edit();
     let changed = plan_epilogue(&mut ed, opts)?;
     ed.commit()?;
+    if changed {
+        apply_new_locals(m, opts);
+    }
     Ok(Outcome::from(changed))
 }
 
@@ -46,11 +51,12 @@ fn plan_epilogue(ed: &mut Editor<'_>, opts: &TransformOptions) -> Result<bool, S
     if opts.epilogue.is_empty() {
         return Ok(false);
     }
+    let code = opts.epilogue_code();
     let mut changed = false;
     for i in 0..ed.method().instrs.len() {
         let m = ed.method();
         if m.instrs[i].opcode == Opcode::Ret && !completes_tail_call(m, i) {
-            ed.insert_before(i, &opts.epilogue, Targets::ToNew, Regions::Outside)?;
+            ed.insert_before(i, &code, Targets::ToNew, Regions::Outside)?;
             changed = true;
         }
     }
@@ -72,6 +78,9 @@ pub fn prologue_epilogue(m: &mut Method, opts: &TransformOptions) -> Result<Outc
     let a = plan_prologue(&mut ed, opts)?;
     let b = plan_epilogue(&mut ed, opts)?;
     ed.commit()?;
+    if b {
+        apply_new_locals(m, opts);
+    }
     Ok(Outcome::from(a || b))
 }
 

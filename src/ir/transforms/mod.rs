@@ -12,7 +12,7 @@ pub use entry_exit::{EntryExit, epilogue, prologue, prologue_epilogue};
 pub use from_image::{
     call_snippet, find_exception_type, locals_plus_one, return_type_bytes, spare_return_local,
 };
-pub use probe_args::arguments_array;
+pub use probe_args::{arguments_array, as_object, fits_object};
 pub use wrap::{wrap_catch, wrap_finally};
 
 use super::edit::EditError;
@@ -98,8 +98,13 @@ pub struct TransformOptions {
     pub catch_type: u32,
     /// Whether the method returns void, when known (from its signature).
     pub returns_void: Option<bool>,
-    /// A local the wrap transforms may use to hold the return value of a non-void method.
+    /// A local that holds the return value of a non-void method: where the wrap transforms
+    /// keep it across the `leave`, and where an epilogue that passes it to a probe stores it.
     pub return_local: Option<u16>,
+    /// Before each epilogue, copy a non-void method's return value into `return_local`
+    /// (`dup; stloc`), for epilogue code that reads it (an exit probe taking the return
+    /// value). See [`TransformOptions::epilogue_code`].
+    pub store_return: bool,
     /// The method's new local signature, when `return_local` is a local added for the
     /// transform (see [`crate::image::emit`]): the transform that uses the local gives the
     /// method this StandAloneSig token, and sets InitLocals when asked.
@@ -110,6 +115,23 @@ pub struct TransformOptions {
     /// IL `wrap-finally` runs in its finally handler, so on every exit, exceptional ones
     /// included (a probe call). Straight-line code that leaves the stack as it found it.
     pub wrap_exit: Vec<Instr>,
+}
+
+impl TransformOptions {
+    /// The code that goes before each `ret`: `epilogue`, after `dup; stloc return_local` when
+    /// `store_return` asks for the value and the method returns one.
+    pub fn epilogue_code(&self) -> std::borrow::Cow<'_, [Instr]> {
+        match (self.store_return, self.returns_void, self.return_local) {
+            (true, Some(false), Some(local)) if !self.epilogue.is_empty() => {
+                let mut code = Vec::with_capacity(self.epilogue.len() + 2);
+                code.push(Instr::op(Opcode::Dup));
+                code.push(stloc(local));
+                code.extend_from_slice(&self.epilogue);
+                std::borrow::Cow::Owned(code)
+            }
+            _ => std::borrow::Cow::Borrowed(&self.epilogue),
+        }
+    }
 }
 
 /// A local signature made for a transform: the method's own locals and one more.
@@ -130,6 +152,7 @@ impl Default for TransformOptions {
             catch_type: 0,
             returns_void: None,
             return_local: None,
+            store_return: false,
             new_locals: None,
             wrap_entry: Vec::new(),
             wrap_exit: Vec::new(),
@@ -215,6 +238,53 @@ fn check_snippet(code: &[Instr], neutral: bool) -> Result<(), SkipReason> {
         });
     }
     Ok(())
+}
+
+/// `ldloc` of local `index`, in its shortest form.
+pub(crate) fn ldloc(index: u16) -> Instr {
+    local_op(
+        [
+            Opcode::Ldloc_0,
+            Opcode::Ldloc_1,
+            Opcode::Ldloc_2,
+            Opcode::Ldloc_3,
+        ],
+        Opcode::Ldloc_S,
+        Opcode::Ldloc,
+        index,
+    )
+}
+
+/// `stloc` to local `index`, in its shortest form.
+pub(crate) fn stloc(index: u16) -> Instr {
+    local_op(
+        [
+            Opcode::Stloc_0,
+            Opcode::Stloc_1,
+            Opcode::Stloc_2,
+            Opcode::Stloc_3,
+        ],
+        Opcode::Stloc_S,
+        Opcode::Stloc,
+        index,
+    )
+}
+
+fn local_op(short: [Opcode; 4], s: Opcode, long: Opcode, index: u16) -> Instr {
+    match index {
+        0..=3 => Instr::op(short[index as usize]),
+        4..=255 => Instr::new(s, Operand::Var(index)),
+        _ => Instr::new(long, Operand::Var(index)),
+    }
+}
+
+/// Gives the method the local signature `opts.new_locals` names, when there is one: the
+/// transform uses a local added for it.
+fn apply_new_locals(m: &mut Method, opts: &TransformOptions) {
+    if let Some(new) = opts.new_locals {
+        m.header.local_sig = new.local_sig;
+        m.header.init_locals |= new.init_locals;
+    }
 }
 
 /// Whether instruction `i` is a `ret` that completes a `tail.` call (and must stay right after

@@ -88,6 +88,75 @@ pub fn arguments_array(
     Ok(Some(code))
 }
 
+/// The code that pushes a value of type `ty` (a Type as signatures encode it) as an
+/// `object`: `load`, which pushes the value, then a `box` for a value type or a type parameter.
+/// `None` for a type no `object` can hold (a by-ref, a pointer, a typed reference): the caller
+/// passes null. `core` is the core library's AssemblyRef, for boxing primitives.
+pub fn as_object(
+    b: &mut MetadataBuilder<'_, '_>,
+    core: Token,
+    ty: &[u8],
+    load: Instr,
+) -> Result<Option<Vec<Instr>>, EmitError> {
+    Ok(match self::load(b, core, strip_modifiers(ty))? {
+        Load::Null => None,
+        Load::Reference => Some(vec![load]),
+        Load::Boxed(token) => Some(vec![load, Instr::new(Opcode::Box, Operand::Token(token.0))]),
+    })
+}
+
+/// Whether an `object` can hold a value of type `ty` (see [`as_object`]): whether a probe
+/// taking the value needs somewhere to keep it.
+pub fn fits_object(ty: &[u8]) -> bool {
+    let ty = strip_modifiers(ty);
+    match ty.first() {
+        Some(&first) => kind(first, ty.get(1).copied()) != Kind::Null,
+        None => false,
+    }
+}
+
+/// What a value of a type whose signature starts with `first` (then `second`) is to an
+/// `object`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// A primitive, boxed with its `System` type of this name.
+    Primitive(&'static str),
+    /// A reference, as it is.
+    Reference,
+    /// A value type named by its TypeDefOrRef: boxed with it.
+    ValueType,
+    /// A generic instance of a value type, or a type parameter: boxed with a TypeSpec.
+    Spec,
+    /// Nothing an `object` holds.
+    Null,
+}
+
+fn kind(first: u8, second: Option<u8>) -> Kind {
+    match first {
+        BOOLEAN => Kind::Primitive("Boolean"),
+        CHAR => Kind::Primitive("Char"),
+        I1 => Kind::Primitive("SByte"),
+        U1 => Kind::Primitive("Byte"),
+        I2 => Kind::Primitive("Int16"),
+        U2 => Kind::Primitive("UInt16"),
+        I4 => Kind::Primitive("Int32"),
+        U4 => Kind::Primitive("UInt32"),
+        I8 => Kind::Primitive("Int64"),
+        U8 => Kind::Primitive("UInt64"),
+        R4 => Kind::Primitive("Single"),
+        R8 => Kind::Primitive("Double"),
+        I => Kind::Primitive("IntPtr"),
+        U => Kind::Primitive("UIntPtr"),
+        STRING | CLASS | OBJECT | SZARRAY | ARRAY => Kind::Reference,
+        VALUETYPE => Kind::ValueType,
+        // A generic instantiation of a class is a reference; of a value type, and a type
+        // parameter (whatever it is bound to: boxing a reference is a no-op), a boxed value.
+        GENERICINST if second == Some(CLASS) => Kind::Reference,
+        GENERICINST | VAR | MVAR => Kind::Spec,
+        _ => Kind::Null,
+    }
+}
+
 /// The type bytes without leading custom modifiers (CMOD_REQD/CMOD_OPT and their token).
 fn strip_modifiers(mut ty: &[u8]) -> &[u8] {
     while let Some((&(CMOD_REQD | CMOD_OPT), rest)) = ty.split_first() {
@@ -104,25 +173,10 @@ fn load(b: &mut MetadataBuilder<'_, '_>, core: Token, ty: &[u8]) -> Result<Load,
     let Some(&first) = ty.first() else {
         return Ok(Load::Null);
     };
-    let mut primitive =
-        |name| -> Result<Load, EmitError> { Ok(Load::Boxed(b.type_ref(core, "System", name)?)) };
-    match first {
-        BOOLEAN => primitive("Boolean"),
-        CHAR => primitive("Char"),
-        I1 => primitive("SByte"),
-        U1 => primitive("Byte"),
-        I2 => primitive("Int16"),
-        U2 => primitive("UInt16"),
-        I4 => primitive("Int32"),
-        U4 => primitive("UInt32"),
-        I8 => primitive("Int64"),
-        U8 => primitive("UInt64"),
-        R4 => primitive("Single"),
-        R8 => primitive("Double"),
-        I => primitive("IntPtr"),
-        U => primitive("UIntPtr"),
-        STRING | CLASS | OBJECT | SZARRAY | ARRAY => Ok(Load::Reference),
-        VALUETYPE => {
+    Ok(match kind(first, ty.get(1).copied()) {
+        Kind::Primitive(name) => Load::Boxed(b.type_ref(core, "System", name)?),
+        Kind::Reference => Load::Reference,
+        Kind::ValueType => {
             let Ok((coded, _)) = decompress_u32(&ty[1..]) else {
                 return Ok(Load::Null);
             };
@@ -131,12 +185,9 @@ fn load(b: &mut MetadataBuilder<'_, '_>, core: Token, ty: &[u8]) -> Result<Load,
                 1 => Table::TypeRef,
                 _ => Table::TypeSpec,
             };
-            Ok(Load::Boxed(Token::new(table, coded >> 2)))
+            Load::Boxed(Token::new(table, coded >> 2))
         }
-        // A generic instantiation of a class is a reference; of a value type, and a type
-        // parameter (whatever it is bound to: boxing a reference is a no-op), a boxed value.
-        GENERICINST if ty.get(1) == Some(&CLASS) => Ok(Load::Reference),
-        GENERICINST | VAR | MVAR => Ok(Load::Boxed(b.type_spec(ty)?)),
-        _ => Ok(Load::Null),
-    }
+        Kind::Spec => Load::Boxed(b.type_spec(ty)?),
+        Kind::Null => Load::Null,
+    })
 }

@@ -1,9 +1,9 @@
 //! The whole body in a new protected region.
 
-use super::{Outcome, SkipReason, TransformOptions};
+use super::{Outcome, SkipReason, TransformOptions, apply_new_locals, ldloc, stloc};
 use crate::body::ClauseKind;
 use crate::ir::edit::{Regions, Targets};
-use crate::ir::method::{EhClause, Instr, Method, Operand};
+use crate::ir::method::{EhClause, Instr, Method};
 use crate::opcode::Opcode;
 
 /// The whole body in a try with a finally that does nothing (`endfinally`).
@@ -20,14 +20,6 @@ pub fn wrap_catch(m: &mut Method, opts: &TransformOptions) -> Result<Outcome, Sk
         });
     }
     wrap(m, opts, ClauseKind::Catch)
-}
-
-fn local_op(short: [Opcode; 4], s: Opcode, long: Opcode, index: u16) -> Instr {
-    match index {
-        0..=3 => Instr::op(short[index as usize]),
-        4..=255 => Instr::new(s, Operand::Var(index)),
-        _ => Instr::new(long, Operand::Var(index)),
-    }
 }
 
 /// Each `ret` becomes `leave` to one exit block after the handler (storing the return value in
@@ -58,9 +50,8 @@ fn wrap(m: &mut Method, opts: &TransformOptions, kind: ClauseKind) -> Result<Out
         (false, Some(l)) => Some(l),
         (false, None) => return Err(SkipReason::NeedsNewLocal),
     };
-    if let (Some(_), Some(new)) = (local, opts.new_locals) {
-        m.header.local_sig = new.local_sig;
-        m.header.init_locals |= new.init_locals;
+    if local.is_some() {
+        apply_new_locals(m, opts);
     }
     let try_start = m.new_label();
     m.labels[try_start.index()] = 0;
@@ -70,20 +61,7 @@ fn wrap(m: &mut Method, opts: &TransformOptions, kind: ClauseKind) -> Result<Out
 
     let leave = Instr::branch(Opcode::Leave_S, exit);
     let redirect: Vec<Instr> = match local {
-        Some(l) => vec![
-            local_op(
-                [
-                    Opcode::Stloc_0,
-                    Opcode::Stloc_1,
-                    Opcode::Stloc_2,
-                    Opcode::Stloc_3,
-                ],
-                Opcode::Stloc_S,
-                Opcode::Stloc,
-                l,
-            ),
-            leave,
-        ],
+        Some(l) => vec![stloc(l), leave],
         None => vec![leave],
     };
     let rets: Vec<usize> = (0..ed.method().instrs.len())
@@ -105,17 +83,7 @@ fn wrap(m: &mut Method, opts: &TransformOptions, kind: ClauseKind) -> Result<Out
     ed.bind(h, handler_start)?;
     let mut exit_code = Vec::with_capacity(2);
     if let Some(l) = local {
-        exit_code.push(local_op(
-            [
-                Opcode::Ldloc_0,
-                Opcode::Ldloc_1,
-                Opcode::Ldloc_2,
-                Opcode::Ldloc_3,
-            ],
-            Opcode::Ldloc_S,
-            Opcode::Ldloc,
-            l,
-        ));
+        exit_code.push(ldloc(l));
     }
     exit_code.push(Instr::op(Opcode::Ret));
     let x = ed.append(&exit_code);
