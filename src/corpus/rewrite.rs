@@ -5,6 +5,7 @@ use crate::image::emit::probe::{ProbeArg, ResolvedProbe};
 use crate::image::emit::{Additions, EmitError, EmitResolver, MetadataBuilder};
 use crate::image::writer::{ImageWriter, WriteError, WriteSummary, WriterBuffers};
 use crate::image::{Image, Table, Token};
+use crate::ir::transforms::CoreTypes;
 use crate::ir::{
     EntryExit, Instr, LayoutError, LayoutInfo, LayoutOptions, NewLocals, Operand, RewriteError,
     Rewriter, SkipReason, TransformFn, TransformOptions,
@@ -180,11 +181,11 @@ struct ReturnLocal {
 }
 
 /// A method's probe calls: the code at entry, and at exit (or why the exit probe cannot be
-/// called there, so the method is skipped).
+/// called there, so the method is skipped), as ranges of [`EmitPlan::probe_code`].
 #[derive(Clone, Debug)]
 struct ProbeCalls {
-    entry: Vec<Instr>,
-    exit: Result<Vec<Instr>, SkipReason>,
+    entry: std::ops::Range<usize>,
+    exit: Result<std::ops::Range<usize>, SkipReason>,
     /// The exit code reads the return value from the local, where the epilogue copies it
     /// ([`TransformOptions::store_return`]).
     store_return: bool,
@@ -204,6 +205,8 @@ struct EmitPlan<'i, 'a> {
     catch_type: u32,
     /// Per MethodDef rid: the entry and exit probe calls, with their arguments.
     probe_calls: Vec<Option<ProbeCalls>>,
+    /// The code of every method's probe calls, one after the other.
+    probe_code: Vec<Instr>,
 }
 
 /// Whether the transform puts the exit code before each `ret` (rather than in a handler).
@@ -223,6 +226,7 @@ impl<'i, 'a> EmitPlan<'i, 'a> {
             additions: None,
             catch_type: opts.transform_opts.catch_type,
             probe_calls: Vec::new(),
+            probe_code: Vec::new(),
         };
         let with_body = || image.methods().filter(|m| m.rva() != 0);
         let wraps = opts.transform_name.starts_with("wrap");
@@ -232,9 +236,12 @@ impl<'i, 'a> EmitPlan<'i, 'a> {
         {
             plan.catch_type = match crate::ir::transforms::find_exception_type(image) {
                 Some(t) => t,
-                None => match core_library(image) {
-                    Some(scope) => plan.builder.type_ref(scope, "System", "Exception")?.0,
-                    // Left at 0: each method is skipped with NoCatchType, and says so.
+                // Left at 0 when there is none: each method is skipped with NoCatchType, and
+                // says so.
+                None => match CoreTypes::of(image) {
+                    Some(core) => core
+                        .system_type(&mut plan.builder, "Exception")?
+                        .map_or(0, |t| t.0),
                     None => 0,
                 },
             };
@@ -275,7 +282,7 @@ impl<'i, 'a> EmitPlan<'i, 'a> {
     /// its arguments (a string literal of its name, its token, its arguments, its return
     /// value) and the call.
     fn plan_probes(&mut self, image: &Image<'_>, opts: &RewriteOptions) -> Result<(), EmitError> {
-        use crate::ir::transforms::{as_object, ldloc, return_type_bytes};
+        use crate::ir::transforms::{as_object, fits_object, ldloc, return_type_bytes};
         const VOID: u8 = 0x01;
         let Probes { entry, exit } = &opts.probes;
         if entry.is_none() && exit.is_none() {
@@ -299,27 +306,33 @@ impl<'i, 'a> EmitPlan<'i, 'a> {
                 .any(|(p, _)| p.args.contains(&arg))
         };
         let core = if takes(ProbeArg::Arguments) || takes(ProbeArg::ReturnValue) {
-            core_library(image)
+            CoreTypes::of(image)
         } else {
             None
         };
         let object = match core {
-            Some(c) if takes(ProbeArg::Arguments) => {
-                Some(self.builder.type_ref(c, "System", "Object")?)
-            }
+            Some(c) if takes(ProbeArg::Arguments) => c.system_type(&mut self.builder, "Object")?,
             _ => None,
         };
         // Before each `ret` the value is on the stack, and is kept in the local first; in a
         // handler it is in the local already.
         let before_ret = epilogue_before_ret(opts);
+        if takes(ProbeArg::MethodName) {
+            // A name per method; mono's are 48 characters long on average.
+            self.builder
+                .reserve_user_strings(image.method_count() as usize, 48);
+        }
+        let (mut names, mut name) = (crate::image::FullNames::default(), String::new());
         for method in image.methods().filter(|m| m.rva() != 0) {
-            let name = method.full_name();
+            let named = method.write_full_name(&mut names, &mut name);
             if let Some(pattern) = &opts.methods
-                && !name.as_ref().is_ok_and(|n| glob_match(pattern, n))
+                && !(named.is_ok() && glob_match(pattern, &name))
             {
                 continue;
             }
-            let name = name.unwrap_or_else(|_| method.token().to_string());
+            if named.is_err() {
+                name = method.token().to_string();
+            }
             let local = opts.transform_opts.return_local.or_else(|| {
                 self.locals
                     .get(method.rid() as usize)
@@ -328,18 +341,25 @@ impl<'i, 'a> EmitPlan<'i, 'a> {
                     .map(|l| l.index)
             });
             let mut store_return = false;
+            // Both probes pass the same literal: it is interned once.
+            let mut literal = None;
+            let builder = &mut self.builder;
+            let code = &mut self.probe_code;
             let mut call = |probe: Option<(&ResolvedProbe, Token)>|
-             -> Result<Result<Vec<Instr>, SkipReason>, EmitError> {
+             -> Result<Result<std::ops::Range<usize>, SkipReason>, EmitError> {
+                let start = code.len();
                 let Some((p, token)) = probe else {
-                    return Ok(Ok(Vec::new()));
+                    return Ok(Ok(start..start));
                 };
-                let mut code = Vec::with_capacity(p.args.len() + 1);
                 for arg in &p.args {
                     code.push(match arg {
-                        ProbeArg::MethodName => Instr::new(
-                            Opcode::Ldstr,
-                            Operand::Token(self.builder.user_string(&name)?.0),
-                        ),
+                        ProbeArg::MethodName => {
+                            let token = match literal {
+                                Some(t) => t,
+                                None => *literal.insert(builder.user_string(&name)?),
+                            };
+                            Instr::new(Opcode::Ldstr, Operand::Token(token.0))
+                        }
                         ProbeArg::MethodToken => {
                             Instr::new(Opcode::Ldc_I4, Operand::Int32(method.token().0 as i32))
                         }
@@ -347,7 +367,7 @@ impl<'i, 'a> EmitPlan<'i, 'a> {
                             let array = match (core, object, method.signature_blob()) {
                                 (Some(core), Some(object), Ok(sig)) => {
                                     crate::ir::transforms::arguments_array(
-                                        &mut self.builder,
+                                        builder,
                                         core,
                                         object,
                                         sig,
@@ -367,15 +387,17 @@ impl<'i, 'a> EmitPlan<'i, 'a> {
                         ProbeArg::ReturnValue => {
                             let ret = method.signature_blob().ok().and_then(return_type_bytes);
                             let Some(ret) = ret else {
+                                code.truncate(start);
                                 return Ok(Err(SkipReason::NeedsSignature));
                             };
-                            if ret == [VOID] {
+                            if ret == [VOID] || !fits_object(ret) {
                                 Instr::op(Opcode::Ldnull)
                             } else {
                                 let (Some(core), Some(local)) = (core, local) else {
+                                    code.truncate(start);
                                     return Ok(Err(SkipReason::NeedsNewLocal));
                                 };
-                                match as_object(&mut self.builder, core, ret, ldloc(local))? {
+                                match as_object(builder, core, ret, ldloc(local))? {
                                     Some(value) => {
                                         code.extend(value);
                                         store_return = before_ret;
@@ -388,7 +410,7 @@ impl<'i, 'a> EmitPlan<'i, 'a> {
                     });
                 }
                 code.push(Instr::new(Opcode::Call, Operand::Token(token.0)));
-                Ok(Ok(code))
+                Ok(Ok(start..code.len()))
             };
             let calls = ProbeCalls {
                 // Entry probes take no return value, so never skip.
@@ -456,34 +478,6 @@ impl<'i, 'a> EmitPlan<'i, 'a> {
             )),
         }))
     }
-}
-
-/// The AssemblyRef of the core library (where `System.Object` comes from), for references to
-/// its types.
-fn core_library(image: &Image<'_>) -> Option<Token> {
-    let t = image.tables();
-    let strings = image.strings();
-    let h = image.tables_header();
-    for rid in 1..=h.rows(Table::TypeRef) {
-        let Ok(r) = t.type_ref(rid) else { continue };
-        if strings.get(r.name).ok() == Some("Object")
-            && strings.get(r.namespace).ok() == Some("System")
-            && r.resolution_scope.table() == Some(Table::AssemblyRef)
-        {
-            return Some(r.resolution_scope);
-        }
-    }
-    (1..=h.rows(Table::AssemblyRef)).find_map(|rid| {
-        let name = strings.get(t.assembly_ref(rid).ok()?.name).ok()?;
-        [
-            "mscorlib",
-            "System.Runtime",
-            "netstandard",
-            "System.Private.CoreLib",
-        ]
-        .contains(&name)
-        .then(|| Token::new(Table::AssemblyRef, rid))
-    })
 }
 
 /// `*` matches any run of characters, `?` any one.
@@ -598,6 +592,8 @@ struct Worker<'i, 'o> {
     additions: Option<&'o Additions>,
     /// The probe calls by rid.
     probe_calls: &'o [Option<ProbeCalls>],
+    /// The code the probe calls' ranges are of.
+    probe_code: &'o [Instr],
 }
 
 impl<'i, 'o> Worker<'i, 'o> {
@@ -621,6 +617,7 @@ impl<'i, 'o> Worker<'i, 'o> {
             locals: &plan.locals,
             additions: plan.additions.as_ref(),
             probe_calls: &plan.probe_calls,
+            probe_code: &plan.probe_code,
         }
     }
 
@@ -697,11 +694,15 @@ impl<'i, 'o> Worker<'i, 'o> {
                 (&mut self.topts.prologue, &mut self.topts.epilogue)
             };
             if opts.probes.entry.is_some() {
-                pro.clone_from(&calls.entry);
+                pro.clear();
+                pro.extend_from_slice(&self.probe_code[calls.entry.clone()]);
             }
             if opts.probes.exit.is_some() {
                 match &calls.exit {
-                    Ok(code) => epi.clone_from(code),
+                    Ok(code) => {
+                        epi.clear();
+                        epi.extend_from_slice(&self.probe_code[code.clone()]);
+                    }
                     Err(reason) => skip = Some(reason.clone()),
                 }
             }

@@ -549,6 +549,22 @@ fn misaligned_fat(rva: u32, body: &[u8]) -> bool {
     !rva.is_multiple_of(4) && body.first().is_some_and(|&h| h & 0x3 == 0x3)
 }
 
+/// What [`Method::write_full_name`] keeps from one method to the next of the same image: the
+/// last declaring type's name, and each signature's parameter list (methods share a few
+/// thousand signatures).
+#[derive(Debug, Default, Clone)]
+pub struct FullNames {
+    /// The image the names are of (its address): another one empties the caches.
+    image: usize,
+    owner: Option<u32>,
+    /// `Namespace.Type::`.
+    prefix: String,
+    /// `(params)` by signature blob index.
+    params: std::collections::HashMap<u32, String, FxBuild>,
+}
+
+type FxBuild = std::hash::BuildHasherDefault<crate::verify::types::fx::FxHasher>;
+
 impl<'i> Method<'i> {
     /// The MethodDef token (0x06 table byte, the row id).
     pub fn token(&self) -> Token {
@@ -604,17 +620,54 @@ impl<'i> Method<'i> {
     /// `Namespace.Outer/Inner::Method(int32,string)`.
     pub fn full_name(&self) -> Result<String, ImageError> {
         let mut out = String::new();
-        if let Some(owner) = self.declaring_type()? {
-            self.image
-                .write_type_name(Token::new(Table::TypeDef, owner), &mut out)?;
-            out.push_str("::");
+        self.write_full_name(&mut FullNames::default(), &mut out)?;
+        Ok(out)
+    }
+
+    /// [`Self::full_name`] into `out` (replacing its contents), with the declaring type's
+    /// name taken from `names` when the method before had the same one: methods in rid order
+    /// come in runs of one type.
+    pub fn write_full_name(
+        &self,
+        names: &mut FullNames,
+        out: &mut String,
+    ) -> Result<(), ImageError> {
+        out.clear();
+        let image = std::ptr::from_ref(self.image) as usize;
+        if names.image != image {
+            *names = FullNames {
+                image,
+                ..FullNames::default()
+            };
+        }
+        match self.declaring_type()? {
+            Some(owner) => {
+                if names.owner != Some(owner) {
+                    names.owner = None;
+                    names.prefix.clear();
+                    self.image
+                        .write_type_name(Token::new(Table::TypeDef, owner), &mut names.prefix)?;
+                    names.prefix.push_str("::");
+                    names.owner = Some(owner);
+                }
+                out.push_str(&names.prefix);
+            }
+            None => names.owner = None,
         }
         out.push_str(self.name()?);
-        let (blob, offset) = self.image.sig_blob(self.row.signature)?;
-        let names = SigNames::new(self.image, sig::Style::Compact);
-        sig::render_method_params(blob, &names, &mut out)
+        let signature = self.row.signature;
+        if let Some(params) = names.params.get(&signature) {
+            out.push_str(params);
+            return Ok(());
+        }
+        let (blob, offset) = self.image.sig_blob(signature)?;
+        let sig_names = SigNames::new(self.image, sig::Style::Compact);
+        let mut params = String::new();
+        sig::render_method_params(blob, &sig_names, &mut params)
             .map_err(|source| ImageError::Sig { offset, source })?;
-        Ok(out)
+        out.push_str(&params);
+        names.params.insert(signature, params);
+        Ok(())
     }
 
     /// File offset of the body, when the RVA is non-zero and mapped.

@@ -9,7 +9,7 @@
 //! MVID is a hash of everything else.
 
 use super::EmitError;
-use super::heaps::{GrowingHeap, HeapKind, MAX_USER_STRING_INDEX, user_string_bytes};
+use super::heaps::{GrowingHeap, HeapKind, MAX_USER_STRING_INDEX};
 use super::refs::AssemblyIdentity;
 use crate::image::sig::compress_u32;
 use crate::image::tables::{
@@ -239,7 +239,7 @@ impl AssemblyBuilder {
 
     /// The `ldstr` token of the literal `s`.
     pub fn user_string(&mut self, s: &str) -> Result<Token, EmitError> {
-        let index = self.user_strings.intern(&user_string_bytes(s))?;
+        let index = self.user_strings.intern_user_string(s)?;
         if index as usize > MAX_USER_STRING_INDEX {
             return Err(EmitError::HeapFull { heap: "#US" });
         }

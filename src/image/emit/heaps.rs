@@ -3,7 +3,8 @@
 //! value (II.24.2.3–II.24.2.5).
 
 use super::EmitError;
-use std::collections::HashMap;
+use crate::verify::types::fx::FxHasher;
+use std::hash::Hasher;
 
 /// A heap of the image plus what is appended to it.
 #[derive(Debug)]
@@ -11,9 +12,89 @@ pub(super) struct GrowingHeap<'a> {
     /// The stream as stored (padding included).
     original: &'a [u8],
     appended: Vec<u8>,
-    /// Entry contents → index, for reuse; built on the first append.
-    index: Option<HashMap<Vec<u8>, u32>>,
+    /// Entries by content, for reuse; built on the first lookup.
+    index: Option<EntryIndex>,
     kind: HeapKind,
+    /// The `#US` form of the last literal interned, kept for its buffer.
+    scratch: Vec<u8>,
+}
+
+/// Entries by content: an open-addressing table of heap indices, each slot with the hash of
+/// its entry's content. The content itself stays in the heap, so finding or adding an entry
+/// allocates nothing (but when the table doubles).
+#[derive(Debug)]
+struct EntryIndex {
+    /// `(hash, index + 1)` per slot; a second value of 0 marks it empty.
+    slots: Vec<(u32, u32)>,
+    len: usize,
+}
+
+impl EntryIndex {
+    fn with_capacity(entries: usize) -> Self {
+        EntryIndex {
+            slots: vec![(0, 0); (entries * 2).next_power_of_two().max(64)],
+            len: 0,
+        }
+    }
+
+    /// The table with room for `more` entries beyond those it holds.
+    fn reserved(self, more: usize) -> EntryIndex {
+        if (self.len + more) * 2 <= self.slots.len() {
+            return self;
+        }
+        let mut bigger = EntryIndex::with_capacity(self.len + more);
+        for &(h, slot) in &self.slots {
+            if slot != 0 {
+                bigger.insert(h, slot - 1);
+            }
+        }
+        bigger
+    }
+
+    /// The heap index of an entry whose content hashes to `hash` and for which `same` holds.
+    fn find(&self, hash: u32, same: impl Fn(u32) -> bool) -> Option<u32> {
+        let mask = self.slots.len() - 1;
+        let mut i = hash as usize & mask;
+        loop {
+            let (h, slot) = self.slots[i];
+            if slot == 0 {
+                return None;
+            }
+            if h == hash && same(slot - 1) {
+                return Some(slot - 1);
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// Records an entry not in the table yet.
+    fn insert(&mut self, hash: u32, index: u32) {
+        if (self.len + 1) * 2 > self.slots.len() {
+            let doubled = vec![(0, 0); self.slots.len() * 2];
+            let old = std::mem::replace(&mut self.slots, doubled);
+            self.len = 0;
+            for (h, slot) in old {
+                if slot != 0 {
+                    self.insert(h, slot - 1);
+                }
+            }
+        }
+        let mask = self.slots.len() - 1;
+        let mut i = hash as usize & mask;
+        while self.slots[i].1 != 0 {
+            i = (i + 1) & mask;
+        }
+        self.slots[i] = (hash, index + 1);
+        self.len += 1;
+    }
+}
+
+/// The hash of an entry's content.
+fn content_hash(content: &[u8]) -> u32 {
+    let mut h = FxHasher::default();
+    h.write(content);
+    let h = h.finish();
+    (h >> 32) as u32 ^ h as u32
 }
 
 /// How a heap's entries are delimited.
@@ -35,6 +116,7 @@ impl<'a> GrowingHeap<'a> {
             appended: Vec::new(),
             index: None,
             kind,
+            scratch: Vec::new(),
         }
     }
 
@@ -46,6 +128,27 @@ impl<'a> GrowingHeap<'a> {
     /// The heap's size with what was appended (before padding).
     pub(super) fn len(&self) -> usize {
         self.original.len() + self.appended.len()
+    }
+
+    /// Makes room for about `entries` new entries of `bytes` in all, so that a run of appends
+    /// does not copy the heap and its index as they grow.
+    pub(super) fn reserve(&mut self, entries: usize, bytes: usize) {
+        self.appended.reserve(bytes);
+        let index = match self.index.take() {
+            Some(index) => index,
+            None => self.scan(),
+        };
+        self.index = Some(index.reserved(entries));
+    }
+
+    /// Where the appended entries start: the size of the heap as stored.
+    pub(super) fn appended_at(&self) -> usize {
+        self.original.len()
+    }
+
+    /// The entries appended, as they will follow the stored heap.
+    pub(super) fn appended(&self) -> &[u8] {
+        &self.appended
     }
 
     /// Writes the whole heap, padded with zeros to a multiple of 4.
@@ -67,10 +170,37 @@ impl<'a> GrowingHeap<'a> {
         data.get(at + used..at + used + len as usize)
     }
 
-    /// Every entry of the original heap by its contents (the first index holding it).
-    fn scan(&self) -> HashMap<Vec<u8>, u32> {
-        let mut map = HashMap::new();
+    /// The content of the entry at `index`, original or appended, as [`Self::intern`] stored it.
+    fn content(&self, index: u32) -> Option<&[u8]> {
+        match self.kind {
+            HeapKind::LengthPrefixed => self.entry(index),
+            HeapKind::Strings => {
+                let index = index as usize;
+                let (data, at) = if index < self.original.len() {
+                    (self.original, index)
+                } else {
+                    (&self.appended[..], index - self.original.len())
+                };
+                let rest = data.get(at..)?;
+                Some(&rest[..rest.iter().position(|&b| b == 0)?])
+            }
+        }
+    }
+
+    /// Every entry of the original heap by its content (the first index holding it).
+    fn scan(&self) -> EntryIndex {
         let data = self.original;
+        // Entries are a few dozen bytes on average; the table doubles if there are more.
+        let mut index = EntryIndex::with_capacity(data.len() / 32);
+        let mut add = |content: &[u8], at: usize| {
+            let hash = content_hash(content);
+            if index
+                .find(hash, |i| self.content(i) == Some(content))
+                .is_none()
+            {
+                index.insert(hash, at as u32);
+            }
+        };
         let mut at = 0usize;
         match self.kind {
             HeapKind::Strings => {
@@ -78,7 +208,7 @@ impl<'a> GrowingHeap<'a> {
                     let Some(len) = data[at..].iter().position(|&b| b == 0) else {
                         break;
                     };
-                    map.entry(data[at..at + len].to_vec()).or_insert(at as u32);
+                    add(&data[at..at + len], at);
                     at += len + 1;
                 }
             }
@@ -91,20 +221,24 @@ impl<'a> GrowingHeap<'a> {
                     let Some(entry) = data.get(start..start + len as usize) else {
                         break;
                     };
-                    map.entry(entry.to_vec()).or_insert(at as u32);
+                    add(entry, at);
                     at = start + len as usize;
                 }
             }
         }
-        map
+        index
     }
 
     /// The index of an entry holding `content`, appending one when none does.
     pub(super) fn intern(&mut self, content: &[u8]) -> Result<u32, EmitError> {
-        if self.index.is_none() {
-            self.index = Some(self.scan());
-        }
-        if let Some(&i) = self.index.as_ref().and_then(|m| m.get(content)) {
+        let hash = content_hash(content);
+        let index = match self.index.take() {
+            Some(index) => index,
+            None => self.scan(),
+        };
+        let found = index.find(hash, |i| self.content(i) == Some(content));
+        self.index = Some(index);
+        if let Some(i) = found {
             return Ok(i);
         }
         let at = self.len();
@@ -127,9 +261,19 @@ impl<'a> GrowingHeap<'a> {
             }
         }
         if let Some(m) = self.index.as_mut() {
-            m.insert(content.to_vec(), index);
+            m.insert(hash, index);
         }
         Ok(index)
+    }
+
+    /// The index of the `#US` entry of the literal `s` (see [`user_string_bytes`]), appending
+    /// one when none holds it.
+    pub(super) fn intern_user_string(&mut self, s: &str) -> Result<u32, EmitError> {
+        let mut bytes = std::mem::take(&mut self.scratch);
+        user_string_bytes_into(s, &mut bytes);
+        let index = self.intern(&bytes);
+        self.scratch = bytes;
+        index
     }
 
     fn name(&self) -> &'static str {
@@ -142,15 +286,36 @@ impl<'a> GrowingHeap<'a> {
 
 /// The `#US` form of a string: UTF-16LE code units and a final byte that is 1 when any unit
 /// needs more than 8 bits or is one of the characters II.24.2.4 lists, else 0.
-pub(super) fn user_string_bytes(s: &str) -> Vec<u8> {
-    let mut out = Vec::with_capacity(s.len() * 2 + 1);
+#[cfg(test)]
+fn user_string_bytes(s: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    user_string_bytes_into(s, &mut out);
+    out
+}
+
+/// [`user_string_bytes`] into `out`, whose contents are replaced.
+fn user_string_bytes_into(s: &str, out: &mut Vec<u8>) {
+    out.clear();
+    let special_unit =
+        |unit: u16| unit > 0x7F || matches!(unit, 0x01..=0x08 | 0x0E..=0x1F | 0x27 | 0x2D | 0x7F);
+    if s.is_ascii() {
+        // Names are ASCII nearly always: each byte is a code unit.
+        out.resize(s.len() * 2 + 1, 0);
+        let mut special = false;
+        for (k, &b) in s.as_bytes().iter().enumerate() {
+            out[2 * k] = b;
+            special |= special_unit(u16::from(b));
+        }
+        out[s.len() * 2] = u8::from(special);
+        return;
+    }
+    out.reserve(s.len() * 2 + 1);
     let mut special = false;
     for unit in s.encode_utf16() {
         out.extend_from_slice(&unit.to_le_bytes());
-        special |= unit > 0x7F || matches!(unit, 0x01..=0x08 | 0x0E..=0x1F | 0x27 | 0x2D | 0x7F);
+        special |= special_unit(unit);
     }
     out.push(u8::from(special));
-    out
 }
 
 #[cfg(test)]

@@ -22,7 +22,7 @@ mod resolver;
 pub use refs::AssemblyIdentity;
 pub use resolver::{Additions, EmitResolver};
 
-use heaps::{GrowingHeap, HeapKind, MAX_USER_STRING_INDEX, user_string_bytes};
+use heaps::{GrowingHeap, HeapKind, MAX_USER_STRING_INDEX};
 
 use super::Image;
 use super::error::ImageError;
@@ -229,9 +229,15 @@ impl<'i, 'a> MetadataBuilder<'i, 'a> {
         self.blobs.intern(blob)
     }
 
+    /// Makes room for `count` new `#US` literals of about `chars` characters each, for a run
+    /// of [`Self::user_string`] calls (nothing is added).
+    pub fn reserve_user_strings(&mut self, count: usize, chars: usize) {
+        self.user_strings.reserve(count, count * (2 * chars + 2));
+    }
+
     /// The `ldstr` token of the literal `s` (a `#US` entry, reused when present).
     pub fn user_string(&mut self, s: &str) -> Result<Token, EmitError> {
-        let index = self.user_strings.intern(&user_string_bytes(s))?;
+        let index = self.user_strings.intern_user_string(s)?;
         if index as usize > MAX_USER_STRING_INDEX {
             return Err(EmitError::HeapFull { heap: "#US" });
         }

@@ -17,7 +17,7 @@ pub struct Additions {
     rows: [u32; TABLE_COUNT],
     /// Size of the image's `#US` heap: `ldstr` offsets from here on are added entries.
     user_strings_base: u32,
-    /// The `#US` heap with its added entries.
+    /// The `#US` heap's added entries (from `user_strings_base` on).
     user_strings: Vec<u8>,
     /// The call signatures of added MemberRefs, by token.
     calls: HashMap<u32, CallSig>,
@@ -30,15 +30,14 @@ impl MetadataBuilder<'_, '_> {
         let mut a = Additions {
             original_rows: [0; TABLE_COUNT],
             rows: [0; TABLE_COUNT],
-            user_strings_base: self.image.metadata().user_strings.size as u32,
-            user_strings: Vec::new(),
+            user_strings_base: self.user_strings.appended_at() as u32,
+            user_strings: self.user_strings.appended().to_vec(),
             calls: HashMap::new(),
         };
         for t in Table::ALL {
             a.original_rows[t as usize] = h.rows(t);
             a.rows[t as usize] = self.rows(t);
         }
-        self.user_strings.write(&mut a.user_strings);
         for (token, row) in self.added_rows(Table::MemberRef) {
             let sig = self
                 .blobs
@@ -89,7 +88,7 @@ impl Additions {
                 data: &self.user_strings,
                 offset: 0,
             }
-            .contains(t.rid())
+            .contains(t.rid() - self.user_strings_base)
     }
 }
 
@@ -115,7 +114,9 @@ impl<R: Resolver + ?Sized> Resolver for EmitResolver<'_, R> {
     }
 
     fn call_sig(&self, opcode: Opcode, token: u32) -> Option<CallSig> {
+        // Most calls are to the image's own rows: the map is only asked about added ones.
         if opcode != Opcode::Calli
+            && self.additions.is_added_row(token)
             && let Some(sig) = self.additions.calls.get(&token)
         {
             return Some(*sig);

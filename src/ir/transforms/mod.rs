@@ -12,7 +12,7 @@ pub use entry_exit::{EntryExit, epilogue, prologue, prologue_epilogue};
 pub use from_image::{
     call_snippet, find_exception_type, locals_plus_one, return_type_bytes, spare_return_local,
 };
-pub use probe_args::{arguments_array, as_object, fits_object};
+pub use probe_args::{CoreTypes, arguments_array, as_object, fits_object};
 pub use wrap::{wrap_catch, wrap_finally};
 
 use super::edit::EditError;

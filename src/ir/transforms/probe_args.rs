@@ -3,11 +3,85 @@
 //! [`MetadataBuilder`]), a by-ref argument loaded through its reference first, a pointer or a
 //! typed reference passed as null. `this` is not among them.
 
+use crate::image::Image;
 use crate::image::emit::{EmitError, MetadataBuilder};
 use crate::image::sig::{SigReader, decompress_u32, element::*, read_type};
 use crate::image::tables::{Table, Token};
 use crate::ir::{Instr, Operand};
 use crate::opcode::Opcode;
+
+/// Where the `System` types that added code boxes with (and `System.Object`) come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CoreTypes {
+    /// The core library's, through this AssemblyRef.
+    Referenced(Token),
+    /// The image's own TypeDefs: it is the core library.
+    Defined,
+}
+
+impl CoreTypes {
+    /// For `image`: its own types when it defines `System.Object` (the core library itself),
+    /// else those of the assembly its `System.Object` TypeRef comes from, else of an
+    /// AssemblyRef by a core library's name. `None` when there is none of these.
+    pub fn of(image: &Image<'_>) -> Option<CoreTypes> {
+        let t = image.tables();
+        let strings = image.strings();
+        let h = image.tables_header();
+        let is = |name, namespace, want: &str| {
+            strings.get(name).ok() == Some(want) && strings.get(namespace).ok() == Some("System")
+        };
+        let defines_object = (1..=h.rows(Table::TypeDef)).any(|rid| {
+            t.type_def(rid)
+                .is_ok_and(|d| is(d.name, d.namespace, "Object") && d.extends.is_null())
+        });
+        if defines_object {
+            return Some(CoreTypes::Defined);
+        }
+        for rid in 1..=h.rows(Table::TypeRef) {
+            let Ok(r) = t.type_ref(rid) else { continue };
+            if is(r.name, r.namespace, "Object")
+                && r.resolution_scope.table() == Some(Table::AssemblyRef)
+            {
+                return Some(CoreTypes::Referenced(r.resolution_scope));
+            }
+        }
+        (1..=h.rows(Table::AssemblyRef)).find_map(|rid| {
+            let name = strings.get(t.assembly_ref(rid).ok()?.name).ok()?;
+            [
+                "mscorlib",
+                "System.Runtime",
+                "netstandard",
+                "System.Private.CoreLib",
+            ]
+            .contains(&name)
+            .then(|| CoreTypes::Referenced(Token::new(Table::AssemblyRef, rid)))
+        })
+    }
+
+    /// The token of `System.NAME`: a TypeRef found or added, or the image's own TypeDef
+    /// (`None` when the core library itself lacks it).
+    pub fn system_type(
+        self,
+        b: &mut MetadataBuilder<'_, '_>,
+        name: &str,
+    ) -> Result<Option<Token>, EmitError> {
+        match self {
+            CoreTypes::Referenced(core) => b.type_ref(core, "System", name).map(Some),
+            CoreTypes::Defined => {
+                let image = b.image();
+                let (t, strings) = (image.tables(), image.strings());
+                Ok((1..=image.tables_header().rows(Table::TypeDef))
+                    .find(|&rid| {
+                        t.type_def(rid).is_ok_and(|d| {
+                            strings.get(d.name).ok() == Some(name)
+                                && strings.get(d.namespace).ok() == Some("System")
+                        })
+                    })
+                    .map(|rid| Token::new(Table::TypeDef, rid)))
+            }
+        }
+    }
+}
 
 /// How one argument goes into the array.
 enum Load {
@@ -20,12 +94,12 @@ enum Load {
 }
 
 /// The code that leaves the arguments of a method with signature `method_sig` on the stack as
-/// an `object[]`; `object_type` is the TypeRef (or TypeDef) of `System.Object` and `core` the
-/// core library's AssemblyRef (for boxing primitives). `None` when the signature does not
+/// an `object[]`; `object_type` is the TypeRef (or TypeDef) of `System.Object` and `core` where
+/// the primitives' types come from, for boxing them. `None` when the signature does not
 /// parse or lists `this` explicitly.
 pub fn arguments_array(
     b: &mut MetadataBuilder<'_, '_>,
-    core: Token,
+    core: CoreTypes,
     object_type: Token,
     method_sig: &[u8],
 ) -> Result<Option<Vec<Instr>>, EmitError> {
@@ -91,10 +165,10 @@ pub fn arguments_array(
 /// The code that pushes a value of type `ty` (a Type as signatures encode it) as an
 /// `object`: `load`, which pushes the value, then a `box` for a value type or a type parameter.
 /// `None` for a type no `object` can hold (a by-ref, a pointer, a typed reference): the caller
-/// passes null. `core` is the core library's AssemblyRef, for boxing primitives.
+/// passes null. `core` says where the primitives' types come from, for boxing them.
 pub fn as_object(
     b: &mut MetadataBuilder<'_, '_>,
-    core: Token,
+    core: CoreTypes,
     ty: &[u8],
     load: Instr,
 ) -> Result<Option<Vec<Instr>>, EmitError> {
@@ -169,12 +243,15 @@ fn strip_modifiers(mut ty: &[u8]) -> &[u8] {
 }
 
 /// How a value of type `ty` is stored in an `object[]`.
-fn load(b: &mut MetadataBuilder<'_, '_>, core: Token, ty: &[u8]) -> Result<Load, EmitError> {
+fn load(b: &mut MetadataBuilder<'_, '_>, core: CoreTypes, ty: &[u8]) -> Result<Load, EmitError> {
     let Some(&first) = ty.first() else {
         return Ok(Load::Null);
     };
     Ok(match kind(first, ty.get(1).copied()) {
-        Kind::Primitive(name) => Load::Boxed(b.type_ref(core, "System", name)?),
+        Kind::Primitive(name) => match core.system_type(b, name)? {
+            Some(token) => Load::Boxed(token),
+            None => Load::Null,
+        },
         Kind::Reference => Load::Reference,
         Kind::ValueType => {
             let Ok((coded, _)) = decompress_u32(&ty[1..]) else {

@@ -13,7 +13,7 @@
 //! [`check`] (the dataflow and each instruction's rule).
 
 pub mod check;
-mod fx;
+pub(crate) mod fx;
 pub mod system;
 pub mod ty;
 pub mod vtype;
