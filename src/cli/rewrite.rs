@@ -79,12 +79,14 @@ pub struct RewriteArgs {
     pub branches: Branches,
     /// The call at method entry: a probe named ILAsm-style, e.g.
     /// 'void [Acme.Probe]Acme.Probe::Enter(string, int32)', found in a --reference assembly
-    /// (string: the method's full name; int32: its token), or a raw TOKEN of a parameterless
-    /// static void method. For wrap-finally and wrap-catch: before the new try.
+    /// (string: the method's full name; int32: its token; object[]: its arguments), or a raw
+    /// TOKEN of a parameterless static void method. For wrap-finally and wrap-catch: before the
+    /// new try.
     #[arg(long, value_name = "PROBE|TOKEN")]
     pub prologue_call: Option<String>,
-    /// The call before every return, as --prologue-call. For wrap-finally: in the finally
-    /// handler, so it runs on every exit, exceptional ones included.
+    /// The call before every return, as --prologue-call (but object, not object[]: the return
+    /// value, boxed; null for void). For wrap-finally: in the finally handler, so it runs on
+    /// every exit, exceptional ones included.
     #[arg(long, value_name = "PROBE|TOKEN")]
     pub epilogue_call: Option<String>,
     /// An assembly a probe of --prologue-call/--epilogue-call is looked up in (repeatable).
