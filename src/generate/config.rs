@@ -39,9 +39,13 @@ impl Default for BranchMix {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ClauseKinds {
+    /// `catch` clauses.
     pub catch: bool,
+    /// `filter` clauses.
     pub filter: bool,
+    /// `finally` clauses.
     pub finally: bool,
+    /// `fault` clauses.
     pub fault: bool,
 }
 
@@ -52,6 +56,7 @@ impl Default for ClauseKinds {
 }
 
 impl ClauseKinds {
+    /// Every kind.
     pub const ALL: ClauseKinds = ClauseKinds {
         catch: true,
         filter: true,
@@ -59,6 +64,7 @@ impl ClauseKinds {
         fault: true,
     };
 
+    /// Whether any kind is allowed.
     pub fn any(&self) -> bool {
         self.catch || self.filter || self.finally || self.fault
     }
@@ -74,15 +80,19 @@ pub struct Config {
     /// Statements in the method's outermost block, at least and at most (nested blocks are
     /// smaller). The choice stream running out ends blocks at the minimum.
     pub min_statements: u32,
+    /// See `min_statements`.
     pub max_statements: u32,
     /// Deepest nesting of `if`, loops, switches and try regions.
     pub max_nesting: u32,
     /// Deepest nesting of try regions (0: no exception handling).
     pub max_eh_depth: u32,
+    /// Which clause kinds try regions may get.
     pub clause_kinds: ClauseKinds,
+    /// How often branches take each form.
     pub branches: BranchMix,
     /// Whether `switch` statements are generated, and their most targets.
     pub switches: bool,
+    /// See `switches`.
     pub max_switch_targets: u32,
     /// Loops with a backward branch, bounded by a counter local.
     pub loops: bool,
@@ -90,11 +100,13 @@ pub struct Config {
     pub tiny_percent: u8,
     /// Most locals and arguments the method declares (loop counters come on top of the locals).
     pub max_locals: u16,
+    /// Most arguments the method declares.
     pub max_args: u16,
     /// Calls to a synthetic module of static methods with int32 parameters.
     pub calls: bool,
     /// Most synthetic callees and their most parameters.
     pub max_callees: u32,
+    /// See `max_callees`.
     pub max_call_params: u16,
     /// Whether a synthetic callee may throw (deterministically, by a hash of its arguments).
     pub throwing_calls: bool,

@@ -22,7 +22,9 @@ use crate::opcode::Opcode;
 /// A stack slot: an `int32` or the synthetic exception carrying one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Value {
+    /// An `int32`.
     Int(i32),
+    /// The synthetic exception, carrying this value.
     Exception(i32),
 }
 
@@ -36,26 +38,36 @@ pub enum Outcome {
     /// The step budget ran out.
     OutOfFuel,
     /// The code did something outside the subset (or invalid): why, and where.
-    Stuck { offset: u32, reason: String },
+    Stuck {
+        /// The offset of the instruction.
+        offset: u32,
+        /// What was outside the subset.
+        reason: String,
+    },
 }
 
 /// One call to the synthetic module.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct CallEvent {
+    /// The callee's token.
     pub token: u32,
+    /// The arguments passed.
     pub args: Vec<i32>,
 }
 
 /// The result of a run.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Run {
+    /// How it ended.
     pub outcome: Outcome,
+    /// The calls made, in order.
     pub trace: Vec<CallEvent>,
     /// Instructions executed.
     pub steps: u64,
     /// Arguments and locals when the run ended (locals never touched read as zero), so that
     /// the effects of handlers on them are observable too.
     pub args: Vec<i32>,
+    /// See `args`.
     pub locals: Vec<i32>,
 }
 
@@ -69,7 +81,9 @@ impl Run {
 /// What the code can call, and how long it may run.
 #[derive(Clone, Copy, Debug)]
 pub struct Env<'a> {
+    /// The synthetic callees the code may call.
     pub callees: &'a [Callee],
+    /// Instructions the run may execute before it is given up.
     pub fuel: u64,
 }
 

@@ -60,6 +60,7 @@ pub enum Mutation {
 }
 
 impl Mutation {
+    /// Every mutation.
     pub const ALL: &'static [Mutation] = &[
         Mutation::DropPush,
         Mutation::ExtraPop,
@@ -113,10 +114,15 @@ impl Mutation {
 /// must say about it (check with [`crate::verify::verify_code`] and the generated resolver).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Mutant {
+    /// The rule broken.
     pub mutation: Mutation,
+    /// The code the verifier must report.
     pub expected: Code,
+    /// The broken code.
     pub code: Vec<u8>,
+    /// Its clauses.
     pub clauses: Vec<Clause>,
+    /// The MaxStack it declares.
     pub max_stack: u16,
 }
 

@@ -32,14 +32,18 @@ pub const FIRST_CALLEE: u32 = 0x0600_0010;
 /// A static method of the synthetic module: `int32` parameters, `int32` or void result.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Callee {
+    /// Its MethodDef token in the synthetic module.
     pub token: u32,
+    /// How many `int32` parameters it takes.
     pub params: u16,
+    /// Whether it returns nothing (else an `int32`).
     pub returns_void: bool,
     /// Whether a call may throw the synthetic exception (decided by a hash of the arguments).
     pub may_throw: bool,
 }
 
 impl Callee {
+    /// Its signature as the verifier sees it.
     pub fn sig(&self) -> CallSig {
         CallSig::static_method(self.params, self.returns_void)
     }
@@ -48,8 +52,11 @@ impl Callee {
 /// The generated method's own signature and locals.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Shape {
+    /// `int32` arguments.
     pub args: u16,
+    /// `int32` locals.
     pub locals: u16,
+    /// Whether it returns nothing (else an `int32`).
     pub returns_void: bool,
 }
 
@@ -84,15 +91,19 @@ pub struct Sites {
 /// A generated method with everything needed to check and run it.
 #[derive(Clone, Debug)]
 pub struct Generated {
+    /// The method, in the IR.
     pub method: Method,
     /// Answers the verifier for this method: its signature, locals and every token it uses.
     pub resolver: SyntheticResolver,
+    /// Its signature and locals.
     pub shape: Shape,
+    /// The synthetic callees it calls.
     pub callees: Vec<Callee>,
     /// Argument vectors to run the method with.
     pub inputs: Vec<Vec<i32>>,
     /// The stack depth the generator tracked (over all code, reachable or not).
     pub max_stack: u16,
+    /// Where mutators can break one rule.
     pub sites: Sites,
 }
 

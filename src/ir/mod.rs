@@ -31,10 +31,13 @@ use crate::verify::Resolver;
 /// Why a body was not rewritten.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum RewriteError {
+    /// The body could not be lifted into the IR.
     #[error("cannot lift: {0}")]
     Lift(#[from] IrError),
+    /// The transform left the method alone, and why.
     #[error("skipped: {0}")]
     Skipped(#[from] SkipReason),
+    /// Layout failed, or the verifier refused the result.
     #[error("layout: {0}")]
     Layout(#[from] LayoutError),
 }
@@ -48,6 +51,7 @@ pub struct Rewriter {
 }
 
 impl Rewriter {
+    /// A rewriter with empty buffers (they grow to the largest body it sees).
     pub fn new() -> Self {
         Self::default()
     }

@@ -898,6 +898,7 @@ pub struct Verifier {
 }
 
 impl Verifier {
+    /// A verifier with empty buffers (they grow to the largest body it sees).
     pub fn new() -> Self {
         Self::default()
     }

@@ -22,6 +22,7 @@ pub struct CallSig {
     pub explicit_this: bool,
     /// Parameters before any SENTINEL (II.23.2.1–3).
     pub param_count: u16,
+    /// Whether the call pushes nothing.
     pub returns_void: bool,
     /// Extra arguments after the SENTINEL of a vararg call site (MemberRef or `calli` signature).
     pub vararg_extra: u16,
@@ -71,6 +72,7 @@ impl CallSig {
 pub struct MethodSig {
     /// Arguments, counting `this` for instance methods (what `ldarg` indexes).
     pub arg_count: u16,
+    /// Whether `ret` takes no value.
     pub returns_void: bool,
 }
 
@@ -227,6 +229,7 @@ pub struct SyntheticResolver {
 }
 
 impl SyntheticResolver {
+    /// A module that knows nothing: every question is answered "unknown" until told.
     pub fn new() -> Self {
         Self::default()
     }
@@ -240,6 +243,7 @@ impl SyntheticResolver {
         self
     }
 
+    /// The verified method declares `count` locals.
     pub fn locals(mut self, count: u32) -> Self {
         self.locals = Some(count);
         self
@@ -492,6 +496,7 @@ fn cache_for(image: &Image<'_>, table: Table) -> Vec<Cell<Option<Option<CallSig>
 }
 
 impl<'i> ImageResolver<'i> {
+    /// A resolver over `image`, with no method set yet (see `set_method`).
     pub fn new(image: &'i Image<'i>) -> Self {
         ImageResolver {
             image,

@@ -89,8 +89,11 @@ pub fn prologue_epilogue(m: &mut Method, opts: &TransformOptions) -> Result<Outc
 /// the same edits as the transform without lifting the body.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum EntryExit {
+    /// [`prologue`].
     Prologue,
+    /// [`epilogue`].
     Epilogue,
+    /// [`prologue_epilogue`].
     PrologueEpilogue,
 }
 
@@ -114,10 +117,12 @@ impl EntryExit {
         }
     }
 
+    /// Whether these edits insert the prologue.
     pub fn prologue(self) -> bool {
         self != EntryExit::Epilogue
     }
 
+    /// Whether these edits insert the epilogue.
     pub fn epilogue(self) -> bool {
         self != EntryExit::Prologue
     }

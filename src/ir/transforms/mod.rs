@@ -22,7 +22,9 @@ use crate::opcode::{Flow, Opcode, Pops, Pushes};
 /// What a transform did to a method it did not skip.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Outcome {
+    /// The method was edited.
     Changed,
+    /// Nothing applied to the method (e.g. an epilogue for a method without a `ret`).
     Unchanged,
 }
 
@@ -43,28 +45,51 @@ impl Outcome {
 /// Why a transform left a method alone.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SkipReason {
+    /// Whether the method returns a value was not given ([`TransformOptions::returns_void`]).
     #[error("the method's return type is needed (is it void?) and was not given")]
     NeedsSignature,
+    /// A non-void method needs a local to hold its return value and none was given.
     #[error("the method returns a value: wrapping it needs a local to hold it (none given)")]
     NeedsNewLocal,
+    /// A wrap would put a `tail.` call inside the new protected region.
     #[error(
         "instruction {index}: a tail. call cannot be inside a protected region (TailCallInsideER)"
     )]
-    TailCallInsideER { index: usize },
+    TailCallInsideER {
+        /// The instruction's index.
+        index: usize,
+    },
+    /// A wrap would put a `jmp` inside the new protected region.
     #[error("instruction {index}: jmp cannot be inside a protected region")]
-    JmpInsideER { index: usize },
+    JmpInsideER {
+        /// The instruction's index.
+        index: usize,
+    },
+    /// A wrap would make a `localloc` in a handler (never allowed there) part of a new region.
     #[error("instruction {index}: localloc inside a handler (III.3.47)")]
-    LocallocInHandler { index: usize },
+    LocallocInHandler {
+        /// The instruction's index.
+        index: usize,
+    },
+    /// The code to insert is not straight-line, stack-neutral code.
     #[error("snippet instruction {index} ({opcode}): {reason}")]
     UnsupportedSnippet {
+        /// The snippet instruction's index.
         index: usize,
+        /// Its opcode.
         opcode: Opcode,
+        /// What is wrong with it.
         reason: &'static str,
     },
+    /// `wrap-catch` was given no type to catch.
     #[error(
         "wrap-catch needs the exception type's token (TypeDef, TypeRef or TypeSpec), got {token:#010x}"
     )]
-    NoCatchType { token: u32 },
+    NoCatchType {
+        /// The token given.
+        token: u32,
+    },
+    /// The editor refused the edits.
     #[error(transparent)]
     Edit(#[from] EditError),
 }
