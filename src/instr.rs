@@ -6,7 +6,6 @@
 //! the method still decodes and re-encodes exactly; the verifier judges it.
 
 use crate::opcode::{DECODE, FAST_LEN, Opcode, OperandKind};
-use std::fmt;
 
 /// The targets of a `switch`: raw little-endian `int32` displacements (borrowed), or owned values.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -556,14 +555,6 @@ pub fn count(code: &[u8]) -> Result<usize, InstrError> {
             .map_or(Ok(n), Err);
     }
     Ok(n)
-}
-
-impl fmt::Display for Instruction<'_> {
-    /// `IL_0000: ldstr 0x70000001` style, with branch targets as `IL_xxxx` labels.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "IL_{:04x}:  {}", self.offset, self.opcode.name())?;
-        crate::disasm::write_operand(f, self)
-    }
 }
 
 #[cfg(test)]

@@ -18,6 +18,16 @@ use crate::opcode::OperandKind;
 use std::cmp::Reverse;
 use std::fmt::{self, Write};
 
+// Here rather than beside `Instruction`: text is the disassembler's business, and `instr` stays
+// below it.
+impl fmt::Display for Instruction<'_> {
+    /// `IL_0000: ldstr 0x70000001` style, with branch targets as `IL_xxxx` labels.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "IL_{:04x}:  {}", self.offset, self.opcode.name())?;
+        write_operand(f, self)
+    }
+}
+
 /// Writes an instruction's operand (with the separating padding), ildasm-style, tokens raw.
 pub fn write_operand(f: &mut impl Write, i: &Instruction<'_>) -> fmt::Result {
     write_operand_with(f, i, None)

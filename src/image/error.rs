@@ -19,8 +19,8 @@ impl std::error::Error for PeError {
     }
 }
 
+use super::ids::{CodedIndex, Table, Token};
 use super::sig::SigError;
-use super::tables::{CodedIndex, Table, Token};
 
 /// Why an image could not be read.
 #[derive(Debug, Error)]

@@ -7,6 +7,7 @@
 pub mod emit;
 pub mod error;
 pub mod heaps;
+mod ids;
 pub mod integrity;
 pub mod metadata;
 pub mod names;

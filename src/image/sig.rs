@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 
 use thiserror::Error;
 
-use super::tables::{Table, Token};
+use super::ids::{Table, Token};
 
 /// Deepest nesting of types (arrays of pointers of generic instances, function pointers, custom
 /// modifiers…) accepted before a signature is rejected as hostile.

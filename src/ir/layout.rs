@@ -319,6 +319,18 @@ pub fn instr_size(m: &Method, instr: &Instr, opcode: Opcode) -> usize {
     size
 }
 
+// Here rather than beside `Method`: sizes are the layout's knowledge, and `method` stays below
+// it.
+impl Method {
+    /// Number of IL bytes the instructions take with every branch in its current form.
+    pub fn code_size_hint(&self) -> usize {
+        self.instrs
+            .iter()
+            .map(|i| instr_size(self, i, i.opcode))
+            .sum()
+    }
+}
+
 /// A reusable layout engine: keeps its buffers between methods.
 #[derive(Debug, Default)]
 pub struct Layout {

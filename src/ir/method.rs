@@ -314,14 +314,6 @@ impl Method {
         self.switch_targets.get(table.range()).unwrap_or(&[])
     }
 
-    /// Number of IL bytes the instructions take with every branch in its current form.
-    pub fn code_size_hint(&self) -> usize {
-        self.instrs
-            .iter()
-            .map(|i| crate::ir::layout::instr_size(self, i, i.opcode))
-            .sum()
-    }
-
     /// Whether any instruction carries the given prefix.
     pub fn has_prefix(&self, opcode: Opcode) -> bool {
         self.instrs
