@@ -8,8 +8,7 @@ use super::ty::{MethodTy, Prim, TyId, TyNode};
 use super::vtype::{Unmergeable, V, fits, fits_v, merge, name, prim_of, stack_of};
 use crate::body::{Body, ClauseKind};
 use crate::image::tables::Token;
-use crate::instr::{Instructions, Operand};
-use crate::opcode::{Flow, Opcode};
+use crate::opcode::{DECODE, Flow, Opcode, OperandKind};
 use crate::verify::{Code, Diagnostic};
 
 /// Most findings kept per method; the rest are counted, not described.
@@ -54,6 +53,8 @@ impl Partial {
 struct Ins {
     off: u32,
     op: Opcode,
+    /// The opcode's flow kind (read from the table once, at decoding).
+    flow: Flow,
     /// Integer operand: variable index, token, or first target in `targets`.
     arg: u32,
     /// Number of targets in `targets` from `arg` (branches and `switch`).
@@ -148,16 +149,18 @@ impl TypeChecker {
             args.push(this);
         }
         args.extend_from_slice(&sig.params);
-        let locals = match body.local_sig() {
-            0 => Vec::new(),
+        let mut locals = std::mem::take(&mut self.frame.locals);
+        locals.clear();
+        match body.local_sig() {
+            0 => {}
             tok => match ts.locals(Token(tok)) {
-                Some(l) => l,
+                Some(l) => locals.extend_from_slice(&l),
                 None => {
                     self.part(Partial::Locals);
                     return false;
                 }
             },
-        };
+        }
         self.frame = Frame {
             args,
             locals,
@@ -225,37 +228,91 @@ impl TypeChecker {
         }
     }
 
+    /// Decodes `code` into `ins` and `targets` with the decoder's tables, as
+    /// [`crate::instr::Instructions`] reads it (false at the first instruction it rejects),
+    /// keeping only what the rules read: the opcode, one integer operand, the targets.
     fn decode(&mut self, code: &[u8]) -> bool {
         self.ins.clear();
         self.targets.clear();
         if self.at.len() <= code.len() {
             self.at.resize(code.len() + 1, u32::MAX);
         }
-        for r in Instructions::new(code) {
-            let Ok(x) = r else { return false };
-            let (arg, ntargets) = match &x.operand {
-                Operand::Var(v) => (u32::from(*v), 0),
-                Operand::Token(t) => (*t, 0),
-                Operand::Int8(v) => (*v as u32, 0),
-                Operand::Int32(v) => (*v as u32, 0),
-                Operand::ShortBranch(_) | Operand::Branch(_) | Operand::Switch(_) => {
-                    let first = self.targets.len() as u32;
-                    for t in x.targets() {
-                        self.targets.push(u32::try_from(t).unwrap_or(u32::MAX));
-                    }
-                    (first, self.targets.len() as u32 - first)
-                }
-                _ => (0, 0),
+        let le4 = |at: usize| -> u32 {
+            // Callers have checked that `at + 4 <= code.len()`.
+            u32::from_le_bytes(code[at..at + 4].try_into().unwrap_or([0; 4]))
+        };
+        let mut pos = 0usize;
+        while pos < code.len() {
+            let first = code[pos];
+            let (entry, opsize) = if first == 0xFE {
+                let Some(&second) = code.get(pos + 1) else {
+                    return false;
+                };
+                (DECODE.two[second as usize], 2)
+            } else {
+                (DECODE.one[first as usize], 1)
             };
-            if let Some(a) = self.at.get_mut(x.offset as usize) {
+            let Some(op) = entry.opcode else {
+                return false;
+            };
+            let mut len = entry.len as usize;
+            if code.len() - pos < len {
+                return false;
+            }
+            let at = pos + opsize;
+            let (arg, ntargets) = match entry.operand {
+                OperandKind::None | OperandKind::I8 | OperandKind::ShortR | OperandKind::R => {
+                    (0, 0)
+                }
+                OperandKind::ShortI => (code[at] as i8 as u32, 0),
+                OperandKind::ShortLocal | OperandKind::ShortArg => (u32::from(code[at]), 0),
+                OperandKind::Local | OperandKind::Arg => {
+                    (u32::from(u16::from_le_bytes([code[at], code[at + 1]])), 0)
+                }
+                OperandKind::I
+                | OperandKind::Tok
+                | OperandKind::Type
+                | OperandKind::Field
+                | OperandKind::Method
+                | OperandKind::String
+                | OperandKind::Sig => (le4(at), 0),
+                OperandKind::ShortBrTarget | OperandKind::BrTarget => {
+                    let d = if entry.operand == OperandKind::ShortBrTarget {
+                        i64::from(code[at] as i8)
+                    } else {
+                        i64::from(le4(at) as i32)
+                    };
+                    let first = self.targets.len() as u32;
+                    self.targets.push(target((pos + len) as i64 + d));
+                    (first, 1)
+                }
+                OperandKind::Switch => {
+                    let count = le4(at) as usize;
+                    let table = at + 4;
+                    if count > (code.len() - table) / 4 {
+                        return false;
+                    }
+                    len += 4 * count;
+                    let next = (pos + len) as i64;
+                    let first = self.targets.len() as u32;
+                    for c in 0..count {
+                        let d = le4(table + 4 * c) as i32;
+                        self.targets.push(target(next + i64::from(d)));
+                    }
+                    (first, count as u32)
+                }
+            };
+            if let Some(a) = self.at.get_mut(pos) {
                 *a = self.ins.len() as u32;
             }
             self.ins.push(Ins {
-                off: x.offset,
-                op: x.opcode,
+                off: pos as u32,
+                op,
+                flow: op.info().flow,
                 arg,
                 ntargets,
             });
+            pos += len;
         }
         // Block starts: targets, the instruction after a transfer, handler entries are
         // seeded. A start is where states merge.
@@ -269,7 +326,7 @@ impl TypeChecker {
                     self.start[i] = true;
                 }
             }
-            if (x.ntargets > 0 || x.op.info().flow.ends_block())
+            if (x.ntargets > 0 || x.flow.ends_block())
                 && let Some(s) = self.start.get_mut(k + 1)
             {
                 *s = true;
@@ -359,7 +416,7 @@ impl TypeChecker {
         let mut k = i;
         let mut prefix = Prefixes::default();
         while let Some(&x) = self.ins.get(k) {
-            let flow = x.op.info().flow;
+            let flow = x.flow;
             if flow == Flow::Prefix {
                 prefix.add(ts, x);
             } else {
@@ -396,6 +453,11 @@ impl TypeChecker {
         }
         self.stack = stack;
     }
+}
+
+/// A target offset as the instruction table keeps it (`u32::MAX` when outside `u32`).
+fn target(t: i64) -> u32 {
+    u32::try_from(t).unwrap_or(u32::MAX)
 }
 
 /// What a checked value is, for messages (formatted only when a finding is made).

@@ -281,6 +281,38 @@ fn assembly_name(img: &Image<'_>) -> Option<String> {
     Some(n.rsplit_once('.').map_or(n, |(a, _)| a).to_string())
 }
 
+/// The owner of each row of `table` by the TypeDef lists of column `col` (0: none), as
+/// [`crate::image::tables::Tables::declaring_type`] finds it; `None` when the lists go through
+/// the `ptr` table, do not run in order, or cannot be read (the caller asks the tables then).
+fn list_owners(
+    t: &crate::image::tables::Tables<'_>,
+    table: Table,
+    ptr: Table,
+    col: usize,
+) -> Option<Vec<u32>> {
+    if t.rows(ptr) > 0 {
+        return None;
+    }
+    let rows = t.rows(table) as usize;
+    let types = t.rows(Table::TypeDef);
+    let mut starts = Vec::with_capacity(types as usize);
+    for rid in 1..=types {
+        let s = t.cell(Table::TypeDef, rid, col).ok()?;
+        if starts.last().is_some_and(|&p| s < p) {
+            return None;
+        }
+        starts.push(s);
+    }
+    let mut owners = vec![0u32; rows + 1];
+    for (k, &s) in starts.iter().enumerate() {
+        let end = starts.get(k + 1).map_or(rows + 1, |&e| (e as usize).min(rows + 1));
+        for o in owners.iter_mut().take(end).skip((s as usize).max(1)) {
+            *o = k as u32 + 1;
+        }
+    }
+    Some(owners)
+}
+
 /// What kind of type a TypeDef is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -362,6 +394,18 @@ pub struct TypeSystem<'a> {
     methods: FxMap<u32, Option<Rc<(MethodTy, TyId)>>>,
     /// Field tokens of the image being verified, resolved.
     fields: FxMap<u32, Option<(TyId, TyId, bool)>>,
+    /// Method signatures by (module, `#Blob` index), as read (before substitution): methods
+    /// that share a signature share its blob.
+    method_sigs: FxMap<(u32, u32), Option<MethodTy>>,
+    /// Field types of the image being verified by `#Blob` index, as read.
+    field_sigs: FxMap<u32, Option<TyId>>,
+    /// Local types of the image being verified by `#Blob` index of their LocalVarSig.
+    local_sigs: FxMap<u32, Option<Rc<[TyId]>>>,
+    /// The declaring TypeDef of each MethodDef of the image being verified (0: none), when the
+    /// method lists run in order without a MethodPtr table; `None` until first asked.
+    method_owners: Option<Option<Vec<u32>>>,
+    /// The same for Field rows.
+    field_owners: Option<Option<Vec<u32>>>,
     /// How each type is held on the stack, by type id (see [`super::vtype::stack_of`]).
     pub(super) forms: Vec<Option<V>>,
     /// TypeDefs of the well-known types the interner spells without a key.
@@ -403,6 +447,11 @@ impl<'a> TypeSystem<'a> {
             value_types: Vec::new(),
             methods: FxMap::default(),
             fields: FxMap::default(),
+            method_sigs: FxMap::default(),
+            field_sigs: FxMap::default(),
+            local_sigs: FxMap::default(),
+            method_owners: None,
+            field_owners: None,
             forms: Vec::new(),
             wk_keys: HashMap::new(),
             wk: HashMap::new(),
@@ -790,16 +839,19 @@ impl<'a> TypeSystem<'a> {
         match token.table()? {
             Table::MethodDef => {
                 let md = self.handle(m)?;
-                let (blob, parent) = {
+                let (index, blob, parent) = {
                     let img = md.img();
                     let t = img.tables();
                     let row = t.method_def(token.rid()).ok()?;
-                    (
-                        img.blobs().get(row.signature).ok()?,
-                        t.declaring_type(token.rid()).ok()?,
-                    )
+                    let blob = img.blobs().get(row.signature).ok()?;
+                    let parent = if m == 0 {
+                        self.owner(token.rid(), false)
+                    } else {
+                        t.declaring_type(token.rid())
+                    };
+                    (row.signature, blob, parent.ok()?)
                 };
-                let sig = self.read_method(m, &mut SigReader::new(blob), 0)?;
+                let sig = self.method_sig(m, index, blob)?;
                 let parent = match parent {
                     Some(rid) => self.key_type(TypeKey { module: m, rid }, None),
                     None => TyId::UNKNOWN,
@@ -808,12 +860,12 @@ impl<'a> TypeSystem<'a> {
             }
             Table::MemberRef => {
                 let md = self.handle(m)?;
-                let (blob, class) = {
+                let (index, blob, class) = {
                     let img = md.img();
                     let row = img.tables().member_ref(token.rid()).ok()?;
-                    (img.blobs().get(row.signature).ok()?, row.class)
+                    (row.signature, img.blobs().get(row.signature).ok()?, row.class)
                 };
-                let sig = self.read_method(m, &mut SigReader::new(blob), 0)?;
+                let sig = self.method_sig(m, index, blob)?;
                 let parent = match class.table() {
                     Some(Table::TypeDef | Table::TypeRef | Table::TypeSpec) => {
                         self.type_token(m, class)
@@ -846,6 +898,35 @@ impl<'a> TypeSystem<'a> {
                 self.method_in(m, method, &args)
             }
             _ => None,
+        }
+    }
+
+    /// The method signature in blob `index` of module `m` (whose bytes are `blob`), read once.
+    /// Called only outside [`TypeSystem::info`], where reading a signature twice gives the
+    /// same answer, so keeping the first loses nothing.
+    fn method_sig(&mut self, m: u32, index: u32, blob: &[u8]) -> Option<MethodTy> {
+        if let Some(sig) = self.method_sigs.get(&(m, index)) {
+            return sig.clone();
+        }
+        let sig = self.read_method(m, &mut SigReader::new(blob), 0);
+        self.method_sigs.insert((m, index), sig.clone());
+        sig
+    }
+
+    /// The declaring TypeDef of MethodDef (`field`: Field) `rid` of the image being verified,
+    /// as [`crate::image::tables::Tables::declaring_type`] answers, from a table built once.
+    fn owner(&mut self, rid: u32, field: bool) -> Result<Option<u32>, crate::image::ImageError> {
+        let t = self.current.tables();
+        let (slot, table, ptr, col) = if field {
+            (&mut self.field_owners, Table::Field, Table::FieldPtr, 4)
+        } else {
+            (&mut self.method_owners, Table::MethodDef, Table::MethodPtr, 5)
+        };
+        let owners = slot.get_or_insert_with(|| list_owners(&t, table, ptr, col));
+        match owners {
+            Some(o) => Ok(o.get(rid as usize).copied().filter(|&r| r != 0)),
+            None if field => t.field_declaring_type(rid),
+            None => t.declaring_type(rid),
         }
     }
 
@@ -884,17 +965,13 @@ impl<'a> TypeSystem<'a> {
     fn field_uncached(&mut self, token: Token) -> Option<(TyId, TyId, bool)> {
         match token.table()? {
             Table::Field => {
-                let (blob, flags, parent) = {
+                let (index, blob, flags) = {
                     let img = self.current;
-                    let t = img.tables();
-                    let row = t.field(token.rid()).ok()?;
-                    (
-                        img.blobs().get(row.signature).ok()?,
-                        row.flags,
-                        t.field_declaring_type(token.rid()).ok()?,
-                    )
+                    let row = img.tables().field(token.rid()).ok()?;
+                    (row.signature, img.blobs().get(row.signature).ok()?, row.flags)
                 };
-                let ty = self.field_sig(0, blob)?;
+                let parent = self.owner(token.rid(), true).ok()?;
+                let ty = self.own_field_sig(index, blob)?;
                 let parent = match parent {
                     Some(rid) => self.key_type(TypeKey { module: 0, rid }, None),
                     None => TyId::UNKNOWN,
@@ -902,12 +979,12 @@ impl<'a> TypeSystem<'a> {
                 Some((ty, parent, flags & 0x10 != 0))
             }
             Table::MemberRef => {
-                let (blob, class) = {
+                let (index, blob, class) = {
                     let img = self.current;
                     let row = img.tables().member_ref(token.rid()).ok()?;
-                    (img.blobs().get(row.signature).ok()?, row.class)
+                    (row.signature, img.blobs().get(row.signature).ok()?, row.class)
                 };
-                let ty = self.field_sig(0, blob)?;
+                let ty = self.own_field_sig(index, blob)?;
                 let parent = match class.table() {
                     Some(Table::TypeDef | Table::TypeRef | Table::TypeSpec) => {
                         self.type_token(0, class)
@@ -923,6 +1000,17 @@ impl<'a> TypeSystem<'a> {
         }
     }
 
+    /// [`TypeSystem::field_sig`] of the image being verified, blob `index`, read once (outside
+    /// [`TypeSystem::info`] only, as [`TypeSystem::method_sig`]).
+    fn own_field_sig(&mut self, index: u32, blob: &[u8]) -> Option<TyId> {
+        if let Some(&t) = self.field_sigs.get(&index) {
+            return t;
+        }
+        let t = self.field_sig(0, blob);
+        self.field_sigs.insert(index, t);
+        t
+    }
+
     fn field_sig(&mut self, m: u32, blob: &[u8]) -> Option<TyId> {
         let mut r = SigReader::new(blob);
         if r.u8().ok()? & 0x0F != 0x06 {
@@ -931,13 +1019,23 @@ impl<'a> TypeSystem<'a> {
         self.read_type(m, &mut r, 0)
     }
 
-    /// The local types of a LocalVarSig token of the image being verified.
-    pub fn locals(&mut self, token: Token) -> Option<Vec<TyId>> {
-        let blob = {
+    /// The local types of a LocalVarSig token of the image being verified (read once per
+    /// signature blob).
+    pub fn locals(&mut self, token: Token) -> Option<Rc<[TyId]>> {
+        let (index, blob) = {
             let img = self.current;
             let row = img.tables().standalone_sig(token.rid()).ok()?;
-            img.blobs().get(row.signature).ok()?
+            (row.signature, img.blobs().get(row.signature).ok()?)
         };
+        if let Some(l) = self.local_sigs.get(&index) {
+            return l.clone();
+        }
+        let l = self.read_locals(blob).map(Rc::from);
+        self.local_sigs.insert(index, l.clone());
+        l
+    }
+
+    fn read_locals(&mut self, blob: &[u8]) -> Option<Vec<TyId>> {
         let mut r = SigReader::new(blob);
         if r.u8().ok()? != 0x07 {
             return None;

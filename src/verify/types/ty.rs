@@ -187,10 +187,18 @@ pub enum TyNode {
     FnPtr,
 }
 
+/// A node mentions [`TyNode::Unknown`] (see [`Interner::has_unknown`]).
+const FLAG_UNKNOWN: u8 = 1;
+/// A node mentions a generic parameter (see [`Interner::has_generic_param`]).
+const FLAG_GENERIC: u8 = 2;
+
 /// The interned types: a table of nodes and the way back from node to id.
 #[derive(Debug)]
 pub struct Interner {
     nodes: Vec<TyNode>,
+    /// Per node, what it mentions ([`FLAG_UNKNOWN`], [`FLAG_GENERIC`]): known when it is
+    /// interned, since the types inside it were interned before it.
+    flags: Vec<u8>,
     ids: FxMap<TyNode, TyId>,
 }
 
@@ -198,6 +206,7 @@ impl Default for Interner {
     fn default() -> Self {
         let mut t = Interner {
             nodes: Vec::new(),
+            flags: Vec::new(),
             ids: FxMap::default(),
         };
         // The order matches the constants of `TyId`.
@@ -221,9 +230,30 @@ impl Interner {
             return id;
         }
         let id = TyId(self.nodes.len() as u32);
+        let flags = self.flags_of(&node);
         self.nodes.push(node.clone());
+        self.flags.push(flags);
         self.ids.insert(node, id);
         id
+    }
+
+    /// What `node` mentions, from the flags of the types inside it.
+    fn flags_of(&self, node: &TyNode) -> u8 {
+        let of = |t: &TyId| self.flags.get(t.0 as usize).copied().unwrap_or(FLAG_UNKNOWN);
+        match node {
+            TyNode::Unknown => FLAG_UNKNOWN,
+            TyNode::Var(_) | TyNode::MVar(_) => FLAG_GENERIC,
+            TyNode::Inst { args, .. } => args.iter().fold(0, |f, a| f | of(a)),
+            TyNode::SzArray(t) | TyNode::Array(t, _) | TyNode::Ptr(t) | TyNode::ByRef(t) => of(t),
+            TyNode::Void
+            | TyNode::Object
+            | TyNode::String
+            | TyNode::TypedRef
+            | TyNode::Prim(_)
+            | TyNode::Class(_)
+            | TyNode::Value(_)
+            | TyNode::FnPtr => 0,
+        }
     }
 
     /// The node of `id`.
@@ -247,27 +277,20 @@ impl Interner {
     }
 
     /// Whether `id` or a type inside it is [`TyNode::Unknown`].
+    #[inline]
     pub fn has_unknown(&self, id: TyId) -> bool {
-        match self.node(id) {
-            TyNode::Unknown => true,
-            TyNode::Inst { args, .. } => args.iter().any(|&a| self.has_unknown(a)),
-            TyNode::SzArray(t) | TyNode::Array(t, _) | TyNode::Ptr(t) | TyNode::ByRef(t) => {
-                self.has_unknown(*t)
-            }
-            _ => false,
-        }
+        // An id not interned here reads as `Unknown` (see `node`).
+        self.flags
+            .get(id.0 as usize)
+            .is_none_or(|f| f & FLAG_UNKNOWN != 0)
     }
 
     /// Whether `id` mentions a generic parameter.
+    #[inline]
     pub fn has_generic_param(&self, id: TyId) -> bool {
-        match self.node(id) {
-            TyNode::Var(_) | TyNode::MVar(_) => true,
-            TyNode::Inst { args, .. } => args.iter().any(|&a| self.has_generic_param(a)),
-            TyNode::SzArray(t) | TyNode::Array(t, _) | TyNode::Ptr(t) | TyNode::ByRef(t) => {
-                self.has_generic_param(*t)
-            }
-            _ => false,
-        }
+        self.flags
+            .get(id.0 as usize)
+            .is_some_and(|f| f & FLAG_GENERIC != 0)
     }
 
     /// `id` with `!n` replaced by `class_args[n]` and `!!n` by `method_args[n]` (a parameter
