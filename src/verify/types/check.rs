@@ -4,7 +4,7 @@
 //! and regions are sound; it still never panics on what it reads.
 
 use super::system::TypeSystem;
-use super::ty::{MethodTy, Prim, TyId, TyNode};
+use super::ty::{Prim, TyId, TyNode};
 use super::vtype::{Unmergeable, V, fits, fits_v, merge, name, prim_of, stack_of};
 use crate::body::{Body, ClauseKind};
 use crate::image::tables::Token;
@@ -138,7 +138,7 @@ impl TypeChecker {
             self.part(Partial::Signature);
             return false;
         };
-        let (sig, parent) = (&m.0, m.1);
+        let (sig, parent) = (m, m.parent);
         let mut args = std::mem::take(&mut self.frame.args);
         args.clear();
         if sig.has_this && !sig.explicit_this {
@@ -148,7 +148,7 @@ impl TypeChecker {
             };
             args.push(this);
         }
-        args.extend_from_slice(&sig.params);
+        args.extend_from_slice(ts.params(&sig));
         let mut locals = std::mem::take(&mut self.frame.locals);
         locals.clear();
         match body.local_sig() {
@@ -770,9 +770,8 @@ impl TypeChecker {
 
     fn call(&mut self, ts: &mut TypeSystem<'_>, x: Ins, stack: &mut Vec<V>, prefix: &Prefixes) {
         let token = Token(x.arg);
-        let resolved: Option<std::rc::Rc<(MethodTy, TyId)>> = if x.op == Opcode::Calli {
+        let resolved = if x.op == Opcode::Calli {
             ts.standalone_method(token)
-                .map(|s| std::rc::Rc::new((s, TyId::UNKNOWN)))
         } else {
             ts.method(token)
         };
@@ -782,14 +781,15 @@ impl TypeChecker {
             self.abandon = true;
             return;
         };
-        let (sig, parent) = (&m.0, m.1);
+        let (sig, parent) = (m, m.parent);
         if x.op == Opcode::Calli {
             let f = self.pop(stack);
             self.expect_v(ts, x.off, f, V::I, "function pointer");
         }
-        for (k, &p) in sig.params.iter().enumerate().rev() {
+        for k in (0..sig.param_count()).rev() {
+            let p = ts.params(&sig)[k as usize];
             let v = self.pop(stack);
-            self.expect(ts, x.off, v, p, What::Arg(k as u32 + 1));
+            self.expect(ts, x.off, v, p, What::Arg(k + 1));
         }
         let is_ctor = x.op == Opcode::Newobj;
         if sig.has_this && !sig.explicit_this && !is_ctor && x.op != Opcode::Calli {

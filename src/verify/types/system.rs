@@ -8,7 +8,7 @@
 //! every check passes, and the method that met it is checked in part.
 
 use super::fx::{FxMap, FxSet};
-use super::ty::{Interner, MethodTy, Prim, TyId, TyNode, TypeKey};
+use super::ty::{Interner, MethodSig, MethodTy, Prim, TyId, TyNode, TypeKey};
 use super::vtype::V;
 use crate::image::Image;
 use crate::image::sig::{SigReader, element};
@@ -390,13 +390,18 @@ pub struct TypeSystem<'a> {
     assignable_cache: FxMap<(TyId, TyId), Ans>,
     /// Whether each type is a value type, by type id (see [`TypeSystem::is_value_type`]).
     value_types: Vec<Option<Option<bool>>>,
-    /// Method tokens of the image being verified, resolved.
-    methods: FxMap<u32, Option<Rc<(MethodTy, TyId)>>>,
+    /// Method tokens of the image being verified, resolved: by table (MethodDef, MemberRef,
+    /// MethodSpec) and row, `None` until first asked.
+    methods: [Vec<Option<Option<MethodSig>>>; 3],
+    /// The parameter types of every [`MethodSig`], one run each.
+    params: Vec<TyId>,
+    /// The StandAloneMethodSigs of `calli` tokens, resolved.
+    standalone: FxMap<u32, Option<MethodSig>>,
     /// Field tokens of the image being verified, resolved.
     fields: FxMap<u32, Option<(TyId, TyId, bool)>>,
     /// Method signatures by (module, `#Blob` index), as read (before substitution): methods
     /// that share a signature share its blob.
-    method_sigs: FxMap<(u32, u32), Option<MethodTy>>,
+    method_sigs: FxMap<(u32, u32), Option<MethodSig>>,
     /// Field types of the image being verified by `#Blob` index, as read.
     field_sigs: FxMap<u32, Option<TyId>>,
     /// Local types of the image being verified by `#Blob` index of their LocalVarSig.
@@ -445,7 +450,9 @@ impl<'a> TypeSystem<'a> {
             key_types: FxMap::default(),
             assignable_cache: FxMap::default(),
             value_types: Vec::new(),
-            methods: FxMap::default(),
+            methods: Default::default(),
+            params: Vec::new(),
+            standalone: FxMap::default(),
             fields: FxMap::default(),
             method_sigs: FxMap::default(),
             field_sigs: FxMap::default(),
@@ -820,22 +827,54 @@ impl<'a> TypeSystem<'a> {
     }
 
     /// The signature of a method token of the image being verified (MethodDef, MemberRef or
-    /// MethodSpec), its type arguments substituted, and the type declaring it.
-    pub fn method(&mut self, token: Token) -> Option<Rc<(MethodTy, TyId)>> {
-        if let Some(m) = self.methods.get(&token.0) {
-            return m.clone();
+    /// MethodSpec), its type arguments substituted, with the type declaring it; its parameters
+    /// are [`TypeSystem::params`].
+    pub fn method(&mut self, token: Token) -> Option<MethodSig> {
+        let slot = match token.table() {
+            Some(Table::MethodDef) => 0,
+            Some(Table::MemberRef) => 1,
+            Some(Table::MethodSpec) => 2,
+            _ => return None,
+        };
+        let rid = token.rid() as usize;
+        if let Some(Some(m)) = self.methods[slot].get(rid) {
+            return *m;
         }
-        let m = self.method_in(0, token, &[]).map(Rc::new);
-        self.methods.insert(token.0, m.clone());
+        let m = self.method_in(0, token, &[]);
+        let rows = self.current.tables().rows(token.table()?) as usize;
+        // Rows past the table are not kept: the table's size bounds what is allocated.
+        if rid <= rows {
+            let table = &mut self.methods[slot];
+            if table.len() <= rid {
+                table.resize(rows + 1, None);
+            }
+            table[rid] = Some(m);
+        }
         m
     }
 
-    fn method_in(
-        &mut self,
-        m: u32,
-        token: Token,
-        method_args: &[TyId],
-    ) -> Option<(MethodTy, TyId)> {
+    /// The parameter types of a signature the type system returned.
+    pub fn params(&self, sig: &MethodSig) -> &[TyId] {
+        let (start, len) = (sig.params.0 as usize, sig.params.1 as usize);
+        self.params.get(start..start + len).unwrap_or(&[])
+    }
+
+    /// Keeps `sig` with its parameters in the pool.
+    fn keep(&mut self, sig: &MethodTy, parent: TyId) -> MethodSig {
+        let start = self.params.len() as u32;
+        self.params.extend_from_slice(&sig.params);
+        MethodSig {
+            has_this: sig.has_this,
+            explicit_this: sig.explicit_this,
+            vararg: sig.vararg,
+            generic_params: sig.generic_params,
+            ret: sig.ret,
+            parent,
+            params: (start, sig.params.len() as u32),
+        }
+    }
+
+    fn method_in(&mut self, m: u32, token: Token, method_args: &[TyId]) -> Option<MethodSig> {
         match token.table()? {
             Table::MethodDef => {
                 let md = self.handle(m)?;
@@ -856,7 +895,7 @@ impl<'a> TypeSystem<'a> {
                     Some(rid) => self.key_type(TypeKey { module: m, rid }, None),
                     None => TyId::UNKNOWN,
                 };
-                Some((self.subst_sig(sig, &[], method_args), parent))
+                Some(self.subst_sig(sig, parent, &[], method_args))
             }
             Table::MemberRef => {
                 let md = self.handle(m)?;
@@ -870,11 +909,11 @@ impl<'a> TypeSystem<'a> {
                     Some(Table::TypeDef | Table::TypeRef | Table::TypeSpec) => {
                         self.type_token(m, class)
                     }
-                    Some(Table::MethodDef) => self.method_in(m, class, &[])?.1,
+                    Some(Table::MethodDef) => self.method_in(m, class, &[])?.parent,
                     _ => TyId::UNKNOWN,
                 };
                 let class_args = self.args_of(parent);
-                Some((self.subst_sig(sig, &class_args, method_args), parent))
+                Some(self.subst_sig(sig, parent, &class_args, method_args))
             }
             Table::MethodSpec => {
                 let md = self.handle(m)?;
@@ -904,12 +943,14 @@ impl<'a> TypeSystem<'a> {
     /// The method signature in blob `index` of module `m` (whose bytes are `blob`), read once.
     /// Called only outside [`TypeSystem::info`], where reading a signature twice gives the
     /// same answer, so keeping the first loses nothing.
-    fn method_sig(&mut self, m: u32, index: u32, blob: &[u8]) -> Option<MethodTy> {
+    fn method_sig(&mut self, m: u32, index: u32, blob: &[u8]) -> Option<MethodSig> {
         if let Some(sig) = self.method_sigs.get(&(m, index)) {
-            return sig.clone();
+            return *sig;
         }
-        let sig = self.read_method(m, &mut SigReader::new(blob), 0);
-        self.method_sigs.insert((m, index), sig.clone());
+        let sig = self
+            .read_method(m, &mut SigReader::new(blob), 0)
+            .map(|s| self.keep(&s, TyId::UNKNOWN));
+        self.method_sigs.insert((m, index), sig);
         sig
     }
 
@@ -930,17 +971,28 @@ impl<'a> TypeSystem<'a> {
         }
     }
 
+    /// `sig` declared by `parent`, with `!n` replaced by `class_args[n]` and `!!n` by
+    /// `method_args[n]`; its parameter run is shared when nothing is replaced.
     fn subst_sig(
         &mut self,
-        mut sig: MethodTy,
+        sig: MethodSig,
+        parent: TyId,
         class_args: &[TyId],
         method_args: &[TyId],
-    ) -> MethodTy {
-        sig.ret = self.tys.subst(sig.ret, class_args, method_args);
-        for p in &mut sig.params {
-            *p = self.tys.subst(*p, class_args, method_args);
+    ) -> MethodSig {
+        let mut out = MethodSig { parent, ..sig };
+        if class_args.is_empty() && method_args.is_empty() {
+            return out;
         }
-        sig
+        out.ret = self.tys.subst(sig.ret, class_args, method_args);
+        let start = self.params.len() as u32;
+        for k in sig.params.0..sig.params.0 + sig.params.1 {
+            let p = self.params[k as usize];
+            let p = self.tys.subst(p, class_args, method_args);
+            self.params.push(p);
+        }
+        out.params = (start, sig.params.1);
+        out
     }
 
     /// The type arguments of an instantiated type (empty for others).
@@ -1051,14 +1103,24 @@ impl<'a> TypeSystem<'a> {
         Some(out)
     }
 
-    /// The StandAloneMethodSig of a `calli` token of the image being verified.
-    pub fn standalone_method(&mut self, token: Token) -> Option<MethodTy> {
+    /// The StandAloneMethodSig of a `calli` token of the image being verified (its declaring
+    /// type [`TyId::UNKNOWN`]).
+    pub fn standalone_method(&mut self, token: Token) -> Option<MethodSig> {
+        if let Some(s) = self.standalone.get(&token.0) {
+            return *s;
+        }
         let blob = {
             let img = self.current;
-            let row = img.tables().standalone_sig(token.rid()).ok()?;
-            img.blobs().get(row.signature).ok()?
+            img.tables()
+                .standalone_sig(token.rid())
+                .ok()
+                .and_then(|row| img.blobs().get(row.signature).ok())
         };
-        self.read_method(0, &mut SigReader::new(blob), 0)
+        let sig = blob
+            .and_then(|b| self.read_method(0, &mut SigReader::new(b), 0))
+            .map(|s| self.keep(&s, TyId::UNKNOWN));
+        self.standalone.insert(token.0, sig);
+        sig
     }
 
     /// The type of TypeDef `rid` of the image being verified as its own methods see it: its

@@ -347,3 +347,31 @@ pub struct MethodTy {
     /// The parameters, the vararg extras of a call site included.
     pub params: Vec<TyId>,
 }
+
+/// A method signature as the type system keeps it once resolved: small and copyable, its
+/// parameter types a run of the type system's parameter pool
+/// ([`super::TypeSystem::params`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MethodSig {
+    /// Called with `this`.
+    pub has_this: bool,
+    /// `this` is the first of the parameters.
+    pub explicit_this: bool,
+    /// The calling convention is `vararg`.
+    pub vararg: bool,
+    /// Number of the method's generic parameters.
+    pub generic_params: u32,
+    /// The return type.
+    pub ret: TyId,
+    /// The type declaring the method ([`TyId::UNKNOWN`] when not known, as for `calli`).
+    pub parent: TyId,
+    /// The parameters: start and length in the pool.
+    pub(crate) params: (u32, u32),
+}
+
+impl MethodSig {
+    /// Number of parameters (the vararg extras of a call site included).
+    pub fn param_count(&self) -> u32 {
+        self.params.1
+    }
+}
