@@ -23,15 +23,24 @@ const MAX_DEPTH: u32 = 32;
 /// Most supertypes visited when asking whether one type is assignable to another.
 const MAX_SUPERTYPES: usize = 512;
 
+/// Values by namespace, then name: looked up with the strings a signature or a TypeRef
+/// names, without building a key.
+type ByName<V> = FxMap<Box<str>, FxMap<Box<str>, V>>;
+
+/// The value of `ns.name` in `map`.
+fn by_name<'m, V>(map: &'m ByName<V>, ns: &str, name: &str) -> Option<&'m V> {
+    map.get(ns)?.get(name)
+}
+
 /// Lazily built indexes of one module's tables.
 #[derive(Debug, Default)]
 struct ModuleIndex {
-    /// Top-level TypeDefs by (namespace, name).
-    top: OnceLock<HashMap<(String, String), u32>>,
-    /// Nested TypeDefs by (enclosing TypeDef, name).
-    nested: OnceLock<HashMap<(u32, String), u32>>,
-    /// ExportedTypes by (namespace, name): the Implementation token.
-    exported: OnceLock<HashMap<(String, String), Token>>,
+    /// Top-level TypeDefs by namespace and name (the first of a name).
+    top: OnceLock<ByName<u32>>,
+    /// Nested TypeDefs by enclosing TypeDef, then name.
+    nested: OnceLock<FxMap<u32, FxMap<Box<str>, u32>>>,
+    /// ExportedTypes by namespace and name: the Implementation token.
+    exported: OnceLock<ByName<Token>>,
     /// Interfaces by TypeDef.
     interfaces: OnceLock<HashMap<u32, Vec<Token>>>,
     /// GenericParam flags by owner (TypeDef or MethodDef token), in parameter order.
@@ -41,7 +50,7 @@ struct ModuleIndex {
 }
 
 impl ModuleIndex {
-    fn top(&self, img: &Image<'_>) -> &HashMap<(String, String), u32> {
+    fn top(&self, img: &Image<'_>) -> &ByName<u32> {
         self.top.get_or_init(|| {
             let t = img.tables();
             let s = img.strings();
@@ -51,7 +60,7 @@ impl ModuleIndex {
                     nested.insert(n.nested_class);
                 }
             }
-            let mut map = HashMap::new();
+            let mut map = ByName::default();
             for rid in 1..=t.rows(Table::TypeDef) {
                 if nested.contains(&rid) {
                     continue;
@@ -59,24 +68,29 @@ impl ModuleIndex {
                 if let Ok(row) = t.type_def(rid)
                     && let (Ok(ns), Ok(name)) = (s.get(row.namespace), s.get(row.name))
                 {
-                    map.entry((ns.to_string(), name.to_string())).or_insert(rid);
+                    map.entry(Box::from(ns))
+                        .or_insert_with(FxMap::default)
+                        .entry(Box::from(name))
+                        .or_insert(rid);
                 }
             }
             map
         })
     }
 
-    fn nested(&self, img: &Image<'_>) -> &HashMap<(u32, String), u32> {
+    fn nested(&self, img: &Image<'_>) -> &FxMap<u32, FxMap<Box<str>, u32>> {
         self.nested.get_or_init(|| {
             let t = img.tables();
             let s = img.strings();
-            let mut map = HashMap::new();
+            let mut map = FxMap::<u32, FxMap<Box<str>, u32>>::default();
             for r in 1..=t.rows(Table::NestedClass) {
                 if let Ok(n) = t.nested_class(r)
                     && let Ok(row) = t.type_def(n.nested_class)
                     && let Ok(name) = s.get(row.name)
                 {
-                    map.entry((n.enclosing_class, name.to_string()))
+                    map.entry(n.enclosing_class)
+                        .or_default()
+                        .entry(Box::from(name))
                         .or_insert(n.nested_class);
                 }
             }
@@ -84,11 +98,11 @@ impl ModuleIndex {
         })
     }
 
-    fn exported(&self, img: &Image<'_>) -> &HashMap<(String, String), Token> {
+    fn exported(&self, img: &Image<'_>) -> &ByName<Token> {
         self.exported.get_or_init(|| {
             let t = img.tables();
             let s = img.strings();
-            let mut map = HashMap::new();
+            let mut map = ByName::default();
             for rid in 1..=t.rows(Table::ExportedType) {
                 let (Ok(name), Ok(ns), Ok(imp)) = (
                     t.cell(Table::ExportedType, rid, 2),
@@ -102,13 +116,15 @@ impl ModuleIndex {
                     s.get(name),
                     CodedIndex::Implementation.decode(imp),
                 ) {
-                    map.entry((ns.to_string(), name.to_string())).or_insert(imp);
+                    map.entry(Box::from(ns))
+                        .or_insert_with(FxMap::default)
+                        .entry(Box::from(name))
+                        .or_insert(imp);
                 }
             }
             map
         })
     }
-
     fn interfaces(&self, img: &Image<'_>) -> &HashMap<u32, Vec<Token>> {
         self.interfaces.get_or_init(|| {
             let t = img.tables();
@@ -153,12 +169,28 @@ impl ModuleIndex {
 
     fn is_corlib(&self, img: &Image<'_>) -> bool {
         *self.corlib.get_or_init(|| {
-            self.top(img)
-                .get(&("System".to_string(), "Object".to_string()))
-                .and_then(|&rid| img.tables().type_def(rid).ok())
+            let object = match self.top.get() {
+                Some(top) => by_name(top, "System", "Object").copied(),
+                None => first_top(img, "System", "Object"),
+            };
+            object
+                .and_then(|rid| img.tables().type_def(rid).ok())
                 .is_some_and(|row| row.extends.is_null())
         })
     }
+}
+
+/// The first TypeDef named `ns.name` that is not nested, as [`ModuleIndex::top`] keeps it,
+/// found without building the index (a module verified once asks only for `System.Object`).
+fn first_top(img: &Image<'_>, ns: &str, name: &str) -> Option<u32> {
+    let t = img.tables();
+    let s = img.strings();
+    (1..=t.rows(Table::TypeDef)).find(|&rid| {
+        t.type_def(rid).is_ok_and(|row| {
+            s.get(row.namespace).is_ok_and(|n| n == ns) && s.get(row.name).is_ok_and(|n| n == name)
+        }) && !(1..=t.rows(Table::NestedClass))
+            .any(|r| t.nested_class(r).is_ok_and(|n| n.nested_class == rid))
+    })
 }
 
 /// A referenced assembly, opened once and shared by every image that references it.
@@ -313,6 +345,27 @@ fn list_owners(
     Some(owners)
 }
 
+/// The outermost TypeDef enclosing TypeDef `rid` (itself when not nested) and whether any
+/// encloses it, followed as [`TypeSystem::def_name`] follows it; `None` when an enclosing row or
+/// its name cannot be read.
+fn enclosing_chain(img: &Image<'_>, rid: u32) -> Option<(u32, bool)> {
+    let t = img.tables();
+    let s = img.strings();
+    let (mut outer, mut nested) = (rid, false);
+    for _ in 0..MAX_DEPTH {
+        match t.enclosing_type(outer).ok().flatten() {
+            Some(o) => {
+                let orow = t.type_def(o).ok()?;
+                s.get(orow.name).ok()?;
+                outer = o;
+                nested = true;
+            }
+            None => break,
+        }
+    }
+    Some((outer, nested))
+}
+
 /// What kind of type a TypeDef is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -328,11 +381,9 @@ pub enum Kind {
     Unknown,
 }
 
-/// What the type system knows of one TypeDef.
+/// What the type system knows of one TypeDef (its name: [`TypeSystem::def_name`]).
 #[derive(Clone, Debug)]
 pub struct TypeInfo {
-    /// `Namespace.Name`, nested types as `Outer/Inner`.
-    pub name: String,
     /// Class, interface, value type or enum.
     pub kind: Kind,
     /// The base type in the definition's own generic context; `None` for interfaces and
@@ -575,37 +626,38 @@ impl<'a> TypeSystem<'a> {
 
     /// The TypeDef a TypeRef of module `m` resolves to.
     fn resolve_typeref(&mut self, m: u32, rid: u32, depth: u32) -> Option<TypeKey> {
-        let (scope, ns, name) = {
-            let (img, _) = self.module(m)?;
-            let row = img.tables().type_ref(rid).ok()?;
-            let s = img.strings();
-            (
-                row.resolution_scope,
-                s.get(row.namespace).ok()?.to_string(),
-                s.get(row.name).ok()?.to_string(),
-            )
-        };
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        // The names are read from a handle on the module, not from `self`, which the lookups
+        // below change.
+        let md = self.handle(m)?;
+        let img = md.img();
+        let row = img.tables().type_ref(rid).ok()?;
+        let s = img.strings();
+        let (scope, ns, name) = (
+            row.resolution_scope,
+            s.get(row.namespace).ok()?,
+            s.get(row.name).ok()?,
+        );
         match scope.table() {
             Some(Table::AssemblyRef) => {
-                let asm = {
-                    let (img, _) = self.module(m)?;
-                    let row = img.tables().assembly_ref(scope.rid()).ok()?;
-                    img.strings().get(row.name).ok()?.to_string()
-                };
-                let target = self.assembly(&asm)?;
-                self.find_top(target, &ns, &name, depth + 1)
+                let row = img.tables().assembly_ref(scope.rid()).ok()?;
+                let asm = s.get(row.name).ok()?;
+                let target = self.assembly(asm)?;
+                self.find_top(target, ns, name, depth + 1)
             }
             Some(Table::TypeRef) => {
                 let outer = self.resolve_typeref(m, scope.rid(), depth + 1)?;
                 let (img, idx) = self.module(outer.module)?;
-                let rid = *idx.nested(img).get(&(outer.rid, name))?;
+                let rid = *idx.nested(img).get(&outer.rid)?.get(name)?;
                 Some(TypeKey {
                     module: outer.module,
                     rid,
                 })
             }
-            Some(Table::Module) => self.find_top(m, &ns, &name, depth + 1),
-            _ if scope.is_null() => self.find_top(m, &ns, &name, depth + 1),
+            Some(Table::Module) => self.find_top(m, ns, name, depth + 1),
+            _ if scope.is_null() => self.find_top(m, ns, name, depth + 1),
             // ModuleRef: a type in another module of a multi-module assembly.
             _ => None,
         }
@@ -616,20 +668,21 @@ impl<'a> TypeSystem<'a> {
         if depth > MAX_DEPTH {
             return None;
         }
-        let key = (ns.to_string(), name.to_string());
+        let md = self.handle(m)?;
+        let img = md.img();
         let forward = {
-            let (img, idx) = self.module(m)?;
-            if let Some(&rid) = idx.top(img).get(&key) {
+            let (_, idx) = self.module(m)?;
+            if let Some(&rid) = by_name(idx.top(img), ns, name) {
                 return Some(TypeKey { module: m, rid });
             }
-            let imp = *idx.exported(img).get(&key)?;
+            let imp = *by_name(idx.exported(img), ns, name)?;
             if imp.table() != Some(Table::AssemblyRef) {
                 return None;
             }
             let row = img.tables().assembly_ref(imp.rid()).ok()?;
-            img.strings().get(row.name).ok()?.to_string()
+            img.strings().get(row.name).ok()?
         };
-        let target = self.assembly(&forward)?;
+        let target = self.assembly(forward)?;
         if target == m {
             return None;
         }
@@ -1181,26 +1234,18 @@ impl<'a> TypeSystem<'a> {
     }
 
     fn read_info(&mut self, key: TypeKey) -> Option<TypeInfo> {
-        let (row, ns, name, ifaces, generics, next_fields, corlib) = {
+        let (row, system, is_enum, ifaces, generics, next_fields, corlib) = {
             let (img, idx) = self.module(key.module)?;
             let t = img.tables();
             let row = t.type_def(key.rid).ok()?;
             let s = img.strings();
-            let mut name = s.get(row.name).ok()?.to_string();
-            let ns = s.get(row.namespace).ok()?.to_string();
-            let mut outer = key.rid;
-            for _ in 0..MAX_DEPTH {
-                match t.enclosing_type(outer).ok().flatten() {
-                    Some(o) => {
-                        let orow = t.type_def(o).ok()?;
-                        name = format!("{}/{}", s.get(orow.name).ok()?, name);
-                        outer = o;
-                    }
-                    None => break,
-                }
-            }
+            // The reads of `def_name`, which must succeed here too; the name itself is
+            // written only for messages.
+            let name = s.get(row.name).ok()?;
+            let ns = s.get(row.namespace).ok()?;
+            let (outer, nested) = enclosing_chain(img, key.rid)?;
             let ns = match t.type_def(outer) {
-                Ok(orow) if outer != key.rid => s.get(orow.namespace).ok()?.to_string(),
+                Ok(orow) if outer != key.rid => s.get(orow.namespace).ok()?,
                 _ => ns,
             };
             let ifaces = idx
@@ -1220,18 +1265,14 @@ impl<'a> TypeSystem<'a> {
             };
             (
                 row,
-                ns,
-                name,
+                ns == "System",
+                // A nested type's name is `Outer/Name`: never `Enum`.
+                !nested && name == "Enum",
                 ifaces,
                 generics,
                 next_fields,
                 idx.is_corlib(img),
             )
-        };
-        let full = if ns.is_empty() {
-            name.clone()
-        } else {
-            format!("{ns}.{name}")
         };
         let base = if row.extends.is_null() {
             None
@@ -1244,26 +1285,57 @@ impl<'a> TypeSystem<'a> {
             .collect();
         let is_interface = row.flags & 0x20 != 0;
         let base_name = base.and_then(|b| self.system_name(b));
-        let own_system = corlib && ns == "System";
+        let own_system = corlib && system;
         let base_unknown = base.is_some_and(|b| self.tys.has_unknown(b));
         let kind = if is_interface {
             Kind::Interface
         } else if base_unknown {
             // Class, value type or enum: the base decides, and it could not be read.
             Kind::Unknown
-        } else if base_name == Some("Enum") && !(own_system && name == "Enum") {
+        } else if base_name == Some("Enum") && !(own_system && is_enum) {
             Kind::Enum(self.enum_underlying(key, row.field_list, next_fields))
-        } else if base_name == Some("ValueType") && !(own_system && name == "Enum") {
+        } else if base_name == Some("ValueType") && !(own_system && is_enum) {
             Kind::Value
         } else {
             Kind::Class
         };
         Some(TypeInfo {
-            name: full,
             kind,
             base,
             interfaces,
             generic_params: generics,
+        })
+    }
+
+    /// The full name of a TypeDef: `Namespace.Name`, nested types as `Outer/Inner` (the
+    /// namespace of the outermost); `None` when its rows cannot be read.
+    pub fn def_name(&self, key: TypeKey) -> Option<String> {
+        let (img, _) = self.module(key.module)?;
+        let t = img.tables();
+        let s = img.strings();
+        let row = t.type_def(key.rid).ok()?;
+        let mut name = s.get(row.name).ok()?.to_string();
+        let mut ns = s.get(row.namespace).ok()?;
+        let mut outer = key.rid;
+        for _ in 0..MAX_DEPTH {
+            match t.enclosing_type(outer).ok().flatten() {
+                Some(o) => {
+                    let orow = t.type_def(o).ok()?;
+                    name = format!("{}/{}", s.get(orow.name).ok()?, name);
+                    outer = o;
+                }
+                None => break,
+            }
+        }
+        if outer != key.rid
+            && let Ok(orow) = t.type_def(outer)
+        {
+            ns = s.get(orow.namespace).ok()?;
+        }
+        Some(if ns.is_empty() {
+            name
+        } else {
+            format!("{ns}.{name}")
         })
     }
 
@@ -1598,15 +1670,15 @@ impl<'a> TypeSystem<'a> {
             TyNode::String => out.push_str("string"),
             TyNode::TypedRef => out.push_str("typedref"),
             TyNode::Prim(p) => out.push_str(p.name()),
-            TyNode::Class(k) | TyNode::Value(k) => match self.info(k) {
-                Some(i) => out.push_str(&i.name),
+            TyNode::Class(k) | TyNode::Value(k) => match self.info(k).and(self.def_name(k)) {
+                Some(name) => out.push_str(&name),
                 None => out.push_str("(unreadable type)"),
             },
             TyNode::Inst { def, args, .. } => {
-                match self.info(def) {
-                    Some(i) => {
+                match self.info(def).and(self.def_name(def)) {
+                    Some(name) => {
                         // `Outer`1/Inner`1` reads `Outer/Inner<…>`: arity suffixes dropped.
-                        for (n, part) in i.name.split('/').enumerate() {
+                        for (n, part) in name.split('/').enumerate() {
                             if n > 0 {
                                 out.push('/');
                             }
