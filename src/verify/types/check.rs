@@ -8,7 +8,7 @@ use super::ty::{Prim, TyId, TyNode};
 use super::vtype::{Unmergeable, V, fits, fits_v, merge, name, prim_of, stack_of};
 use crate::body::{Body, ClauseKind};
 use crate::image::tables::Token;
-use crate::opcode::{DECODE, Flow, Opcode, OperandKind};
+use crate::opcode::{ALL, DECODE, Flow, Opcode, OperandKind};
 use crate::verify::{Code, Diagnostic};
 
 /// Most findings kept per method; the rest are counted, not described.
@@ -16,6 +16,24 @@ const MAX_FINDINGS: usize = 64;
 /// Visits of block starts per block before the dataflow gives up (it converges in a few on
 /// real code: merges only climb the class hierarchy).
 const VISITS_PER_BLOCK: usize = 32;
+
+/// The flow kind of each opcode by its decoding slot: the first byte, or 256 plus the byte
+/// after `FE`.
+static FLOWS: [Flow; 512] = {
+    let mut flows = [Flow::Next; 512];
+    let mut i = 0;
+    while i < ALL.len() {
+        let code = ALL[i].opcode as u16;
+        let slot = if code >> 8 == 0xFE {
+            256 + (code & 0xFF) as usize
+        } else {
+            code as usize
+        };
+        flows[slot] = ALL[i].flow;
+        i += 1;
+    }
+    flows
+};
 
 /// Marks an instruction without an entry state.
 const NO_ENTRY: u32 = u32::MAX;
@@ -244,13 +262,13 @@ impl TypeChecker {
         let mut pos = 0usize;
         while pos < code.len() {
             let first = code[pos];
-            let (entry, opsize) = if first == 0xFE {
+            let (entry, opsize, slot) = if first == 0xFE {
                 let Some(&second) = code.get(pos + 1) else {
                     return false;
                 };
-                (DECODE.two[second as usize], 2)
+                (DECODE.two[second as usize], 2, 256 + second as usize)
             } else {
-                (DECODE.one[first as usize], 1)
+                (DECODE.one[first as usize], 1, first as usize)
             };
             let Some(op) = entry.opcode else {
                 return false;
@@ -308,7 +326,7 @@ impl TypeChecker {
             self.ins.push(Ins {
                 off: pos as u32,
                 op,
-                flow: op.info().flow,
+                flow: FLOWS[slot],
                 arg,
                 ntargets,
             });
@@ -525,6 +543,7 @@ impl TypeChecker {
         v
     }
 
+    #[inline]
     fn expect(
         &mut self,
         ts: &mut TypeSystem<'_>,
@@ -538,14 +557,28 @@ impl TypeChecker {
         }
         self.note(found);
         if let Err(code) = fits(ts, found, want) {
-            let msg = format!(
-                "{}: found {}, expected {}",
-                what.into(),
-                name(ts, found),
-                ts.name(want)
-            );
-            self.report(code, off, msg);
+            self.misfit(ts, code, off, found, want, what.into());
         }
+    }
+
+    /// The finding of [`TypeChecker::expect`]: written only when one is made.
+    #[cold]
+    #[inline(never)]
+    fn misfit(
+        &mut self,
+        ts: &mut TypeSystem<'_>,
+        code: Code,
+        off: u32,
+        found: V,
+        want: TyId,
+        what: What,
+    ) {
+        let msg = format!(
+            "{what}: found {}, expected {}",
+            name(ts, found),
+            ts.name(want)
+        );
+        self.report(code, off, msg);
     }
 
     fn expect_v(
@@ -558,16 +591,32 @@ impl TypeChecker {
     ) {
         self.note(found);
         if let Err(code) = fits_v(ts, found, want) {
-            let msg = format!(
-                "{}: found {}, expected {}",
-                what.into(),
-                name(ts, found),
-                name(ts, want)
-            );
-            self.report(code, off, msg);
+            self.misfit_v(ts, code, off, found, want, what.into());
         }
     }
 
+    /// The finding of [`TypeChecker::expect_v`]: written only when one is made.
+    #[cold]
+    #[inline(never)]
+    fn misfit_v(
+        &mut self,
+        ts: &mut TypeSystem<'_>,
+        code: Code,
+        off: u32,
+        found: V,
+        want: V,
+        what: What,
+    ) {
+        let msg = format!(
+            "{what}: found {}, expected {}",
+            name(ts, found),
+            name(ts, want)
+        );
+        self.report(code, off, msg);
+    }
+
+    #[cold]
+    #[inline(never)]
     fn bad(&mut self, ts: &mut TypeSystem<'_>, code: Code, off: u32, found: V, expected: &str) {
         let msg = format!("found {}, expected {expected}", name(ts, found));
         self.report(code, off, msg);
@@ -876,6 +925,9 @@ impl TypeChecker {
     }
 
     /// The transfer function of one instruction.
+    // One call site, once per instruction: inlined into the block loop, whose frame is set up
+    // once per block.
+    #[inline(always)]
     fn step(&mut self, ts: &mut TypeSystem<'_>, x: Ins, stack: &mut Vec<V>, prefix: &Prefixes) {
         use Opcode as O;
         let off = x.off;

@@ -337,7 +337,9 @@ fn list_owners(
     }
     let mut owners = vec![0u32; rows + 1];
     for (k, &s) in starts.iter().enumerate() {
-        let end = starts.get(k + 1).map_or(rows + 1, |&e| (e as usize).min(rows + 1));
+        let end = starts
+            .get(k + 1)
+            .map_or(rows + 1, |&e| (e as usize).min(rows + 1));
         for o in owners.iter_mut().take(end).skip((s as usize).max(1)) {
             *o = k as u32 + 1;
         }
@@ -955,7 +957,11 @@ impl<'a> TypeSystem<'a> {
                 let (index, blob, class) = {
                     let img = md.img();
                     let row = img.tables().member_ref(token.rid()).ok()?;
-                    (row.signature, img.blobs().get(row.signature).ok()?, row.class)
+                    (
+                        row.signature,
+                        img.blobs().get(row.signature).ok()?,
+                        row.class,
+                    )
                 };
                 let sig = self.method_sig(m, index, blob)?;
                 let parent = match class.table() {
@@ -1014,7 +1020,12 @@ impl<'a> TypeSystem<'a> {
         let (slot, table, ptr, col) = if field {
             (&mut self.field_owners, Table::Field, Table::FieldPtr, 4)
         } else {
-            (&mut self.method_owners, Table::MethodDef, Table::MethodPtr, 5)
+            (
+                &mut self.method_owners,
+                Table::MethodDef,
+                Table::MethodPtr,
+                5,
+            )
         };
         let owners = slot.get_or_insert_with(|| list_owners(&t, table, ptr, col));
         match owners {
@@ -1073,7 +1084,11 @@ impl<'a> TypeSystem<'a> {
                 let (index, blob, flags) = {
                     let img = self.current;
                     let row = img.tables().field(token.rid()).ok()?;
-                    (row.signature, img.blobs().get(row.signature).ok()?, row.flags)
+                    (
+                        row.signature,
+                        img.blobs().get(row.signature).ok()?,
+                        row.flags,
+                    )
                 };
                 let parent = self.owner(token.rid(), true).ok()?;
                 let ty = self.own_field_sig(index, blob)?;
@@ -1087,7 +1102,11 @@ impl<'a> TypeSystem<'a> {
                 let (index, blob, class) = {
                     let img = self.current;
                     let row = img.tables().member_ref(token.rid()).ok()?;
-                    (row.signature, img.blobs().get(row.signature).ok()?, row.class)
+                    (
+                        row.signature,
+                        img.blobs().get(row.signature).ok()?,
+                        row.class,
+                    )
                 };
                 let ty = self.own_field_sig(index, blob)?;
                 let parent = match class.table() {
@@ -1444,10 +1463,18 @@ impl<'a> TypeSystem<'a> {
 
     /// Whether values of `t` are value types (primitives, structs, enums, `typedref`);
     /// `None` for generic parameters and unknown types.
+    #[inline]
     pub fn is_value_type(&mut self, t: TyId) -> Option<bool> {
         if let Some(Some(v)) = self.value_types.get(t.0 as usize) {
             return *v;
         }
+        self.is_value_type_first(t)
+    }
+
+    /// [`TypeSystem::is_value_type`] the first time `t` is asked about: worked out and kept.
+    #[cold]
+    #[inline(never)]
+    fn is_value_type_first(&mut self, t: TyId) -> Option<bool> {
         let v = self.is_value_type_uncached(t);
         let i = t.0 as usize;
         if self.value_types.len() <= i {
@@ -1502,6 +1529,13 @@ impl<'a> TypeSystem<'a> {
     pub fn assignable(&mut self, from: TyId, to: TyId) -> Ans {
         if from == to {
             return Ans::Yes;
+        }
+        if to == TyId::OBJECT && !self.tys.has_unknown(from) {
+            // The first rules of `assignable_uncached`, answered without the cache.
+            return match self.is_value_type(from) {
+                Some(_) => Ans::Yes,
+                None => Ans::Unknown,
+            };
         }
         if let Some(&a) = self.assignable_cache.get(&(from, to)) {
             return a;

@@ -239,7 +239,12 @@ impl Interner {
 
     /// What `node` mentions, from the flags of the types inside it.
     fn flags_of(&self, node: &TyNode) -> u8 {
-        let of = |t: &TyId| self.flags.get(t.0 as usize).copied().unwrap_or(FLAG_UNKNOWN);
+        let of = |t: &TyId| {
+            self.flags
+                .get(t.0 as usize)
+                .copied()
+                .unwrap_or(FLAG_UNKNOWN)
+        };
         match node {
             TyNode::Unknown => FLAG_UNKNOWN,
             TyNode::Var(_) | TyNode::MVar(_) => FLAG_GENERIC,
