@@ -200,7 +200,12 @@ pub struct Interner {
     /// interned, since the types inside it were interned before it.
     flags: Vec<u8>,
     ids: FxMap<TyNode, TyId>,
+    /// The ids of the primitives interned so far, by [`Prim`] (signatures name them most).
+    prims: [Option<TyId>; PRIMS],
 }
+
+/// Number of [`Prim`] variants.
+const PRIMS: usize = 14;
 
 impl Default for Interner {
     fn default() -> Self {
@@ -208,6 +213,7 @@ impl Default for Interner {
             nodes: Vec::new(),
             flags: Vec::new(),
             ids: FxMap::default(),
+            prims: [None; PRIMS],
         };
         // The order matches the constants of `TyId`.
         for n in [
@@ -277,8 +283,14 @@ impl Interner {
     }
 
     /// The id of a primitive.
+    #[inline]
     pub fn prim(&mut self, p: Prim) -> TyId {
-        self.intern(TyNode::Prim(p))
+        if let Some(id) = self.prims[p as usize] {
+            return id;
+        }
+        let id = self.intern(TyNode::Prim(p));
+        self.prims[p as usize] = Some(id);
+        id
     }
 
     /// Whether `id` or a type inside it is [`TyNode::Unknown`].
