@@ -252,6 +252,10 @@ impl TypeChecker {
     fn decode(&mut self, code: &[u8]) -> bool {
         self.ins.clear();
         self.targets.clear();
+        // Block starts: targets, the instruction after a transfer (marked as it is decoded);
+        // handler entries are seeded. A start is where states merge.
+        self.start.clear();
+        let mut after_transfer = false;
         if self.at.len() <= code.len() {
             self.at.resize(code.len() + 1, u32::MAX);
         }
@@ -323,37 +327,25 @@ impl TypeChecker {
             if let Some(a) = self.at.get_mut(pos) {
                 *a = self.ins.len() as u32;
             }
+            let flow = FLOWS[slot];
             self.ins.push(Ins {
                 off: pos as u32,
                 op,
-                flow: FLOWS[slot],
+                flow,
                 arg,
                 ntargets,
             });
+            self.start.push(after_transfer);
+            after_transfer = ntargets > 0 || flow.ends_block();
             pos += len;
         }
-        // Block starts: targets, the instruction after a transfer, handler entries are
-        // seeded. A start is where states merge.
-        self.start.clear();
-        self.start.resize(self.ins.len(), false);
-        for k in 0..self.ins.len() {
-            let x = self.ins[k];
-            for j in 0..x.ntargets {
-                let t = self.targets[(x.arg + j) as usize];
-                if let Some(i) = self.index(t) {
-                    self.start[i] = true;
-                }
-            }
-            if (x.ntargets > 0 || x.flow.ends_block())
-                && let Some(s) = self.start.get_mut(k + 1)
-            {
-                *s = true;
-            }
-        }
-        // Targets as instruction indices.
+        // Targets as instruction indices, and the starts they make.
         for k in 0..self.targets.len() {
-            let t = self.targets[k];
-            self.targets[k] = self.index(t).map_or(u32::MAX, |i| i as u32);
+            let i = self.index(self.targets[k]);
+            if let Some(i) = i {
+                self.start[i] = true;
+            }
+            self.targets[k] = i.map_or(u32::MAX, |i| i as u32);
         }
         true
     }
