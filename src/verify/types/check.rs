@@ -1660,3 +1660,72 @@ fn conv_result(op: Opcode) -> V {
         _ => V::I4,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::image::Image;
+    use crate::instr::{Instructions, Operand};
+
+    /// The checker's decoder reads every body of the embedded corpus as the instruction
+    /// iterator does: offsets, opcodes, the integer operand and the targets (as instruction
+    /// indices), and the block starts.
+    #[test]
+    fn decoder_agrees_with_the_instruction_iterator() {
+        let mut checker = TypeChecker::new();
+        let mut bodies = 0;
+        for (name, bytes) in crate::corpus::EMBEDDED {
+            let image = Image::parse(bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
+            for m in image.methods().filter(|m| m.rva() != 0) {
+                let Ok(body) = m.decoded_body() else { continue };
+                let code = body.code;
+                let reference: Vec<_> = Instructions::new(code).collect();
+                let ok = checker.decode(code);
+                assert_eq!(ok, reference.iter().all(Result::is_ok), "{name} {}", m.rid());
+                if !ok {
+                    continue;
+                }
+                bodies += 1;
+                assert_eq!(checker.ins.len(), reference.len());
+                let mut starts = vec![false; reference.len()];
+                for (k, (x, r)) in checker.ins.iter().zip(&reference).enumerate() {
+                    let r = r.as_ref().expect("decoded");
+                    assert_eq!((x.off, x.op, x.flow), (r.offset, r.opcode, r.opcode.flow()));
+                    let arg = match &r.operand {
+                        Operand::Var(v) => Some(u32::from(*v)),
+                        Operand::Token(t) => Some(*t),
+                        Operand::Int8(v) => Some(*v as u32),
+                        Operand::Int32(v) => Some(*v as u32),
+                        _ => None,
+                    };
+                    let targets: Vec<u32> = r
+                        .targets()
+                        .map(|t| {
+                            let i = reference.iter().position(|y| {
+                                y.as_ref().is_ok_and(|y| i64::from(y.offset) == t)
+                            });
+                            i.map_or(u32::MAX, |i| i as u32)
+                        })
+                        .collect();
+                    if targets.is_empty() {
+                        assert_eq!((arg.unwrap_or(0), x.ntargets), (x.arg, 0));
+                    } else {
+                        let at = x.arg as usize..(x.arg + x.ntargets) as usize;
+                        assert_eq!(checker.targets[at], targets[..]);
+                        for &t in &targets {
+                            if t != u32::MAX {
+                                starts[t as usize] = true;
+                            }
+                        }
+                    }
+                    if (!targets.is_empty() || r.opcode.flow().ends_block()) && k + 1 < starts.len()
+                    {
+                        starts[k + 1] = true;
+                    }
+                }
+                assert_eq!(checker.start, starts, "{name} {}", m.rid());
+            }
+        }
+        assert!(bodies > 100, "the embedded corpus has bodies ({bodies})");
+    }
+}

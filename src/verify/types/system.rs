@@ -1761,3 +1761,54 @@ impl<'a> TypeSystem<'a> {
         self.refs.len()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The owners table answers as `Tables::declaring_type` and `field_declaring_type` do, for
+    /// every row of the embedded corpus and one past the end.
+    #[test]
+    fn list_owners_agree_with_the_tables() {
+        for (name, bytes) in crate::corpus::EMBEDDED {
+            let image = Image::parse(bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let t = image.tables();
+            for (table, ptr, col) in [
+                (Table::MethodDef, Table::MethodPtr, 5),
+                (Table::Field, Table::FieldPtr, 4),
+            ] {
+                let owners = list_owners(&t, table, ptr, col).expect("ordered lists");
+                for rid in 0..=t.rows(table) + 1 {
+                    let want = if table == Table::Field {
+                        t.field_declaring_type(rid)
+                    } else {
+                        t.declaring_type(rid)
+                    }
+                    .expect("readable");
+                    let got = owners.get(rid as usize).copied().filter(|&r| r != 0);
+                    assert_eq!(got, want, "{name} {table:?} {rid}");
+                }
+            }
+        }
+    }
+
+    /// `first_top` finds the core library's `System.Object` as the index does.
+    #[test]
+    fn first_top_agrees_with_the_index() {
+        for (name, bytes) in crate::corpus::EMBEDDED {
+            let image = Image::parse(bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let index = ModuleIndex::default();
+            let t = image.tables();
+            let s = image.strings();
+            for rid in 1..=t.rows(Table::TypeDef) {
+                let row = t.type_def(rid).expect("readable");
+                let (ns, n) = (s.get(row.namespace).unwrap(), s.get(row.name).unwrap());
+                assert_eq!(
+                    first_top(&image, ns, n),
+                    by_name(index.top(&image), ns, n).copied(),
+                    "{name} {ns}.{n}"
+                );
+            }
+        }
+    }
+}

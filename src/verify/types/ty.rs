@@ -392,3 +392,34 @@ impl MethodSig {
         self.params.1
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The flags kept at interning answer as a walk of the type would.
+    #[test]
+    fn flags_follow_the_types_inside() {
+        let mut t = Interner::default();
+        let i4 = t.prim(Prim::I4);
+        let var = t.intern(TyNode::Var(0));
+        let key = TypeKey { module: 0, rid: 1 };
+        let inst = t.intern(TyNode::Inst {
+            def: key,
+            value: false,
+            args: Box::new([i4, var]),
+        });
+        let unknown_array = t.intern(TyNode::SzArray(TyId::UNKNOWN));
+        let nested = t.intern(TyNode::ByRef(unknown_array));
+        let plain = t.intern(TyNode::SzArray(i4));
+        assert!(!t.has_unknown(i4) && !t.has_generic_param(i4));
+        assert!(t.has_generic_param(inst) && !t.has_unknown(inst));
+        assert!(t.has_unknown(nested) && !t.has_generic_param(nested));
+        assert!(!t.has_unknown(plain) && !t.has_generic_param(plain));
+        // An id not interned here reads as unknown, as `node` has it.
+        assert!(t.has_unknown(TyId(10_000)) && !t.has_generic_param(TyId(10_000)));
+        // Primitives keep their ids.
+        assert_eq!(t.prim(Prim::I4), i4);
+        assert_eq!(t.intern(TyNode::Prim(Prim::I4)), i4);
+    }
+}
