@@ -17,22 +17,88 @@ const MAX_FINDINGS: usize = 64;
 /// real code: merges only climb the class hierarchy).
 const VISITS_PER_BLOCK: usize = 32;
 
-/// The flow kind of each opcode by its decoding slot: the first byte, or 256 plus the byte
-/// after `FE`.
-static FLOWS: [Flow; 512] = {
-    let mut flows = [Flow::Next; 512];
+/// What the checker's decoder needs of one opcode, by decoding slot: the first byte, or 256
+/// plus the byte after `FE`. Built from [`ALL`] and [`DECODE`].
+#[derive(Clone, Copy)]
+struct Slot {
+    /// The opcode; `None` for an undefined encoding (and for the `FE` escape itself).
+    opcode: Option<Opcode>,
+    flow: Flow,
+    /// Opcode and operand bytes (for `switch`, without its table).
+    len: u8,
+    /// Mask of the operand bytes read as the integer operand (0: none is kept).
+    mask: u32,
+    /// The integer operand is a signed byte.
+    signed_byte: bool,
+    /// The operand is a branch displacement or a switch table.
+    target: Target,
+}
+
+/// How an opcode's operand names its targets.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Target {
+    /// It has none.
+    No,
+    /// A one-byte displacement.
+    Short,
+    /// A four-byte displacement.
+    Long,
+    /// A `switch` table.
+    Switch,
+}
+
+static SLOTS: [Slot; 512] = {
+    let mut slots = [Slot {
+        opcode: None,
+        flow: Flow::Next,
+        len: 0,
+        mask: 0,
+        signed_byte: false,
+        target: Target::No,
+    }; 512];
     let mut i = 0;
     while i < ALL.len() {
-        let code = ALL[i].opcode as u16;
+        let info = &ALL[i];
+        let code = info.opcode as u16;
         let slot = if code >> 8 == 0xFE {
             256 + (code & 0xFF) as usize
         } else {
             code as usize
         };
-        flows[slot] = ALL[i].flow;
+        let entry = if code >> 8 == 0xFE {
+            DECODE.two[(code & 0xFF) as usize]
+        } else {
+            DECODE.one[code as usize]
+        };
+        let (mask, signed_byte, target) = match info.operand {
+            OperandKind::None | OperandKind::I8 | OperandKind::ShortR | OperandKind::R => {
+                (0, false, Target::No)
+            }
+            OperandKind::ShortI => (0xFF, true, Target::No),
+            OperandKind::ShortLocal | OperandKind::ShortArg => (0xFF, false, Target::No),
+            OperandKind::Local | OperandKind::Arg => (0xFFFF, false, Target::No),
+            OperandKind::I
+            | OperandKind::Tok
+            | OperandKind::Type
+            | OperandKind::Field
+            | OperandKind::Method
+            | OperandKind::String
+            | OperandKind::Sig => (u32::MAX, false, Target::No),
+            OperandKind::ShortBrTarget => (0xFF, true, Target::Short),
+            OperandKind::BrTarget => (u32::MAX, false, Target::Long),
+            OperandKind::Switch => (u32::MAX, false, Target::Switch),
+        };
+        slots[slot] = Slot {
+            opcode: entry.opcode,
+            flow: info.flow,
+            len: entry.len,
+            mask,
+            signed_byte,
+            target,
+        };
         i += 1;
     }
-    flows
+    slots
 };
 
 /// Marks an instruction without an entry state.
@@ -266,68 +332,66 @@ impl TypeChecker {
         let mut pos = 0usize;
         while pos < code.len() {
             let first = code[pos];
-            let (entry, opsize, slot) = if first == 0xFE {
+            let (index, opsize) = if first == 0xFE {
                 let Some(&second) = code.get(pos + 1) else {
                     return false;
                 };
-                (DECODE.two[second as usize], 2, 256 + second as usize)
+                (256 + second as usize, 2)
             } else {
-                (DECODE.one[first as usize], 1, first as usize)
+                (first as usize, 1)
             };
-            let Some(op) = entry.opcode else {
+            let slot = SLOTS[index];
+            let Some(op) = slot.opcode else {
                 return false;
             };
-            let mut len = entry.len as usize;
+            let mut len = slot.len as usize;
             if code.len() - pos < len {
                 return false;
             }
             let at = pos + opsize;
-            let (arg, ntargets) = match entry.operand {
-                OperandKind::None | OperandKind::I8 | OperandKind::ShortR | OperandKind::R => {
-                    (0, 0)
-                }
-                OperandKind::ShortI => (code[at] as i8 as u32, 0),
-                OperandKind::ShortLocal | OperandKind::ShortArg => (u32::from(code[at]), 0),
-                OperandKind::Local | OperandKind::Arg => {
-                    (u32::from(u16::from_le_bytes([code[at], code[at + 1]])), 0)
-                }
-                OperandKind::I
-                | OperandKind::Tok
-                | OperandKind::Type
-                | OperandKind::Field
-                | OperandKind::Method
-                | OperandKind::String
-                | OperandKind::Sig => (le4(at), 0),
-                OperandKind::ShortBrTarget | OperandKind::BrTarget => {
-                    let d = if entry.operand == OperandKind::ShortBrTarget {
-                        i64::from(code[at] as i8)
-                    } else {
-                        i64::from(le4(at) as i32)
-                    };
-                    let first = self.targets.len() as u32;
+            // The integer operand without a branch on its kind: four bytes read (fewer at the
+            // end of the code), the operand's own kept by the mask.
+            let raw = if at + 4 <= code.len() {
+                le4(at)
+            } else {
+                let mut b = [0u8; 4];
+                let n = code.len() - at;
+                b[..n].copy_from_slice(&code[at..]);
+                u32::from_le_bytes(b)
+            };
+            let mut arg = raw & slot.mask;
+            if slot.signed_byte {
+                arg = arg as u8 as i8 as u32;
+            }
+            let mut ntargets = 0;
+            match slot.target {
+                Target::No => {}
+                Target::Short | Target::Long => {
+                    let d = i64::from(arg as i32);
+                    arg = self.targets.len() as u32;
                     self.targets.push(target((pos + len) as i64 + d));
-                    (first, 1)
+                    ntargets = 1;
                 }
-                OperandKind::Switch => {
-                    let count = le4(at) as usize;
+                Target::Switch => {
+                    let count = arg as usize;
                     let table = at + 4;
                     if count > (code.len() - table) / 4 {
                         return false;
                     }
                     len += 4 * count;
                     let next = (pos + len) as i64;
-                    let first = self.targets.len() as u32;
+                    arg = self.targets.len() as u32;
                     for c in 0..count {
                         let d = le4(table + 4 * c) as i32;
                         self.targets.push(target(next + i64::from(d)));
                     }
-                    (first, count as u32)
+                    ntargets = count as u32;
                 }
-            };
+            }
             if let Some(a) = self.at.get_mut(pos) {
                 *a = self.ins.len() as u32;
             }
-            let flow = FLOWS[slot];
+            let flow = slot.flow;
             self.ins.push(Ins {
                 off: pos as u32,
                 op,
@@ -1680,8 +1744,21 @@ mod tests {
                 let Ok(body) = m.decoded_body() else { continue };
                 let code = body.code;
                 let reference: Vec<_> = Instructions::new(code).collect();
+                // Cut short anywhere, a body is rejected exactly when the iterator rejects it.
+                if code.len() <= 256 {
+                    for cut in 0..code.len() {
+                        let part = &code[..cut];
+                        let want = Instructions::new(part).all(|r| r.is_ok());
+                        assert_eq!(checker.decode(part), want, "{name} {} cut {cut}", m.rid());
+                    }
+                }
                 let ok = checker.decode(code);
-                assert_eq!(ok, reference.iter().all(Result::is_ok), "{name} {}", m.rid());
+                assert_eq!(
+                    ok,
+                    reference.iter().all(Result::is_ok),
+                    "{name} {}",
+                    m.rid()
+                );
                 if !ok {
                     continue;
                 }
@@ -1701,9 +1778,9 @@ mod tests {
                     let targets: Vec<u32> = r
                         .targets()
                         .map(|t| {
-                            let i = reference.iter().position(|y| {
-                                y.as_ref().is_ok_and(|y| i64::from(y.offset) == t)
-                            });
+                            let i = reference
+                                .iter()
+                                .position(|y| y.as_ref().is_ok_and(|y| i64::from(y.offset) == t));
                             i.map_or(u32::MAX, |i| i as u32)
                         })
                         .collect();
