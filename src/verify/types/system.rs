@@ -368,6 +368,36 @@ fn enclosing_chain(img: &Image<'_>, rid: u32) -> Option<(u32, bool)> {
     Some((outer, nested))
 }
 
+/// A value per row of a metadata table, kept when first worked out.
+#[derive(Debug)]
+struct PerRow<T>(Vec<Option<T>>);
+
+impl<T> Default for PerRow<T> {
+    fn default() -> Self {
+        PerRow(Vec::new())
+    }
+}
+
+impl<T: Clone> PerRow<T> {
+    /// The value kept for row `rid`.
+    #[inline]
+    fn get(&self, rid: u32) -> Option<&T> {
+        self.0.get(rid as usize)?.as_ref()
+    }
+
+    /// Keeps `value` for row `rid` of a table of `rows` rows; a row past the table is not kept
+    /// (the table's size bounds what is allocated).
+    fn put(&mut self, rid: u32, rows: u32, value: T) {
+        if rid > rows {
+            return;
+        }
+        if self.0.len() <= rid as usize {
+            self.0.resize(rows as usize + 1, None);
+        }
+        self.0[rid as usize] = Some(value);
+    }
+}
+
 /// What kind of type a TypeDef is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -450,8 +480,10 @@ pub struct TypeSystem<'a> {
     params: Vec<TyId>,
     /// The StandAloneMethodSigs of `calli` tokens, resolved.
     standalone: FxMap<u32, Option<MethodSig>>,
-    /// Field tokens of the image being verified, resolved.
-    fields: FxMap<u32, Option<(TyId, TyId, bool)>>,
+    /// Field tokens of the image being verified, resolved: Field and MemberRef rows.
+    fields: [PerRow<Option<(TyId, TyId, bool)>>; 2],
+    /// Local types by StandAloneSig row of the image being verified.
+    locals_by_row: PerRow<Option<Rc<[TyId]>>>,
     /// Method signatures by (module, `#Blob` index), as read (before substitution): methods
     /// that share a signature share its blob.
     method_sigs: FxMap<(u32, u32), Option<MethodSig>>,
@@ -506,7 +538,8 @@ impl<'a> TypeSystem<'a> {
             methods: Default::default(),
             params: Vec::new(),
             standalone: FxMap::default(),
-            fields: FxMap::default(),
+            fields: Default::default(),
+            locals_by_row: PerRow::default(),
             method_sigs: FxMap::default(),
             field_sigs: FxMap::default(),
             local_sigs: FxMap::default(),
@@ -1070,11 +1103,17 @@ impl<'a> TypeSystem<'a> {
     /// A field token of the image being verified: its type (the declaring type's arguments
     /// substituted), the declaring type, and whether it is static.
     pub fn field(&mut self, token: Token) -> Option<(TyId, TyId, bool)> {
-        if let Some(f) = self.fields.get(&token.0) {
+        let slot = match token.table()? {
+            Table::Field => 0,
+            Table::MemberRef => 1,
+            _ => return None,
+        };
+        if let Some(f) = self.fields[slot].get(token.rid()) {
             return *f;
         }
         let f = self.field_uncached(token);
-        self.fields.insert(token.0, f);
+        let rows = self.current.tables().rows(token.table()?);
+        self.fields[slot].put(token.rid(), rows, f);
         f
     }
 
@@ -1146,6 +1185,16 @@ impl<'a> TypeSystem<'a> {
     /// The local types of a LocalVarSig token of the image being verified (read once per
     /// signature blob).
     pub fn locals(&mut self, token: Token) -> Option<Rc<[TyId]>> {
+        if let Some(l) = self.locals_by_row.get(token.rid()) {
+            return l.clone();
+        }
+        let l = self.locals_uncached(token);
+        let rows = self.current.tables().rows(Table::StandAloneSig);
+        self.locals_by_row.put(token.rid(), rows, l.clone());
+        l
+    }
+
+    fn locals_uncached(&mut self, token: Token) -> Option<Rc<[TyId]>> {
         let (index, blob) = {
             let img = self.current;
             let row = img.tables().standalone_sig(token.rid()).ok()?;
