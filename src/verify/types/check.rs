@@ -47,6 +47,7 @@ enum Target {
     Switch,
 }
 
+/// The [`Slot`] of every opcode (undefined encodings have no opcode).
 static SLOTS: [Slot; 512] = {
     let mut slots = [Slot {
         opcode: None,

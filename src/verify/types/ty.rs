@@ -204,8 +204,8 @@ pub struct Interner {
     prims: [Option<TyId>; PRIMS],
 }
 
-/// Number of [`Prim`] variants.
-const PRIMS: usize = 14;
+/// Number of [`Prim`] variants (`native uint` is the last).
+const PRIMS: usize = Prim::U as usize + 1;
 
 impl Default for Interner {
     fn default() -> Self {
@@ -285,11 +285,13 @@ impl Interner {
     /// The id of a primitive.
     #[inline]
     pub fn prim(&mut self, p: Prim) -> TyId {
-        if let Some(id) = self.prims[p as usize] {
+        if let Some(&Some(id)) = self.prims.get(p as usize) {
             return id;
         }
         let id = self.intern(TyNode::Prim(p));
-        self.prims[p as usize] = Some(id);
+        if let Some(slot) = self.prims.get_mut(p as usize) {
+            *slot = Some(id);
+        }
         id
     }
 
