@@ -4,6 +4,9 @@
 //! Bodies are decoded beforehand; the timed loop sets each method's facts and verifies it.
 //! `types-CORPUS` times the type pass over the same corpus: per assembly a fresh type system
 //! (references opened once, shared by the iterations, as in a run) and every method checked.
+//! `types-warm-CORPUS` checks the same methods with type systems kept from one iteration to the
+//! next: every signature and type already resolved, it times the dataflow and the rules alone,
+//! and the difference between the two rows is what resolution costs a run.
 
 #[allow(dead_code)]
 mod support;
@@ -102,6 +105,24 @@ fn verify(c: &mut Criterion) {
         eprintln!("{}: type pass, {} findings", corpus.name, type_check());
         g.bench_function(format!("types-{}", corpus.name), |b| {
             b.iter(&mut type_check)
+        });
+        let mut systems: Vec<TypeSystem<'_>> = corpus
+            .images
+            .iter()
+            .map(|image| TypeSystem::new(&store, image, None))
+            .collect();
+        let mut warm_check = || {
+            let mut findings = 0;
+            for (ts, bodies) in systems.iter_mut().zip(&bodies) {
+                for (rid, body) in bodies {
+                    findings += checker.check(ts, *rid, black_box(body)).diagnostics.len();
+                }
+            }
+            findings
+        };
+        eprintln!("{}: warm type pass, {} findings", corpus.name, warm_check());
+        g.bench_function(format!("types-warm-{}", corpus.name), |b| {
+            b.iter(&mut warm_check)
         });
     }
     g.finish();

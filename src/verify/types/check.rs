@@ -4,12 +4,11 @@
 //! and regions are sound; it still never panics on what it reads.
 
 use super::system::TypeSystem;
-use super::ty::{MethodTy, Prim, TyId, TyNode};
+use super::ty::{Prim, TyId, TyNode};
 use super::vtype::{Unmergeable, V, fits, fits_v, merge, name, prim_of, stack_of};
 use crate::body::{Body, ClauseKind};
 use crate::image::tables::Token;
-use crate::instr::{Instructions, Operand};
-use crate::opcode::{Flow, Opcode};
+use crate::opcode::{ALL, DECODE, Flow, Opcode, OperandKind};
 use crate::verify::{Code, Diagnostic};
 
 /// Most findings kept per method; the rest are counted, not described.
@@ -17,6 +16,91 @@ const MAX_FINDINGS: usize = 64;
 /// Visits of block starts per block before the dataflow gives up (it converges in a few on
 /// real code: merges only climb the class hierarchy).
 const VISITS_PER_BLOCK: usize = 32;
+
+/// What the checker's decoder needs of one opcode, by decoding slot: the first byte, or 256
+/// plus the byte after `FE`. Built from [`ALL`] and [`DECODE`].
+#[derive(Clone, Copy)]
+struct Slot {
+    /// The opcode; `None` for an undefined encoding (and for the `FE` escape itself).
+    opcode: Option<Opcode>,
+    flow: Flow,
+    /// Opcode and operand bytes (for `switch`, without its table).
+    len: u8,
+    /// Mask of the operand bytes read as the integer operand (0: none is kept).
+    mask: u32,
+    /// The integer operand is a signed byte.
+    signed_byte: bool,
+    /// The operand is a branch displacement or a switch table.
+    target: Target,
+}
+
+/// How an opcode's operand names its targets.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Target {
+    /// It has none.
+    No,
+    /// A one-byte displacement.
+    Short,
+    /// A four-byte displacement.
+    Long,
+    /// A `switch` table.
+    Switch,
+}
+
+/// The [`Slot`] of every opcode (undefined encodings have no opcode).
+static SLOTS: [Slot; 512] = {
+    let mut slots = [Slot {
+        opcode: None,
+        flow: Flow::Next,
+        len: 0,
+        mask: 0,
+        signed_byte: false,
+        target: Target::No,
+    }; 512];
+    let mut i = 0;
+    while i < ALL.len() {
+        let info = &ALL[i];
+        let code = info.opcode as u16;
+        let slot = if code >> 8 == 0xFE {
+            256 + (code & 0xFF) as usize
+        } else {
+            code as usize
+        };
+        let entry = if code >> 8 == 0xFE {
+            DECODE.two[(code & 0xFF) as usize]
+        } else {
+            DECODE.one[code as usize]
+        };
+        let (mask, signed_byte, target) = match info.operand {
+            OperandKind::None | OperandKind::I8 | OperandKind::ShortR | OperandKind::R => {
+                (0, false, Target::No)
+            }
+            OperandKind::ShortI => (0xFF, true, Target::No),
+            OperandKind::ShortLocal | OperandKind::ShortArg => (0xFF, false, Target::No),
+            OperandKind::Local | OperandKind::Arg => (0xFFFF, false, Target::No),
+            OperandKind::I
+            | OperandKind::Tok
+            | OperandKind::Type
+            | OperandKind::Field
+            | OperandKind::Method
+            | OperandKind::String
+            | OperandKind::Sig => (u32::MAX, false, Target::No),
+            OperandKind::ShortBrTarget => (0xFF, true, Target::Short),
+            OperandKind::BrTarget => (u32::MAX, false, Target::Long),
+            OperandKind::Switch => (u32::MAX, false, Target::Switch),
+        };
+        slots[slot] = Slot {
+            opcode: entry.opcode,
+            flow: info.flow,
+            len: entry.len,
+            mask,
+            signed_byte,
+            target,
+        };
+        i += 1;
+    }
+    slots
+};
 
 /// Marks an instruction without an entry state.
 const NO_ENTRY: u32 = u32::MAX;
@@ -54,6 +138,8 @@ impl Partial {
 struct Ins {
     off: u32,
     op: Opcode,
+    /// The opcode's flow kind (read from the table once, at decoding).
+    flow: Flow,
     /// Integer operand: variable index, token, or first target in `targets`.
     arg: u32,
     /// Number of targets in `targets` from `arg` (branches and `switch`).
@@ -137,7 +223,7 @@ impl TypeChecker {
             self.part(Partial::Signature);
             return false;
         };
-        let (sig, parent) = (&m.0, m.1);
+        let (sig, parent) = (m, m.parent);
         let mut args = std::mem::take(&mut self.frame.args);
         args.clear();
         if sig.has_this && !sig.explicit_this {
@@ -147,17 +233,19 @@ impl TypeChecker {
             };
             args.push(this);
         }
-        args.extend_from_slice(&sig.params);
-        let locals = match body.local_sig() {
-            0 => Vec::new(),
+        args.extend_from_slice(ts.params(&sig));
+        let mut locals = std::mem::take(&mut self.frame.locals);
+        locals.clear();
+        match body.local_sig() {
+            0 => {}
             tok => match ts.locals(Token(tok)) {
-                Some(l) => l,
+                Some(l) => locals.extend_from_slice(&l),
                 None => {
                     self.part(Partial::Locals);
                     return false;
                 }
             },
-        };
+        }
         self.frame = Frame {
             args,
             locals,
@@ -225,60 +313,104 @@ impl TypeChecker {
         }
     }
 
+    /// Decodes `code` into `ins` and `targets` with the decoder's tables, as
+    /// [`crate::instr::Instructions`] reads it (false at the first instruction it rejects),
+    /// keeping only what the rules read: the opcode, one integer operand, the targets.
     fn decode(&mut self, code: &[u8]) -> bool {
         self.ins.clear();
         self.targets.clear();
+        // Block starts: targets, the instruction after a transfer (marked as it is decoded);
+        // handler entries are seeded. A start is where states merge.
+        self.start.clear();
+        let mut after_transfer = false;
         if self.at.len() <= code.len() {
             self.at.resize(code.len() + 1, u32::MAX);
         }
-        for r in Instructions::new(code) {
-            let Ok(x) = r else { return false };
-            let (arg, ntargets) = match &x.operand {
-                Operand::Var(v) => (u32::from(*v), 0),
-                Operand::Token(t) => (*t, 0),
-                Operand::Int8(v) => (*v as u32, 0),
-                Operand::Int32(v) => (*v as u32, 0),
-                Operand::ShortBranch(_) | Operand::Branch(_) | Operand::Switch(_) => {
-                    let first = self.targets.len() as u32;
-                    for t in x.targets() {
-                        self.targets.push(u32::try_from(t).unwrap_or(u32::MAX));
-                    }
-                    (first, self.targets.len() as u32 - first)
-                }
-                _ => (0, 0),
+        let le4 = |at: usize| -> u32 {
+            // Callers have checked that `at + 4 <= code.len()`.
+            u32::from_le_bytes(code[at..at + 4].try_into().unwrap_or([0; 4]))
+        };
+        let mut pos = 0usize;
+        while pos < code.len() {
+            let first = code[pos];
+            let (index, opsize) = if first == 0xFE {
+                let Some(&second) = code.get(pos + 1) else {
+                    return false;
+                };
+                (256 + second as usize, 2)
+            } else {
+                (first as usize, 1)
             };
-            if let Some(a) = self.at.get_mut(x.offset as usize) {
+            let slot = SLOTS[index];
+            let Some(op) = slot.opcode else {
+                return false;
+            };
+            let mut len = slot.len as usize;
+            if code.len() - pos < len {
+                return false;
+            }
+            let at = pos + opsize;
+            // The integer operand without a branch on its kind: four bytes read (fewer at the
+            // end of the code), the operand's own kept by the mask.
+            let raw = if at + 4 <= code.len() {
+                le4(at)
+            } else {
+                let mut b = [0u8; 4];
+                let n = code.len() - at;
+                b[..n].copy_from_slice(&code[at..]);
+                u32::from_le_bytes(b)
+            };
+            let mut arg = raw & slot.mask;
+            if slot.signed_byte {
+                arg = arg as u8 as i8 as u32;
+            }
+            let mut ntargets = 0;
+            match slot.target {
+                Target::No => {}
+                Target::Short | Target::Long => {
+                    let d = i64::from(arg as i32);
+                    arg = self.targets.len() as u32;
+                    self.targets.push(target((pos + len) as i64 + d));
+                    ntargets = 1;
+                }
+                Target::Switch => {
+                    let count = arg as usize;
+                    let table = at + 4;
+                    if count > (code.len() - table) / 4 {
+                        return false;
+                    }
+                    len += 4 * count;
+                    let next = (pos + len) as i64;
+                    arg = self.targets.len() as u32;
+                    for c in 0..count {
+                        let d = le4(table + 4 * c) as i32;
+                        self.targets.push(target(next + i64::from(d)));
+                    }
+                    ntargets = count as u32;
+                }
+            }
+            if let Some(a) = self.at.get_mut(pos) {
                 *a = self.ins.len() as u32;
             }
+            let flow = slot.flow;
             self.ins.push(Ins {
-                off: x.offset,
-                op: x.opcode,
+                off: pos as u32,
+                op,
+                flow,
                 arg,
                 ntargets,
             });
+            self.start.push(after_transfer);
+            after_transfer = ntargets > 0 || flow.ends_block();
+            pos += len;
         }
-        // Block starts: targets, the instruction after a transfer, handler entries are
-        // seeded. A start is where states merge.
-        self.start.clear();
-        self.start.resize(self.ins.len(), false);
-        for k in 0..self.ins.len() {
-            let x = self.ins[k];
-            for j in 0..x.ntargets {
-                let t = self.targets[(x.arg + j) as usize];
-                if let Some(i) = self.index(t) {
-                    self.start[i] = true;
-                }
-            }
-            if (x.ntargets > 0 || x.op.info().flow.ends_block())
-                && let Some(s) = self.start.get_mut(k + 1)
-            {
-                *s = true;
-            }
-        }
-        // Targets as instruction indices.
+        // Targets as instruction indices, and the starts they make.
         for k in 0..self.targets.len() {
-            let t = self.targets[k];
-            self.targets[k] = self.index(t).map_or(u32::MAX, |i| i as u32);
+            let i = self.index(self.targets[k]);
+            if let Some(i) = i {
+                self.start[i] = true;
+            }
+            self.targets[k] = i.map_or(u32::MAX, |i| i as u32);
         }
         true
     }
@@ -359,7 +491,7 @@ impl TypeChecker {
         let mut k = i;
         let mut prefix = Prefixes::default();
         while let Some(&x) = self.ins.get(k) {
-            let flow = x.op.info().flow;
+            let flow = x.flow;
             if flow == Flow::Prefix {
                 prefix.add(ts, x);
             } else {
@@ -396,6 +528,11 @@ impl TypeChecker {
         }
         self.stack = stack;
     }
+}
+
+/// A target offset as the instruction table keeps it (`u32::MAX` when outside `u32`).
+fn target(t: i64) -> u32 {
+    u32::try_from(t).unwrap_or(u32::MAX)
 }
 
 /// What a checked value is, for messages (formatted only when a finding is made).
@@ -463,6 +600,7 @@ impl TypeChecker {
         v
     }
 
+    #[inline]
     fn expect(
         &mut self,
         ts: &mut TypeSystem<'_>,
@@ -476,14 +614,28 @@ impl TypeChecker {
         }
         self.note(found);
         if let Err(code) = fits(ts, found, want) {
-            let msg = format!(
-                "{}: found {}, expected {}",
-                what.into(),
-                name(ts, found),
-                ts.name(want)
-            );
-            self.report(code, off, msg);
+            self.misfit(ts, code, off, found, want, what.into());
         }
+    }
+
+    /// The finding of [`TypeChecker::expect`]: written only when one is made.
+    #[cold]
+    #[inline(never)]
+    fn misfit(
+        &mut self,
+        ts: &mut TypeSystem<'_>,
+        code: Code,
+        off: u32,
+        found: V,
+        want: TyId,
+        what: What,
+    ) {
+        let msg = format!(
+            "{what}: found {}, expected {}",
+            name(ts, found),
+            ts.name(want)
+        );
+        self.report(code, off, msg);
     }
 
     fn expect_v(
@@ -496,16 +648,32 @@ impl TypeChecker {
     ) {
         self.note(found);
         if let Err(code) = fits_v(ts, found, want) {
-            let msg = format!(
-                "{}: found {}, expected {}",
-                what.into(),
-                name(ts, found),
-                name(ts, want)
-            );
-            self.report(code, off, msg);
+            self.misfit_v(ts, code, off, found, want, what.into());
         }
     }
 
+    /// The finding of [`TypeChecker::expect_v`]: written only when one is made.
+    #[cold]
+    #[inline(never)]
+    fn misfit_v(
+        &mut self,
+        ts: &mut TypeSystem<'_>,
+        code: Code,
+        off: u32,
+        found: V,
+        want: V,
+        what: What,
+    ) {
+        let msg = format!(
+            "{what}: found {}, expected {}",
+            name(ts, found),
+            name(ts, want)
+        );
+        self.report(code, off, msg);
+    }
+
+    #[cold]
+    #[inline(never)]
     fn bad(&mut self, ts: &mut TypeSystem<'_>, code: Code, off: u32, found: V, expected: &str) {
         let msg = format!("found {}, expected {expected}", name(ts, found));
         self.report(code, off, msg);
@@ -708,9 +876,8 @@ impl TypeChecker {
 
     fn call(&mut self, ts: &mut TypeSystem<'_>, x: Ins, stack: &mut Vec<V>, prefix: &Prefixes) {
         let token = Token(x.arg);
-        let resolved: Option<std::rc::Rc<(MethodTy, TyId)>> = if x.op == Opcode::Calli {
+        let resolved = if x.op == Opcode::Calli {
             ts.standalone_method(token)
-                .map(|s| std::rc::Rc::new((s, TyId::UNKNOWN)))
         } else {
             ts.method(token)
         };
@@ -720,14 +887,15 @@ impl TypeChecker {
             self.abandon = true;
             return;
         };
-        let (sig, parent) = (&m.0, m.1);
+        let (sig, parent) = (m, m.parent);
         if x.op == Opcode::Calli {
             let f = self.pop(stack);
             self.expect_v(ts, x.off, f, V::I, "function pointer");
         }
-        for (k, &p) in sig.params.iter().enumerate().rev() {
+        for k in (0..sig.param_count()).rev() {
+            let p = ts.params(&sig)[k as usize];
             let v = self.pop(stack);
-            self.expect(ts, x.off, v, p, What::Arg(k as u32 + 1));
+            self.expect(ts, x.off, v, p, What::Arg(k + 1));
         }
         let is_ctor = x.op == Opcode::Newobj;
         if sig.has_this && !sig.explicit_this && !is_ctor && x.op != Opcode::Calli {
@@ -814,6 +982,9 @@ impl TypeChecker {
     }
 
     /// The transfer function of one instruction.
+    // One call site, once per instruction: inlined into the block loop, whose frame is set up
+    // once per block.
+    #[inline(always)]
     fn step(&mut self, ts: &mut TypeSystem<'_>, x: Ins, stack: &mut Vec<V>, prefix: &Prefixes) {
         use Opcode as O;
         let off = x.off;
@@ -1552,5 +1723,87 @@ fn conv_result(op: Opcode) -> V {
         | O::Conv_Ovf_I_Un
         | O::Conv_Ovf_U_Un => V::I,
         _ => V::I4,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::image::Image;
+    use crate::instr::{Instructions, Operand};
+
+    /// The checker's decoder reads every body of the embedded corpus as the instruction
+    /// iterator does: offsets, opcodes, the integer operand and the targets (as instruction
+    /// indices), and the block starts.
+    #[test]
+    fn decoder_agrees_with_the_instruction_iterator() {
+        let mut checker = TypeChecker::new();
+        let mut bodies = 0;
+        for (name, bytes) in crate::corpus::EMBEDDED {
+            let image = Image::parse(bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
+            for m in image.methods().filter(|m| m.rva() != 0) {
+                let Ok(body) = m.decoded_body() else { continue };
+                let code = body.code;
+                let reference: Vec<_> = Instructions::new(code).collect();
+                // Cut short anywhere, a body is rejected exactly when the iterator rejects it.
+                if code.len() <= 256 {
+                    for cut in 0..code.len() {
+                        let part = &code[..cut];
+                        let want = Instructions::new(part).all(|r| r.is_ok());
+                        assert_eq!(checker.decode(part), want, "{name} {} cut {cut}", m.rid());
+                    }
+                }
+                let ok = checker.decode(code);
+                assert_eq!(
+                    ok,
+                    reference.iter().all(Result::is_ok),
+                    "{name} {}",
+                    m.rid()
+                );
+                if !ok {
+                    continue;
+                }
+                bodies += 1;
+                assert_eq!(checker.ins.len(), reference.len());
+                let mut starts = vec![false; reference.len()];
+                for (k, (x, r)) in checker.ins.iter().zip(&reference).enumerate() {
+                    let r = r.as_ref().expect("decoded");
+                    assert_eq!((x.off, x.op, x.flow), (r.offset, r.opcode, r.opcode.flow()));
+                    let arg = match &r.operand {
+                        Operand::Var(v) => Some(u32::from(*v)),
+                        Operand::Token(t) => Some(*t),
+                        Operand::Int8(v) => Some(*v as u32),
+                        Operand::Int32(v) => Some(*v as u32),
+                        _ => None,
+                    };
+                    let targets: Vec<u32> = r
+                        .targets()
+                        .map(|t| {
+                            let i = reference
+                                .iter()
+                                .position(|y| y.as_ref().is_ok_and(|y| i64::from(y.offset) == t));
+                            i.map_or(u32::MAX, |i| i as u32)
+                        })
+                        .collect();
+                    if targets.is_empty() {
+                        assert_eq!((arg.unwrap_or(0), x.ntargets), (x.arg, 0));
+                    } else {
+                        let at = x.arg as usize..(x.arg + x.ntargets) as usize;
+                        assert_eq!(checker.targets[at], targets[..]);
+                        for &t in &targets {
+                            if t != u32::MAX {
+                                starts[t as usize] = true;
+                            }
+                        }
+                    }
+                    if (!targets.is_empty() || r.opcode.flow().ends_block()) && k + 1 < starts.len()
+                    {
+                        starts[k + 1] = true;
+                    }
+                }
+                assert_eq!(checker.start, starts, "{name} {}", m.rid());
+            }
+        }
+        assert!(bodies > 100, "the embedded corpus has bodies ({bodies})");
     }
 }

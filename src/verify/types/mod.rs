@@ -20,5 +20,5 @@ pub mod vtype;
 
 pub use check::{Outcome, Partial, TypeChecker};
 pub use system::{Ans, Kind, ModuleStore, TypeInfo, TypeSystem, runtime_dirs};
-pub use ty::{MethodTy, Prim, TyId, TyNode, TypeKey};
+pub use ty::{MethodSig, MethodTy, Prim, TyId, TyNode, TypeKey};
 pub use vtype::V;

@@ -8,7 +8,7 @@
 //! every check passes, and the method that met it is checked in part.
 
 use super::fx::{FxMap, FxSet};
-use super::ty::{Interner, MethodTy, Prim, TyId, TyNode, TypeKey};
+use super::ty::{Interner, MethodSig, MethodTy, Prim, TyId, TyNode, TypeKey};
 use super::vtype::V;
 use crate::image::Image;
 use crate::image::sig::{SigReader, element};
@@ -23,15 +23,24 @@ const MAX_DEPTH: u32 = 32;
 /// Most supertypes visited when asking whether one type is assignable to another.
 const MAX_SUPERTYPES: usize = 512;
 
+/// Values by namespace, then name: looked up with the strings a signature or a TypeRef
+/// names, without building a key.
+type ByName<V> = FxMap<Box<str>, FxMap<Box<str>, V>>;
+
+/// The value of `ns.name` in `map`.
+fn by_name<'m, V>(map: &'m ByName<V>, ns: &str, name: &str) -> Option<&'m V> {
+    map.get(ns)?.get(name)
+}
+
 /// Lazily built indexes of one module's tables.
 #[derive(Debug, Default)]
 struct ModuleIndex {
-    /// Top-level TypeDefs by (namespace, name).
-    top: OnceLock<HashMap<(String, String), u32>>,
-    /// Nested TypeDefs by (enclosing TypeDef, name).
-    nested: OnceLock<HashMap<(u32, String), u32>>,
-    /// ExportedTypes by (namespace, name): the Implementation token.
-    exported: OnceLock<HashMap<(String, String), Token>>,
+    /// Top-level TypeDefs by namespace and name (the first of a name).
+    top: OnceLock<ByName<u32>>,
+    /// Nested TypeDefs by enclosing TypeDef, then name.
+    nested: OnceLock<FxMap<u32, FxMap<Box<str>, u32>>>,
+    /// ExportedTypes by namespace and name: the Implementation token.
+    exported: OnceLock<ByName<Token>>,
     /// Interfaces by TypeDef.
     interfaces: OnceLock<HashMap<u32, Vec<Token>>>,
     /// GenericParam flags by owner (TypeDef or MethodDef token), in parameter order.
@@ -41,7 +50,7 @@ struct ModuleIndex {
 }
 
 impl ModuleIndex {
-    fn top(&self, img: &Image<'_>) -> &HashMap<(String, String), u32> {
+    fn top(&self, img: &Image<'_>) -> &ByName<u32> {
         self.top.get_or_init(|| {
             let t = img.tables();
             let s = img.strings();
@@ -51,7 +60,7 @@ impl ModuleIndex {
                     nested.insert(n.nested_class);
                 }
             }
-            let mut map = HashMap::new();
+            let mut map = ByName::default();
             for rid in 1..=t.rows(Table::TypeDef) {
                 if nested.contains(&rid) {
                     continue;
@@ -59,24 +68,29 @@ impl ModuleIndex {
                 if let Ok(row) = t.type_def(rid)
                     && let (Ok(ns), Ok(name)) = (s.get(row.namespace), s.get(row.name))
                 {
-                    map.entry((ns.to_string(), name.to_string())).or_insert(rid);
+                    map.entry(Box::from(ns))
+                        .or_insert_with(FxMap::default)
+                        .entry(Box::from(name))
+                        .or_insert(rid);
                 }
             }
             map
         })
     }
 
-    fn nested(&self, img: &Image<'_>) -> &HashMap<(u32, String), u32> {
+    fn nested(&self, img: &Image<'_>) -> &FxMap<u32, FxMap<Box<str>, u32>> {
         self.nested.get_or_init(|| {
             let t = img.tables();
             let s = img.strings();
-            let mut map = HashMap::new();
+            let mut map = FxMap::<u32, FxMap<Box<str>, u32>>::default();
             for r in 1..=t.rows(Table::NestedClass) {
                 if let Ok(n) = t.nested_class(r)
                     && let Ok(row) = t.type_def(n.nested_class)
                     && let Ok(name) = s.get(row.name)
                 {
-                    map.entry((n.enclosing_class, name.to_string()))
+                    map.entry(n.enclosing_class)
+                        .or_default()
+                        .entry(Box::from(name))
                         .or_insert(n.nested_class);
                 }
             }
@@ -84,11 +98,11 @@ impl ModuleIndex {
         })
     }
 
-    fn exported(&self, img: &Image<'_>) -> &HashMap<(String, String), Token> {
+    fn exported(&self, img: &Image<'_>) -> &ByName<Token> {
         self.exported.get_or_init(|| {
             let t = img.tables();
             let s = img.strings();
-            let mut map = HashMap::new();
+            let mut map = ByName::default();
             for rid in 1..=t.rows(Table::ExportedType) {
                 let (Ok(name), Ok(ns), Ok(imp)) = (
                     t.cell(Table::ExportedType, rid, 2),
@@ -102,13 +116,15 @@ impl ModuleIndex {
                     s.get(name),
                     CodedIndex::Implementation.decode(imp),
                 ) {
-                    map.entry((ns.to_string(), name.to_string())).or_insert(imp);
+                    map.entry(Box::from(ns))
+                        .or_insert_with(FxMap::default)
+                        .entry(Box::from(name))
+                        .or_insert(imp);
                 }
             }
             map
         })
     }
-
     fn interfaces(&self, img: &Image<'_>) -> &HashMap<u32, Vec<Token>> {
         self.interfaces.get_or_init(|| {
             let t = img.tables();
@@ -153,12 +169,28 @@ impl ModuleIndex {
 
     fn is_corlib(&self, img: &Image<'_>) -> bool {
         *self.corlib.get_or_init(|| {
-            self.top(img)
-                .get(&("System".to_string(), "Object".to_string()))
-                .and_then(|&rid| img.tables().type_def(rid).ok())
+            let object = match self.top.get() {
+                Some(top) => by_name(top, "System", "Object").copied(),
+                None => first_top(img, "System", "Object"),
+            };
+            object
+                .and_then(|rid| img.tables().type_def(rid).ok())
                 .is_some_and(|row| row.extends.is_null())
         })
     }
+}
+
+/// The first TypeDef named `ns.name` that is not nested, as [`ModuleIndex::top`] keeps it,
+/// found without building the index (a module verified once asks only for `System.Object`).
+fn first_top(img: &Image<'_>, ns: &str, name: &str) -> Option<u32> {
+    let t = img.tables();
+    let s = img.strings();
+    (1..=t.rows(Table::TypeDef)).find(|&rid| {
+        t.type_def(rid).is_ok_and(|row| {
+            s.get(row.namespace).is_ok_and(|n| n == ns) && s.get(row.name).is_ok_and(|n| n == name)
+        }) && !(1..=t.rows(Table::NestedClass))
+            .any(|r| t.nested_class(r).is_ok_and(|n| n.nested_class == rid))
+    })
 }
 
 /// A referenced assembly, opened once and shared by every image that references it.
@@ -281,6 +313,91 @@ fn assembly_name(img: &Image<'_>) -> Option<String> {
     Some(n.rsplit_once('.').map_or(n, |(a, _)| a).to_string())
 }
 
+/// The owner of each row of `table` by the TypeDef lists of column `col` (0: none), as
+/// [`crate::image::tables::Tables::declaring_type`] finds it; `None` when the lists go through
+/// the `ptr` table, do not run in order, or cannot be read (the caller asks the tables then).
+fn list_owners(
+    t: &crate::image::tables::Tables<'_>,
+    table: Table,
+    ptr: Table,
+    col: usize,
+) -> Option<Vec<u32>> {
+    if t.rows(ptr) > 0 {
+        return None;
+    }
+    let rows = t.rows(table) as usize;
+    let types = t.rows(Table::TypeDef);
+    let mut starts = Vec::with_capacity(types as usize);
+    for rid in 1..=types {
+        let s = t.cell(Table::TypeDef, rid, col).ok()?;
+        if starts.last().is_some_and(|&p| s < p) {
+            return None;
+        }
+        starts.push(s);
+    }
+    let mut owners = vec![0u32; rows + 1];
+    for (k, &s) in starts.iter().enumerate() {
+        let end = starts
+            .get(k + 1)
+            .map_or(rows + 1, |&e| (e as usize).min(rows + 1));
+        for o in owners.iter_mut().take(end).skip((s as usize).max(1)) {
+            *o = k as u32 + 1;
+        }
+    }
+    Some(owners)
+}
+
+/// The outermost TypeDef enclosing TypeDef `rid` (itself when not nested) and whether any
+/// encloses it, followed as [`TypeSystem::def_name`] follows it; `None` when an enclosing row or
+/// its name cannot be read.
+fn enclosing_chain(img: &Image<'_>, rid: u32) -> Option<(u32, bool)> {
+    let t = img.tables();
+    let s = img.strings();
+    let (mut outer, mut nested) = (rid, false);
+    for _ in 0..MAX_DEPTH {
+        match t.enclosing_type(outer).ok().flatten() {
+            Some(o) => {
+                let orow = t.type_def(o).ok()?;
+                s.get(orow.name).ok()?;
+                outer = o;
+                nested = true;
+            }
+            None => break,
+        }
+    }
+    Some((outer, nested))
+}
+
+/// A value per row of a metadata table, kept when first worked out.
+#[derive(Debug)]
+struct PerRow<T>(Vec<Option<T>>);
+
+impl<T> Default for PerRow<T> {
+    fn default() -> Self {
+        PerRow(Vec::new())
+    }
+}
+
+impl<T: Clone> PerRow<T> {
+    /// The value kept for row `rid`.
+    #[inline]
+    fn get(&self, rid: u32) -> Option<&T> {
+        self.0.get(rid as usize)?.as_ref()
+    }
+
+    /// Keeps `value` for row `rid` of a table of `rows` rows; a row past the table is not kept
+    /// (the table's size bounds what is allocated).
+    fn put(&mut self, rid: u32, rows: u32, value: T) {
+        if rid > rows {
+            return;
+        }
+        if self.0.len() <= rid as usize {
+            self.0.resize(rows as usize + 1, None);
+        }
+        self.0[rid as usize] = Some(value);
+    }
+}
+
 /// What kind of type a TypeDef is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -296,11 +413,9 @@ pub enum Kind {
     Unknown,
 }
 
-/// What the type system knows of one TypeDef.
+/// What the type system knows of one TypeDef (its name: [`TypeSystem::def_name`]).
 #[derive(Clone, Debug)]
 pub struct TypeInfo {
-    /// `Namespace.Name`, nested types as `Outer/Inner`.
-    pub name: String,
     /// Class, interface, value type or enum.
     pub kind: Kind,
     /// The base type in the definition's own generic context; `None` for interfaces and
@@ -358,10 +473,29 @@ pub struct TypeSystem<'a> {
     assignable_cache: FxMap<(TyId, TyId), Ans>,
     /// Whether each type is a value type, by type id (see [`TypeSystem::is_value_type`]).
     value_types: Vec<Option<Option<bool>>>,
-    /// Method tokens of the image being verified, resolved.
-    methods: FxMap<u32, Option<Rc<(MethodTy, TyId)>>>,
-    /// Field tokens of the image being verified, resolved.
-    fields: FxMap<u32, Option<(TyId, TyId, bool)>>,
+    /// Method tokens of the image being verified, resolved: by table (MethodDef, MemberRef,
+    /// MethodSpec) and row, `None` until first asked.
+    methods: [Vec<Option<Option<MethodSig>>>; 3],
+    /// The parameter types of every [`MethodSig`], one run each.
+    params: Vec<TyId>,
+    /// The StandAloneMethodSigs of `calli` tokens, resolved.
+    standalone: FxMap<u32, Option<MethodSig>>,
+    /// Field tokens of the image being verified, resolved: Field and MemberRef rows.
+    fields: [PerRow<Option<(TyId, TyId, bool)>>; 2],
+    /// Local types by StandAloneSig row of the image being verified.
+    locals_by_row: PerRow<Option<Rc<[TyId]>>>,
+    /// Method signatures by (module, `#Blob` index), as read (before substitution): methods
+    /// that share a signature share its blob.
+    method_sigs: FxMap<(u32, u32), Option<MethodSig>>,
+    /// Field types of the image being verified by `#Blob` index, as read.
+    field_sigs: FxMap<u32, Option<TyId>>,
+    /// Local types of the image being verified by `#Blob` index of their LocalVarSig.
+    local_sigs: FxMap<u32, Option<Rc<[TyId]>>>,
+    /// The declaring TypeDef of each MethodDef of the image being verified (0: none), when the
+    /// method lists run in order without a MethodPtr table; `None` until first asked.
+    method_owners: Option<Option<Vec<u32>>>,
+    /// The same for Field rows.
+    field_owners: Option<Option<Vec<u32>>>,
     /// How each type is held on the stack, by type id (see [`super::vtype::stack_of`]).
     pub(super) forms: Vec<Option<V>>,
     /// TypeDefs of the well-known types the interner spells without a key.
@@ -401,8 +535,16 @@ impl<'a> TypeSystem<'a> {
             key_types: FxMap::default(),
             assignable_cache: FxMap::default(),
             value_types: Vec::new(),
-            methods: FxMap::default(),
-            fields: FxMap::default(),
+            methods: Default::default(),
+            params: Vec::new(),
+            standalone: FxMap::default(),
+            fields: Default::default(),
+            locals_by_row: PerRow::default(),
+            method_sigs: FxMap::default(),
+            field_sigs: FxMap::default(),
+            local_sigs: FxMap::default(),
+            method_owners: None,
+            field_owners: None,
             forms: Vec::new(),
             wk_keys: HashMap::new(),
             wk: HashMap::new(),
@@ -519,37 +661,38 @@ impl<'a> TypeSystem<'a> {
 
     /// The TypeDef a TypeRef of module `m` resolves to.
     fn resolve_typeref(&mut self, m: u32, rid: u32, depth: u32) -> Option<TypeKey> {
-        let (scope, ns, name) = {
-            let (img, _) = self.module(m)?;
-            let row = img.tables().type_ref(rid).ok()?;
-            let s = img.strings();
-            (
-                row.resolution_scope,
-                s.get(row.namespace).ok()?.to_string(),
-                s.get(row.name).ok()?.to_string(),
-            )
-        };
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        // The names are read from a handle on the module, not from `self`, which the lookups
+        // below change.
+        let md = self.handle(m)?;
+        let img = md.img();
+        let row = img.tables().type_ref(rid).ok()?;
+        let s = img.strings();
+        let (scope, ns, name) = (
+            row.resolution_scope,
+            s.get(row.namespace).ok()?,
+            s.get(row.name).ok()?,
+        );
         match scope.table() {
             Some(Table::AssemblyRef) => {
-                let asm = {
-                    let (img, _) = self.module(m)?;
-                    let row = img.tables().assembly_ref(scope.rid()).ok()?;
-                    img.strings().get(row.name).ok()?.to_string()
-                };
-                let target = self.assembly(&asm)?;
-                self.find_top(target, &ns, &name, depth + 1)
+                let row = img.tables().assembly_ref(scope.rid()).ok()?;
+                let asm = s.get(row.name).ok()?;
+                let target = self.assembly(asm)?;
+                self.find_top(target, ns, name, depth + 1)
             }
             Some(Table::TypeRef) => {
                 let outer = self.resolve_typeref(m, scope.rid(), depth + 1)?;
                 let (img, idx) = self.module(outer.module)?;
-                let rid = *idx.nested(img).get(&(outer.rid, name))?;
+                let rid = *idx.nested(img).get(&outer.rid)?.get(name)?;
                 Some(TypeKey {
                     module: outer.module,
                     rid,
                 })
             }
-            Some(Table::Module) => self.find_top(m, &ns, &name, depth + 1),
-            _ if scope.is_null() => self.find_top(m, &ns, &name, depth + 1),
+            Some(Table::Module) => self.find_top(m, ns, name, depth + 1),
+            _ if scope.is_null() => self.find_top(m, ns, name, depth + 1),
             // ModuleRef: a type in another module of a multi-module assembly.
             _ => None,
         }
@@ -560,20 +703,21 @@ impl<'a> TypeSystem<'a> {
         if depth > MAX_DEPTH {
             return None;
         }
-        let key = (ns.to_string(), name.to_string());
+        let md = self.handle(m)?;
+        let img = md.img();
         let forward = {
-            let (img, idx) = self.module(m)?;
-            if let Some(&rid) = idx.top(img).get(&key) {
+            let (_, idx) = self.module(m)?;
+            if let Some(&rid) = by_name(idx.top(img), ns, name) {
                 return Some(TypeKey { module: m, rid });
             }
-            let imp = *idx.exported(img).get(&key)?;
+            let imp = *by_name(idx.exported(img), ns, name)?;
             if imp.table() != Some(Table::AssemblyRef) {
                 return None;
             }
             let row = img.tables().assembly_ref(imp.rid()).ok()?;
-            img.strings().get(row.name).ok()?.to_string()
+            img.strings().get(row.name).ok()?
         };
-        let target = self.assembly(&forward)?;
+        let target = self.assembly(forward)?;
         if target == m {
             return None;
         }
@@ -771,58 +915,97 @@ impl<'a> TypeSystem<'a> {
     }
 
     /// The signature of a method token of the image being verified (MethodDef, MemberRef or
-    /// MethodSpec), its type arguments substituted, and the type declaring it.
-    pub fn method(&mut self, token: Token) -> Option<Rc<(MethodTy, TyId)>> {
-        if let Some(m) = self.methods.get(&token.0) {
-            return m.clone();
+    /// MethodSpec), its type arguments substituted, with the type declaring it; its parameters
+    /// are [`TypeSystem::params`].
+    pub fn method(&mut self, token: Token) -> Option<MethodSig> {
+        let slot = match token.table() {
+            Some(Table::MethodDef) => 0,
+            Some(Table::MemberRef) => 1,
+            Some(Table::MethodSpec) => 2,
+            _ => return None,
+        };
+        let rid = token.rid() as usize;
+        if let Some(Some(m)) = self.methods[slot].get(rid) {
+            return *m;
         }
-        let m = self.method_in(0, token, &[]).map(Rc::new);
-        self.methods.insert(token.0, m.clone());
+        let m = self.method_in(0, token, &[]);
+        let rows = self.current.tables().rows(token.table()?) as usize;
+        // Rows past the table are not kept: the table's size bounds what is allocated.
+        if rid <= rows {
+            let table = &mut self.methods[slot];
+            if table.len() <= rid {
+                table.resize(rows + 1, None);
+            }
+            table[rid] = Some(m);
+        }
         m
     }
 
-    fn method_in(
-        &mut self,
-        m: u32,
-        token: Token,
-        method_args: &[TyId],
-    ) -> Option<(MethodTy, TyId)> {
+    /// The parameter types of a signature the type system returned.
+    pub fn params(&self, sig: &MethodSig) -> &[TyId] {
+        let (start, len) = (sig.params.0 as usize, sig.params.1 as usize);
+        self.params.get(start..start + len).unwrap_or(&[])
+    }
+
+    /// Keeps `sig` with its parameters in the pool.
+    fn keep(&mut self, sig: &MethodTy, parent: TyId) -> MethodSig {
+        let start = self.params.len() as u32;
+        self.params.extend_from_slice(&sig.params);
+        MethodSig {
+            has_this: sig.has_this,
+            explicit_this: sig.explicit_this,
+            vararg: sig.vararg,
+            generic_params: sig.generic_params,
+            ret: sig.ret,
+            parent,
+            params: (start, sig.params.len() as u32),
+        }
+    }
+
+    fn method_in(&mut self, m: u32, token: Token, method_args: &[TyId]) -> Option<MethodSig> {
         match token.table()? {
             Table::MethodDef => {
                 let md = self.handle(m)?;
-                let (blob, parent) = {
+                let (index, blob, parent) = {
                     let img = md.img();
                     let t = img.tables();
                     let row = t.method_def(token.rid()).ok()?;
-                    (
-                        img.blobs().get(row.signature).ok()?,
-                        t.declaring_type(token.rid()).ok()?,
-                    )
+                    let blob = img.blobs().get(row.signature).ok()?;
+                    let parent = if m == 0 {
+                        self.owner(token.rid(), false)
+                    } else {
+                        t.declaring_type(token.rid())
+                    };
+                    (row.signature, blob, parent.ok()?)
                 };
-                let sig = self.read_method(m, &mut SigReader::new(blob), 0)?;
+                let sig = self.method_sig(m, index, blob)?;
                 let parent = match parent {
                     Some(rid) => self.key_type(TypeKey { module: m, rid }, None),
                     None => TyId::UNKNOWN,
                 };
-                Some((self.subst_sig(sig, &[], method_args), parent))
+                Some(self.subst_sig(sig, parent, &[], method_args))
             }
             Table::MemberRef => {
                 let md = self.handle(m)?;
-                let (blob, class) = {
+                let (index, blob, class) = {
                     let img = md.img();
                     let row = img.tables().member_ref(token.rid()).ok()?;
-                    (img.blobs().get(row.signature).ok()?, row.class)
+                    (
+                        row.signature,
+                        img.blobs().get(row.signature).ok()?,
+                        row.class,
+                    )
                 };
-                let sig = self.read_method(m, &mut SigReader::new(blob), 0)?;
+                let sig = self.method_sig(m, index, blob)?;
                 let parent = match class.table() {
                     Some(Table::TypeDef | Table::TypeRef | Table::TypeSpec) => {
                         self.type_token(m, class)
                     }
-                    Some(Table::MethodDef) => self.method_in(m, class, &[])?.1,
+                    Some(Table::MethodDef) => self.method_in(m, class, &[])?.parent,
                     _ => TyId::UNKNOWN,
                 };
                 let class_args = self.args_of(parent);
-                Some((self.subst_sig(sig, &class_args, method_args), parent))
+                Some(self.subst_sig(sig, parent, &class_args, method_args))
             }
             Table::MethodSpec => {
                 let md = self.handle(m)?;
@@ -849,17 +1032,64 @@ impl<'a> TypeSystem<'a> {
         }
     }
 
+    /// The method signature in blob `index` of module `m` (whose bytes are `blob`), read once.
+    /// Called only outside [`TypeSystem::info`], where reading a signature twice gives the
+    /// same answer, so keeping the first loses nothing.
+    fn method_sig(&mut self, m: u32, index: u32, blob: &[u8]) -> Option<MethodSig> {
+        if let Some(sig) = self.method_sigs.get(&(m, index)) {
+            return *sig;
+        }
+        let sig = self
+            .read_method(m, &mut SigReader::new(blob), 0)
+            .map(|s| self.keep(&s, TyId::UNKNOWN));
+        self.method_sigs.insert((m, index), sig);
+        sig
+    }
+
+    /// The declaring TypeDef of MethodDef (`field`: Field) `rid` of the image being verified,
+    /// as [`crate::image::tables::Tables::declaring_type`] answers, from a table built once.
+    fn owner(&mut self, rid: u32, field: bool) -> Result<Option<u32>, crate::image::ImageError> {
+        let t = self.current.tables();
+        let (slot, table, ptr, col) = if field {
+            (&mut self.field_owners, Table::Field, Table::FieldPtr, 4)
+        } else {
+            (
+                &mut self.method_owners,
+                Table::MethodDef,
+                Table::MethodPtr,
+                5,
+            )
+        };
+        let owners = slot.get_or_insert_with(|| list_owners(&t, table, ptr, col));
+        match owners {
+            Some(o) => Ok(o.get(rid as usize).copied().filter(|&r| r != 0)),
+            None if field => t.field_declaring_type(rid),
+            None => t.declaring_type(rid),
+        }
+    }
+
+    /// `sig` declared by `parent`, with `!n` replaced by `class_args[n]` and `!!n` by
+    /// `method_args[n]`; its parameter run is shared when nothing is replaced.
     fn subst_sig(
         &mut self,
-        mut sig: MethodTy,
+        sig: MethodSig,
+        parent: TyId,
         class_args: &[TyId],
         method_args: &[TyId],
-    ) -> MethodTy {
-        sig.ret = self.tys.subst(sig.ret, class_args, method_args);
-        for p in &mut sig.params {
-            *p = self.tys.subst(*p, class_args, method_args);
+    ) -> MethodSig {
+        let mut out = MethodSig { parent, ..sig };
+        if class_args.is_empty() && method_args.is_empty() {
+            return out;
         }
-        sig
+        out.ret = self.tys.subst(sig.ret, class_args, method_args);
+        let start = self.params.len() as u32;
+        for k in sig.params.0..sig.params.0 + sig.params.1 {
+            let p = self.params[k as usize];
+            let p = self.tys.subst(p, class_args, method_args);
+            self.params.push(p);
+        }
+        out.params = (start, sig.params.1);
+        out
     }
 
     /// The type arguments of an instantiated type (empty for others).
@@ -873,28 +1103,34 @@ impl<'a> TypeSystem<'a> {
     /// A field token of the image being verified: its type (the declaring type's arguments
     /// substituted), the declaring type, and whether it is static.
     pub fn field(&mut self, token: Token) -> Option<(TyId, TyId, bool)> {
-        if let Some(f) = self.fields.get(&token.0) {
+        let slot = match token.table()? {
+            Table::Field => 0,
+            Table::MemberRef => 1,
+            _ => return None,
+        };
+        if let Some(f) = self.fields[slot].get(token.rid()) {
             return *f;
         }
         let f = self.field_uncached(token);
-        self.fields.insert(token.0, f);
+        let rows = self.current.tables().rows(token.table()?);
+        self.fields[slot].put(token.rid(), rows, f);
         f
     }
 
     fn field_uncached(&mut self, token: Token) -> Option<(TyId, TyId, bool)> {
         match token.table()? {
             Table::Field => {
-                let (blob, flags, parent) = {
+                let (index, blob, flags) = {
                     let img = self.current;
-                    let t = img.tables();
-                    let row = t.field(token.rid()).ok()?;
+                    let row = img.tables().field(token.rid()).ok()?;
                     (
+                        row.signature,
                         img.blobs().get(row.signature).ok()?,
                         row.flags,
-                        t.field_declaring_type(token.rid()).ok()?,
                     )
                 };
-                let ty = self.field_sig(0, blob)?;
+                let parent = self.owner(token.rid(), true).ok()?;
+                let ty = self.own_field_sig(index, blob)?;
                 let parent = match parent {
                     Some(rid) => self.key_type(TypeKey { module: 0, rid }, None),
                     None => TyId::UNKNOWN,
@@ -902,12 +1138,16 @@ impl<'a> TypeSystem<'a> {
                 Some((ty, parent, flags & 0x10 != 0))
             }
             Table::MemberRef => {
-                let (blob, class) = {
+                let (index, blob, class) = {
                     let img = self.current;
                     let row = img.tables().member_ref(token.rid()).ok()?;
-                    (img.blobs().get(row.signature).ok()?, row.class)
+                    (
+                        row.signature,
+                        img.blobs().get(row.signature).ok()?,
+                        row.class,
+                    )
                 };
-                let ty = self.field_sig(0, blob)?;
+                let ty = self.own_field_sig(index, blob)?;
                 let parent = match class.table() {
                     Some(Table::TypeDef | Table::TypeRef | Table::TypeSpec) => {
                         self.type_token(0, class)
@@ -923,6 +1163,17 @@ impl<'a> TypeSystem<'a> {
         }
     }
 
+    /// [`TypeSystem::field_sig`] of the image being verified, blob `index`, read once (outside
+    /// [`TypeSystem::info`] only, as [`TypeSystem::method_sig`]).
+    fn own_field_sig(&mut self, index: u32, blob: &[u8]) -> Option<TyId> {
+        if let Some(&t) = self.field_sigs.get(&index) {
+            return t;
+        }
+        let t = self.field_sig(0, blob);
+        self.field_sigs.insert(index, t);
+        t
+    }
+
     fn field_sig(&mut self, m: u32, blob: &[u8]) -> Option<TyId> {
         let mut r = SigReader::new(blob);
         if r.u8().ok()? & 0x0F != 0x06 {
@@ -931,13 +1182,33 @@ impl<'a> TypeSystem<'a> {
         self.read_type(m, &mut r, 0)
     }
 
-    /// The local types of a LocalVarSig token of the image being verified.
-    pub fn locals(&mut self, token: Token) -> Option<Vec<TyId>> {
-        let blob = {
+    /// The local types of a LocalVarSig token of the image being verified (read once per
+    /// signature blob).
+    pub fn locals(&mut self, token: Token) -> Option<Rc<[TyId]>> {
+        if let Some(l) = self.locals_by_row.get(token.rid()) {
+            return l.clone();
+        }
+        let l = self.locals_uncached(token);
+        let rows = self.current.tables().rows(Table::StandAloneSig);
+        self.locals_by_row.put(token.rid(), rows, l.clone());
+        l
+    }
+
+    fn locals_uncached(&mut self, token: Token) -> Option<Rc<[TyId]>> {
+        let (index, blob) = {
             let img = self.current;
             let row = img.tables().standalone_sig(token.rid()).ok()?;
-            img.blobs().get(row.signature).ok()?
+            (row.signature, img.blobs().get(row.signature).ok()?)
         };
+        if let Some(l) = self.local_sigs.get(&index) {
+            return l.clone();
+        }
+        let l = self.read_locals(blob).map(Rc::from);
+        self.local_sigs.insert(index, l.clone());
+        l
+    }
+
+    fn read_locals(&mut self, blob: &[u8]) -> Option<Vec<TyId>> {
         let mut r = SigReader::new(blob);
         if r.u8().ok()? != 0x07 {
             return None;
@@ -953,14 +1224,24 @@ impl<'a> TypeSystem<'a> {
         Some(out)
     }
 
-    /// The StandAloneMethodSig of a `calli` token of the image being verified.
-    pub fn standalone_method(&mut self, token: Token) -> Option<MethodTy> {
+    /// The StandAloneMethodSig of a `calli` token of the image being verified (its declaring
+    /// type [`TyId::UNKNOWN`]).
+    pub fn standalone_method(&mut self, token: Token) -> Option<MethodSig> {
+        if let Some(s) = self.standalone.get(&token.0) {
+            return *s;
+        }
         let blob = {
             let img = self.current;
-            let row = img.tables().standalone_sig(token.rid()).ok()?;
-            img.blobs().get(row.signature).ok()?
+            img.tables()
+                .standalone_sig(token.rid())
+                .ok()
+                .and_then(|row| img.blobs().get(row.signature).ok())
         };
-        self.read_method(0, &mut SigReader::new(blob), 0)
+        let sig = blob
+            .and_then(|b| self.read_method(0, &mut SigReader::new(b), 0))
+            .map(|s| self.keep(&s, TyId::UNKNOWN));
+        self.standalone.insert(token.0, sig);
+        sig
     }
 
     /// The type of TypeDef `rid` of the image being verified as its own methods see it: its
@@ -1021,26 +1302,18 @@ impl<'a> TypeSystem<'a> {
     }
 
     fn read_info(&mut self, key: TypeKey) -> Option<TypeInfo> {
-        let (row, ns, name, ifaces, generics, next_fields, corlib) = {
+        let (row, system, is_enum, ifaces, generics, next_fields, corlib) = {
             let (img, idx) = self.module(key.module)?;
             let t = img.tables();
             let row = t.type_def(key.rid).ok()?;
             let s = img.strings();
-            let mut name = s.get(row.name).ok()?.to_string();
-            let ns = s.get(row.namespace).ok()?.to_string();
-            let mut outer = key.rid;
-            for _ in 0..MAX_DEPTH {
-                match t.enclosing_type(outer).ok().flatten() {
-                    Some(o) => {
-                        let orow = t.type_def(o).ok()?;
-                        name = format!("{}/{}", s.get(orow.name).ok()?, name);
-                        outer = o;
-                    }
-                    None => break,
-                }
-            }
+            // The reads of `def_name`, which must succeed here too; the name itself is
+            // written only for messages.
+            let name = s.get(row.name).ok()?;
+            let ns = s.get(row.namespace).ok()?;
+            let (outer, nested) = enclosing_chain(img, key.rid)?;
             let ns = match t.type_def(outer) {
-                Ok(orow) if outer != key.rid => s.get(orow.namespace).ok()?.to_string(),
+                Ok(orow) if outer != key.rid => s.get(orow.namespace).ok()?,
                 _ => ns,
             };
             let ifaces = idx
@@ -1060,18 +1333,14 @@ impl<'a> TypeSystem<'a> {
             };
             (
                 row,
-                ns,
-                name,
+                ns == "System",
+                // A nested type's name is `Outer/Name`: never `Enum`.
+                !nested && name == "Enum",
                 ifaces,
                 generics,
                 next_fields,
                 idx.is_corlib(img),
             )
-        };
-        let full = if ns.is_empty() {
-            name.clone()
-        } else {
-            format!("{ns}.{name}")
         };
         let base = if row.extends.is_null() {
             None
@@ -1084,26 +1353,57 @@ impl<'a> TypeSystem<'a> {
             .collect();
         let is_interface = row.flags & 0x20 != 0;
         let base_name = base.and_then(|b| self.system_name(b));
-        let own_system = corlib && ns == "System";
+        let own_system = corlib && system;
         let base_unknown = base.is_some_and(|b| self.tys.has_unknown(b));
         let kind = if is_interface {
             Kind::Interface
         } else if base_unknown {
             // Class, value type or enum: the base decides, and it could not be read.
             Kind::Unknown
-        } else if base_name == Some("Enum") && !(own_system && name == "Enum") {
+        } else if base_name == Some("Enum") && !(own_system && is_enum) {
             Kind::Enum(self.enum_underlying(key, row.field_list, next_fields))
-        } else if base_name == Some("ValueType") && !(own_system && name == "Enum") {
+        } else if base_name == Some("ValueType") && !(own_system && is_enum) {
             Kind::Value
         } else {
             Kind::Class
         };
         Some(TypeInfo {
-            name: full,
             kind,
             base,
             interfaces,
             generic_params: generics,
+        })
+    }
+
+    /// The full name of a TypeDef: `Namespace.Name`, nested types as `Outer/Inner` (the
+    /// namespace of the outermost); `None` when its rows cannot be read.
+    pub fn def_name(&self, key: TypeKey) -> Option<String> {
+        let (img, _) = self.module(key.module)?;
+        let t = img.tables();
+        let s = img.strings();
+        let row = t.type_def(key.rid).ok()?;
+        let mut name = s.get(row.name).ok()?.to_string();
+        let mut ns = s.get(row.namespace).ok()?;
+        let mut outer = key.rid;
+        for _ in 0..MAX_DEPTH {
+            match t.enclosing_type(outer).ok().flatten() {
+                Some(o) => {
+                    let orow = t.type_def(o).ok()?;
+                    name = format!("{}/{}", s.get(orow.name).ok()?, name);
+                    outer = o;
+                }
+                None => break,
+            }
+        }
+        if outer != key.rid
+            && let Ok(orow) = t.type_def(outer)
+        {
+            ns = s.get(orow.namespace).ok()?;
+        }
+        Some(if ns.is_empty() {
+            name
+        } else {
+            format!("{ns}.{name}")
         })
     }
 
@@ -1212,10 +1512,18 @@ impl<'a> TypeSystem<'a> {
 
     /// Whether values of `t` are value types (primitives, structs, enums, `typedref`);
     /// `None` for generic parameters and unknown types.
+    #[inline]
     pub fn is_value_type(&mut self, t: TyId) -> Option<bool> {
         if let Some(Some(v)) = self.value_types.get(t.0 as usize) {
             return *v;
         }
+        self.is_value_type_first(t)
+    }
+
+    /// [`TypeSystem::is_value_type`] the first time `t` is asked about: worked out and kept.
+    #[cold]
+    #[inline(never)]
+    fn is_value_type_first(&mut self, t: TyId) -> Option<bool> {
         let v = self.is_value_type_uncached(t);
         let i = t.0 as usize;
         if self.value_types.len() <= i {
@@ -1270,6 +1578,13 @@ impl<'a> TypeSystem<'a> {
     pub fn assignable(&mut self, from: TyId, to: TyId) -> Ans {
         if from == to {
             return Ans::Yes;
+        }
+        if to == TyId::OBJECT && !self.tys.has_unknown(from) {
+            // The first rules of `assignable_uncached`, answered without the cache.
+            return match self.is_value_type(from) {
+                Some(_) => Ans::Yes,
+                None => Ans::Unknown,
+            };
         }
         if let Some(&a) = self.assignable_cache.get(&(from, to)) {
             return a;
@@ -1438,15 +1753,15 @@ impl<'a> TypeSystem<'a> {
             TyNode::String => out.push_str("string"),
             TyNode::TypedRef => out.push_str("typedref"),
             TyNode::Prim(p) => out.push_str(p.name()),
-            TyNode::Class(k) | TyNode::Value(k) => match self.info(k) {
-                Some(i) => out.push_str(&i.name),
+            TyNode::Class(k) | TyNode::Value(k) => match self.info(k).and(self.def_name(k)) {
+                Some(name) => out.push_str(&name),
                 None => out.push_str("(unreadable type)"),
             },
             TyNode::Inst { def, args, .. } => {
-                match self.info(def) {
-                    Some(i) => {
+                match self.info(def).and(self.def_name(def)) {
+                    Some(name) => {
                         // `Outer`1/Inner`1` reads `Outer/Inner<…>`: arity suffixes dropped.
-                        for (n, part) in i.name.split('/').enumerate() {
+                        for (n, part) in name.split('/').enumerate() {
                             if n > 0 {
                                 out.push('/');
                             }
@@ -1493,5 +1808,56 @@ impl<'a> TypeSystem<'a> {
     /// Number of referenced assemblies this image's checks opened.
     pub fn references_used(&self) -> usize {
         self.refs.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The owners table answers as `Tables::declaring_type` and `field_declaring_type` do, for
+    /// every row of the embedded corpus and one past the end.
+    #[test]
+    fn list_owners_agree_with_the_tables() {
+        for (name, bytes) in crate::corpus::EMBEDDED {
+            let image = Image::parse(bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let t = image.tables();
+            for (table, ptr, col) in [
+                (Table::MethodDef, Table::MethodPtr, 5),
+                (Table::Field, Table::FieldPtr, 4),
+            ] {
+                let owners = list_owners(&t, table, ptr, col).expect("ordered lists");
+                for rid in 0..=t.rows(table) + 1 {
+                    let want = if table == Table::Field {
+                        t.field_declaring_type(rid)
+                    } else {
+                        t.declaring_type(rid)
+                    }
+                    .expect("readable");
+                    let got = owners.get(rid as usize).copied().filter(|&r| r != 0);
+                    assert_eq!(got, want, "{name} {table:?} {rid}");
+                }
+            }
+        }
+    }
+
+    /// `first_top` finds the core library's `System.Object` as the index does.
+    #[test]
+    fn first_top_agrees_with_the_index() {
+        for (name, bytes) in crate::corpus::EMBEDDED {
+            let image = Image::parse(bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let index = ModuleIndex::default();
+            let t = image.tables();
+            let s = image.strings();
+            for rid in 1..=t.rows(Table::TypeDef) {
+                let row = t.type_def(rid).expect("readable");
+                let (ns, n) = (s.get(row.namespace).unwrap(), s.get(row.name).unwrap());
+                assert_eq!(
+                    first_top(&image, ns, n),
+                    by_name(index.top(&image), ns, n).copied(),
+                    "{name} {ns}.{n}"
+                );
+            }
+        }
     }
 }

@@ -187,18 +187,33 @@ pub enum TyNode {
     FnPtr,
 }
 
+/// A node mentions [`TyNode::Unknown`] (see [`Interner::has_unknown`]).
+const FLAG_UNKNOWN: u8 = 1;
+/// A node mentions a generic parameter (see [`Interner::has_generic_param`]).
+const FLAG_GENERIC: u8 = 2;
+
 /// The interned types: a table of nodes and the way back from node to id.
 #[derive(Debug)]
 pub struct Interner {
     nodes: Vec<TyNode>,
+    /// Per node, what it mentions ([`FLAG_UNKNOWN`], [`FLAG_GENERIC`]): known when it is
+    /// interned, since the types inside it were interned before it.
+    flags: Vec<u8>,
     ids: FxMap<TyNode, TyId>,
+    /// The ids of the primitives interned so far, by [`Prim`] (signatures name them most).
+    prims: [Option<TyId>; PRIMS],
 }
+
+/// Number of [`Prim`] variants (`native uint` is the last).
+const PRIMS: usize = Prim::U as usize + 1;
 
 impl Default for Interner {
     fn default() -> Self {
         let mut t = Interner {
             nodes: Vec::new(),
+            flags: Vec::new(),
             ids: FxMap::default(),
+            prims: [None; PRIMS],
         };
         // The order matches the constants of `TyId`.
         for n in [
@@ -221,9 +236,35 @@ impl Interner {
             return id;
         }
         let id = TyId(self.nodes.len() as u32);
+        let flags = self.flags_of(&node);
         self.nodes.push(node.clone());
+        self.flags.push(flags);
         self.ids.insert(node, id);
         id
+    }
+
+    /// What `node` mentions, from the flags of the types inside it.
+    fn flags_of(&self, node: &TyNode) -> u8 {
+        let of = |t: &TyId| {
+            self.flags
+                .get(t.0 as usize)
+                .copied()
+                .unwrap_or(FLAG_UNKNOWN)
+        };
+        match node {
+            TyNode::Unknown => FLAG_UNKNOWN,
+            TyNode::Var(_) | TyNode::MVar(_) => FLAG_GENERIC,
+            TyNode::Inst { args, .. } => args.iter().fold(0, |f, a| f | of(a)),
+            TyNode::SzArray(t) | TyNode::Array(t, _) | TyNode::Ptr(t) | TyNode::ByRef(t) => of(t),
+            TyNode::Void
+            | TyNode::Object
+            | TyNode::String
+            | TyNode::TypedRef
+            | TyNode::Prim(_)
+            | TyNode::Class(_)
+            | TyNode::Value(_)
+            | TyNode::FnPtr => 0,
+        }
     }
 
     /// The node of `id`.
@@ -242,32 +283,33 @@ impl Interner {
     }
 
     /// The id of a primitive.
+    #[inline]
     pub fn prim(&mut self, p: Prim) -> TyId {
-        self.intern(TyNode::Prim(p))
+        if let Some(&Some(id)) = self.prims.get(p as usize) {
+            return id;
+        }
+        let id = self.intern(TyNode::Prim(p));
+        if let Some(slot) = self.prims.get_mut(p as usize) {
+            *slot = Some(id);
+        }
+        id
     }
 
     /// Whether `id` or a type inside it is [`TyNode::Unknown`].
+    #[inline]
     pub fn has_unknown(&self, id: TyId) -> bool {
-        match self.node(id) {
-            TyNode::Unknown => true,
-            TyNode::Inst { args, .. } => args.iter().any(|&a| self.has_unknown(a)),
-            TyNode::SzArray(t) | TyNode::Array(t, _) | TyNode::Ptr(t) | TyNode::ByRef(t) => {
-                self.has_unknown(*t)
-            }
-            _ => false,
-        }
+        // An id not interned here reads as `Unknown` (see `node`).
+        self.flags
+            .get(id.0 as usize)
+            .is_none_or(|f| f & FLAG_UNKNOWN != 0)
     }
 
     /// Whether `id` mentions a generic parameter.
+    #[inline]
     pub fn has_generic_param(&self, id: TyId) -> bool {
-        match self.node(id) {
-            TyNode::Var(_) | TyNode::MVar(_) => true,
-            TyNode::Inst { args, .. } => args.iter().any(|&a| self.has_generic_param(a)),
-            TyNode::SzArray(t) | TyNode::Array(t, _) | TyNode::Ptr(t) | TyNode::ByRef(t) => {
-                self.has_generic_param(*t)
-            }
-            _ => false,
-        }
+        self.flags
+            .get(id.0 as usize)
+            .is_some_and(|f| f & FLAG_GENERIC != 0)
     }
 
     /// `id` with `!n` replaced by `class_args[n]` and `!!n` by `method_args[n]` (a parameter
@@ -323,4 +365,63 @@ pub struct MethodTy {
     pub ret: TyId,
     /// The parameters, the vararg extras of a call site included.
     pub params: Vec<TyId>,
+}
+
+/// A method signature as the type system keeps it once resolved: small and copyable, its
+/// parameter types a run of the type system's parameter pool
+/// ([`super::TypeSystem::params`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MethodSig {
+    /// Called with `this`.
+    pub has_this: bool,
+    /// `this` is the first of the parameters.
+    pub explicit_this: bool,
+    /// The calling convention is `vararg`.
+    pub vararg: bool,
+    /// Number of the method's generic parameters.
+    pub generic_params: u32,
+    /// The return type.
+    pub ret: TyId,
+    /// The type declaring the method ([`TyId::UNKNOWN`] when not known, as for `calli`).
+    pub parent: TyId,
+    /// The parameters: start and length in the pool.
+    pub(crate) params: (u32, u32),
+}
+
+impl MethodSig {
+    /// Number of parameters (the vararg extras of a call site included).
+    pub fn param_count(&self) -> u32 {
+        self.params.1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The flags kept at interning answer as a walk of the type would.
+    #[test]
+    fn flags_follow_the_types_inside() {
+        let mut t = Interner::default();
+        let i4 = t.prim(Prim::I4);
+        let var = t.intern(TyNode::Var(0));
+        let key = TypeKey { module: 0, rid: 1 };
+        let inst = t.intern(TyNode::Inst {
+            def: key,
+            value: false,
+            args: Box::new([i4, var]),
+        });
+        let unknown_array = t.intern(TyNode::SzArray(TyId::UNKNOWN));
+        let nested = t.intern(TyNode::ByRef(unknown_array));
+        let plain = t.intern(TyNode::SzArray(i4));
+        assert!(!t.has_unknown(i4) && !t.has_generic_param(i4));
+        assert!(t.has_generic_param(inst) && !t.has_unknown(inst));
+        assert!(t.has_unknown(nested) && !t.has_generic_param(nested));
+        assert!(!t.has_unknown(plain) && !t.has_generic_param(plain));
+        // An id not interned here reads as unknown, as `node` has it.
+        assert!(t.has_unknown(TyId(10_000)) && !t.has_generic_param(TyId(10_000)));
+        // Primitives keep their ids.
+        assert_eq!(t.prim(Prim::I4), i4);
+        assert_eq!(t.intern(TyNode::Prim(Prim::I4)), i4);
+    }
 }

@@ -32,10 +32,18 @@ pub enum V {
 }
 
 /// How a value of type `t` is held on the stack.
+#[inline]
 pub fn stack_of(ts: &mut TypeSystem<'_>, t: TyId) -> V {
     if let Some(Some(v)) = ts.forms.get(t.0 as usize) {
         return *v;
     }
+    stack_of_first(ts, t)
+}
+
+/// [`stack_of`] the first time `t` is asked about: worked out and kept.
+#[cold]
+#[inline(never)]
+fn stack_of_first(ts: &mut TypeSystem<'_>, t: TyId) -> V {
     let v = stack_of_uncached(ts, t);
     let i = t.0 as usize;
     if ts.forms.len() <= i {
@@ -108,6 +116,7 @@ pub type Misfit = Code;
 /// Whether `found` may be stored where a value of type `expected` goes (an argument, a local,
 /// a field, a return value: III.1.8.1.2.3 and III.1.6). `Ok` when it may or when that cannot
 /// be told.
+#[inline]
 pub fn fits(ts: &mut TypeSystem<'_>, found: V, expected: TyId) -> Result<(), Misfit> {
     let want = stack_of(ts, expected);
     fits_v(ts, found, want)
