@@ -268,6 +268,12 @@ fn the_loop_finds_and_minimises_every_seeded_weaver_bug() {
                     "{bug}: repro keeps {} methods",
                     m.methods.len()
                 );
+                // Both programs can be run by hand under CoreCLR too.
+                let stem = m.assembly.trim_end_matches(".exe");
+                for sub in ["original", "rewritten"] {
+                    let config = repro.join(sub).join(format!("{stem}.runtimeconfig.json"));
+                    assert!(config.is_file(), "{bug}: no {}", config.display());
+                }
                 // The repro's own command finds it again.
                 let exe = repro.join("original").join(&m.assembly);
                 let again = support::run(

@@ -801,6 +801,13 @@ pub fn write_repro(
                 }
             }
         }
+        // So that `dotnet NAME.exe` runs either program by hand (the rewriter writes only the
+        // assembly).
+        let stem = name.trim_end_matches(".exe");
+        let config = dir.join(sub).join(format!("{stem}.runtimeconfig.json"));
+        if dir.join(sub).is_dir() && !config.exists() {
+            crate::fsio::write_atomic(&config, super::runtime::RUNTIMECONFIG.as_bytes())?;
+        }
     }
     crate::fsio::write_atomic(&dir.join("report.md"), md.as_bytes())?;
     let json = serde_json::to_string_pretty(f).map_err(std::io::Error::other)?;
