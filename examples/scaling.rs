@@ -88,14 +88,52 @@ fn status_kb(field: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// A sink for the disassembly that keeps only its length and its `.try` lines' count: the
+/// text goes through a small buffer, counted a chunk of whole lines at a time.
+#[derive(Default)]
+struct Tally {
+    bytes: usize,
+    tries: usize,
+    buf: String,
+}
+
+impl Tally {
+    /// Counts the whole lines in the buffer and keeps the rest of the last one.
+    fn count_lines(&mut self) {
+        let whole = self.buf.rfind('\n').map_or(0, |nl| nl + 1);
+        let tries = self.buf[..whole]
+            .lines()
+            .filter(|l| l.trim_start() == ".try")
+            .count();
+        self.tries += tries;
+        self.buf.drain(..whole);
+    }
+}
+
+impl std::fmt::Write for Tally {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.bytes += s.len();
+        self.buf.push_str(s);
+        if self.buf.len() >= 1 << 16 {
+            self.count_lines();
+        }
+        Ok(())
+    }
+}
+
 /// Runs `op` on `h` once; a short description of the result, or an error.
 fn run_op(op: &str, h: &Hostile) -> Result<String, String> {
     let body = Body::parse(&h.bytes).map_err(|e| e.to_string())?;
     match op {
         "disasm" => {
-            let text = ilcheck::disasm::disassemble(&body);
-            let tries = text.lines().filter(|l| l.trim_start() == ".try").count();
-            Ok(format!("{} bytes of text, {tries} .try lines", text.len()))
+            // The text is counted as it is written, as a caller streaming it to a file would.
+            let mut tally = Tally::default();
+            ilcheck::disasm::disassemble_to(&mut tally, &body, None).map_err(|e| e.to_string())?;
+            tally.count_lines();
+            Ok(format!(
+                "{} bytes of text, {} .try lines",
+                tally.bytes, tally.tries
+            ))
         }
         "verify" => {
             let mut v = Verifier::new();

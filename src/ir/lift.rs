@@ -168,7 +168,8 @@ struct Decoder<'a> {
     index_at: &'a mut [u32],
     /// Added to instruction indices in `index_at`.
     base: u32,
-    targets: &'a mut [(i64, u32)],
+    /// Grown by the slow path when the fast loop stops at a full one.
+    targets: &'a mut Vec<(i64, u32)>,
     prefixes: &'a mut Vec<Prefix>,
     switch_targets: &'a mut Vec<Label>,
     /// Instructions written.
@@ -187,7 +188,7 @@ impl Decoder<'_> {
                 Bufs {
                     instrs: self.instrs,
                     index_at: self.index_at,
-                    targets: self.targets,
+                    targets: &mut self.targets[..],
                 },
                 self.base,
                 (&mut self.n, &mut self.t),
@@ -244,6 +245,17 @@ impl Decoder<'_> {
         let idx = self.n;
         self.index_at[start] = self.base + idx as u32;
         let next = pos + size;
+        // Room for this instruction's targets: the buffer doubles, so it is grown a
+        // logarithmic number of times.
+        let count = match &i.operand {
+            instr::Operand::ShortBranch(_) | instr::Operand::Branch(_) => 1,
+            instr::Operand::Switch(t) => t.len(),
+            _ => 0,
+        };
+        if self.targets.len() < self.t + count {
+            let size = (2 * self.targets.len()).max(self.t + count).max(64);
+            self.targets.resize(size, (0, 0));
+        }
         let mut provisional = |target: i64, holder: u32| {
             let t = self.t;
             self.targets[t] = (target, holder);
@@ -296,7 +308,8 @@ struct Bufs<'a> {
 }
 
 /// Decodes fixed-size instructions from `pos` to the end of the code (`None`), or up to one
-/// that needs the codec's decoder (its offset). A function of its own, with its state in
+/// that needs the codec's decoder (its offset), or up to a branch when `targets` is full (its
+/// offset: the slow path grows it). A function of its own, with its state in
 /// locals: nothing the loop stores can alias its buffers' bounds or its counters, so they stay
 /// in registers instead of being reloaded after every store.
 #[inline(never)]
@@ -325,7 +338,7 @@ fn fast_run(
         }
         let e = TABLE[key];
         let size = e.len as usize;
-        if size == 0 || len - pos < size {
+        if size == 0 || len - pos < size || (t == targets.len() && e.arg >= arg::BR1) {
             break Some(pos);
         }
         // One load covers every operand; each arm keeps the bytes it needs.
@@ -409,7 +422,8 @@ impl Lifter {
         }
         let base = self.base;
         self.base += len as u32;
-        at_least(&mut self.targets, len, (0, 0));
+        // Grown as branches are met (a branch takes at least two bytes).
+        at_least(&mut self.targets, (len / 16).min(1 << 16), (0, 0));
         let mut d = Decoder {
             instrs: &mut m.instrs.spare_capacity_mut()[..len],
             index_at: &mut self.index_at,
@@ -523,9 +537,22 @@ impl Lifter {
                 }),
             }
         }
+        self.release_large();
         Ok(())
     }
+
+    /// Lets go of buffers sized for code longer than [`KEEP_LARGEST`] bytes, so that a giant
+    /// body's layout and verification do not hold them too (the next body that long allocates
+    /// them again).
+    fn release_large(&mut self) {
+        if self.code.len() > KEEP_LARGEST {
+            *self = Lifter::default();
+        }
+    }
 }
+
+/// See [`Lifter::release_large`].
+const KEEP_LARGEST: usize = 1 << 20;
 
 /// The offset and opcode of the instruction that owns provisional target `k`.
 fn owner_of(instrs: &[Instr], index_at: &[u32], base: u32, k: usize) -> (u32, Opcode) {

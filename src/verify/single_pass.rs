@@ -15,17 +15,21 @@ use super::flow::{entry, prefix_allows, window};
 use super::{Ctx, Resolver, fx};
 use crate::opcode::{Flow, Opcode, OperandKind};
 
-/// Per-byte marks (0: nothing known). The low bits hold a depth: the one before the
-/// instruction starting there ([`START`]), or the one a forward branch expects there
+/// Per-byte marks (0: nothing known), two bytes each. The low bits hold a depth: the one before
+/// the instruction starting there ([`START`]), or the one a forward branch expects there
 /// ([`FORWARD`]).
-const START: u32 = 1 << 31;
+const START: u16 = 1 << 15;
 /// The instruction follows a prefix: not a branch target.
-const AFTER_PREFIX: u32 = 1 << 30;
-const FORWARD: u32 = 1 << 29;
-const DEPTH: u32 = FORWARD - 1;
-/// Longer code goes to the full passes, so that a depth always fits in [`DEPTH`] (each push
-/// takes at least a byte).
+const AFTER_PREFIX: u16 = 1 << 14;
+const FORWARD: u16 = 1 << 13;
+const DEPTH: u16 = FORWARD - 1;
+/// A deeper stack (8,191) goes to the full passes, so that a depth always fits in [`DEPTH`].
+const MAX_DEPTH: u32 = DEPTH as u32;
+/// Longer code goes to the full passes, so that offsets fit in `u32` with room to spare.
 const MAX_LEN: usize = 1 << 28;
+/// Token operands checked in one [`Resolver::tokens_pass`] call: passed in batches of this
+/// many as they are met, so that their buffer does not grow with the code.
+const TOKEN_BATCH: usize = 4096;
 
 /// Prefixes in a row that the pass follows; longer runs go to the full passes.
 const MAX_PREFIXES: usize = 4;
@@ -34,7 +38,7 @@ const MAX_PREFIXES: usize = 4;
 #[derive(Debug, Default)]
 pub(super) struct SinglePass {
     /// One mark per byte of code.
-    marks: Vec<u32>,
+    marks: Vec<u16>,
     /// (branch, target) of every branch, in code order.
     edges: Vec<(u32, u32)>,
     /// (first byte, first entry of `edges`) of each run of code entered other than by falling
@@ -70,8 +74,8 @@ impl SinglePass {
             self.lens.resize(len, 0);
         }
         crate::instr::fill_lengths(&buf[..len], &mut self.lens);
-        if self.tokens.len() < len / 5 + 1 {
-            self.tokens.resize(len / 5 + 1, (OperandKind::None, 0));
+        if self.tokens.len() < TOKEN_BATCH {
+            self.tokens.resize(TOKEN_BATCH, (OperandKind::None, 0));
         }
         self.edges.clear();
         self.runs.clear();
@@ -95,6 +99,14 @@ impl SinglePass {
         Some(max)
     }
 
+    /// Lets go of buffers sized for code longer than [`super::eh::KEEP_LARGEST`] bytes (the
+    /// next body that long allocates them again).
+    pub(super) fn release_large(&mut self) {
+        if self.marks.len() > super::eh::KEEP_LARGEST {
+            *self = SinglePass::default();
+        }
+    }
+
     /// Decodes and follows the depth in one pass; returns the largest depth, whether some run
     /// started after an unconditional transfer with no forward branch to it (its depth is taken
     /// as 0, and whether anything reaches it is left to [`Self::all_runs_reached`]), and the
@@ -109,8 +121,8 @@ impl SinglePass {
     ) -> Option<(u32, bool, usize)> {
         let marks = &mut self.marks[..len];
         let lens = &self.lens[..len];
-        // At most one token per five bytes of code: written by index, no growth checks.
-        let tokens = &mut self.tokens[..len / 5 + 1];
+        // Written by index; a full batch is passed to the resolver and the buffer reused.
+        let tokens = &mut self.tokens[..TOKEN_BATCH];
         let locals = ctx.locals.unwrap_or(u32::MAX);
         let args = ctx.method.map_or(u32::MAX, |m| m.arg_count as u32);
         let limits = [u32::MAX, locals, args, u32::MAX];
@@ -120,7 +132,9 @@ impl SinglePass {
             runs: &mut self.runs,
             d: 0,
             max: 0,
-            limit: ctx.declared_max_stack.map_or(u32::MAX, u32::from),
+            limit: ctx
+                .declared_max_stack
+                .map_or(MAX_DEPTH, |m| MAX_DEPTH.min(m.into())),
             pending: false,
             ended: 0,
             prefixes: [Opcode::Nop; MAX_PREFIXES],
@@ -141,6 +155,12 @@ impl SinglePass {
                 return None;
             }
             if e.check == fx::check::TOKEN {
+                if ntok == TOKEN_BATCH {
+                    if !r.tokens_pass(tokens) {
+                        return None;
+                    }
+                    ntok = 0;
+                }
                 tokens[ntok] = (e.operand, arg);
                 ntok += 1;
             }
@@ -150,7 +170,7 @@ impl SinglePass {
             let m = marks[pos];
             let fx = e.ins.fx;
             if m == 0 && fx.kind & (fx::PLAIN | fx::CALL) != 0 {
-                marks[pos] = START | d;
+                marks[pos] = START | d as u16;
                 let (pops, pushes) = if fx.kind & fx::PLAIN != 0 {
                     (fx.pops as u32, fx.pushes as u32)
                 } else {
@@ -236,8 +256,8 @@ impl Scan<'_> {
     #[inline(never)]
     fn step<R: Resolver + ?Sized>(
         &mut self,
-        marks: &mut [u32],
-        m: u32,
+        marks: &mut [u16],
+        m: u16,
         e: &fx::Dec,
         w: u64,
         pos: usize,
@@ -249,10 +269,10 @@ impl Scan<'_> {
         let (fx, op, d) = (e.ins.fx, e.ins.op, self.d);
         // A forward branch expects this depth here (after an unconditional transfer, `d` was
         // taken from it).
-        if m & FORWARD != 0 && m & DEPTH != d {
+        if m & FORWARD != 0 && (m & DEPTH) as u32 != d {
             return None;
         }
-        marks[pos] = START | (m & AFTER_PREFIX) | d;
+        marks[pos] = START | (m & AFTER_PREFIX) | d as u16;
         if fx.flow == Flow::Prefix {
             if op == Opcode::Tail || self.np == MAX_PREFIXES || next >= marks.len() {
                 return None;
@@ -326,7 +346,7 @@ impl Scan<'_> {
             if let Some(&m) = marks.get(next) {
                 self.runs.push((next as u32, self.edges.len() as u32));
                 if m & FORWARD != 0 {
-                    self.d = m & DEPTH;
+                    self.d = (m & DEPTH) as u32;
                 } else {
                     self.d = 0;
                     self.pending = true;
@@ -339,7 +359,7 @@ impl Scan<'_> {
     /// A branch at `from` to byte `target` with depth `d`: the depth is compared with the
     /// target's (backward), or recorded or compared there (forward).
     #[inline]
-    fn branch(&mut self, marks: &mut [u32], from: usize, target: i64, d: u32) -> Option<()> {
+    fn branch(&mut self, marks: &mut [u16], from: usize, target: i64, d: u32) -> Option<()> {
         if target < 0 || target >= marks.len() as i64 {
             return None;
         }
@@ -347,15 +367,15 @@ impl Scan<'_> {
         let m = marks[t];
         if t <= from {
             // Backward: an instruction start that does not follow a prefix, at this depth.
-            if m & (START | AFTER_PREFIX) != START || m & DEPTH != d {
+            if m & (START | AFTER_PREFIX) != START || (m & DEPTH) as u32 != d {
                 return None;
             }
         } else if m & FORWARD != 0 {
-            if m & DEPTH != d {
+            if (m & DEPTH) as u32 != d {
                 return None;
             }
         } else {
-            marks[t] = m | FORWARD | d;
+            marks[t] = m | FORWARD | d as u16;
         }
         self.edges.push((from as u32, t as u32));
         Some(())
