@@ -7,6 +7,7 @@ use super::method::*;
 use crate::body::{Body, ClauseKind, SectionContent};
 use crate::instr::{self, InstrError};
 use crate::opcode::{Opcode, OperandKind};
+use crate::verify::StartIndex;
 use std::mem::MaybeUninit;
 
 /// Why a body cannot be lifted. Offsets are IL offsets from the start of the code.
@@ -146,13 +147,9 @@ impl Method {
 pub struct Lifter {
     /// The code being lifted followed by [`PAD`] zero bytes.
     code: Vec<u8>,
-    /// Byte offset → `base` + the IR instruction starting there (at its first prefix). Each
-    /// body takes a fresh range of values, so entries below its base are stale and the
-    /// table needs no clearing between bodies.
-    index_at: Vec<u32>,
-    /// The first value of the range the next body's `index_at` entries take (never 0, the
-    /// value of entries never written).
-    base: u32,
+    /// Where each IR instruction starts (at its first prefix), a bit per byte of code, and
+    /// the instruction index of each start.
+    starts: StartIndex,
     /// Absolute byte target of each provisional label, and who holds it: an instruction
     /// index, or a `switch` table slot tagged with [`SWITCH_SLOT`].
     targets: Vec<(i64, u32)>,
@@ -165,9 +162,8 @@ struct Decoder<'a> {
     /// instructions, their targets provisional until resolved. Every entry below `n` is
     /// written.
     instrs: &'a mut [MaybeUninit<Instr>],
-    index_at: &'a mut [u32],
-    /// Added to instruction indices in `index_at`.
-    base: u32,
+    /// A bit per byte: an instruction starts there.
+    starts: &'a mut [u64],
     /// Grown by the slow path when the fast loop stops at a full one.
     targets: &'a mut Vec<(i64, u32)>,
     prefixes: &'a mut Vec<Prefix>,
@@ -187,10 +183,9 @@ impl Decoder<'_> {
             let fast = fast_run(
                 Bufs {
                     instrs: self.instrs,
-                    index_at: self.index_at,
+                    starts: self.starts,
                     targets: &mut self.targets[..],
                 },
-                self.base,
                 (&mut self.n, &mut self.t),
                 code,
                 len,
@@ -243,7 +238,7 @@ impl Decoder<'_> {
             prefixes
         };
         let idx = self.n;
-        self.index_at[start] = self.base + idx as u32;
+        self.starts[start / 64] |= 1 << (start % 64);
         let next = pos + size;
         // Room for this instruction's targets: the buffer doubles, so it is grown a
         // logarithmic number of times.
@@ -303,7 +298,7 @@ impl Decoder<'_> {
 /// The slices the fast loop writes.
 struct Bufs<'a> {
     instrs: &'a mut [MaybeUninit<Instr>],
-    index_at: &'a mut [u32],
+    starts: &'a mut [u64],
     targets: &'a mut [(i64, u32)],
 }
 
@@ -315,7 +310,6 @@ struct Bufs<'a> {
 #[inline(never)]
 fn fast_run(
     b: Bufs<'_>,
-    base: u32,
     (n_out, t_out): (&mut usize, &mut usize),
     code: &[u8],
     len: usize,
@@ -323,7 +317,7 @@ fn fast_run(
 ) -> Option<usize> {
     let Bufs {
         instrs,
-        index_at,
+        starts,
         targets,
     } = b;
     let (mut n, mut t) = (*n_out, *t_out);
@@ -346,7 +340,7 @@ fn fast_run(
         let raw = u64::from_le_bytes(code[at..at + 8].try_into().unwrap_or([0; 8]));
         let next = pos + size;
         let idx = n;
-        index_at[pos] = base + idx as u32;
+        starts[pos / 64] |= 1 << (pos % 64);
         n = idx + 1;
         // One write per arm: merged, the arms would all write every operand field.
         macro_rules! put {
@@ -414,20 +408,12 @@ impl Lifter {
         m.raw_sections.clear();
         // An instruction takes at least a byte.
         m.instrs.reserve(len);
-        at_least(&mut self.index_at, len, 0);
-        // Instruction indices are below `len`: this body's entries are in base..base + len.
-        if self.base == 0 || self.base as usize + len >= u32::MAX as usize {
-            self.index_at.fill(0);
-            self.base = 1;
-        }
-        let base = self.base;
-        self.base += len as u32;
+        self.starts.reset(len);
         // Grown as branches are met (a branch takes at least two bytes).
         at_least(&mut self.targets, (len / 16).min(1 << 16), (0, 0));
         let mut d = Decoder {
             instrs: &mut m.instrs.spare_capacity_mut()[..len],
-            index_at: &mut self.index_at,
-            base,
+            starts: &mut self.starts.bits,
             targets: &mut self.targets,
             prefixes: &mut m.prefixes,
             switch_targets: &mut m.switch_targets,
@@ -444,13 +430,14 @@ impl Lifter {
         unsafe { m.instrs.set_len(n) };
         decoded?;
         let instrs = &mut m.instrs[..];
-        let index_at = &self.index_at[..len];
+        self.starts.count();
+        let starts = &self.starts;
         let index_of = |offset: i64| -> Option<usize> {
             if offset == len as i64 {
                 return Some(n);
             }
             let o = usize::try_from(offset).ok().filter(|&o| o < len)?;
-            let i = index_at[o].checked_sub(base)? as usize;
+            let i = starts.get(o as u32)? as usize;
             (i < n).then_some(i)
         };
 
@@ -463,7 +450,7 @@ impl Lifter {
             for (k, &(target, holder)) in self.targets[..t].iter().enumerate() {
                 // Targets at the very end of the code are not instructions either.
                 let Some(idx) = index_of(target).filter(|&i| i < n) else {
-                    let (offset, opcode) = owner_of(instrs, index_at, base, k);
+                    let (offset, opcode) = owner_of(instrs, starts, k);
                     return Err(IrError::TargetNotInstruction {
                         offset,
                         opcode,
@@ -555,7 +542,7 @@ impl Lifter {
 const KEEP_LARGEST: usize = 1 << 20;
 
 /// The offset and opcode of the instruction that owns provisional target `k`.
-fn owner_of(instrs: &[Instr], index_at: &[u32], base: u32, k: usize) -> (u32, Opcode) {
+fn owner_of(instrs: &[Instr], starts: &StartIndex, k: usize) -> (u32, Opcode) {
     let mut seen = 0usize;
     for (idx, ins) in instrs.iter().enumerate() {
         let count = match ins.operand {
@@ -564,10 +551,7 @@ fn owner_of(instrs: &[Instr], index_at: &[u32], base: u32, k: usize) -> (u32, Op
             _ => 0,
         };
         if k < seen + count {
-            let offset = index_at
-                .iter()
-                .position(|&i| i.checked_sub(base) == Some(idx as u32));
-            return (offset.unwrap_or(0) as u32, ins.opcode);
+            return (starts.offset_of(idx as u32).unwrap_or(0), ins.opcode);
         }
         seen += count;
     }

@@ -1165,22 +1165,28 @@ impl Verifier {
     }
 }
 
-/// Which bytes of the code start an instruction, and the index of each: a bit per byte and a
-/// count per 64 bytes (0.19 bytes per byte of code, where an index per byte took four).
+/// Which bytes of a body's code start an instruction, and the index of each: a bit per byte
+/// and a count per 64 bytes (0.19 bytes per byte of code, where an index per byte takes four).
+/// Shared by the verifier and the lifter.
 #[derive(Debug, Default)]
-struct StartIndex {
+pub(crate) struct StartIndex {
     /// Bit `o % 64` of word `o / 64`: an instruction starts at byte `o`.
-    bits: Vec<u64>,
-    /// The instructions that start before each word's first byte.
+    pub(crate) bits: Vec<u64>,
+    /// The instructions that start before each word's first byte (after [`Self::count`]).
     before: Vec<u32>,
 }
 
 impl StartIndex {
+    /// No starts yet, for code `len` bytes long.
+    pub(crate) fn reset(&mut self, len: usize) {
+        self.bits.clear();
+        self.bits.resize(len.div_ceil(64), 0);
+        self.before.clear();
+    }
+
     /// Indexes the decoded instructions `ins` (in code order) of code `len` bytes long.
     fn build(&mut self, ins: &[Ins], len: usize) {
-        let words = len.div_ceil(64);
-        self.bits.clear();
-        self.bits.resize(words, 0);
+        self.reset(len);
         // Each word is assembled in a register and stored once.
         let (mut k, mut word) = (0, 0u64);
         for x in ins {
@@ -1194,8 +1200,13 @@ impl StartIndex {
         if let Some(w) = self.bits.get_mut(k) {
             *w = word;
         }
+        self.count();
+    }
+
+    /// Counts the starts before each word, once every start is set.
+    pub(crate) fn count(&mut self) {
         self.before.clear();
-        self.before.reserve(words);
+        self.before.reserve(self.bits.len());
         let mut count = 0;
         for &w in &self.bits {
             self.before.push(count);
@@ -1203,13 +1214,27 @@ impl StartIndex {
         }
     }
 
-    /// The index of the instruction starting at byte `off`, if one does.
+    /// The index of the instruction starting at byte `off`, if one does (after
+    /// [`Self::count`]).
     #[inline]
-    fn get(&self, off: u32) -> Option<u32> {
+    pub(crate) fn get(&self, off: u32) -> Option<u32> {
         let k = (off / 64) as usize;
         let word = *self.bits.get(k)?;
         let bit = 1u64 << (off % 64);
         (word & bit != 0).then(|| self.before[k] + (word & (bit - 1)).count_ones())
+    }
+
+    /// Where instruction `index` starts (after [`Self::count`]): a search, for error paths.
+    pub(crate) fn offset_of(&self, index: u32) -> Option<u32> {
+        let k = self
+            .before
+            .partition_point(|&b| b <= index)
+            .checked_sub(1)?;
+        let mut word = self.bits[k];
+        for _ in 0..index - self.before[k] {
+            word &= word.wrapping_sub(1);
+        }
+        (word != 0).then(|| (64 * k) as u32 + word.trailing_zeros())
     }
 }
 
