@@ -27,6 +27,8 @@ const DEPTH: u16 = FORWARD - 1;
 const MAX_DEPTH: u32 = DEPTH as u32;
 /// Longer code goes to the full passes, so that offsets fit in `u32` with room to spare.
 const MAX_LEN: usize = 1 << 28;
+/// Code up to this long is walked with [`crate::instr::fill_lengths`]'s table.
+const LENS_UP_TO: usize = 1 << 20;
 /// Token operands checked in one [`Resolver::tokens_pass`] call: passed in batches of this
 /// many as they are met, so that their buffer does not grow with the code.
 const TOKEN_BATCH: usize = 4096;
@@ -48,7 +50,7 @@ pub(super) struct SinglePass {
     low: Vec<u32>,
     work: Vec<(u32, u32, u32)>,
     tokens: Vec<(OperandKind, u32)>,
-    /// [`crate::instr::fill_lengths`] of the code.
+    /// [`crate::instr::fill_lengths`] of the code, when it is at most [`LENS_UP_TO`] long.
     lens: Vec<u8>,
 }
 
@@ -70,16 +72,25 @@ impl SinglePass {
             self.marks.resize(len, 0);
         }
         self.marks[..len].fill(0);
-        if self.lens.len() < len {
-            self.lens.resize(len, 0);
+        // The lengths table saves a load per instruction and costs a byte per byte of code:
+        // longer code goes without.
+        let lens = len <= LENS_UP_TO;
+        if lens {
+            if self.lens.len() < len {
+                self.lens.resize(len, 0);
+            }
+            crate::instr::fill_lengths(&buf[..len], &mut self.lens);
         }
-        crate::instr::fill_lengths(&buf[..len], &mut self.lens);
         if self.tokens.len() < TOKEN_BATCH {
             self.tokens.resize(TOKEN_BATCH, (OperandKind::None, 0));
         }
         self.edges.clear();
         self.runs.clear();
-        let (max, pending, ntok) = self.scan(buf, len, ctx, r)?;
+        let (max, pending, ntok) = if lens {
+            self.scan::<R, true>(buf, len, ctx, r)?
+        } else {
+            self.scan::<R, false>(buf, len, ctx, r)?
+        };
         // Every target must be an instruction start that does not follow a prefix; backward
         // ones were checked as they were met, forward ones can only be checked now.
         let marks = &self.marks[..len];
@@ -112,7 +123,7 @@ impl SinglePass {
     /// as 0, and whether anything reaches it is left to [`Self::all_runs_reached`]), and the
     /// number of token operands left in `tokens`.
     #[inline(never)]
-    fn scan<R: Resolver + ?Sized>(
+    fn scan<R: Resolver + ?Sized, const LENS: bool>(
         &mut self,
         buf: &[u8],
         len: usize,
@@ -120,7 +131,7 @@ impl SinglePass {
         r: &R,
     ) -> Option<(u32, bool, usize)> {
         let marks = &mut self.marks[..len];
-        let lens = &self.lens[..len];
+        let lens = if LENS { &self.lens[..len] } else { &[][..] };
         // Written by index; a full batch is passed to the resolver and the buffer reused.
         let tokens = &mut self.tokens[..TOKEN_BATCH];
         let locals = ctx.locals.unwrap_or(u32::MAX);
@@ -148,7 +159,7 @@ impl SinglePass {
             let e = entry(w, len - pos)?;
             // The same length as `e`'s where it is not 0; the next step waits for this load
             // only, not for the window and then the table.
-            let l = lens[pos] as usize;
+            let l = if LENS { lens[pos] as usize } else { 0 };
             let next = pos + if l != 0 { l } else { e.len as usize };
             let arg = (w >> e.shift) as u32 & e.mask;
             if (arg & e.vmask) + e.imm as u32 >= limits[e.var as usize & 3] {
