@@ -312,9 +312,14 @@ impl<W: std::io::Write> IoWriter<W> {
         IoWriter { inner, error: None }
     }
 
-    /// The writer and the first I/O error, if one happened.
-    pub fn into_parts(self) -> (W, Option<std::io::Error>) {
-        (self.inner, self.error)
+    /// The first I/O error since the last call, if one happened.
+    pub fn take_error(&mut self) -> Option<std::io::Error> {
+        self.error.take()
+    }
+
+    /// The writer.
+    pub fn into_inner(self) -> W {
+        self.inner
     }
 }
 
