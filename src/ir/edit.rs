@@ -167,8 +167,10 @@ impl Editor<'_> {
     }
 }
 
-/// Scratch buffers of at most this many entries are kept for the next editor on the thread.
-const KEEP_LARGEST: usize = 1 << 16;
+/// Scratch buffers of at most this many entries (16 MiB of instructions) are kept for the next
+/// editor on the thread: bodies up to that size are edited again and again without fresh pages,
+/// and a larger one's old copy is not held through its layout and verification.
+const KEEP_LARGEST: usize = 1 << 19;
 
 const TARGET: u8 = 1;
 const START: u8 = 2;
