@@ -41,11 +41,17 @@ const MAX_PREFIXES: usize = 4;
 pub(super) struct SinglePass {
     /// One mark per byte of code.
     marks: Vec<u16>,
-    /// (branch, target) of every branch, in code order.
+    /// (branch, target) of every branch but `switch`, in code order.
     edges: Vec<(u32, u32)>,
-    /// (first byte, first entry of `edges`) of each run of code entered other than by falling
-    /// through: the entry point and each instruction after an unconditional transfer.
-    runs: Vec<(u32, u32)>,
+    /// (`switch`, first entry of `cases`) of every `switch`, in code order: its targets are
+    /// kept once, not each beside the `switch`'s offset.
+    switches: Vec<(u32, u32)>,
+    /// The targets of every `switch`.
+    cases: Vec<u32>,
+    /// (first byte, first entry of `edges`, first entry of `switches`) of each run of code
+    /// entered other than by falling through: the entry point and each instruction after an
+    /// unconditional transfer.
+    runs: Vec<(u32, u32, u32)>,
     /// The first byte of each run known to be reached, for the reachability check.
     low: Vec<u32>,
     work: Vec<(u32, u32, u32)>,
@@ -85,6 +91,8 @@ impl SinglePass {
             self.tokens.resize(TOKEN_BATCH, (OperandKind::None, 0));
         }
         self.edges.clear();
+        self.switches.clear();
+        self.cases.clear();
         self.runs.clear();
         let (max, pending, ntok) = if lens {
             self.scan::<R, true>(buf, len, ctx, r)?
@@ -94,11 +102,8 @@ impl SinglePass {
         // Every target must be an instruction start that does not follow a prefix; backward
         // ones were checked as they were met, forward ones can only be checked now.
         let marks = &self.marks[..len];
-        if !self
-            .edges
-            .iter()
-            .all(|&(_, t)| marks[t as usize] & (START | AFTER_PREFIX) == START)
-        {
+        let start = |t: u32| marks[t as usize] & (START | AFTER_PREFIX) == START;
+        if !self.edges.iter().all(|&(_, t)| start(t)) || !self.cases.iter().all(|&t| start(t)) {
             return None;
         }
         if pending && !self.all_runs_reached() {
@@ -137,9 +142,11 @@ impl SinglePass {
         let locals = ctx.locals.unwrap_or(u32::MAX);
         let args = ctx.method.map_or(u32::MAX, |m| m.arg_count as u32);
         let limits = [u32::MAX, locals, args, u32::MAX];
-        self.runs.push((0, 0));
+        self.runs.push((0, 0, 0));
         let mut st = Scan {
             edges: &mut self.edges,
+            switches: &mut self.switches,
+            cases: &mut self.cases,
             runs: &mut self.runs,
             d: 0,
             max: 0,
@@ -219,6 +226,7 @@ impl SinglePass {
     #[inline(never)]
     fn all_runs_reached(&mut self) -> bool {
         let (runs, edges) = (&self.runs, &self.edges);
+        let (switches, cases) = (&self.switches, &self.cases);
         self.low.clear();
         self.low.resize(runs.len(), u32::MAX);
         self.low[0] = 0;
@@ -232,7 +240,20 @@ impl SinglePass {
             let run_edges = &edges[first..end];
             let a = run_edges.partition_point(|e| e.0 < lo);
             let b = run_edges.partition_point(|e| e.0 < hi);
-            for &(_, t) in &run_edges[a..b] {
+            let first = runs[k].2 as usize;
+            let end = runs.get(k + 1).map_or(switches.len(), |r| r.2 as usize);
+            let run_switches = &switches[first..end];
+            let sa = first + run_switches.partition_point(|s| s.0 < lo);
+            let sb = first + run_switches.partition_point(|s| s.0 < hi);
+            let switch_cases = |j: usize| {
+                let to = switches.get(j + 1).map_or(cases.len(), |s| s.1 as usize);
+                &cases[switches[j].1 as usize..to]
+            };
+            let targets = run_edges[a..b]
+                .iter()
+                .map(|e| e.1)
+                .chain((sa..sb).flat_map(|j| switch_cases(j).iter().copied()));
+            for t in targets {
                 let j = runs.partition_point(|r| r.0 <= t) - 1;
                 if t < self.low[j] {
                     self.work.push((j as u32, t, self.low[j]));
@@ -248,7 +269,9 @@ impl SinglePass {
 /// targets) update.
 struct Scan<'a> {
     edges: &'a mut Vec<(u32, u32)>,
-    runs: &'a mut Vec<(u32, u32)>,
+    switches: &'a mut Vec<(u32, u32)>,
+    cases: &'a mut Vec<u32>,
+    runs: &'a mut Vec<(u32, u32, u32)>,
     d: u32,
     max: u32,
     limit: u32,
@@ -341,21 +364,25 @@ impl Scan<'_> {
                     }
                     let table = &buf[next..next + 4 * count];
                     next += table.len();
+                    self.switches.push((pos as u32, self.cases.len() as u32));
                     for c in table.chunks_exact(4) {
                         let disp = i32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-                        self.branch(marks, pos, next as i64 + disp as i64, d)?;
+                        let t = self.branch(marks, pos, next as i64 + disp as i64, d)?;
+                        self.cases.push(t);
                     }
                     return Some(next);
                 }
             };
-            self.branch(marks, pos, next as i64 + disp, d)?;
+            let t = self.branch(marks, pos, next as i64 + disp, d)?;
+            self.edges.push((pos as u32, t));
         }
         if fx.flow.ends_block() {
             self.ended = next;
             // The next instruction starts a run: its depth is the one a forward branch
             // recorded, or 0 (III.1.7.5).
             if let Some(&m) = marks.get(next) {
-                self.runs.push((next as u32, self.edges.len() as u32));
+                let (e, s) = (self.edges.len() as u32, self.switches.len() as u32);
+                self.runs.push((next as u32, e, s));
                 if m & FORWARD != 0 {
                     self.d = (m & DEPTH) as u32;
                 } else {
@@ -368,9 +395,10 @@ impl Scan<'_> {
     }
 
     /// A branch at `from` to byte `target` with depth `d`: the depth is compared with the
-    /// target's (backward), or recorded or compared there (forward).
+    /// target's (backward), or recorded or compared there (forward). Returns the target, for
+    /// the caller to keep.
     #[inline]
-    fn branch(&mut self, marks: &mut [u16], from: usize, target: i64, d: u32) -> Option<()> {
+    fn branch(&mut self, marks: &mut [u16], from: usize, target: i64, d: u32) -> Option<u32> {
         if target < 0 || target >= marks.len() as i64 {
             return None;
         }
@@ -388,8 +416,7 @@ impl Scan<'_> {
         } else {
             marks[t] = m | FORWARD | d as u16;
         }
-        self.edges.push((from as u32, t as u32));
-        Some(())
+        Some(t as u32)
     }
 }
 
