@@ -4,7 +4,10 @@
 //! table with the growth factor of each ×10 step.
 //!
 //! `cargo run --release --example scaling -- [--sizes 10000,100000,1000000] [--timeout SECS]
-//! [--shapes a,b] [--ops a,b] [--out FILE.md]`
+//! [--shapes a,b] [--ops a,b] [--out FILE.md]`, or `-- --compare BEFORE.md AFTER.md` for a
+//! table of two such outputs side by side: time at each size and peak RSS at the largest size
+//! both ran, checked against `peak RSS ≤ 4 × body + 3 MB` (the body is the input; 3 MB is
+//! the process's resident baseline).
 //!
 //! Shapes: `straight-line`, `sequential-try`, `nested-try`, `cascade`. Ops: `disasm` (decode and
 //! the ildasm-style text), `verify` (decode and verify), `rewrite-keep` and `rewrite-short`
@@ -88,14 +91,52 @@ fn status_kb(field: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// A sink for the disassembly that keeps only its length and its `.try` lines' count: the
+/// text goes through a small buffer, counted a chunk of whole lines at a time.
+#[derive(Default)]
+struct Tally {
+    bytes: usize,
+    tries: usize,
+    buf: String,
+}
+
+impl Tally {
+    /// Counts the whole lines in the buffer and keeps the rest of the last one.
+    fn count_lines(&mut self) {
+        let whole = self.buf.rfind('\n').map_or(0, |nl| nl + 1);
+        let tries = self.buf[..whole]
+            .lines()
+            .filter(|l| l.trim_start() == ".try")
+            .count();
+        self.tries += tries;
+        self.buf.drain(..whole);
+    }
+}
+
+impl std::fmt::Write for Tally {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.bytes += s.len();
+        self.buf.push_str(s);
+        if self.buf.len() >= 1 << 16 {
+            self.count_lines();
+        }
+        Ok(())
+    }
+}
+
 /// Runs `op` on `h` once; a short description of the result, or an error.
 fn run_op(op: &str, h: &Hostile) -> Result<String, String> {
     let body = Body::parse(&h.bytes).map_err(|e| e.to_string())?;
     match op {
         "disasm" => {
-            let text = ilcheck::disasm::disassemble(&body);
-            let tries = text.lines().filter(|l| l.trim_start() == ".try").count();
-            Ok(format!("{} bytes of text, {tries} .try lines", text.len()))
+            // The text is counted as it is written, as a caller streaming it to a file would.
+            let mut tally = Tally::default();
+            ilcheck::disasm::disassemble_to(&mut tally, &body, None).map_err(|e| e.to_string())?;
+            tally.count_lines();
+            Ok(format!(
+                "{} bytes of text, {} .try lines",
+                tally.bytes, tally.tries
+            ))
         }
         "verify" => {
             let mut v = Verifier::new();
@@ -252,8 +293,114 @@ fn list(arg: Option<String>) -> Option<Vec<String>> {
     arg.map(|a| a.split(',').map(str::to_string).collect())
 }
 
+/// The rows of an output of this example: (shape, op, n) → its cells.
+type Rows = std::collections::BTreeMap<(String, String, usize), Vec<String>>;
+
+fn read_rows(path: &str) -> Result<Rows, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
+    let mut rows = Rows::new();
+    let mut shape = String::new();
+    for line in text.lines() {
+        if let Some(h) = line.strip_prefix("### ") {
+            shape = h.split_whitespace().next().unwrap_or("").to_string();
+            continue;
+        }
+        let cells: Vec<String> = line
+            .trim()
+            .trim_matches('|')
+            .split('|')
+            .map(|c| c.trim().to_string())
+            .collect();
+        if let (Some(op), Some(Ok(n))) = (cells.first(), cells.get(1).map(|n| n.parse())) {
+            rows.insert((shape.clone(), op.clone(), n), cells);
+        }
+    }
+    Ok(rows)
+}
+
+/// The number before `unit` in a cell (`23.4 MB (23.4× body)` → 23.4 for " MB").
+fn number_before(cell: &str, unit: &str) -> Option<f64> {
+    let at = cell.find(unit)?;
+    cell[..at].rsplit([' ', '(']).next()?.parse().ok()
+}
+
+/// `--compare BEFORE.md AFTER.md`: the Markdown table of the two runs side by side.
+fn compare(before: &str, after: &str, sizes: &[usize]) -> Result<String, String> {
+    let (b, a) = (read_rows(before)?, read_rows(after)?);
+    let mut md = String::from(
+        "| shape | op | time before: 10k / 100k / 1M | time after | peak RSS before, largest n \
+         | peak RSS after | ≤ 4× body + 3 MB after |\n|---|---|---|---|---|---|---|\n",
+    );
+    let time = |rows: &Rows, key: &(String, String, usize)| match rows.get(key) {
+        Some(c) if !c[2].is_empty() => c[2].clone(),
+        Some(c) if c.get(6).is_some_and(|r| r.contains("error")) => "error¹".into(),
+        _ => "—".into(),
+    };
+    let rss = |rows: &Rows, key: &(String, String, usize)| {
+        rows.get(key).and_then(|c| number_before(c.get(4)?, " MB"))
+    };
+    for shape in Shape::ALL {
+        for op in OPS {
+            let key = |n| (shape.name().to_string(), op.to_string(), n);
+            let times = |rows: &Rows| {
+                let t: Vec<String> = sizes.iter().map(|&n| time(rows, &key(n))).collect();
+                t.join(" / ")
+            };
+            let mut row = format!("| {shape} | {op} | {} | {} |", times(&b), times(&a));
+            let largest = sizes
+                .iter()
+                .rev()
+                .find(|&&n| rss(&b, &key(n)).is_some() && rss(&a, &key(n)).is_some());
+            if let Some(&n) = largest {
+                let (rb, ra) = (
+                    rss(&b, &key(n)).unwrap_or(0.0),
+                    rss(&a, &key(n)).unwrap_or(0.0),
+                );
+                let body = a
+                    .get(&key(n))
+                    .and_then(|c| number_before(c.get(6)?, " MB;"))
+                    .unwrap_or(f64::NAN);
+                let met = if ra <= 4.0 * body + 3.0 {
+                    "yes".to_string()
+                } else {
+                    format!("no ({:.1}× after the constant)", (ra - 3.0) / body)
+                };
+                row.push_str(&format!(
+                    " {rb:.1} MB ({:.1}×) at {}k | {ra:.1} MB ({:.1}×) at {}k | {met} |",
+                    rb / body,
+                    n / 1000,
+                    ra / body,
+                    n / 1000
+                ));
+            } else {
+                row.push_str(" | | |");
+            }
+            md.push_str(&row);
+            md.push('\n');
+        }
+    }
+    Ok(md)
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--compare") {
+        let sizes = [10_000, 100_000, 1_000_000];
+        return match compare(
+            args.get(1).map_or("", String::as_str),
+            args.get(2).map_or("", String::as_str),
+            &sizes,
+        ) {
+            Ok(md) => {
+                print!("{md}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("{e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     if args.first().map(String::as_str) == Some("--child") {
         let n = args.get(3).and_then(|a| a.parse().ok()).unwrap_or(0);
         return child(

@@ -295,7 +295,19 @@ fn disasm(
             return Ok(ExitCode::from(1));
         }
     };
-    print!("{}", ilcheck::disasm::disassemble(&body));
+    // Streamed: a giant body's text is never held whole.
+    let stdout = std::io::BufWriter::new(std::io::stdout().lock());
+    let mut out = ilcheck::disasm::IoWriter::new(stdout);
+    let written = ilcheck::disasm::disassemble_to(&mut out, &body, None);
+    let result = match (written, out.take_error()) {
+        (Err(_), Some(e)) => Err(e),
+        _ => std::io::Write::flush(&mut out.into_inner()),
+    };
+    match result {
+        // A reader that stops early (`| head`) ends the listing, not as an error.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(ExitCode::SUCCESS),
+        r => r.context("writing the listing")?,
+    }
     if body.len() < bytes.len() {
         println!("// {} bytes after the body's end", bytes.len() - body.len());
     }
@@ -322,6 +334,7 @@ fn disasm_assembly(
     canonical: bool,
 ) -> Result<ExitCode> {
     use ilcheck::disasm::{ImageNamer, TokenNamer};
+    use std::fmt::Write as _;
     use std::io::Write;
     let image = ilcheck::image::Image::open(path)
         .with_context(|| format!("{}: not a readable .NET assembly", path.display()))?;
@@ -362,29 +375,30 @@ fn disasm_assembly(
     }
     let namer = ImageNamer::new(&image);
     let names = (!raw_tokens).then_some(&namer as &dyn TokenNamer);
-    let mut stdout = std::io::BufWriter::new(std::io::stdout().lock());
+    // Each method's text is streamed: a giant body's is never held whole.
+    let mut out = ilcheck::disasm::IoWriter::new(std::io::BufWriter::new(std::io::stdout().lock()));
     let mut failed = false;
-    let mut text = String::new();
     for (n, method) in chosen.iter().enumerate() {
-        text.clear();
         if n > 0 {
-            text.push('\n');
+            let _ = out.write_char('\n');
         }
-        if let Err(why) = ilcheck::disasm::write_method(&mut text, method, names) {
+        if let Err(why) = ilcheck::disasm::write_method(&mut out, method, names) {
             eprintln!("{}: {why}", path.display());
             failed = true;
         }
         if canonical && let Ok(body) = method.decoded_body() {
-            let mut out = Vec::new();
-            body.encode_canonical(&mut out)?;
-            text.push_str(&format!("// canonical: {}\n", ilcheck::disasm::hex(&out)));
+            let mut bytes = Vec::new();
+            body.encode_canonical(&mut bytes)?;
+            let _ = writeln!(out, "// canonical: {}", ilcheck::disasm::hex(&bytes));
         }
-        match stdout.write_all(text.as_bytes()) {
+        match out.take_error() {
             // A reader that stops early (`| head`) ends the listing, not as an error.
-            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(ExitCode::SUCCESS),
-            r => r.context("writing the listing")?,
+            Some(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(ExitCode::SUCCESS),
+            Some(e) => return Err(e).context("writing the listing"),
+            None => {}
         }
     }
+    let mut stdout = out.into_inner();
     match stdout.flush() {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
         r => r.context("writing the listing")?,

@@ -15,6 +15,7 @@ use crate::body::{Body, Clause, ClauseKind, Header, SectionContent};
 use crate::image::{ImageError, Method};
 use crate::instr::{Instruction, Instructions, Operand, decode_with_len};
 use crate::opcode::OperandKind;
+use std::borrow::Cow;
 use std::cmp::Reverse;
 use std::fmt::{self, Write};
 
@@ -157,41 +158,52 @@ impl RegionLabel {
     /// filter's handler), the brace line, each after `indent`.
     fn write_open(
         self,
-        out: &mut String,
+        out: &mut impl Write,
         indent: &str,
         names: Option<&dyn TokenNamer>,
     ) -> fmt::Result {
-        out.push_str(indent);
+        out.write_str(indent)?;
         match self {
-            RegionLabel::Try => out.push_str(".try"),
-            RegionLabel::Filter => out.push_str("filter"),
+            RegionLabel::Try => out.write_str(".try")?,
+            RegionLabel::Filter => out.write_str("filter")?,
             RegionLabel::Catch(class) => {
-                out.push_str("catch ");
+                out.write_str("catch ")?;
                 write_token(out, names, OperandKind::Type, class)?;
             }
-            RegionLabel::FilterHandler => {
-                out.push_str("{  // handler\n");
-                return Ok(());
-            }
-            RegionLabel::Finally => out.push_str("finally"),
-            RegionLabel::Fault => out.push_str("fault"),
+            RegionLabel::FilterHandler => return out.write_str("{  // handler\n"),
+            RegionLabel::Finally => out.write_str("finally")?,
+            RegionLabel::Fault => out.write_str("fault")?,
             RegionLabel::Invalid(flags) => write!(out, "handler (flags {flags:#x})")?,
         }
-        out.push('\n');
-        out.push_str(indent);
-        out.push_str("{\n");
-        Ok(())
+        out.write_char('\n')?;
+        out.write_str(indent)?;
+        out.write_str("{\n")
     }
 }
 
-/// One region of the structured EH view.
+/// One region of the structured EH view, in twelve bytes: its label is read from its clause.
 #[derive(Clone, Copy, Debug)]
 struct Region {
     start: u32,
     end: u32,
-    label: RegionLabel,
-    /// Where the clauses list it: regions with the same bounds keep this order.
+    /// `3 × clause + part` (0 the try, 1 the filter, 2 the handler): the order the clauses list
+    /// regions in, which regions with the same bounds keep.
     seq: u32,
+}
+
+impl Region {
+    /// The clause this region belongs to.
+    fn clause(self) -> usize {
+        (self.seq / 3) as usize
+    }
+
+    fn label(self, clauses: &[Clause]) -> RegionLabel {
+        match self.seq % 3 {
+            0 => RegionLabel::Try,
+            1 => RegionLabel::Filter,
+            _ => RegionLabel::handler(&clauses[self.clause()]),
+        }
+    }
 }
 
 /// Regions nested deeper than this are indented as deep as this: fully indented, the text of
@@ -204,43 +216,56 @@ struct Nesting {
     depth: usize,
 }
 
+/// The instruction starts of a body's code, one bit per byte.
+struct Starts {
+    bits: Vec<u64>,
+    len: u32,
+}
+
+impl Starts {
+    /// Whether byte `o` starts an instruction or is the end of the code.
+    fn on_boundary(&self, o: u64) -> bool {
+        o == self.len as u64
+            || (o < self.len as u64 && self.bits[(o / 64) as usize] & (1 << (o % 64)) != 0)
+    }
+}
+
 /// Regions in print order (outer before inner), or `None` when they do not nest cleanly on
 /// instruction boundaries; then only the flat listing and the table are shown.
-fn nested_regions(clauses: &[Clause], starts: &[u32], code_len: u32) -> Option<Nesting> {
-    let on_boundary = |o: u64| o == code_len as u64 || starts.binary_search(&(o as u32)).is_ok();
+fn nested_regions(clauses: &[Clause], starts: &Starts) -> Option<Nesting> {
+    // `seq` numbers three parts per clause.
+    if clauses.len() > (u32::MAX / 3) as usize {
+        return None;
+    }
     let mut regions: Vec<Region> = Vec::with_capacity(2 * clauses.len());
-    let mut push = |start: u64, end: u64, label: RegionLabel| -> Option<()> {
-        if start >= end || !on_boundary(start) || !on_boundary(end) {
+    let mut push = |start: u64, end: u64, seq: usize| -> Option<()> {
+        if start >= end || !starts.on_boundary(start) || !starts.on_boundary(end) {
             return None;
         }
-        let seq = regions.len() as u32;
         regions.push(Region {
             start: start as u32,
             end: end as u32,
-            label,
-            seq,
+            seq: seq as u32,
         });
         Some(())
     };
-    for c in clauses {
-        push(c.try_offset as u64, c.try_end(), RegionLabel::Try)?;
+    for (ci, c) in clauses.iter().enumerate() {
+        push(c.try_offset as u64, c.try_end(), 3 * ci)?;
         if c.kind() == ClauseKind::Filter {
             push(
                 c.class_or_filter as u64,
                 c.handler_offset as u64,
-                RegionLabel::Filter,
+                3 * ci + 1,
             )?;
         }
-        push(
-            c.handler_offset as u64,
-            c.handler_end(),
-            RegionLabel::handler(c),
-        )?;
+        push(c.handler_offset as u64, c.handler_end(), 3 * ci + 2)?;
     }
     // A region listed again (a try shared by several clauses) is shown once, where it is first
     // listed: sorted, equal regions are neighbours, the first listed first.
-    regions.sort_unstable_by_key(|r| (r.start, Reverse(r.end), r.label, r.seq));
-    regions.dedup_by(|r, kept| (r.start, r.end, r.label) == (kept.start, kept.end, kept.label));
+    regions.sort_unstable_by_key(|r| (r.start, Reverse(r.end), r.label(clauses), r.seq));
+    regions.dedup_by(|r, kept| {
+        (r.start, r.end, r.label(clauses)) == (kept.start, kept.end, kept.label(clauses))
+    });
     // Outer before inner; regions with the same bounds in the order the clauses list them.
     regions.sort_unstable_by_key(|r| (r.start, Reverse(r.end), r.seq));
     let mut open: Vec<u32> = Vec::new();
@@ -268,8 +293,53 @@ pub fn disassemble(body: &Body<'_>) -> String {
 pub fn disassemble_with(body: &Body<'_>, names: Option<&dyn TokenNamer>) -> String {
     let mut out = String::new();
     // Writing to a String cannot fail.
-    let _ = write_body(&mut out, body, names);
+    let _ = disassemble_to(&mut out, body, names);
     out
+}
+
+/// Writes the text [`disassemble_with`] returns to `out` as it is made: the memory used is a
+/// few bytes per instruction start and per EH region, whatever the length of the text. An
+/// error is `out`'s.
+pub fn disassemble_to(
+    out: &mut impl Write,
+    body: &Body<'_>,
+    names: Option<&dyn TokenNamer>,
+) -> fmt::Result {
+    write_body(out, body, names)
+}
+
+/// An [`std::io::Write`] as a [`fmt::Write`], for [`disassemble_to`]: the first I/O error is
+/// kept (a `fmt::Error` says only that one happened).
+#[derive(Debug)]
+pub struct IoWriter<W: std::io::Write> {
+    inner: W,
+    error: Option<std::io::Error>,
+}
+
+impl<W: std::io::Write> IoWriter<W> {
+    /// Writes to `inner`.
+    pub fn new(inner: W) -> Self {
+        IoWriter { inner, error: None }
+    }
+
+    /// The first I/O error since the last call, if one happened.
+    pub fn take_error(&mut self) -> Option<std::io::Error> {
+        self.error.take()
+    }
+
+    /// The writer.
+    pub fn into_inner(self) -> W {
+        self.inner
+    }
+}
+
+impl<W: std::io::Write> Write for IoWriter<W> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        self.inner.write_all(s.as_bytes()).map_err(|e| {
+            self.error.get_or_insert(e);
+            fmt::Error
+        })
+    }
 }
 
 /// The text of one method of an image: a header line with its MethodDef token, full name (as
@@ -278,7 +348,7 @@ pub fn disassemble_with(body: &Body<'_>, names: Option<&dyn TokenNamer>) -> Stri
 /// it does not decode, or some of its code does not — while the text still shows what could
 /// be read.
 pub fn write_method(
-    out: &mut String,
+    out: &mut impl Write,
     method: &Method<'_>,
     names: Option<&dyn TokenNamer>,
 ) -> Result<(), String> {
@@ -287,7 +357,7 @@ pub fn write_method(
         .unwrap_or_else(|e| format!("<name unreadable: {e}>"));
     let _ = write!(out, "// method {} {name}", method.token());
     if method.rva() == 0 {
-        out.push_str(", RVA 0: no body\n");
+        let _ = out.write_str(", RVA 0: no body\n");
         return Ok(());
     }
     let _ = writeln!(out, ", RVA {:#x}", method.rva());
@@ -309,7 +379,11 @@ pub fn write_method(
         .map_err(|e| e.to_string())
 }
 
-fn write_body(out: &mut String, body: &Body<'_>, names: Option<&dyn TokenNamer>) -> fmt::Result {
+fn write_body(
+    out: &mut impl Write,
+    body: &Body<'_>,
+    names: Option<&dyn TokenNamer>,
+) -> fmt::Result {
     match &body.header {
         Header::Tiny => writeln!(out, "// tiny header, code size {}", body.code.len())?,
         Header::Fat(h) => {
@@ -331,14 +405,21 @@ fn write_body(out: &mut String, body: &Body<'_>, names: Option<&dyn TokenNamer>)
         write!(out, ".locals {init}")?;
         let mut locals = String::new();
         match names.map(|n| n.write_locals(body.local_sig(), &mut locals)) {
-            Some(Ok(())) => out.push_str(&locals),
+            Some(Ok(())) => out.write_str(&locals)?,
             None => write!(out, "{:#010x}", body.local_sig())?,
             Some(Err(why)) => write!(out, "{:#010x}  // {why}", body.local_sig())?,
         }
-        out.push('\n');
+        out.write_char('\n')?;
     }
-    let clauses: Vec<Clause> = body.clauses().copied().collect();
+    // The clauses of one EH section (the common case) are borrowed, not copied.
+    let mut eh = body.sections.iter().filter(|s| s.is_eh());
+    let clauses = match (eh.next(), eh.next()) {
+        (None, _) => Cow::Borrowed(&[][..]),
+        (Some(s), None) => Cow::Borrowed(s.clauses()),
+        (Some(_), Some(_)) => Cow::Owned(body.clauses().copied().collect::<Vec<Clause>>()),
+    };
     write_code_with(out, body.code, &clauses, names)?;
+    drop(clauses);
     for (n, s) in body.sections.iter().enumerate() {
         let form = if s.is_fat() { "fat" } else { "small" };
         write!(
@@ -363,7 +444,7 @@ fn write_body(out: &mut String, body: &Body<'_>, names: Option<&dyn TokenNamer>)
                         c.flags
                     )?;
                     write_range(out, c.try_offset as u64, c.try_end())?;
-                    out.push_str(" handler ");
+                    out.write_str(" handler ")?;
                     write_range(out, c.handler_offset as u64, c.handler_end())?;
                     match c.kind() {
                         ClauseKind::Catch => write!(out, " class {:#010x}", c.class_or_filter)?,
@@ -382,34 +463,44 @@ fn write_body(out: &mut String, body: &Body<'_>, names: Option<&dyn TokenNamer>)
     Ok(())
 }
 
-fn write_range(out: &mut String, start: u64, end: u64) -> fmt::Result {
+fn write_range(out: &mut impl Write, start: u64, end: u64) -> fmt::Result {
     write!(out, "IL_{start:04x} to IL_{end:04x}")
 }
 
 /// Writes the instruction listing, structured by EH regions when they nest, tokens raw.
-pub fn write_code(out: &mut String, code: &[u8], clauses: &[Clause]) -> fmt::Result {
+pub fn write_code(out: &mut impl Write, code: &[u8], clauses: &[Clause]) -> fmt::Result {
     write_code_with(out, code, clauses, None)
 }
 
 /// Writes the instruction listing, structured by EH regions when they nest; tokens named by
 /// `names` when given.
 pub fn write_code_with(
-    out: &mut String,
+    out: &mut impl Write,
     code: &[u8],
     clauses: &[Clause],
     names: Option<&dyn TokenNamer>,
 ) -> fmt::Result {
     // The code is walked twice, first for the instruction starts that region bounds must be
-    // on, so that no decoded instruction is kept.
-    let mut starts: Vec<u32> = Vec::new();
+    // on (a bit per byte, only when there are regions), so that no decoded instruction is kept.
+    let mut starts = Starts {
+        bits: Vec::new(),
+        len: code.len() as u32,
+    };
+    if !clauses.is_empty() {
+        starts.bits.resize(code.len().div_ceil(64), 0);
+    }
     let mut error = None;
     for i in Instructions::new(code) {
         match i {
-            Ok(i) => starts.push(i.offset),
+            Ok(i) => {
+                if let Some(w) = starts.bits.get_mut(i.offset as usize / 64) {
+                    *w |= 1 << (i.offset % 64);
+                }
+            }
             Err(e) => error = Some(e),
         }
     }
-    let nesting = nested_regions(clauses, &starts, code.len() as u32);
+    let nesting = nested_regions(clauses, &starts);
     drop(starts);
     let (regions, depth) = nesting.map_or((Vec::new(), 0), |n| (n.regions, n.depth));
     if regions.is_empty() && !clauses.is_empty() {
@@ -429,9 +520,10 @@ pub fn write_code_with(
     let mut next_region = 0;
     let mut open: Vec<u32> = Vec::new();
     for i in Instructions::new(code).flatten() {
-        close_until(out, &mut open, i.offset, &indent);
+        close_until(out, &mut open, i.offset, &indent)?;
         while let Some(r) = regions.get(next_region).filter(|r| r.start == i.offset) {
-            r.label.write_open(out, indent(open.len()), names)?;
+            r.label(clauses)
+                .write_open(out, indent(open.len()), names)?;
             open.push(r.end);
             next_region += 1;
         }
@@ -443,9 +535,9 @@ pub fn write_code_with(
             i.opcode.name()
         )?;
         write_operand_with(out, &i, names)?;
-        out.push('\n');
+        out.write_char('\n')?;
     }
-    close_until(out, &mut open, u32::MAX, &indent);
+    close_until(out, &mut open, u32::MAX, &indent)?;
     if let Some(e) = error {
         let at = e.offset() as usize;
         writeln!(
@@ -459,16 +551,17 @@ pub fn write_code_with(
 
 /// Closes every open region that ends at or before `offset`.
 fn close_until<'s>(
-    out: &mut String,
+    out: &mut impl Write,
     open: &mut Vec<u32>,
     offset: u32,
     indent: &dyn Fn(usize) -> &'s str,
-) {
+) -> fmt::Result {
     while open.last().is_some_and(|&end| end <= offset) {
         open.pop();
-        out.push_str(indent(open.len()));
-        out.push_str("}\n");
+        out.write_str(indent(open.len()))?;
+        out.write_str("}\n")?;
     }
+    Ok(())
 }
 
 /// Space-separated upper-case hex bytes.

@@ -150,6 +150,14 @@ impl Editor<'_> {
     /// instead, or fails, just frees them).
     fn recycle(mut self) {
         let s = &mut *self.s;
+        // A giant body's old instructions and labels are let go, not kept through its layout
+        // and verification.
+        if s.instrs.capacity() > KEEP_LARGEST {
+            s.instrs = Vec::new();
+        }
+        if s.labels.capacity() > KEEP_LARGEST {
+            s.labels = Vec::new();
+        }
         s.ops.clear();
         s.code.clear();
         s.binds.clear();
@@ -158,6 +166,11 @@ impl Editor<'_> {
         let _ = SCRATCH.try_with(|c| c.set(Some(self.s)));
     }
 }
+
+/// Scratch buffers of at most this many entries (16 MiB of instructions) are kept for the next
+/// editor on the thread: bodies up to that size are edited again and again without fresh pages,
+/// and a larger one's old copy is not held through its layout and verification.
+const KEEP_LARGEST: usize = 1 << 19;
 
 const TARGET: u8 = 1;
 const START: u8 = 2;

@@ -191,6 +191,10 @@ struct Enc {
     bytes: u16,
 }
 
+/// Instructions `place` makes room for at a time (ten bytes each, but for a `switch` or an
+/// instruction with prefixes, which make room for themselves).
+const ROOM_AHEAD: usize = 4096;
+
 /// By [`enc_key`].
 static ENC: [Enc; 512] = {
     let mut t = [Enc {
@@ -488,14 +492,16 @@ impl Layout {
         self.widened.clear();
         self.offsets.reserve(n + 1);
         // Ten bytes hold any instruction but a `switch` or one with prefixes, which make room
-        // for themselves and what follows; the rest is slack for 8-byte writes. Bytes from an
-        // earlier method need no clearing: the code covers all of them.
-        let room = 10 * n + 16;
-        if self.code.len() < room {
-            self.code.resize(room, 0);
-        }
+        // for themselves and what follows; the rest is slack for 8-byte writes. Room is made
+        // for [`ROOM_AHEAD`] instructions at a time, so the buffer grows with the code, not ten
+        // times the instructions. Bytes from an earlier method need no clearing: the code
+        // covers all of them.
+        self.make_room(0);
         let mut at: u64 = 0;
         for (index, ins) in m.instrs.iter().enumerate() {
+            if index % ROOM_AHEAD == 0 {
+                self.make_room(at);
+            }
             let e = &ENC[enc_key(ins.opcode)];
             if !operand_fits(ins, e) {
                 return Err(LayoutError::OperandMismatch {
@@ -543,7 +549,7 @@ impl Layout {
                         return Err(LayoutError::UnboundLabel { index, label: l.0 });
                     }
                     let size = 5 + 4 * t.len as u64;
-                    self.make_room(m, at + size);
+                    self.make_room(at + size);
                     put8(
                         &mut self.code,
                         at as usize,
@@ -654,7 +660,7 @@ impl Layout {
             }
         };
         let size: u64 = ps.iter().map(|p| prefix_size(p) as u64).sum();
-        self.make_room(m, at + size);
+        self.make_room(at + size);
         let mut p_at = at as usize;
         for p in ps {
             put8(&mut self.code, p_at, prefix_word(p));
@@ -665,15 +671,19 @@ impl Layout {
 
     /// Grows the code buffer to hold `end` bytes and, after them, ten bytes for each
     /// instruction of `m` and the 8-byte write slack.
-    fn make_room(&mut self, m: &Method, end: u64) {
+    /// Makes `code` hold bytes up to `end` and [`ROOM_AHEAD`] instructions of ten bytes after
+    /// it, with slack for 8-byte writes; it grows by half at least, so a body's layout grows
+    /// it a logarithmic number of times.
+    fn make_room(&mut self, end: u64) {
         if end > i32::MAX as u64 {
             // Past what any body can hold; `place` reports the size once every instruction
             // has been checked, so stop writing and only count.
             return;
         }
-        let need = end as usize + 10 * m.instrs.len() + 16;
+        let need = end as usize + 10 * ROOM_AHEAD + 16;
         if self.code.len() < need {
-            self.code.resize(need.max(2 * self.code.len()), 0);
+            self.code
+                .resize(need.max(self.code.len() + self.code.len() / 2), 0);
         }
     }
 

@@ -7,6 +7,7 @@ use super::method::*;
 use crate::body::{Body, ClauseKind, SectionContent};
 use crate::instr::{self, InstrError};
 use crate::opcode::{Opcode, OperandKind};
+use crate::verify::StartIndex;
 use std::mem::MaybeUninit;
 
 /// Why a body cannot be lifted. Offsets are IL offsets from the start of the code.
@@ -146,13 +147,9 @@ impl Method {
 pub struct Lifter {
     /// The code being lifted followed by [`PAD`] zero bytes.
     code: Vec<u8>,
-    /// Byte offset → `base` + the IR instruction starting there (at its first prefix). Each
-    /// body takes a fresh range of values, so entries below its base are stale and the
-    /// table needs no clearing between bodies.
-    index_at: Vec<u32>,
-    /// The first value of the range the next body's `index_at` entries take (never 0, the
-    /// value of entries never written).
-    base: u32,
+    /// Where each IR instruction starts (at its first prefix), a bit per byte of code, and
+    /// the instruction index of each start.
+    starts: StartIndex,
     /// Absolute byte target of each provisional label, and who holds it: an instruction
     /// index, or a `switch` table slot tagged with [`SWITCH_SLOT`].
     targets: Vec<(i64, u32)>,
@@ -165,10 +162,10 @@ struct Decoder<'a> {
     /// instructions, their targets provisional until resolved. Every entry below `n` is
     /// written.
     instrs: &'a mut [MaybeUninit<Instr>],
-    index_at: &'a mut [u32],
-    /// Added to instruction indices in `index_at`.
-    base: u32,
-    targets: &'a mut [(i64, u32)],
+    /// A bit per byte: an instruction starts there.
+    starts: &'a mut [u64],
+    /// Grown by the slow path when the fast loop stops at a full one.
+    targets: &'a mut Vec<(i64, u32)>,
     prefixes: &'a mut Vec<Prefix>,
     switch_targets: &'a mut Vec<Label>,
     /// Instructions written.
@@ -186,10 +183,9 @@ impl Decoder<'_> {
             let fast = fast_run(
                 Bufs {
                     instrs: self.instrs,
-                    index_at: self.index_at,
-                    targets: self.targets,
+                    starts: self.starts,
+                    targets: &mut self.targets[..],
                 },
-                self.base,
                 (&mut self.n, &mut self.t),
                 code,
                 len,
@@ -242,8 +238,19 @@ impl Decoder<'_> {
             prefixes
         };
         let idx = self.n;
-        self.index_at[start] = self.base + idx as u32;
+        self.starts[start / 64] |= 1 << (start % 64);
         let next = pos + size;
+        // Room for this instruction's targets: the buffer doubles, so it is grown a
+        // logarithmic number of times.
+        let count = match &i.operand {
+            instr::Operand::ShortBranch(_) | instr::Operand::Branch(_) => 1,
+            instr::Operand::Switch(t) => t.len(),
+            _ => 0,
+        };
+        if self.targets.len() < self.t + count {
+            let size = (2 * self.targets.len()).max(self.t + count).max(64);
+            self.targets.resize(size, (0, 0));
+        }
         let mut provisional = |target: i64, holder: u32| {
             let t = self.t;
             self.targets[t] = (target, holder);
@@ -291,18 +298,18 @@ impl Decoder<'_> {
 /// The slices the fast loop writes.
 struct Bufs<'a> {
     instrs: &'a mut [MaybeUninit<Instr>],
-    index_at: &'a mut [u32],
+    starts: &'a mut [u64],
     targets: &'a mut [(i64, u32)],
 }
 
 /// Decodes fixed-size instructions from `pos` to the end of the code (`None`), or up to one
-/// that needs the codec's decoder (its offset). A function of its own, with its state in
+/// that needs the codec's decoder (its offset), or up to a branch when `targets` is full (its
+/// offset: the slow path grows it). A function of its own, with its state in
 /// locals: nothing the loop stores can alias its buffers' bounds or its counters, so they stay
 /// in registers instead of being reloaded after every store.
 #[inline(never)]
 fn fast_run(
     b: Bufs<'_>,
-    base: u32,
     (n_out, t_out): (&mut usize, &mut usize),
     code: &[u8],
     len: usize,
@@ -310,7 +317,7 @@ fn fast_run(
 ) -> Option<usize> {
     let Bufs {
         instrs,
-        index_at,
+        starts,
         targets,
     } = b;
     let (mut n, mut t) = (*n_out, *t_out);
@@ -325,7 +332,7 @@ fn fast_run(
         }
         let e = TABLE[key];
         let size = e.len as usize;
-        if size == 0 || len - pos < size {
+        if size == 0 || len - pos < size || (t == targets.len() && e.arg >= arg::BR1) {
             break Some(pos);
         }
         // One load covers every operand; each arm keeps the bytes it needs.
@@ -333,7 +340,7 @@ fn fast_run(
         let raw = u64::from_le_bytes(code[at..at + 8].try_into().unwrap_or([0; 8]));
         let next = pos + size;
         let idx = n;
-        index_at[pos] = base + idx as u32;
+        starts[pos / 64] |= 1 << (pos % 64);
         n = idx + 1;
         // One write per arm: merged, the arms would all write every operand field.
         macro_rules! put {
@@ -401,19 +408,12 @@ impl Lifter {
         m.raw_sections.clear();
         // An instruction takes at least a byte.
         m.instrs.reserve(len);
-        at_least(&mut self.index_at, len, 0);
-        // Instruction indices are below `len`: this body's entries are in base..base + len.
-        if self.base == 0 || self.base as usize + len >= u32::MAX as usize {
-            self.index_at.fill(0);
-            self.base = 1;
-        }
-        let base = self.base;
-        self.base += len as u32;
-        at_least(&mut self.targets, len, (0, 0));
+        self.starts.reset(len);
+        // Grown as branches are met (a branch takes at least two bytes).
+        at_least(&mut self.targets, (len / 16).min(1 << 16), (0, 0));
         let mut d = Decoder {
             instrs: &mut m.instrs.spare_capacity_mut()[..len],
-            index_at: &mut self.index_at,
-            base,
+            starts: &mut self.starts.bits,
             targets: &mut self.targets,
             prefixes: &mut m.prefixes,
             switch_targets: &mut m.switch_targets,
@@ -430,13 +430,14 @@ impl Lifter {
         unsafe { m.instrs.set_len(n) };
         decoded?;
         let instrs = &mut m.instrs[..];
-        let index_at = &self.index_at[..len];
+        self.starts.count();
+        let starts = &self.starts;
         let index_of = |offset: i64| -> Option<usize> {
             if offset == len as i64 {
                 return Some(n);
             }
             let o = usize::try_from(offset).ok().filter(|&o| o < len)?;
-            let i = index_at[o].checked_sub(base)? as usize;
+            let i = starts.get(o as u32)? as usize;
             (i < n).then_some(i)
         };
 
@@ -449,7 +450,7 @@ impl Lifter {
             for (k, &(target, holder)) in self.targets[..t].iter().enumerate() {
                 // Targets at the very end of the code are not instructions either.
                 let Some(idx) = index_of(target).filter(|&i| i < n) else {
-                    let (offset, opcode) = owner_of(instrs, index_at, base, k);
+                    let (offset, opcode) = owner_of(instrs, starts, k);
                     return Err(IrError::TargetNotInstruction {
                         offset,
                         opcode,
@@ -523,12 +524,25 @@ impl Lifter {
                 }),
             }
         }
+        self.release_large();
         Ok(())
+    }
+
+    /// Lets go of buffers sized for code longer than [`KEEP_LARGEST`] bytes, so that a giant
+    /// body's layout and verification do not hold them too (the next body that long allocates
+    /// them again).
+    fn release_large(&mut self) {
+        if self.code.len() > KEEP_LARGEST {
+            *self = Lifter::default();
+        }
     }
 }
 
+/// See [`Lifter::release_large`].
+const KEEP_LARGEST: usize = 1 << 20;
+
 /// The offset and opcode of the instruction that owns provisional target `k`.
-fn owner_of(instrs: &[Instr], index_at: &[u32], base: u32, k: usize) -> (u32, Opcode) {
+fn owner_of(instrs: &[Instr], starts: &StartIndex, k: usize) -> (u32, Opcode) {
     let mut seen = 0usize;
     for (idx, ins) in instrs.iter().enumerate() {
         let count = match ins.operand {
@@ -537,10 +551,7 @@ fn owner_of(instrs: &[Instr], index_at: &[u32], base: u32, k: usize) -> (u32, Op
             _ => 0,
         };
         if k < seen + count {
-            let offset = index_at
-                .iter()
-                .position(|&i| i.checked_sub(base) == Some(idx as u32));
-            return (offset.unwrap_or(0) as u32, ins.opcode);
+            return (starts.offset_of(idx as u32).unwrap_or(0), ins.opcode);
         }
         seen += count;
     }

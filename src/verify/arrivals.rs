@@ -110,15 +110,9 @@ pub(super) fn explain<R: Resolver + ?Sized>(v: &mut Verifier, r: &R) {
         );
     }
     let Found { at, more } = found;
-    let Verifier {
-        out,
-        ins,
-        at: index,
-        ..
-    } = v;
-    let ins = &ins[..n];
+    let Verifier { out, starts, .. } = v;
     for d in out.diags.iter_mut().filter(|d| explained(d.code)) {
-        let Some(i) = super::start_at(ins, index, d.offset) else {
+        let Some(i) = starts.get(d.offset) else {
             continue;
         };
         let Some(list) = at.get(&i) else { continue };

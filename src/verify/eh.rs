@@ -43,6 +43,10 @@ impl fmt::Display for RegionKind {
     }
 }
 
+/// Scratch buffers of at most this many entries are kept between bodies; larger ones are let go
+/// when their pass is done, so that a giant body's peak does not hold them all at once.
+pub(super) const KEEP_LARGEST: usize = 1 << 16;
+
 /// One region as a byte interval, before the sweep.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Interval {
@@ -106,6 +110,12 @@ pub(super) fn check<R: Resolver + ?Sized>(
     }
     let mut intervals = std::mem::take(&mut v.intervals);
     intervals.clear();
+    // Exactly as many as the clauses' regions, not the next power of two.
+    let filters = clauses
+        .iter()
+        .filter(|c| c.kind() == ClauseKind::Filter)
+        .count();
+    intervals.reserve_exact(2 * clauses.len() + filters);
     for (ci, c) in clauses.iter().enumerate() {
         let clause = ci as u32;
         let handler = match c.kind() {
@@ -137,7 +147,10 @@ pub(super) fn check<R: Resolver + ?Sized>(
     }
     intervals.sort_unstable_by_key(|x| (x.start, Reverse(x.end), x.kind, x.clause));
     let ok = build_tree(v, &intervals, clauses);
-    v.intervals = intervals;
+    // Kept for the next body unless large: the passes after this one would hold it too.
+    if intervals.capacity() <= KEEP_LARGEST {
+        v.intervals = intervals;
+    }
     if !ok {
         v.nodes.clear();
         return false;
@@ -270,6 +283,8 @@ fn build_tree(v: &mut Verifier, intervals: &[Interval], clauses: &[Clause]) -> b
     v.open.clear();
     v.try_node.clear();
     v.try_node.resize(clauses.len(), NONE);
+    // A node per interval at most.
+    v.nodes.reserve_exact(intervals.len());
     for x in intervals {
         while let Some(&top) = v.open.last() {
             if v.nodes[top as usize].end <= x.start {

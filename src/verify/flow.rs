@@ -2,7 +2,7 @@
 //! entering and leaving protected regions.
 
 use super::eh::RegionKind;
-use super::{Code, Ctx, Ins, NONE, Out, Resolver, Verifier, flag, fx, operand, start_at};
+use super::{Code, Ctx, Ins, NONE, Out, Resolver, Verifier, flag, fx, operand};
 use crate::instr::{InstrError, decode_with_len};
 use crate::opcode::OperandKind;
 use crate::opcode::{Flow, Opcode};
@@ -20,26 +20,35 @@ pub(super) fn decode<R: Resolver + ?Sized>(
     ctx: &Ctx,
     r: &R,
 ) -> bool {
-    // The buffers only grow, to the largest body so far: writing by index into them keeps
-    // the loop free of calls (and so of spills), and needs no per-body clearing. Each holds
-    // at most one entry per byte of code (a token operand takes five, a branch two).
-    if v.ins.len() < len {
-        v.ins.resize(len, fx::DEC[0].ins);
-        v.at.resize(len, NONE);
-        v.targets.resize(len, 0);
-        v.branches.resize(len / 2 + 1, 0);
-        v.special.resize(len, 0);
-        v.tokens.resize(len / 5 + 1, (OperandKind::None, 0));
-    }
-    let tokens = match decode_into::<R, false>(v, buf, len, ctx, r) {
-        Some(tokens) => tokens,
-        None => return decode_into::<R, true>(v, buf, len, ctx, r).is_some(),
+    let decoded = match decode_into::<R, false>(v, buf, len, ctx, r) {
+        Some(tokens) if r.tokens_pass(&v.tokens[..tokens]) => true,
+        _ => decode_into::<R, true>(v, buf, len, ctx, r).is_some(),
     };
-    if r.tokens_pass(&v.tokens[..tokens]) {
-        true
-    } else {
-        decode_into::<R, true>(v, buf, len, ctx, r).is_some()
+    if decoded {
+        v.starts.build(&v.ins[..v.n], len);
     }
+    decoded
+}
+
+/// Token operands checked in one [`Resolver::tokens_pass`] call: the fast decode passes them in
+/// batches of this many, so that their buffer does not grow with the code.
+pub(super) const TOKEN_BATCH: usize = 4096;
+
+/// When `buf` has fewer than `min` entries past `used`, makes it hold `want` past `used` (but
+/// no more than `cap` in all, the most a body of this length can need, and never fewer than
+/// `min`).
+fn grow<T: Copy>(buf: &mut Vec<T>, used: usize, min: usize, want: usize, cap: usize, fill: T) {
+    if buf.len() - used.min(buf.len()) < min {
+        buf.resize((used + want).min(cap).max(used + min), fill);
+    }
+}
+
+/// The entries a buffer that holds `used` for the first `pos` bytes of `len` needs for the
+/// rest, at the same rate, with an eighth to spare; at least half of `used` (so a buffer grows
+/// geometrically however the code changes) and 64.
+fn projected(used: usize, pos: usize, len: usize) -> usize {
+    let rest = (used as u128 * (len - pos) as u128 / pos.max(1) as u128) as usize;
+    (rest + rest / 8).max(used / 2).max(64)
 }
 
 /// The eight bytes at `code[pos..]`, zero-padded past the end.
@@ -80,8 +89,13 @@ fn window_short(code: &[u8], pos: usize) -> u64 {
 /// reads at the end. One table lookup per instruction ([`fx::DEC`]). With `REPORT`, reports
 /// every operand fault and sends anything undecodable to the codec's decoder for the exact
 /// error; without it, stops at the first fault, reporting nothing, and leaves token operands
-/// in `v.tokens` for one [`Resolver::tokens_pass`] call. Returns the number of token operands
-/// left there, or `None` when the stream does not decode (or, without `REPORT`, at any fault).
+/// in `v.tokens` for [`Resolver::tokens_pass`] (a full batch of [`TOKEN_BATCH`] is passed on
+/// the way, and one that fails is a fault). Returns the number of token operands left there,
+/// or `None` when the stream does not decode (or, without `REPORT`, at any fault).
+///
+/// The buffers grow with the instructions, not the bytes: the loop decodes in stretches, each
+/// as long as every buffer has room for (a switch's targets are checked on their own), and
+/// grows them between stretches.
 #[inline(never)]
 pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
     v: &mut Verifier,
@@ -91,23 +105,6 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
     r: &R,
 ) -> Option<usize> {
     let code = &buf[..len];
-    // Borrowed apart from the findings, so that reporting does not force the buffers' headers
-    // to be reloaded after every call.
-    let Verifier {
-        ins,
-        at,
-        targets,
-        branches,
-        special,
-        tokens,
-        out,
-        ..
-    } = v;
-    // Sized by the caller; `at` is never cleared: `Verifier::index_at` trusts an entry only if
-    // it names an instruction of this body starting there.
-    let (ins_buf, at_buf) = (&mut ins[..len], &mut at[..len]);
-    let (targets_buf, branches_buf) = (&mut targets[..len], &mut branches[..len / 2 + 1]);
-    let (special_buf, tokens_buf) = (&mut special[..len], &mut tokens[..len / 5 + 1]);
     // Local and argument indices are checked against these (unknown: nothing fails).
     let locals = ctx.locals.unwrap_or(u32::MAX);
     let args = ctx.method.map_or(u32::MAX, |m| m.arg_count as u32);
@@ -117,113 +114,184 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
     let mut pos = 0;
     // Flags for the next instruction from the prefixes before it: AFTER_PREFIX, TAIL.
     let mut carry: u16 = 0;
-    while pos < len {
-        // The opcode and up to seven operand bytes in one load.
-        let w = window(buf, pos);
-        let Some(d) = entry(w, len - pos) else {
-            if REPORT {
-                decode_error(out, code, pos);
+    // The first stretch's buffers: one instruction per sixteen bytes (or what earlier bodies
+    // left), since code of long instructions would leave most of more untouched; at most one
+    // instruction per byte. A buffer that fills up grows to what the rest of the code needs
+    // at the rate of the code so far, so that it ends close to the size the body needs.
+    let first = (len / 16).max(64);
+    grow(&mut v.ins, 0, first, first, len, fx::DEC[0].ins);
+    grow(&mut v.special, 0, first, first, len, 0);
+    grow(&mut v.branches, 0, first, first, len / 2 + 1, 0);
+    grow(&mut v.targets, 0, 2 * first, 2 * first, len, 0);
+    grow(
+        &mut v.tokens,
+        0,
+        TOKEN_BATCH,
+        TOKEN_BATCH,
+        TOKEN_BATCH,
+        (OperandKind::None, 0),
+    );
+    // The room a switch's targets need when they did not fit.
+    let mut switch_room = 0;
+    let mut more = false;
+    'stretches: loop {
+        if std::mem::replace(&mut more, true) {
+            let want = |used| projected(used, pos, len);
+            grow(&mut v.ins, n, 1, want(n), len, fx::DEC[0].ins);
+            grow(&mut v.special, ns, 1, want(ns), len, 0);
+            grow(&mut v.branches, nb, 1, want(nb), len / 2 + 1, 0);
+            let min = switch_room.max(2);
+            grow(&mut v.targets, nt, min, want(nt).max(min), len, 0);
+            switch_room = 0;
+        }
+        // Borrowed apart from the findings, so that reporting does not force the buffers'
+        // headers to be reloaded after every call.
+        let Verifier {
+            ins,
+            targets,
+            branches,
+            special,
+            tokens,
+            out,
+            ..
+        } = &mut *v;
+        let (ins_buf, targets_buf) = (&mut ins[..], &mut targets[..]);
+        let (branches_buf, special_buf) = (&mut branches[..], &mut special[..]);
+        // Batches of tokens are checked as they fill; reported ones are not kept.
+        let tokens_buf = &mut tokens[..];
+        // The stretch ends when `ins` is full, or before an instruction off the fast path
+        // when `special`, `branches` or `targets` (two entries; a switch more, checked at the
+        // switch) might not have room for it.
+        let end = ins_buf.len();
+        let slow_end = (special_buf.len(), branches_buf.len(), targets_buf.len() - 1);
+        while pos < len {
+            if n == end {
+                continue 'stretches;
             }
-            ok = false;
-            break;
-        };
-        let idx = n as u32;
-        at_buf[pos] = idx;
-        let mut next = pos + d.len as usize;
-        let mut arg = (w >> d.shift) as u32 & d.mask;
-        let off = pos as u32;
-        let mut flags = carry;
-        carry = 0;
-        // A local or argument index (explicit, or implied as in `ldloc.2`); other
-        // instructions compare 0 against `u32::MAX` and pass.
-        let index = (arg & d.vmask) + d.imm as u32;
-        if index >= limits[d.var as usize & 3] {
-            if !REPORT {
+            // The opcode and up to seven operand bytes in one load.
+            let w = window(buf, pos);
+            let Some(d) = entry(w, len - pos) else {
+                if REPORT {
+                    decode_error(out, code, pos);
+                }
                 ok = false;
                 break;
+            };
+            let idx = n as u32;
+            let mut next = pos + d.len as usize;
+            let mut arg = (w >> d.shift) as u32 & d.mask;
+            let off = pos as u32;
+            let mut flags = carry;
+            if d.slow && (ns == slow_end.0 || nb == slow_end.1 || nt >= slow_end.2) {
+                continue 'stretches;
             }
-            bad_index(out, off, d, index, ctx);
-        }
-        if d.slow {
-            if d.check == fx::check::TOKEN {
-                if REPORT {
-                    operand::token(out, off, d.ins.op, d.operand, arg, r);
-                } else {
-                    tokens_buf[ntok] = (d.operand, arg);
-                    ntok += 1;
+            carry = 0;
+            // A local or argument index (explicit, or implied as in `ldloc.2`); other
+            // instructions compare 0 against `u32::MAX` and pass.
+            let index = (arg & d.vmask) + d.imm as u32;
+            if index >= limits[d.var as usize & 3] {
+                if !REPORT {
+                    ok = false;
+                    break;
                 }
+                bad_index(out, off, d, index, ctx);
             }
-            let kind = d.ins.fx.kind;
-            if kind & fx::TARGETS != 0 {
-                let start = nt;
-                match d.arg {
-                    fx::arg::BR8 => {
-                        let target = next as i64 + (w >> 8) as u8 as i8 as i64;
-                        targets_buf[nt] = 1;
-                        targets_buf[nt + 1] = target_offset(target, len);
-                        nt += 2;
-                    }
-                    fx::arg::BR32 => {
-                        let disp = (w >> 8) as u32 as i32;
-                        targets_buf[nt] = 1;
-                        targets_buf[nt + 1] = target_offset(next as i64 + disp as i64, len);
-                        nt += 2;
-                    }
-                    _ => {
-                        // switch: the count is checked against the bytes left before any is
-                        // read.
-                        let count = (w >> 8) as u32;
-                        if count as usize > (len - next) / 4 {
-                            if REPORT {
-                                decode_error(out, code, pos);
-                            }
+            if d.slow {
+                let kind = d.ins.fx.kind;
+                if d.check == fx::check::TOKEN && !REPORT {
+                    if ntok == tokens_buf.len() {
+                        if !r.tokens_pass(tokens_buf) {
                             ok = false;
                             break;
                         }
-                        let table = &code[next..next + 4 * count as usize];
-                        next += table.len();
-                        targets_buf[nt] = count;
-                        nt += 1;
-                        for (slot, c) in targets_buf[nt..nt + count as usize]
-                            .iter_mut()
-                            .zip(table.chunks_exact(4))
-                        {
-                            let disp = le32(c, 0) as i32;
-                            *slot = target_offset(next as i64 + disp as i64, len);
+                        ntok = 0;
+                    }
+                    tokens_buf[ntok] = (d.operand, arg);
+                    ntok += 1;
+                } else if d.check == fx::check::TOKEN {
+                    operand::token(out, off, d.ins.op, d.operand, arg, r);
+                }
+                if kind & fx::TARGETS != 0 {
+                    let start = nt;
+                    match d.arg {
+                        fx::arg::BR8 => {
+                            let target = next as i64 + (w >> 8) as u8 as i8 as i64;
+                            targets_buf[nt] = 1;
+                            targets_buf[nt + 1] = target_offset(target, len);
+                            nt += 2;
                         }
-                        nt += count as usize;
+                        fx::arg::BR32 => {
+                            let disp = (w >> 8) as u32 as i32;
+                            targets_buf[nt] = 1;
+                            targets_buf[nt + 1] = target_offset(next as i64 + disp as i64, len);
+                            nt += 2;
+                        }
+                        _ => {
+                            // switch: the count is checked against the bytes left before any
+                            // is read.
+                            let count = (w >> 8) as u32;
+                            if count as usize > (len - next) / 4 {
+                                if REPORT {
+                                    decode_error(out, code, pos);
+                                }
+                                ok = false;
+                                break;
+                            }
+                            // Targets that do not fit: the switch is decoded again after the
+                            // buffers grow (nothing of it is kept yet: a switch has no index
+                            // and no token).
+                            if targets_buf.len() - nt < 1 + count as usize {
+                                switch_room = 1 + count as usize;
+                                carry = flags;
+                                continue 'stretches;
+                            }
+                            let table = &code[next..next + 4 * count as usize];
+                            next += table.len();
+                            targets_buf[nt] = count;
+                            nt += 1;
+                            for (slot, c) in targets_buf[nt..nt + count as usize]
+                                .iter_mut()
+                                .zip(table.chunks_exact(4))
+                            {
+                                let disp = le32(c, 0) as i32;
+                                *slot = target_offset(next as i64 + disp as i64, len);
+                            }
+                            nt += count as usize;
+                        }
+                    }
+                    arg = start as u32;
+                    branches_buf[nb] = idx;
+                    nb += 1;
+                }
+                if kind & fx::SPECIAL != 0 {
+                    special_buf[ns] = idx;
+                    ns += 1;
+                    if d.ins.fx.flow == Flow::Prefix {
+                        // A prefix is itself only marked as following a prefix; what it
+                        // modifies carries its flags.
+                        carry = flags | flag::AFTER_PREFIX;
+                        if d.ins.op == Opcode::Tail {
+                            carry |= flag::TAIL;
+                        }
+                        flags &= flag::AFTER_PREFIX;
                     }
                 }
-                arg = start as u32;
-                branches_buf[nb] = idx;
-                nb += 1;
             }
-            if kind & fx::SPECIAL != 0 {
-                special_buf[ns] = idx;
-                ns += 1;
-                if d.ins.fx.flow == Flow::Prefix {
-                    // A prefix is itself only marked as following a prefix; what it modifies
-                    // carries its flags.
-                    carry = flags | flag::AFTER_PREFIX;
-                    if d.ins.op == Opcode::Tail {
-                        carry |= flag::TAIL;
-                    }
-                    flags &= flag::AFTER_PREFIX;
-                }
-            }
+            ins_buf[n] = Ins {
+                off,
+                arg,
+                flags,
+                ..d.ins
+            };
+            n += 1;
+            pos = next;
         }
-        ins_buf[n] = Ins {
-            off,
-            arg,
-            flags,
-            ..d.ins
-        };
-        n += 1;
-        pos = next;
+        break;
     }
     v.n = n;
     v.nb = nb;
     v.ns = ns;
+    v.nt = nt;
     ok.then_some(ntok)
 }
 
@@ -307,7 +375,7 @@ fn resolve_from(v: &mut Verifier, from: usize, resume: Option<usize>) -> Option<
     let (n, code_len) = (v.n, v.code_len);
     let Verifier {
         ins,
-        at,
+        starts,
         targets,
         branches,
         nb,
@@ -326,7 +394,7 @@ fn resolve_from(v: &mut Verifier, from: usize, resume: Option<usize>) -> Option<
             let k = first + j;
             let off = *slot;
             // The decoder left `NONE` for targets outside the code.
-            let t = match start_at(ins, at, off) {
+            let t = match starts.get(off) {
                 Some(t) if (off as usize) < code_len => t,
                 _ => return Some((b, k)),
             };
@@ -571,6 +639,7 @@ fn transfers_in_regions(v: &mut Verifier, eh_ok: bool) {
     let n = v.n;
     let mut edges = std::mem::take(&mut v.edges);
     edges.clear();
+    edges.reserve_exact(2 * v.nodes.len());
     for node in &v.nodes {
         // Control can only cross into or out of a region from the instruction before its
         // first or its end.
@@ -594,7 +663,9 @@ fn transfers_in_regions(v: &mut Verifier, eh_ok: bool) {
             break;
         }
     }
-    v.edges = edges;
+    if edges.capacity() <= super::eh::KEEP_LARGEST {
+        v.edges = edges;
+    }
 }
 
 /// The region rules for instruction `i`: its branch targets, its placement, and its fall

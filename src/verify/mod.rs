@@ -858,23 +858,25 @@ impl Out {
 #[derive(Debug, Default)]
 pub struct Verifier {
     /// The decoded instructions are `ins[..n]`. This and the other per-instruction buffers only
-    /// grow (to the largest body so far), so the decoder writes into them by index.
+    /// grow (with the instructions of the largest body so far), so the decoder writes into
+    /// them by index.
     ins: Vec<Ins>,
     n: usize,
     /// Branch and switch targets: `[count, target…]` per branching instruction; targets are
     /// byte offsets after decoding and instruction indices (or [`NONE`]) once resolved.
+    /// `targets[..nt]` are this body's.
     targets: Vec<u32>,
+    nt: usize,
     /// `special[..ns]`: indices of instructions with [`fx::SPECIAL`] placement rules.
     special: Vec<u32>,
     ns: usize,
     /// `branches[..nb]`: indices of instructions with branch or switch targets.
     branches: Vec<u32>,
     nb: usize,
-    /// Token operands of the body, checked together by [`Resolver::tokens_pass`].
+    /// Token operands of the body, checked in batches by [`Resolver::tokens_pass`].
     tokens: Vec<(OperandKind, u32)>,
-    /// Instruction index by byte offset, read through [`Verifier::index_at`]; sized for the
-    /// largest body so far and never cleared (entries of earlier bodies fail its check).
-    at: Vec<u32>,
+    /// Instruction index by byte offset, read through [`Verifier::index_at`].
+    starts: StartIndex,
     /// Length of the code being verified.
     code_len: usize,
     depth: Vec<u32>,
@@ -1046,6 +1048,8 @@ impl Verifier {
         self.n = 0;
         self.ns = 0;
         self.nb = 0;
+        self.nt = 0;
+        self.starts.bits.clear();
         self.region.clear();
         self.nodes.clear();
         self.out.diags.clear();
@@ -1067,12 +1071,14 @@ impl Verifier {
         }
         // Most bodies are accepted by one forward pass; the rest (and every fault) take the
         // full passes, which alone report.
-        if clauses.is_empty()
-            && !self.single_pass_off
-            && let Some(max) = self.single.accept(buf, code.len(), &ctx, resolver)
-        {
-            self.max = max;
-            return;
+        if clauses.is_empty() && !self.single_pass_off {
+            if let Some(max) = self.single.accept(buf, code.len(), &ctx, resolver) {
+                self.max = max;
+                return;
+            }
+            // A giant body the single pass hands on does not keep its buffers through the
+            // full passes.
+            self.single.release_large();
         }
         if !flow::decode(self, buf, code.len(), &ctx, resolver) || self.stop() {
             return;
@@ -1151,7 +1157,7 @@ impl Verifier {
         if off_usize > self.code_len {
             return NONE;
         }
-        start_at(&self.ins[..self.n], &self.at, off).unwrap_or(NONE)
+        self.starts.get(off).unwrap_or(NONE)
     }
 
     /// The innermost region of instruction `i`, or [`NONE`].
@@ -1160,15 +1166,77 @@ impl Verifier {
     }
 }
 
-/// The instruction of `ins` (this body's) that starts at byte `off` inside the code, by the
-/// offset index `at`. `at` is never cleared: an entry left by an earlier body names an
-/// instruction that does not start here, and counts for nothing.
-#[inline]
-fn start_at(ins: &[Ins], at: &[u32], off: u32) -> Option<u32> {
-    let &i = at.get(off as usize)?;
-    ins.get(i as usize)
-        .is_some_and(|x| x.off == off)
-        .then_some(i)
+/// Which bytes of a body's code start an instruction, and the index of each: a bit per byte
+/// and a count per 64 bytes (0.19 bytes per byte of code, where an index per byte takes four).
+/// Shared by the verifier and the lifter.
+#[derive(Debug, Default)]
+pub(crate) struct StartIndex {
+    /// Bit `o % 64` of word `o / 64`: an instruction starts at byte `o`.
+    pub(crate) bits: Vec<u64>,
+    /// The instructions that start before each word's first byte (after [`Self::count`]).
+    before: Vec<u32>,
+}
+
+impl StartIndex {
+    /// No starts yet, for code `len` bytes long.
+    pub(crate) fn reset(&mut self, len: usize) {
+        self.bits.clear();
+        self.bits.resize(len.div_ceil(64), 0);
+        self.before.clear();
+    }
+
+    /// Indexes the decoded instructions `ins` (in code order) of code `len` bytes long.
+    fn build(&mut self, ins: &[Ins], len: usize) {
+        self.reset(len);
+        // Each word is assembled in a register and stored once.
+        let (mut k, mut word) = (0, 0u64);
+        for x in ins {
+            let at = (x.off / 64) as usize;
+            if at != k {
+                self.bits[k] = word;
+                (k, word) = (at, 0);
+            }
+            word |= 1 << (x.off % 64);
+        }
+        if let Some(w) = self.bits.get_mut(k) {
+            *w = word;
+        }
+        self.count();
+    }
+
+    /// Counts the starts before each word, once every start is set.
+    pub(crate) fn count(&mut self) {
+        self.before.clear();
+        self.before.reserve(self.bits.len());
+        let mut count = 0;
+        for &w in &self.bits {
+            self.before.push(count);
+            count += w.count_ones();
+        }
+    }
+
+    /// The index of the instruction starting at byte `off`, if one does (after
+    /// [`Self::count`]).
+    #[inline]
+    pub(crate) fn get(&self, off: u32) -> Option<u32> {
+        let k = (off / 64) as usize;
+        let word = *self.bits.get(k)?;
+        let bit = 1u64 << (off % 64);
+        (word & bit != 0).then(|| self.before[k] + (word & (bit - 1)).count_ones())
+    }
+
+    /// Where instruction `index` starts (after [`Self::count`]): a search, for error paths.
+    pub(crate) fn offset_of(&self, index: u32) -> Option<u32> {
+        let k = self
+            .before
+            .partition_point(|&b| b <= index)
+            .checked_sub(1)?;
+        let mut word = self.bits[k];
+        for _ in 0..index - self.before[k] {
+            word &= word.wrapping_sub(1);
+        }
+        (word != 0).then(|| (64 * k) as u32 + word.trailing_zeros())
+    }
 }
 
 /// Verifies `code` with and without the single forward pass that accepts most bodies without

@@ -15,17 +15,23 @@ use super::flow::{entry, prefix_allows, window};
 use super::{Ctx, Resolver, fx};
 use crate::opcode::{Flow, Opcode, OperandKind};
 
-/// Per-byte marks (0: nothing known). The low bits hold a depth: the one before the
-/// instruction starting there ([`START`]), or the one a forward branch expects there
+/// Per-byte marks (0: nothing known), two bytes each. The low bits hold a depth: the one before
+/// the instruction starting there ([`START`]), or the one a forward branch expects there
 /// ([`FORWARD`]).
-const START: u32 = 1 << 31;
+const START: u16 = 1 << 15;
 /// The instruction follows a prefix: not a branch target.
-const AFTER_PREFIX: u32 = 1 << 30;
-const FORWARD: u32 = 1 << 29;
-const DEPTH: u32 = FORWARD - 1;
-/// Longer code goes to the full passes, so that a depth always fits in [`DEPTH`] (each push
-/// takes at least a byte).
+const AFTER_PREFIX: u16 = 1 << 14;
+const FORWARD: u16 = 1 << 13;
+const DEPTH: u16 = FORWARD - 1;
+/// A deeper stack (8,191) goes to the full passes, so that a depth always fits in [`DEPTH`].
+const MAX_DEPTH: u32 = DEPTH as u32;
+/// Longer code goes to the full passes, so that offsets fit in `u32` with room to spare.
 const MAX_LEN: usize = 1 << 28;
+/// Code up to this long is walked with [`crate::instr::fill_lengths`]'s table.
+const LENS_UP_TO: usize = 1 << 20;
+/// Token operands checked in one [`Resolver::tokens_pass`] call: passed in batches of this
+/// many as they are met, so that their buffer does not grow with the code.
+const TOKEN_BATCH: usize = 4096;
 
 /// Prefixes in a row that the pass follows; longer runs go to the full passes.
 const MAX_PREFIXES: usize = 4;
@@ -34,17 +40,23 @@ const MAX_PREFIXES: usize = 4;
 #[derive(Debug, Default)]
 pub(super) struct SinglePass {
     /// One mark per byte of code.
-    marks: Vec<u32>,
-    /// (branch, target) of every branch, in code order.
+    marks: Vec<u16>,
+    /// (branch, target) of every branch but `switch`, in code order.
     edges: Vec<(u32, u32)>,
-    /// (first byte, first entry of `edges`) of each run of code entered other than by falling
-    /// through: the entry point and each instruction after an unconditional transfer.
-    runs: Vec<(u32, u32)>,
+    /// (`switch`, first entry of `cases`) of every `switch`, in code order: its targets are
+    /// kept once, not each beside the `switch`'s offset.
+    switches: Vec<(u32, u32)>,
+    /// The targets of every `switch`.
+    cases: Vec<u32>,
+    /// (first byte, first entry of `edges`, first entry of `switches`) of each run of code
+    /// entered other than by falling through: the entry point and each instruction after an
+    /// unconditional transfer.
+    runs: Vec<(u32, u32, u32)>,
     /// The first byte of each run known to be reached, for the reachability check.
     low: Vec<u32>,
     work: Vec<(u32, u32, u32)>,
     tokens: Vec<(OperandKind, u32)>,
-    /// [`crate::instr::fill_lengths`] of the code.
+    /// [`crate::instr::fill_lengths`] of the code, when it is at most [`LENS_UP_TO`] long.
     lens: Vec<u8>,
 }
 
@@ -66,24 +78,32 @@ impl SinglePass {
             self.marks.resize(len, 0);
         }
         self.marks[..len].fill(0);
-        if self.lens.len() < len {
-            self.lens.resize(len, 0);
+        // The lengths table saves a load per instruction and costs a byte per byte of code:
+        // longer code goes without.
+        let lens = len <= LENS_UP_TO;
+        if lens {
+            if self.lens.len() < len {
+                self.lens.resize(len, 0);
+            }
+            crate::instr::fill_lengths(&buf[..len], &mut self.lens);
         }
-        crate::instr::fill_lengths(&buf[..len], &mut self.lens);
-        if self.tokens.len() < len / 5 + 1 {
-            self.tokens.resize(len / 5 + 1, (OperandKind::None, 0));
+        if self.tokens.len() < TOKEN_BATCH {
+            self.tokens.resize(TOKEN_BATCH, (OperandKind::None, 0));
         }
         self.edges.clear();
+        self.switches.clear();
+        self.cases.clear();
         self.runs.clear();
-        let (max, pending, ntok) = self.scan(buf, len, ctx, r)?;
+        let (max, pending, ntok) = if lens {
+            self.scan::<R, true>(buf, len, ctx, r)?
+        } else {
+            self.scan::<R, false>(buf, len, ctx, r)?
+        };
         // Every target must be an instruction start that does not follow a prefix; backward
         // ones were checked as they were met, forward ones can only be checked now.
         let marks = &self.marks[..len];
-        if !self
-            .edges
-            .iter()
-            .all(|&(_, t)| marks[t as usize] & (START | AFTER_PREFIX) == START)
-        {
+        let start = |t: u32| marks[t as usize] & (START | AFTER_PREFIX) == START;
+        if !self.edges.iter().all(|&(_, t)| start(t)) || !self.cases.iter().all(|&t| start(t)) {
             return None;
         }
         if pending && !self.all_runs_reached() {
@@ -95,12 +115,20 @@ impl SinglePass {
         Some(max)
     }
 
+    /// Lets go of buffers sized for code longer than [`super::eh::KEEP_LARGEST`] bytes (the
+    /// next body that long allocates them again).
+    pub(super) fn release_large(&mut self) {
+        if self.marks.len() > super::eh::KEEP_LARGEST {
+            *self = SinglePass::default();
+        }
+    }
+
     /// Decodes and follows the depth in one pass; returns the largest depth, whether some run
     /// started after an unconditional transfer with no forward branch to it (its depth is taken
     /// as 0, and whether anything reaches it is left to [`Self::all_runs_reached`]), and the
     /// number of token operands left in `tokens`.
     #[inline(never)]
-    fn scan<R: Resolver + ?Sized>(
+    fn scan<R: Resolver + ?Sized, const LENS: bool>(
         &mut self,
         buf: &[u8],
         len: usize,
@@ -108,19 +136,23 @@ impl SinglePass {
         r: &R,
     ) -> Option<(u32, bool, usize)> {
         let marks = &mut self.marks[..len];
-        let lens = &self.lens[..len];
-        // At most one token per five bytes of code: written by index, no growth checks.
-        let tokens = &mut self.tokens[..len / 5 + 1];
+        let lens = if LENS { &self.lens[..len] } else { &[][..] };
+        // Written by index; a full batch is passed to the resolver and the buffer reused.
+        let tokens = &mut self.tokens[..TOKEN_BATCH];
         let locals = ctx.locals.unwrap_or(u32::MAX);
         let args = ctx.method.map_or(u32::MAX, |m| m.arg_count as u32);
         let limits = [u32::MAX, locals, args, u32::MAX];
-        self.runs.push((0, 0));
+        self.runs.push((0, 0, 0));
         let mut st = Scan {
             edges: &mut self.edges,
+            switches: &mut self.switches,
+            cases: &mut self.cases,
             runs: &mut self.runs,
             d: 0,
             max: 0,
-            limit: ctx.declared_max_stack.map_or(u32::MAX, u32::from),
+            limit: ctx
+                .declared_max_stack
+                .map_or(MAX_DEPTH, |m| MAX_DEPTH.min(m.into())),
             pending: false,
             ended: 0,
             prefixes: [Opcode::Nop; MAX_PREFIXES],
@@ -134,13 +166,19 @@ impl SinglePass {
             let e = entry(w, len - pos)?;
             // The same length as `e`'s where it is not 0; the next step waits for this load
             // only, not for the window and then the table.
-            let l = lens[pos] as usize;
+            let l = if LENS { lens[pos] as usize } else { 0 };
             let next = pos + if l != 0 { l } else { e.len as usize };
             let arg = (w >> e.shift) as u32 & e.mask;
             if (arg & e.vmask) + e.imm as u32 >= limits[e.var as usize & 3] {
                 return None;
             }
             if e.check == fx::check::TOKEN {
+                if ntok == TOKEN_BATCH {
+                    if !r.tokens_pass(tokens) {
+                        return None;
+                    }
+                    ntok = 0;
+                }
                 tokens[ntok] = (e.operand, arg);
                 ntok += 1;
             }
@@ -150,7 +188,7 @@ impl SinglePass {
             let m = marks[pos];
             let fx = e.ins.fx;
             if m == 0 && fx.kind & (fx::PLAIN | fx::CALL) != 0 {
-                marks[pos] = START | d;
+                marks[pos] = START | d as u16;
                 let (pops, pushes) = if fx.kind & fx::PLAIN != 0 {
                     (fx.pops as u32, fx.pushes as u32)
                 } else {
@@ -188,6 +226,7 @@ impl SinglePass {
     #[inline(never)]
     fn all_runs_reached(&mut self) -> bool {
         let (runs, edges) = (&self.runs, &self.edges);
+        let (switches, cases) = (&self.switches, &self.cases);
         self.low.clear();
         self.low.resize(runs.len(), u32::MAX);
         self.low[0] = 0;
@@ -201,7 +240,20 @@ impl SinglePass {
             let run_edges = &edges[first..end];
             let a = run_edges.partition_point(|e| e.0 < lo);
             let b = run_edges.partition_point(|e| e.0 < hi);
-            for &(_, t) in &run_edges[a..b] {
+            let first = runs[k].2 as usize;
+            let end = runs.get(k + 1).map_or(switches.len(), |r| r.2 as usize);
+            let run_switches = &switches[first..end];
+            let sa = first + run_switches.partition_point(|s| s.0 < lo);
+            let sb = first + run_switches.partition_point(|s| s.0 < hi);
+            let switch_cases = |j: usize| {
+                let to = switches.get(j + 1).map_or(cases.len(), |s| s.1 as usize);
+                &cases[switches[j].1 as usize..to]
+            };
+            let targets = run_edges[a..b]
+                .iter()
+                .map(|e| e.1)
+                .chain((sa..sb).flat_map(|j| switch_cases(j).iter().copied()));
+            for t in targets {
                 let j = runs.partition_point(|r| r.0 <= t) - 1;
                 if t < self.low[j] {
                     self.work.push((j as u32, t, self.low[j]));
@@ -217,7 +269,9 @@ impl SinglePass {
 /// targets) update.
 struct Scan<'a> {
     edges: &'a mut Vec<(u32, u32)>,
-    runs: &'a mut Vec<(u32, u32)>,
+    switches: &'a mut Vec<(u32, u32)>,
+    cases: &'a mut Vec<u32>,
+    runs: &'a mut Vec<(u32, u32, u32)>,
     d: u32,
     max: u32,
     limit: u32,
@@ -236,8 +290,8 @@ impl Scan<'_> {
     #[inline(never)]
     fn step<R: Resolver + ?Sized>(
         &mut self,
-        marks: &mut [u32],
-        m: u32,
+        marks: &mut [u16],
+        m: u16,
         e: &fx::Dec,
         w: u64,
         pos: usize,
@@ -249,10 +303,10 @@ impl Scan<'_> {
         let (fx, op, d) = (e.ins.fx, e.ins.op, self.d);
         // A forward branch expects this depth here (after an unconditional transfer, `d` was
         // taken from it).
-        if m & FORWARD != 0 && m & DEPTH != d {
+        if m & FORWARD != 0 && (m & DEPTH) as u32 != d {
             return None;
         }
-        marks[pos] = START | (m & AFTER_PREFIX) | d;
+        marks[pos] = START | (m & AFTER_PREFIX) | d as u16;
         if fx.flow == Flow::Prefix {
             if op == Opcode::Tail || self.np == MAX_PREFIXES || next >= marks.len() {
                 return None;
@@ -310,23 +364,27 @@ impl Scan<'_> {
                     }
                     let table = &buf[next..next + 4 * count];
                     next += table.len();
+                    self.switches.push((pos as u32, self.cases.len() as u32));
                     for c in table.chunks_exact(4) {
                         let disp = i32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-                        self.branch(marks, pos, next as i64 + disp as i64, d)?;
+                        let t = self.branch(marks, pos, next as i64 + disp as i64, d)?;
+                        self.cases.push(t);
                     }
                     return Some(next);
                 }
             };
-            self.branch(marks, pos, next as i64 + disp, d)?;
+            let t = self.branch(marks, pos, next as i64 + disp, d)?;
+            self.edges.push((pos as u32, t));
         }
         if fx.flow.ends_block() {
             self.ended = next;
             // The next instruction starts a run: its depth is the one a forward branch
             // recorded, or 0 (III.1.7.5).
             if let Some(&m) = marks.get(next) {
-                self.runs.push((next as u32, self.edges.len() as u32));
+                let (e, s) = (self.edges.len() as u32, self.switches.len() as u32);
+                self.runs.push((next as u32, e, s));
                 if m & FORWARD != 0 {
-                    self.d = m & DEPTH;
+                    self.d = (m & DEPTH) as u32;
                 } else {
                     self.d = 0;
                     self.pending = true;
@@ -337,9 +395,10 @@ impl Scan<'_> {
     }
 
     /// A branch at `from` to byte `target` with depth `d`: the depth is compared with the
-    /// target's (backward), or recorded or compared there (forward).
+    /// target's (backward), or recorded or compared there (forward). Returns the target, for
+    /// the caller to keep.
     #[inline]
-    fn branch(&mut self, marks: &mut [u32], from: usize, target: i64, d: u32) -> Option<()> {
+    fn branch(&mut self, marks: &mut [u16], from: usize, target: i64, d: u32) -> Option<u32> {
         if target < 0 || target >= marks.len() as i64 {
             return None;
         }
@@ -347,18 +406,17 @@ impl Scan<'_> {
         let m = marks[t];
         if t <= from {
             // Backward: an instruction start that does not follow a prefix, at this depth.
-            if m & (START | AFTER_PREFIX) != START || m & DEPTH != d {
+            if m & (START | AFTER_PREFIX) != START || (m & DEPTH) as u32 != d {
                 return None;
             }
         } else if m & FORWARD != 0 {
-            if m & DEPTH != d {
+            if (m & DEPTH) as u32 != d {
                 return None;
             }
         } else {
-            marks[t] = m | FORWARD | d;
+            marks[t] = m | FORWARD | d as u16;
         }
-        self.edges.push((from as u32, t as u32));
-        Some(())
+        Some(t as u32)
     }
 }
 

@@ -1749,14 +1749,6 @@ fn fast_decode_matches_reporting_decode() {
             declared_max_stack: None,
         };
         v.code_len = code.len();
-        if v.ins.len() < code.len() {
-            v.ins.resize(code.len(), fx::DEC[0].ins);
-            v.at.resize(code.len(), NONE);
-            v.targets.resize(code.len(), 0);
-            v.branches.resize(code.len() / 2 + 1, 0);
-            v.special.resize(code.len(), 0);
-            v.tokens.resize(code.len() / 5 + 1, (OperandKind::None, 0));
-        }
         let snapshot = |v: &Verifier| {
             let ins: Vec<_> = v.ins[..v.n]
                 .iter()
@@ -1764,7 +1756,7 @@ fn fast_decode_matches_reporting_decode() {
                 .collect();
             (
                 ins,
-                v.targets[..code.len()].to_vec(),
+                v.targets[..v.nt].to_vec(),
                 v.branches[..v.nb].to_vec(),
                 v.special[..v.ns].to_vec(),
             )
