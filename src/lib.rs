@@ -73,6 +73,8 @@
 //! - [`fsio`]: regular-file inputs and atomic outputs.
 //! - `properties` (feature `testing`): one property per fuzz target.
 
+#![warn(missing_docs)]
+
 pub mod body;
 pub mod corpus;
 pub mod disasm;

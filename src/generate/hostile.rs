@@ -10,7 +10,7 @@
 //! - [`nested_try`]: `n` try/finally regions each inside the one before, every `leave` going to
 //!   the final `ret` through every finally around it;
 //! - [`cascade`]: a chain of short branches each jumping over the next, all exactly in range,
-//!   and a `ret` inside the last one's span: redirecting that `ret` to an epilogue grows the
+//!   and a `ret` inside the last one's span: an epilogue (a `nop`) before that `ret` grows the
 //!   span by one byte, and each widening then pushes the branch before it out of range, one
 //!   relaxation pass per branch.
 //!
@@ -102,13 +102,17 @@ impl fmt::Display for Shape {
 /// A built body and what it holds.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Hostile {
+    /// What was built.
     pub shape: Shape,
     /// The size asked for, in [`Shape::unit`]s.
     pub n: usize,
     /// The whole body: header, code and EH sections.
     pub bytes: Vec<u8>,
+    /// Bytes of code.
     pub code_size: usize,
+    /// Instructions in the code.
     pub instructions: usize,
+    /// Clauses in the EH table.
     pub clauses: usize,
     /// Branches (and `leave`s) in the code; for [`cascade`], the chain's.
     pub branches: usize,
@@ -249,7 +253,7 @@ fn pad(code: &mut Vec<u8>, bytes: usize) -> usize {
 /// A chain of `br.s`, each jumping over the next to the one after it with a displacement of
 /// exactly 127; padding between them is a `switch` (few instructions for many bytes). The last
 /// two reach the final `ret`, and the padding after the last branch starts with a `ret` of its
-/// own. An epilogue transform turns that `ret` into a `br.s` (one byte more): the branch before
+/// own. An epilogue transform puts a `nop` before that `ret` (one byte more): the branch before
 /// the last no longer fits, and its widening pushes the one before it out of range, and so on
 /// back to the first. About `n` instructions (at least three links).
 pub fn cascade(n: usize) -> Hostile {

@@ -35,22 +35,50 @@ pub enum Regions {
 /// Why an edit was refused. The method is unchanged when [`Editor::commit`] fails.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum EditError {
+    /// An edit names an instruction the method does not have.
     #[error("instruction index {index} is out of range (the method has {len})")]
-    IndexOutOfRange { index: usize, len: usize },
+    IndexOutOfRange {
+        /// The index given.
+        index: usize,
+        /// How many instructions the method has.
+        len: usize,
+    },
+    /// Two edits at one instruction cannot both apply (e.g. two replacements).
     #[error("instruction {index}: conflicting edits ({reason})")]
-    ConflictingEdits { index: usize, reason: &'static str },
+    ConflictingEdits {
+        /// The instruction.
+        index: usize,
+        /// Which edits conflict.
+        reason: &'static str,
+    },
+    /// A label serves as more than one kind of place (branch target, region bound) and the
+    /// edit would have to move those uses to different places.
     #[error("label {label} is used as {roles} and this edit would move those uses apart")]
-    AmbiguousLabel { label: u32, roles: &'static str },
+    AmbiguousLabel {
+        /// The label.
+        label: u32,
+        /// The roles it has.
+        roles: &'static str,
+    },
+    /// A label the method does not have.
     #[error("label {0} is not a label of this method")]
     UnknownLabel(u32),
+    /// A block id this editor did not hand out.
     #[error("block {0} was not inserted by this editor")]
     UnknownBlock(u32),
+    /// A label already bound would be bound again.
     #[error("label {0} would be bound twice")]
     BoundTwice(u32),
+    /// The new clause cannot go anywhere in the table with inner clauses before outer ones.
     #[error(
         "new clause cannot be placed: it nests inside clause {outer} but must follow clause {inner}"
     )]
-    ClauseOrder { inner: usize, outer: usize },
+    ClauseOrder {
+        /// The clause it must follow.
+        inner: usize,
+        /// The clause it nests inside, which it must precede.
+        outer: usize,
+    },
 }
 
 /// Identifies a block of code an edit inserted, to bind labels at its start.
@@ -111,7 +139,9 @@ struct Gap {
 /// What a commit did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct EditSummary {
+    /// Instructions inserted (replacements included).
     pub inserted: usize,
+    /// Instructions removed (replaced ones included).
     pub removed: usize,
 }
 

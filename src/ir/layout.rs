@@ -53,7 +53,9 @@ pub enum MaxStackPolicy {
 /// How to lay a method out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct LayoutOptions {
+    /// Which branch forms the laid-out code uses.
     pub branch_forms: BranchForms,
+    /// How MaxStack is chosen.
     pub max_stack: MaxStackPolicy,
     /// Verify the result and refuse it when the verifier finds anything.
     pub verify: bool,
@@ -73,47 +75,129 @@ impl Default for LayoutOptions {
 /// offsets of the laid-out code.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum LayoutError {
+    /// A branch targets a label that was never bound.
     #[error("instruction {index}: label {label} is not bound to an instruction")]
-    UnboundLabel { index: usize, label: u32 },
+    UnboundLabel {
+        /// The branch's index.
+        index: usize,
+        /// The label.
+        label: u32,
+    },
+    /// A clause bound is a label that was never bound.
     #[error("clause {clause}: label {label} is not bound")]
-    UnboundClauseLabel { clause: usize, label: u32 },
+    UnboundClauseLabel {
+        /// The clause's index.
+        clause: usize,
+        /// The label.
+        label: u32,
+    },
+    /// An operand that the opcode does not take.
     #[error("instruction {index}: operand does not fit {opcode}")]
-    OperandMismatch { index: usize, opcode: Opcode },
+    OperandMismatch {
+        /// The instruction's index.
+        index: usize,
+        /// Its opcode.
+        opcode: Opcode,
+    },
+    /// A prefix run that is out of range or holds something else than prefixes.
     #[error("instruction {index}: {opcode} is not a prefix, or its prefix run is out of range")]
-    BadPrefix { index: usize, opcode: Opcode },
+    BadPrefix {
+        /// The instruction's index.
+        index: usize,
+        /// The offending opcode.
+        opcode: Opcode,
+    },
+    /// A `switch` whose table is out of range.
     #[error("instruction {index}: switch table out of range")]
-    BadSwitchTable { index: usize },
+    BadSwitchTable {
+        /// The instruction's index.
+        index: usize,
+    },
+    /// A clause region that is empty or ends before it starts.
     #[error("clause {clause}: {region} region is empty or reversed ({start}..{end})")]
     EmptyRegion {
+        /// The clause's index.
         clause: usize,
+        /// Which region (`try`, `handler`, `filter`).
         region: &'static str,
+        /// Where it starts (instruction index).
         start: u32,
+        /// Where it ends (instruction index).
         end: u32,
     },
+    /// Relaxation widened something in more passes than there are branches; never expected.
     #[error("branch relaxation did not settle after {0} passes")]
     RelaxationDidNotConverge(usize),
+    /// A branch whose displacement does not fit the form it must keep.
     #[error("IL_{offset:04x}: {opcode} displacement {displacement} does not fit its form")]
     DisplacementOutOfRange {
+        /// The branch's offset.
         offset: u32,
+        /// Its opcode.
         opcode: Opcode,
+        /// The displacement it needs.
         displacement: i64,
     },
     /// An internal inconsistency between sizing and writing; never expected.
     #[error("laid-out code is {written} bytes, {computed} were computed")]
-    SizeMismatch { computed: usize, written: usize },
+    SizeMismatch {
+        /// The size computed.
+        computed: usize,
+        /// The size written.
+        written: usize,
+    },
+    /// The code is larger than a body can be.
     #[error("code of {0} bytes is too large")]
     CodeTooLarge(u64),
+    /// An instruction could not be encoded.
     #[error(transparent)]
     Encode(#[from] EncodeError),
     /// The verifier rejects the laid-out body: `code` names the rule.
     #[error("rewritten body is invalid: IL_{offset:04x}: {code}: {message}")]
     Invalid {
+        /// The rule.
         code: Code,
+        /// Where.
         offset: u32,
+        /// The verifier's message.
         message: String,
     },
+    /// MaxStack could not be computed for the policy asked for.
     #[error("the needed MaxStack is unknown: {0}")]
-    MaxStackUnknown(String),
+    MaxStackUnknown(MaxStackUnknown),
+}
+
+/// Why the MaxStack a body needs is unknown.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum MaxStackUnknown {
+    /// The dataflow stopped at a finding (other than an unresolved token).
+    #[error("IL_{offset:04x}: {code}: {message}")]
+    Stopped {
+        /// The rule.
+        code: Code,
+        /// Where.
+        offset: u32,
+        /// The verifier's message.
+        message: String,
+    },
+    /// The stack grows deeper than MaxStack can say.
+    #[error("stack depth {depth} exceeds 65535")]
+    TooDeep {
+        /// The depth reached.
+        depth: u32,
+    },
+    /// A callee's signature is unknown, so only a lower bound is known, and the declared
+    /// MaxStack is below it.
+    #[error(
+        "a callee's signature is unknown; the stack needs at least {needed}, {declared} is declared"
+    )]
+    CalleeUnknown {
+        /// The depth needed at least.
+        needed: u16,
+        /// The MaxStack declared.
+        declared: u16,
+    },
 }
 
 impl LayoutError {
@@ -129,11 +213,13 @@ impl LayoutError {
 /// What a layout did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LayoutInfo {
+    /// Bytes of code laid out.
     pub code_size: u32,
     /// Relaxation passes (1 when nothing had to be widened).
     pub passes: u32,
     /// Branches widened by relaxation (not counting those that started long).
     pub widened: u32,
+    /// The MaxStack written in the header.
     pub max_stack: u16,
 }
 
@@ -358,6 +444,7 @@ pub struct Layout {
 }
 
 impl Layout {
+    /// A layout engine with empty buffers (they grow to the largest body it lays out).
     pub fn new() -> Self {
         Self::default()
     }
@@ -462,21 +549,24 @@ impl Layout {
                 .max_stack_in(&self.code, self.code_len, &self.clauses, resolver)
             && d.code != Code::UnresolvedToken
         {
-            return Err(LayoutError::MaxStackUnknown(d.to_string()));
+            return Err(LayoutError::MaxStackUnknown(MaxStackUnknown::Stopped {
+                code: d.code,
+                offset: d.offset,
+                message: d.message.clone(),
+            }));
         }
         let needed = u16::try_from(self.verifier.computed_max_stack()).map_err(|_| {
-            LayoutError::MaxStackUnknown(format!(
-                "stack depth {} exceeds 65535",
-                self.verifier.computed_max_stack()
-            ))
+            LayoutError::MaxStackUnknown(MaxStackUnknown::TooDeep {
+                depth: self.verifier.computed_max_stack(),
+            })
         })?;
         let complete = self.verifier.is_complete();
         match opts.max_stack {
             MaxStackPolicy::KeepDeclaredIfEnough if declared >= needed => Ok(declared),
             _ if complete => Ok(needed),
-            _ => Err(LayoutError::MaxStackUnknown(format!(
-                "a callee's signature is unknown; the stack needs at least {needed}, {declared} is declared"
-            ))),
+            _ => Err(LayoutError::MaxStackUnknown(
+                MaxStackUnknown::CalleeUnknown { needed, declared },
+            )),
         }
     }
 

@@ -13,24 +13,46 @@ use std::mem::MaybeUninit;
 /// Why a body cannot be lifted. Offsets are IL offsets from the start of the code.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum IrError {
+    /// An instruction does not decode.
     #[error("{0}")]
     Decode(#[from] InstrError),
+    /// A branch or `switch` target is not an instruction start: no label can stand for it.
     #[error("IL_{offset:04x}: {opcode} targets {target}, which is not the start of an instruction")]
     TargetNotInstruction {
+        /// The branch's offset.
         offset: u32,
+        /// Its opcode.
         opcode: Opcode,
+        /// The offset it targets.
         target: i64,
     },
+    /// A clause bound is not an instruction start (or the end of the code).
     #[error("clause {clause}: {field} {offset} is not the start of an instruction")]
     ClauseBoundary {
+        /// The clause's index in the EH table.
         clause: usize,
+        /// Which bound (`try start`, `handler end`, …).
         field: &'static str,
+        /// Its offset.
         offset: u64,
     },
+    /// A clause whose flags name no handler kind.
     #[error("clause {clause}: flags {flags:#x} name no handler kind")]
-    InvalidClauseKind { clause: usize, flags: u32 },
+    InvalidClauseKind {
+        /// The clause's index in the EH table.
+        clause: usize,
+        /// Its flags.
+        flags: u32,
+    },
+    /// The code ends after a prefix.
     #[error("IL_{offset:04x}: prefix {opcode} is not followed by an instruction")]
-    DanglingPrefix { offset: u32, opcode: Opcode },
+    DanglingPrefix {
+        /// The prefix's offset.
+        offset: u32,
+        /// The prefix.
+        opcode: Opcode,
+    },
+    /// The code is larger than a body can be.
     #[error("code of {0} bytes is too large to lift")]
     TooLarge(usize),
 }

@@ -15,6 +15,7 @@ use crate::opcode::{Flow, Opcode, OperandKind};
 pub struct Label(pub u32);
 
 impl Label {
+    /// The label's number, as an index into [`Method::labels`].
     pub fn index(self) -> usize {
         self.0 as usize
     }
@@ -26,17 +27,22 @@ pub const UNBOUND: u32 = u32::MAX;
 /// A run of prefixes in [`Method::prefixes`]; `len == 0` means none.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Prefixes {
+    /// Index of the first prefix.
     pub start: u32,
+    /// How many.
     pub len: u32,
 }
 
 impl Prefixes {
+    /// No prefix.
     pub const NONE: Prefixes = Prefixes { start: 0, len: 0 };
 
+    /// Whether there is no prefix.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
+    /// The run's indices in [`Method::prefixes`].
     pub fn range(&self) -> std::ops::Range<usize> {
         self.start as usize..self.start as usize + self.len as usize
     }
@@ -47,18 +53,23 @@ impl Prefixes {
 /// the others.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Prefix {
+    /// The prefix.
     pub opcode: Opcode,
+    /// Its operand (0 when it has none).
     pub value: u32,
 }
 
 /// A run of `switch` targets in [`Method::switch_targets`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct SwitchTable {
+    /// Index of the first target.
     pub start: u32,
+    /// How many targets.
     pub len: u32,
 }
 
 impl SwitchTable {
+    /// The table's indices in [`Method::switch_targets`].
     pub fn range(&self) -> std::ops::Range<usize> {
         self.start as usize..self.start as usize + self.len as usize
     }
@@ -67,6 +78,7 @@ impl SwitchTable {
 /// An instruction's operand, with control-flow targets as labels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Operand {
+    /// InlineNone.
     None,
     /// ShortInlineI.
     Int8(i8),
@@ -92,8 +104,11 @@ pub enum Operand {
 /// asked for); the [layout](mod@crate::ir::layout) may widen it, and shortens it only when told to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Instr {
+    /// The opcode.
     pub opcode: Opcode,
+    /// Its prefixes, in [`Method::prefixes`].
     pub prefixes: Prefixes,
+    /// Its operand.
     pub operand: Operand,
 }
 
@@ -122,6 +137,7 @@ impl Instr {
         self.opcode.operand_kind().is_branch()
     }
 
+    /// How control leaves the instruction.
     pub fn flow(&self) -> Flow {
         self.opcode.flow()
     }
@@ -157,9 +173,13 @@ impl Instr {
 pub struct EhClause {
     /// Catch, filter, finally or fault (never [`ClauseKind::Invalid`]).
     pub kind: ClauseKind,
+    /// Where the protected region starts.
     pub try_start: Label,
+    /// Where it ends (exclusive).
     pub try_end: Label,
+    /// Where the handler starts.
     pub handler_start: Label,
+    /// Where it ends (exclusive).
     pub handler_end: Label,
     /// Start of the filter block (filter clauses only).
     pub filter_start: Option<Label>,
@@ -200,6 +220,7 @@ impl EhClause {
 pub struct RawSection {
     /// Kind without the FatFormat and MoreSects bits.
     pub kind: u8,
+    /// The section's data, after its header.
     pub data: Vec<u8>,
 }
 
@@ -208,6 +229,7 @@ pub struct RawSection {
 pub struct HeaderInfo {
     /// MaxStack as declared (8 for a tiny header).
     pub max_stack: u16,
+    /// Whether locals are zeroed at entry (the InitLocals flag).
     pub init_locals: bool,
     /// StandAloneSig token of the locals, or 0.
     pub local_sig: u32,
@@ -229,7 +251,9 @@ impl Default for HeaderInfo {
 /// one from a decoded body with [`Method::from_body`].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Method {
+    /// The header attributes a rewrite keeps.
     pub header: HeaderInfo,
+    /// The instructions, in order.
     pub instrs: Vec<Instr>,
     /// Label → instruction index it is bound before ([`UNBOUND`] until bound).
     pub labels: Vec<u32>,
@@ -237,11 +261,14 @@ pub struct Method {
     pub prefixes: Vec<Prefix>,
     /// Switch target runs referenced by [`Operand::Switch`].
     pub switch_targets: Vec<Label>,
+    /// The exception-handling clauses, in table order.
     pub clauses: Vec<EhClause>,
+    /// Extra data sections that are not EH tables, kept as they were.
     pub raw_sections: Vec<RawSection>,
 }
 
 impl Method {
+    /// An empty method with this header.
     pub fn new(header: HeaderInfo) -> Method {
         Method {
             header,

@@ -14,7 +14,8 @@ pub mod transforms;
 
 pub use edit::{BlockId, EditError, EditSummary, Editor, Regions, Targets};
 pub use layout::{
-    BranchForms, Layout, LayoutError, LayoutInfo, LayoutOptions, MaxStackPolicy, layout,
+    BranchForms, Layout, LayoutError, LayoutInfo, LayoutOptions, MaxStackPolicy, MaxStackUnknown,
+    layout,
 };
 pub use lift::{IrError, Lifter};
 pub use method::{
