@@ -15,8 +15,6 @@ pub(super) struct GrowingHeap<'a> {
     /// Entries by content, for reuse; built on the first lookup.
     index: Option<EntryIndex>,
     kind: HeapKind,
-    /// The `#US` form of the last literal interned, kept for its buffer.
-    scratch: Vec<u8>,
 }
 
 /// Entries by content: an open-addressing table of heap indices, each slot with the hash of
@@ -116,7 +114,6 @@ impl<'a> GrowingHeap<'a> {
             appended: Vec::new(),
             index: None,
             kind,
-            scratch: Vec::new(),
         }
     }
 
@@ -153,9 +150,14 @@ impl<'a> GrowingHeap<'a> {
 
     /// Writes the whole heap, padded with zeros to a multiple of 4.
     pub(super) fn write(&self, out: &mut Vec<u8>) {
+        self.write_unpadded(out);
+        out.resize(out.len().next_multiple_of(4), 0);
+    }
+
+    /// Appends the whole heap, unpadded.
+    pub(super) fn write_unpadded(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(self.original);
         out.extend_from_slice(&self.appended);
-        out.resize(out.len().next_multiple_of(4), 0);
     }
 
     /// The content of the length-prefixed entry at `index`, original or appended.
@@ -231,49 +233,79 @@ impl<'a> GrowingHeap<'a> {
 
     /// The index of an entry holding `content`, appending one when none does.
     pub(super) fn intern(&mut self, content: &[u8]) -> Result<u32, EmitError> {
-        let hash = content_hash(content);
+        if self.kind == HeapKind::Strings && content.contains(&0) {
+            return Err(EmitError::NulInString);
+        }
+        let mark = self.appended.len();
+        let start = match self.kind {
+            HeapKind::Strings => mark,
+            HeapKind::LengthPrefixed => self.push_length(content.len())?,
+        };
+        self.appended.extend_from_slice(content);
+        if self.kind == HeapKind::Strings {
+            self.appended.push(0);
+        }
+        self.keep_or_reuse(mark, start, start + content.len())
+    }
+
+    /// Appends the compressed length of an entry of `len` bytes; the position after it.
+    fn push_length(&mut self, len: usize) -> Result<usize, EmitError> {
+        let n = u32::try_from(len)
+            .ok()
+            .filter(|&n| n <= 0x1FFF_FFFF)
+            .ok_or(EmitError::BlobTooLong { len })?;
+        match n {
+            0..=0x7F => self.appended.push(n as u8),
+            0x80..=0x3FFF => self
+                .appended
+                .extend_from_slice(&((n as u16) | 0x8000).to_be_bytes()),
+            _ => self
+                .appended
+                .extend_from_slice(&(n | 0xC000_0000).to_be_bytes()),
+        }
+        Ok(self.appended.len())
+    }
+
+    /// The entry just appended at `mark` (its content at `start..end` of the appended bytes)
+    /// is kept, or dropped again when an earlier entry holds the same content: the index of
+    /// the one that stays. Built in place, an entry is neither copied nor allocated.
+    fn keep_or_reuse(&mut self, mark: usize, start: usize, end: usize) -> Result<u32, EmitError> {
         let index = match self.index.take() {
             Some(index) => index,
             None => self.scan(),
         };
+        let content = &self.appended[start..end];
+        let hash = content_hash(content);
         let found = index.find(hash, |i| self.content(i) == Some(content));
         self.index = Some(index);
         if let Some(i) = found {
+            self.appended.truncate(mark);
             return Ok(i);
         }
-        let at = self.len();
-        let index = u32::try_from(at).map_err(|_| EmitError::HeapFull { heap: self.name() })?;
-        match self.kind {
-            HeapKind::Strings => {
-                if content.contains(&0) {
-                    return Err(EmitError::NulInString);
-                }
-                self.appended.extend_from_slice(content);
-                self.appended.push(0);
-            }
-            HeapKind::LengthPrefixed => {
-                let len = u32::try_from(content.len())
-                    .ok()
-                    .and_then(crate::image::sig::compress_u32)
-                    .ok_or(EmitError::BlobTooLong { len: content.len() })?;
-                self.appended.extend_from_slice(&len);
-                self.appended.extend_from_slice(content);
-            }
-        }
+        let at = self.original.len() + mark;
+        let Ok(at) = u32::try_from(at) else {
+            self.appended.truncate(mark);
+            return Err(EmitError::HeapFull { heap: self.name() });
+        };
         if let Some(m) = self.index.as_mut() {
-            m.insert(hash, index);
+            m.insert(hash, at);
         }
-        Ok(index)
+        Ok(at)
     }
 
     /// The index of the `#US` entry of the literal `s` (see [`user_string_bytes`]), appending
     /// one when none holds it.
     pub(super) fn intern_user_string(&mut self, s: &str) -> Result<u32, EmitError> {
-        let mut bytes = std::mem::take(&mut self.scratch);
-        user_string_bytes_into(s, &mut bytes);
-        let index = self.intern(&bytes);
-        self.scratch = bytes;
-        index
+        let units = if s.is_ascii() {
+            s.len()
+        } else {
+            s.encode_utf16().count()
+        };
+        let mark = self.appended.len();
+        let start = self.push_length(units * 2 + 1)?;
+        append_user_string(s, &mut self.appended);
+        let end = self.appended.len();
+        self.keep_or_reuse(mark, start, end)
     }
 
     fn name(&self) -> &'static str {
@@ -289,24 +321,27 @@ impl<'a> GrowingHeap<'a> {
 #[cfg(test)]
 fn user_string_bytes(s: &str) -> Vec<u8> {
     let mut out = Vec::new();
-    user_string_bytes_into(s, &mut out);
+    append_user_string(s, &mut out);
     out
 }
 
-/// [`user_string_bytes`] into `out`, whose contents are replaced.
-fn user_string_bytes_into(s: &str, out: &mut Vec<u8>) {
-    out.clear();
+/// Appends [`user_string_bytes`] of `s` to `out`.
+fn append_user_string(s: &str, out: &mut Vec<u8>) {
     let special_unit =
         |unit: u16| unit > 0x7F || matches!(unit, 0x01..=0x08 | 0x0E..=0x1F | 0x27 | 0x2D | 0x7F);
     if s.is_ascii() {
-        // Names are ASCII nearly always: each byte is a code unit.
-        out.resize(s.len() * 2 + 1, 0);
-        let mut special = false;
-        for (k, &b) in s.as_bytes().iter().enumerate() {
-            out[2 * k] = b;
-            special |= special_unit(u16::from(b));
+        // Names are ASCII nearly always: each byte is a code unit. Written without early
+        // exits or bounds checks, so that the loops vectorise.
+        let bytes = s.as_bytes();
+        let at = out.len();
+        out.resize(at + bytes.len() * 2, 0);
+        for (unit, &b) in out[at..].chunks_exact_mut(2).zip(bytes) {
+            unit[0] = b;
         }
-        out[s.len() * 2] = u8::from(special);
+        let special = bytes
+            .iter()
+            .fold(false, |any, &b| any | special_unit(u16::from(b)));
+        out.push(u8::from(special));
         return;
     }
     out.reserve(s.len() * 2 + 1);

@@ -154,6 +154,39 @@ impl std::fmt::Debug for MetadataBuilder<'_, '_> {
     }
 }
 
+/// A stream of the new root: bytes as they are, a heap with what it grew by, or the GUIDs
+/// stored and added.
+enum Stream<'b> {
+    Bytes(&'b [u8]),
+    Heap(&'b GrowingHeap<'b>),
+    Guids(&'b [u8], &'b [[u8; 16]]),
+}
+
+impl Stream<'_> {
+    /// Its size before padding.
+    fn len(&self) -> usize {
+        match self {
+            Stream::Bytes(b) => b.len(),
+            Stream::Heap(h) => h.len(),
+            Stream::Guids(stored, added) => stored.len() + 16 * added.len(),
+        }
+    }
+
+    /// Appends its bytes (unpadded) to `out`.
+    fn write(&self, out: &mut Vec<u8>) {
+        match self {
+            Stream::Bytes(b) => out.extend_from_slice(b),
+            Stream::Heap(h) => h.write_unpadded(out),
+            Stream::Guids(stored, added) => {
+                out.extend_from_slice(stored);
+                for g in *added {
+                    out.extend_from_slice(g);
+                }
+            }
+        }
+    }
+}
+
 /// New metadata: the bytes of a whole metadata root and the layout of its tables.
 #[derive(Debug, Clone)]
 pub struct BuiltMetadata {
@@ -326,36 +359,32 @@ impl<'i, 'a> MetadataBuilder<'i, 'a> {
             })?;
 
         // Each stream's new contents, in the original order; heaps that grew from nothing
-        // are added at the end.
-        let mut streams: Vec<(String, Vec<u8>)> = Vec::new();
+        // are added at the end. Contents are written once, straight into the root.
+        let mut streams: Vec<(&str, Stream<'_>)> = Vec::new();
         let mut seen = [false; 4];
         for s in &md.streams {
             let original = file.get(s.offset..s.offset + s.size).unwrap_or(&[]);
             let content = match s.name.as_str() {
-                "#~" | "#-" if s.offset == md.tables.offset => tables_stream.clone(),
+                "#~" | "#-" if s.offset == md.tables.offset => Stream::Bytes(&tables_stream),
                 "#Strings" if s.offset == md.strings.offset => {
                     seen[0] = true;
-                    self.heap_bytes(&self.strings)
+                    Stream::Heap(&self.strings)
                 }
                 "#Blob" if s.offset == md.blob.offset => {
                     seen[1] = true;
-                    self.heap_bytes(&self.blobs)
+                    Stream::Heap(&self.blobs)
                 }
                 "#US" if s.offset == md.user_strings.offset => {
                     seen[2] = true;
-                    self.heap_bytes(&self.user_strings)
+                    Stream::Heap(&self.user_strings)
                 }
                 "#GUID" if s.offset == md.guid.offset => {
                     seen[3] = true;
-                    let mut g = original.to_vec();
-                    for guid in &self.guids {
-                        g.extend_from_slice(guid);
-                    }
-                    g
+                    Stream::Guids(original, &self.guids)
                 }
-                _ => original.to_vec(),
+                _ => Stream::Bytes(original),
             };
-            streams.push((s.name.clone(), content));
+            streams.push((s.name.as_str(), content));
         }
         for (i, (name, grew)) in [
             ("#Strings", self.strings.grew()),
@@ -368,12 +397,12 @@ impl<'i, 'a> MetadataBuilder<'i, 'a> {
         {
             if grew && !seen[i] {
                 let content = match i {
-                    0 => self.heap_bytes(&self.strings),
-                    1 => self.heap_bytes(&self.blobs),
-                    2 => self.heap_bytes(&self.user_strings),
-                    _ => self.guids.concat(),
+                    0 => Stream::Heap(&self.strings),
+                    1 => Stream::Heap(&self.blobs),
+                    2 => Stream::Heap(&self.user_strings),
+                    _ => Stream::Guids(&[], &self.guids),
                 };
-                streams.push((name.to_string(), content));
+                streams.push((name, content));
             }
         }
 
@@ -386,7 +415,13 @@ impl<'i, 'a> MetadataBuilder<'i, 'a> {
             .map(|(name, _)| 8 + (name.len() + 1).next_multiple_of(4))
             .sum();
         let mut out = Vec::with_capacity(
-            prefix.len() + 2 + headers_len + streams.iter().map(|s| s.1.len() + 3).sum::<usize>(),
+            prefix.len()
+                + 2
+                + headers_len
+                + streams
+                    .iter()
+                    .map(|s| s.1.len().next_multiple_of(4))
+                    .sum::<usize>(),
         );
         out.extend_from_slice(prefix);
         out.extend_from_slice(&count.to_le_bytes());
@@ -403,10 +438,10 @@ impl<'i, 'a> MetadataBuilder<'i, 'a> {
         }
         let mut tables_at = 0;
         for (name, content) in &streams {
-            if name == "#~" || name == "#-" {
+            if *name == "#~" || *name == "#-" {
                 tables_at = out.len();
             }
-            out.extend_from_slice(content);
+            content.write(&mut out);
             out.resize(out.len().next_multiple_of(4), 0);
         }
         let tables = TablesHeader::parse(
@@ -416,12 +451,6 @@ impl<'i, 'a> MetadataBuilder<'i, 'a> {
             image.tables_header().uncompressed,
         )?;
         Ok(BuiltMetadata { bytes: out, tables })
-    }
-
-    fn heap_bytes(&self, heap: &GrowingHeap<'_>) -> Vec<u8> {
-        let mut out = Vec::with_capacity(heap.len() + 3);
-        heap.write(&mut out);
-        out
     }
 
     /// The table stream with the added rows and re-sized columns.

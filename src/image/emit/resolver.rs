@@ -17,8 +17,9 @@ pub struct Additions {
     rows: [u32; TABLE_COUNT],
     /// Size of the image's `#US` heap: `ldstr` offsets from here on are added entries.
     user_strings_base: u32,
-    /// The `#US` heap's added entries (from `user_strings_base` on).
-    user_strings: Vec<u8>,
+    /// One bit per byte of the `#US` heap's added part (from `user_strings_base` on): set
+    /// where an added entry starts.
+    user_string_starts: Vec<u64>,
     /// The call signatures of added MemberRefs, by token.
     calls: HashMap<u32, CallSig>,
 }
@@ -31,7 +32,7 @@ impl MetadataBuilder<'_, '_> {
             original_rows: [0; TABLE_COUNT],
             rows: [0; TABLE_COUNT],
             user_strings_base: self.user_strings.appended_at() as u32,
-            user_strings: self.user_strings.appended().to_vec(),
+            user_string_starts: entry_starts(self.user_strings.appended()),
             calls: HashMap::new(),
         };
         for t in Table::ALL {
@@ -82,14 +83,33 @@ impl Additions {
     /// Whether `token` is an `ldstr` token of an added `#US` entry.
     pub fn is_added_string(&self, token: u32) -> bool {
         let t = Token(token);
-        t.table_byte() == USER_STRING_TABLE
-            && t.rid() >= self.user_strings_base
-            && crate::image::UserStringHeap {
-                data: &self.user_strings,
-                offset: 0,
-            }
-            .contains(t.rid() - self.user_strings_base)
+        if t.table_byte() != USER_STRING_TABLE || t.rid() < self.user_strings_base {
+            return false;
+        }
+        let at = (t.rid() - self.user_strings_base) as usize;
+        self.user_string_starts
+            .get(at / 64)
+            .is_some_and(|w| w & (1 << (at % 64)) != 0)
     }
+}
+
+/// Where the length-prefixed entries of `heap` start, one bit per byte; a bit per entry that
+/// lies wholly inside it.
+fn entry_starts(heap: &[u8]) -> Vec<u64> {
+    let mut bits = vec![0u64; heap.len().div_ceil(64)];
+    let mut at = 0;
+    while at < heap.len() {
+        let Ok((len, used)) = crate::image::sig::decompress_u32(&heap[at..]) else {
+            break;
+        };
+        let end = at + used + len as usize;
+        if end > heap.len() {
+            break;
+        }
+        bits[at / 64] |= 1 << (at % 64);
+        at = end;
+    }
+    bits
 }
 
 /// A resolver over another one (usually the image's) that also knows the additions, and the

@@ -83,6 +83,14 @@ fn references_are_found_or_added_once() {
     assert_eq!(b.member_ref(probe_type, "Enter", &sig).unwrap(), enter);
     let text = b.user_string("N.C::M()").unwrap();
     assert_eq!(b.user_string("N.C::M()").unwrap(), text);
+    let second = b.user_string("it's").unwrap();
+    assert!(second.rid() > text.rid());
+    let added = b.additions();
+    assert!(added.is_added_string(text.0) && added.is_added_string(second.0));
+    // Not an entry start, past the heap, or the image's own: not added.
+    assert!(!added.is_added_string(text.0 + 1));
+    assert!(!added.is_added_string(second.0 + 64));
+    assert!(!added.is_added_string(0x7000_0001));
     let locals = b.standalone_sig(&[0x07, 0x01, 0x08]).unwrap();
     assert_eq!(
         b.rows(Table::AssemblyRef),
@@ -124,6 +132,7 @@ fn references_are_found_or_added_once() {
     assert_eq!(blobs.get(cell(enter, 2)).unwrap(), &sig);
     assert_eq!(blobs.get(cell(locals, 0)).unwrap(), &[0x07, 0x01, 0x08]);
     assert_eq!(us.get(text.rid()).unwrap(), "N.C::M()");
+    assert_eq!(us.get(second.rid()).unwrap(), "it's");
     assert!(matches!(
         b.add_row(Table::CustomAttribute, &[0, 0, 0]),
         Err(EmitError::SortedTable { .. })
