@@ -123,20 +123,22 @@ impl Operand<'_> {
 
     /// Whether this operand is the right shape for `kind`.
     pub fn fits(&self, kind: OperandKind) -> bool {
-        match (self, kind) {
-            (Operand::None, OperandKind::None)
-            | (Operand::Int8(_), OperandKind::ShortI)
-            | (Operand::Int32(_), OperandKind::I)
-            | (Operand::Int64(_), OperandKind::I8)
-            | (Operand::Float32(_), OperandKind::ShortR)
-            | (Operand::Float64(_), OperandKind::R)
-            | (Operand::ShortBranch(_), OperandKind::ShortBrTarget)
-            | (Operand::Branch(_), OperandKind::BrTarget)
-            | (Operand::Switch(_), OperandKind::Switch)
-            | (Operand::Var(_), OperandKind::Local | OperandKind::Arg) => true,
-            (Operand::Var(v), OperandKind::ShortLocal | OperandKind::ShortArg) => *v <= 0xFF,
-            (Operand::Token(_), k) => k.is_token(),
-            _ => false,
+        match self {
+            Operand::None => kind == OperandKind::None,
+            Operand::Int8(_) => kind == OperandKind::ShortI,
+            Operand::Int32(_) => kind == OperandKind::I,
+            Operand::Int64(_) => kind == OperandKind::I8,
+            Operand::Float32(_) => kind == OperandKind::ShortR,
+            Operand::Float64(_) => kind == OperandKind::R,
+            Operand::ShortBranch(_) => kind == OperandKind::ShortBrTarget,
+            Operand::Branch(_) => kind == OperandKind::BrTarget,
+            Operand::Switch(_) => kind == OperandKind::Switch,
+            Operand::Var(v) => {
+                matches!(kind, OperandKind::Local | OperandKind::Arg)
+                    || (matches!(kind, OperandKind::ShortLocal | OperandKind::ShortArg)
+                        && *v <= 0xFF)
+            }
+            Operand::Token(_) => kind.is_token(),
         }
     }
 }
@@ -174,7 +176,32 @@ impl<'a> Instruction<'a> {
         match self.operand {
             Operand::ShortBranch(d) => Some(self.next_offset() + d as i64),
             Operand::Branch(d) => Some(self.next_offset() + d as i64),
-            _ => None,
+            Operand::None
+            | Operand::Int8(_)
+            | Operand::Int32(_)
+            | Operand::Int64(_)
+            | Operand::Float32(_)
+            | Operand::Float64(_)
+            | Operand::Switch(_)
+            | Operand::Var(_)
+            | Operand::Token(_) => None,
+        }
+    }
+
+    /// The local or argument index the operand names explicitly (`ldloc.s 5`), if it does.
+    pub fn var(&self) -> Option<u16> {
+        match self.operand {
+            Operand::Var(v) => Some(v),
+            Operand::None
+            | Operand::Int8(_)
+            | Operand::Int32(_)
+            | Operand::Int64(_)
+            | Operand::Float32(_)
+            | Operand::Float64(_)
+            | Operand::ShortBranch(_)
+            | Operand::Branch(_)
+            | Operand::Switch(_)
+            | Operand::Token(_) => None,
         }
     }
 
@@ -184,6 +211,7 @@ impl<'a> Instruction<'a> {
         let single = self.branch_target();
         let cases = match &self.operand {
             Operand::Switch(t) => Some(t.iter().map(move |d| next + d as i64)),
+            // Other operands have no cases; branches are `single` above.
             _ => None,
         };
         single.into_iter().chain(cases.into_iter().flatten())
@@ -247,10 +275,11 @@ pub fn encode(opcode: Opcode, operand: &Operand<'_>, out: &mut Vec<u8>) -> Resul
         Operand::Int64(v) => out.extend_from_slice(&v.to_le_bytes()),
         Operand::Float32(v) | Operand::Token(v) => out.extend_from_slice(&v.to_le_bytes()),
         Operand::Float64(v) => out.extend_from_slice(&v.to_le_bytes()),
-        Operand::Var(v) => match kind {
-            OperandKind::ShortLocal | OperandKind::ShortArg => out.push(*v as u8),
-            _ => out.extend_from_slice(&v.to_le_bytes()),
-        },
+        // `fits` above has matched the kind to the operand: a variable's kind is one of four.
+        Operand::Var(v) if matches!(kind, OperandKind::ShortLocal | OperandKind::ShortArg) => {
+            out.push(*v as u8)
+        }
+        Operand::Var(v) => out.extend_from_slice(&v.to_le_bytes()),
         Operand::Switch(targets) => {
             let n = u32::try_from(targets.len())
                 .map_err(|_| EncodeError::SwitchTooLarge(targets.len()))?;

@@ -414,6 +414,88 @@ opcode_table! {
     Readonly = 0xFE1E, "readonly.", None, P(0), U(0), Prefix;
 }
 
+/// Each encoding's family (low byte, plus 256 for `FE xx`): its general form and the operand
+/// a macro form implies. Derived from the table's names when the crate is compiled: `<op>.s`
+/// is the short form of `<op>` (`br.s`, `ldarg.s`, `ldc.i4.s`), and `<op>.<n>` or `<op>.m1`
+/// without an operand is `<op>` with the operand `n` or −1 (`ldloc.2`, `ldc.i4.m1`), where
+/// `<op>` takes an operand.
+static FAMILIES: [(Opcode, Option<i32>); 512] = {
+    let mut t = [(Opcode::Nop, None); 512];
+    let mut i = 0;
+    while i < ALL.len() {
+        t[family_slot(ALL[i].opcode)] = family_by_name(&ALL[i]);
+        i += 1;
+    }
+    t
+};
+
+const fn family_slot(op: Opcode) -> usize {
+    let code = op as u16;
+    (code & 0xFF) as usize + if code >> 8 == 0xFE { 256 } else { 0 }
+}
+
+/// Whether `a[..len]` is `b`.
+const fn prefix_is(a: &[u8], len: usize, b: &[u8]) -> bool {
+    if len != b.len() {
+        return false;
+    }
+    let mut k = 0;
+    while k < len {
+        if a[k] != b[k] {
+            return false;
+        }
+        k += 1;
+    }
+    true
+}
+
+const fn family_by_name(info: &OpInfo) -> (Opcode, Option<i32>) {
+    let own = (info.opcode, None);
+    let name = info.name.as_bytes();
+    // The last dot splits base and suffix.
+    let mut dot = name.len();
+    while dot > 0 && name[dot - 1] != b'.' {
+        dot -= 1;
+    }
+    if dot == 0 || dot == name.len() {
+        return own;
+    }
+    let base_len = dot - 1;
+    let mut g = 0;
+    let general = loop {
+        if g == ALL.len() {
+            return own;
+        }
+        let candidate = &ALL[g];
+        if !matches!(candidate.operand, OperandKind::None)
+            && prefix_is(name, base_len, candidate.name.as_bytes())
+        {
+            break candidate.opcode;
+        }
+        g += 1;
+    };
+    let suffix_len = name.len() - dot;
+    if suffix_len == 1 && name[dot] == b's' {
+        return (general, None);
+    }
+    if !matches!(info.operand, OperandKind::None) {
+        return own;
+    }
+    if suffix_len == 2 && name[dot] == b'm' && name[dot + 1] == b'1' {
+        return (general, Some(-1));
+    }
+    let mut value = 0i32;
+    let mut k = dot;
+    while k < name.len() {
+        if !name[k].is_ascii_digit() {
+            return own;
+        }
+        value = value * 10 + (name[k] - b'0') as i32;
+        k += 1;
+    }
+    (general, Some(value))
+}
+
 /// Marks a byte with no opcode in the lookup tables below.
 const UNDEFINED: u8 = u8::MAX;
 
@@ -596,6 +678,18 @@ impl Opcode {
         self.flow() == Flow::Prefix
     }
 
+    /// The general form of the opcode's family: `br` for `br.s`, `ldarg` for `ldarg.0` and
+    /// `ldarg.s`, `ldc.i4` for `ldc.i4.m1`; `self` for an opcode of no family.
+    pub const fn general_form(self) -> Opcode {
+        FAMILIES[family_slot(self)].0
+    }
+
+    /// The operand a macro form implies (`ldloc.2`: 2, `ldc.i4.m1`: −1), as its general form
+    /// would take it; `None` for every other opcode.
+    pub const fn implied_operand(self) -> Option<i32> {
+        FAMILIES[family_slot(self)].1
+    }
+
     /// The long form of a short branch (`br.s` → `br`), or `self` when there is none.
     pub fn long_form(self) -> Opcode {
         let code = self as u16;
@@ -680,6 +774,43 @@ mod tests {
     }
 
     #[test]
+    fn families_come_from_the_table() {
+        use Opcode::*;
+        let fam = |op: Opcode| (op.general_form(), op.implied_operand());
+        for info in ALL {
+            let (general, implied) = fam(info.opcode);
+            if info.operand == OperandKind::ShortBrTarget {
+                assert_eq!(general, info.opcode.long_form());
+            } else if general != info.opcode {
+                assert_ne!(general.operand_kind(), OperandKind::None, "{}", info.name);
+            } else {
+                assert_eq!(implied, None, "{}", info.name);
+            }
+        }
+        let implied: Vec<(&str, Opcode, i32)> = ALL
+            .iter()
+            .filter_map(|i| {
+                let (general, implied) = fam(i.opcode);
+                implied.map(|v| (i.name, general, v))
+            })
+            .collect();
+        assert_eq!(implied.len(), 4 + 4 + 4 + 10, "{implied:?}");
+        assert!(implied.contains(&("ldarg.3", Ldarg, 3)));
+        assert!(implied.contains(&("stloc.0", Stloc, 0)));
+        assert!(implied.contains(&("ldc.i4.m1", Ldc_I4, -1)));
+        assert!(implied.contains(&("ldc.i4.8", Ldc_I4, 8)));
+        let short: Vec<&str> = ALL
+            .iter()
+            .filter(|i| fam(i.opcode).0 != i.opcode && fam(i.opcode).1.is_none())
+            .map(|i| i.name)
+            .collect();
+        assert_eq!(short.len(), 13 + 1 + 7, "{short:?}");
+        for op in [Ldelem_I4, Conv_Ovf_I1_Un, Cgt_Un, Ldc_R4, Unbox_Any] {
+            assert_eq!(fam(op), (op, None));
+        }
+    }
+
+    #[test]
     fn branch_forms_pair_up() {
         for info in ALL {
             let op = info.opcode;
@@ -692,7 +823,23 @@ mod tests {
                     assert_eq!((long.info().pops, long.info().flow), (info.pops, info.flow));
                 }
                 OperandKind::BrTarget => assert_eq!(op.short_form().long_form(), op),
-                _ => assert_eq!((op.long_form(), op.short_form()), (op, op)),
+                OperandKind::None
+                | OperandKind::ShortI
+                | OperandKind::I
+                | OperandKind::I8
+                | OperandKind::ShortR
+                | OperandKind::R
+                | OperandKind::Switch
+                | OperandKind::ShortLocal
+                | OperandKind::ShortArg
+                | OperandKind::Local
+                | OperandKind::Arg
+                | OperandKind::Tok
+                | OperandKind::Type
+                | OperandKind::Field
+                | OperandKind::Method
+                | OperandKind::String
+                | OperandKind::Sig => assert_eq!((op.long_form(), op.short_form()), (op, op)),
             }
         }
     }

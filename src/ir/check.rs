@@ -62,6 +62,7 @@ pub fn placement(m: &Method, bytes: &[u8]) -> Result<(), String> {
                 .iter()
                 .map(|&l| at(l))
                 .collect::<Result<_, _>>()?,
+            // No other operand is a target.
             _ => vec![],
         };
         let got: Vec<i64> = d.targets().collect();

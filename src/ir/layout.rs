@@ -225,11 +225,7 @@ pub struct LayoutInfo {
 
 /// Encoded size of one prefix.
 fn prefix_size(p: &Prefix) -> u32 {
-    2 + match p.opcode.operand_kind() {
-        OperandKind::ShortI => 1,
-        OperandKind::None => 0,
-        _ => 4,
-    }
+    2 + p.opcode.operand_kind().fixed_size().unwrap_or(0) as u32
 }
 
 /// The [`Operand`] variant each opcode takes, as [`operand_tag`] numbers it.
@@ -311,7 +307,12 @@ static ENC: [Enc; 512] = {
             OperandKind::Local | OperandKind::Arg => (tag::VAR, false),
             OperandKind::ShortBrTarget | OperandKind::BrTarget => (tag::TARGET, false),
             OperandKind::Switch => (tag::SWITCH, false),
-            _ => (tag::TOKEN, false),
+            OperandKind::Tok
+            | OperandKind::Type
+            | OperandKind::Field
+            | OperandKind::Method
+            | OperandKind::String
+            | OperandKind::Sig => (tag::TOKEN, false),
         };
         t[enc_key(info.opcode)] = Enc {
             len: ops + operand_len,

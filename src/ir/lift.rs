@@ -122,7 +122,15 @@ pub(super) static TABLE: [Entry; 512] = {
             (_, OperandKind::BrTarget) => (arg::BR4, 4),
             // Variable length: the codec's decoder reads the table.
             (_, OperandKind::Switch) => (arg::NONE, usize::MAX),
-            _ => (arg::TOKEN, 4),
+            (
+                _,
+                OperandKind::Tok
+                | OperandKind::Type
+                | OperandKind::Field
+                | OperandKind::Method
+                | OperandKind::String
+                | OperandKind::Sig,
+            ) => (arg::TOKEN, 4),
         };
         let len = if operand_len == usize::MAX {
             0
@@ -570,6 +578,7 @@ fn owner_of(instrs: &[Instr], starts: &StartIndex, k: usize) -> (u32, Opcode) {
         let count = match ins.operand {
             Operand::Target(_) => 1,
             Operand::Switch(t) => t.len as usize,
+            // No other operand is a target.
             _ => 0,
         };
         if k < seen + count {

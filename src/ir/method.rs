@@ -150,19 +150,21 @@ impl Instr {
     /// Whether the operand is the right shape for an opcode with operand kind `kind` (for
     /// callers that have the opcode's table entry already).
     pub(crate) fn operand_fits_kind(&self, kind: OperandKind) -> bool {
-        match (self.operand, kind) {
-            (Operand::Target(_), k) => k.is_branch(),
-            (Operand::Switch(_), OperandKind::Switch) => true,
-            (Operand::None, OperandKind::None)
-            | (Operand::Int8(_), OperandKind::ShortI)
-            | (Operand::Int32(_), OperandKind::I)
-            | (Operand::Int64(_), OperandKind::I8)
-            | (Operand::Float32(_), OperandKind::ShortR)
-            | (Operand::Float64(_), OperandKind::R)
-            | (Operand::Var(_), OperandKind::Local | OperandKind::Arg) => true,
-            (Operand::Var(v), OperandKind::ShortLocal | OperandKind::ShortArg) => v <= 0xFF,
-            (Operand::Token(_), k) => k.is_token(),
-            _ => false,
+        match self.operand {
+            Operand::Target(_) => kind.is_branch(),
+            Operand::Switch(_) => kind == OperandKind::Switch,
+            Operand::None => kind == OperandKind::None,
+            Operand::Int8(_) => kind == OperandKind::ShortI,
+            Operand::Int32(_) => kind == OperandKind::I,
+            Operand::Int64(_) => kind == OperandKind::I8,
+            Operand::Float32(_) => kind == OperandKind::ShortR,
+            Operand::Float64(_) => kind == OperandKind::R,
+            Operand::Var(v) => {
+                matches!(kind, OperandKind::Local | OperandKind::Arg)
+                    || (matches!(kind, OperandKind::ShortLocal | OperandKind::ShortArg)
+                        && v <= 0xFF)
+            }
+            Operand::Token(_) => kind.is_token(),
         }
     }
 }

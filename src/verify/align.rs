@@ -78,7 +78,7 @@
 use super::{Code, Diagnostic, NONE};
 use crate::body::{Body, Clause, ClauseKind};
 use crate::instr::{Instruction, Operand, decode_at};
-use crate::opcode::{ALL, DECODE, FAST_LEN, Flow, OpInfo, Opcode, OperandKind};
+use crate::opcode::{DECODE, FAST_LEN, Flow, Opcode, OperandKind};
 use serde::Serialize;
 use std::sync::LazyLock;
 
@@ -243,21 +243,6 @@ struct Family {
     implied: Option<i32>,
 }
 
-/// Families by encoding (low byte, plus 256 for `FE xx`), derived from the opcode table's
-/// names: `<op>.s` is the short form of `<op>` (`br.s`, `ldarg.s`, `ldc.i4.s`), and `<op>.<n>`
-/// or `<op>.m1` without an operand is `<op>` with the operand `n` or −1 (`ldloc.2`,
-/// `ldc.i4.m1`), where `<op>` is an opcode that takes an operand.
-static FAMILIES: LazyLock<[Family; 512]> = LazyLock::new(|| {
-    let mut t = [Family {
-        general: Opcode::Nop,
-        implied: None,
-    }; 512];
-    for info in ALL {
-        t[slot(info.opcode)] = family_by_name(info);
-    }
-    t
-});
-
 /// What [`Side::load`] needs of an encoding (low byte, plus 256 for `FE xx`), in one entry:
 /// the decoder's length and operand kind, and the family. `len` 0: undefined.
 #[derive(Clone, Copy, Debug)]
@@ -282,10 +267,9 @@ static LOAD: LazyLock<[LoadEntry; 512]> = LazyLock::new(|| {
             DECODE.two[k - 256]
         };
         if let Some(op) = d.opcode {
-            let f = FAMILIES[slot(op)];
             *e = LoadEntry {
-                family: f.general,
-                implied: f.implied,
+                family: op.general_form(),
+                implied: op.implied_operand(),
                 operand: d.operand,
                 len: d.len,
             };
@@ -294,50 +278,12 @@ static LOAD: LazyLock<[LoadEntry; 512]> = LazyLock::new(|| {
     t
 });
 
-fn slot(op: Opcode) -> usize {
-    let code = op.code();
-    (code & 0xFF) as usize + if code >> 8 == 0xFE { 256 } else { 0 }
-}
-
-fn family_by_name(info: &OpInfo) -> Family {
-    let own = Family {
-        general: info.opcode,
-        implied: None,
-    };
-    let Some((base, suffix)) = info.name.rsplit_once('.') else {
-        return own;
-    };
-    let Some(general) = ALL
-        .iter()
-        .find(|i| i.name == base && i.operand != OperandKind::None)
-    else {
-        return own;
-    };
-    let implied = match suffix {
-        "s" => {
-            return Family {
-                general: general.opcode,
-                implied: None,
-            };
-        }
-        "m1" => -1,
-        n => match n.parse::<i32>() {
-            Ok(v) => v,
-            Err(_) => return own,
-        },
-    };
-    if info.operand != OperandKind::None {
-        return own;
-    }
-    Family {
-        general: general.opcode,
-        implied: Some(implied),
-    }
-}
-
 /// The alignment key of an instruction.
 pub fn key(ins: &Instruction<'_>) -> Key {
-    let family = FAMILIES[slot(ins.opcode)];
+    let family = Family {
+        general: ins.opcode.general_form(),
+        implied: ins.opcode.implied_operand(),
+    };
     let operand = match (family.implied, &ins.operand) {
         (Some(v), _) => v as u32 as u64,
         (None, Operand::None) => 0,
@@ -1655,46 +1601,6 @@ mod tests {
             Tok(Call, CALL_C),                 // 11
             Op(Ret),                           // 12
         ]
-    }
-
-    #[test]
-    fn families_come_from_the_opcode_table() {
-        let fam = |op: Opcode| FAMILIES[slot(op)];
-        for info in ALL {
-            let f = fam(info.opcode);
-            match info.operand {
-                OperandKind::ShortBrTarget => assert_eq!(f.general, info.opcode.long_form()),
-                _ if f.general != info.opcode => {
-                    assert_ne!(f.general.operand_kind(), OperandKind::None, "{}", info.name)
-                }
-                _ => assert_eq!(f.implied, None, "{}", info.name),
-            }
-        }
-        let implied: Vec<(&str, Opcode, i32)> = ALL
-            .iter()
-            .filter_map(|i| {
-                let f = fam(i.opcode);
-                f.implied.map(|v| (i.name, f.general, v))
-            })
-            .collect();
-        assert_eq!(implied.len(), 4 + 4 + 4 + 10, "{implied:?}");
-        assert!(implied.contains(&("ldarg.3", Ldarg, 3)));
-        assert!(implied.contains(&("stloc.0", Stloc, 0)));
-        assert!(implied.contains(&("ldc.i4.m1", Ldc_I4, -1)));
-        assert!(implied.contains(&("ldc.i4.8", Ldc_I4, 8)));
-        let short: Vec<&str> = ALL
-            .iter()
-            .filter(|i| fam(i.opcode).general != i.opcode && fam(i.opcode).implied.is_none())
-            .map(|i| i.name)
-            .collect();
-        assert_eq!(short.len(), 13 + 1 + 7, "{short:?}");
-        for (a, b) in [
-            (Ldelem_I4, Ldelem_I4),
-            (Conv_Ovf_I1_Un, Conv_Ovf_I1_Un),
-            (Cgt_Un, Cgt_Un),
-        ] {
-            assert_eq!(fam(a).general, b);
-        }
     }
 
     #[test]

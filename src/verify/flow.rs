@@ -499,6 +499,7 @@ fn prefix_code(prefix: Opcode) -> Code {
         Opcode::Tail => Code::TailCall,
         Opcode::Constrained => Code::Constrained,
         Opcode::Readonly => Code::ReadOnly,
+        // `no.` and anything that is not a prefix.
         _ => Code::NoPrefix,
     }
 }
@@ -761,6 +762,7 @@ fn placement(v: &mut Verifier, i: usize, eh_ok: bool) {
                 );
             }
         }
+        // Every other opcode may stand anywhere in a region.
         _ => {}
     }
 }

@@ -738,20 +738,39 @@ mod fx {
                 OperandKind::ShortBrTarget => arg::BR8,
                 OperandKind::BrTarget => arg::BR32,
                 OperandKind::Switch => arg::SWITCH,
-                _ => arg::U32,
+                OperandKind::Tok
+                | OperandKind::Type
+                | OperandKind::Field
+                | OperandKind::Method
+                | OperandKind::String
+                | OperandKind::Sig => arg::U32,
             };
             let (check, imm) = match operand {
                 OperandKind::ShortLocal | OperandKind::Local => (check::LOCAL, 0),
                 OperandKind::ShortArg | OperandKind::Arg => (check::ARG, 0),
                 // ldarg.0-3, ldloc.0-3, stloc.0-3: the index is implied by the opcode.
-                OperandKind::None => match code {
-                    0x02..=0x05 => (check::ARG_IMM, code - 0x02),
-                    0x06..=0x09 => (check::LOCAL_IMM, code - 0x06),
-                    0x0A..=0x0D => (check::LOCAL_IMM, code - 0x0A),
-                    _ => (check::NONE, 0),
-                },
-                k if k.is_token() => (check::TOKEN, 0),
-                _ => (check::NONE, 0),
+                OperandKind::None => {
+                    match (info.opcode.general_form(), info.opcode.implied_operand()) {
+                        (Opcode::Ldarg, Some(n)) => (check::ARG_IMM, n as u16),
+                        (Opcode::Ldloc | Opcode::Stloc, Some(n)) => (check::LOCAL_IMM, n as u16),
+                        // Other macro forms imply constants (`ldc.i4.2`), not variables.
+                        _ => (check::NONE, 0),
+                    }
+                }
+                OperandKind::Tok
+                | OperandKind::Type
+                | OperandKind::Field
+                | OperandKind::Method
+                | OperandKind::String
+                | OperandKind::Sig => (check::TOKEN, 0),
+                OperandKind::ShortI
+                | OperandKind::I
+                | OperandKind::I8
+                | OperandKind::ShortR
+                | OperandKind::R
+                | OperandKind::ShortBrTarget
+                | OperandKind::BrTarget
+                | OperandKind::Switch => (check::NONE, 0),
             };
             let operand_len = match operand.fixed_size() {
                 Some(n) => n,

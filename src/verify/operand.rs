@@ -58,7 +58,21 @@ fn wrong_table(v: &mut Out, off: u32, op: Opcode, kind: OperandKind, token: u32)
         OperandKind::Method => (Code::ExpectedMethodToken, "a method"),
         OperandKind::String => (Code::StringOperand, "a #US string"),
         OperandKind::Sig => (Code::ExpectedSigToken, "a StandAloneSig"),
-        _ => (Code::TokenResolve, "a type, method or field"),
+        // `ldtoken`'s, and (never asked) kinds without a token.
+        OperandKind::Tok
+        | OperandKind::None
+        | OperandKind::ShortI
+        | OperandKind::I
+        | OperandKind::I8
+        | OperandKind::ShortR
+        | OperandKind::R
+        | OperandKind::ShortBrTarget
+        | OperandKind::BrTarget
+        | OperandKind::Switch
+        | OperandKind::ShortLocal
+        | OperandKind::ShortArg
+        | OperandKind::Local
+        | OperandKind::Arg => (Code::TokenResolve, "a type, method or field"),
     };
     v.report(
         code,

@@ -54,6 +54,7 @@ impl CallSig {
         match opcode {
             Opcode::Newobj => args,
             Opcode::Calli => args + this + 1,
+            // `call`, `callvirt`, `jmp`, `ldftn`: the only other users of a call signature.
             _ => args + this,
         }
     }
@@ -62,6 +63,7 @@ impl CallSig {
     pub fn pushes(&self, opcode: Opcode) -> u32 {
         match opcode {
             Opcode::Newobj => 1,
+            // `call`, `callvirt`, `calli`: the return value.
             _ => !self.returns_void as u32,
         }
     }
@@ -179,7 +181,20 @@ pub const fn token_table_fits(kind: OperandKind, token: u32) -> bool {
         OperandKind::Tok => is_type || is_method || t == FIELD,
         OperandKind::String => t == USER_STRING,
         OperandKind::Sig => t == STANDALONE_SIG,
-        _ => true,
+        // No token: nothing to fit.
+        OperandKind::None
+        | OperandKind::ShortI
+        | OperandKind::I
+        | OperandKind::I8
+        | OperandKind::ShortR
+        | OperandKind::R
+        | OperandKind::ShortBrTarget
+        | OperandKind::BrTarget
+        | OperandKind::Switch
+        | OperandKind::ShortLocal
+        | OperandKind::ShortArg
+        | OperandKind::Local
+        | OperandKind::Arg => true,
     }
 }
 

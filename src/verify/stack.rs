@@ -261,6 +261,7 @@ fn step<R: Resolver + ?Sized, const TRACK: bool>(
                     );
                     return false;
                 }
+                // Other special opcodes have no stack rule beyond their pops and pushes.
                 _ => {}
             }
         }

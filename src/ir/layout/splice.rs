@@ -314,7 +314,9 @@ impl Scratch {
                 RawOperand::Switch(_) | RawOperand::ShortBranch(_) | RawOperand::Branch(_) => {
                     return None;
                 }
+                // A prefixed `ret` (invalid, but decodable) is the IR path's too.
                 _ if i.opcode == Opcode::Ret => return None,
+                // Any other prefixed instruction is copied as it is.
                 _ => {}
             }
             return Some(next);

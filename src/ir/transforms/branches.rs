@@ -35,6 +35,7 @@ fn completes_delegate_construction(m: &Method, i: usize) -> bool {
     match op(i) {
         Some(Opcode::Newobj) => matches!(op(prev), Some(Opcode::Ldftn | Opcode::Ldvirtftn)),
         Some(Opcode::Ldvirtftn) => op(prev) == Some(Opcode::Dup),
+        // No other opcode continues the sequence.
         _ => false,
     }
 }

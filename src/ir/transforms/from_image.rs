@@ -85,21 +85,17 @@ pub fn spare_return_local(
     let mut used = vec![false; locals.len()];
     for instr in body.instructions() {
         let instr = instr.ok()?;
-        let index = match instr.opcode {
-            Opcode::Ldloc_0 | Opcode::Stloc_0 => 0,
-            Opcode::Ldloc_1 | Opcode::Stloc_1 => 1,
-            Opcode::Ldloc_2 | Opcode::Stloc_2 => 2,
-            Opcode::Ldloc_3 | Opcode::Stloc_3 => 3,
-            Opcode::Ldloc_S
-            | Opcode::Ldloca_S
-            | Opcode::Stloc_S
-            | Opcode::Ldloc
-            | Opcode::Ldloca
-            | Opcode::Stloc => match instr.operand {
-                crate::instr::Operand::Var(v) => v as usize,
-                _ => continue,
-            },
-            _ => continue,
+        let op = instr.opcode;
+        if !matches!(
+            op.general_form(),
+            Opcode::Ldloc | Opcode::Ldloca | Opcode::Stloc
+        ) {
+            continue;
+        }
+        let index = match (op.implied_operand(), instr.var()) {
+            (Some(implied), _) => implied as usize,
+            (None, Some(v)) => usize::from(v),
+            (None, None) => continue,
         };
         if let Some(u) = used.get_mut(index) {
             *u = true;
