@@ -286,6 +286,8 @@ fn count(tally: Option<&mut Tally>, e: &ilcheck::ir::RewriteError) {
             RewriteError::Skipped(reason) => reason.name(),
             RewriteError::Lift(_) => "lift error",
             RewriteError::Layout(_) => "layout error",
+            // The enum is non-exhaustive: a later kind of failure.
+            _ => "other error",
         };
         *t.entry(key).or_default() += 1;
     }

@@ -234,6 +234,7 @@ impl<'a> Instruction<'a> {
 
 /// Why an instruction could not be encoded.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum EncodeError {
     /// The operand's variant is not the one the opcode's [`OperandKind`] takes, or a
     /// one-byte local or argument index is above 255.
@@ -297,6 +298,7 @@ pub fn encode(opcode: Opcode, operand: &Operand<'_>, out: &mut Vec<u8>) -> Resul
 
 /// Why the code stream could not be decoded at an IL offset.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum InstrError {
     /// The byte, or the `FE xx` pair, at `offset` is no opcode of Partition III.
     #[error("IL_{offset:04x}: unknown opcode {}", fmt_code(*code))]

@@ -510,7 +510,7 @@ fn bump(map: &mut BTreeMap<String, u64>, key: &str) {
 /// The rule a failed rewrite broke: the verifier's code, or the stage that failed.
 fn rule_of(err: &RewriteError) -> &'static str {
     match err {
-        RewriteError::Layout(LayoutError::Invalid { code, .. }) => code.as_str(),
+        RewriteError::Layout(LayoutError::Invalid(d)) => d.code.as_str(),
         RewriteError::Layout(_) => "Layout",
         RewriteError::Lift(_) => "Lift",
         RewriteError::Skipped(reason) => reason.name(),

@@ -34,6 +34,7 @@ pub enum Regions {
 
 /// Why an edit was refused. The method is unchanged when [`Editor::commit`] fails.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum EditError {
     /// An edit names an instruction the method does not have.
     #[error("instruction index {index} is out of range (the method has {len})")]

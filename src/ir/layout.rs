@@ -74,6 +74,7 @@ impl Default for LayoutOptions {
 /// Why a method could not be laid out. Instruction positions are IR indices; offsets are IL
 /// offsets of the laid-out code.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum LayoutError {
     /// A branch targets a label that was never bound.
     #[error("instruction {index}: label {label} is not bound to an instruction")]
@@ -152,16 +153,10 @@ pub enum LayoutError {
     /// An instruction could not be encoded.
     #[error(transparent)]
     Encode(#[from] EncodeError),
-    /// The verifier rejects the laid-out body: `code` names the rule.
-    #[error("rewritten body is invalid: IL_{offset:04x}: {code}: {message}")]
-    Invalid {
-        /// The rule.
-        code: Code,
-        /// Where.
-        offset: u32,
-        /// The verifier's message.
-        message: String,
-    },
+    /// The verifier rejects the laid-out body: its finding (the rule, the offset, the clauses
+    /// or arrivals it concerns).
+    #[error("rewritten body is invalid: {0}")]
+    Invalid(Box<Diagnostic>),
     /// MaxStack could not be computed for the policy asked for.
     #[error("the needed MaxStack is unknown: {0}")]
     MaxStackUnknown(MaxStackUnknown),
@@ -202,11 +197,7 @@ pub enum MaxStackUnknown {
 
 impl LayoutError {
     fn invalid(d: &Diagnostic) -> LayoutError {
-        LayoutError::Invalid {
-            code: d.code,
-            offset: d.offset,
-            message: d.message.clone(),
-        }
+        LayoutError::Invalid(Box::new(d.clone()))
     }
 }
 

@@ -12,6 +12,7 @@ use std::mem::MaybeUninit;
 
 /// Why a body cannot be lifted. Offsets are IL offsets from the start of the code.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum IrError {
     /// An instruction does not decode.
     #[error("{0}")]

@@ -31,6 +31,7 @@ use crate::verify::Resolver;
 
 /// Why a body was not rewritten.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum RewriteError {
     /// The body could not be lifted into the IR.
     #[error("cannot lift: {0}")]
