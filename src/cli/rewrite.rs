@@ -205,6 +205,19 @@ pub fn options(a: &RewriteArgs) -> Result<RewriteOptions> {
 
 /// Rewrites one assembly into `output`; the report says what was done.
 pub fn rewrite_file(input: &Path, output: &Path, opts: &RewriteOptions) -> Result<RewriteReport> {
+    let (report, file) = rewrite_to_temp(input, output, opts)?;
+    file.commit()
+        .with_context(|| format!("writing {}", output.display()))?;
+    Ok(report)
+}
+
+/// [`rewrite_file`] up to the complete temporary file beside `output`: committing it (flush
+/// to disk, rename over `output`) is the caller's.
+fn rewrite_to_temp(
+    input: &Path,
+    output: &Path,
+    opts: &RewriteOptions,
+) -> Result<(RewriteReport, ilcheck::fsio::AtomicFile)> {
     let image =
         ilcheck::image::Image::open(input).with_context(|| format!("{}", input.display()))?;
     let mut report = RewriteReport {
@@ -219,9 +232,14 @@ pub fn rewrite_file(input: &Path, output: &Path, opts: &RewriteOptions) -> Resul
     }
     // The output may be the input, which is still mapped: the new file replaces it by rename,
     // so the mapping (and the input on any error) stays intact.
-    ilcheck::fsio::write_atomic(output, &bytes)
-        .with_context(|| format!("writing {}", output.display()))?;
-    Ok(report)
+    let write = || -> std::io::Result<ilcheck::fsio::AtomicFile> {
+        use std::io::Write;
+        let mut file = ilcheck::fsio::AtomicFile::create(output)?;
+        file.write_all(&bytes)?;
+        Ok(file)
+    };
+    let file = write().with_context(|| format!("writing {}", output.display()))?;
+    Ok((report, file))
 }
 
 /// Runs `ilcheck rewrite`.
@@ -321,20 +339,46 @@ fn many(a: &RewriteArgs, mut opts: RewriteOptions) -> Result<ExitCode> {
     let results: Vec<std::sync::Mutex<Option<Result<RewriteReport, String>>>> =
         jobs.iter().map(|_| std::sync::Mutex::new(None)).collect();
     let start = std::time::Instant::now();
+    let store = |i: usize, r: Result<RewriteReport, String>| {
+        if let Ok(mut slot) = results[i].lock() {
+            *slot = Some(r);
+        }
+    };
+    // Workers rewrite into temporary files; one thread flushes each to disk and renames it
+    // into place, so no worker waits on the disk.
+    let (done, written) =
+        std::sync::mpsc::channel::<(usize, RewriteReport, ilcheck::fsio::AtomicFile)>();
+    let (jobs, order, next, opts, store) = (&jobs, &order, &next, &opts, &store);
     std::thread::scope(|s| {
+        s.spawn(move || {
+            for (i, report, file) in written {
+                let output = &jobs[i].output;
+                let r = file
+                    .commit()
+                    .map(|()| report)
+                    .map_err(|e| format!("writing {}: {e}", output.display()));
+                store(i, r);
+            }
+        });
         for _ in 0..workers {
-            s.spawn(|| {
+            let done = done.clone();
+            s.spawn(move || {
                 loop {
                     let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     let Some(&i) = order.get(k) else { break };
                     let j = &jobs[i];
-                    let r = rewrite_file(&j.input, &j.output, &opts).map_err(|e| format!("{e:#}"));
-                    if let Ok(mut slot) = results[i].lock() {
-                        *slot = Some(r);
+                    match rewrite_to_temp(&j.input, &j.output, opts) {
+                        Ok((report, file)) => {
+                            // The committer outlives every worker; should it be gone, the
+                            // file is dropped (its temporary removed) and the slot says so.
+                            let _ = done.send((i, report, file));
+                        }
+                        Err(e) => store(i, Err(format!("{e:#}"))),
                     }
                 }
             });
         }
+        drop(done);
     });
     let wall = start.elapsed().as_secs_f64();
     let mut reports = Vec::new();
