@@ -205,10 +205,19 @@ pub fn options(a: &RewriteArgs) -> Result<RewriteOptions> {
 
 /// Rewrites one assembly into `output`; the report says what was done.
 pub fn rewrite_file(input: &Path, output: &Path, opts: &RewriteOptions) -> Result<RewriteReport> {
-    let (report, file) = rewrite_to_temp(input, output, opts)?;
+    let mut buffers = Buffers::default();
+    let (report, file) = rewrite_to_temp(input, output, opts, &mut buffers)?;
     file.commit()
         .with_context(|| format!("writing {}", output.display()))?;
     Ok(report)
+}
+
+/// What a worker keeps from one assembly to the next: the rewriting engines, the writer's
+/// buffers and the output image's memory (already paged in).
+#[derive(Default)]
+struct Buffers {
+    scratch: corpus::RewriteScratch,
+    image: Vec<u8>,
 }
 
 /// [`rewrite_file`] up to the complete temporary file beside `output`: committing it (flush
@@ -217,6 +226,7 @@ fn rewrite_to_temp(
     input: &Path,
     output: &Path,
     opts: &RewriteOptions,
+    buffers: &mut Buffers,
 ) -> Result<(RewriteReport, ilcheck::fsio::AtomicFile)> {
     let image =
         ilcheck::image::Image::open(input).with_context(|| format!("{}", input.display()))?;
@@ -225,7 +235,8 @@ fn rewrite_to_temp(
         output: output.display().to_string(),
         ..Default::default()
     };
-    let bytes = corpus::rewrite_image(&image, opts, &mut report)
+    let bytes = &mut buffers.image;
+    corpus::rewrite_image_with(&image, opts, &mut report, bytes, &mut buffers.scratch)
         .with_context(|| format!("rewriting {}", input.display()))?;
     if let Some(dir) = output.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -235,7 +246,7 @@ fn rewrite_to_temp(
     let write = || -> std::io::Result<ilcheck::fsio::AtomicFile> {
         use std::io::Write;
         let mut file = ilcheck::fsio::AtomicFile::create(output)?;
-        file.write_all(&bytes)?;
+        file.write_all(bytes)?;
         Ok(file)
     };
     let file = write().with_context(|| format!("writing {}", output.display()))?;
@@ -363,11 +374,12 @@ fn many(a: &RewriteArgs, mut opts: RewriteOptions) -> Result<ExitCode> {
         for _ in 0..workers {
             let done = done.clone();
             s.spawn(move || {
+                let mut buffers = Buffers::default();
                 loop {
                     let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     let Some(&i) = order.get(k) else { break };
                     let j = &jobs[i];
-                    match rewrite_to_temp(&j.input, &j.output, opts) {
+                    match rewrite_to_temp(&j.input, &j.output, opts, &mut buffers) {
                         Ok((report, file)) => {
                             // The committer outlives every worker; should it be gone, the
                             // file is dropped (its temporary removed) and the slot says so.
