@@ -354,14 +354,38 @@ fn check_ret(v: &mut St<'_>, off: u32, d: u32, ctx: &Ctx) {
     v.report(code, off, msg);
 }
 
-/// A try must be entered with an empty stack.
+/// A try must be entered with an empty stack (I.12.4.2.8), except one that starts at the first
+/// instruction of a catch, filter or filter handler: there the stack holds only the exception
+/// object the runtime pushes, which ILVerify accepts (its try-start check sees the handler
+/// block before the exception object is placed on its entry stack). A wrong depth arriving
+/// there by a branch is a branch into the handler, reported by the flow rules.
 fn post_checks(v: &mut St<'_>, nodes: &[eh::Node], depth: &[u32]) {
+    // First instructions of the blocks entered with the exception object, sorted; built only
+    // when some try is entered with a non-empty stack.
+    let mut receives_exception: Option<Vec<u32>> = None;
     for node in nodes {
         if node.kind != RegionKind::Try {
             continue;
         }
         let d = depth[node.first as usize];
         if d != NONE && d != 0 {
+            let starts = receives_exception.get_or_insert_with(|| {
+                let mut s: Vec<u32> = nodes
+                    .iter()
+                    .filter(|n| {
+                        matches!(
+                            n.kind,
+                            RegionKind::Catch | RegionKind::Filter | RegionKind::FilterHandler
+                        )
+                    })
+                    .map(|n| n.first)
+                    .collect();
+                s.sort_unstable();
+                s
+            });
+            if d == 1 && starts.binary_search(&node.first).is_ok() {
+                continue;
+            }
             v.out.report_with(
                 Code::TryNonEmptyStack,
                 node.start,

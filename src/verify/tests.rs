@@ -816,6 +816,92 @@ fn fallthrough_rules() {
     assert!(got.contains(&Code::TryNonEmptyStack), "{got:?}");
 }
 
+/// A try may start at a catch's or filter's first instruction, where the exception object is on
+/// the stack (as ILVerify accepts); one instruction later it may not.
+#[test]
+fn try_at_the_start_of_a_handler() {
+    // try { leave } catch { try { pop; leave } finally { endfinally } leave }
+    let items = [
+        lbl("t"),
+        br(Leave_S, "end"),
+        lbl("h"),
+        lbl("it"),
+        op(Pop),
+        br(Leave_S, "in"),
+        lbl("ih"),
+        op(Endfinally),
+        lbl("in"),
+        br(Leave_S, "end"),
+        lbl("he"),
+        lbl("end"),
+        op(Ret),
+    ];
+    let clauses = |a: &Asm| {
+        vec![
+            finally(a, ("it", "ih"), ("ih", "in")),
+            catch(a, ("t", "h"), ("h", "he")),
+        ]
+    };
+    assert_eq!(eh_codes(&items, clauses), []);
+    // The same under a filter's handler, and at the filter's own start.
+    let items = [
+        lbl("t"),
+        br(Leave_S, "end"),
+        lbl("f"),
+        lbl("ft"),
+        op(Pop),
+        br(Leave_S, "fn"),
+        lbl("fh"),
+        op(Endfinally),
+        lbl("fn"),
+        op(Ldc_I4_1),
+        op(Endfilter),
+        lbl("h"),
+        lbl("it"),
+        op(Pop),
+        br(Leave_S, "in"),
+        lbl("ih"),
+        op(Endfinally),
+        lbl("in"),
+        br(Leave_S, "end"),
+        lbl("he"),
+        lbl("end"),
+        op(Ret),
+    ];
+    let got = eh_codes(&items, |a| {
+        vec![
+            finally(a, ("ft", "fh"), ("fh", "fn")),
+            finally(a, ("it", "ih"), ("ih", "in")),
+            filter(a, ("t", "f"), "f", ("h", "he")),
+        ]
+    });
+    assert!(!got.contains(&Code::TryNonEmptyStack), "{got:?}");
+    // A try one instruction into the catch is entered with the exception object: reported.
+    let items = [
+        lbl("t"),
+        br(Leave_S, "end"),
+        lbl("h"),
+        op(Nop),
+        lbl("it"),
+        op(Pop),
+        br(Leave_S, "in"),
+        lbl("ih"),
+        op(Endfinally),
+        lbl("in"),
+        br(Leave_S, "end"),
+        lbl("he"),
+        lbl("end"),
+        op(Ret),
+    ];
+    let got = eh_codes(&items, |a| {
+        vec![
+            finally(a, ("it", "ih"), ("ih", "in")),
+            catch(a, ("t", "h"), ("h", "he")),
+        ]
+    });
+    assert_eq!(got, [Code::TryNonEmptyStack]);
+}
+
 #[test]
 fn return_from_regions() {
     let mut items = try_catch();
