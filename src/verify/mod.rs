@@ -126,6 +126,11 @@ codes! {
     TailStackEmpty,
     /// A try entered with a non-empty stack (III.1.7.5, II.19).
     TryNonEmptyStack,
+    /// Unverifiable: `localloc` with more than its size on the stack (III.3.47: "Correct CIL
+    /// requires that the evaluation stack be empty apart from the size item"). Roslyn emits it
+    /// for `Span<T> s = stackalloc T[n]` (`dup` keeps `n` below the size) and CoreCLR's JIT
+    /// runs it; ILVerify reports it under this name.
+    LocallocStackNotEmpty,
 
     // Exception-handling table (II.19, II.25.4.6). Own names except EHClauseOutOfRange.
     /// A try, handler or filter reaches outside the code (II.19, II.25.4.6).
@@ -322,9 +327,10 @@ impl Code {
     /// The verdict class of findings with this code.
     pub fn verdict(self) -> Verdict {
         match self {
-            Code::ExpectedArray | Code::TypeNotAssignable | Code::UnmanagedPointer => {
-                Verdict::Unverifiable
-            }
+            Code::ExpectedArray
+            | Code::TypeNotAssignable
+            | Code::UnmanagedPointer
+            | Code::LocallocStackNotEmpty => Verdict::Unverifiable,
             _ => Verdict::Invalid,
         }
     }
@@ -389,9 +395,18 @@ impl Code {
                 CodeGroup::InstructionStream
             }
             BadBranch | BadJumpTarget => CodeGroup::BranchTargets,
-            StackUnderflow | StackOverflow | PathStackDepth | BackwardBranch | ReturnVoid
-            | ReturnMissing | ReturnEmpty | JmpStackNotEmpty | EndfilterStack | TailStackEmpty
-            | TryNonEmptyStack => CodeGroup::Stack,
+            StackUnderflow
+            | StackOverflow
+            | PathStackDepth
+            | BackwardBranch
+            | ReturnVoid
+            | ReturnMissing
+            | ReturnEmpty
+            | JmpStackNotEmpty
+            | EndfilterStack
+            | TailStackEmpty
+            | TryNonEmptyStack
+            | LocallocStackNotEmpty => CodeGroup::Stack,
             EHClauseOutOfRange
             | EHInvalidKind
             | EHRegionEmpty
@@ -606,8 +621,10 @@ mod fx {
             info.operand,
             OperandKind::ShortBrTarget | OperandKind::BrTarget | OperandKind::Switch
         );
+        // `localloc` is here for its stack rule (only the size on the stack), not a placement.
         let special = matches!(info.flow, Flow::Prefix | Flow::Return)
-            || info.opcode as u16 == Opcode::Rethrow as u16;
+            || info.opcode as u16 == Opcode::Rethrow as u16
+            || info.opcode as u16 == Opcode::Localloc as u16;
         let code = info.opcode as u16;
         let operand = !matches!(
             info.operand,
