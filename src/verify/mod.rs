@@ -280,6 +280,11 @@ codes! {
     /// managed pointer to another type (III.1.8.1.2.3); the JIT does not check it, and code
     /// relying on it breaks type safety. ILVerify reports StackUnexpected. ilcheck's own name.
     TypeNotAssignable,
+    /// Unverifiable: a `readonly.` call to a method other than an array type's `Address`
+    /// (III.2.3: `readonly.` may precede only `ldelema` and calls to the special `Address`
+    /// method on arrays). CoreCLR and mono run such a call; ILVerify reports it under this
+    /// name.
+    ReadonlyUnexpectedCallee,
     /// Unverifiable: a native int used as an address, arithmetic on managed pointers, or a
     /// managed pointer used as a number (III.1.5, III.1.8.1.2).
     UnmanagedPointer,
@@ -330,7 +335,8 @@ impl Code {
             Code::ExpectedArray
             | Code::TypeNotAssignable
             | Code::UnmanagedPointer
-            | Code::LocallocStackNotEmpty => Verdict::Unverifiable,
+            | Code::LocallocStackNotEmpty
+            | Code::ReadonlyUnexpectedCallee => Verdict::Unverifiable,
             _ => Verdict::Invalid,
         }
     }
@@ -454,9 +460,17 @@ impl Code {
             | ExpectedSigToken
             | StringOperand => CodeGroup::Operands,
             UnresolvedToken => CodeGroup::NotAnError,
-            StackUnexpected | PathStackUnexpected | ExpectedNumericType | ExpectedIntegerType
-            | ExpectedFloatType | StackObjRef | StackByRef | ExpectedArray | TypeNotAssignable
-            | UnmanagedPointer => CodeGroup::Types,
+            StackUnexpected
+            | PathStackUnexpected
+            | ExpectedNumericType
+            | ExpectedIntegerType
+            | ExpectedFloatType
+            | StackObjRef
+            | StackByRef
+            | ExpectedArray
+            | TypeNotAssignable
+            | UnmanagedPointer
+            | ReadonlyUnexpectedCallee => CodeGroup::Types,
             BranchRetargeted | ClauseBoundaryMoved => CodeGroup::Baseline,
         }
     }

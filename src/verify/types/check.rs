@@ -563,12 +563,15 @@ impl std::fmt::Display for What {
 #[derive(Default, Clone, Copy)]
 struct Prefixes {
     constrained: Option<TyId>,
+    readonly: bool,
 }
 
 impl Prefixes {
     fn add(&mut self, ts: &mut TypeSystem<'_>, x: Ins) {
-        if x.op == Opcode::Constrained {
-            self.constrained = Some(ts.type_token(0, Token(x.arg)));
+        match x.op {
+            Opcode::Constrained => self.constrained = Some(ts.type_token(0, Token(x.arg))),
+            Opcode::Readonly => self.readonly = true,
+            _ => {}
         }
     }
 }
@@ -888,6 +891,9 @@ impl TypeChecker {
             return;
         };
         let (sig, parent) = (m, m.parent);
+        if prefix.readonly && x.op == Opcode::Call {
+            self.readonly_callee(ts, x, parent, sig.ret);
+        }
         if x.op == Opcode::Calli {
             let f = self.pop(stack);
             self.expect_v(ts, x.off, f, V::I, "function pointer");
@@ -918,6 +924,25 @@ impl TypeChecker {
         } else if sig.ret != TyId::VOID {
             let v = stack_of(ts, sig.ret);
             stack.push(self.note(v));
+        }
+    }
+
+    /// A `readonly.` call must call an array type's `Address` method (III.2.3): a method of an
+    /// array type that returns a managed pointer, as ILVerify checks it (the runtime defines
+    /// an array's methods, and only `Address` returns one). A callee whose declaring type or
+    /// return type is not known is not judged.
+    fn readonly_callee(&mut self, ts: &mut TypeSystem<'_>, x: Ins, parent: TyId, ret: TyId) {
+        let owner = ts.tys.node(parent);
+        let array = matches!(owner, TyNode::SzArray(_) | TyNode::Array(..));
+        if matches!(owner, TyNode::Unknown) || (array && ts.tys.has_unknown(ret)) {
+            return;
+        }
+        if !(array && matches!(ts.tys.node(ret), TyNode::ByRef(_))) {
+            let msg = format!(
+                "readonly. call to a method of {}, not an array type's Address method (III.2.3)",
+                ts.name(parent)
+            );
+            self.report(Code::ReadonlyUnexpectedCallee, x.off, msg);
         }
     }
 
