@@ -130,11 +130,14 @@ pub enum TypeMutation {
     StsfldString,
     /// `ret` of a string from a method returning the exception class (unverifiable only).
     RetStringAsException,
+    /// A call to an `int32` method prefixed with `readonly.`, which may prefix only an array's
+    /// `Address` (unverifiable only).
+    ReadonlyCallProbe,
 }
 
 impl TypeMutation {
     /// Every mutation, in order.
-    pub const ALL: [TypeMutation; 48] = [
+    pub const ALL: [TypeMutation; 49] = [
         TypeMutation::AddInt64Operand,
         TypeMutation::AddNullOperand,
         TypeMutation::MulStringOperand,
@@ -183,6 +186,7 @@ impl TypeMutation {
         TypeMutation::InitobjInt32,
         TypeMutation::StsfldString,
         TypeMutation::RetStringAsException,
+        TypeMutation::ReadonlyCallProbe,
     ];
 
     /// The stable name (the variant's).
@@ -236,6 +240,7 @@ impl TypeMutation {
             TypeMutation::InitobjInt32 => "InitobjInt32",
             TypeMutation::StsfldString => "StsfldString",
             TypeMutation::RetStringAsException => "RetStringAsException",
+            TypeMutation::ReadonlyCallProbe => "ReadonlyCallProbe",
         }
     }
 
@@ -318,6 +323,9 @@ impl TypeMutation {
             TypeMutation::RetStringAsException => {
                 "`ret` of a string from a method returning the exception class (unverifiable only)."
             }
+            TypeMutation::ReadonlyCallProbe => {
+                "`readonly.` before a call to a probe, not an array's `Address` (unverifiable only)."
+            }
         }
     }
 
@@ -372,6 +380,7 @@ impl TypeMutation {
             TypeMutation::InitobjInt32 => Code::StackByRef,
             TypeMutation::StsfldString => Code::StackUnexpected,
             TypeMutation::RetStringAsException => Code::TypeNotAssignable,
+            TypeMutation::ReadonlyCallProbe => Code::ReadonlyUnexpectedCallee,
         }
     }
 
@@ -521,6 +530,7 @@ fn signature(m: TypeMutation, r: &Refs) -> Sig {
         | TypeMutation::NotFloat
         | TypeMutation::CkfiniteInt32
         | TypeMutation::CeqInt32Int64
+        | TypeMutation::ReadonlyCallProbe
         | TypeMutation::CallArgInt64
         | TypeMutation::CallArgString
         | TypeMutation::RetInt64
@@ -641,6 +651,13 @@ fn body(m: TypeMutation, mutated: bool, r: &Refs, k: &mut Il) {
             } else {
                 k.i4(5)
             };
+            k.tok(Opcode::Call, r.probe).op(Opcode::Ret);
+        }
+        TypeMutation::ReadonlyCallProbe => {
+            k.i4(5);
+            if mutated {
+                k.op(Opcode::Readonly);
+            }
             k.tok(Opcode::Call, r.probe).op(Opcode::Ret);
         }
         TypeMutation::CallArgString => {
