@@ -48,7 +48,7 @@ stable() {
     python3 -c '
 import json, sys, hashlib
 r = json.load(sys.stdin)
-drop = {"sources", "verify_seconds", "decode_seconds", "encode_seconds", "canonical_seconds"}
+drop = {"sources", "seconds", "verify_seconds", "decode_seconds", "encode_seconds", "canonical_seconds"}
 def clean(v):
     if isinstance(v, dict):
         return {k: clean(x) for k, x in v.items() if k not in drop}

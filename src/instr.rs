@@ -213,8 +213,8 @@ pub enum EncodeError {
     OperandMismatch {
         /// The opcode.
         opcode: Opcode,
-        /// The operand given, rendered with `Debug`.
-        operand: String,
+        /// The operand given.
+        operand: Operand<'static>,
         /// The operand kind the opcode takes.
         expected: OperandKind,
     },
@@ -229,7 +229,7 @@ pub fn encode(opcode: Opcode, operand: &Operand<'_>, out: &mut Vec<u8>) -> Resul
     if !operand.fits(kind) {
         return Err(EncodeError::OperandMismatch {
             opcode,
-            operand: format!("{operand:?}"),
+            operand: operand.clone().into_owned(),
             expected: kind,
         });
     }

@@ -69,10 +69,9 @@ impl Kind {
 /// The splice's buffers, kept between bodies.
 #[derive(Debug, Default)]
 pub(super) struct Scratch {
-    /// Per byte of code: `epoch` where an instruction (its first prefix) starts. Each body takes
-    /// a new epoch, so the table is never cleared.
-    starts: Vec<u32>,
-    epoch: u32,
+    /// Which bytes of the code start an instruction (its first prefix): bit `o % 64` of word
+    /// `o / 64`. A bit per byte of code, cleared for each body.
+    starts: Vec<u64>,
     /// [`instr::fill_lengths`] of the code.
     lens: Vec<u8>,
     events: Vec<Event>,
@@ -189,19 +188,20 @@ impl Scratch {
         at
     }
 
+    /// Whether an instruction of the last decoded code starts at byte `o`.
+    #[inline]
+    fn is_start(&self, o: u32) -> bool {
+        self.starts
+            .get(o as usize / 64)
+            .is_some_and(|w| w & (1 << (o % 64)) != 0)
+    }
+
     /// Decodes `code`: marks instruction starts and records branches, `switch`es and `ret`s.
     /// Returns the number of instructions, or `None` for anything left to the IR path.
     fn decode(&mut self, code: &[u8]) -> Option<usize> {
         let len = code.len();
-        if self.starts.len() < len {
-            self.starts.resize(len, 0);
-        }
-        if self.epoch == u32::MAX {
-            self.starts.fill(0);
-            self.epoch = 0;
-        }
-        self.epoch += 1;
-        let epoch = self.epoch;
+        self.starts.clear();
+        self.starts.resize(len.div_ceil(64), 0);
         self.events.clear();
         self.targets.clear();
         if self.lens.len() < len {
@@ -210,12 +210,11 @@ impl Scratch {
         instr::fill_lengths(code, &mut self.lens);
         // Taken out for the walk (`slow` borrows the rest), and put back after it.
         let lens_buf = std::mem::take(&mut self.lens);
-        let walked = self.walk(code, &lens_buf[..len], epoch);
+        let walked = self.walk(code, &lens_buf[..len]);
         self.lens = lens_buf;
         let n = walked?;
         // Every target must be an instruction start.
-        let starts = &self.starts[..len];
-        let is_start = |t: u32| starts.get(t as usize) == Some(&epoch);
+        let is_start = |t: u32| self.is_start(t);
         let branches_ok = self.events.iter().all(|e| match e.kind {
             Kind::Branch { target, .. } => is_start(target),
             _ => true,
@@ -227,7 +226,7 @@ impl Scratch {
     }
 
     /// The decoding loop of [`Self::decode`], with the lengths of `code` in `lens`.
-    fn walk(&mut self, code: &[u8], lens: &[u8], epoch: u32) -> Option<usize> {
+    fn walk(&mut self, code: &[u8], lens: &[u8]) -> Option<usize> {
         let len = code.len();
         let (mut pos, mut n) = (0usize, 0usize);
         // Whether the instruction just decoded carries `tail.`.
@@ -235,7 +234,7 @@ impl Scratch {
         while pos < len {
             // The walk from one instruction to the next is this one load.
             let size = lens[pos] as usize;
-            self.starts[pos] = epoch;
+            self.starts[pos / 64] |= 1 << (pos % 64);
             n += 1;
             let first = code[pos];
             if size == 0 || len - pos < size {
@@ -486,18 +485,15 @@ impl Scratch {
     /// code inserted at them, ends before it.
     fn clauses(&self, plan: &Plan, body: &Body<'_>, out: &mut Vec<Clause>) -> Option<()> {
         out.clear();
-        let epoch = self.epoch;
         let len = plan.len as u64;
         // A bound is an instruction start, or (for an end) the end of the code.
         let start = |o: u64| -> Option<u32> {
             let o = u32::try_from(o).ok()?;
-            (self.starts.get(o as usize) == Some(&epoch) && (o as u64) < len)
-                .then(|| self.instr(plan, o))
+            (self.is_start(o) && (o as u64) < len).then(|| self.instr(plan, o))
         };
         let end = |o: u64| -> Option<u32> {
             let o32 = u32::try_from(o).ok()?;
-            (o == len || self.starts.get(o32 as usize) == Some(&epoch))
-                .then(|| self.base(plan, o32))
+            (o == len || self.is_start(o32)).then(|| self.base(plan, o32))
         };
         for s in &body.sections {
             let SectionContent::Eh { clauses, .. } = &s.content else {
