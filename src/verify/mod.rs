@@ -328,6 +328,42 @@ impl Verdict {
     }
 }
 
+/// Which verdict classes a run reports (`verify --level`): the one rule that decides whether a
+/// finding of the structural rules, the type pass or the alignment is listed and counts for the
+/// exit code.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    /// Findings of the class invalid only: what the runtime may reject or run wrongly.
+    #[default]
+    Invalid,
+    /// Findings of both classes: also code that runs but is not provably type-safe.
+    Unverifiable,
+}
+
+impl Level {
+    /// Whether findings of the class `verdict` are reported at this level.
+    pub fn includes(self, verdict: Verdict) -> bool {
+        match (self, verdict) {
+            (_, Verdict::Invalid) | (Level::Unverifiable, Verdict::Unverifiable) => true,
+            (Level::Invalid, Verdict::Unverifiable) => false,
+        }
+    }
+
+    /// Whether findings of `code` are reported at this level.
+    pub fn reports(self, code: Code) -> bool {
+        self.includes(code.verdict())
+    }
+
+    /// The stable name (`invalid`, `unverifiable`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Level::Invalid => "invalid",
+            Level::Unverifiable => "unverifiable",
+        }
+    }
+}
+
 impl Code {
     /// The verdict class of findings with this code.
     pub fn verdict(self) -> Verdict {
