@@ -133,11 +133,15 @@ pub enum TypeMutation {
     /// A call to an `int32` method prefixed with `readonly.`, which may prefix only an array's
     /// `Address` (unverifiable only).
     ReadonlyCallProbe,
+    /// A constructed object's field set by calling its constructor again: a `stfld` made a
+    /// `call` of the class's `.ctor(int32)` (unverifiable only: only `newobj` calls a class's
+    /// constructor).
+    CallCtorOnObject,
 }
 
 impl TypeMutation {
     /// Every mutation, in order.
-    pub const ALL: [TypeMutation; 49] = [
+    pub const ALL: [TypeMutation; 50] = [
         TypeMutation::AddInt64Operand,
         TypeMutation::AddNullOperand,
         TypeMutation::MulStringOperand,
@@ -187,6 +191,7 @@ impl TypeMutation {
         TypeMutation::StsfldString,
         TypeMutation::RetStringAsException,
         TypeMutation::ReadonlyCallProbe,
+        TypeMutation::CallCtorOnObject,
     ];
 
     /// The stable name (the variant's).
@@ -241,6 +246,7 @@ impl TypeMutation {
             TypeMutation::StsfldString => "StsfldString",
             TypeMutation::RetStringAsException => "RetStringAsException",
             TypeMutation::ReadonlyCallProbe => "ReadonlyCallProbe",
+            TypeMutation::CallCtorOnObject => "CallCtorOnObject",
         }
     }
 
@@ -326,6 +332,10 @@ impl TypeMutation {
             TypeMutation::ReadonlyCallProbe => {
                 "`readonly.` before a call to a probe, not an array's `Address` (unverifiable only)."
             }
+            TypeMutation::CallCtorOnObject => {
+                "A constructed object's field set by a `call` of its `.ctor` instead of `stfld` \
+                 (unverifiable only)."
+            }
         }
     }
 
@@ -381,6 +391,7 @@ impl TypeMutation {
             TypeMutation::StsfldString => Code::StackUnexpected,
             TypeMutation::RetStringAsException => Code::TypeNotAssignable,
             TypeMutation::ReadonlyCallProbe => Code::ReadonlyUnexpectedCallee,
+            TypeMutation::CallCtorOnObject => Code::CallCtor,
         }
     }
 
@@ -531,6 +542,7 @@ fn signature(m: TypeMutation, r: &Refs) -> Sig {
         | TypeMutation::CkfiniteInt32
         | TypeMutation::CeqInt32Int64
         | TypeMutation::ReadonlyCallProbe
+        | TypeMutation::CallCtorOnObject
         | TypeMutation::CallArgInt64
         | TypeMutation::CallArgString
         | TypeMutation::RetInt64
@@ -659,6 +671,19 @@ fn body(m: TypeMutation, mutated: bool, r: &Refs, k: &mut Il) {
                 k.op(Opcode::Readonly);
             }
             k.tok(Opcode::Call, r.probe).op(Opcode::Ret);
+        }
+        TypeMutation::CallCtorOnObject => {
+            // Both return 2: the field stored, or set by the constructor run again.
+            k.i4(1)
+                .tok(Opcode::Newobj, r.gen_ctor)
+                .op(Opcode::Dup)
+                .i4(2);
+            if mutated {
+                k.tok(Opcode::Call, r.gen_ctor)
+            } else {
+                k.tok(Opcode::Stfld, r.value)
+            };
+            k.tok(Opcode::Ldfld, r.value).op(Opcode::Ret);
         }
         TypeMutation::CallArgString => {
             if mutated {

@@ -285,6 +285,26 @@ codes! {
     /// method on arrays). CoreCLR and mono run such a call; ILVerify reports it under this
     /// name.
     ReadonlyUnexpectedCallee,
+    /// Unverifiable: in an instance constructor of a reference type, `this` is stored to
+    /// (`starg 0`) or its address taken (`ldarga 0`) before a constructor of its own class or
+    /// of its base class was called on it (III.1.8.1.4, III.3.19). The runtimes run it;
+    /// ILVerify reports it under this name.
+    ThisUninitStore,
+    /// Unverifiable: an instance constructor of a reference type other than `System.Object`
+    /// returns before a constructor of its own class or of its base class was called on `this`
+    /// (III.1.8.1.4). The runtimes run it; ILVerify reports it under this name.
+    ThisUninitReturn,
+    /// Unverifiable: in an instance constructor of a reference type, the uninitialised `this`
+    /// is used before a constructor of its own class or of its base class was called on it,
+    /// other than as a call's argument or `this`, the object of `ldfld`, `ldflda` or `stfld`,
+    /// or by `dup` or `pop` (III.1.8.1.4): stored to a local, returned, thrown, compared. The
+    /// runtimes run it; ILVerify reports it under this name.
+    UninitStack,
+    /// Unverifiable: `call` or `callvirt` of a constructor other than a constructor's own
+    /// class's or base class's on its uninitialised `this`, or a value type's on a managed
+    /// pointer (III.3.19: constructors are called by `newobj`). The runtimes run it;
+    /// ILVerify reports it under this name.
+    CallCtor,
     /// Unverifiable: a native int used as an address, arithmetic on managed pointers, or a
     /// managed pointer used as a number (III.1.5, III.1.8.1.2).
     UnmanagedPointer,
@@ -367,13 +387,94 @@ impl Level {
 impl Code {
     /// The verdict class of findings with this code.
     pub fn verdict(self) -> Verdict {
+        use Code::*;
         match self {
-            Code::ExpectedArray
-            | Code::TypeNotAssignable
-            | Code::UnmanagedPointer
-            | Code::LocallocStackNotEmpty
-            | Code::ReadonlyUnexpectedCallee => Verdict::Unverifiable,
-            _ => Verdict::Invalid,
+            ExpectedArray
+            | TypeNotAssignable
+            | UnmanagedPointer
+            | LocallocStackNotEmpty
+            | ReadonlyUnexpectedCallee
+            | ThisUninitStore
+            | ThisUninitReturn
+            | UninitStack
+            | CallCtor => Verdict::Unverifiable,
+            UnknownOpcode
+            | CodeSizeZero
+            | MethodEnd
+            | MethodFallthrough
+            | BadBranch
+            | BadJumpTarget
+            | StackUnderflow
+            | StackOverflow
+            | PathStackDepth
+            | BackwardBranch
+            | ReturnVoid
+            | ReturnMissing
+            | ReturnEmpty
+            | JmpStackNotEmpty
+            | EndfilterStack
+            | TailStackEmpty
+            | TryNonEmptyStack
+            | EHClauseOutOfRange
+            | EHInvalidKind
+            | EHRegionEmpty
+            | EHBoundaryNotInstructionStart
+            | EHOverlap
+            | EHTryIsHandler
+            | EHSharedTryFinally
+            | EHDuplicateHandlerStart
+            | EHOrderInnerAfterOuter
+            | EHFilterNotBeforeHandler
+            | EHFilterContainsRegion
+            | EHFilterNoEndfilter
+            | BranchIntoTry
+            | BranchIntoHandler
+            | BranchIntoFilter
+            | BranchOutOfTry
+            | BranchOutOfHandler
+            | BranchOutOfFilter
+            | BranchOutOfFinally
+            | FallthroughException
+            | FallthroughIntoHandler
+            | FallthroughIntoFilter
+            | ReturnFromTry
+            | ReturnFromHandler
+            | ReturnFromFilter
+            | LeaveIntoTry
+            | LeaveIntoHandler
+            | LeaveIntoFilter
+            | LeaveOutOfFilter
+            | LeaveOutOfFinally
+            | LeaveOutOfFault
+            | Endfinally
+            | Endfilter
+            | Rethrow
+            | TailCall
+            | TailRet
+            | TailCallInsideER
+            | Volatile
+            | Unaligned
+            | ReadOnly
+            | Constrained
+            | NoPrefix
+            | UnrecognizedLocalNumber
+            | UnrecognizedArgumentNumber
+            | TokenResolve
+            | ExpectedTypeToken
+            | ExpectedMethodToken
+            | ExpectedFieldToken
+            | ExpectedSigToken
+            | StringOperand
+            | UnresolvedToken
+            | StackUnexpected
+            | PathStackUnexpected
+            | ExpectedNumericType
+            | ExpectedIntegerType
+            | ExpectedFloatType
+            | StackObjRef
+            | StackByRef
+            | BranchRetargeted
+            | ClauseBoundaryMoved => Verdict::Invalid,
         }
     }
 }
@@ -506,7 +607,11 @@ impl Code {
             | ExpectedArray
             | TypeNotAssignable
             | UnmanagedPointer
-            | ReadonlyUnexpectedCallee => CodeGroup::Types,
+            | ReadonlyUnexpectedCallee
+            | ThisUninitStore
+            | ThisUninitReturn
+            | UninitStack
+            | CallCtor => CodeGroup::Types,
             BranchRetargeted | ClauseBoundaryMoved => CodeGroup::Baseline,
         }
     }
