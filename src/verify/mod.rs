@@ -305,6 +305,12 @@ codes! {
     /// pointer (III.3.19: constructors are called by `newobj`). The runtimes run it;
     /// ILVerify reports it under this name.
     CallCtor,
+    /// Unverifiable: `newobj` of a delegate's constructor whose function pointer is not made
+    /// right before it, in the same block, by `ldftn` or by `dup; ldvirtftn` on the object
+    /// passed (III.1.8.1.5: no other sequence may construct a delegate in verifiable code).
+    /// The runtimes run it; ILVerify reports it under this name (and `StackMethod` when the
+    /// pointer is no method's).
+    DelegatePattern,
     /// Unverifiable: a native int used as an address, arithmetic on managed pointers, or a
     /// managed pointer used as a number (III.1.5, III.1.8.1.2).
     UnmanagedPointer,
@@ -397,7 +403,8 @@ impl Code {
             | ThisUninitStore
             | ThisUninitReturn
             | UninitStack
-            | CallCtor => Verdict::Unverifiable,
+            | CallCtor
+            | DelegatePattern => Verdict::Unverifiable,
             UnknownOpcode
             | CodeSizeZero
             | MethodEnd
@@ -611,7 +618,8 @@ impl Code {
             | ThisUninitStore
             | ThisUninitReturn
             | UninitStack
-            | CallCtor => CodeGroup::Types,
+            | CallCtor
+            | DelegatePattern => CodeGroup::Types,
             BranchRetargeted | ClauseBoundaryMoved => CodeGroup::Baseline,
         }
     }

@@ -1125,6 +1125,10 @@ impl TypeChecker {
             return;
         };
         let (sig, parent) = (m, m.parent);
+        if x.op == Opcode::Newobj && sig.param_count() == 2 && ts.is_delegate(parent) == Some(true)
+        {
+            self.delegate_pattern(ts, x, parent);
+        }
         if prefix.readonly && x.op == Opcode::Call {
             self.readonly_callee(ts, x, parent, sig.ret);
         }
@@ -1200,6 +1204,30 @@ impl TypeChecker {
                 name(ts, this)
             );
             self.report(Code::CallCtor, x.off, msg);
+        }
+    }
+
+    /// `newobj` of a delegate: its function pointer comes from the instruction right before
+    /// it, `ldftn`, or from `dup; ldvirtftn` on the object passed, with no block starting in
+    /// between (III.1.8.1.5, as ILVerify checks it).
+    fn delegate_pattern(&mut self, ts: &mut TypeSystem<'_>, x: Ins, parent: TyId) {
+        let Some(k) = self.index(x.off) else {
+            return;
+        };
+        let op = |j: usize| self.ins[j].op;
+        let ldftn = k >= 1 && !self.start[k] && op(k - 1) == Opcode::Ldftn;
+        let ldvirtftn = k >= 2
+            && !self.start[k]
+            && !self.start[k - 1]
+            && op(k - 1) == Opcode::Ldvirtftn
+            && op(k - 2) == Opcode::Dup;
+        if !(ldftn || ldvirtftn) {
+            let msg = format!(
+                "newobj of delegate {}: its function pointer is not made right before it by \
+                 ldftn, or by dup; ldvirtftn on the object passed (III.1.8.1.5)",
+                ts.name(parent)
+            );
+            self.report(Code::DelegatePattern, x.off, msg);
         }
     }
 
