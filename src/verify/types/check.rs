@@ -676,8 +676,11 @@ fn is_ctor_token(ts: &TypeSystem<'_>, token: Token) -> bool {
         Some(Table::MemberRef) => tables.member_ref(token.rid()).map(|r| r.name),
         _ => return false,
     };
-    name.and_then(|n| image.strings().get_bytes(n))
-        .is_ok_and(|b| b == b".ctor")
+    // `.ctor` and its NUL, compared in place: no scan for the end of a longer name.
+    name.is_ok_and(|n| {
+        let data = image.strings().data;
+        data.get(n as usize..n as usize + 6) == Some(b".ctor\0")
+    })
 }
 
 /// The followed state of an instance constructor declared by `parent`: a reference type's
@@ -1125,9 +1128,14 @@ impl TypeChecker {
             return;
         };
         let (sig, parent) = (m, m.parent);
-        if x.op == Opcode::Newobj && sig.param_count() == 2 && ts.is_delegate(parent) == Some(true)
-        {
-            self.delegate_pattern(ts, x, parent);
+        // A delegate's constructor takes (object, native int); the cheap tests first.
+        if x.op == Opcode::Newobj && sig.param_count() == 2 {
+            let second = ts.params(&sig).get(1).copied();
+            if second.is_some_and(|p| stack_of(ts, p) == V::I)
+                && ts.is_delegate(parent) == Some(true)
+            {
+                self.delegate_pattern(ts, x, parent);
+            }
         }
         if prefix.readonly && x.op == Opcode::Call {
             self.readonly_callee(ts, x, parent, sig.ret);
@@ -1146,7 +1154,8 @@ impl TypeChecker {
             let this = self.pop(stack);
             let own_this = self.frame.ctor.is_some()
                 && self.this_slots.get(stack.len()).copied().unwrap_or(false);
-            if !self.frame.ctor_unknown && is_ctor_token(ts, token) {
+            // Constructors return void: the name is read only for such callees.
+            if sig.ret == TyId::VOID && !self.frame.ctor_unknown && is_ctor_token(ts, token) {
                 self.ctor_call(ts, x, this, own_this, parent);
             }
             self.this_arg(ts, x, this, parent, prefix);
