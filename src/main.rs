@@ -648,10 +648,9 @@ fn verify(
         inputs(paths, shard)?
     };
     let store = types.store();
-    // The originals' type findings are counted at the same level, so patched and original
-    // are compared alike.
-    let mut pass = corpus::TypePass::new(&store, types.level());
-    let pass = (types.level() != corpus::TypeLevel::Off).then_some(&mut pass);
+    // The originals' type findings are counted too, so patched and original are compared alike.
+    let mut pass = corpus::TypePass::new(&store);
+    let pass = types.types().then_some(&mut pass);
     let baseline = load_baseline(&baseline, &pairs, &mut inputs, pass)?;
     let mut report = corpus::VerifyReport {
         sources,
@@ -660,7 +659,8 @@ fn verify(
     };
     let opts = corpus::VerifyOptions {
         max_findings: max,
-        types: types.level(),
+        types: types.types(),
+        level: types.level(),
         ..Default::default()
     };
     let bar = progress_bar(inputs.len());

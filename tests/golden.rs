@@ -130,6 +130,11 @@ fn defects() -> Vec<u8> {
     // ldc.i4.0; ret from a void method.
     b.method(STATIC, "Get", &void0, &tiny(&[0x16, 0x2A]))
         .unwrap();
+    // ldc.i4.8; dup; localloc; pop; pop; ret — Roslyn's stackalloc into a Span keeps the size
+    // under localloc's: unverifiable (LocallocStackNotEmpty), not reported at the default level.
+    let stackalloc = [0x1E, 0x25, 0xFE, 0x0F, 0x26, 0x26, 0x2A];
+    b.method(STATIC, "Stackalloc", &void0, &tiny(&stackalloc))
+        .unwrap();
     b.build().unwrap()
 }
 
@@ -456,6 +461,67 @@ fn verify_output_matches_the_golden_files() {
             "ReturnVoid"
         ]
     );
+    // The level applies to the structural rules too: the unverifiable localloc is counted, not
+    // listed, at the default level...
+    assert_eq!(v["level"], "invalid");
+    assert_eq!(
+        v["not_reported"]["LocallocStackNotEmpty"], 1,
+        "{}",
+        v["not_reported"]
+    );
+    assert!(v["codes"].get("LocallocStackNotEmpty").is_none());
+    assert!(
+        run.text.contains(
+            "level invalid: 1 unverifiable findings not reported (LocallocStackNotEmpty 1)"
+        ),
+        "{}",
+        run.text
+    );
+    // ...and listed, as an unverifiable finding and a SARIF warning, at --level unverifiable,
+    // with the type pass or without it.
+    for types in [&[][..], &["--no-types"][..]] {
+        let mut args = vec!["verify", "defects.dll", "--level", "unverifiable", "--json"];
+        args.extend(["--sarif", "level.sarif", "--reference-dir", "refs"]);
+        args.extend(types);
+        let (code, json, stderr) = ilcheck(&dir, &args);
+        assert_eq!(code, 1, "{json}{stderr}");
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(v["level"], "unverifiable");
+        assert_eq!(v["not_reported"], serde_json::json!({}));
+        let found: Vec<(&str, &str)> = v["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["code"] == "LocallocStackNotEmpty")
+            .map(|f| {
+                (
+                    f["method"].as_str().unwrap(),
+                    f["verdict"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            found,
+            [("Golden.Box`1::Stackalloc()", "unverifiable")],
+            "{types:?}"
+        );
+        let sarif: serde_json::Value =
+            serde_json::from_str(&read(&dir.join("level.sarif"))).unwrap();
+        let levels: Vec<(&str, &str)> = sarif["runs"][0]["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| (r["ruleId"].as_str().unwrap(), r["level"].as_str().unwrap()))
+            .filter(|(id, _)| ["LocallocStackNotEmpty", "ReturnVoid"].contains(id))
+            .collect();
+        assert_eq!(
+            levels,
+            [
+                ("ReturnVoid", "error"),
+                ("LocallocStackNotEmpty", "warning")
+            ]
+        );
+    }
 
     let run = run_all(
         &dir,

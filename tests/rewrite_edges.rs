@@ -1063,3 +1063,29 @@ fn wrapping_refuses_localloc_in_any_handler() {
         }
     }
 }
+
+/// A body whose only structural finding is unverifiable (`localloc` over its `dup`ed size, as
+/// Roslyn's `stackalloc` into a `Span` has it) is rewritten: the layout refuses only findings
+/// of the class invalid, and the result keeps the original's finding and gains none.
+#[test]
+fn an_unverifiable_localloc_is_rewritten_and_stays_unverifiable() {
+    use ilcheck::verify::{Code, Verdict, Verifier};
+    // Tiny header, 7 bytes: ldc.i4.8; dup; localloc; pop; pop; ret.
+    let bytes = [0x1E, 0x1E, 0x25, 0xFE, 0x0F, 0x26, 0x26, 0x2A];
+    let body = Body::parse(&bytes).unwrap();
+    let codes = |b: &Body<'_>| -> Vec<Code> {
+        Verifier::new()
+            .verify(b, &NoResolver)
+            .iter()
+            .map(|d| d.code)
+            .collect()
+    };
+    assert_eq!(codes(&body), [Code::LocallocStackNotEmpty]);
+    assert_eq!(Code::LocallocStackNotEmpty.verdict(), Verdict::Unverifiable);
+    for (forms, out, _) in prologue_epilogue_every_form(&body, "localloc") {
+        let patched = Body::parse(&out).unwrap();
+        assert!(patched.code.len() > body.code.len(), "{forms:?}");
+        assert_eq!(codes(&patched), [Code::LocallocStackNotEmpty], "{forms:?}");
+    }
+    splice_equals_ir(&body, "localloc");
+}

@@ -6,13 +6,13 @@
 
 mod support;
 
-use ilcheck::corpus::{self, Input, TypeLevel, VerifyOptions};
+use ilcheck::corpus::{self, Input, VerifyOptions};
 use ilcheck::harness::type_mutants::{
     CLASS, MutantMethod, RunResult, TypeMutation, all_methods, build_program, run_methods,
 };
 use ilcheck::harness::{Runtime, RuntimeKind};
 use ilcheck::verify::types::ModuleStore;
-use ilcheck::verify::{Code, Verdict};
+use ilcheck::verify::{Code, Level, Verdict};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -30,7 +30,8 @@ fn findings(exe: &Path) -> BTreeMap<String, BTreeSet<Code>> {
     let store = ModuleStore::with_runtime_dirs(Vec::new());
     let opts = VerifyOptions {
         max_findings: 1_000_000,
-        types: TypeLevel::Unverifiable,
+        types: true,
+        level: Level::Unverifiable,
         ..Default::default()
     };
     let mut report = corpus::VerifyReport::default();

@@ -5,9 +5,9 @@
 
 mod support;
 
-use ilcheck::corpus::{self, Input, TypeLevel, TypePass, TypeSummary, VerifyOptions};
+use ilcheck::corpus::{self, Input, TypePass, TypeSummary, VerifyOptions};
 use ilcheck::verify::types::ModuleStore;
-use ilcheck::verify::{Code, Verdict};
+use ilcheck::verify::{Code, Level, Verdict};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -28,12 +28,13 @@ fn scratch(name: &str) -> PathBuf {
 }
 
 /// Verifies `inputs` at `level` and returns the report.
-fn verify(inputs: &[PathBuf], level: TypeLevel) -> corpus::VerifyReport {
+fn verify(inputs: &[PathBuf], level: Level) -> corpus::VerifyReport {
     let inputs: Vec<Input> = inputs.iter().map(Input::named).collect();
     let store = ModuleStore::with_runtime_dirs(Vec::new());
     let opts = VerifyOptions {
         max_findings: 1_000_000,
-        types: level,
+        types: true,
+        level,
         ..Default::default()
     };
     let mut report = corpus::VerifyReport::default();
@@ -41,9 +42,17 @@ fn verify(inputs: &[PathBuf], level: TypeLevel) -> corpus::VerifyReport {
     report
 }
 
-/// `Name_Invalid_A.B` → {A, B}; `Name_Valid` → {}.
+/// `Name_Invalid_A.B` → {A, B}; `Name_Valid` → {}. A constructor of a class in
+/// `Types.CtorCases` is named by its class (`Types.CtorCases.Name_Unverifiable_A::.ctor()`).
 fn expected_codes(method: &str) -> Option<BTreeSet<String>> {
-    let name = method.split("::").nth(1)?.split('(').next()?;
+    let (owner, member) = method.split_once("::")?;
+    let name = match (
+        owner.strip_prefix("Types.CtorCases."),
+        member.starts_with(".ctor("),
+    ) {
+        (Some(class), true) => class,
+        _ => member.split('(').next()?,
+    };
     if name.ends_with("_Valid") {
         return Some(BTreeSet::new());
     }
@@ -58,7 +67,7 @@ fn expected_codes(method: &str) -> Option<BTreeSet<String>> {
 #[test]
 fn type_cases_report_exactly_their_codes() {
     let dll = repo().join("corpus/bin/type_cases.dll");
-    let report = verify(std::slice::from_ref(&dll), TypeLevel::Unverifiable);
+    let report = verify(std::slice::from_ref(&dll), Level::Unverifiable);
     assert!(report.image_errors.is_empty(), "{:?}", report.image_errors);
     let mut found: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for f in &report.findings {
@@ -71,7 +80,7 @@ fn type_cases_report_exactly_their_codes() {
     let mut cases = 0;
     for m in image.methods() {
         let name = m.full_name().unwrap();
-        if !name.starts_with("Types.Cases::") {
+        if !name.starts_with("Types.Cases::") && !name.starts_with("Types.CtorCases.") {
             continue;
         }
         let want = expected_codes(&name).unwrap_or_else(|| panic!("unnamed case {name}"));
@@ -89,13 +98,13 @@ fn type_cases_report_exactly_their_codes() {
         }
         cases += 1;
     }
-    assert!(cases >= 39, "only {cases} cases");
+    assert!(cases >= 60, "only {cases} cases");
     assert!(found.is_empty(), "findings outside the cases: {found:?}");
     let types = report.types.unwrap();
     assert_eq!(types.methods_in_part, 0, "{:?}", types.in_part);
 
     // At the default level, only the invalid cases are reported.
-    let report = verify(&[dll], TypeLevel::Invalid);
+    let report = verify(&[dll], Level::Invalid);
     assert!(
         report
             .findings
@@ -130,7 +139,7 @@ fn frameworks_have_no_invalid_type_finding() {
     }
     for dir in dirs {
         let found = corpus::discover(std::slice::from_ref(&dir)).unwrap();
-        let report = verify(&found, TypeLevel::Invalid);
+        let report = verify(&found, Level::Invalid);
         let types = report.types.as_ref().unwrap();
         eprintln!("{}: {}", dir.display(), summary_line(types));
         let invalid: Vec<String> = report
@@ -200,7 +209,7 @@ fn generated_programs_and_their_rewrites_type_check_clean() {
         .filter(|p| p.extension().is_some_and(|e| e == "exe"))
         .collect();
     assert_eq!(programs.len(), 4);
-    let report = verify(&programs, TypeLevel::Unverifiable);
+    let report = verify(&programs, Level::Unverifiable);
     assert_eq!(report.findings_total, 0, "{:#?}", report.findings);
     let types = report.types.unwrap();
     assert!(types.methods_checked >= 240, "{}", summary_line(&types));
@@ -234,7 +243,7 @@ fn generated_programs_and_their_rewrites_type_check_clean() {
             .iter()
             .map(|p| outdir.join(p.file_name().unwrap()))
             .collect();
-        let report = verify(&rewritten, TypeLevel::Unverifiable);
+        let report = verify(&rewritten, Level::Unverifiable);
         assert_eq!(report.findings_total, 0, "{t}: {:#?}", report.findings);
     }
     let _ = std::fs::remove_dir_all(&dir);
@@ -365,7 +374,7 @@ fn unresolvable_references_make_methods_checked_in_part() {
         .filter(|m| m.rva() != 0)
         .map(|m| (m, m.decoded_body()))
         .collect();
-    let mut pass = TypePass::new(&store, TypeLevel::Unverifiable);
+    let mut pass = TypePass::new(&store);
     let mut summary = TypeSummary::default();
     let mut found = Vec::new();
     pass.run(

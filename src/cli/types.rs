@@ -1,7 +1,7 @@
-//! Options of the type pass shared by the commands that verify (`verify`).
+//! Options of the type pass, and the level of every finding, shared by the commands that verify
+//! (`verify`).
 
 use clap::{Args, ValueEnum};
-use ilcheck::corpus::TypeLevel;
 use ilcheck::verify::types::ModuleStore;
 use std::path::PathBuf;
 
@@ -17,8 +17,9 @@ pub enum Level {
 /// The type pass's options.
 #[derive(Args, Debug, Clone)]
 pub struct TypeArgs {
-    /// Which type findings are reported and count for the exit code: `invalid` (the runtime
-    /// may reject the code) or `unverifiable` (also code that is not provably type-safe).
+    /// Which findings are reported and count for the exit code, structural and type alike:
+    /// `invalid` (the runtime may reject the code) or `unverifiable` (also code that is not
+    /// provably type-safe).
     #[arg(long, value_enum, default_value_t = Level::Invalid)]
     pub level: Level,
     /// Structure only: skip the type pass.
@@ -34,12 +35,16 @@ pub struct TypeArgs {
 }
 
 impl TypeArgs {
+    /// Whether the type pass runs.
+    pub fn types(&self) -> bool {
+        !self.no_types
+    }
+
     /// The level for the verification options.
-    pub fn level(&self) -> TypeLevel {
-        match (self.no_types, self.level) {
-            (true, _) => TypeLevel::Off,
-            (false, Level::Invalid) => TypeLevel::Invalid,
-            (false, Level::Unverifiable) => TypeLevel::Unverifiable,
+    pub fn level(&self) -> ilcheck::verify::Level {
+        match self.level {
+            Level::Invalid => ilcheck::verify::Level::Invalid,
+            Level::Unverifiable => ilcheck::verify::Level::Unverifiable,
         }
     }
 

@@ -11,7 +11,7 @@ use crate::ir::{
     Rewriter, SkipReason, TransformFn, TransformOptions,
 };
 use crate::opcode::Opcode;
-use crate::verify::{ImageResolver, Resolver, Verifier};
+use crate::verify::{ImageResolver, Resolver, Verdict, Verifier};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -128,7 +128,8 @@ pub struct RewriteReport {
     /// Rewrites the verifier rejected, by rule: never written. A rewriter bug if the original
     /// verified.
     pub rejected: BTreeMap<String, u64>,
-    /// Methods whose original body does not verify (or decode): left alone.
+    /// Methods whose original body does not decode or has a structural finding of the class
+    /// invalid: left alone.
     pub invalid_before: u64,
     /// The first methods not rewritten (up to [`RewriteOptions::max_listed`]), in rid order.
     pub listed: Vec<NotRewritten>,
@@ -776,8 +777,9 @@ impl<'i, 'o> Worker<'i, 'o> {
                 }
             }
             Err(err) => {
-                // A method that did not verify before is not the rewriter's fault.
-                if !self.verifier.verify(&body, &self.resolver).is_empty() {
+                // A method that was invalid before is not the rewriter's fault.
+                let before = self.verifier.verify(&body, &self.resolver);
+                if before.iter().any(|d| d.code.verdict() == Verdict::Invalid) {
                     part.report.invalid_before += 1;
                     return;
                 }

@@ -1,5 +1,5 @@
-//! The type pass of verification runs: each method the structural verifier accepted, checked
-//! again with the type system of its image and the image's references
+//! The type pass of verification runs: each method without a structural finding of the class
+//! invalid ([`types_checked`]), checked again with the type system of its image and the image's references
 //! ([`crate::verify::types`]).
 
 use crate::body::Body;
@@ -10,43 +10,18 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// Which type findings a run reports.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum TypeLevel {
-    /// No type pass: structure only.
-    Off,
-    /// Type findings of the class invalid (the default of the command line).
-    #[default]
-    Invalid,
-    /// Invalid and unverifiable type findings.
-    Unverifiable,
-}
-
-impl TypeLevel {
-    /// Whether findings of `code` are reported at this level.
-    pub fn reports(self, code: Code) -> bool {
-        match self {
-            TypeLevel::Off => false,
-            TypeLevel::Invalid => code.verdict() == Verdict::Invalid,
-            TypeLevel::Unverifiable => true,
-        }
-    }
-
-    /// The stable name (`off`, `invalid`, `unverifiable`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TypeLevel::Off => "off",
-            TypeLevel::Invalid => "invalid",
-            TypeLevel::Unverifiable => "unverifiable",
-        }
-    }
+/// Whether the type pass checks a method whose structural findings are `codes`: when none of
+/// them is of the class invalid. A method with only unverifiable structural findings (a
+/// `localloc` over a non-empty stack) is well-formed enough to have types, and is checked
+/// whatever the run's [`Level`](crate::verify::Level); the level decides only what is reported.
+pub fn types_checked(mut codes: impl Iterator<Item = Code>) -> bool {
+    codes.all(|c| c.verdict() == Verdict::Unverifiable)
 }
 
 /// What the type pass of a run checked.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct TypeSummary {
-    /// The level findings were reported at.
+    /// The level the run reported at ([`Level::as_str`](crate::verify::Level::as_str)).
     pub level: &'static str,
     /// Methods type-checked (those the structural verifier accepted).
     pub methods_checked: u64,
@@ -56,7 +31,9 @@ pub struct TypeSummary {
     pub in_part: BTreeMap<&'static str, u64>,
     /// Type findings by verdict class, reported or not (`invalid`, `unverifiable`).
     pub by_verdict: BTreeMap<&'static str, u64>,
-    /// Unverifiable findings not reported at this level.
+    /// Type findings the run's level leaves out (unverifiable ones at [`Level::Invalid`](crate::verify::Level::Invalid)); the
+    /// run's [`VerifyReport::not_reported`](crate::corpus::VerifyReport::not_reported) counts
+    /// them by code with the structural ones.
     pub not_reported: u64,
     /// Bytes of IL type-checked.
     pub il_bytes: u64,
@@ -81,27 +58,21 @@ impl TypeSummary {
 #[derive(Debug)]
 pub struct TypePass<'s> {
     store: &'s ModuleStore,
-    level: TypeLevel,
     checker: TypeChecker,
 }
 
 impl<'s> TypePass<'s> {
-    /// A pass reporting at `level` that finds references through `store`.
-    pub fn new(store: &'s ModuleStore, level: TypeLevel) -> Self {
+    /// A pass that finds references through `store`.
+    pub fn new(store: &'s ModuleStore) -> Self {
         TypePass {
             store,
-            level,
             checker: TypeChecker::new(),
         }
     }
 
-    /// The level findings are reported at.
-    pub fn level(&self) -> TypeLevel {
-        self.level
-    }
-
     /// Type-checks the methods `work[k]` for which `accepted(k)` holds, calling `found` with
-    /// each reported finding as (k, code, offset, message) in method order.
+    /// each finding, whatever its verdict class, as (k, code, offset, message) in method order.
+    /// Which of them are reported is the run's [`Level`](crate::verify::Level), applied by the caller.
     pub fn run(
         &mut self,
         image: &Image<'_>,
@@ -111,10 +82,6 @@ impl<'s> TypePass<'s> {
         summary: &mut TypeSummary,
         mut found: impl FnMut(usize, Code, u32, String),
     ) {
-        summary.level = self.level.as_str();
-        if self.level == TypeLevel::Off {
-            return;
-        }
         let start = std::time::Instant::now();
         let mut ts = TypeSystem::new(self.store, image, path);
         for (k, (method, body)) in work.iter().enumerate() {
@@ -134,11 +101,7 @@ impl<'s> TypePass<'s> {
                     .by_verdict
                     .entry(d.code.verdict().as_str())
                     .or_default() += 1;
-                if self.level.reports(d.code) {
-                    found(k, d.code, d.offset, d.message.clone());
-                } else {
-                    summary.not_reported += 1;
-                }
+                found(k, d.code, d.offset, d.message.clone());
             }
         }
         summary.references_opened = self.store.opened() as u64;

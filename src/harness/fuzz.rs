@@ -297,13 +297,13 @@ pub fn check_program(
     let t = Instant::now();
     // Structure, alignment and types (invalid findings: what the runtime may reject).
     let store = references();
-    let level = corpus::TypeLevel::Invalid;
-    let mut pass = corpus::TypePass::new(store, level);
+    let mut pass = corpus::TypePass::new(store);
     let baseline = corpus::Baseline::load_with(&[Input::named(&original)], Some(&mut pass));
     let mut report = corpus::VerifyReport::default();
     if let Ok(baseline) = &baseline {
         let opts = corpus::VerifyOptions {
-            types: level,
+            types: true,
+            level: crate::verify::Level::Invalid,
             ..Default::default()
         };
         corpus::verify_with(

@@ -130,11 +130,21 @@ pub enum TypeMutation {
     StsfldString,
     /// `ret` of a string from a method returning the exception class (unverifiable only).
     RetStringAsException,
+    /// A call to an `int32` method prefixed with `readonly.`, which may prefix only an array's
+    /// `Address` (unverifiable only).
+    ReadonlyCallProbe,
+    /// A constructed object's field set by calling its constructor again: a `stfld` made a
+    /// `call` of the class's `.ctor(int32)` (unverifiable only: only `newobj` calls a class's
+    /// constructor).
+    CallCtorOnObject,
+    /// An `Action` built from an `ldftn` with a `br` to the `newobj` between them, so that the
+    /// `newobj` starts a block of its own (unverifiable only).
+    DelegateAcrossBranch,
 }
 
 impl TypeMutation {
     /// Every mutation, in order.
-    pub const ALL: [TypeMutation; 48] = [
+    pub const ALL: [TypeMutation; 51] = [
         TypeMutation::AddInt64Operand,
         TypeMutation::AddNullOperand,
         TypeMutation::MulStringOperand,
@@ -183,6 +193,9 @@ impl TypeMutation {
         TypeMutation::InitobjInt32,
         TypeMutation::StsfldString,
         TypeMutation::RetStringAsException,
+        TypeMutation::ReadonlyCallProbe,
+        TypeMutation::CallCtorOnObject,
+        TypeMutation::DelegateAcrossBranch,
     ];
 
     /// The stable name (the variant's).
@@ -236,6 +249,9 @@ impl TypeMutation {
             TypeMutation::InitobjInt32 => "InitobjInt32",
             TypeMutation::StsfldString => "StsfldString",
             TypeMutation::RetStringAsException => "RetStringAsException",
+            TypeMutation::ReadonlyCallProbe => "ReadonlyCallProbe",
+            TypeMutation::CallCtorOnObject => "CallCtorOnObject",
+            TypeMutation::DelegateAcrossBranch => "DelegateAcrossBranch",
         }
     }
 
@@ -318,6 +334,17 @@ impl TypeMutation {
             TypeMutation::RetStringAsException => {
                 "`ret` of a string from a method returning the exception class (unverifiable only)."
             }
+            TypeMutation::ReadonlyCallProbe => {
+                "`readonly.` before a call to a probe, not an array's `Address` (unverifiable only)."
+            }
+            TypeMutation::CallCtorOnObject => {
+                "A constructed object's field set by a `call` of its `.ctor` instead of `stfld` \
+                 (unverifiable only)."
+            }
+            TypeMutation::DelegateAcrossBranch => {
+                "An `Action` built from an `ldftn` with a `br` between it and the `newobj` \
+                 (unverifiable only)."
+            }
         }
     }
 
@@ -372,6 +399,9 @@ impl TypeMutation {
             TypeMutation::InitobjInt32 => Code::StackByRef,
             TypeMutation::StsfldString => Code::StackUnexpected,
             TypeMutation::RetStringAsException => Code::TypeNotAssignable,
+            TypeMutation::ReadonlyCallProbe => Code::ReadonlyUnexpectedCallee,
+            TypeMutation::CallCtorOnObject => Code::CallCtor,
+            TypeMutation::DelegateAcrossBranch => Code::DelegatePattern,
         }
     }
 
@@ -435,6 +465,12 @@ struct Refs {
     gen_ctor: Token,
     value: Token,
     probe: Token,
+    /// `void Nop()`: the target of the delegate rules.
+    nop: Token,
+    /// `System.Action::.ctor(object, native int)`.
+    action_ctor: Token,
+    /// `System.Action::Invoke()`.
+    action_invoke: Token,
     int32: Token,
     string: Token,
     slot: Token,
@@ -521,6 +557,9 @@ fn signature(m: TypeMutation, r: &Refs) -> Sig {
         | TypeMutation::NotFloat
         | TypeMutation::CkfiniteInt32
         | TypeMutation::CeqInt32Int64
+        | TypeMutation::ReadonlyCallProbe
+        | TypeMutation::CallCtorOnObject
+        | TypeMutation::DelegateAcrossBranch
         | TypeMutation::CallArgInt64
         | TypeMutation::CallArgString
         | TypeMutation::RetInt64
@@ -642,6 +681,38 @@ fn body(m: TypeMutation, mutated: bool, r: &Refs, k: &mut Il) {
                 k.i4(5)
             };
             k.tok(Opcode::Call, r.probe).op(Opcode::Ret);
+        }
+        TypeMutation::ReadonlyCallProbe => {
+            k.i4(5);
+            if mutated {
+                k.op(Opcode::Readonly);
+            }
+            k.tok(Opcode::Call, r.probe).op(Opcode::Ret);
+        }
+        TypeMutation::DelegateAcrossBranch => {
+            // Both build the delegate, run it and return 3.
+            k.op(Opcode::Ldnull).tok(Opcode::Ldftn, r.nop);
+            if mutated {
+                let make = k.0.new_label();
+                k.br(Opcode::Br, make).bind(make);
+            }
+            k.tok(Opcode::Newobj, r.action_ctor)
+                .tok(Opcode::Callvirt, r.action_invoke)
+                .i4(3)
+                .op(Opcode::Ret);
+        }
+        TypeMutation::CallCtorOnObject => {
+            // Both return 2: the field stored, or set by the constructor run again.
+            k.i4(1)
+                .tok(Opcode::Newobj, r.gen_ctor)
+                .op(Opcode::Dup)
+                .i4(2);
+            if mutated {
+                k.tok(Opcode::Call, r.gen_ctor)
+            } else {
+                k.tok(Opcode::Stfld, r.value)
+            };
+            k.tok(Opcode::Ldfld, r.value).op(Opcode::Ret);
         }
         TypeMutation::CallArgString => {
             if mutated {
@@ -1046,12 +1117,29 @@ pub fn build_program(name: &str, methods: &[MutantMethod]) -> Result<Vec<u8>, Mu
         &method_sig(false, SigType::I4, &[SigType::I4])?,
         &lay_out(&probe.0, "Probe")?,
     )?;
+    // `void Nop()`: the delegate rules' target.
+    let mut nop = Il(Method::new(header(Token(0))));
+    nop.op(Opcode::Ret);
+    let nop = b.method(
+        static_flags,
+        "Nop",
+        &method_sig(false, SigType::Void, &[])?,
+        &lay_out(&nop.0, "Nop")?,
+    )?;
+    let action = b.type_ref(corlib, "System", "Action")?;
     let refs = Refs {
         exception,
         gen_exception,
         gen_ctor,
         value,
         probe,
+        nop,
+        action_ctor: b.member_ref(
+            action,
+            ".ctor",
+            &method_sig(true, SigType::Void, &[SigType::Object, SigType::IntPtr])?,
+        )?,
+        action_invoke: b.member_ref(action, "Invoke", &method_sig(true, SigType::Void, &[])?)?,
         int32,
         string,
         slot,

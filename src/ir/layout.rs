@@ -16,7 +16,12 @@
 use super::method::*;
 use crate::body::{BodyParts, Clause, EncodeError, RawSection as BodyRawSection};
 use crate::opcode::{Opcode, OperandKind};
-use crate::verify::{Code, Diagnostic, Resolver, Verifier};
+use crate::verify::{Code, Diagnostic, Resolver, Verdict, Verifier};
+
+/// The first of `diags` of the class invalid: what makes a laid-out body refused.
+fn first_invalid(diags: &[Diagnostic]) -> Option<&Diagnostic> {
+    diags.iter().find(|d| d.code.verdict() == Verdict::Invalid)
+}
 
 mod relax;
 mod splice;
@@ -57,7 +62,9 @@ pub struct LayoutOptions {
     pub branch_forms: BranchForms,
     /// How MaxStack is chosen.
     pub max_stack: MaxStackPolicy,
-    /// Verify the result and refuse it when the verifier finds anything.
+    /// Verify the result and refuse it when the verifier finds anything of the class invalid
+    /// (an unverifiable finding, which the runtimes run, is the original's: a `localloc`
+    /// over a non-empty stack stays one after a rewrite).
     pub verify: bool,
 }
 
@@ -519,7 +526,7 @@ impl Layout {
                     Some(declared),
                     resolver,
                 );
-                if let Some(d) = diags.first() {
+                if let Some(d) = first_invalid(diags) {
                     return Err(LayoutError::invalid(d));
                 }
             }
@@ -533,7 +540,7 @@ impl Layout {
                 None,
                 resolver,
             );
-            if let Some(d) = diags.first() {
+            if let Some(d) = first_invalid(diags) {
                 return Err(LayoutError::invalid(d));
             }
         } else if let Err(d) =

@@ -9,7 +9,8 @@
 //! the occurrence, not from offsets, so that a finding keeps its identity across rebuilds that
 //! move code.
 
-use crate::corpus::{Finding, VerifyReport, code_doc};
+use crate::corpus::{Finding, VerifyReport, code_doc, verdict_of};
+use crate::verify::Verdict;
 use serde_json::{Value, json};
 use std::collections::{BTreeSet, HashMap};
 
@@ -40,13 +41,24 @@ fn rule(id: &str) -> Value {
             ),
         },
         "helpUri": ECMA_335_URI,
-        "defaultConfiguration": { "level": "error" },
+        "defaultConfiguration": { "level": sarif_level(id) },
         "properties": {
+            "verdict": verdict_of(id).as_str(),
             "ecma335": doc.reference,
             "group": doc.group,
             "tags": [doc.group],
         },
     })
+}
+
+/// The SARIF level of findings of `code`: `error` for the class invalid, `warning` for
+/// unverifiable (listed only at `--level unverifiable`: code the runtime runs, not provably
+/// type-safe).
+fn sarif_level(code: &str) -> &'static str {
+    match verdict_of(code) {
+        Verdict::Invalid => "error",
+        Verdict::Unverifiable => "warning",
+    }
 }
 
 /// FNV-1a, 64 bits, as hex: a stable fingerprint of `text`.
@@ -134,7 +146,7 @@ pub fn verify_sarif(r: &VerifyReport) -> Value {
                 return json!({
                     "ruleId": f.code,
                     "ruleIndex": index,
-                    "level": "error",
+                    "level": sarif_level(&f.code),
                     "message": { "text": f.message },
                     "locations": [{
                         "physicalLocation": {
@@ -175,7 +187,7 @@ pub fn verify_sarif(r: &VerifyReport) -> Value {
             let mut result = json!({
                 "ruleId": f.code,
                 "ruleIndex": index,
-                "level": "error",
+                "level": sarif_level(&f.code),
                 "message": { "text": format!("IL_{:04x}: {}", f.offset, f.message) },
                 "locations": [{
                     "physicalLocation": { "artifactLocation": { "uri": f.assembly } },
@@ -257,6 +269,8 @@ pub fn verify_sarif(r: &VerifyReport) -> Value {
                 "codes": r.codes,
                 "alignment": r.alignment,
                 "types": r.types,
+                "level": r.level,
+                "notReported": r.not_reported,
             },
         }],
     })

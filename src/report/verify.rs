@@ -2,7 +2,8 @@
 
 use super::finding::{columns, detail_text};
 use super::thousands;
-use crate::corpus::{PairedBy, VerifyReport};
+use crate::corpus::{Finding, PairedBy, VerifyReport};
+use crate::verify::Verdict;
 use std::fmt::Write;
 
 /// Every listed finding with its disassembly window, then the summary.
@@ -19,12 +20,13 @@ pub fn verify_text(r: &VerifyReport) -> String {
         }
         let _ = writeln!(
             s,
-            "{}: {} {} IL_{:04x}: {}: {}{}",
+            "{}: {} {} IL_{:04x}: {}{}: {}{}",
             f.assembly,
             f.token,
             f.method,
             f.offset,
             f.code,
+            unverifiable_mark(f),
             f.message,
             merged(f.duplicates)
         );
@@ -121,6 +123,9 @@ pub fn verify_text(r: &VerifyReport) -> String {
             }
         );
     }
+    if let Some(line) = not_reported_text(r) {
+        let _ = writeln!(s, "{line}");
+    }
     let _ = writeln!(
         s,
         "{} findings in {} methods; {} methods checked only in part (a call signature did not resolve)",
@@ -129,6 +134,36 @@ pub fn verify_text(r: &VerifyReport) -> String {
         thousands(r.methods_incomplete)
     );
     s
+}
+
+/// ` (unverifiable)` after the code of a finding of that class (listed only at `--level
+/// unverifiable`); nothing for an invalid one.
+pub(super) fn unverifiable_mark(f: &Finding) -> &'static str {
+    if f.verdict == Verdict::Unverifiable.as_str() {
+        " (unverifiable)"
+    } else {
+        ""
+    }
+}
+
+/// What the level left out, by code (most first), and how to see it; `None` when nothing was.
+pub(super) fn not_reported_text(r: &VerifyReport) -> Option<String> {
+    let total: u64 = r.not_reported.values().sum();
+    if total == 0 {
+        return None;
+    }
+    let mut codes: Vec<(&String, &u64)> = r.not_reported.iter().collect();
+    codes.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    let codes: Vec<String> = codes
+        .iter()
+        .map(|(c, n)| format!("{c} {}", thousands(**n)))
+        .collect();
+    Some(format!(
+        "level {}: {} unverifiable findings not reported ({}); --level unverifiable lists them",
+        r.level,
+        thousands(total),
+        codes.join(", ")
+    ))
 }
 
 /// ` (and N more of this code at this instruction)` for a finding others were merged into.

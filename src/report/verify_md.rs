@@ -5,7 +5,7 @@
 
 use super::finding::{clause_cells, mark, range};
 use super::thousands;
-use super::verify::{merged, reasons};
+use super::verify::{merged, not_reported_text, reasons, unverifiable_mark};
 use crate::corpus::{Finding, VerifyReport, code_doc};
 use std::fmt::Write;
 
@@ -111,6 +111,9 @@ fn write_report(s: &mut String, r: &VerifyReport, command: &str) -> std::fmt::Re
             },
             t.seconds
         )?;
+    }
+    if let Some(line) = not_reported_text(r) {
+        writeln!(s, "\n{line}.")?;
     }
     write_assemblies(s, r)?;
     write_codes(s, r)?;
@@ -260,8 +263,9 @@ fn write_finding(s: &mut String, f: &Finding) -> std::fmt::Result {
     }
     writeln!(
         s,
-        "### `{}` in {} at IL_{:04x}\n",
+        "### `{}`{} in {} at IL_{:04x}\n",
         f.code,
+        unverifiable_mark(f),
         code(&f.method),
         f.offset
     )?;

@@ -126,6 +126,11 @@ codes! {
     TailStackEmpty,
     /// A try entered with a non-empty stack (III.1.7.5, II.19).
     TryNonEmptyStack,
+    /// Unverifiable: `localloc` with more than its size on the stack (III.3.47: "Correct CIL
+    /// requires that the evaluation stack be empty apart from the size item"). Roslyn emits it
+    /// for `Span<T> s = stackalloc T[n]` (`dup` keeps `n` below the size) and CoreCLR's JIT
+    /// runs it; ILVerify reports it under this name.
+    LocallocStackNotEmpty,
 
     // Exception-handling table (II.19, II.25.4.6). Own names except EHClauseOutOfRange.
     /// A try, handler or filter reaches outside the code (II.19, II.25.4.6).
@@ -275,6 +280,37 @@ codes! {
     /// managed pointer to another type (III.1.8.1.2.3); the JIT does not check it, and code
     /// relying on it breaks type safety. ILVerify reports StackUnexpected. ilcheck's own name.
     TypeNotAssignable,
+    /// Unverifiable: a `readonly.` call to a method other than an array type's `Address`
+    /// (III.2.3: `readonly.` may precede only `ldelema` and calls to the special `Address`
+    /// method on arrays). CoreCLR and mono run such a call; ILVerify reports it under this
+    /// name.
+    ReadonlyUnexpectedCallee,
+    /// Unverifiable: in an instance constructor of a reference type, `this` is stored to
+    /// (`starg 0`) or its address taken (`ldarga 0`) before a constructor of its own class or
+    /// of its base class was called on it (III.1.8.1.4, III.3.19). The runtimes run it;
+    /// ILVerify reports it under this name.
+    ThisUninitStore,
+    /// Unverifiable: an instance constructor of a reference type other than `System.Object`
+    /// returns before a constructor of its own class or of its base class was called on `this`
+    /// (III.1.8.1.4). The runtimes run it; ILVerify reports it under this name.
+    ThisUninitReturn,
+    /// Unverifiable: in an instance constructor of a reference type, the uninitialised `this`
+    /// is used before a constructor of its own class or of its base class was called on it,
+    /// other than as a call's argument or `this`, the object of `ldfld`, `ldflda` or `stfld`,
+    /// or by `dup` or `pop` (III.1.8.1.4): stored to a local, returned, thrown, compared. The
+    /// runtimes run it; ILVerify reports it under this name.
+    UninitStack,
+    /// Unverifiable: `call` or `callvirt` of a constructor other than a constructor's own
+    /// class's or base class's on its uninitialised `this`, or a value type's on a managed
+    /// pointer (III.3.19: constructors are called by `newobj`). The runtimes run it;
+    /// ILVerify reports it under this name.
+    CallCtor,
+    /// Unverifiable: `newobj` of a delegate's constructor whose function pointer is not made
+    /// right before it, in the same block, by `ldftn` or by `dup; ldvirtftn` on the object
+    /// passed (III.1.8.1.5: no other sequence may construct a delegate in verifiable code).
+    /// The runtimes run it; ILVerify reports it under this name (and `StackMethod` when the
+    /// pointer is no method's).
+    DelegatePattern,
     /// Unverifiable: a native int used as an address, arithmetic on managed pointers, or a
     /// managed pointer used as a number (III.1.5, III.1.8.1.2).
     UnmanagedPointer,
@@ -318,14 +354,134 @@ impl Verdict {
     }
 }
 
+/// Which verdict classes a run reports (`verify --level`): the one rule that decides whether a
+/// finding of the structural rules, the type pass or the alignment is listed and counts for the
+/// exit code.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    /// Findings of the class invalid only: what the runtime may reject or run wrongly.
+    #[default]
+    Invalid,
+    /// Findings of both classes: also code that runs but is not provably type-safe.
+    Unverifiable,
+}
+
+impl Level {
+    /// Whether findings of the class `verdict` are reported at this level.
+    pub fn includes(self, verdict: Verdict) -> bool {
+        match (self, verdict) {
+            (_, Verdict::Invalid) | (Level::Unverifiable, Verdict::Unverifiable) => true,
+            (Level::Invalid, Verdict::Unverifiable) => false,
+        }
+    }
+
+    /// Whether findings of `code` are reported at this level.
+    pub fn reports(self, code: Code) -> bool {
+        self.includes(code.verdict())
+    }
+
+    /// The stable name (`invalid`, `unverifiable`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Level::Invalid => "invalid",
+            Level::Unverifiable => "unverifiable",
+        }
+    }
+}
+
 impl Code {
     /// The verdict class of findings with this code.
     pub fn verdict(self) -> Verdict {
+        use Code::*;
         match self {
-            Code::ExpectedArray | Code::TypeNotAssignable | Code::UnmanagedPointer => {
-                Verdict::Unverifiable
-            }
-            _ => Verdict::Invalid,
+            ExpectedArray
+            | TypeNotAssignable
+            | UnmanagedPointer
+            | LocallocStackNotEmpty
+            | ReadonlyUnexpectedCallee
+            | ThisUninitStore
+            | ThisUninitReturn
+            | UninitStack
+            | CallCtor
+            | DelegatePattern => Verdict::Unverifiable,
+            UnknownOpcode
+            | CodeSizeZero
+            | MethodEnd
+            | MethodFallthrough
+            | BadBranch
+            | BadJumpTarget
+            | StackUnderflow
+            | StackOverflow
+            | PathStackDepth
+            | BackwardBranch
+            | ReturnVoid
+            | ReturnMissing
+            | ReturnEmpty
+            | JmpStackNotEmpty
+            | EndfilterStack
+            | TailStackEmpty
+            | TryNonEmptyStack
+            | EHClauseOutOfRange
+            | EHInvalidKind
+            | EHRegionEmpty
+            | EHBoundaryNotInstructionStart
+            | EHOverlap
+            | EHTryIsHandler
+            | EHSharedTryFinally
+            | EHDuplicateHandlerStart
+            | EHOrderInnerAfterOuter
+            | EHFilterNotBeforeHandler
+            | EHFilterContainsRegion
+            | EHFilterNoEndfilter
+            | BranchIntoTry
+            | BranchIntoHandler
+            | BranchIntoFilter
+            | BranchOutOfTry
+            | BranchOutOfHandler
+            | BranchOutOfFilter
+            | BranchOutOfFinally
+            | FallthroughException
+            | FallthroughIntoHandler
+            | FallthroughIntoFilter
+            | ReturnFromTry
+            | ReturnFromHandler
+            | ReturnFromFilter
+            | LeaveIntoTry
+            | LeaveIntoHandler
+            | LeaveIntoFilter
+            | LeaveOutOfFilter
+            | LeaveOutOfFinally
+            | LeaveOutOfFault
+            | Endfinally
+            | Endfilter
+            | Rethrow
+            | TailCall
+            | TailRet
+            | TailCallInsideER
+            | Volatile
+            | Unaligned
+            | ReadOnly
+            | Constrained
+            | NoPrefix
+            | UnrecognizedLocalNumber
+            | UnrecognizedArgumentNumber
+            | TokenResolve
+            | ExpectedTypeToken
+            | ExpectedMethodToken
+            | ExpectedFieldToken
+            | ExpectedSigToken
+            | StringOperand
+            | UnresolvedToken
+            | StackUnexpected
+            | PathStackUnexpected
+            | ExpectedNumericType
+            | ExpectedIntegerType
+            | ExpectedFloatType
+            | StackObjRef
+            | StackByRef
+            | BranchRetargeted
+            | ClauseBoundaryMoved => Verdict::Invalid,
         }
     }
 }
@@ -389,9 +545,18 @@ impl Code {
                 CodeGroup::InstructionStream
             }
             BadBranch | BadJumpTarget => CodeGroup::BranchTargets,
-            StackUnderflow | StackOverflow | PathStackDepth | BackwardBranch | ReturnVoid
-            | ReturnMissing | ReturnEmpty | JmpStackNotEmpty | EndfilterStack | TailStackEmpty
-            | TryNonEmptyStack => CodeGroup::Stack,
+            StackUnderflow
+            | StackOverflow
+            | PathStackDepth
+            | BackwardBranch
+            | ReturnVoid
+            | ReturnMissing
+            | ReturnEmpty
+            | JmpStackNotEmpty
+            | EndfilterStack
+            | TailStackEmpty
+            | TryNonEmptyStack
+            | LocallocStackNotEmpty => CodeGroup::Stack,
             EHClauseOutOfRange
             | EHInvalidKind
             | EHRegionEmpty
@@ -439,9 +604,22 @@ impl Code {
             | ExpectedSigToken
             | StringOperand => CodeGroup::Operands,
             UnresolvedToken => CodeGroup::NotAnError,
-            StackUnexpected | PathStackUnexpected | ExpectedNumericType | ExpectedIntegerType
-            | ExpectedFloatType | StackObjRef | StackByRef | ExpectedArray | TypeNotAssignable
-            | UnmanagedPointer => CodeGroup::Types,
+            StackUnexpected
+            | PathStackUnexpected
+            | ExpectedNumericType
+            | ExpectedIntegerType
+            | ExpectedFloatType
+            | StackObjRef
+            | StackByRef
+            | ExpectedArray
+            | TypeNotAssignable
+            | UnmanagedPointer
+            | ReadonlyUnexpectedCallee
+            | ThisUninitStore
+            | ThisUninitReturn
+            | UninitStack
+            | CallCtor
+            | DelegatePattern => CodeGroup::Types,
             BranchRetargeted | ClauseBoundaryMoved => CodeGroup::Baseline,
         }
     }
@@ -606,8 +784,10 @@ mod fx {
             info.operand,
             OperandKind::ShortBrTarget | OperandKind::BrTarget | OperandKind::Switch
         );
+        // `localloc` is here for its stack rule (only the size on the stack), not a placement.
         let special = matches!(info.flow, Flow::Prefix | Flow::Return)
-            || info.opcode as u16 == Opcode::Rethrow as u16;
+            || info.opcode as u16 == Opcode::Rethrow as u16
+            || info.opcode as u16 == Opcode::Localloc as u16;
         let code = info.opcode as u16;
         let operand = !matches!(
             info.operand,

@@ -325,8 +325,9 @@ impl Scan<'_> {
             }
             self.np = 0;
         }
-        // Regions' instructions and `jmp` have rules of their own.
-        if fx.kind & fx::SPECIAL != 0 && op != Opcode::Ret {
+        // Regions' instructions and `jmp` have rules of their own; so does `localloc` with
+        // more than its size on the stack.
+        if fx.kind & fx::SPECIAL != 0 && op != Opcode::Ret && !(op == Opcode::Localloc && d == 1) {
             return None;
         }
         let (pops, pushes) = if fx.pops < fx::SIG && fx.pushes < fx::SIG {

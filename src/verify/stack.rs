@@ -250,6 +250,14 @@ fn step<R: Resolver + ?Sized, const TRACK: bool>(
                     x.off,
                     format!("jmp with {} items on the stack", *d),
                 ),
+                Opcode::Localloc if *d > 1 => v.report(
+                    Code::LocallocStackNotEmpty,
+                    x.off,
+                    format!(
+                        "localloc with {} items on the stack besides its size",
+                        *d - 1
+                    ),
+                ),
                 Opcode::Endfilter if *d != 1 => {
                     v.report(
                         Code::EndfilterStack,

@@ -370,13 +370,36 @@ fn ret_depths() {
 #[test]
 fn localloc_jmp_endfilter_stacks() {
     valid(&[op(Ldc_I4_8), op(Localloc), op(Pop), op(Ret)]);
-    // Roslyn's `Span<T> s = stackalloc T[n]` keeps `n` under the size (`dup … localloc`), and
-    // runtimes accept it, so only underflow is checked.
-    valid(&[
+    // Roslyn's `Span<T> s = stackalloc T[n]` keeps `n` under the size (`dup … localloc`).
+    // III.3.47 wants only the size there, and ILVerify says so; CoreCLR runs it, so the finding
+    // is unverifiable, not invalid.
+    let dup = [
         op(Ldc_I4_0),
         op(Dup),
         op(Localloc),
         op(Pop),
+        op(Pop),
+        op(Ret),
+    ];
+    assert_eq!(codes(&dup), [Code::LocallocStackNotEmpty]);
+    assert_eq!(Code::LocallocStackNotEmpty.verdict(), Verdict::Unverifiable);
+    // The same after a branch (the dataflow's path, not the straight-line one).
+    let branchy = [
+        op(Ldc_I4_0),
+        br(Br_S, "l"),
+        lbl("l"),
+        op(Dup),
+        op(Localloc),
+        op(Pop),
+        op(Pop),
+        op(Ret),
+    ];
+    assert_eq!(codes(&branchy), [Code::LocallocStackNotEmpty]);
+    valid(&[
+        op(Ldc_I4_0),
+        br(Br_S, "l"),
+        lbl("l"),
+        op(Localloc),
         op(Pop),
         op(Ret),
     ]);

@@ -10,7 +10,7 @@
 
 use super::{AlignmentSummary, BODY_MALFORMED, body_error_offset, input_path};
 use crate::body::Body;
-use crate::corpus::{Input, TypePass, TypeSummary};
+use crate::corpus::{Input, TypePass, TypeSummary, types_checked};
 use crate::image::emit::AssemblyIdentity;
 use crate::image::{Image, ImageError, Method, integrity};
 use crate::verify::{Aligner, ImageResolver, Unchecked, Verifier};
@@ -137,8 +137,8 @@ impl Baseline {
         Baseline::load_with_pairs(inputs, &[], None)
     }
 
-    /// [`Baseline::load`], the originals' type findings counted too when `types` is given
-    /// (at its level, so patched and original are compared alike).
+    /// [`Baseline::load`], the originals' type findings counted too when `types` is given.
+    /// Findings of every verdict class are kept: a run compares those its level reports.
     pub fn load_with(
         inputs: &[Input],
         types: Option<&mut TypePass<'_>>,
@@ -311,7 +311,8 @@ impl Baseline {
     }
 }
 
-/// The type findings of every method of `image` the structural verifier accepts, by token.
+/// The type findings of every method of `image` the type pass checks ([`types_checked`]), by
+/// token.
 fn type_findings(
     pass: &mut TypePass<'_>,
     input: &Input,
@@ -329,7 +330,7 @@ fn type_findings(
         .map(|(m, b)| match b {
             Ok(b) => {
                 resolver.set_method(m, b);
-                verifier.verify(b, &resolver).is_empty()
+                types_checked(verifier.verify(b, &resolver).iter().map(|d| d.code))
             }
             Err(_) => false,
         })

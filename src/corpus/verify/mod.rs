@@ -16,13 +16,15 @@ pub use detail::{
     ArrivalRow, ClauseRow, CodeDoc, MAX_CLAUSES_SHOWN, arrival_rows, clause_rows, code_doc,
 };
 
-use super::types::{TypeLevel, TypePass, TypeSummary};
+use super::types::{TypePass, TypeSummary, types_checked};
 use super::{Input, Skipped};
 use crate::body::Body;
 use crate::disasm::{ImageNamer, TokenNamer};
 use crate::image::{Image, ImageError, Method, Table, Token, integrity};
 use crate::verify::types::ModuleStore;
-use crate::verify::{Aligner, Code, Detail, Diagnostic, ImageResolver, Unchecked, Verifier};
+use crate::verify::{
+    Aligner, Code, Detail, Diagnostic, ImageResolver, Level, Unchecked, Verdict, Verifier,
+};
 use baseline::{BaselineAssembly, CodeCounts, Match};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -51,6 +53,9 @@ pub struct Finding {
     /// The verifier's stable code name, [`BODY_MALFORMED`], or an
     /// [`IntegrityCode`](crate::image::IntegrityCode) name for an image-level finding.
     pub code: String,
+    /// The code's verdict class ([`Code::verdict`]): `invalid` or `unverifiable`; image-level
+    /// and [`BODY_MALFORMED`] findings are invalid.
+    pub verdict: &'static str,
     /// What is wrong, in words.
     pub message: String,
     /// The ECMA-335 sections the code's rule cites ([`code_doc`]).
@@ -180,6 +185,12 @@ pub struct VerifyReport {
     /// What the type pass checked, when it ran.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub types: Option<TypeSummary>,
+    /// The verdict classes reported ([`VerifyOptions::level`]): `invalid` or `unverifiable`.
+    pub level: &'static str,
+    /// Findings of the structural rules and the type pass the level leaves out (unverifiable
+    /// ones at `invalid`), by code, counted before any comparison with a baseline: neither
+    /// listed nor counted in `findings_total`, `codes` or the exit code.
+    pub not_reported: BTreeMap<String, u64>,
     /// Findings reported, image-level ones included (all of them, listed or not).
     pub findings_total: u64,
     /// Findings merged into another of the same code at the same instruction (not counted in
@@ -265,8 +276,10 @@ pub struct VerifyOptions {
     pub max_findings: usize,
     /// Instructions shown on each side of a finding.
     pub window: usize,
-    /// Which type findings are reported ([`TypeLevel::Off`]: no type pass).
-    pub types: TypeLevel,
+    /// Whether the type pass runs.
+    pub types: bool,
+    /// Which verdict classes are reported, of every finding: structural, type and alignment.
+    pub level: Level,
 }
 
 impl Default for VerifyOptions {
@@ -274,7 +287,8 @@ impl Default for VerifyOptions {
         VerifyOptions {
             max_findings: 200,
             window: 3,
-            types: TypeLevel::Off,
+            types: false,
+            level: Level::Invalid,
         }
     }
 }
@@ -304,9 +318,13 @@ pub fn verify_with(
     mut progress: impl FnMut(&Input),
 ) {
     report.schema = "ilcheck.verify/1";
-    let mut types = TypePass::new(store, opts.types);
-    if opts.types != TypeLevel::Off && report.types.is_none() {
+    report.level = opts.level.as_str();
+    let mut types = TypePass::new(store);
+    if opts.types && report.types.is_none() {
         report.types = Some(TypeSummary::default());
+    }
+    if let Some(t) = report.types.as_mut() {
+        t.level = opts.level.as_str();
     }
     report.baseline_assemblies = baseline.map_or(0, |b| b.assemblies_read);
     if baseline.is_some() && report.alignment.is_none() {
@@ -437,6 +455,7 @@ fn verify_image(
             assembly: assembly.clone(),
             offset: u32::try_from(f.offset).unwrap_or(u32::MAX),
             reference: code_doc(&code).reference,
+            verdict: Verdict::Invalid.as_str(),
             code,
             message: f.message,
             ..Finding::default()
@@ -473,11 +492,12 @@ fn verify_image(
         (a.methods_checked, a.il_bytes) = (checked, il_bytes);
     }
 
-    // Type findings, on the methods the structural rules accepted, merged with theirs.
+    // Type findings, on the methods without an invalid structural finding, merged with the
+    // structural ones.
     if let Some(summary) = report.types.as_mut() {
         let mut rejected = vec![false; work.len()];
-        for f in &found {
-            rejected[f.0] = true;
+        for (k, d) in &found {
+            rejected[*k] |= !types_checked(std::iter::once(d.code));
         }
         let mut typed = Vec::new();
         types.run(
@@ -488,10 +508,15 @@ fn verify_image(
             summary,
             |k, code, offset, message| typed.push((k, Diagnostic::new(code, offset, message))),
         );
+        summary.not_reported += typed
+            .iter()
+            .filter(|(_, d)| !opts.level.reports(d.code))
+            .count() as u64;
         found.extend(typed);
         // Stable: a method's structural findings stay before its type findings.
         found.sort_by_key(|f| f.0);
     }
+    apply_level(opts.level, &mut found, &mut report.not_reported);
 
     // Alignment findings, in method order.
     let mut moved: Vec<baseline::Moved> = Vec::new();
@@ -500,6 +525,7 @@ fn verify_image(
         baseline::align_image(&work, b, a, aligner, summary, &mut moved);
         summary.seconds += start.elapsed().as_secs_f64();
     }
+    apply_level(opts.level, &mut moved, &mut report.not_reported);
 
     let mut found = found.into_iter().peekable();
     let mut moved = moved.into_iter().peekable();
@@ -568,6 +594,7 @@ fn verify_image(
                 }
             }
             f.reference = code_doc(&f.code).reference;
+            f.verdict = verdict_of(&f.code).as_str();
             let code = f.code.clone();
             if record(report, opts, &mut known, f) && !codes.contains(&code) {
                 codes.push(code);
@@ -585,6 +612,29 @@ fn verify_image(
         }
         report.baseline_uncertain += u64::from(uncertain.is_some());
     }
+}
+
+/// The level, one rule for every finding of a method (structural, type, alignment): those it
+/// leaves out are counted in `not_reported` by code and dropped before they are compared with
+/// the baseline, listed or counted for the exit code.
+fn apply_level(
+    level: Level,
+    found: &mut Vec<(usize, Diagnostic)>,
+    not_reported: &mut BTreeMap<String, u64>,
+) {
+    found.retain(|(_, d)| {
+        let kept = level.reports(d.code);
+        if !kept {
+            *not_reported.entry(d.code.as_str().to_string()).or_default() += 1;
+        }
+        kept
+    });
+}
+
+/// The verdict class of a finding's code: [`Code::verdict`] for a verifier code; image-level
+/// and [`BODY_MALFORMED`] findings are invalid.
+pub fn verdict_of(code: &str) -> Verdict {
+    Code::from_name(code).map_or(Verdict::Invalid, Code::verdict)
 }
 
 /// Sorts one method's findings by offset and code and merges those of one code at one offset

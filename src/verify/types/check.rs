@@ -4,7 +4,7 @@
 //! and regions are sound; it still never panics on what it reads.
 
 use super::system::TypeSystem;
-use super::ty::{Prim, TyId, TyNode};
+use super::ty::{Prim, TyId, TyNode, TypeKey};
 use super::vtype::{Unmergeable, V, fits, fits_v, merge, name, prim_of, stack_of};
 use crate::body::{Body, ClauseKind};
 use crate::image::tables::Token;
@@ -152,6 +152,32 @@ struct Frame {
     args: Vec<TyId>,
     locals: Vec<TyId>,
     ret: TyId,
+    /// Set for an instance constructor of a reference type, whose `this` is followed from
+    /// uninitialised to initialised (III.1.8.1.4).
+    ctor: Option<Ctor>,
+    /// Set for an instance constructor whose class is not known (a base class that did not
+    /// resolve): its constructor calls are not judged.
+    ctor_unknown: bool,
+}
+
+/// The class of an instance constructor whose `this` is followed.
+#[derive(Clone, Copy, Debug)]
+struct Ctor {
+    /// The constructor's class.
+    own: TypeKey,
+    /// Its base class, when known.
+    base: Option<TypeKey>,
+    /// The class is `System.Object`, whose constructor has no constructor to call.
+    object: bool,
+}
+
+/// A protected region's entry and the handler entries it gives its `this` state to.
+#[derive(Clone, Copy, Debug)]
+struct TryEntry {
+    /// The try's first instruction.
+    start: u32,
+    /// The handler's (or the filter's) first instruction.
+    handler: u32,
 }
 
 /// A reusable type checker: keeps its buffers between bodies.
@@ -176,6 +202,19 @@ pub struct TypeChecker {
     reported_at: u32,
     /// Set by a step after which the path cannot be followed (a callee of unknown arity).
     abandon: bool,
+    /// In a followed constructor: whether each entry state's `this` is initialised (on every
+    /// path to it), by instruction.
+    entry_init: Vec<bool>,
+    /// In a followed constructor: whether each slot of `pool` holds the method's `this`.
+    pool_this: Vec<bool>,
+    /// In a followed constructor: whether each slot of the current stack holds `this`.
+    this_slots: Vec<bool>,
+    /// In a followed constructor: whether `this` is initialised on the current path.
+    init: bool,
+    /// The lowest stack depth a step popped to.
+    low: usize,
+    /// In a followed constructor: the regions' entries, for their handlers' `this` state.
+    tries: Vec<TryEntry>,
 }
 
 /// The result of checking one method.
@@ -246,10 +285,20 @@ impl TypeChecker {
                 }
             },
         }
+        let own = Token::new(crate::image::tables::Table::MethodDef, rid);
+        let instance_ctor = sig.has_this && !sig.explicit_this && is_ctor_token(ts, own);
+        let ctor = if instance_ctor {
+            own_ctor(ts, parent)
+        } else {
+            None
+        };
+        let ctor_unknown = instance_ctor && ctor.is_none() && ts.is_value_type(parent).is_none();
         self.frame = Frame {
             args,
             locals,
             ret: sig.ret,
+            ctor,
+            ctor_unknown,
         };
         true
     }
@@ -264,7 +313,36 @@ impl TypeChecker {
         self.entry.resize(n, (NO_ENTRY, 0));
         self.pool.clear();
         self.work.clear();
+        self.pool_this.clear();
+        self.this_slots.clear();
+        self.tries.clear();
+        if self.frame.ctor.is_some() {
+            self.entry_init.clear();
+            // Handlers start initialised; their try's entry lowers them (`entry_handlers`).
+            self.entry_init.resize(n, true);
+            for c in body.clauses() {
+                let handler = match c.kind() {
+                    ClauseKind::Filter => [Some(c.class_or_filter), Some(c.handler_offset)],
+                    ClauseKind::Invalid => continue,
+                    _ => [None, Some(c.handler_offset)],
+                };
+                let Some(start) = self.index(c.try_offset) else {
+                    continue;
+                };
+                for h in handler.into_iter().flatten() {
+                    if let Some(h) = self.index(h) {
+                        self.tries.push(TryEntry {
+                            start: start as u32,
+                            handler: h as u32,
+                        });
+                    }
+                }
+            }
+        }
+        self.init = false;
         self.seed(0, &[]);
+        // Handlers are seeded initialised: the entries of their regions lower them.
+        self.init = true;
         for c in body.clauses() {
             let stack = match c.kind() {
                 ClauseKind::Catch => Some(V::Obj(ts.type_token(0, Token(c.class_or_filter)))),
@@ -305,12 +383,41 @@ impl TypeChecker {
             .then_some(i as usize)
     }
 
+    /// Gives instruction `i` its first entry state: `stack`, and in a followed constructor
+    /// the current path's `this` slots (none past the current stack) and initialisation.
     fn seed(&mut self, i: usize, stack: &[V]) {
         if self.entry.get(i).is_some_and(|e| e.0 == NO_ENTRY) {
             self.entry[i] = (self.pool.len() as u32, stack.len() as u32);
             self.pool.extend_from_slice(stack);
+            if self.frame.ctor.is_some() {
+                for k in 0..stack.len() {
+                    let this = self.this_slots.get(k).copied().unwrap_or(false);
+                    self.pool_this.push(this);
+                }
+                self.lower_init(i as u32);
+            }
             self.work.push(i as u32);
         }
+    }
+
+    /// In a followed constructor: joins the current path's initialisation into instruction
+    /// `i`'s entry (initialised only when every path has it so) and, when that lowered it,
+    /// into the handlers of the regions `i` enters; returns whether it changed.
+    fn lower_init(&mut self, i: u32) -> bool {
+        if self.init || !self.entry_init.get(i as usize).copied().unwrap_or(false) {
+            return false;
+        }
+        self.entry_init[i as usize] = false;
+        // A handler is entered with the state of its try's entry (as ILVerify has it). Each
+        // instruction is lowered once at most, so this ends.
+        for k in 0..self.tries.len() {
+            let TryEntry { start, handler } = self.tries[k];
+            if start == i && self.lower_init(handler) && self.entry[handler as usize].0 != NO_ENTRY
+            {
+                self.work.push(handler);
+            }
+        }
+        true
     }
 
     /// Decodes `code` into `ins` and `targets` with the decoder's tables, as
@@ -429,6 +536,17 @@ impl TypeChecker {
             return;
         }
         let mut changed = false;
+        if self.frame.ctor.is_some() {
+            changed |= self.lower_init(i);
+            for k in 0..state.len() {
+                let at = start as usize + k;
+                let this = self.this_slots.get(k).copied().unwrap_or(false);
+                if self.pool_this[at] && !this {
+                    self.pool_this[at] = false;
+                    changed = true;
+                }
+            }
+        }
         let mut bad = None;
         for (k, &s) in state.iter().enumerate() {
             let o = self.pool[start as usize + k];
@@ -488,6 +606,13 @@ impl TypeChecker {
         let mut stack = std::mem::take(&mut self.stack);
         stack.clear();
         stack.extend_from_slice(&self.pool[start as usize..(start + len) as usize]);
+        let ctor = self.frame.ctor;
+        if ctor.is_some() {
+            self.this_slots.clear();
+            let slots = self.pool_this.get(start as usize..(start + len) as usize);
+            self.this_slots.extend_from_slice(slots.unwrap_or(&[]));
+            self.init = self.entry_init.get(i).copied().unwrap_or(true);
+        }
         let mut k = i;
         let mut prefix = Prefixes::default();
         while let Some(&x) = self.ins.get(k) {
@@ -496,7 +621,16 @@ impl TypeChecker {
                 prefix.add(ts, x);
             } else {
                 self.abandon = false;
-                self.step(ts, x, &mut stack, &prefix);
+                match ctor {
+                    None => self.step(ts, x, &mut stack, &prefix),
+                    Some(c) => {
+                        let (depth, init) = (stack.len(), self.init);
+                        self.before_this_step(x, c);
+                        self.low = depth;
+                        self.step(ts, x, &mut stack, &prefix);
+                        self.after_this_step(x, depth, init, stack.len());
+                    }
+                }
                 prefix = Prefixes::default();
                 if self.abandon {
                     break;
@@ -528,6 +662,41 @@ impl TypeChecker {
         }
         self.stack = stack;
     }
+}
+
+/// Whether a method token of the image names an instance or static constructor named
+/// `.ctor` (a MethodDef, or a MemberRef; a MethodSpec never does: constructors are not
+/// generic).
+fn is_ctor_token(ts: &TypeSystem<'_>, token: Token) -> bool {
+    use crate::image::tables::Table;
+    let image = ts.image();
+    let tables = image.tables();
+    let name = match token.table() {
+        Some(Table::MethodDef) => tables.method_def(token.rid()).map(|r| r.name),
+        Some(Table::MemberRef) => tables.member_ref(token.rid()).map(|r| r.name),
+        _ => return false,
+    };
+    // `.ctor` and its NUL, compared in place: no scan for the end of a longer name.
+    name.is_ok_and(|n| {
+        let data = image.strings().data;
+        data.get(n as usize..n as usize + 6) == Some(b".ctor\0")
+    })
+}
+
+/// The followed state of an instance constructor declared by `parent`: a reference type's
+/// (value types' constructors are exempt) whose class is known.
+fn own_ctor(ts: &mut TypeSystem<'_>, parent: TyId) -> Option<Ctor> {
+    // Value types' constructors, and classes whose kind is unknown, are not followed.
+    if ts.is_value_type(parent) != Some(false) {
+        return None;
+    }
+    let own = ts.key_of(parent)?;
+    let base = ts.info(own).and_then(|i| i.base).and_then(|b| ts.key_of(b));
+    Some(Ctor {
+        own,
+        base,
+        object: matches!(ts.tys.node(parent), TyNode::Object),
+    })
 }
 
 /// A target offset as the instruction table keeps it (`u32::MAX` when outside `u32`).
@@ -563,12 +732,15 @@ impl std::fmt::Display for What {
 #[derive(Default, Clone, Copy)]
 struct Prefixes {
     constrained: Option<TyId>,
+    readonly: bool,
 }
 
 impl Prefixes {
     fn add(&mut self, ts: &mut TypeSystem<'_>, x: Ins) {
-        if x.op == Opcode::Constrained {
-            self.constrained = Some(ts.type_token(0, Token(x.arg)));
+        match x.op {
+            Opcode::Constrained => self.constrained = Some(ts.type_token(0, Token(x.arg))),
+            Opcode::Readonly => self.readonly = true,
+            _ => {}
         }
     }
 }
@@ -587,7 +759,75 @@ enum Binary {
 
 impl TypeChecker {
     fn pop(&mut self, stack: &mut Vec<V>) -> V {
-        stack.pop().unwrap_or(V::Unknown)
+        let v = stack.pop().unwrap_or(V::Unknown);
+        self.low = self.low.min(stack.len());
+        v
+    }
+
+    /// In a followed constructor, before instruction `x`: `starg 0` and `ldarga 0` before
+    /// `this` is initialised, and `ret` before it is (III.1.8.1.4).
+    fn before_this_step(&mut self, x: Ins, c: Ctor) {
+        use Opcode as O;
+        if self.init {
+            return;
+        }
+        match x.op {
+            O::Starg_S | O::Starg | O::Ldarga_S | O::Ldarga if x.arg == 0 => {
+                let what = if matches!(x.op, O::Starg_S | O::Starg) {
+                    "stored to"
+                } else {
+                    "has its address taken"
+                };
+                let msg = format!(
+                    "this {what} before a constructor of its class or base class is called on it"
+                );
+                self.report(Code::ThisUninitStore, x.off, msg);
+            }
+            O::Ret if !c.object => {
+                let msg = "constructor returns before a constructor of its class or base class \
+                           is called on this"
+                    .to_string();
+                self.report(Code::ThisUninitReturn, x.off, msg);
+            }
+            _ => {}
+        }
+    }
+
+    /// In a followed constructor, after instruction `x` took the stack from `depth` slots
+    /// (popping down to `self.low`) to `now`: the uninitialised `this` used other than as a
+    /// call's argument or `this`, a field access's object, or by `dup` or `pop`, and which of
+    /// the pushed slots hold `this`.
+    fn after_this_step(&mut self, x: Ins, depth: usize, init: bool, now: usize) {
+        use Opcode as O;
+        let low = self.low.min(depth);
+        let slots = &self.this_slots;
+        let this_at = |k: usize| slots.get(k).copied().unwrap_or(false);
+        // The popped slots the instruction may not take the uninitialised `this` in.
+        let allowed = match x.op {
+            O::Pop | O::Call | O::Callvirt | O::Newobj | O::Ldfld | O::Ldflda => depth,
+            // The object, not the value stored.
+            O::Stfld => low + 1,
+            _ => low,
+        };
+        let misused = (allowed..depth).find(|&k| !init && this_at(k));
+        let dup_of_this = x.op == O::Dup && depth > 0 && this_at(depth - 1);
+        let loads_this =
+            matches!(x.op, O::Ldarg_0) || (matches!(x.op, O::Ldarg_S | O::Ldarg) && x.arg == 0);
+        {
+            if let Some(k) = misused {
+                let slot = depth - 1 - k;
+                let msg = format!(
+                    "uninitialised this used by {} (stack slot {slot} from the top) before a \
+                     constructor of its class or base class is called on it",
+                    x.op.name()
+                );
+                self.report(Code::UninitStack, x.off, msg);
+            }
+        }
+        self.this_slots.truncate(low.min(now));
+        while self.this_slots.len() < now {
+            self.this_slots.push(dup_of_this || loads_this);
+        }
     }
 
     /// Notes an unknown slot or type as a reason the method is checked in part.
@@ -888,6 +1128,18 @@ impl TypeChecker {
             return;
         };
         let (sig, parent) = (m, m.parent);
+        // A delegate's constructor takes (object, native int); the cheap tests first.
+        if x.op == Opcode::Newobj && sig.param_count() == 2 {
+            let second = ts.params(&sig).get(1).copied();
+            if second.is_some_and(|p| stack_of(ts, p) == V::I)
+                && ts.is_delegate(parent) == Some(true)
+            {
+                self.delegate_pattern(ts, x, parent);
+            }
+        }
+        if prefix.readonly && x.op == Opcode::Call {
+            self.readonly_callee(ts, x, parent, sig.ret);
+        }
         if x.op == Opcode::Calli {
             let f = self.pop(stack);
             self.expect_v(ts, x.off, f, V::I, "function pointer");
@@ -900,6 +1152,12 @@ impl TypeChecker {
         let is_ctor = x.op == Opcode::Newobj;
         if sig.has_this && !sig.explicit_this && !is_ctor && x.op != Opcode::Calli {
             let this = self.pop(stack);
+            let own_this = self.frame.ctor.is_some()
+                && self.this_slots.get(stack.len()).copied().unwrap_or(false);
+            // Constructors return void: the name is read only for such callees.
+            if sig.ret == TyId::VOID && !self.frame.ctor_unknown && is_ctor_token(ts, token) {
+                self.ctor_call(ts, x, this, own_this, parent);
+            }
             self.this_arg(ts, x, this, parent, prefix);
         } else if sig.has_this && x.op == Opcode::Calli && !sig.explicit_this {
             let _ = self.pop(stack);
@@ -918,6 +1176,86 @@ impl TypeChecker {
         } else if sig.ret != TyId::VOID {
             let v = stack_of(ts, sig.ret);
             stack.push(self.note(v));
+        }
+    }
+
+    /// `call` or `callvirt` of a constructor: on a followed constructor's `this`, one of its
+    /// class's or base class's initialises it; otherwise only a value type's, on a managed
+    /// pointer, is verifiable (III.3.19, as ILVerify has it).
+    fn ctor_call(
+        &mut self,
+        ts: &mut TypeSystem<'_>,
+        x: Ins,
+        this: V,
+        own_this: bool,
+        parent: TyId,
+    ) {
+        if let (true, Some(c)) = (own_this, self.frame.ctor) {
+            let callee = ts.key_of(parent);
+            // A callee or base class that did not resolve is not judged: `this` is taken as
+            // initialised, never guessed otherwise.
+            if callee.is_none() || c.base.is_none() || callee == Some(c.own) || callee == c.base {
+                self.init = true;
+                return;
+            }
+        }
+        let value_address = match this {
+            V::ByRef(t) => ts.is_value_type(t) != Some(false),
+            V::Unknown => true,
+            _ => false,
+        };
+        if !value_address {
+            let msg = format!(
+                "{} calls a constructor of {} on {}: constructors are called by newobj, or on \
+                 this by a constructor of the same class or of a derived class",
+                x.op.name(),
+                ts.name(parent),
+                name(ts, this)
+            );
+            self.report(Code::CallCtor, x.off, msg);
+        }
+    }
+
+    /// `newobj` of a delegate: its function pointer comes from the instruction right before
+    /// it, `ldftn`, or from `dup; ldvirtftn` on the object passed, with no block starting in
+    /// between (III.1.8.1.5, as ILVerify checks it).
+    fn delegate_pattern(&mut self, ts: &mut TypeSystem<'_>, x: Ins, parent: TyId) {
+        let Some(k) = self.index(x.off) else {
+            return;
+        };
+        let op = |j: usize| self.ins[j].op;
+        let ldftn = k >= 1 && !self.start[k] && op(k - 1) == Opcode::Ldftn;
+        let ldvirtftn = k >= 2
+            && !self.start[k]
+            && !self.start[k - 1]
+            && op(k - 1) == Opcode::Ldvirtftn
+            && op(k - 2) == Opcode::Dup;
+        if !(ldftn || ldvirtftn) {
+            let msg = format!(
+                "newobj of delegate {}: its function pointer is not made right before it by \
+                 ldftn, or by dup; ldvirtftn on the object passed (III.1.8.1.5)",
+                ts.name(parent)
+            );
+            self.report(Code::DelegatePattern, x.off, msg);
+        }
+    }
+
+    /// A `readonly.` call must call an array type's `Address` method (III.2.3): a method of an
+    /// array type that returns a managed pointer, as ILVerify checks it (the runtime defines
+    /// an array's methods, and only `Address` returns one). A callee whose declaring type or
+    /// return type is not known is not judged.
+    fn readonly_callee(&mut self, ts: &mut TypeSystem<'_>, x: Ins, parent: TyId, ret: TyId) {
+        let owner = ts.tys.node(parent);
+        let array = matches!(owner, TyNode::SzArray(_) | TyNode::Array(..));
+        if matches!(owner, TyNode::Unknown) || (array && ts.tys.has_unknown(ret)) {
+            return;
+        }
+        if !(array && matches!(ts.tys.node(ret), TyNode::ByRef(_))) {
+            let msg = format!(
+                "readonly. call to a method of {}, not an array type's Address method (III.2.3)",
+                ts.name(parent)
+            );
+            self.report(Code::ReadonlyUnexpectedCallee, x.off, msg);
         }
     }
 
@@ -959,6 +1297,11 @@ impl TypeChecker {
                     self.bad(ts, Code::StackUnexpected, x.off, this, &n);
                 }
             },
+            // A declaring type whose kind is not known (unresolved) is not judged against a
+            // managed pointer: it may be a value type.
+            None if matches!(this, V::ByRef(_)) => {
+                self.part(Partial::UnresolvedType);
+            }
             _ => match this {
                 V::ByRef(t) => {
                     // `call` on a reference type's method through a managed pointer: valid

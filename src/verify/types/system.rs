@@ -1407,6 +1407,20 @@ impl<'a> TypeSystem<'a> {
         })
     }
 
+    /// Whether `t` is a delegate type: a class whose base class is the core library's
+    /// `System.MulticastDelegate` (or `System.Delegate`); `None` when that cannot be told.
+    pub fn is_delegate(&mut self, t: TyId) -> Option<bool> {
+        let key = self.key_of(t)?;
+        let base = self.info(key)?.base?;
+        if matches!(self.tys.node(base), TyNode::Unknown) {
+            return None;
+        }
+        Some(matches!(
+            self.system_name(base),
+            Some("MulticastDelegate" | "Delegate")
+        ))
+    }
+
     /// `Name` when `t` is the core library's `System.Name` class or value type.
     fn system_name(&mut self, t: TyId) -> Option<&'static str> {
         let key = match self.tys.node(t) {
