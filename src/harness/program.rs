@@ -12,7 +12,12 @@
 //! @ M3#1 throw 77 trace 5
 //! @ M4#0 void trace 0
 //! @ M5#0 exception System.InvalidProgramException trace 0
+//! @ M6#0 ret -9000000000 trace 0 ref 7 ref -3
 //! ```
+//!
+//! A method with `int32&` arguments is passed the addresses of `int32` locals of its runner,
+//! set from its inputs; the line ends with their final values (` ref V`, in argument order),
+//! whether the call returned or threw.
 //!
 //! The [`Manifest`] lists the methods, their seeds and inputs, and the lines the interpreter
 //! expects; other output (a probe's, say) is not a result line. The same seed gives the same
@@ -23,7 +28,8 @@ pub use super::runtime::RUNTIMECONFIG;
 use crate::body::{Body, Clause};
 use crate::generate::interp::{self, Env, Outcome as RunOutcome, call_hash};
 use crate::generate::valid::{
-    Callee, EXCEPTION_CLASS, EXCEPTION_CTOR, EXCEPTION_VALUE, FIRST_CALLEE, Generated, OTHER_CLASS,
+    ArgType, Callee, EXCEPTION_CLASS, EXCEPTION_CTOR, EXCEPTION_VALUE, FIRST_CALLEE, Generated,
+    OTHER_CLASS, ValType,
 };
 use crate::generate::{Config, generate_from_bytes};
 use crate::image::emit::AssemblyIdentity;
@@ -139,8 +145,9 @@ pub struct ManifestMethod {
     /// zero bytes are left out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub choices: Option<String>,
-    /// Argument vectors it is called with, in order.
-    pub inputs: Vec<Vec<i32>>,
+    /// Argument vectors it is called with, in order (for an `int32&` argument, the initial
+    /// value of the `int32` it points to).
+    pub inputs: Vec<Vec<i64>>,
     /// The result lines the calls print, in order.
     pub expected: Vec<String>,
 }
@@ -263,10 +270,7 @@ pub fn expected_lines(m: &ProgramMethod) -> Result<Vec<String>, ProgramError> {
     })?;
     let body = Body::parse(&bytes).map_err(|e| fail(e.to_string()))?;
     let clauses: Vec<Clause> = body.clauses().copied().collect();
-    let env = Env {
-        callees: &g.callees,
-        fuel: FUEL,
-    };
+    let env: Env<'_> = g.env(FUEL);
     g.inputs
         .iter()
         .enumerate()
@@ -282,8 +286,9 @@ pub fn expected_lines(m: &ProgramMethod) -> Result<Vec<String>, ProgramError> {
                 RunOutcome::Threw(v) => format!("throw {v}"),
                 other => return Err(fail(format!("input {i}: {other:?}"))),
             };
+            let refs: String = run.refs.iter().map(|v| format!(" ref {v}")).collect();
             Ok(format!(
-                "{RESULT_MARK}{}#{i} {outcome} trace {trace}",
+                "{RESULT_MARK}{}#{i} {outcome} trace {trace}{refs}",
                 m.name
             ))
         })
@@ -296,18 +301,20 @@ struct Common {
     trace: Token,
     exception_ctor: Token,
     int_to_string: Token,
+    long_to_string: Token,
     concat2: Token,
+    concat3: Token,
     concat4: Token,
     get_type: Token,
     object_to_string: Token,
     write_line: Token,
-    runner_locals: Token,
     /// The `ldstr` literals of result lines.
     s_ret: Token,
     s_void: Token,
     s_throw: Token,
     s_exception: Token,
     s_trace: Token,
+    s_ref: Token,
 }
 
 /// Builds the program of `methods` (see the module documentation).
@@ -328,6 +335,7 @@ pub fn build_program(
     let exception = b.type_ref(corlib, "System", "Exception")?;
     let string = b.type_ref(corlib, "System", "String")?;
     let int32 = b.type_ref(corlib, "System", "Int32")?;
+    let int64 = b.type_ref(corlib, "System", "Int64")?;
     let console = b.type_ref(corlib, "System", "Console")?;
     let type_ = b.type_ref(corlib, "System", "Type")?;
     let void_ctor = method_sig(true, SigType::Void, &[])?;
@@ -336,10 +344,20 @@ pub fn build_program(
         trace: Token(0),
         exception_ctor: b.member_ref(exception, ".ctor", &void_ctor)?,
         int_to_string: b.member_ref(int32, "ToString", &method_sig(true, SigType::String, &[])?)?,
+        long_to_string: b.member_ref(
+            int64,
+            "ToString",
+            &method_sig(true, SigType::String, &[])?,
+        )?,
         concat2: b.member_ref(
             string,
             "Concat",
             &method_sig(false, SigType::String, &[SigType::String; 2])?,
+        )?,
+        concat3: b.member_ref(
+            string,
+            "Concat",
+            &method_sig(false, SigType::String, &[SigType::String; 3])?,
         )?,
         concat4: b.member_ref(
             string,
@@ -361,16 +379,12 @@ pub fn build_program(
             "WriteLine",
             &method_sig(false, SigType::Void, &[SigType::String])?,
         )?,
-        runner_locals: b.standalone_sig(&locals_sig(&[
-            SigType::I4,
-            SigType::Class(exception),
-            SigType::String,
-        ])?)?,
         s_ret: b.user_string("ret ")?,
         s_void: b.user_string("void")?,
         s_throw: b.user_string("throw ")?,
         s_exception: b.user_string("exception ")?,
         s_trace: b.user_string(" trace ")?,
+        s_ref: b.user_string(" ref ")?,
     };
     let mut c = c;
 
@@ -469,7 +483,10 @@ pub fn build_program(
             b.rows(crate::image::tables::Table::MethodDef) + 1,
         );
         let locals = if g.shape.locals > 0 {
-            b.standalone_sig(&locals_sig(&vec![SigType::I4; g.shape.locals as usize])?)?
+            let types: Vec<SigType> = (0..g.shape.locals as usize)
+                .map(|k| val_sig(g.shape.local_type(k)))
+                .collect();
+            b.standalone_sig(&locals_sig(&types)?)?
         } else {
             Token(0)
         };
@@ -487,12 +504,8 @@ pub fn build_program(
             }
         }
         let body = lay_out(&method, BranchForms::KeepOriginal).map_err(layout_err)?;
-        let params = vec![SigType::I4; g.shape.args as usize];
-        let ret = if g.shape.returns_void {
-            SigType::Void
-        } else {
-            SigType::I4
-        };
+        let params = param_sigs(g);
+        let ret = g.shape.returns().map_or(SigType::Void, val_sig);
         let t = b.method(
             static_flags,
             &m.name,
@@ -504,7 +517,21 @@ pub fn build_program(
         for i in 0..g.inputs.len() {
             labels.push(b.user_string(&format!("{RESULT_MARK}{}#{i} ", m.name))?);
         }
-        let body = runner_body(&c, g, method_token, &labels).map_err(layout_err)?;
+        let refs = g
+            .shape
+            .arg_types
+            .iter()
+            .filter(|&&t| t == ArgType::RefI4)
+            .count();
+        let mut runner_locals = vec![
+            SigType::I4,
+            SigType::Class(exception),
+            SigType::String,
+            SigType::I8,
+        ];
+        runner_locals.extend(std::iter::repeat_n(SigType::I4, refs));
+        let runner_locals = b.standalone_sig(&locals_sig(&runner_locals)?)?;
+        let body = runner_body(&c, g, method_token, runner_locals, &labels).map_err(layout_err)?;
         let runner = b.method(
             static_flags,
             &format!("Run_{}", m.name),
@@ -573,6 +600,29 @@ impl Program {
     }
 }
 
+/// The signature type of a value type.
+fn val_sig(t: ValType) -> SigType {
+    match t {
+        ValType::I4 => SigType::I4,
+        ValType::I8 => SigType::I8,
+    }
+}
+
+/// The signature type of an argument type.
+fn arg_sig(t: ArgType) -> SigType {
+    match t {
+        ArgType::Val(v) => val_sig(v),
+        ArgType::RefI4 => SigType::ByRef(&SigType::I4),
+    }
+}
+
+/// The parameter types of a generated method.
+fn param_sigs(g: &Generated) -> Vec<SigType> {
+    (0..g.shape.args as usize)
+        .map(|k| arg_sig(g.shape.arg_type(k)))
+        .collect()
+}
+
 /// `GeneratedException::.ctor(int32)`: the base constructor, then the value.
 fn exception_ctor_body(c: &Common, value: Token) -> Result<Vec<u8>, ProgramError> {
     let mut k = Code::new(8, Token(0));
@@ -638,16 +688,26 @@ fn callee_body(c: &Common, callee: &Callee) -> Result<Vec<u8>, crate::ir::Layout
     k.done()
 }
 
-/// `Run_M`: calls the method on each input and prints one result line per call.
+/// `Run_M`: calls the method on each input and prints one result line per call. Its locals:
+/// 0 an `int32` to format, 1 the exception caught, 2 the outcome's text, 3 an `int64` to
+/// format, then one `int32` per `int32&` argument, which the call gets the address of.
 fn runner_body(
     c: &Common,
     g: &Generated,
     method: Token,
+    locals: Token,
     labels: &[Token],
 ) -> Result<Vec<u8>, crate::ir::LayoutError> {
     let (ret, void, throw, exception, trace) =
         (c.s_ret, c.s_void, c.s_throw, c.s_exception, c.s_trace);
-    let mut k = Code::new(8, c.runner_locals);
+    let mut k = Code::new(8, locals);
+    // The runner's local behind each `int32&` argument.
+    let mut cells = Vec::new();
+    for a in 0..g.shape.args as usize {
+        if g.shape.arg_type(a) == ArgType::RefI4 {
+            cells.push((a, 4 + cells.len() as u16));
+        }
+    }
     for (args, &label) in g.inputs.iter().zip(labels) {
         let (try_start, try_end, handler, other, after) = (
             k.0.new_label(),
@@ -657,19 +717,43 @@ fn runner_body(
             k.0.new_label(),
         );
         k.i4(0).tok(Opcode::Stsfld, c.trace);
+        for &(a, cell) in &cells {
+            k.i4(args[a] as i32).var(Opcode::Stloc, cell);
+        }
         k.bind(try_start);
-        for &a in args {
-            k.i4(a);
+        for (a, &v) in args.iter().enumerate() {
+            match g.shape.arg_type(a) {
+                ArgType::Val(ValType::I4) => {
+                    k.i4(v as i32);
+                }
+                ArgType::Val(ValType::I8) => {
+                    k.0.push(Instr::new(Opcode::Ldc_I8, Operand::Int64(v)));
+                }
+                ArgType::RefI4 => {
+                    let cell = cells.iter().find(|(x, _)| *x == a).map_or(0, |&(_, l)| l);
+                    k.var(Opcode::Ldloca, cell);
+                }
+            }
         }
         k.tok(Opcode::Call, method);
-        if g.shape.returns_void {
-            k.tok(Opcode::Ldstr, void);
-        } else {
-            k.var(Opcode::Stloc, 0)
-                .tok(Opcode::Ldstr, ret)
-                .var(Opcode::Ldloca, 0)
-                .tok(Opcode::Call, c.int_to_string)
-                .tok(Opcode::Call, c.concat2);
+        match g.shape.returns() {
+            None => {
+                k.tok(Opcode::Ldstr, void);
+            }
+            Some(ValType::I4) => {
+                k.var(Opcode::Stloc, 0)
+                    .tok(Opcode::Ldstr, ret)
+                    .var(Opcode::Ldloca, 0)
+                    .tok(Opcode::Call, c.int_to_string)
+                    .tok(Opcode::Call, c.concat2);
+            }
+            Some(ValType::I8) => {
+                k.var(Opcode::Stloc, 3)
+                    .tok(Opcode::Ldstr, ret)
+                    .var(Opcode::Ldloca, 3)
+                    .tok(Opcode::Call, c.long_to_string)
+                    .tok(Opcode::Call, c.concat2);
+            }
         }
         k.var(Opcode::Stloc, 2).br(Opcode::Leave, after);
         k.bind(try_end).bind(handler);
@@ -706,8 +790,14 @@ fn runner_body(
             .var(Opcode::Stloc, 0)
             .var(Opcode::Ldloca, 0)
             .tok(Opcode::Call, c.int_to_string)
-            .tok(Opcode::Call, c.concat4)
-            .tok(Opcode::Call, c.write_line);
+            .tok(Opcode::Call, c.concat4);
+        for &(_, cell) in &cells {
+            k.tok(Opcode::Ldstr, c.s_ref)
+                .var(Opcode::Ldloca, cell)
+                .tok(Opcode::Call, c.int_to_string)
+                .tok(Opcode::Call, c.concat3);
+        }
+        k.tok(Opcode::Call, c.write_line);
     }
     k.op(Opcode::Ret);
     k.done()
