@@ -138,6 +138,49 @@ fn ten_thousand_generated_methods_run_as_their_manifests_say() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Calls between generated methods, and the stubs that stand in for callees a minimised
+/// program dropped: the callers alone print their manifest's lines under mono and CoreCLR and
+/// verify clean.
+#[test]
+fn callers_without_their_callees_run_as_their_manifests_say() {
+    use ilcheck::harness::program::{build_program, generate_methods};
+    let test = "callers_without_their_callees_run_as_their_manifests_say";
+    let runtimes = support::runtimes(test);
+    if runtimes.is_empty() {
+        return;
+    }
+    let dir = scratch("callers");
+    let config = ilcheck::generate::Config::default();
+    let methods = generate_methods(21, 60, &config);
+    let callers: Vec<_> = methods
+        .iter()
+        .filter(|m| m.generated.calls_peers)
+        .cloned()
+        .collect();
+    assert!(callers.len() >= 10, "{} callers", callers.len());
+    for (name, set) in [("whole", &methods), ("callers", &callers)] {
+        let p = build_program(name, set, &config).unwrap();
+        let exe = p.write_to(&dir).unwrap();
+        let has_stub = p.bytes.windows(6).any(|w| w == b"Gone_M");
+        assert_eq!(has_stub, name == "callers", "{name}");
+        let v = support::run(ilcheck().arg("verify").arg(&exe));
+        assert!(v.success(), "{name} must verify clean: {}", text(&v));
+        let expected = p.manifest.expected_lines();
+        for rt in &runtimes {
+            let o = support::run(&mut rt.command(&exe, &[]));
+            let out = String::from_utf8_lossy(&o.stdout);
+            assert!(o.success(), "{name} under {}: {}", rt.describe(), text(&o));
+            assert_eq!(
+                result_lines(&out),
+                expected,
+                "{name} under {}",
+                rt.describe()
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 fn fuzz(args: &[&str], keep: &Path) -> ilcheck::harness::Outcome {
     support::run(
         ilcheck()

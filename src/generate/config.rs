@@ -138,6 +138,9 @@ pub struct Config {
     /// Percent of arguments, locals and return types that are `int64` (0: every value is an
     /// `int32`); comparisons and branches take `int64` operands now and then when it is not 0.
     pub int64_percent: u8,
+    /// Calls between the generated methods of a program: a method may call one of the latest
+    /// earlier methods that call no other, outside loops.
+    pub peer_calls: bool,
 }
 
 impl Default for Config {
@@ -169,6 +172,7 @@ impl Default for Config {
             lean_stack_percent: 15,
             byref_percent: 15,
             int64_percent: 20,
+            peer_calls: true,
         }
     }
 }

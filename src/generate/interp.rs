@@ -110,6 +110,23 @@ pub struct Env<'a> {
     pub args: &'a [ArgType],
     /// The types of the locals, which start at their zero (`int32` past the end).
     pub locals: &'a [ValType],
+    /// The generated methods the code may call, by [`Peer::token`](super::valid::Peer::token).
+    pub peers: &'a [PeerCode<'a>],
+}
+
+/// A generated method the code may call: its signature and, when the program has it, its
+/// laid-out body and environment. Without a body it is a stub that returns zero and writes
+/// nothing (the method was dropped from the program, or its signature changed).
+#[derive(Clone, Copy, Debug)]
+pub struct PeerCode<'a> {
+    /// The token calls to it use.
+    pub token: u32,
+    /// Its argument types.
+    pub args: &'a [ArgType],
+    /// Its return type, `None` for void.
+    pub ret: Option<ValType>,
+    /// Its code, clauses and environment.
+    pub body: Option<(&'a [u8], &'a [Clause], Env<'a>)>,
 }
 
 impl<'a> Env<'a> {
@@ -120,6 +137,7 @@ impl<'a> Env<'a> {
             fuel,
             args: &[],
             locals: &[],
+            peers: &[],
         }
     }
 }
@@ -296,7 +314,7 @@ fn in_range(offset: u32, start: u32, length: u32) -> bool {
     offset >= start && (offset as u64) < start as u64 + length as u64
 }
 
-impl Machine<'_> {
+impl<'a> Machine<'a> {
     fn index_of(&self, offset: i64) -> Option<usize> {
         let o = u32::try_from(offset).ok()?;
         self.instrs.binary_search_by_key(&o, |i| i.offset).ok()
@@ -506,6 +524,35 @@ impl Machine<'_> {
                     let Operand::Token(token) = operand else {
                         return stuck(off, "bad call");
                     };
+                    let env: &'a Env<'a> = self.env;
+                    if let Some(peer) = env.peers.iter().find(|p| p.token == token) {
+                        let mut args = vec![Value::Int(0); peer.args.len()];
+                        for slot in args.iter_mut().rev() {
+                            *slot = pop!(off);
+                        }
+                        match self.call_peer(peer, args) {
+                            Exit::Return(v) => {
+                                if let (Some(t), Some(v)) = (peer.ret, v) {
+                                    stack.push(match t {
+                                        ValType::I4 => Value::Int(v as i32),
+                                        ValType::I8 => Value::Long(v),
+                                    });
+                                }
+                            }
+                            Exit::Escaped(e) => match self.throw(off, e, mode) {
+                                Ok((to, s)) => {
+                                    pc = to;
+                                    stack = s;
+                                    continue;
+                                }
+                                Err(exit) => return exit,
+                            },
+                            Exit::Abort(o) => return Exit::Abort(o),
+                            _ => return stuck(off, "a called method ended oddly"),
+                        }
+                        pc += 1;
+                        continue;
+                    }
                     let Some(callee) = self.env.callees.iter().find(|c| c.token == token) else {
                         return stuck(off, format!("unknown callee {token:#010x}"));
                     };
@@ -637,6 +684,62 @@ impl Machine<'_> {
                 None => pc + 1,
             };
         }
+    }
+
+    /// Runs the generated method `peer` on `args` in a frame of its own (its arguments and
+    /// locals are new cells; an `int32&` argument points at the caller's). A stub returns
+    /// zero.
+    fn call_peer(&mut self, peer: &'a PeerCode<'a>, args: Vec<Value>) -> Exit {
+        let Some((code, clauses, env)) = peer.body.as_ref() else {
+            return Exit::Return(peer.ret.map(|_| 0));
+        };
+        let (code, clauses): (&'a [u8], &'a [Clause]) = (code, clauses);
+        if self.depth >= MAX_HANDLER_DEPTH {
+            return stuck(0, "calls nested too deeply");
+        }
+        let mut instrs = Vec::new();
+        for i in instr::Instructions::new(code) {
+            match i {
+                Ok(i) => instrs.push(i),
+                Err(e) => return stuck(e.offset(), format!("undecodable callee code: {e}")),
+            }
+        }
+        let frame_start = self.cells.len();
+        let nargs = args.len();
+        self.cells.extend(args);
+        let nlocals = local_count(&instrs).max(env.locals.len());
+        self.cells.extend(
+            (0..nlocals).map(|k| Value::zero(env.locals.get(k).copied().unwrap_or_default())),
+        );
+        let saved = (
+            std::mem::replace(&mut self.instrs, instrs),
+            std::mem::replace(&mut self.clauses, clauses),
+            std::mem::replace(&mut self.env, env),
+            std::mem::replace(&mut self.caught, vec![None; clauses.len()]),
+            self.arg_base,
+            self.nargs,
+            self.local_base,
+            self.nlocals,
+        );
+        self.arg_base = frame_start;
+        self.nargs = nargs;
+        self.local_base = frame_start + nargs;
+        self.nlocals = nlocals;
+        self.depth += 1;
+        let exit = self.exec(0, Vec::new(), Mode::Body);
+        self.depth -= 1;
+        (
+            self.instrs,
+            self.clauses,
+            self.env,
+            self.caught,
+            self.arg_base,
+            self.nargs,
+            self.local_base,
+            self.nlocals,
+        ) = saved;
+        self.cells.truncate(frame_start);
+        exit
     }
 
     /// The innermost clause of a kind in `want` whose handler holds `offset`.
@@ -1131,6 +1234,82 @@ mod tests {
         assert_eq!(r.outcome, Outcome::Threw(9));
         assert_eq!(r.refs, [15, 7]);
         assert_eq!(r.args[1], Value::Long(0x1_0000_0007));
+    }
+
+    /// A call to a generated method runs its body in a frame of its own: it writes the
+    /// caller's local through an `int32&`, its calls join the trace, its exception is the
+    /// caller's to catch; a stub returns zero.
+    #[test]
+    fn generated_callees_run_in_frames_of_their_own() {
+        const P: u32 = 0x0680_0000;
+        const Q: u32 = 0x0680_0001;
+        let callee_callees = [Callee {
+            token: F,
+            params: 0,
+            returns_void: true,
+            may_throw: false,
+        }];
+        // P(int32& a): f(); *a = 7; throw 5
+        let mut p = Method::default();
+        p.push(call(F));
+        p.push(op(Opcode::Ldarg_0));
+        p.push(op(Opcode::Ldc_I4_7));
+        p.push(op(Opcode::Stind_I4));
+        throw(&mut p, 5);
+        let mut layout = crate::ir::Layout::new();
+        let opts = LayoutOptions {
+            max_stack: MaxStackPolicy::Declared,
+            verify: false,
+            ..LayoutOptions::default()
+        };
+        layout.run(&p, &opts, &NoResolver, &mut Vec::new()).unwrap();
+        let (p_code, p_clauses) = (layout.code().to_vec(), layout.clauses().to_vec());
+        let p_args = [ArgType::RefI4];
+        let p_env = Env {
+            args: &p_args,
+            ..Env::new(&callee_callees, 0)
+        };
+        let peers = [
+            PeerCode {
+                token: P,
+                args: &p_args,
+                ret: None,
+                body: Some((&p_code, &p_clauses, p_env)),
+            },
+            PeerCode {
+                token: Q,
+                args: &[],
+                ret: Some(ValType::I8),
+                body: None,
+            },
+        ];
+        let env = Env {
+            peers: &peers,
+            ..Env::new(CALLEES, 1000)
+        };
+        // try { ldloca 0; call P } catch { pop; leave } ; ldloc 0; conv.i8; call Q; add; ret
+        let mut m = Method::default();
+        let after = m.new_label();
+        let ts = m.here();
+        m.push(Instr::new(Opcode::Ldloca_S, crate::ir::Operand::Var(0)));
+        m.push(call(P));
+        m.push(Instr::branch(Opcode::Leave, after));
+        let te = m.here();
+        m.push(op(Opcode::Pop));
+        m.push(call(G));
+        m.push(Instr::branch(Opcode::Leave, after));
+        let he = m.here();
+        m.bind(after);
+        m.push(op(Opcode::Ldloc_0));
+        m.push(op(Opcode::Conv_I8));
+        m.push(call(Q));
+        m.push(op(Opcode::Add));
+        m.push(op(Opcode::Ret));
+        m.clauses
+            .push(clause(ClauseKind::Catch, (ts, te), (te, he)));
+        let r = exec_with(&m, &[], &env);
+        assert_eq!(r.outcome, Outcome::Returned(Some(7)));
+        assert_eq!(tokens(&r), [F, G]);
     }
 
     #[test]

@@ -32,6 +32,43 @@ pub const EXCEPTION_VALUE: u32 = 0x0400_0001;
 pub const LOCALS_SIG: u32 = 0x1100_0001;
 /// Token of the first synthetic callee; the others follow.
 pub const FIRST_CALLEE: u32 = 0x0600_0010;
+/// Token of a call to the generated method of program index 0 ([`Peer`]); index `k` is this
+/// plus `k`.
+pub const FIRST_PEER: u32 = 0x0680_0000;
+
+/// An earlier generated method of the same program that a generated method may call: its
+/// program index and signature. Only methods that call no other generated method are offered,
+/// and calls to them are made outside loops, so a call costs at most one run of a body.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct Peer {
+    /// Its index in the program (method `M{index}`).
+    pub index: u32,
+    /// Its argument types.
+    pub args: Vec<ArgType>,
+    /// Its return type, `None` for void.
+    pub ret: Option<ValType>,
+}
+
+impl Peer {
+    /// The synthetic token calls to it use.
+    pub fn token(&self) -> u32 {
+        FIRST_PEER + self.index
+    }
+
+    /// The signature of `g` as the method of program index `index`.
+    pub fn of(index: u32, g: &Generated) -> Peer {
+        Peer {
+            index,
+            args: g.shape.arg_types.clone(),
+            ret: g.shape.returns(),
+        }
+    }
+
+    /// Its signature as the verifier sees it.
+    pub fn sig(&self) -> CallSig {
+        CallSig::static_method(self.args.len() as u16, self.ret.is_none())
+    }
+}
 
 /// A static method of the synthetic module: `int32` parameters, `int32` or void result.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -155,6 +192,11 @@ pub struct Generated {
     pub shape: Shape,
     /// The synthetic callees it calls.
     pub callees: Vec<Callee>,
+    /// The generated methods it was offered to call ([`FIRST_PEER`] tokens), whether or not it
+    /// calls them.
+    pub peers: Vec<Peer>,
+    /// Whether it calls any of them.
+    pub calls_peers: bool,
     /// Argument vectors to run the method with: per argument its value, or for an `int32&`
     /// argument the initial value of the `int32` it points to (an `int32` argument's value fits
     /// in `i32`).
@@ -199,7 +241,17 @@ impl Generated {
 
 /// Generates a valid method from a choice stream.
 pub fn generate(u: &mut Unstructured<'_>, config: &Config) -> Generated {
-    Gen::new(u, config).run()
+    generate_calling(u, config, &[])
+}
+
+/// Generates a valid method that may call the generated methods `peers` (with
+/// [`Config::peer_calls`]), with arguments of their parameter types.
+pub fn generate_calling(u: &mut Unstructured<'_>, config: &Config, peers: &[Peer]) -> Generated {
+    let mut g = Gen::new(u, config);
+    if config.peer_calls {
+        g.peers = peers.to_vec();
+    }
+    g.run()
 }
 
 /// Generates a valid method from raw bytes used as the choice stream.
@@ -258,6 +310,10 @@ struct Gen<'a, 'u> {
     /// Locals the program may write (loop counters come after them).
     user_locals: u16,
     callees: Vec<Callee>,
+    peers: Vec<Peer>,
+    calls_peers: bool,
+    /// Loops the code being emitted is in: no calls to generated methods there.
+    loop_depth: u32,
     stack: u32,
     max_stack: u32,
     regions: Vec<Region>,
@@ -287,6 +343,9 @@ impl<'a, 'u> Gen<'a, 'u> {
             shape: Shape::default(),
             user_locals: 0,
             callees: Vec::new(),
+            peers: Vec::new(),
+            calls_peers: false,
+            loop_depth: 0,
             stack: 0,
             max_stack: 0,
             regions: Vec::new(),
@@ -395,6 +454,11 @@ impl<'a, 'u> Gen<'a, 'u> {
         (0..self.shape.args)
             .filter(|&k| self.shape.arg_type(k as usize) != ArgType::RefI4)
             .collect()
+    }
+
+    /// One of `v`, by choice (`v` is not empty).
+    fn one_of_index(&mut self, v: &[usize]) -> usize {
+        v[self.pick(v.len() as u32) as usize]
     }
 
     /// One of `v`, by choice (`v` is not empty).
@@ -707,11 +771,16 @@ impl<'a, 'u> Gen<'a, 'u> {
         for c in &self.callees {
             resolver = resolver.call(c.token, c.sig());
         }
+        for p in &self.peers {
+            resolver = resolver.call(p.token(), p.sig());
+        }
         Generated {
             method: self.m,
             resolver: resolver.closed(),
             shape: self.shape,
             callees: self.callees,
+            peers: self.peers,
+            calls_peers: self.calls_peers,
             inputs,
             max_stack,
             sites: self.sites,
@@ -777,6 +846,7 @@ impl<'a, 'u> Gen<'a, 'u> {
         let n = 1 + self.pick(4) as i32;
         let head = self.new_label();
         self.bind(head);
+        self.loop_depth += 1;
         self.nested(|g| {
             let eh_room = (g.regions.len() as u32) < g.cfg.max_eh_depth;
             if with_try && g.nesting < g.cfg.max_nesting && eh_room {
@@ -787,6 +857,7 @@ impl<'a, 'u> Gen<'a, 'u> {
                 g.block();
             }
         });
+        self.loop_depth -= 1;
         if self.lean || self.pick(2) == 1 {
             // c = -(~c), then a switch of n targets, all the head: taken while c < n.
             self.ldloc(counter);
@@ -1126,6 +1197,11 @@ impl<'a, 'u> Gen<'a, 'u> {
             } else {
                 3
             }, // store through an int32&
+            if self.callable_peers(None).is_empty() {
+                0
+            } else {
+                2
+            }, // call a generated method
         ];
         match self.weighted(&weights) {
             0 => self.store_statement(),
@@ -1145,7 +1221,8 @@ impl<'a, 'u> Gen<'a, 'u> {
             11 => {
                 self.op(Opcode::Nop);
             }
-            _ => self.store_through(),
+            12 => self.store_through(),
+            _ => self.peer_call_statement(),
         }
     }
 
@@ -1173,6 +1250,95 @@ impl<'a, 'u> Gen<'a, 'u> {
                 self.op(Opcode::Pop);
                 self.pop_depth(1);
             }
+        }
+    }
+
+    /// The generated methods a call may go to here: outside loops, and only those whose
+    /// `int32&` parameters can be given an address (an `int32` local the program writes, an
+    /// `int32` argument, or an `int32&` argument), returning `ret` when asked.
+    fn callable_peers(&self, ret: Option<Option<ValType>>) -> Vec<usize> {
+        if self.loop_depth > 0 || self.lean {
+            return Vec::new();
+        }
+        let addressable = !self.locals_of(ValType::I4, self.user_locals).is_empty()
+            || self.shape.args > 0
+                && self
+                    .shape
+                    .arg_types
+                    .iter()
+                    .any(|&t| t != ArgType::Val(ValType::I8));
+        (0..self.peers.len())
+            .filter(|&k| {
+                let p = &self.peers[k];
+                (addressable || !p.args.contains(&ArgType::RefI4)) && ret.is_none_or(|r| r == p.ret)
+            })
+            .collect()
+    }
+
+    /// A call to the generated method `peers[k]`: an expression of its type per value
+    /// parameter, an address per `int32&` one.
+    fn peer_call(&mut self, k: usize, level: u32) {
+        let p = self.peers[k].clone();
+        for &a in &p.args {
+            match a {
+                ArgType::Val(t) => self.expr_of(level + 1, t),
+                ArgType::RefI4 => self.address(),
+            }
+        }
+        let i = self.emit(Instr::new(Opcode::Call, Operand::Token(p.token())));
+        self.sites.calls.push(i);
+        self.calls_peers = true;
+        self.pop_depth(p.args.len() as u32);
+        self.push_depth(p.ret.is_some() as u32);
+    }
+
+    /// The address of an `int32`: `ldloca` of a local the program writes (never a loop
+    /// counter), `ldarga` of an `int32` argument, or an `int32&` argument itself.
+    fn address(&mut self) {
+        let locals = self.locals_of(ValType::I4, self.user_locals);
+        let args = self.args_of(ArgType::Val(ValType::I4));
+        let refs = self.args_of(ArgType::RefI4);
+        match self.weighted(&[
+            (!locals.is_empty()) as u32 * 2,
+            (!args.is_empty()) as u32,
+            (!refs.is_empty()) as u32,
+        ]) {
+            0 => {
+                let k = self.one_of(&locals);
+                let op = if k <= 255 {
+                    Opcode::Ldloca_S
+                } else {
+                    Opcode::Ldloca
+                };
+                let i = self.emit(Instr::new(op, Operand::Var(k)));
+                self.sites.local_operands.push(i);
+            }
+            1 => {
+                let k = self.one_of(&args);
+                let op = if k <= 255 {
+                    Opcode::Ldarga_S
+                } else {
+                    Opcode::Ldarga
+                };
+                self.emit(Instr::new(op, Operand::Var(k)));
+            }
+            _ => {
+                let k = self.one_of(&refs);
+                self.ldarg(k);
+                return;
+            }
+        }
+        self.push_depth(1);
+    }
+
+    /// A call to a generated method as a statement, its result popped.
+    fn peer_call_statement(&mut self) {
+        let peers = self.callable_peers(None);
+        let k = peers[self.pick(peers.len() as u32) as usize];
+        self.peer_call(k, 0);
+        if self.peers[k].ret.is_some() {
+            self.op(Opcode::Pop);
+            self.pop_depth(1);
         }
     }
 
@@ -1251,7 +1417,9 @@ impl<'a, 'u> Gen<'a, 'u> {
         self.stloc(counter);
         let head = self.new_label();
         self.bind(head);
+        self.loop_depth += 1;
         self.nested(|g| g.block());
+        self.loop_depth -= 1;
         let form = if self.lean { 2 } else { self.pick(3) };
         self.ldloc(counter);
         if form == 2 {
@@ -1650,6 +1818,7 @@ impl<'a, 'u> Gen<'a, 'u> {
         let refs = self.args_of(ArgType::RefI4);
         let locals = self.locals_of(ValType::I4, self.shape.locals);
         let int64 = cfg.int64_percent > 0;
+        let peers = self.callable_peers(Some(Some(ValType::I4)));
         let weights = [
             3,                                                 // constant
             if args.is_empty() { 0 } else { 2 },               // argument
@@ -1664,6 +1833,7 @@ impl<'a, 'u> Gen<'a, 'u> {
             if deeper { 1 } else { 0 },                        // dup
             if refs.is_empty() { 0 } else { 2 },               // through an int32&
             if deeper && int64 { 1 } else { 0 },               // conv.i4 of an int64
+            if deeper && !peers.is_empty() { 2 } else { 0 },   // call a generated method
         ];
         match self.weighted(&weights) {
             0 => self.constant(ValType::I4),
@@ -1714,9 +1884,13 @@ impl<'a, 'u> Gen<'a, 'u> {
                 self.ldarg(k);
                 self.op(Opcode::Ldind_I4);
             }
-            _ => {
+            12 => {
                 self.expr_i8(level + 1);
                 self.op(Opcode::Conv_I4);
+            }
+            _ => {
+                let k = self.one_of_index(&peers);
+                self.peer_call(k, level);
             }
         }
     }
@@ -1726,6 +1900,7 @@ impl<'a, 'u> Gen<'a, 'u> {
         let deeper = !self.lean && level < cfg.max_expr_depth;
         let args = self.args_of(ArgType::Val(ValType::I8));
         let locals = self.locals_of(ValType::I8, self.shape.locals);
+        let peers = self.callable_peers(Some(Some(ValType::I8)));
         let weights = [
             3,                                                 // constant
             if args.is_empty() { 0 } else { 2 },               // argument
@@ -1737,6 +1912,7 @@ impl<'a, 'u> Gen<'a, 'u> {
             if deeper && cfg.max_nesting > 0 { 1 } else { 0 }, // conditional
             if deeper { 1 } else { 0 },                        // dup
             2,                                                 // conv.i8 / conv.u8 of an int32
+            if deeper && !peers.is_empty() { 2 } else { 0 },   // call a generated method
         ];
         match self.weighted(&weights) {
             0 => self.constant(ValType::I8),
@@ -1762,6 +1938,10 @@ impl<'a, 'u> Gen<'a, 'u> {
             6 => self.divide(level, ValType::I8),
             7 => self.conditional(level, ValType::I8),
             8 => self.dup(level, ValType::I8),
+            10 => {
+                let k = self.one_of_index(&peers);
+                self.peer_call(k, level);
+            }
             _ => {
                 // A leaf operand keeps a lean stack at one slot.
                 let operand = if deeper {

@@ -19,6 +19,11 @@
 //! set from its inputs; the line ends with their final values (` ref V`, in argument order),
 //! whether the call returned or threw.
 //!
+//! A generated method may call an earlier one of the program ([`Peer`]): the call goes to the
+//! real method when the program holds it with the signature the caller was generated against,
+//! else to a stub `Gone_Mk` of that signature that returns zero (a minimised program may have
+//! dropped the callee, or changed its signature).
+//!
 //! The [`Manifest`] lists the methods, their seeds and inputs, and the lines the interpreter
 //! expects; other output (a probe's, say) is not a result line. The same seed gives the same
 //! bytes, and the built image is read back and verified before it is returned.
@@ -26,10 +31,11 @@
 use super::il::{Code, lay_out};
 pub use super::runtime::RUNTIMECONFIG;
 use crate::body::{Body, Clause};
+use crate::generate::interp::PeerCode;
 use crate::generate::interp::{self, Env, Outcome as RunOutcome, call_hash};
 use crate::generate::valid::{
     ArgType, Callee, EXCEPTION_CLASS, EXCEPTION_CTOR, EXCEPTION_VALUE, FIRST_CALLEE, Generated,
-    OTHER_CLASS, ValType,
+    OTHER_CLASS, Peer, ValType, generate_calling,
 };
 use crate::generate::{Config, generate_from_bytes};
 use crate::image::emit::AssemblyIdentity;
@@ -86,28 +92,44 @@ pub struct ProgramMethod {
     pub seed: u64,
     /// The choice stream when it is not the seed's (a minimised method's).
     pub choices: Option<Vec<u8>>,
+    /// The earlier methods of the program it was offered to call.
+    pub peers: Vec<Peer>,
     /// The generated method (synthetic tokens).
     pub generated: Generated,
 }
 
 impl ProgramMethod {
-    /// The method of `seed`, named `name`.
-    pub fn from_seed(name: String, seed: u64, config: &Config) -> Self {
+    /// The method of `seed`, named `name`, offered to call `peers`.
+    pub fn from_seed(name: String, seed: u64, config: &Config, peers: Vec<Peer>) -> Self {
+        let bytes = seed_bytes(seed, CHOICE_BYTES);
         ProgramMethod {
             name,
             seed,
             choices: None,
-            generated: method_from_seed(seed, config),
+            generated: generate_calling(&mut arbitrary::Unstructured::new(&bytes), config, &peers),
+            peers,
         }
     }
 
-    /// The method of an explicit choice stream (`seed` kept for the record).
-    pub fn from_choices(name: String, seed: u64, choices: Vec<u8>, config: &Config) -> Self {
+    /// The method of an explicit choice stream (`seed` kept for the record), offered to call
+    /// `peers`.
+    pub fn from_choices(
+        name: String,
+        seed: u64,
+        choices: Vec<u8>,
+        config: &Config,
+        peers: Vec<Peer>,
+    ) -> Self {
         ProgramMethod {
             name,
             seed,
-            generated: generate_from_bytes(&choices, config),
+            generated: generate_calling(
+                &mut arbitrary::Unstructured::new(&choices),
+                config,
+                &peers,
+            ),
             choices: Some(choices),
+            peers,
         }
     }
 
@@ -150,6 +172,10 @@ pub struct ManifestMethod {
     pub inputs: Vec<Vec<i64>>,
     /// The result lines the calls print, in order.
     pub expected: Vec<String>,
+    /// The earlier methods it was offered to call, with the signatures it was generated
+    /// against.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub peers: Vec<Peer>,
 }
 
 impl Manifest {
@@ -162,6 +188,7 @@ impl Manifest {
                     m.name.clone(),
                     m.seed,
                     &self.config,
+                    m.peers.clone(),
                 )),
                 Some(hex) => {
                     let bytes = (0..hex.len() / 2)
@@ -173,6 +200,7 @@ impl Manifest {
                         m.seed,
                         bytes,
                         &self.config,
+                        m.peers.clone(),
                     ))
                 }
             })
@@ -237,11 +265,61 @@ pub fn method_from_seed(seed: u64, config: &Config) -> Generated {
     generate_from_bytes(&seed_bytes(seed, CHOICE_BYTES), config)
 }
 
-/// `count` methods for the program of `seed`, named `M0`, `M1`, ….
+/// Most earlier methods a generated method is offered to call: the latest ones that call no
+/// other method.
+pub const MAX_PEERS: usize = 3;
+
+/// `count` methods for the program of `seed`, named `M0`, `M1`, …; each is offered to call
+/// the [`MAX_PEERS`] latest earlier ones that call no other (when [`Config::peer_calls`]).
 pub fn generate_methods(seed: u64, count: u32, config: &Config) -> Vec<ProgramMethod> {
-    (0..count)
-        .map(|i| ProgramMethod::from_seed(format!("M{i}"), method_seed(seed, u64::from(i)), config))
-        .collect()
+    let mut methods: Vec<ProgramMethod> = Vec::with_capacity(count as usize);
+    let mut leaves: Vec<Peer> = Vec::new();
+    for i in 0..count {
+        let peers = if config.peer_calls {
+            leaves[leaves.len().saturating_sub(MAX_PEERS)..].to_vec()
+        } else {
+            Vec::new()
+        };
+        let m = ProgramMethod::from_seed(
+            format!("M{i}"),
+            method_seed(seed, u64::from(i)),
+            config,
+            peers,
+        );
+        if !m.generated.calls_peers {
+            leaves.push(Peer::of(i, &m.generated));
+        }
+        methods.push(m);
+    }
+    methods
+}
+
+/// The method a call to `peer` goes to among `earlier`: `M{index}` with the signature the
+/// caller was generated against, calling no other method itself; `None`: a stub.
+fn resolve_peer<'m>(peer: &Peer, earlier: &'m [ProgramMethod]) -> Option<&'m ProgramMethod> {
+    let name = format!("M{}", peer.index);
+    earlier.iter().find(|m| {
+        m.name == name && !m.generated.calls_peers && Peer::of(peer.index, &m.generated) == *peer
+    })
+}
+
+/// A generated method a call goes to, with its laid-out code and clauses.
+type PeerBody<'m> = (&'m ProgramMethod, Vec<u8>, Vec<Clause>);
+
+/// A method's laid-out code and clauses, for the interpreter.
+fn interp_code(m: &ProgramMethod) -> Result<(Vec<u8>, Vec<Clause>), ProgramError> {
+    let bytes = m
+        .generated
+        .encode()
+        .map_err(|source| ProgramError::Layout {
+            method: m.name.clone(),
+            source,
+        })?;
+    let body = Body::parse(&bytes).map_err(|e| ProgramError::NotRunnable {
+        method: m.name.clone(),
+        reason: e.to_string(),
+    })?;
+    Ok((body.code.to_vec(), body.clauses().copied().collect()))
 }
 
 /// The program of `seed`: `count` generated methods and a `Main` that runs them.
@@ -257,25 +335,52 @@ pub fn generate_program(
     Ok(p)
 }
 
-/// The result lines the interpreter expects of `m`, one per input.
-pub fn expected_lines(m: &ProgramMethod) -> Result<Vec<String>, ProgramError> {
+/// The result lines the interpreter expects of `m`, one per input; its calls to generated
+/// methods go to those of `earlier` ([`resolve_peer`]), or to stubs.
+pub fn expected_lines(
+    m: &ProgramMethod,
+    earlier: &[ProgramMethod],
+) -> Result<Vec<String>, ProgramError> {
     let g = &m.generated;
     let fail = |reason: String| ProgramError::NotRunnable {
         method: m.name.clone(),
         reason,
     };
-    let bytes = g.encode().map_err(|source| ProgramError::Layout {
-        method: m.name.clone(),
-        source,
-    })?;
-    let body = Body::parse(&bytes).map_err(|e| fail(e.to_string()))?;
-    let clauses: Vec<Clause> = body.clauses().copied().collect();
-    let env: Env<'_> = g.env(FUEL);
+    let (code, clauses) = interp_code(m)?;
+    let callees: Vec<(&Peer, Option<PeerBody<'_>>)> = g
+        .peers
+        .iter()
+        .map(|p| {
+            let body = match resolve_peer(p, earlier) {
+                Some(c) => {
+                    let (code, clauses) = interp_code(c)?;
+                    Some((c, code, clauses))
+                }
+                None => None,
+            };
+            Ok((p, body))
+        })
+        .collect::<Result<_, ProgramError>>()?;
+    let peers: Vec<PeerCode<'_>> = callees
+        .iter()
+        .map(|(p, body)| PeerCode {
+            token: p.token(),
+            args: &p.args,
+            ret: p.ret,
+            body: body
+                .as_ref()
+                .map(|(c, code, clauses)| (&code[..], &clauses[..], c.generated.env(FUEL))),
+        })
+        .collect();
+    let env = Env {
+        peers: &peers,
+        ..g.env(FUEL)
+    };
     g.inputs
         .iter()
         .enumerate()
         .map(|(i, args)| {
-            let run = interp::run(body.code, &clauses, args, &env);
+            let run = interp::run(&code, &clauses, args, &env);
             let trace = run.trace.iter().fold(0i32, |t, e| {
                 t.wrapping_mul(31)
                     .wrapping_add(call_hash(e.token, &e.args) as i32)
@@ -468,11 +573,59 @@ pub fn build_program(
         )?;
         callee_tokens.insert(*callee, t);
     }
+    // Stubs for the calls to generated methods the program does not hold as the callers
+    // expect them.
+    let mut stubs: std::collections::HashMap<Peer, Token> = std::collections::HashMap::new();
+    for (i, m) in methods.iter().enumerate() {
+        for p in &m.generated.peers {
+            if resolve_peer(p, &methods[..i]).is_none() && !stubs.contains_key(p) {
+                let name = format!("Gone_M{}_{}", p.index, stubs.len());
+                let params: Vec<SigType> = p.args.iter().map(|&a| arg_sig(a)).collect();
+                let ret = p.ret.map_or(SigType::Void, val_sig);
+                let mut k = Code::new(8, Token(0));
+                match p.ret {
+                    None => {}
+                    Some(ValType::I4) => {
+                        k.i4(0);
+                    }
+                    Some(ValType::I8) => {
+                        k.0.push(Instr::new(Opcode::Ldc_I8, Operand::Int64(0)));
+                    }
+                }
+                k.op(Opcode::Ret);
+                let body = k.done().map_err(|source| ProgramError::Layout {
+                    method: name.clone(),
+                    source,
+                })?;
+                let t = b.method(
+                    static_flags,
+                    &name,
+                    &method_sig(false, ret, &params)?,
+                    &body,
+                )?;
+                stubs.insert(p.clone(), t);
+            }
+        }
+    }
+    let mut method_tokens: std::collections::HashMap<&str, Token> =
+        std::collections::HashMap::new();
     let mut runners = Vec::with_capacity(methods.len());
     let mut manifest_methods = Vec::with_capacity(methods.len());
-    for m in methods {
+    for (index, m) in methods.iter().enumerate() {
         let g = &m.generated;
-        let expected = expected_lines(m)?;
+        let expected = expected_lines(m, &methods[..index])?;
+        let peer_tokens: Vec<(u32, Token)> = g
+            .peers
+            .iter()
+            .map(|p| {
+                let real = resolve_peer(p, &methods[..index])
+                    .and_then(|c| method_tokens.get(c.name.as_str()).copied());
+                (
+                    p.token(),
+                    real.or_else(|| stubs.get(p).copied()).unwrap_or(Token(0)),
+                )
+            })
+            .collect();
         let layout_err = |source| ProgramError::Layout {
             method: m.name.clone(),
             source,
@@ -501,6 +654,10 @@ pub fn build_program(
                 && let Some(real) = callee_tokens.get(callee)
             {
                 *t = real.0;
+            } else if let Operand::Token(t) = &mut ins.operand
+                && let Some(&(_, real)) = peer_tokens.iter().find(|(synthetic, _)| synthetic == t)
+            {
+                *t = real.0;
             }
         }
         let body = lay_out(&method, BranchForms::KeepOriginal).map_err(layout_err)?;
@@ -513,6 +670,7 @@ pub fn build_program(
             &body,
         )?;
         debug_assert_eq!(t, method_token);
+        method_tokens.insert(&m.name, t);
         let mut labels = Vec::with_capacity(g.inputs.len());
         for i in 0..g.inputs.len() {
             labels.push(b.user_string(&format!("{RESULT_MARK}{}#{i} ", m.name))?);
@@ -549,6 +707,7 @@ pub fn build_program(
             }),
             inputs: g.inputs.clone(),
             expected,
+            peers: m.peers.clone(),
         });
     }
     let mut main = Method::new(HeaderInfo {
@@ -825,13 +984,77 @@ mod tests {
         let mut methods = p.manifest.program_methods().unwrap();
         let mut choices = methods[1].choice_bytes();
         choices.truncate(100);
-        methods[1] = ProgramMethod::from_choices("M1".into(), methods[1].seed, choices, &cfg);
+        let peers = methods[1].peers.clone();
+        methods[1] =
+            ProgramMethod::from_choices("M1".into(), methods[1].seed, choices, &cfg, peers);
         let q = build_program("p", &methods, &cfg).unwrap();
         let json = serde_json::to_string(&q.manifest).unwrap();
         let back: Manifest = serde_json::from_str(&json).unwrap();
         let again = build_program("p", &back.program_methods().unwrap(), &cfg).unwrap();
         assert_eq!(again.bytes, q.bytes);
         assert_ne!(q.bytes, p.bytes);
+    }
+
+    /// Methods call earlier methods that call no other, with the signatures recorded in the
+    /// manifest; a manifest rebuilds the same bytes.
+    #[test]
+    fn generated_methods_call_earlier_ones() {
+        let cfg = Config::default();
+        let methods = generate_methods(11, 40, &cfg);
+        let mut callers = 0;
+        for (i, m) in methods.iter().enumerate() {
+            assert!(m.peers.len() <= MAX_PEERS);
+            for p in &m.peers {
+                assert!((p.index as usize) < i, "{}: offered M{}", m.name, p.index);
+                let callee = resolve_peer(p, &methods[..i]).expect("the callee is there");
+                assert!(!callee.generated.calls_peers);
+            }
+            callers += m.generated.calls_peers as usize;
+        }
+        assert!(callers >= 10, "only {callers} of 40 methods call another");
+        let p = build_program("p", &methods, &cfg).unwrap();
+        assert!(p.manifest.methods.iter().any(|m| !m.peers.is_empty()));
+        let again = build_program("p", &p.manifest.program_methods().unwrap(), &cfg).unwrap();
+        assert_eq!(again.bytes, p.bytes);
+        let off = Config {
+            peer_calls: false,
+            ..Config::default()
+        };
+        assert!(
+            generate_methods(11, 40, &off)
+                .iter()
+                .all(|m| m.peers.is_empty() && !m.generated.calls_peers)
+        );
+    }
+
+    /// A caller without its callee (dropped by minimisation) calls a stub that returns zero,
+    /// and the interpreter expects just that.
+    #[test]
+    fn a_dropped_callee_becomes_a_stub() {
+        let cfg = Config::default();
+        let methods = generate_methods(11, 40, &cfg);
+        let caller = methods
+            .iter()
+            .find(|m| m.generated.calls_peers)
+            .expect("a caller")
+            .clone();
+        let alone = build_program("p", std::slice::from_ref(&caller), &cfg).unwrap();
+        let with = build_program("p", &methods, &cfg).unwrap();
+        let has = |bytes: &[u8], what: &[u8]| bytes.windows(what.len()).any(|w| w == what);
+        assert!(has(&alone.bytes, b"Gone_M"));
+        assert!(!has(&with.bytes, b"Gone_M"));
+        assert_eq!(alone.manifest.methods.len(), 1);
+        let expected_with = &with
+            .manifest
+            .methods
+            .iter()
+            .find(|m| m.name == caller.name)
+            .unwrap()
+            .expected;
+        assert_eq!(
+            alone.manifest.methods[0].expected.len(),
+            expected_with.len()
+        );
     }
 
     #[test]
