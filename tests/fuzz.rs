@@ -66,6 +66,8 @@ fn ten_thousand_generated_methods_run_as_their_manifests_say() {
 
     let mut methods = 0;
     let mut mono_miscompiled = Vec::new();
+    // Lines that show an `int32&` argument's final value, and `int64` results.
+    let (mut ref_lines, mut wide_results) = (0, 0);
     for k in 0..50 {
         let exe = dir.join(format!("g{}.exe", 7000 + k));
         let manifest: Manifest = serde_json::from_str(
@@ -74,6 +76,13 @@ fn ten_thousand_generated_methods_run_as_their_manifests_say() {
         .unwrap();
         methods += manifest.methods.len();
         let expected = manifest.expected_lines();
+        for l in &expected {
+            ref_lines += l.contains(" ref ") as usize;
+            let value = l.split(' ').skip_while(|w| *w != "ret").nth(1);
+            wide_results += value
+                .and_then(|v| v.parse::<i64>().ok())
+                .is_some_and(|v| i32::try_from(v).is_err()) as usize;
+        }
         for rt in &runtimes {
             let o = support::run(&mut rt.command(&exe, &[]));
             let out = String::from_utf8_lossy(&o.stdout);
@@ -115,6 +124,10 @@ fn ten_thousand_generated_methods_run_as_their_manifests_say() {
         }
     }
     assert_eq!(methods, 10_000);
+    assert!(
+        ref_lines > 500 && wide_results > 200,
+        "{ref_lines} lines with int32& values, {wide_results} int64 results"
+    );
     eprintln!(
         "{methods} methods; mono's optimiser miscompiles results in {} program(s):\n{}",
         mono_miscompiled.len(),
@@ -122,6 +135,49 @@ fn ten_thousand_generated_methods_run_as_their_manifests_say() {
     );
     // A handful at most: more would mean the harness, not mono, is wrong.
     assert!(mono_miscompiled.len() <= 8, "{mono_miscompiled:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Calls between generated methods, and the stubs that stand in for callees a minimised
+/// program dropped: the callers alone print their manifest's lines under mono and CoreCLR and
+/// verify clean.
+#[test]
+fn callers_without_their_callees_run_as_their_manifests_say() {
+    use ilcheck::harness::program::{build_program, generate_methods};
+    let test = "callers_without_their_callees_run_as_their_manifests_say";
+    let runtimes = support::runtimes(test);
+    if runtimes.is_empty() {
+        return;
+    }
+    let dir = scratch("callers");
+    let config = ilcheck::generate::Config::default();
+    let methods = generate_methods(21, 60, &config);
+    let callers: Vec<_> = methods
+        .iter()
+        .filter(|m| m.generated.calls_peers)
+        .cloned()
+        .collect();
+    assert!(callers.len() >= 10, "{} callers", callers.len());
+    for (name, set) in [("whole", &methods), ("callers", &callers)] {
+        let p = build_program(name, set, &config).unwrap();
+        let exe = p.write_to(&dir).unwrap();
+        let has_stub = p.bytes.windows(6).any(|w| w == b"Gone_M");
+        assert_eq!(has_stub, name == "callers", "{name}");
+        let v = support::run(ilcheck().arg("verify").arg(&exe));
+        assert!(v.success(), "{name} must verify clean: {}", text(&v));
+        let expected = p.manifest.expected_lines();
+        for rt in &runtimes {
+            let o = support::run(&mut rt.command(&exe, &[]));
+            let out = String::from_utf8_lossy(&o.stdout);
+            assert!(o.success(), "{name} under {}: {}", rt.describe(), text(&o));
+            assert_eq!(
+                result_lines(&out),
+                expected,
+                "{name} under {}",
+                rt.describe()
+            );
+        }
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -237,6 +293,10 @@ fn the_loop_finds_and_minimises_every_seeded_weaver_bug() {
                         "1",
                         "--minimise-time",
                         "25",
+                        // A rewritten program the bug sends into an endless loop costs a run
+                        // timeout per run; the programs themselves take well under a second.
+                        "--run-timeout",
+                        "10",
                     ],
                     &keep,
                 );

@@ -187,6 +187,12 @@ fn generator_covers_its_promises() {
                 Opcode::Leave_S => seen.insert("leave.s"),
                 Opcode::Leave => seen.insert("leave"),
                 Opcode::Call => seen.insert("call"),
+                Opcode::Ldind_I4 => seen.insert("ldind.i4"),
+                Opcode::Stind_I4 => seen.insert("stind.i4"),
+                Opcode::Ldc_I8 => seen.insert("ldc.i8"),
+                Opcode::Conv_I8 => seen.insert("conv.i8"),
+                Opcode::Conv_U8 => seen.insert("conv.u8"),
+                Opcode::Conv_I4 => seen.insert("conv.i4"),
                 _ => false,
             };
             if let Some(t) = i.branch_target() {
@@ -201,6 +207,19 @@ fn generator_covers_its_promises() {
                     _ => false,
                 };
             }
+        }
+        use ilcheck::generate::valid::{ArgType, ValType};
+        if g.shape.arg_types.contains(&ArgType::RefI4) {
+            seen.insert("int32& argument");
+        }
+        if g.shape.arg_types.contains(&ArgType::Val(ValType::I8)) {
+            seen.insert("int64 argument");
+        }
+        if g.shape.local_types.contains(&ValType::I8) {
+            seen.insert("int64 local");
+        }
+        if g.shape.returns() == Some(ValType::I8) {
+            seen.insert("int64 return");
         }
         for &mu in Mutation::ALL {
             if mutate(&g, mu, 0).is_some() {
@@ -233,6 +252,16 @@ fn generator_covers_its_promises() {
         "short branch",
         "long branch that fits",
         "long branch that must be",
+        "ldind.i4",
+        "stind.i4",
+        "ldc.i8",
+        "conv.i8",
+        "conv.u8",
+        "conv.i4",
+        "int32& argument",
+        "int64 argument",
+        "int64 local",
+        "int64 return",
     ] {
         assert!(
             seen.contains(want),
@@ -402,4 +431,49 @@ fn edge_shape_knobs_switch_them_off() {
     assert_eq!((handler_end, entry_loop), (0, 0));
     // A displacement at a limit by chance is rare.
     assert!(short_min + short_max <= 6, "{short_min} {short_max}");
+}
+
+/// With `byref_percent` and `int64_percent` at 0 every argument, local and return is an
+/// `int32` and no pointer or `int64` instruction appears; the defaults give them in a good
+/// share of bodies.
+#[test]
+fn typed_value_knobs_switch_them_off() {
+    use ilcheck::generate::valid::{ArgType, ValType};
+    let typed = |config: &Config| {
+        let mut bodies = 0;
+        for k in 0..300u64 {
+            let bytes = ilcheck::harness::program::seed_bytes(k, 1500);
+            let g = ilcheck::generate::generate_from_bytes(&bytes, config);
+            let out = encode(&g);
+            let body = Body::parse(&out).unwrap();
+            let wide = ilcheck::instr::Instructions::new(body.code).any(|i| {
+                matches!(
+                    i.unwrap().opcode,
+                    Opcode::Ldind_I4
+                        | Opcode::Stind_I4
+                        | Opcode::Ldc_I8
+                        | Opcode::Conv_I8
+                        | Opcode::Conv_U8
+                        | Opcode::Conv_I4
+                )
+            });
+            let types = g
+                .shape
+                .arg_types
+                .iter()
+                .any(|&t| t != ArgType::Val(ValType::I4))
+                || g.shape.local_types.contains(&ValType::I8)
+                || g.shape.returns() == Some(ValType::I8);
+            bodies += (wide || types) as usize;
+        }
+        bodies
+    };
+    let off = Config {
+        byref_percent: 0,
+        int64_percent: 0,
+        ..Config::everything()
+    };
+    assert_eq!(typed(&off), 0);
+    let on = typed(&Config::default());
+    assert!(on >= 100, "only {on} of 300 bodies use int32& or int64");
 }

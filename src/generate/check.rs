@@ -1,7 +1,7 @@
 //! The properties of generated bodies as functions, shared by the property tests and the fuzz
 //! target: each returns `Err` with an explanation (and a listing) when its property fails.
 
-use super::interp::{self, Env, Outcome as RunOutcome, Run};
+use super::interp::{self, Outcome as RunOutcome, Run};
 use super::mutate::{Mutation, mutate};
 use super::valid::{EXCEPTION_CLASS, Generated, LOCALS_SIG};
 use crate::body::{Body, BodyParts, Clause};
@@ -32,10 +32,7 @@ fn listing(code: &[u8], clauses: &[Clause]) -> String {
 
 /// Runs the laid-out body on every input of `g`.
 pub fn run_inputs(g: &Generated, code: &[u8], clauses: &[Clause], fuel: u64) -> Vec<Run> {
-    let env = Env {
-        callees: &g.callees,
-        fuel,
-    };
+    let env = g.env(fuel);
     g.inputs
         .iter()
         .map(|args| interp::run(code, clauses, args, &env))

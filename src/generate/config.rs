@@ -132,6 +132,15 @@ pub struct Config {
     /// Percent of bodies that never need more than one stack slot (leaf operands only) and
     /// declare exactly the MaxStack they need, 0 or 1, in a fat header (they get a local).
     pub lean_stack_percent: u8,
+    /// Percent of arguments that are `int32&` (by reference): the body reads and writes the
+    /// caller's `int32` through them, and the program prints its final value.
+    pub byref_percent: u8,
+    /// Percent of arguments, locals and return types that are `int64` (0: every value is an
+    /// `int32`); comparisons and branches take `int64` operands now and then when it is not 0.
+    pub int64_percent: u8,
+    /// Calls between the generated methods of a program: a method may call one of the latest
+    /// earlier methods that call no other, outside loops.
+    pub peer_calls: bool,
 }
 
 impl Default for Config {
@@ -161,6 +170,9 @@ impl Default for Config {
             entry_try_percent: 12,
             end_handler_percent: 30,
             lean_stack_percent: 15,
+            byref_percent: 15,
+            int64_percent: 20,
+            peer_calls: true,
         }
     }
 }

@@ -2,8 +2,10 @@
 //! does: its result, its exception outcome and the calls it makes.
 //!
 //! It runs laid-out code (bytes and clauses), so the original and the rewritten body are run
-//! the same way. Covered: `int32` constants, arithmetic, comparisons and branches, locals and
-//! arguments, `switch`, calls to the synthetic module (a deterministic hash of the token and the
+//! the same way. Covered: `int32` and `int64` constants, arithmetic (wrapping; a division by
+//! zero or of MinValue by -1 gets the run stuck: the generator never divides so),
+//! conversions between them, comparisons and branches, locals and arguments, `int32&`
+//! arguments and addresses of locals and arguments (`ldind.i4`, `stind.i4`), `switch`, calls to the synthetic module (a deterministic hash of the token and the
 //! arguments, recorded in a trace; some callees throw), the synthetic exception (`newobj`,
 //! `ldfld`, `throw`, `rethrow`) and exception handling per ECMA-335 II.19: a first pass finds
 //! the handler, running filters; a second pass runs the finally and fault handlers of the
@@ -14,25 +16,41 @@
 //! Execution is bounded by a step budget; anything outside the subset ends the run as
 //! [`Outcome::Stuck`] rather than panicking.
 
-use super::valid::{Callee, EXCEPTION_CLASS, EXCEPTION_CTOR, EXCEPTION_VALUE};
+use super::valid::{ArgType, Callee, EXCEPTION_CLASS, EXCEPTION_CTOR, EXCEPTION_VALUE, ValType};
 use crate::body::{Clause, ClauseKind};
 use crate::instr::{self, Instruction, Operand};
 use crate::opcode::Opcode;
 
-/// A stack slot: an `int32` or the synthetic exception carrying one.
+/// A stack slot, argument or local: an `int32`, an `int64`, the synthetic exception carrying
+/// an `int32`, or the address of a storage cell.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Value {
     /// An `int32`.
     Int(i32),
+    /// An `int64`.
+    Long(i64),
     /// The synthetic exception, carrying this value.
     Exception(i32),
+    /// A managed pointer to a storage cell of the run (an argument, a local, or the caller's
+    /// `int32` behind an `int32&` argument), by its index.
+    Ref(usize),
+}
+
+impl Value {
+    /// The zero of a value type.
+    pub fn zero(t: ValType) -> Value {
+        match t {
+            ValType::I4 => Value::Int(0),
+            ValType::I8 => Value::Long(0),
+        }
+    }
 }
 
 /// How a run ended.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Outcome {
-    /// `ret`, with the value for a non-void method.
-    Returned(Option<i32>),
+    /// `ret`, with the value for a non-void method (an `int32` widened).
+    Returned(Option<i64>),
     /// The synthetic exception left the method carrying this value.
     Threw(i32),
     /// The step budget ran out.
@@ -65,26 +83,63 @@ pub struct Run {
     /// Instructions executed.
     pub steps: u64,
     /// Arguments and locals when the run ended (locals never touched read as zero), so that
-    /// the effects of handlers on them are observable too.
-    pub args: Vec<i32>,
+    /// the effects of handlers on them are observable too. An `int32&` argument is a
+    /// [`Value::Ref`] to its cell, whose final value is in [`Run::refs`].
+    pub args: Vec<Value>,
     /// See `args`.
-    pub locals: Vec<i32>,
+    pub locals: Vec<Value>,
+    /// The final value of the `int32` behind each `int32&` argument, in argument order.
+    pub refs: Vec<i32>,
 }
 
 impl Run {
-    /// Local `k` when the run ended.
-    pub fn local(&self, k: usize) -> i32 {
-        self.locals.get(k).copied().unwrap_or(0)
+    /// Local `k` when the run ended (`int32` zero past the ones the code uses).
+    pub fn local(&self, k: usize) -> Value {
+        self.locals.get(k).copied().unwrap_or(Value::Int(0))
     }
 }
 
-/// What the code can call, and how long it may run.
+/// What the code can call, its signature and locals, and how long it may run.
 #[derive(Clone, Copy, Debug)]
 pub struct Env<'a> {
     /// The synthetic callees the code may call.
     pub callees: &'a [Callee],
     /// Instructions the run may execute before it is given up.
     pub fuel: u64,
+    /// The types of the arguments (`int32` past the end).
+    pub args: &'a [ArgType],
+    /// The types of the locals, which start at their zero (`int32` past the end).
+    pub locals: &'a [ValType],
+    /// The generated methods the code may call, by [`Peer::token`](super::valid::Peer::token).
+    pub peers: &'a [PeerCode<'a>],
+}
+
+/// A generated method the code may call: its signature and, when the program has it, its
+/// laid-out body and environment. Without a body it is a stub that returns zero and writes
+/// nothing (the method was dropped from the program, or its signature changed).
+#[derive(Clone, Copy, Debug)]
+pub struct PeerCode<'a> {
+    /// The token calls to it use.
+    pub token: u32,
+    /// Its argument types.
+    pub args: &'a [ArgType],
+    /// Its return type, `None` for void.
+    pub ret: Option<ValType>,
+    /// Its code, clauses and environment.
+    pub body: Option<(&'a [u8], &'a [Clause], Env<'a>)>,
+}
+
+impl<'a> Env<'a> {
+    /// Calls to `callees`, `int32` arguments and locals.
+    pub fn new(callees: &'a [Callee], fuel: u64) -> Self {
+        Env {
+            callees,
+            fuel,
+            args: &[],
+            locals: &[],
+            peers: &[],
+        }
+    }
 }
 
 /// Deepest nesting of handler runs (finally, fault, filter) before the run is called stuck.
@@ -106,8 +161,9 @@ fn call_throws(callee: &Callee, hash: u32) -> Option<i32> {
     (callee.may_throw && hash.is_multiple_of(4)).then_some((hash >> 8) as i32)
 }
 
-/// Runs `code` with its EH `clauses` on `args`. Locals start at zero.
-pub fn run(code: &[u8], clauses: &[Clause], args: &[i32], env: &Env<'_>) -> Run {
+/// Runs `code` with its EH `clauses` on `args` (typed by [`Env::args`]; for an `int32&`
+/// argument, the initial value of the `int32` it points to). Locals start at zero.
+pub fn run(code: &[u8], clauses: &[Clause], args: &[i64], env: &Env<'_>) -> Run {
     let mut instrs = Vec::new();
     for i in instr::Instructions::new(code) {
         match i {
@@ -120,18 +176,44 @@ pub fn run(code: &[u8], clauses: &[Clause], args: &[i32], env: &Env<'_>) -> Run 
                     },
                     trace: Vec::new(),
                     steps: 0,
-                    args: args.to_vec(),
+                    args: Vec::new(),
                     locals: Vec::new(),
+                    refs: Vec::new(),
                 };
             }
         }
     }
+    // The caller's `int32`s behind the `int32&` arguments come first, then the arguments,
+    // then the locals.
+    let mut cells = Vec::new();
+    let mut ref_cells = Vec::new();
+    let mut arg_values = Vec::with_capacity(args.len());
+    for (k, &a) in args.iter().enumerate() {
+        let t = env.args.get(k).copied().unwrap_or_default();
+        arg_values.push(match t {
+            ArgType::Val(ValType::I4) => Value::Int(a as i32),
+            ArgType::Val(ValType::I8) => Value::Long(a),
+            ArgType::RefI4 => {
+                cells.push(Value::Int(a as i32));
+                ref_cells.push(cells.len() - 1);
+                Value::Ref(cells.len() - 1)
+            }
+        });
+    }
+    let arg_base = cells.len();
+    cells.extend(arg_values);
+    let local_base = cells.len();
+    let nlocals = local_count(&instrs).max(env.locals.len());
+    cells.extend((0..nlocals).map(|k| Value::zero(env.locals.get(k).copied().unwrap_or_default())));
     let mut m = Machine {
         instrs,
         clauses,
         env,
-        args: args.to_vec(),
-        locals: Vec::new(),
+        cells,
+        arg_base,
+        nargs: args.len(),
+        local_base,
+        nlocals,
         fuel: env.fuel,
         steps: 0,
         trace: Vec::new(),
@@ -147,18 +229,44 @@ pub fn run(code: &[u8], clauses: &[Clause], args: &[i32], env: &Env<'_>) -> Run 
             reason: "handler exit outside a handler".into(),
         },
     };
+    let refs = ref_cells
+        .iter()
+        .map(|&c| match m.cells[c] {
+            Value::Int(v) => v,
+            _ => 0,
+        })
+        .collect();
     Run {
         outcome,
         trace: m.trace,
         steps: m.steps,
-        args: m.args,
-        locals: m.locals,
+        args: m.cells[arg_base..local_base].to_vec(),
+        locals: m.cells[local_base..].to_vec(),
+        refs,
     }
+}
+
+/// One more than the highest local index the code names (0 without locals).
+fn local_count(instrs: &[Instruction<'_>]) -> usize {
+    use Opcode::*;
+    instrs
+        .iter()
+        .filter_map(|i| match i.opcode {
+            Ldloc_0 | Ldloc_1 | Ldloc_2 | Ldloc_3 => Some(var_index(i.opcode, &i.operand, Ldloc_0)),
+            Stloc_0 | Stloc_1 | Stloc_2 | Stloc_3 => Some(var_index(i.opcode, &i.operand, Stloc_0)),
+            Ldloc_S | Ldloc | Stloc_S | Stloc | Ldloca_S | Ldloca => {
+                Some(var_index(i.opcode, &i.operand, Ldloc_0))
+            }
+            _ => None,
+        })
+        .map(|k| k + 1)
+        .max()
+        .unwrap_or(0)
 }
 
 /// How a run of code (the body, a handler or a filter) ended.
 enum Exit {
-    Return(Option<i32>),
+    Return(Option<i64>),
     /// `endfinally` of the finally or fault handler of this clause.
     EndFinally(usize),
     EndFilter(i32),
@@ -180,8 +288,13 @@ struct Machine<'a> {
     instrs: Vec<Instruction<'a>>,
     clauses: &'a [Clause],
     env: &'a Env<'a>,
-    args: Vec<i32>,
-    locals: Vec<i32>,
+    /// Every storage cell of the run: the caller's `int32`s behind `int32&` arguments, the
+    /// arguments, the locals.
+    cells: Vec<Value>,
+    arg_base: usize,
+    nargs: usize,
+    local_base: usize,
+    nlocals: usize,
     fuel: u64,
     steps: u64,
     trace: Vec<CallEvent>,
@@ -201,17 +314,20 @@ fn in_range(offset: u32, start: u32, length: u32) -> bool {
     offset >= start && (offset as u64) < start as u64 + length as u64
 }
 
-impl Machine<'_> {
+impl<'a> Machine<'a> {
     fn index_of(&self, offset: i64) -> Option<usize> {
         let o = u32::try_from(offset).ok()?;
         self.instrs.binary_search_by_key(&o, |i| i.offset).ok()
     }
 
-    fn local(&mut self, k: u16) -> &mut i32 {
-        if self.locals.len() <= k as usize {
-            self.locals.resize(k as usize + 1, 0);
-        }
-        &mut self.locals[k as usize]
+    /// The cell of argument `k`.
+    fn arg_cell(&self, k: usize) -> Option<usize> {
+        (k < self.nargs).then_some(self.arg_base + k)
+    }
+
+    /// The cell of local `k`.
+    fn local_cell(&self, k: usize) -> Option<usize> {
+        (k < self.nlocals).then_some(self.local_base + k)
     }
 
     /// Runs code from instruction `pc` with `stack` until it returns, ends a handler or an
@@ -221,7 +337,15 @@ impl Machine<'_> {
             ($off:expr) => {
                 match stack.pop() {
                     Some(Value::Int(v)) => v,
-                    Some(Value::Exception(_)) => return stuck($off, "an int32 expected"),
+                    Some(_) => return stuck($off, "an int32 expected"),
+                    None => return stuck($off, "stack underflow"),
+                }
+            };
+        }
+        macro_rules! pop {
+            ($off:expr) => {
+                match stack.pop() {
+                    Some(v) => v,
                     None => return stuck($off, "stack underflow"),
                 }
             };
@@ -255,30 +379,69 @@ impl Machine<'_> {
                     };
                     stack.push(Value::Int(v));
                 }
-                Ldarg_0 | Ldarg_1 | Ldarg_2 | Ldarg_3 | Ldarg_S | Ldarg => {
+                Ldc_I8 => {
+                    let Operand::Int64(v) = operand else {
+                        return stuck(off, "bad constant");
+                    };
+                    stack.push(Value::Long(v));
+                }
+                Ldarg_0 | Ldarg_1 | Ldarg_2 | Ldarg_3 | Ldarg_S | Ldarg | Ldarga_S | Ldarga
+                | Starg_S | Starg => {
                     let k = var_index(opcode, &operand, Ldarg_0);
-                    match self.args.get(k) {
-                        Some(&v) => stack.push(Value::Int(v)),
-                        None => return stuck(off, "no such argument"),
+                    let Some(c) = self.arg_cell(k) else {
+                        return stuck(off, "no such argument");
+                    };
+                    match opcode {
+                        Ldarga_S | Ldarga => stack.push(Value::Ref(c)),
+                        Starg_S | Starg => self.cells[c] = pop!(off),
+                        _ => stack.push(self.cells[c]),
                     }
                 }
-                Starg_S | Starg => {
-                    let k = var_index(opcode, &operand, Ldarg_0);
-                    let v = pop_int!(off);
-                    match self.args.get_mut(k) {
-                        Some(slot) => *slot = v,
-                        None => return stuck(off, "no such argument"),
+                Ldloc_0 | Ldloc_1 | Ldloc_2 | Ldloc_3 | Ldloc_S | Ldloc | Ldloca_S | Ldloca
+                | Stloc_0 | Stloc_1 | Stloc_2 | Stloc_3 | Stloc_S | Stloc => {
+                    let k = match opcode {
+                        Stloc_0 | Stloc_1 | Stloc_2 | Stloc_3 => {
+                            var_index(opcode, &operand, Stloc_0)
+                        }
+                        _ => var_index(opcode, &operand, Ldloc_0),
+                    };
+                    let Some(c) = self.local_cell(k) else {
+                        return stuck(off, "no such local");
+                    };
+                    match opcode {
+                        Ldloca_S | Ldloca => stack.push(Value::Ref(c)),
+                        Stloc_0 | Stloc_1 | Stloc_2 | Stloc_3 | Stloc_S | Stloc => {
+                            self.cells[c] = pop!(off);
+                        }
+                        _ => stack.push(self.cells[c]),
                     }
                 }
-                Ldloc_0 | Ldloc_1 | Ldloc_2 | Ldloc_3 | Ldloc_S | Ldloc => {
-                    let k = var_index(opcode, &operand, Ldloc_0);
-                    let v = *self.local(k as u16);
-                    stack.push(Value::Int(v));
-                }
-                Stloc_0 | Stloc_1 | Stloc_2 | Stloc_3 | Stloc_S | Stloc => {
-                    let k = var_index(opcode, &operand, Stloc_0);
+                Ldind_I4 => match pop!(off) {
+                    Value::Ref(c) => match self.cells.get(c) {
+                        Some(&Value::Int(v)) => stack.push(Value::Int(v)),
+                        _ => return stuck(off, "ldind.i4 of a cell not holding an int32"),
+                    },
+                    _ => return stuck(off, "ldind.i4 of a non-pointer"),
+                },
+                Stind_I4 => {
                     let v = pop_int!(off);
-                    *self.local(k as u16) = v;
+                    match pop!(off) {
+                        Value::Ref(c) if matches!(self.cells.get(c), Some(Value::Int(_))) => {
+                            self.cells[c] = Value::Int(v);
+                        }
+                        _ => return stuck(off, "stind.i4 to a non-pointer"),
+                    }
+                }
+                Conv_I4 | Conv_I8 | Conv_U8 => {
+                    let v = match (opcode, pop!(off)) {
+                        (Conv_I4, Value::Int(v)) => Value::Int(v),
+                        (Conv_I4, Value::Long(v)) => Value::Int(v as i32),
+                        (Conv_I8, Value::Int(v)) => Value::Long(i64::from(v)),
+                        (Conv_U8, Value::Int(v)) => Value::Long(i64::from(v as u32)),
+                        (_, Value::Long(v)) => Value::Long(v),
+                        _ => return stuck(off, "conversion of a non-number"),
+                    };
+                    stack.push(v);
                 }
                 Dup => match stack.last() {
                     Some(&v) => stack.push(v),
@@ -291,24 +454,48 @@ impl Machine<'_> {
                 }
                 Add | Sub | Mul | And | Or | Xor | Shl | Shr | Shr_Un | Div | Div_Un | Rem
                 | Rem_Un | Ceq | Cgt | Cgt_Un | Clt | Clt_Un => {
-                    let b = pop_int!(off);
-                    let a = pop_int!(off);
-                    match binary(opcode, a, b) {
-                        Some(v) => stack.push(Value::Int(v)),
+                    let b = pop!(off);
+                    let a = pop!(off);
+                    let shift = matches!(opcode, Shl | Shr | Shr_Un);
+                    let v = match (a, b) {
+                        (Value::Int(a), Value::Int(b)) => binary(opcode, a, b).map(Value::Int),
+                        (Value::Long(a), Value::Int(b)) if shift => {
+                            binary64(opcode, a, i64::from(b)).map(Value::Long)
+                        }
+                        (Value::Long(a), Value::Long(b)) if !shift => {
+                            let compare = matches!(opcode, Ceq | Cgt | Cgt_Un | Clt | Clt_Un);
+                            binary64(opcode, a, b).map(|v| {
+                                if compare {
+                                    Value::Int(v as i32)
+                                } else {
+                                    Value::Long(v)
+                                }
+                            })
+                        }
+                        _ => return stuck(off, "operands of different types"),
+                    };
+                    match v {
+                        Some(v) => stack.push(v),
                         None => return stuck(off, "arithmetic exception"),
                     }
                 }
-                Neg => {
-                    let a = pop_int!(off);
-                    stack.push(Value::Int(a.wrapping_neg()));
-                }
-                Not => {
-                    let a = pop_int!(off);
-                    stack.push(Value::Int(!a));
+                Neg | Not => {
+                    let v = match pop!(off) {
+                        Value::Int(a) if opcode == Neg => Value::Int(a.wrapping_neg()),
+                        Value::Int(a) => Value::Int(!a),
+                        Value::Long(a) if opcode == Neg => Value::Long(a.wrapping_neg()),
+                        Value::Long(a) => Value::Long(!a),
+                        _ => return stuck(off, "negation of a non-number"),
+                    };
+                    stack.push(v);
                 }
                 Br_S | Br => jump = ins.branch_target(),
                 Brtrue_S | Brtrue | Brfalse_S | Brfalse => {
-                    let v = pop_int!(off);
+                    let v = match pop!(off) {
+                        Value::Int(v) => i64::from(v),
+                        Value::Long(v) => v,
+                        _ => return stuck(off, "brtrue of a non-number"),
+                    };
                     if (v != 0) == matches!(opcode, Brtrue_S | Brtrue) {
                         jump = ins.branch_target();
                     }
@@ -316,9 +503,12 @@ impl Machine<'_> {
                 Beq_S | Beq | Bne_Un_S | Bne_Un | Blt_S | Blt | Bge_S | Bge | Bgt_S | Bgt
                 | Ble_S | Ble | Blt_Un_S | Blt_Un | Bge_Un_S | Bge_Un | Bgt_Un_S | Bgt_Un
                 | Ble_Un_S | Ble_Un => {
-                    let b = pop_int!(off);
-                    let a = pop_int!(off);
-                    if compare_branch(opcode.long_form(), a, b) {
+                    let (a, b, wide) = match (pop!(off), pop!(off)) {
+                        (Value::Int(b), Value::Int(a)) => (i64::from(a), i64::from(b), false),
+                        (Value::Long(b), Value::Long(a)) => (a, b, true),
+                        _ => return stuck(off, "operands of different types"),
+                    };
+                    if compare_branch(opcode.long_form(), a, b, wide) {
                         jump = ins.branch_target();
                     }
                 }
@@ -334,6 +524,35 @@ impl Machine<'_> {
                     let Operand::Token(token) = operand else {
                         return stuck(off, "bad call");
                     };
+                    let env: &'a Env<'a> = self.env;
+                    if let Some(peer) = env.peers.iter().find(|p| p.token == token) {
+                        let mut args = vec![Value::Int(0); peer.args.len()];
+                        for slot in args.iter_mut().rev() {
+                            *slot = pop!(off);
+                        }
+                        match self.call_peer(peer, args) {
+                            Exit::Return(v) => {
+                                if let (Some(t), Some(v)) = (peer.ret, v) {
+                                    stack.push(match t {
+                                        ValType::I4 => Value::Int(v as i32),
+                                        ValType::I8 => Value::Long(v),
+                                    });
+                                }
+                            }
+                            Exit::Escaped(e) => match self.throw(off, e, mode) {
+                                Ok((to, s)) => {
+                                    pc = to;
+                                    stack = s;
+                                    continue;
+                                }
+                                Err(exit) => return exit,
+                            },
+                            Exit::Abort(o) => return Exit::Abort(o),
+                            _ => return stuck(off, "a called method ended oddly"),
+                        }
+                        pc += 1;
+                        continue;
+                    }
                     let Some(callee) = self.env.callees.iter().find(|c| c.token == token) else {
                         return stuck(off, format!("unknown callee {token:#010x}"));
                     };
@@ -413,8 +632,11 @@ impl Machine<'_> {
                     return match stack.len() {
                         0 => Exit::Return(None),
                         1 => match stack[0] {
-                            Value::Int(v) => Exit::Return(Some(v)),
-                            Value::Exception(_) => stuck(off, "ret of an exception"),
+                            Value::Int(v) => Exit::Return(Some(i64::from(v))),
+                            Value::Long(v) => Exit::Return(Some(v)),
+                            Value::Exception(_) | Value::Ref(_) => {
+                                stuck(off, "ret of an exception or a pointer")
+                            }
                         },
                         _ => stuck(off, "ret with more than one value"),
                     };
@@ -462,6 +684,62 @@ impl Machine<'_> {
                 None => pc + 1,
             };
         }
+    }
+
+    /// Runs the generated method `peer` on `args` in a frame of its own (its arguments and
+    /// locals are new cells; an `int32&` argument points at the caller's). A stub returns
+    /// zero.
+    fn call_peer(&mut self, peer: &'a PeerCode<'a>, args: Vec<Value>) -> Exit {
+        let Some((code, clauses, env)) = peer.body.as_ref() else {
+            return Exit::Return(peer.ret.map(|_| 0));
+        };
+        let (code, clauses): (&'a [u8], &'a [Clause]) = (code, clauses);
+        if self.depth >= MAX_HANDLER_DEPTH {
+            return stuck(0, "calls nested too deeply");
+        }
+        let mut instrs = Vec::new();
+        for i in instr::Instructions::new(code) {
+            match i {
+                Ok(i) => instrs.push(i),
+                Err(e) => return stuck(e.offset(), format!("undecodable callee code: {e}")),
+            }
+        }
+        let frame_start = self.cells.len();
+        let nargs = args.len();
+        self.cells.extend(args);
+        let nlocals = local_count(&instrs).max(env.locals.len());
+        self.cells.extend(
+            (0..nlocals).map(|k| Value::zero(env.locals.get(k).copied().unwrap_or_default())),
+        );
+        let saved = (
+            std::mem::replace(&mut self.instrs, instrs),
+            std::mem::replace(&mut self.clauses, clauses),
+            std::mem::replace(&mut self.env, env),
+            std::mem::replace(&mut self.caught, vec![None; clauses.len()]),
+            self.arg_base,
+            self.nargs,
+            self.local_base,
+            self.nlocals,
+        );
+        self.arg_base = frame_start;
+        self.nargs = nargs;
+        self.local_base = frame_start + nargs;
+        self.nlocals = nlocals;
+        self.depth += 1;
+        let exit = self.exec(0, Vec::new(), Mode::Body);
+        self.depth -= 1;
+        (
+            self.instrs,
+            self.clauses,
+            self.env,
+            self.caught,
+            self.arg_base,
+            self.nargs,
+            self.local_base,
+            self.nlocals,
+        ) = saved;
+        self.cells.truncate(frame_start);
+        exit
     }
 
     /// The innermost clause of a kind in `want` whose handler holds `offset`.
@@ -601,9 +879,45 @@ fn binary(opcode: Opcode, a: i32, b: i32) -> Option<i32> {
     })
 }
 
-fn compare_branch(long: Opcode, a: i32, b: i32) -> bool {
+/// `a op b` of two `int64`s (the count of a shift an `int32` widened); comparisons give 0 or 1.
+/// `None` where .NET throws (division by zero, MinValue / -1) or leaves the result unspecified
+/// (a shift count out of range).
+fn binary64(opcode: Opcode, a: i64, b: i64) -> Option<i64> {
     use Opcode::*;
-    let (ua, ub) = (a as u32, b as u32);
+    let (ua, ub) = (a as u64, b as u64);
+    let count = u32::try_from(b).ok();
+    Some(match opcode {
+        Add => a.wrapping_add(b),
+        Sub => a.wrapping_sub(b),
+        Mul => a.wrapping_mul(b),
+        And => a & b,
+        Or => a | b,
+        Xor => a ^ b,
+        Shl => a.checked_shl(count?)?,
+        Shr => a.checked_shr(count?)?,
+        Shr_Un => ua.checked_shr(count?)? as i64,
+        Div => a.checked_div(b)?,
+        Rem => a.checked_rem(b)?,
+        Div_Un => ua.checked_div(ub)? as i64,
+        Rem_Un => ua.checked_rem(ub)? as i64,
+        Ceq => (a == b) as i64,
+        Cgt => (a > b) as i64,
+        Cgt_Un => (ua > ub) as i64,
+        Clt => (a < b) as i64,
+        Clt_Un => (ua < ub) as i64,
+        _ => return None,
+    })
+}
+
+/// Whether a two-operand branch is taken: `int32` operands widened (`wide`: they are
+/// `int64`s, which matters to the unsigned comparisons).
+fn compare_branch(long: Opcode, a: i64, b: i64, wide: bool) -> bool {
+    use Opcode::*;
+    let (ua, ub) = if wide {
+        (a as u64, b as u64)
+    } else {
+        (u64::from(a as u32), u64::from(b as u32))
+    };
     match long {
         Beq => a == b,
         Bne_Un => a != b,
@@ -622,7 +936,7 @@ fn compare_branch(long: Opcode, a: i32, b: i32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::generate::valid::OTHER_CLASS;
+    use crate::generate::valid::{ArgType, OTHER_CLASS, ValType};
     use crate::ir::{EhClause, Instr, Label, LayoutOptions, MaxStackPolicy, Method};
     use crate::verify::NoResolver;
 
@@ -687,10 +1001,7 @@ mod tests {
         layout
             .run(m, &opts, &NoResolver, &mut Vec::new())
             .expect("lays out");
-        let env = Env {
-            callees: CALLEES,
-            fuel: 10_000,
-        };
+        let env = Env::new(CALLEES, 10_000);
         run(layout.code(), layout.clauses(), &[], &env)
     }
 
@@ -821,6 +1132,186 @@ mod tests {
         assert_eq!(exec(&m).outcome, Outcome::Returned(Some(42)));
     }
 
+    fn exec_with(m: &Method, args: &[i64], env: &Env<'_>) -> Run {
+        let mut layout = crate::ir::Layout::new();
+        let opts = LayoutOptions {
+            max_stack: MaxStackPolicy::Declared,
+            verify: false,
+            ..LayoutOptions::default()
+        };
+        layout
+            .run(m, &opts, &NoResolver, &mut Vec::new())
+            .expect("lays out");
+        run(layout.code(), layout.clauses(), args, env)
+    }
+
+    fn ldc8(v: i64) -> Instr {
+        Instr::new(Opcode::Ldc_I8, crate::ir::Operand::Int64(v))
+    }
+
+    /// `int64` arithmetic wraps, unsigned comparisons and shifts see 64 bits, conversions
+    /// sign- or zero-extend and truncate.
+    #[test]
+    fn int64_values_compute_as_dotnet_does() {
+        let env = Env::new(&[], 1000);
+        let cases: Vec<(Vec<Instr>, i64)> = vec![
+            (vec![ldc8(i64::MAX), ldc8(1), op(Opcode::Add)], i64::MIN),
+            (vec![ldc8(-1), ldc8(1), op(Opcode::Clt_Un)], 0),
+            (
+                vec![ldc8(-8), op(Opcode::Ldc_I4_1), op(Opcode::Shr_Un)],
+                i64::MAX - 3,
+            ),
+            (
+                vec![
+                    ldc8(1),
+                    Instr::new(Opcode::Ldc_I4_S, crate::ir::Operand::Int8(40)),
+                    op(Opcode::Shl),
+                ],
+                1 << 40,
+            ),
+            (
+                vec![op(Opcode::Ldc_I4_M1), op(Opcode::Conv_U8)],
+                0xFFFF_FFFF,
+            ),
+            (vec![op(Opcode::Ldc_I4_M1), op(Opcode::Conv_I8)], -1),
+            (vec![ldc8(0x1_8000_0005), op(Opcode::Conv_I4)], -0x7FFF_FFFB),
+            (vec![ldc8(-7), ldc8(2), op(Opcode::Rem)], -1),
+            (
+                vec![ldc8(-7), ldc8(2), op(Opcode::Div_Un)],
+                (u64::MAX / 2 - 3) as i64,
+            ),
+        ];
+        for (code, want) in cases {
+            let mut m = Method::default();
+            for i in &code {
+                m.push(*i);
+            }
+            m.push(op(Opcode::Ret));
+            let r = exec_with(&m, &[], &env);
+            assert_eq!(r.outcome, Outcome::Returned(Some(want)), "{code:?}");
+        }
+        // Operands of different widths, or MinValue / -1, get the run stuck.
+        for code in [
+            vec![ldc8(1), op(Opcode::Ldc_I4_1), op(Opcode::Add)],
+            vec![ldc8(i64::MIN), ldc8(-1), op(Opcode::Div)],
+        ] {
+            let mut m = Method::default();
+            for i in &code {
+                m.push(*i);
+            }
+            m.push(op(Opcode::Ret));
+            let r = exec_with(&m, &[], &env);
+            assert!(
+                matches!(r.outcome, Outcome::Stuck { .. }),
+                "{code:?}: {r:?}"
+            );
+        }
+    }
+
+    /// `int32&` arguments: the body reads and writes the caller's `int32`, whose final value
+    /// is reported also when an exception leaves the method.
+    #[test]
+    fn int32_pointers_write_through_to_the_callers_value() {
+        let types = [ArgType::RefI4, ArgType::Val(ValType::I8), ArgType::RefI4];
+        let env = Env {
+            args: &types,
+            ..Env::new(&[], 1000)
+        };
+        // *a0 = *a0 + 5; *a2 = (int)a1; throw 9
+        let mut m = Method::default();
+        m.push(op(Opcode::Ldarg_0));
+        m.push(op(Opcode::Ldarg_0));
+        m.push(op(Opcode::Ldind_I4));
+        m.push(op(Opcode::Ldc_I4_5));
+        m.push(op(Opcode::Add));
+        m.push(op(Opcode::Stind_I4));
+        m.push(op(Opcode::Ldarg_2));
+        m.push(op(Opcode::Ldarg_1));
+        m.push(op(Opcode::Conv_I4));
+        m.push(op(Opcode::Stind_I4));
+        throw(&mut m, 9);
+        let r = exec_with(&m, &[10, 0x1_0000_0007, -3], &env);
+        assert_eq!(r.outcome, Outcome::Threw(9));
+        assert_eq!(r.refs, [15, 7]);
+        assert_eq!(r.args[1], Value::Long(0x1_0000_0007));
+    }
+
+    /// A call to a generated method runs its body in a frame of its own: it writes the
+    /// caller's local through an `int32&`, its calls join the trace, its exception is the
+    /// caller's to catch; a stub returns zero.
+    #[test]
+    fn generated_callees_run_in_frames_of_their_own() {
+        const P: u32 = 0x0680_0000;
+        const Q: u32 = 0x0680_0001;
+        let callee_callees = [Callee {
+            token: F,
+            params: 0,
+            returns_void: true,
+            may_throw: false,
+        }];
+        // P(int32& a): f(); *a = 7; throw 5
+        let mut p = Method::default();
+        p.push(call(F));
+        p.push(op(Opcode::Ldarg_0));
+        p.push(op(Opcode::Ldc_I4_7));
+        p.push(op(Opcode::Stind_I4));
+        throw(&mut p, 5);
+        let mut layout = crate::ir::Layout::new();
+        let opts = LayoutOptions {
+            max_stack: MaxStackPolicy::Declared,
+            verify: false,
+            ..LayoutOptions::default()
+        };
+        layout.run(&p, &opts, &NoResolver, &mut Vec::new()).unwrap();
+        let (p_code, p_clauses) = (layout.code().to_vec(), layout.clauses().to_vec());
+        let p_args = [ArgType::RefI4];
+        let p_env = Env {
+            args: &p_args,
+            ..Env::new(&callee_callees, 0)
+        };
+        let peers = [
+            PeerCode {
+                token: P,
+                args: &p_args,
+                ret: None,
+                body: Some((&p_code, &p_clauses, p_env)),
+            },
+            PeerCode {
+                token: Q,
+                args: &[],
+                ret: Some(ValType::I8),
+                body: None,
+            },
+        ];
+        let env = Env {
+            peers: &peers,
+            ..Env::new(CALLEES, 1000)
+        };
+        // try { ldloca 0; call P } catch { pop; leave } ; ldloc 0; conv.i8; call Q; add; ret
+        let mut m = Method::default();
+        let after = m.new_label();
+        let ts = m.here();
+        m.push(Instr::new(Opcode::Ldloca_S, crate::ir::Operand::Var(0)));
+        m.push(call(P));
+        m.push(Instr::branch(Opcode::Leave, after));
+        let te = m.here();
+        m.push(op(Opcode::Pop));
+        m.push(call(G));
+        m.push(Instr::branch(Opcode::Leave, after));
+        let he = m.here();
+        m.bind(after);
+        m.push(op(Opcode::Ldloc_0));
+        m.push(op(Opcode::Conv_I8));
+        m.push(call(Q));
+        m.push(op(Opcode::Add));
+        m.push(op(Opcode::Ret));
+        m.clauses
+            .push(clause(ClauseKind::Catch, (ts, te), (te, he)));
+        let r = exec_with(&m, &[], &env);
+        assert_eq!(r.outcome, Outcome::Returned(Some(7)));
+        assert_eq!(tokens(&r), [F, G]);
+    }
+
     #[test]
     fn infinite_loops_run_out_of_fuel() {
         let mut m = Method::default();
@@ -831,10 +1322,7 @@ mod tests {
 
     #[test]
     fn odd_code_gets_stuck_instead_of_panicking() {
-        let env = Env {
-            callees: &[],
-            fuel: 100,
-        };
+        let env = Env::new(&[], 100);
         for code in [
             &[0x26u8, 0x2A][..],
             &[0x00],

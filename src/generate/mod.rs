@@ -15,7 +15,10 @@ pub mod valid;
 
 pub use config::{BranchMix, ClauseKinds, Config};
 pub use mutate::{Mutant, Mutation, mutate};
-pub use valid::{Callee, Generated, Shape, Sites, generate, generate_from_bytes};
+pub use valid::{
+    ArgType, Callee, Generated, Peer, Shape, Sites, ValType, generate, generate_calling,
+    generate_from_bytes,
+};
 
 /// Generates a valid method from fuzzer input.
 pub fn arbitrary_method(

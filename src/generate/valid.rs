@@ -6,8 +6,12 @@
 //! out reads as zeros, and zero always picks the simplest option (end the block, a constant, no
 //! clause), so any byte string — in particular any shrunk one — yields a valid body.
 //!
-//! The values are all `int32`, besides the synthetic exception object: `newobj` of
-//! [`EXCEPTION_CTOR`] wraps an `int32`, `ldfld` [`EXCEPTION_VALUE`] reads it back.
+//! The values are `int32` and `int64` ([`ValType`]), besides the synthetic exception object:
+//! `newobj` of [`EXCEPTION_CTOR`] wraps an `int32`, `ldfld` [`EXCEPTION_VALUE`] reads it back.
+//! The generator keeps the type of every value it pushes, so operators get operands of one type
+//! (`conv.i8`, `conv.u8` and `conv.i4` between them) and the body is type-valid too. Arguments
+//! may be `int32&` ([`ArgType::RefI4`]): read with `ldarg; ldind.i4`, written with `ldarg;
+//! <value>; stind.i4`, never stored to themselves.
 
 use super::config::Config;
 use crate::body::{ClauseKind, TINY_MAX_STACK};
@@ -28,6 +32,43 @@ pub const EXCEPTION_VALUE: u32 = 0x0400_0001;
 pub const LOCALS_SIG: u32 = 0x1100_0001;
 /// Token of the first synthetic callee; the others follow.
 pub const FIRST_CALLEE: u32 = 0x0600_0010;
+/// Token of a call to the generated method of program index 0 ([`Peer`]); index `k` is this
+/// plus `k`.
+pub const FIRST_PEER: u32 = 0x0680_0000;
+
+/// An earlier generated method of the same program that a generated method may call: its
+/// program index and signature. Only methods that call no other generated method are offered,
+/// and calls to them are made outside loops, so a call costs at most one run of a body.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct Peer {
+    /// Its index in the program (method `M{index}`).
+    pub index: u32,
+    /// Its argument types.
+    pub args: Vec<ArgType>,
+    /// Its return type, `None` for void.
+    pub ret: Option<ValType>,
+}
+
+impl Peer {
+    /// The synthetic token calls to it use.
+    pub fn token(&self) -> u32 {
+        FIRST_PEER + self.index
+    }
+
+    /// The signature of `g` as the method of program index `index`.
+    pub fn of(index: u32, g: &Generated) -> Peer {
+        Peer {
+            index,
+            args: g.shape.arg_types.clone(),
+            ret: g.shape.returns(),
+        }
+    }
+
+    /// Its signature as the verifier sees it.
+    pub fn sig(&self) -> CallSig {
+        CallSig::static_method(self.args.len() as u16, self.ret.is_none())
+    }
+}
 
 /// A static method of the synthetic module: `int32` parameters, `int32` or void result.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -49,15 +90,67 @@ impl Callee {
     }
 }
 
+/// The type of a value generated code computes with.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum ValType {
+    /// `int32`.
+    #[default]
+    I4,
+    /// `int64`.
+    I8,
+}
+
+/// The type of a generated method's argument.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ArgType {
+    /// A value of this type.
+    Val(ValType),
+    /// `int32&`: the caller's `int32` storage, read and written through the pointer.
+    RefI4,
+}
+
+impl Default for ArgType {
+    fn default() -> Self {
+        ArgType::Val(ValType::I4)
+    }
+}
+
 /// The generated method's own signature and locals.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Shape {
-    /// `int32` arguments.
+    /// How many arguments.
     pub args: u16,
-    /// `int32` locals.
+    /// How many locals (loop counters included).
     pub locals: u16,
-    /// Whether it returns nothing (else an `int32`).
+    /// Whether it returns nothing (else a value of type `ret`).
     pub returns_void: bool,
+    /// The type of each argument (`args` of them).
+    pub arg_types: Vec<ArgType>,
+    /// The type of each local (`locals` of them).
+    pub local_types: Vec<ValType>,
+    /// The return type, when not void.
+    pub ret: ValType,
+}
+
+impl Shape {
+    /// The return type, `None` for a void method.
+    pub fn returns(&self) -> Option<ValType> {
+        (!self.returns_void).then_some(self.ret)
+    }
+
+    /// The type of argument `k` (`int32` past the declared ones).
+    pub fn arg_type(&self, k: usize) -> ArgType {
+        self.arg_types.get(k).copied().unwrap_or_default()
+    }
+
+    /// The type of local `k` (`int32` past the declared ones).
+    pub fn local_type(&self, k: usize) -> ValType {
+        self.local_types.get(k).copied().unwrap_or_default()
+    }
 }
 
 /// Places in the generated code where a mutator can break one rule and know which diagnostic it
@@ -99,8 +192,15 @@ pub struct Generated {
     pub shape: Shape,
     /// The synthetic callees it calls.
     pub callees: Vec<Callee>,
-    /// Argument vectors to run the method with.
-    pub inputs: Vec<Vec<i32>>,
+    /// The generated methods it was offered to call ([`FIRST_PEER`] tokens), whether or not it
+    /// calls them.
+    pub peers: Vec<Peer>,
+    /// Whether it calls any of them.
+    pub calls_peers: bool,
+    /// Argument vectors to run the method with: per argument its value, or for an `int32&`
+    /// argument the initial value of the `int32` it points to (an `int32` argument's value fits
+    /// in `i32`).
+    pub inputs: Vec<Vec<i64>>,
     /// The stack depth the generator tracked (over all code, reachable or not).
     pub max_stack: u16,
     /// Where mutators can break one rule.
@@ -108,6 +208,15 @@ pub struct Generated {
 }
 
 impl Generated {
+    /// What the interpreter needs to run this method: its callees, argument and local types.
+    pub fn env(&self, fuel: u64) -> super::interp::Env<'_> {
+        super::interp::Env {
+            args: &self.shape.arg_types,
+            locals: &self.shape.local_types,
+            ..super::interp::Env::new(&self.callees, fuel)
+        }
+    }
+
     /// Lays the method out as generated: branch forms as asked (widened where they must be),
     /// MaxStack as declared, without verifying (check the result with [`Generated::resolver`]).
     pub fn encode(&self) -> Result<Vec<u8>, crate::ir::LayoutError> {
@@ -132,7 +241,17 @@ impl Generated {
 
 /// Generates a valid method from a choice stream.
 pub fn generate(u: &mut Unstructured<'_>, config: &Config) -> Generated {
-    Gen::new(u, config).run()
+    generate_calling(u, config, &[])
+}
+
+/// Generates a valid method that may call the generated methods `peers` (with
+/// [`Config::peer_calls`]), with arguments of their parameter types.
+pub fn generate_calling(u: &mut Unstructured<'_>, config: &Config, peers: &[Peer]) -> Generated {
+    let mut g = Gen::new(u, config);
+    if config.peer_calls {
+        g.peers = peers.to_vec();
+    }
+    g.run()
 }
 
 /// Generates a valid method from raw bytes used as the choice stream.
@@ -191,6 +310,10 @@ struct Gen<'a, 'u> {
     /// Locals the program may write (loop counters come after them).
     user_locals: u16,
     callees: Vec<Callee>,
+    peers: Vec<Peer>,
+    calls_peers: bool,
+    /// Loops the code being emitted is in: no calls to generated methods there.
+    loop_depth: u32,
     stack: u32,
     max_stack: u32,
     regions: Vec<Region>,
@@ -220,6 +343,9 @@ impl<'a, 'u> Gen<'a, 'u> {
             shape: Shape::default(),
             user_locals: 0,
             callees: Vec::new(),
+            peers: Vec::new(),
+            calls_peers: false,
+            loop_depth: 0,
             stack: 0,
             max_stack: 0,
             regions: Vec::new(),
@@ -270,6 +396,74 @@ impl<'a, 'u> Gen<'a, 'u> {
             2 => self.pick(65536) as i32 - 32768,
             _ => self.u.arbitrary::<i32>().unwrap_or(0),
         }
+    }
+
+    /// A value type: `int64` with the configured chance, else `int32` (no choice read when
+    /// `int64` values are off).
+    fn value_type(&mut self) -> ValType {
+        if self.chance(self.cfg.int64_percent) {
+            ValType::I8
+        } else {
+            ValType::I4
+        }
+    }
+
+    /// The type of the operands of a comparison or a two-operand branch: `int64` now and then
+    /// when `int64` values are on.
+    fn operand_type(&mut self) -> ValType {
+        if self.cfg.int64_percent > 0 && self.pick(4) == 3 {
+            ValType::I8
+        } else {
+            ValType::I4
+        }
+    }
+
+    fn long(&mut self) -> i64 {
+        match self.pick(3) {
+            0 => i64::from(self.int()),
+            1 => self.u.arbitrary::<i64>().unwrap_or(0),
+            _ => [i64::MIN, i64::MAX, 1 << 32, u32::MAX as i64, -(1 << 31) - 1]
+                [self.pick(5) as usize],
+        }
+    }
+
+    /// A fresh `int32` local for a loop counter.
+    fn counter(&mut self) -> u16 {
+        let k = self.shape.locals;
+        self.shape.locals += 1;
+        self.shape.local_types.push(ValType::I4);
+        k
+    }
+
+    /// The locals of type `t` among the first `n`.
+    fn locals_of(&self, t: ValType, n: u16) -> Vec<u16> {
+        (0..n)
+            .filter(|&k| self.shape.local_type(k as usize) == t)
+            .collect()
+    }
+
+    /// The arguments of type `t`.
+    fn args_of(&self, t: ArgType) -> Vec<u16> {
+        (0..self.shape.args)
+            .filter(|&k| self.shape.arg_type(k as usize) == t)
+            .collect()
+    }
+
+    /// The value arguments (not `int32&`).
+    fn value_args(&self) -> Vec<u16> {
+        (0..self.shape.args)
+            .filter(|&k| self.shape.arg_type(k as usize) != ArgType::RefI4)
+            .collect()
+    }
+
+    /// One of `v`, by choice (`v` is not empty).
+    fn one_of_index(&mut self, v: &[usize]) -> usize {
+        v[self.pick(v.len() as u32) as usize]
+    }
+
+    /// One of `v`, by choice (`v` is not empty).
+    fn one_of(&mut self, v: &[u16]) -> u16 {
+        v[self.pick(v.len() as u32) as usize]
     }
 
     // ----- emission -----
@@ -360,6 +554,34 @@ impl<'a, 'u> Gen<'a, 'u> {
         self.push_depth(1);
     }
 
+    /// An `int64` constant: `ldc.i8`, or `ldc.i4` and `conv.i8` when it fits.
+    fn ldc8(&mut self, v: i64) {
+        match i32::try_from(v) {
+            Ok(small) if self.pick(2) == 0 => {
+                self.ldc(small);
+                self.op(Opcode::Conv_I8);
+            }
+            _ => {
+                self.emit(Instr::new(Opcode::Ldc_I8, Operand::Int64(v)));
+                self.push_depth(1);
+            }
+        }
+    }
+
+    /// A constant of type `t`.
+    fn constant(&mut self, t: ValType) {
+        match t {
+            ValType::I4 => {
+                let v = self.int();
+                self.ldc(v);
+            }
+            ValType::I8 => {
+                let v = self.long();
+                self.ldc8(v);
+            }
+        }
+    }
+
     /// A local or argument access in one of its encodings (macro, short, long).
     fn var(&mut self, index: u16, macros: [Opcode; 4], short: Opcode, long: Opcode) -> usize {
         let form = self.pick(3);
@@ -436,6 +658,21 @@ impl<'a, 'u> Gen<'a, 'u> {
             }
         }
         self.shape.locals = self.user_locals;
+        for _ in 0..self.shape.args {
+            let t = if self.chance(cfg.byref_percent) {
+                ArgType::RefI4
+            } else {
+                ArgType::Val(self.value_type())
+            };
+            self.shape.arg_types.push(t);
+        }
+        for _ in 0..self.user_locals {
+            let t = self.value_type();
+            self.shape.local_types.push(t);
+        }
+        if !self.shape.returns_void {
+            self.shape.ret = self.value_type();
+        }
         if cfg.calls {
             let n = self.pick(cfg.max_callees + 1);
             // One argument at most on a lean stack.
@@ -457,7 +694,14 @@ impl<'a, 'u> Gen<'a, 'u> {
             }
         }
         let inputs = (0..1 + self.pick(3))
-            .map(|_| (0..self.shape.args).map(|_| self.int()).collect())
+            .map(|_| {
+                (0..self.shape.args as usize)
+                    .map(|k| match self.shape.arg_type(k) {
+                        ArgType::Val(ValType::I8) => self.long(),
+                        ArgType::Val(ValType::I4) | ArgType::RefI4 => i64::from(self.int()),
+                    })
+                    .collect()
+            })
             .collect();
 
         let top = if self.tiny {
@@ -527,11 +771,16 @@ impl<'a, 'u> Gen<'a, 'u> {
         for c in &self.callees {
             resolver = resolver.call(c.token, c.sig());
         }
+        for p in &self.peers {
+            resolver = resolver.call(p.token(), p.sig());
+        }
         Generated {
             method: self.m,
             resolver: resolver.closed(),
             shape: self.shape,
             callees: self.callees,
+            peers: self.peers,
+            calls_peers: self.calls_peers,
             inputs,
             max_stack,
             sites: self.sites,
@@ -563,8 +812,8 @@ impl<'a, 'u> Gen<'a, 'u> {
         if !reachable && terminal && !targets_end && self.pick(2) == 1 {
             return;
         }
-        if !self.shape.returns_void {
-            self.expr(0);
+        if let Some(t) = self.shape.returns() {
+            self.expr_of(0, t);
         }
         let i = self.op(Opcode::Ret);
         self.pop_depth(1);
@@ -592,12 +841,12 @@ impl<'a, 'u> Gen<'a, 'u> {
     /// can precede the head, so the counter counts up from the zeroed local.
     fn entry_loop(&mut self, with_try: bool) {
         debug_assert!(self.m.instrs.is_empty());
-        let counter = self.shape.locals;
-        self.shape.locals += 1;
+        let counter = self.counter();
         self.zeroed_counter = true;
         let n = 1 + self.pick(4) as i32;
         let head = self.new_label();
         self.bind(head);
+        self.loop_depth += 1;
         self.nested(|g| {
             let eh_room = (g.regions.len() as u32) < g.cfg.max_eh_depth;
             if with_try && g.nesting < g.cfg.max_nesting && eh_room {
@@ -608,6 +857,7 @@ impl<'a, 'u> Gen<'a, 'u> {
                 g.block();
             }
         });
+        self.loop_depth -= 1;
         if self.lean || self.pick(2) == 1 {
             // c = -(~c), then a switch of n targets, all the head: taken while c < n.
             self.ldloc(counter);
@@ -666,8 +916,9 @@ impl<'a, 'u> Gen<'a, 'u> {
         let end = self.new_label();
         let choices = if self.lean { 2 } else { COND_BRANCHES.len() };
         let (op, pops) = COND_BRANCHES[self.pick(choices as u32) as usize];
+        let t = self.operand_type();
         for _ in 0..pops {
-            self.expr(1);
+            self.expr_of(1, t);
         }
         self.pop_depth(pops as u32);
         self.mark_target(end);
@@ -681,8 +932,7 @@ impl<'a, 'u> Gen<'a, 'u> {
     /// `c = n; head: <span>; c = ~(-c); brtrue.s head`, the branch's displacement
     /// `-(128 - slack)`.
     fn edge_loop(&mut self, slack: usize) {
-        let counter = self.shape.locals;
-        self.shape.locals += 1;
+        let counter = self.counter();
         let n = 1 + self.pick(4) as i32;
         self.ldc(n);
         self.stloc(counter);
@@ -769,8 +1019,9 @@ impl<'a, 'u> Gen<'a, 'u> {
     fn early_exit(&mut self) {
         let skip = self.new_label();
         let v = self.int() as i8;
-        let cond = if self.shape.args > 0 && self.pick(3) != 0 {
-            let k = self.pick(self.shape.args as u32) as u16;
+        let args = self.value_args();
+        let cond = if !args.is_empty() && self.pick(3) != 0 {
+            let k = self.one_of(&args);
             let op = if k <= 255 {
                 Opcode::Ldarg_S
             } else {
@@ -795,7 +1046,7 @@ impl<'a, 'u> Gen<'a, 'u> {
             let tail: Vec<Callee> = self
                 .callees
                 .iter()
-                .filter(|c| c.returns_void == rv)
+                .filter(|c| c.returns_void == rv && (rv || self.shape.ret == ValType::I4))
                 .copied()
                 .collect();
             if self.cfg.prefixes && !tail.is_empty() && self.pick(3) == 0 {
@@ -804,8 +1055,16 @@ impl<'a, 'u> Gen<'a, 'u> {
                 let i = self.m.instrs.len() - 1;
                 self.sites.tail_calls.push(i);
             } else if !rv {
-                let v = self.int();
-                self.emit(Instr::new(Opcode::Ldc_I4, Operand::Int32(v)));
+                match self.shape.ret {
+                    ValType::I4 => {
+                        let v = self.int();
+                        self.emit(Instr::new(Opcode::Ldc_I4, Operand::Int32(v)));
+                    }
+                    ValType::I8 => {
+                        let v = self.long();
+                        self.emit(Instr::new(Opcode::Ldc_I8, Operand::Int64(v)));
+                    }
+                }
                 self.push_depth(1);
             }
             self.op(Opcode::Ret);
@@ -933,6 +1192,16 @@ impl<'a, 'u> Gen<'a, 'u> {
                 cfg.branches.edge as u32
             }, // short branch at a limit
             1,                        // nop
+            if self.args_of(ArgType::RefI4).is_empty() || self.lean {
+                0
+            } else {
+                3
+            }, // store through an int32&
+            if self.callable_peers(None).is_empty() {
+                0
+            } else {
+                2
+            }, // call a generated method
         ];
         match self.weighted(&weights) {
             0 => self.store_statement(),
@@ -949,27 +1218,32 @@ impl<'a, 'u> Gen<'a, 'u> {
             }
             9 => self.long_block(),
             10 => self.edge_statement(),
-            _ => {
+            11 => {
                 self.op(Opcode::Nop);
             }
+            12 => self.store_through(),
+            _ => self.peer_call_statement(),
         }
     }
 
     fn store_statement(&mut self) {
         let start = self.m.instrs.len();
         let reachable = self.reachable;
-        self.expr(0);
+        let t = self.value_type();
+        self.expr_of(0, t);
         let simple = self.m.instrs.len() == start + 1;
+        let locals = self.locals_of(t, self.user_locals);
+        let args = self.args_of(ArgType::Val(t));
         match self.pick(3) {
-            1 if self.user_locals > 0 => {
-                let k = self.pick(self.user_locals as u32) as u16;
+            1 if !locals.is_empty() => {
+                let k = self.one_of(&locals);
                 self.stloc(k);
                 if simple && reachable {
                     self.sites.simple_stores.push(start);
                 }
             }
-            2 if self.shape.args > 0 => {
-                let k = self.pick(self.shape.args as u32) as u16;
+            2 if !args.is_empty() => {
+                let k = self.one_of(&args);
                 self.starg(k);
             }
             _ => {
@@ -977,6 +1251,105 @@ impl<'a, 'u> Gen<'a, 'u> {
                 self.pop_depth(1);
             }
         }
+    }
+
+    /// The generated methods a call may go to here: outside loops, and only those whose
+    /// `int32&` parameters can be given an address (an `int32` local the program writes, an
+    /// `int32` argument, or an `int32&` argument), returning `ret` when asked.
+    fn callable_peers(&self, ret: Option<Option<ValType>>) -> Vec<usize> {
+        if self.loop_depth > 0 || self.lean {
+            return Vec::new();
+        }
+        let addressable = !self.locals_of(ValType::I4, self.user_locals).is_empty()
+            || self.shape.args > 0
+                && self
+                    .shape
+                    .arg_types
+                    .iter()
+                    .any(|&t| t != ArgType::Val(ValType::I8));
+        (0..self.peers.len())
+            .filter(|&k| {
+                let p = &self.peers[k];
+                (addressable || !p.args.contains(&ArgType::RefI4)) && ret.is_none_or(|r| r == p.ret)
+            })
+            .collect()
+    }
+
+    /// A call to the generated method `peers[k]`: an expression of its type per value
+    /// parameter, an address per `int32&` one.
+    fn peer_call(&mut self, k: usize, level: u32) {
+        let p = self.peers[k].clone();
+        for &a in &p.args {
+            match a {
+                ArgType::Val(t) => self.expr_of(level + 1, t),
+                ArgType::RefI4 => self.address(),
+            }
+        }
+        let i = self.emit(Instr::new(Opcode::Call, Operand::Token(p.token())));
+        self.sites.calls.push(i);
+        self.calls_peers = true;
+        self.pop_depth(p.args.len() as u32);
+        self.push_depth(p.ret.is_some() as u32);
+    }
+
+    /// The address of an `int32`: `ldloca` of a local the program writes (never a loop
+    /// counter), `ldarga` of an `int32` argument, or an `int32&` argument itself.
+    fn address(&mut self) {
+        let locals = self.locals_of(ValType::I4, self.user_locals);
+        let args = self.args_of(ArgType::Val(ValType::I4));
+        let refs = self.args_of(ArgType::RefI4);
+        match self.weighted(&[
+            (!locals.is_empty()) as u32 * 2,
+            (!args.is_empty()) as u32,
+            (!refs.is_empty()) as u32,
+        ]) {
+            0 => {
+                let k = self.one_of(&locals);
+                let op = if k <= 255 {
+                    Opcode::Ldloca_S
+                } else {
+                    Opcode::Ldloca
+                };
+                let i = self.emit(Instr::new(op, Operand::Var(k)));
+                self.sites.local_operands.push(i);
+            }
+            1 => {
+                let k = self.one_of(&args);
+                let op = if k <= 255 {
+                    Opcode::Ldarga_S
+                } else {
+                    Opcode::Ldarga
+                };
+                self.emit(Instr::new(op, Operand::Var(k)));
+            }
+            _ => {
+                let k = self.one_of(&refs);
+                self.ldarg(k);
+                return;
+            }
+        }
+        self.push_depth(1);
+    }
+
+    /// A call to a generated method as a statement, its result popped.
+    fn peer_call_statement(&mut self) {
+        let peers = self.callable_peers(None);
+        let k = peers[self.pick(peers.len() as u32) as usize];
+        self.peer_call(k, 0);
+        if self.peers[k].ret.is_some() {
+            self.op(Opcode::Pop);
+            self.pop_depth(1);
+        }
+    }
+
+    /// `ldarg k; <int32>; stind.i4` for an `int32&` argument `k`.
+    fn store_through(&mut self) {
+        let refs = self.args_of(ArgType::RefI4);
+        let k = self.one_of(&refs);
+        self.ldarg(k);
+        self.expr(1);
+        self.op(Opcode::Stind_I4);
+        self.pop_depth(2);
     }
 
     fn call_statement(&mut self) {
@@ -1001,8 +1374,9 @@ impl<'a, 'u> Gen<'a, 'u> {
         // The first two pop one operand: the only ones on a lean stack.
         let choices = if self.lean { 2 } else { COND_BRANCHES.len() };
         let (op, pops) = COND_BRANCHES[self.pick(choices as u32) as usize];
+        let t = self.operand_type();
         for _ in 0..pops {
-            self.expr(level + 1);
+            self.expr_of(level + 1, t);
         }
         self.pop_depth(pops as u32);
         self.branch(op, target)
@@ -1037,14 +1411,15 @@ impl<'a, 'u> Gen<'a, 'u> {
 
     /// `do { body } while (--counter != 0)`, the counter a fresh local set to 1..=4.
     fn loop_statement(&mut self) {
-        let counter = self.shape.locals;
-        self.shape.locals += 1;
+        let counter = self.counter();
         let n = 1 + self.pick(4) as i32;
         self.ldc(n);
         self.stloc(counter);
         let head = self.new_label();
         self.bind(head);
+        self.loop_depth += 1;
         self.nested(|g| g.block());
+        self.loop_depth -= 1;
         let form = if self.lean { 2 } else { self.pick(3) };
         self.ldloc(counter);
         if form == 2 {
@@ -1137,7 +1512,7 @@ impl<'a, 'u> Gen<'a, 'u> {
             let tail: Vec<Callee> = self
                 .callees
                 .iter()
-                .filter(|c| c.returns_void == rv)
+                .filter(|c| c.returns_void == rv && (rv || self.shape.ret == ValType::I4))
                 .copied()
                 .collect();
             if self.cfg.prefixes && !tail.is_empty() && self.pick(3) == 0 {
@@ -1148,7 +1523,7 @@ impl<'a, 'u> Gen<'a, 'u> {
                 let i = self.call(c, true);
                 self.sites.tail_calls.push(i);
             } else if !rv {
-                self.expr(0);
+                self.expr_of(0, self.shape.ret);
             }
             self.op(Opcode::Ret);
             self.pop_depth(1);
@@ -1186,6 +1561,9 @@ impl<'a, 'u> Gen<'a, 'u> {
             }
             self.emit(Instr::new(Opcode::Ldfld, Operand::Token(EXCEPTION_VALUE)));
             let k = self.pick(self.user_locals as u32) as u16;
+            if self.shape.local_type(k as usize) == ValType::I8 {
+                self.op(Opcode::Conv_I8);
+            }
             self.stloc(k);
         } else {
             self.op(Opcode::Pop);
@@ -1232,8 +1610,9 @@ impl<'a, 'u> Gen<'a, 'u> {
                 ));
                 self.emit(Instr::new(Opcode::Ldfld, Operand::Token(EXCEPTION_VALUE)));
                 let v = self.int();
-                if self.shape.args > 0 && self.pick(3) == 0 {
-                    let k = self.pick(self.shape.args as u32) as u16;
+                let args = self.args_of(ArgType::Val(ValType::I4));
+                if !args.is_empty() && self.pick(3) == 0 {
+                    let k = self.one_of(&args);
                     self.ldarg(k);
                 } else {
                     self.ldc(v);
@@ -1416,17 +1795,34 @@ impl<'a, 'u> Gen<'a, 'u> {
         self.bind(after);
     }
 
-    // ----- expressions (each pushes one int32) -----
+    // ----- expressions (each pushes one value of the type asked for) -----
 
+    /// An `int32` expression.
     fn expr(&mut self, level: u32) {
+        self.expr_of(level, ValType::I4);
+    }
+
+    fn expr_of(&mut self, level: u32, t: ValType) {
+        match t {
+            ValType::I4 => self.expr_i4(level),
+            ValType::I8 => self.expr_i8(level),
+        }
+    }
+
+    fn expr_i4(&mut self, level: u32) {
         let cfg = self.cfg;
         // Leaves only on a lean stack.
         let deeper = !self.lean && level < cfg.max_expr_depth;
         let int_callees = self.callees.iter().any(|c| !c.returns_void);
+        let args = self.args_of(ArgType::Val(ValType::I4));
+        let refs = self.args_of(ArgType::RefI4);
+        let locals = self.locals_of(ValType::I4, self.shape.locals);
+        let int64 = cfg.int64_percent > 0;
+        let peers = self.callable_peers(Some(Some(ValType::I4)));
         let weights = [
             3,                                                 // constant
-            if self.shape.args > 0 { 2 } else { 0 },           // argument
-            if self.shape.locals > 0 { 2 } else { 0 },         // local
+            if args.is_empty() { 0 } else { 2 },               // argument
+            if locals.is_empty() { 0 } else { 2 },             // local
             if deeper { 3 } else { 0 },                        // binary
             if deeper { 1 } else { 0 },                        // unary
             if deeper { 2 } else { 0 },                        // compare
@@ -1435,18 +1831,18 @@ impl<'a, 'u> Gen<'a, 'u> {
             if deeper && int_callees { 2 } else { 0 },         // call
             if deeper && cfg.max_nesting > 0 { 1 } else { 0 }, // conditional
             if deeper { 1 } else { 0 },                        // dup
+            if refs.is_empty() { 0 } else { 2 },               // through an int32&
+            if deeper && int64 { 1 } else { 0 },               // conv.i4 of an int64
+            if deeper && !peers.is_empty() { 2 } else { 0 },   // call a generated method
         ];
         match self.weighted(&weights) {
-            0 => {
-                let v = self.int();
-                self.ldc(v);
-            }
+            0 => self.constant(ValType::I4),
             1 => {
-                let k = self.pick(self.shape.args as u32) as u16;
+                let k = self.one_of(&args);
                 self.ldarg(k);
             }
             2 => {
-                let k = self.pick(self.shape.locals as u32) as u16;
+                let k = self.one_of(&locals);
                 self.ldloc(k);
             }
             3 => {
@@ -1460,34 +1856,14 @@ impl<'a, 'u> Gen<'a, 'u> {
                 self.op_of(&[Opcode::Neg, Opcode::Not]);
             }
             5 => {
-                self.expr(level + 1);
-                self.expr(level + 1);
+                let t = self.operand_type();
+                self.expr_of(level + 1, t);
+                self.expr_of(level + 1, t);
                 self.op_of(COMPARE);
                 self.pop_depth(1);
             }
-            6 => {
-                // The count is masked: shifts by 32 or more are unspecified (III.3.58).
-                self.expr(level + 1);
-                self.expr(level + 1);
-                self.ldc(31);
-                self.op(Opcode::And);
-                self.pop_depth(1);
-                self.op_of(SHIFT);
-                self.pop_depth(1);
-            }
-            7 => {
-                // The divisor is forced into 1..=8: no division by zero, no MinValue / -1.
-                self.expr(level + 1);
-                self.expr(level + 1);
-                self.ldc(7);
-                self.op(Opcode::And);
-                self.pop_depth(1);
-                self.ldc(1);
-                self.op(Opcode::Add);
-                self.pop_depth(1);
-                self.op_of(DIVIDE);
-                self.pop_depth(1);
-            }
+            6 => self.shift(level, ValType::I4),
+            7 => self.divide(level, ValType::I4),
             8 => {
                 let ints: Vec<Callee> = self
                     .callees
@@ -1501,30 +1877,142 @@ impl<'a, 'u> Gen<'a, 'u> {
                 }
                 self.call(c, false);
             }
-            9 => {
-                // cond ? a : b, the two values merging on the stack.
-                let else_label = self.new_label();
-                let end = self.new_label();
-                self.cond_branch(else_label, level);
-                self.expr(level + 1);
-                self.pop_depth(1);
-                self.branch(Opcode::Br, end);
-                self.bind(else_label);
-                self.expr(level + 1);
-                self.bind(end);
+            9 => self.conditional(level, ValType::I4),
+            10 => self.dup(level, ValType::I4),
+            11 => {
+                let k = self.one_of(&refs);
+                self.ldarg(k);
+                self.op(Opcode::Ldind_I4);
+            }
+            12 => {
+                self.expr_i8(level + 1);
+                self.op(Opcode::Conv_I4);
             }
             _ => {
-                self.expr(level + 1);
-                self.op(Opcode::Dup);
-                self.push_depth(1);
-                if self.user_locals > 0 && self.pick(2) == 0 {
-                    let k = self.pick(self.user_locals as u32) as u16;
-                    self.stloc(k);
-                } else {
-                    self.op_of(BINARY);
-                    self.pop_depth(1);
-                }
+                let k = self.one_of_index(&peers);
+                self.peer_call(k, level);
             }
+        }
+    }
+
+    fn expr_i8(&mut self, level: u32) {
+        let cfg = self.cfg;
+        let deeper = !self.lean && level < cfg.max_expr_depth;
+        let args = self.args_of(ArgType::Val(ValType::I8));
+        let locals = self.locals_of(ValType::I8, self.shape.locals);
+        let peers = self.callable_peers(Some(Some(ValType::I8)));
+        let weights = [
+            3,                                                 // constant
+            if args.is_empty() { 0 } else { 2 },               // argument
+            if locals.is_empty() { 0 } else { 2 },             // local
+            if deeper { 3 } else { 0 },                        // binary
+            if deeper { 1 } else { 0 },                        // unary
+            if deeper { 1 } else { 0 },                        // shift
+            if deeper { 1 } else { 0 },                        // divide
+            if deeper && cfg.max_nesting > 0 { 1 } else { 0 }, // conditional
+            if deeper { 1 } else { 0 },                        // dup
+            2,                                                 // conv.i8 / conv.u8 of an int32
+            if deeper && !peers.is_empty() { 2 } else { 0 },   // call a generated method
+        ];
+        match self.weighted(&weights) {
+            0 => self.constant(ValType::I8),
+            1 => {
+                let k = self.one_of(&args);
+                self.ldarg(k);
+            }
+            2 => {
+                let k = self.one_of(&locals);
+                self.ldloc(k);
+            }
+            3 => {
+                self.expr_i8(level + 1);
+                self.expr_i8(level + 1);
+                self.op_of(BINARY);
+                self.pop_depth(1);
+            }
+            4 => {
+                self.expr_i8(level + 1);
+                self.op_of(&[Opcode::Neg, Opcode::Not]);
+            }
+            5 => self.shift(level, ValType::I8),
+            6 => self.divide(level, ValType::I8),
+            7 => self.conditional(level, ValType::I8),
+            8 => self.dup(level, ValType::I8),
+            10 => {
+                let k = self.one_of_index(&peers);
+                self.peer_call(k, level);
+            }
+            _ => {
+                // A leaf operand keeps a lean stack at one slot.
+                let operand = if deeper {
+                    level + 1
+                } else {
+                    cfg.max_expr_depth
+                };
+                self.expr_of(operand, ValType::I4);
+                self.op_of(&[Opcode::Conv_I8, Opcode::Conv_U8]);
+            }
+        }
+    }
+
+    /// `a << (b & mask)`: the count is masked, shifts by the width or more are unspecified
+    /// (III.3.58); the count is an `int32` for either width.
+    fn shift(&mut self, level: u32, t: ValType) {
+        self.expr_of(level + 1, t);
+        self.expr(level + 1);
+        self.ldc(if t == ValType::I8 { 63 } else { 31 });
+        self.op(Opcode::And);
+        self.pop_depth(1);
+        self.op_of(SHIFT);
+        self.pop_depth(1);
+    }
+
+    /// `a / ((b & 7) + 1)` and kin: the divisor is forced into 1..=8, so no division by zero
+    /// and no MinValue / -1.
+    fn divide(&mut self, level: u32, t: ValType) {
+        self.expr_of(level + 1, t);
+        self.expr_of(level + 1, t);
+        match t {
+            ValType::I4 => self.ldc(7),
+            ValType::I8 => self.ldc8(7),
+        }
+        self.op(Opcode::And);
+        self.pop_depth(1);
+        match t {
+            ValType::I4 => self.ldc(1),
+            ValType::I8 => self.ldc8(1),
+        }
+        self.op(Opcode::Add);
+        self.pop_depth(1);
+        self.op_of(DIVIDE);
+        self.pop_depth(1);
+    }
+
+    /// cond ? a : b, the two values merging on the stack.
+    fn conditional(&mut self, level: u32, t: ValType) {
+        let else_label = self.new_label();
+        let end = self.new_label();
+        self.cond_branch(else_label, level);
+        self.expr_of(level + 1, t);
+        self.pop_depth(1);
+        self.branch(Opcode::Br, end);
+        self.bind(else_label);
+        self.expr_of(level + 1, t);
+        self.bind(end);
+    }
+
+    /// `e; dup;` then a store of the copy to a local of its type, or an operator on both.
+    fn dup(&mut self, level: u32, t: ValType) {
+        self.expr_of(level + 1, t);
+        self.op(Opcode::Dup);
+        self.push_depth(1);
+        let locals = self.locals_of(t, self.user_locals);
+        if !locals.is_empty() && self.pick(2) == 0 {
+            let k = self.one_of(&locals);
+            self.stloc(k);
+        } else {
+            self.op_of(BINARY);
+            self.pop_depth(1);
         }
     }
 }

@@ -587,6 +587,7 @@ pub fn minimise(
                         current[k].seed,
                         trial.clone(),
                         &setup.config,
+                        current[k].peers.clone(),
                     );
                     if fails(&candidate)? {
                         choices = trial;

@@ -12,7 +12,17 @@
 //! @ M3#1 throw 77 trace 5
 //! @ M4#0 void trace 0
 //! @ M5#0 exception System.InvalidProgramException trace 0
+//! @ M6#0 ret -9000000000 trace 0 ref 7 ref -3
 //! ```
+//!
+//! A method with `int32&` arguments is passed the addresses of `int32` locals of its runner,
+//! set from its inputs; the line ends with their final values (` ref V`, in argument order),
+//! whether the call returned or threw.
+//!
+//! A generated method may call an earlier one of the program ([`Peer`]): the call goes to the
+//! real method when the program holds it with the signature the caller was generated against,
+//! else to a stub `Gone_Mk` of that signature that returns zero (a minimised program may have
+//! dropped the callee, or changed its signature).
 //!
 //! The [`Manifest`] lists the methods, their seeds and inputs, and the lines the interpreter
 //! expects; other output (a probe's, say) is not a result line. The same seed gives the same
@@ -21,9 +31,11 @@
 use super::il::{Code, lay_out};
 pub use super::runtime::RUNTIMECONFIG;
 use crate::body::{Body, Clause};
+use crate::generate::interp::PeerCode;
 use crate::generate::interp::{self, Env, Outcome as RunOutcome, call_hash};
 use crate::generate::valid::{
-    Callee, EXCEPTION_CLASS, EXCEPTION_CTOR, EXCEPTION_VALUE, FIRST_CALLEE, Generated, OTHER_CLASS,
+    ArgType, Callee, EXCEPTION_CLASS, EXCEPTION_CTOR, EXCEPTION_VALUE, FIRST_CALLEE, Generated,
+    OTHER_CLASS, Peer, ValType, generate_calling,
 };
 use crate::generate::{Config, generate_from_bytes};
 use crate::image::emit::AssemblyIdentity;
@@ -80,28 +92,44 @@ pub struct ProgramMethod {
     pub seed: u64,
     /// The choice stream when it is not the seed's (a minimised method's).
     pub choices: Option<Vec<u8>>,
+    /// The earlier methods of the program it was offered to call.
+    pub peers: Vec<Peer>,
     /// The generated method (synthetic tokens).
     pub generated: Generated,
 }
 
 impl ProgramMethod {
-    /// The method of `seed`, named `name`.
-    pub fn from_seed(name: String, seed: u64, config: &Config) -> Self {
+    /// The method of `seed`, named `name`, offered to call `peers`.
+    pub fn from_seed(name: String, seed: u64, config: &Config, peers: Vec<Peer>) -> Self {
+        let bytes = seed_bytes(seed, CHOICE_BYTES);
         ProgramMethod {
             name,
             seed,
             choices: None,
-            generated: method_from_seed(seed, config),
+            generated: generate_calling(&mut arbitrary::Unstructured::new(&bytes), config, &peers),
+            peers,
         }
     }
 
-    /// The method of an explicit choice stream (`seed` kept for the record).
-    pub fn from_choices(name: String, seed: u64, choices: Vec<u8>, config: &Config) -> Self {
+    /// The method of an explicit choice stream (`seed` kept for the record), offered to call
+    /// `peers`.
+    pub fn from_choices(
+        name: String,
+        seed: u64,
+        choices: Vec<u8>,
+        config: &Config,
+        peers: Vec<Peer>,
+    ) -> Self {
         ProgramMethod {
             name,
             seed,
-            generated: generate_from_bytes(&choices, config),
+            generated: generate_calling(
+                &mut arbitrary::Unstructured::new(&choices),
+                config,
+                &peers,
+            ),
             choices: Some(choices),
+            peers,
         }
     }
 
@@ -139,10 +167,15 @@ pub struct ManifestMethod {
     /// zero bytes are left out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub choices: Option<String>,
-    /// Argument vectors it is called with, in order.
-    pub inputs: Vec<Vec<i32>>,
+    /// Argument vectors it is called with, in order (for an `int32&` argument, the initial
+    /// value of the `int32` it points to).
+    pub inputs: Vec<Vec<i64>>,
     /// The result lines the calls print, in order.
     pub expected: Vec<String>,
+    /// The earlier methods it was offered to call, with the signatures it was generated
+    /// against.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub peers: Vec<Peer>,
 }
 
 impl Manifest {
@@ -155,6 +188,7 @@ impl Manifest {
                     m.name.clone(),
                     m.seed,
                     &self.config,
+                    m.peers.clone(),
                 )),
                 Some(hex) => {
                     let bytes = (0..hex.len() / 2)
@@ -166,6 +200,7 @@ impl Manifest {
                         m.seed,
                         bytes,
                         &self.config,
+                        m.peers.clone(),
                     ))
                 }
             })
@@ -230,11 +265,61 @@ pub fn method_from_seed(seed: u64, config: &Config) -> Generated {
     generate_from_bytes(&seed_bytes(seed, CHOICE_BYTES), config)
 }
 
-/// `count` methods for the program of `seed`, named `M0`, `M1`, ….
+/// Most earlier methods a generated method is offered to call: the latest ones that call no
+/// other method.
+pub const MAX_PEERS: usize = 3;
+
+/// `count` methods for the program of `seed`, named `M0`, `M1`, …; each is offered to call
+/// the [`MAX_PEERS`] latest earlier ones that call no other (when [`Config::peer_calls`]).
 pub fn generate_methods(seed: u64, count: u32, config: &Config) -> Vec<ProgramMethod> {
-    (0..count)
-        .map(|i| ProgramMethod::from_seed(format!("M{i}"), method_seed(seed, u64::from(i)), config))
-        .collect()
+    let mut methods: Vec<ProgramMethod> = Vec::with_capacity(count as usize);
+    let mut leaves: Vec<Peer> = Vec::new();
+    for i in 0..count {
+        let peers = if config.peer_calls {
+            leaves[leaves.len().saturating_sub(MAX_PEERS)..].to_vec()
+        } else {
+            Vec::new()
+        };
+        let m = ProgramMethod::from_seed(
+            format!("M{i}"),
+            method_seed(seed, u64::from(i)),
+            config,
+            peers,
+        );
+        if !m.generated.calls_peers {
+            leaves.push(Peer::of(i, &m.generated));
+        }
+        methods.push(m);
+    }
+    methods
+}
+
+/// The method a call to `peer` goes to among `earlier`: `M{index}` with the signature the
+/// caller was generated against, calling no other method itself; `None`: a stub.
+fn resolve_peer<'m>(peer: &Peer, earlier: &'m [ProgramMethod]) -> Option<&'m ProgramMethod> {
+    let name = format!("M{}", peer.index);
+    earlier.iter().find(|m| {
+        m.name == name && !m.generated.calls_peers && Peer::of(peer.index, &m.generated) == *peer
+    })
+}
+
+/// A generated method a call goes to, with its laid-out code and clauses.
+type PeerBody<'m> = (&'m ProgramMethod, Vec<u8>, Vec<Clause>);
+
+/// A method's laid-out code and clauses, for the interpreter.
+fn interp_code(m: &ProgramMethod) -> Result<(Vec<u8>, Vec<Clause>), ProgramError> {
+    let bytes = m
+        .generated
+        .encode()
+        .map_err(|source| ProgramError::Layout {
+            method: m.name.clone(),
+            source,
+        })?;
+    let body = Body::parse(&bytes).map_err(|e| ProgramError::NotRunnable {
+        method: m.name.clone(),
+        reason: e.to_string(),
+    })?;
+    Ok((body.code.to_vec(), body.clauses().copied().collect()))
 }
 
 /// The program of `seed`: `count` generated methods and a `Main` that runs them.
@@ -250,28 +335,52 @@ pub fn generate_program(
     Ok(p)
 }
 
-/// The result lines the interpreter expects of `m`, one per input.
-pub fn expected_lines(m: &ProgramMethod) -> Result<Vec<String>, ProgramError> {
+/// The result lines the interpreter expects of `m`, one per input; its calls to generated
+/// methods go to those of `earlier` ([`resolve_peer`]), or to stubs.
+pub fn expected_lines(
+    m: &ProgramMethod,
+    earlier: &[ProgramMethod],
+) -> Result<Vec<String>, ProgramError> {
     let g = &m.generated;
     let fail = |reason: String| ProgramError::NotRunnable {
         method: m.name.clone(),
         reason,
     };
-    let bytes = g.encode().map_err(|source| ProgramError::Layout {
-        method: m.name.clone(),
-        source,
-    })?;
-    let body = Body::parse(&bytes).map_err(|e| fail(e.to_string()))?;
-    let clauses: Vec<Clause> = body.clauses().copied().collect();
+    let (code, clauses) = interp_code(m)?;
+    let callees: Vec<(&Peer, Option<PeerBody<'_>>)> = g
+        .peers
+        .iter()
+        .map(|p| {
+            let body = match resolve_peer(p, earlier) {
+                Some(c) => {
+                    let (code, clauses) = interp_code(c)?;
+                    Some((c, code, clauses))
+                }
+                None => None,
+            };
+            Ok((p, body))
+        })
+        .collect::<Result<_, ProgramError>>()?;
+    let peers: Vec<PeerCode<'_>> = callees
+        .iter()
+        .map(|(p, body)| PeerCode {
+            token: p.token(),
+            args: &p.args,
+            ret: p.ret,
+            body: body
+                .as_ref()
+                .map(|(c, code, clauses)| (&code[..], &clauses[..], c.generated.env(FUEL))),
+        })
+        .collect();
     let env = Env {
-        callees: &g.callees,
-        fuel: FUEL,
+        peers: &peers,
+        ..g.env(FUEL)
     };
     g.inputs
         .iter()
         .enumerate()
         .map(|(i, args)| {
-            let run = interp::run(body.code, &clauses, args, &env);
+            let run = interp::run(&code, &clauses, args, &env);
             let trace = run.trace.iter().fold(0i32, |t, e| {
                 t.wrapping_mul(31)
                     .wrapping_add(call_hash(e.token, &e.args) as i32)
@@ -282,8 +391,9 @@ pub fn expected_lines(m: &ProgramMethod) -> Result<Vec<String>, ProgramError> {
                 RunOutcome::Threw(v) => format!("throw {v}"),
                 other => return Err(fail(format!("input {i}: {other:?}"))),
             };
+            let refs: String = run.refs.iter().map(|v| format!(" ref {v}")).collect();
             Ok(format!(
-                "{RESULT_MARK}{}#{i} {outcome} trace {trace}",
+                "{RESULT_MARK}{}#{i} {outcome} trace {trace}{refs}",
                 m.name
             ))
         })
@@ -296,18 +406,20 @@ struct Common {
     trace: Token,
     exception_ctor: Token,
     int_to_string: Token,
+    long_to_string: Token,
     concat2: Token,
+    concat3: Token,
     concat4: Token,
     get_type: Token,
     object_to_string: Token,
     write_line: Token,
-    runner_locals: Token,
     /// The `ldstr` literals of result lines.
     s_ret: Token,
     s_void: Token,
     s_throw: Token,
     s_exception: Token,
     s_trace: Token,
+    s_ref: Token,
 }
 
 /// Builds the program of `methods` (see the module documentation).
@@ -328,6 +440,7 @@ pub fn build_program(
     let exception = b.type_ref(corlib, "System", "Exception")?;
     let string = b.type_ref(corlib, "System", "String")?;
     let int32 = b.type_ref(corlib, "System", "Int32")?;
+    let int64 = b.type_ref(corlib, "System", "Int64")?;
     let console = b.type_ref(corlib, "System", "Console")?;
     let type_ = b.type_ref(corlib, "System", "Type")?;
     let void_ctor = method_sig(true, SigType::Void, &[])?;
@@ -336,10 +449,20 @@ pub fn build_program(
         trace: Token(0),
         exception_ctor: b.member_ref(exception, ".ctor", &void_ctor)?,
         int_to_string: b.member_ref(int32, "ToString", &method_sig(true, SigType::String, &[])?)?,
+        long_to_string: b.member_ref(
+            int64,
+            "ToString",
+            &method_sig(true, SigType::String, &[])?,
+        )?,
         concat2: b.member_ref(
             string,
             "Concat",
             &method_sig(false, SigType::String, &[SigType::String; 2])?,
+        )?,
+        concat3: b.member_ref(
+            string,
+            "Concat",
+            &method_sig(false, SigType::String, &[SigType::String; 3])?,
         )?,
         concat4: b.member_ref(
             string,
@@ -361,16 +484,12 @@ pub fn build_program(
             "WriteLine",
             &method_sig(false, SigType::Void, &[SigType::String])?,
         )?,
-        runner_locals: b.standalone_sig(&locals_sig(&[
-            SigType::I4,
-            SigType::Class(exception),
-            SigType::String,
-        ])?)?,
         s_ret: b.user_string("ret ")?,
         s_void: b.user_string("void")?,
         s_throw: b.user_string("throw ")?,
         s_exception: b.user_string("exception ")?,
         s_trace: b.user_string(" trace ")?,
+        s_ref: b.user_string(" ref ")?,
     };
     let mut c = c;
 
@@ -454,11 +573,59 @@ pub fn build_program(
         )?;
         callee_tokens.insert(*callee, t);
     }
+    // Stubs for the calls to generated methods the program does not hold as the callers
+    // expect them.
+    let mut stubs: std::collections::HashMap<Peer, Token> = std::collections::HashMap::new();
+    for (i, m) in methods.iter().enumerate() {
+        for p in &m.generated.peers {
+            if resolve_peer(p, &methods[..i]).is_none() && !stubs.contains_key(p) {
+                let name = format!("Gone_M{}_{}", p.index, stubs.len());
+                let params: Vec<SigType> = p.args.iter().map(|&a| arg_sig(a)).collect();
+                let ret = p.ret.map_or(SigType::Void, val_sig);
+                let mut k = Code::new(8, Token(0));
+                match p.ret {
+                    None => {}
+                    Some(ValType::I4) => {
+                        k.i4(0);
+                    }
+                    Some(ValType::I8) => {
+                        k.0.push(Instr::new(Opcode::Ldc_I8, Operand::Int64(0)));
+                    }
+                }
+                k.op(Opcode::Ret);
+                let body = k.done().map_err(|source| ProgramError::Layout {
+                    method: name.clone(),
+                    source,
+                })?;
+                let t = b.method(
+                    static_flags,
+                    &name,
+                    &method_sig(false, ret, &params)?,
+                    &body,
+                )?;
+                stubs.insert(p.clone(), t);
+            }
+        }
+    }
+    let mut method_tokens: std::collections::HashMap<&str, Token> =
+        std::collections::HashMap::new();
     let mut runners = Vec::with_capacity(methods.len());
     let mut manifest_methods = Vec::with_capacity(methods.len());
-    for m in methods {
+    for (index, m) in methods.iter().enumerate() {
         let g = &m.generated;
-        let expected = expected_lines(m)?;
+        let expected = expected_lines(m, &methods[..index])?;
+        let peer_tokens: Vec<(u32, Token)> = g
+            .peers
+            .iter()
+            .map(|p| {
+                let real = resolve_peer(p, &methods[..index])
+                    .and_then(|c| method_tokens.get(c.name.as_str()).copied());
+                (
+                    p.token(),
+                    real.or_else(|| stubs.get(p).copied()).unwrap_or(Token(0)),
+                )
+            })
+            .collect();
         let layout_err = |source| ProgramError::Layout {
             method: m.name.clone(),
             source,
@@ -469,7 +636,10 @@ pub fn build_program(
             b.rows(crate::image::tables::Table::MethodDef) + 1,
         );
         let locals = if g.shape.locals > 0 {
-            b.standalone_sig(&locals_sig(&vec![SigType::I4; g.shape.locals as usize])?)?
+            let types: Vec<SigType> = (0..g.shape.locals as usize)
+                .map(|k| val_sig(g.shape.local_type(k)))
+                .collect();
+            b.standalone_sig(&locals_sig(&types)?)?
         } else {
             Token(0)
         };
@@ -484,15 +654,15 @@ pub fn build_program(
                 && let Some(real) = callee_tokens.get(callee)
             {
                 *t = real.0;
+            } else if let Operand::Token(t) = &mut ins.operand
+                && let Some(&(_, real)) = peer_tokens.iter().find(|(synthetic, _)| synthetic == t)
+            {
+                *t = real.0;
             }
         }
         let body = lay_out(&method, BranchForms::KeepOriginal).map_err(layout_err)?;
-        let params = vec![SigType::I4; g.shape.args as usize];
-        let ret = if g.shape.returns_void {
-            SigType::Void
-        } else {
-            SigType::I4
-        };
+        let params = param_sigs(g);
+        let ret = g.shape.returns().map_or(SigType::Void, val_sig);
         let t = b.method(
             static_flags,
             &m.name,
@@ -500,11 +670,26 @@ pub fn build_program(
             &body,
         )?;
         debug_assert_eq!(t, method_token);
+        method_tokens.insert(&m.name, t);
         let mut labels = Vec::with_capacity(g.inputs.len());
         for i in 0..g.inputs.len() {
             labels.push(b.user_string(&format!("{RESULT_MARK}{}#{i} ", m.name))?);
         }
-        let body = runner_body(&c, g, method_token, &labels).map_err(layout_err)?;
+        let refs = g
+            .shape
+            .arg_types
+            .iter()
+            .filter(|&&t| t == ArgType::RefI4)
+            .count();
+        let mut runner_locals = vec![
+            SigType::I4,
+            SigType::Class(exception),
+            SigType::String,
+            SigType::I8,
+        ];
+        runner_locals.extend(std::iter::repeat_n(SigType::I4, refs));
+        let runner_locals = b.standalone_sig(&locals_sig(&runner_locals)?)?;
+        let body = runner_body(&c, g, method_token, runner_locals, &labels).map_err(layout_err)?;
         let runner = b.method(
             static_flags,
             &format!("Run_{}", m.name),
@@ -522,6 +707,7 @@ pub fn build_program(
             }),
             inputs: g.inputs.clone(),
             expected,
+            peers: m.peers.clone(),
         });
     }
     let mut main = Method::new(HeaderInfo {
@@ -571,6 +757,29 @@ impl Program {
         )?;
         Ok(exe)
     }
+}
+
+/// The signature type of a value type.
+fn val_sig(t: ValType) -> SigType {
+    match t {
+        ValType::I4 => SigType::I4,
+        ValType::I8 => SigType::I8,
+    }
+}
+
+/// The signature type of an argument type.
+fn arg_sig(t: ArgType) -> SigType {
+    match t {
+        ArgType::Val(v) => val_sig(v),
+        ArgType::RefI4 => SigType::ByRef(&SigType::I4),
+    }
+}
+
+/// The parameter types of a generated method.
+fn param_sigs(g: &Generated) -> Vec<SigType> {
+    (0..g.shape.args as usize)
+        .map(|k| arg_sig(g.shape.arg_type(k)))
+        .collect()
 }
 
 /// `GeneratedException::.ctor(int32)`: the base constructor, then the value.
@@ -638,16 +847,26 @@ fn callee_body(c: &Common, callee: &Callee) -> Result<Vec<u8>, crate::ir::Layout
     k.done()
 }
 
-/// `Run_M`: calls the method on each input and prints one result line per call.
+/// `Run_M`: calls the method on each input and prints one result line per call. Its locals:
+/// 0 an `int32` to format, 1 the exception caught, 2 the outcome's text, 3 an `int64` to
+/// format, then one `int32` per `int32&` argument, which the call gets the address of.
 fn runner_body(
     c: &Common,
     g: &Generated,
     method: Token,
+    locals: Token,
     labels: &[Token],
 ) -> Result<Vec<u8>, crate::ir::LayoutError> {
     let (ret, void, throw, exception, trace) =
         (c.s_ret, c.s_void, c.s_throw, c.s_exception, c.s_trace);
-    let mut k = Code::new(8, c.runner_locals);
+    let mut k = Code::new(8, locals);
+    // The runner's local behind each `int32&` argument.
+    let mut cells = Vec::new();
+    for a in 0..g.shape.args as usize {
+        if g.shape.arg_type(a) == ArgType::RefI4 {
+            cells.push((a, 4 + cells.len() as u16));
+        }
+    }
     for (args, &label) in g.inputs.iter().zip(labels) {
         let (try_start, try_end, handler, other, after) = (
             k.0.new_label(),
@@ -657,19 +876,43 @@ fn runner_body(
             k.0.new_label(),
         );
         k.i4(0).tok(Opcode::Stsfld, c.trace);
+        for &(a, cell) in &cells {
+            k.i4(args[a] as i32).var(Opcode::Stloc, cell);
+        }
         k.bind(try_start);
-        for &a in args {
-            k.i4(a);
+        for (a, &v) in args.iter().enumerate() {
+            match g.shape.arg_type(a) {
+                ArgType::Val(ValType::I4) => {
+                    k.i4(v as i32);
+                }
+                ArgType::Val(ValType::I8) => {
+                    k.0.push(Instr::new(Opcode::Ldc_I8, Operand::Int64(v)));
+                }
+                ArgType::RefI4 => {
+                    let cell = cells.iter().find(|(x, _)| *x == a).map_or(0, |&(_, l)| l);
+                    k.var(Opcode::Ldloca, cell);
+                }
+            }
         }
         k.tok(Opcode::Call, method);
-        if g.shape.returns_void {
-            k.tok(Opcode::Ldstr, void);
-        } else {
-            k.var(Opcode::Stloc, 0)
-                .tok(Opcode::Ldstr, ret)
-                .var(Opcode::Ldloca, 0)
-                .tok(Opcode::Call, c.int_to_string)
-                .tok(Opcode::Call, c.concat2);
+        match g.shape.returns() {
+            None => {
+                k.tok(Opcode::Ldstr, void);
+            }
+            Some(ValType::I4) => {
+                k.var(Opcode::Stloc, 0)
+                    .tok(Opcode::Ldstr, ret)
+                    .var(Opcode::Ldloca, 0)
+                    .tok(Opcode::Call, c.int_to_string)
+                    .tok(Opcode::Call, c.concat2);
+            }
+            Some(ValType::I8) => {
+                k.var(Opcode::Stloc, 3)
+                    .tok(Opcode::Ldstr, ret)
+                    .var(Opcode::Ldloca, 3)
+                    .tok(Opcode::Call, c.long_to_string)
+                    .tok(Opcode::Call, c.concat2);
+            }
         }
         k.var(Opcode::Stloc, 2).br(Opcode::Leave, after);
         k.bind(try_end).bind(handler);
@@ -706,8 +949,14 @@ fn runner_body(
             .var(Opcode::Stloc, 0)
             .var(Opcode::Ldloca, 0)
             .tok(Opcode::Call, c.int_to_string)
-            .tok(Opcode::Call, c.concat4)
-            .tok(Opcode::Call, c.write_line);
+            .tok(Opcode::Call, c.concat4);
+        for &(_, cell) in &cells {
+            k.tok(Opcode::Ldstr, c.s_ref)
+                .var(Opcode::Ldloca, cell)
+                .tok(Opcode::Call, c.int_to_string)
+                .tok(Opcode::Call, c.concat3);
+        }
+        k.tok(Opcode::Call, c.write_line);
     }
     k.op(Opcode::Ret);
     k.done()
@@ -735,13 +984,77 @@ mod tests {
         let mut methods = p.manifest.program_methods().unwrap();
         let mut choices = methods[1].choice_bytes();
         choices.truncate(100);
-        methods[1] = ProgramMethod::from_choices("M1".into(), methods[1].seed, choices, &cfg);
+        let peers = methods[1].peers.clone();
+        methods[1] =
+            ProgramMethod::from_choices("M1".into(), methods[1].seed, choices, &cfg, peers);
         let q = build_program("p", &methods, &cfg).unwrap();
         let json = serde_json::to_string(&q.manifest).unwrap();
         let back: Manifest = serde_json::from_str(&json).unwrap();
         let again = build_program("p", &back.program_methods().unwrap(), &cfg).unwrap();
         assert_eq!(again.bytes, q.bytes);
         assert_ne!(q.bytes, p.bytes);
+    }
+
+    /// Methods call earlier methods that call no other, with the signatures recorded in the
+    /// manifest; a manifest rebuilds the same bytes.
+    #[test]
+    fn generated_methods_call_earlier_ones() {
+        let cfg = Config::default();
+        let methods = generate_methods(11, 40, &cfg);
+        let mut callers = 0;
+        for (i, m) in methods.iter().enumerate() {
+            assert!(m.peers.len() <= MAX_PEERS);
+            for p in &m.peers {
+                assert!((p.index as usize) < i, "{}: offered M{}", m.name, p.index);
+                let callee = resolve_peer(p, &methods[..i]).expect("the callee is there");
+                assert!(!callee.generated.calls_peers);
+            }
+            callers += m.generated.calls_peers as usize;
+        }
+        assert!(callers >= 10, "only {callers} of 40 methods call another");
+        let p = build_program("p", &methods, &cfg).unwrap();
+        assert!(p.manifest.methods.iter().any(|m| !m.peers.is_empty()));
+        let again = build_program("p", &p.manifest.program_methods().unwrap(), &cfg).unwrap();
+        assert_eq!(again.bytes, p.bytes);
+        let off = Config {
+            peer_calls: false,
+            ..Config::default()
+        };
+        assert!(
+            generate_methods(11, 40, &off)
+                .iter()
+                .all(|m| m.peers.is_empty() && !m.generated.calls_peers)
+        );
+    }
+
+    /// A caller without its callee (dropped by minimisation) calls a stub that returns zero,
+    /// and the interpreter expects just that.
+    #[test]
+    fn a_dropped_callee_becomes_a_stub() {
+        let cfg = Config::default();
+        let methods = generate_methods(11, 40, &cfg);
+        let caller = methods
+            .iter()
+            .find(|m| m.generated.calls_peers)
+            .expect("a caller")
+            .clone();
+        let alone = build_program("p", std::slice::from_ref(&caller), &cfg).unwrap();
+        let with = build_program("p", &methods, &cfg).unwrap();
+        let has = |bytes: &[u8], what: &[u8]| bytes.windows(what.len()).any(|w| w == what);
+        assert!(has(&alone.bytes, b"Gone_M"));
+        assert!(!has(&with.bytes, b"Gone_M"));
+        assert_eq!(alone.manifest.methods.len(), 1);
+        let expected_with = &with
+            .manifest
+            .methods
+            .iter()
+            .find(|m| m.name == caller.name)
+            .unwrap()
+            .expected;
+        assert_eq!(
+            alone.manifest.methods[0].expected.len(),
+            expected_with.len()
+        );
     }
 
     #[test]

@@ -39,6 +39,8 @@ pub enum SigType {
     U1,
     /// `int32`.
     I4,
+    /// `int64`.
+    I8,
     /// `native int` (a function pointer's type, as delegate constructors take it).
     IntPtr,
     /// `string`.
@@ -52,6 +54,8 @@ pub enum SigType {
     SzArray(&'static SigType),
     /// A single-dimensional, zero-based array of a class by its TypeDef or TypeRef.
     ClassSzArray(Token),
+    /// A managed pointer to a type without a token (`int32&`), for parameters and locals.
+    ByRef(&'static SigType),
 }
 
 impl SigType {
@@ -62,6 +66,7 @@ impl SigType {
             SigType::Char => out.push(0x03),
             SigType::U1 => out.push(0x05),
             SigType::I4 => out.push(0x08),
+            SigType::I8 => out.push(0x0A),
             SigType::IntPtr => out.push(0x18),
             SigType::String => out.push(0x0E),
             SigType::Object => out.push(0x1C),
@@ -79,6 +84,10 @@ impl SigType {
             SigType::ClassSzArray(t) => {
                 out.extend_from_slice(&[0x1D, 0x12]);
                 write_type_token(t, out)?;
+            }
+            SigType::ByRef(target) => {
+                out.push(0x10);
+                target.write(out)?;
             }
         }
         Ok(())
