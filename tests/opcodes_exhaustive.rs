@@ -201,3 +201,82 @@ fn branch_targets_are_kept_raw() {
     }
     assert_eq!(out, code);
 }
+
+/// Issue-tracked rule of the code base: a `match` over opcodes, operand kinds or operands has no
+/// silent catch-all. Each `_` arm (plain or guarded) of such a match either goes (the arms list
+/// every variant, or the question goes to the opcode table's facts) or says why it is safe in a
+/// comment on the arm or the line above it. A match counts as one over opcodes or operands when
+/// one of its arms at the `_` arm's indentation starts with such a path.
+#[test]
+fn no_silent_catch_all_over_opcodes_or_operands() {
+    const KINDS: [&str; 5] = [
+        "Opcode::",
+        "OperandKind::",
+        "Operand::",
+        "RawOperand::",
+        "crate::instr::Operand::",
+    ];
+    let mut files = Vec::new();
+    let mut dirs = vec![std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                files.push(path);
+            }
+        }
+    }
+    assert!(
+        files.len() > 50,
+        "the scan found only {} files",
+        files.len()
+    );
+    let mut silent = Vec::new();
+    let mut checked = 0;
+    for path in files {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            let trimmed = line.trim_start();
+            if !(trimmed.starts_with("_ =>") || trimmed.starts_with("_ if ")) {
+                continue;
+            }
+            let indent = line.len() - trimmed.len();
+            // The arms above, up to the `match` that holds them.
+            let mut over_opcodes = false;
+            for above in lines[..i].iter().rev().take(400) {
+                let t = above.trim_start();
+                if t.is_empty() {
+                    continue;
+                }
+                let at = above.len() - t.len();
+                if at < indent && (t.contains("match ") || !t.starts_with('|')) {
+                    break;
+                }
+                let pattern = t.trim_start_matches("| ").trim_start_matches("Some(");
+                let pattern = pattern.trim_start_matches('(');
+                if (at == indent || t.starts_with('|'))
+                    && KINDS.iter().any(|k| pattern.starts_with(k))
+                {
+                    over_opcodes = true;
+                }
+            }
+            if !over_opcodes {
+                continue;
+            }
+            checked += 1;
+            let documented = line.contains("//") || lines[i - 1].trim_start().starts_with("//");
+            if !documented {
+                silent.push(format!("{}:{}: {}", path.display(), i + 1, trimmed));
+            }
+        }
+    }
+    assert!(checked > 5, "the scan recognised only {checked} catch-alls");
+    assert!(
+        silent.is_empty(),
+        "catch-all arms over opcodes or operands without a reason:\n{}",
+        silent.join("\n")
+    );
+}

@@ -375,6 +375,7 @@ impl<'a> Machine<'a> {
                     let v = match operand {
                         Operand::Int8(v) => v as i32,
                         Operand::Int32(v) => v,
+                        // The decoder gives these opcodes no other operand.
                         _ => return stuck(off, "bad constant"),
                     };
                     stack.push(Value::Int(v));
@@ -849,6 +850,7 @@ impl<'a> Machine<'a> {
 fn var_index(opcode: Opcode, operand: &Operand<'_>, first_macro: Opcode) -> usize {
     match operand {
         Operand::Var(v) => *v as usize,
+        // A macro form: the index is in the opcode.
         _ => (opcode as u16).wrapping_sub(first_macro as u16) as usize,
     }
 }

@@ -795,6 +795,7 @@ impl<'a, 'u> Gen<'a, 'u> {
             .iter()
             .filter_map(|i| match i.operand {
                 Operand::Target(l) => Some(l),
+                // Switch targets are chained below; no other operand is a label.
                 _ => None,
             })
             .chain(m.switch_targets.iter().copied())

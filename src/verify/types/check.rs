@@ -740,6 +740,7 @@ impl Prefixes {
         match x.op {
             Opcode::Constrained => self.constrained = Some(ts.type_token(0, Token(x.arg))),
             Opcode::Readonly => self.readonly = true,
+            // The other prefixes change no type rule.
             _ => {}
         }
     }
@@ -2117,6 +2118,7 @@ mod tests {
                         Operand::Token(t) => Some(*t),
                         Operand::Int8(v) => Some(*v as u32),
                         Operand::Int32(v) => Some(*v as u32),
+                        // No other operand is an argument of the fast decoder's record.
                         _ => None,
                     };
                     let targets: Vec<u32> = r
