@@ -336,7 +336,7 @@ pub fn generate_program(
 }
 
 /// The result lines the interpreter expects of `m`, one per input; its calls to generated
-/// methods go to those of `earlier` ([`resolve_peer`]), or to stubs.
+/// methods go to those of `earlier` (see `resolve_peer`), or to stubs.
 pub fn expected_lines(
     m: &ProgramMethod,
     earlier: &[ProgramMethod],
