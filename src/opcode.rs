@@ -75,21 +75,57 @@ impl OperandKind {
 
     /// True for operands that are metadata tokens.
     pub const fn is_token(self) -> bool {
-        matches!(
-            self,
-            OperandKind::Tok
-                | OperandKind::Type
-                | OperandKind::Field
-                | OperandKind::Method
-                | OperandKind::String
-                | OperandKind::Sig
-        )
+        self.token_kind().is_some()
+    }
+
+    /// Which tokens the operand takes, when it is a token: the one place that splits the
+    /// operand kinds into tokens and the rest.
+    pub const fn token_kind(self) -> Option<TokenKind> {
+        match self {
+            OperandKind::Tok => Some(TokenKind::Tok),
+            OperandKind::Type => Some(TokenKind::Type),
+            OperandKind::Field => Some(TokenKind::Field),
+            OperandKind::Method => Some(TokenKind::Method),
+            OperandKind::String => Some(TokenKind::String),
+            OperandKind::Sig => Some(TokenKind::Sig),
+            OperandKind::None
+            | OperandKind::ShortI
+            | OperandKind::I
+            | OperandKind::I8
+            | OperandKind::ShortR
+            | OperandKind::R
+            | OperandKind::ShortBrTarget
+            | OperandKind::BrTarget
+            | OperandKind::Switch
+            | OperandKind::ShortLocal
+            | OperandKind::ShortArg
+            | OperandKind::Local
+            | OperandKind::Arg => None,
+        }
     }
 
     /// True for operands that are branch displacements.
     pub const fn is_branch(self) -> bool {
         matches!(self, OperandKind::ShortBrTarget | OperandKind::BrTarget)
     }
+}
+
+/// The token operand kinds (InlineTok, InlineType, InlineField, InlineMethod, InlineString,
+/// InlineSig), for code that treats only tokens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TokenKind {
+    /// [`OperandKind::Tok`].
+    Tok,
+    /// [`OperandKind::Type`].
+    Type,
+    /// [`OperandKind::Field`].
+    Field,
+    /// [`OperandKind::Method`].
+    Method,
+    /// [`OperandKind::String`].
+    String,
+    /// [`OperandKind::Sig`].
+    Sig,
 }
 
 /// How many stack items an opcode pops.

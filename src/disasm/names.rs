@@ -7,7 +7,7 @@
 
 use crate::image::sig::{self, Style, callconv};
 use crate::image::{Image, ImageError, SigNames, Table, Token, names::write_ilasm_name};
-use crate::opcode::OperandKind;
+use crate::opcode::{OperandKind, TokenKind};
 use std::fmt::Write as _;
 
 /// Names metadata tokens for the disassembler.
@@ -347,33 +347,21 @@ pub fn write_string_literal(out: &mut String, raw: &[u8]) {
 impl TokenNamer for ImageNamer<'_> {
     fn write_token(&self, kind: OperandKind, token: u32, out: &mut String) -> Result<(), String> {
         let token = Token(token);
-        match kind {
-            OperandKind::Method => {
-                self.write_method_or_spec(token, Some(Member::Method), false, out)
-            }
-            OperandKind::Field => self.write_member(token, Some(Member::Field), "", false, out),
-            OperandKind::Type => self.write_type(token, out),
-            OperandKind::Tok => match token.table() {
+        let Some(which) = kind.token_kind() else {
+            return Err(format!("{kind:?} operands are not tokens"));
+        };
+        match which {
+            TokenKind::Method => self.write_method_or_spec(token, Some(Member::Method), false, out),
+            TokenKind::Field => self.write_member(token, Some(Member::Field), "", false, out),
+            TokenKind::Type => self.write_type(token, out),
+            TokenKind::Tok => match token.table() {
                 Some(Table::TypeDef | Table::TypeRef | Table::TypeSpec) => {
                     self.write_type(token, out)
                 }
                 _ => self.write_method_or_spec(token, None, true, out),
             },
-            OperandKind::Sig => self.write_standalone_method(token, out),
-            OperandKind::String => self.write_user_string(token, out),
-            OperandKind::None
-            | OperandKind::ShortI
-            | OperandKind::I
-            | OperandKind::I8
-            | OperandKind::ShortR
-            | OperandKind::R
-            | OperandKind::ShortBrTarget
-            | OperandKind::BrTarget
-            | OperandKind::Switch
-            | OperandKind::ShortLocal
-            | OperandKind::ShortArg
-            | OperandKind::Local
-            | OperandKind::Arg => Err(format!("{kind:?} operands are not tokens")),
+            TokenKind::Sig => self.write_standalone_method(token, out),
+            TokenKind::String => self.write_user_string(token, out),
         }
     }
 

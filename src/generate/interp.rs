@@ -252,11 +252,11 @@ fn local_count(instrs: &[Instruction<'_>]) -> usize {
     instrs
         .iter()
         .filter_map(|i| match i.opcode {
-            Ldloc_0 | Ldloc_1 | Ldloc_2 | Ldloc_3 => Some(var_index(i.opcode, &i.operand, Ldloc_0)),
-            Stloc_0 | Stloc_1 | Stloc_2 | Stloc_3 => Some(var_index(i.opcode, &i.operand, Stloc_0)),
-            Ldloc_S | Ldloc | Stloc_S | Stloc | Ldloca_S | Ldloca => {
-                Some(var_index(i.opcode, &i.operand, Ldloc_0))
+            Ldloc_0 | Ldloc_1 | Ldloc_2 | Ldloc_3 | Stloc_0 | Stloc_1 | Stloc_2 | Stloc_3
+            | Ldloc_S | Ldloc | Stloc_S | Stloc | Ldloca_S | Ldloca => {
+                Some(var_index(i.opcode, &i.operand))
             }
+            // Every other opcode names no local.
             _ => None,
         })
         .map(|k| k + 1)
@@ -388,7 +388,7 @@ impl<'a> Machine<'a> {
                 }
                 Ldarg_0 | Ldarg_1 | Ldarg_2 | Ldarg_3 | Ldarg_S | Ldarg | Ldarga_S | Ldarga
                 | Starg_S | Starg => {
-                    let k = var_index(opcode, &operand, Ldarg_0);
+                    let k = var_index(opcode, &operand);
                     let Some(c) = self.arg_cell(k) else {
                         return stuck(off, "no such argument");
                     };
@@ -400,12 +400,7 @@ impl<'a> Machine<'a> {
                 }
                 Ldloc_0 | Ldloc_1 | Ldloc_2 | Ldloc_3 | Ldloc_S | Ldloc | Ldloca_S | Ldloca
                 | Stloc_0 | Stloc_1 | Stloc_2 | Stloc_3 | Stloc_S | Stloc => {
-                    let k = match opcode {
-                        Stloc_0 | Stloc_1 | Stloc_2 | Stloc_3 => {
-                            var_index(opcode, &operand, Stloc_0)
-                        }
-                        _ => var_index(opcode, &operand, Ldloc_0),
-                    };
+                    let k = var_index(opcode, &operand);
                     let Some(c) = self.local_cell(k) else {
                         return stuck(off, "no such local");
                     };
@@ -847,11 +842,13 @@ impl<'a> Machine<'a> {
 }
 
 /// The local or argument index of a load or store (macro forms carry it in the opcode).
-fn var_index(opcode: Opcode, operand: &Operand<'_>, first_macro: Opcode) -> usize {
-    match operand {
-        Operand::Var(v) => *v as usize,
-        // A macro form: the index is in the opcode.
-        _ => (opcode as u16).wrapping_sub(first_macro as u16) as usize,
+fn var_index(opcode: Opcode, operand: &Operand<'_>) -> usize {
+    match (opcode.implied_operand(), operand) {
+        (Some(implied), _) => implied as usize,
+        (None, Operand::Var(v)) => *v as usize,
+        // The decoder gives loads and stores of variables no other operand; past any real
+        // variable (the lookup then fails), and `+ 1` cannot overflow.
+        (None, _) => usize::from(u16::MAX) + 1,
     }
 }
 

@@ -4,7 +4,7 @@
 //! [`token`]. Reporting is kept out of line.
 
 use super::{Code, Out, Resolver};
-use crate::opcode::{Opcode, OperandKind};
+use crate::opcode::{Opcode, OperandKind, TokenKind};
 
 /// A local index (`ldloc.s 5`, or implied as in `stloc.2`) beyond the locals signature.
 #[cold]
@@ -52,27 +52,14 @@ pub(super) fn token<R: Resolver + ?Sized>(
 #[cold]
 #[inline(never)]
 fn wrong_table(v: &mut Out, off: u32, op: Opcode, kind: OperandKind, token: u32) {
-    let (code, what) = match kind {
-        OperandKind::Type => (Code::ExpectedTypeToken, "a type"),
-        OperandKind::Field => (Code::ExpectedFieldToken, "a field"),
-        OperandKind::Method => (Code::ExpectedMethodToken, "a method"),
-        OperandKind::String => (Code::StringOperand, "a #US string"),
-        OperandKind::Sig => (Code::ExpectedSigToken, "a StandAloneSig"),
+    let (code, what) = match kind.token_kind() {
+        Some(TokenKind::Type) => (Code::ExpectedTypeToken, "a type"),
+        Some(TokenKind::Field) => (Code::ExpectedFieldToken, "a field"),
+        Some(TokenKind::Method) => (Code::ExpectedMethodToken, "a method"),
+        Some(TokenKind::String) => (Code::StringOperand, "a #US string"),
+        Some(TokenKind::Sig) => (Code::ExpectedSigToken, "a StandAloneSig"),
         // `ldtoken`'s, and (never asked) kinds without a token.
-        OperandKind::Tok
-        | OperandKind::None
-        | OperandKind::ShortI
-        | OperandKind::I
-        | OperandKind::I8
-        | OperandKind::ShortR
-        | OperandKind::R
-        | OperandKind::ShortBrTarget
-        | OperandKind::BrTarget
-        | OperandKind::Switch
-        | OperandKind::ShortLocal
-        | OperandKind::ShortArg
-        | OperandKind::Local
-        | OperandKind::Arg => (Code::TokenResolve, "a type, method or field"),
+        Some(TokenKind::Tok) | None => (Code::TokenResolve, "a type, method or field"),
     };
     v.report(
         code,

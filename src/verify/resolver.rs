@@ -9,7 +9,7 @@ use crate::image::sig::StandAloneSig;
 use crate::image::sig::{self, MethodSigSummary};
 use crate::image::tables::USER_STRING_TABLE;
 use crate::image::{Image, Method, Table, Token, UserStringHeap};
-use crate::opcode::{Opcode, OperandKind};
+use crate::opcode::{Opcode, OperandKind, TokenKind};
 use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
 
@@ -174,27 +174,15 @@ pub const fn token_table_fits(kind: OperandKind, token: u32) -> bool {
     let t = token >> 24;
     let is_type = matches!(t, TYPE_REF | TYPE_DEF | TYPE_SPEC);
     let is_method = matches!(t, METHOD_DEF | MEMBER_REF | METHOD_SPEC);
-    match kind {
-        OperandKind::Type => is_type,
-        OperandKind::Field => matches!(t, FIELD | MEMBER_REF),
-        OperandKind::Method => is_method,
-        OperandKind::Tok => is_type || is_method || t == FIELD,
-        OperandKind::String => t == USER_STRING,
-        OperandKind::Sig => t == STANDALONE_SIG,
+    match kind.token_kind() {
+        Some(TokenKind::Type) => is_type,
+        Some(TokenKind::Field) => matches!(t, FIELD | MEMBER_REF),
+        Some(TokenKind::Method) => is_method,
+        Some(TokenKind::Tok) => is_type || is_method || t == FIELD,
+        Some(TokenKind::String) => t == USER_STRING,
+        Some(TokenKind::Sig) => t == STANDALONE_SIG,
         // No token: nothing to fit.
-        OperandKind::None
-        | OperandKind::ShortI
-        | OperandKind::I
-        | OperandKind::I8
-        | OperandKind::ShortR
-        | OperandKind::R
-        | OperandKind::ShortBrTarget
-        | OperandKind::BrTarget
-        | OperandKind::Switch
-        | OperandKind::ShortLocal
-        | OperandKind::ShortArg
-        | OperandKind::Local
-        | OperandKind::Arg => true,
+        None => true,
     }
 }
 
