@@ -353,6 +353,68 @@ fn the_loop_finds_and_minimises_every_seeded_weaver_bug() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A runtime that dies in its own code on woven output that verifies and that the other runtime
+/// runs as expected is a runtime defect, kept apart from the rewriter's failures: the kept
+/// program whose woven copy makes mono 6.8's JIT assert replays as `runtime-defect`, exit 0, and
+/// exit 1 under `--fail-on-runtime-defects`.
+#[test]
+fn a_runtime_defect_is_not_the_rewriters_failure() {
+    let test = "a_runtime_defect_is_not_the_rewriters_failure";
+    let runtimes = support::runtimes(test);
+    if runtimes.len() < 2
+        || !support::mono_tool(test, "mcs")
+        || !support::present(
+            test,
+            "Mono.Cecil 0.11 in mono's GAC",
+            support::cecil_installed(),
+        )
+    {
+        return;
+    }
+    let dir = scratch("defect");
+    let (weaver, probe) = support::build_weaver(&dir.join("bin"));
+    let kept = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus/regressions/runtime_defects");
+    for f in ["g20261632.exe", "g20261632.manifest.json"] {
+        std::fs::copy(kept.join(f), dir.join(f)).unwrap();
+    }
+    let exe = dir.join("g20261632.exe");
+    let rewriter = format!("mono {} {{in}} {{out}}", weaver.display());
+    let replay = |extra: &[&str]| {
+        support::run(
+            ilcheck()
+                .args(["fuzz", "--rewriter", &rewriter, "--with"])
+                .arg(&probe)
+                .args(extra)
+                .arg("--replay")
+                .arg(&exe),
+        )
+    };
+    let o = replay(&["--json"]);
+    assert!(o.success(), "{}", text(&o));
+    let f = summary(&o);
+    assert_eq!(f["kind"], "runtime-defect", "{}", text(&o));
+    assert_eq!(
+        f["signature"],
+        "runtime-defect:mono:mini.c:2648",
+        "{}",
+        text(&o)
+    );
+    assert_eq!(
+        f["findings"].as_array().map(Vec::len),
+        Some(0),
+        "{}",
+        text(&o)
+    );
+    let counted = replay(&["--fail-on-runtime-defects"]);
+    assert_eq!(counted.code, Some(1), "{}", text(&counted));
+    assert!(
+        String::from_utf8_lossy(&counted.stdout).contains("runtime-defect:mono:mini.c:2648"),
+        "{}",
+        text(&counted)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// ilcheck's own `rewrite`, every transform, as the rewriter under test: clean.
 #[test]
 fn ilcheck_rewrite_is_clean_under_the_loop() {

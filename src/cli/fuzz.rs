@@ -103,6 +103,13 @@ pub struct FuzzArgs {
     /// Most checks (rewriter and runtime runs) spent minimising one failure.
     #[arg(long, default_value_t = 150)]
     pub minimise_checks: u32,
+    /// Count runtime defects as failures (exit 1): a runtime that dies in its own code (an
+    /// internal assertion, a native crash) on rewritten output that verifies and that the
+    /// other runtime runs with the expected results. By default they are kept and listed
+    /// apart, since no rewriter change is wrong there; users who ship on that runtime may
+    /// still want to hear of them first.
+    #[arg(long)]
+    pub fail_on_runtime_defects: bool,
     /// Check one kept program (with its manifest beside it) instead of generating.
     #[arg(long, value_name = "ORIGINAL.exe", conflicts_with_all = ["time", "cases"])]
     pub replay: Option<PathBuf>,
@@ -165,6 +172,7 @@ fn run_with_host(a: FuzzArgs, host_dir: &Path) -> Result<ExitCode> {
                 ExitCode::SUCCESS
             }
             Some(f) => {
+                let blames = f.kind.blames_rewriter() || a.fail_on_runtime_defects;
                 if a.json {
                     println!("{}", serde_json::to_string_pretty(&f)?);
                 } else {
@@ -184,7 +192,16 @@ fn run_with_host(a: FuzzArgs, host_dir: &Path) -> Result<ExitCode> {
                         }
                     }
                 }
-                ExitCode::from(1)
+                if blames {
+                    ExitCode::from(1)
+                } else {
+                    if !a.json {
+                        println!(
+                            "a runtime defect, not a failure of the rewriter (--fail-on-runtime-defects counts it)"
+                        );
+                    }
+                    ExitCode::SUCCESS
+                }
             }
         });
     }
@@ -268,11 +285,14 @@ fn run_with_host(a: FuzzArgs, host_dir: &Path) -> Result<ExitCode> {
     } else {
         print_summary(&summary);
     }
-    Ok(if summary.failed_cases > 0 {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(
+        if summary.failed_cases > 0 || a.fail_on_runtime_defects && summary.runtime_defect_cases > 0
+        {
+            ExitCode::from(1)
+        } else {
+            ExitCode::SUCCESS
+        },
+    )
 }
 
 fn print_summary(s: &FuzzSummary) {
@@ -303,7 +323,7 @@ fn print_summary(s: &FuzzSummary) {
     if s.failures.is_empty() {
         println!("no failures");
     }
-    for f in &s.failures {
+    let line = |f: &fuzz::FailureCount| {
         let repros: Vec<String> = f
             .repros
             .iter()
@@ -316,6 +336,14 @@ fn print_summary(s: &FuzzSummary) {
             f.cases,
             repros.join(", ")
         );
+    };
+    s.failures.iter().for_each(line);
+    if !s.runtime_defects.is_empty() {
+        println!(
+            "runtime defects exposed ({} program(s); not failures of the rewriter: the runtime died in its own code on output that verifies and runs on the other runtime; --fail-on-runtime-defects counts them):",
+            s.runtime_defect_cases
+        );
+        s.runtime_defects.iter().for_each(line);
     }
 }
 

@@ -9,7 +9,7 @@
 
 use super::process::Outcome;
 use super::program::result_lines;
-use super::runtime::{Runtime, RuntimeError};
+use super::runtime::{Runtime, RuntimeError, RuntimeKind};
 use super::server::Executor;
 use serde::Serialize;
 use std::path::Path;
@@ -49,10 +49,66 @@ pub struct RunSummary {
     pub stderr_tail: String,
     /// Result lines printed.
     pub result_lines: usize,
+    /// Where the runtime failed in its own code, when it did (see [`runtime_defect`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub defect: Option<String>,
+}
+
+/// Where a runtime died in its own code rather than in the program's: an internal assertion
+/// (mono: `* Assertion at mini.c:2648, condition …` → `mini.c:2648`), a native crash (mono's
+/// crash report → `native-SIGSEGV`; a fatal signal without a managed exception), or CoreCLR's
+/// internal error. A runtime should refuse bad code with an exception, so such an end is a
+/// defect of the runtime whatever the code; a stack overflow is not one (the program can cause
+/// it), nor is an unhandled managed exception.
+pub fn runtime_defect(runtime: RuntimeKind, o: &Outcome) -> Option<String> {
+    if o.success() || o.timed_out {
+        return None;
+    }
+    let text = [
+        String::from_utf8_lossy(&o.stderr),
+        String::from_utf8_lossy(&o.stdout),
+    ]
+    .join("\n");
+    if text.contains("Stack overflow") || text.contains("StackOverflowException") {
+        return None;
+    }
+    let after = |mark: &str| {
+        text.find(mark).map(|i| {
+            text[i + mark.len()..]
+                .split([',', '\n'])
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_string()
+        })
+    };
+    let found = match runtime {
+        RuntimeKind::Mono => after("* Assertion at ")
+            .or_else(|| after("* Assertion: should not be reached at "))
+            .or_else(|| {
+                after("Got a SIG").map(|sig| {
+                    let name: String = sig.chars().take_while(char::is_ascii_uppercase).collect();
+                    format!("native-SIG{name}")
+                })
+            }),
+        RuntimeKind::CoreClr => {
+            if text.contains("Internal CLR error") {
+                Some("internal-error".to_string())
+            } else {
+                after("Assert failure").map(|_| "assert".to_string())
+            }
+        }
+    };
+    found.filter(|f| !f.is_empty()).or_else(|| {
+        // Killed by a fatal signal with no managed exception said.
+        let fatal = matches!(o.signal, Some(4 | 6 | 7 | 8 | 11));
+        (fatal && !text.contains("Unhandled exception") && !text.contains("Unhandled Exception"))
+            .then(|| format!("signal-{}", o.signal.unwrap_or(0)))
+    })
 }
 
 impl RunSummary {
-    fn of(o: &Outcome, lines: usize) -> Self {
+    fn of(runtime: RuntimeKind, o: &Outcome, lines: usize) -> Self {
         // A crash's message comes first (mono: "* Assertion at …"); the stack after it.
         let err = String::from_utf8_lossy(&o.stderr);
         let head: Vec<&str> = err
@@ -65,6 +121,7 @@ impl RunSummary {
             ok: o.success(),
             stderr_tail: head.join("\n"),
             result_lines: lines,
+            defect: runtime_defect(runtime, o),
         }
     }
 }
@@ -187,7 +244,8 @@ pub fn compare_with(
     expected: Option<&[String]>,
     timeout: Duration,
 ) -> Result<RuntimeComparison, RuntimeError> {
-    let name = exec.runtime().kind().name().to_string();
+    let kind = exec.runtime().kind();
+    let name = kind.name().to_string();
     let r = exec.run(rewritten, timeout)?;
     if let Some(e) = expected
         && r.success()
@@ -202,8 +260,9 @@ pub fn compare_with(
                     ok: true,
                     stderr_tail: String::new(),
                     result_lines: e.len(),
+                    defect: None,
                 },
-                rewritten: RunSummary::of(&r, rl.len()),
+                rewritten: RunSummary::of(kind, &r, rl.len()),
                 diffs: Vec::new(),
                 runtime_disagrees: Vec::new(),
                 compared: e.len(),
@@ -219,8 +278,8 @@ pub fn compare_with(
     let (diffs, runtime_disagrees, compared) = compare_lines(&ol, &rl, expected);
     Ok(RuntimeComparison {
         runtime: name,
-        original: RunSummary::of(&o, ol.len()),
-        rewritten: RunSummary::of(&r, rl.len()),
+        original: RunSummary::of(kind, &o, ol.len()),
+        rewritten: RunSummary::of(kind, &r, rl.len()),
         diffs,
         runtime_disagrees,
         compared,
@@ -230,6 +289,81 @@ pub fn compare_with(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn ended(code: Option<i32>, signal: Option<i32>, stdout: &str, stderr: &str) -> Outcome {
+        Outcome {
+            code,
+            signal,
+            timed_out: false,
+            stdout: stdout.as_bytes().to_vec(),
+            stderr: stderr.as_bytes().to_vec(),
+            truncated: false,
+            elapsed: Duration::from_millis(5),
+        }
+    }
+
+    #[test]
+    fn a_runtime_dying_in_its_own_code_is_told_from_the_program_failing() {
+        use RuntimeKind::{CoreClr, Mono};
+        let assert =
+            "enter M\n* Assertion at mini.c:2648, condition `tblock->native_offset' not met\n";
+        assert_eq!(
+            runtime_defect(Mono, &ended(None, Some(6), "", assert)).as_deref(),
+            Some("mini.c:2648")
+        );
+        let segv =
+            "=====\n\tNative Crash Reporting\n=====\nGot a SIGSEGV while executing native code.";
+        assert_eq!(
+            runtime_defect(Mono, &ended(None, Some(6), "", segv)).as_deref(),
+            Some("native-SIGSEGV")
+        );
+        assert_eq!(
+            runtime_defect(
+                CoreClr,
+                &ended(
+                    None,
+                    Some(6),
+                    "",
+                    "Fatal error. Internal CLR error. (0x80131506)"
+                )
+            )
+            .as_deref(),
+            Some("internal-error")
+        );
+        assert_eq!(
+            runtime_defect(CoreClr, &ended(None, Some(11), "", "")).as_deref(),
+            Some("signal-11")
+        );
+        // The program's own ends are not the runtime's defects.
+        let unhandled = "Unhandled Exception:\nSystem.InvalidProgramException: Invalid IL code";
+        assert_eq!(
+            runtime_defect(Mono, &ended(Some(1), None, "", unhandled)),
+            None
+        );
+        assert_eq!(
+            runtime_defect(
+                CoreClr,
+                &ended(
+                    None,
+                    Some(6),
+                    "",
+                    "Unhandled exception. System.Exception: x"
+                )
+            ),
+            None
+        );
+        assert_eq!(
+            runtime_defect(CoreClr, &ended(None, Some(6), "", "Stack overflow.")),
+            None
+        );
+        assert_eq!(
+            runtime_defect(Mono, &ended(Some(0), None, assert, "")),
+            None
+        );
+        let mut hung = ended(None, Some(9), "", "");
+        hung.timed_out = true;
+        assert_eq!(runtime_defect(Mono, &hung), None);
+    }
 
     #[test]
     fn lines_the_runtime_got_wrong_are_not_compared() {

@@ -81,6 +81,11 @@ pub enum FailureKind {
     RuntimeRejected,
     /// The rewritten program crashed, hung or exited non-zero under a runtime.
     RuntimeCrashed,
+    /// A runtime died in its own code (an internal assertion, a native crash) on a rewritten
+    /// program the verifier finds nothing new in and every other runtime runs with the expected
+    /// results: a defect of that runtime the rewrite exposes. Kept and reported, but not a
+    /// failure of the rewriter unless asked (`--fail-on-runtime-defects`).
+    RuntimeDefect,
     /// The rewritten program printed different result lines.
     DifferentResults,
 }
@@ -96,7 +101,23 @@ impl FailureKind {
             FailureKind::Finding => "finding",
             FailureKind::RuntimeRejected => "runtime-rejected",
             FailureKind::RuntimeCrashed => "runtime-crashed",
+            FailureKind::RuntimeDefect => "runtime-defect",
             FailureKind::DifferentResults => "different-results",
+        }
+    }
+
+    /// Whether the kind is a failure of the rewriter (all but [`FailureKind::RuntimeDefect`]).
+    pub fn blames_rewriter(&self) -> bool {
+        match self {
+            FailureKind::RuntimeDefect => false,
+            FailureKind::RewriterCrashed
+            | FailureKind::RewriterTimedOut
+            | FailureKind::NoOutput
+            | FailureKind::NotDotNet
+            | FailureKind::Finding
+            | FailureKind::RuntimeRejected
+            | FailureKind::RuntimeCrashed
+            | FailureKind::DifferentResults => true,
         }
     }
 }
@@ -421,6 +442,32 @@ pub fn check_program(
                 d.unwrap_or_default()
             ),
         )
+    } else if let Some((c, defect)) = runtimes.iter().find_map(|c| {
+        let others_fine = runtimes.len() > 1
+            && runtimes
+                .iter()
+                .filter(|o| o.runtime != c.runtime)
+                .all(|o| o.same() && o.compared > 0 && o.runtime_disagrees.is_empty());
+        match &c.rewritten.defect {
+            Some(d) if c.crashed() && others_fine => Some((c, d)),
+            _ => None,
+        }
+    }) {
+        let others: Vec<&str> = runtimes
+            .iter()
+            .filter(|o| o.runtime != c.runtime)
+            .map(|o| o.runtime.as_str())
+            .collect();
+        (
+            FailureKind::RuntimeDefect,
+            format!("runtime-defect:{}:{defect}", c.runtime),
+            format!(
+                "{} failed in its own code ({defect}) on the rewritten program, which the verifier finds nothing new in and {} runs with the expected results: a defect of {} the rewrite exposes",
+                c.runtime,
+                others.join(" and "),
+                c.runtime
+            ),
+        )
     } else if let Some(c) = runtimes.iter().find(|c| c.crashed()) {
         (
             FailureKind::RuntimeCrashed,
@@ -628,10 +675,15 @@ pub struct FuzzSummary {
     pub cases: u64,
     /// Generated methods checked.
     pub methods: u64,
-    /// Cases that failed.
+    /// Cases that failed (runtime defects not included).
     pub failed_cases: u64,
-    /// Per signature.
+    /// Per signature (runtime defects not included).
     pub failures: Vec<FailureCount>,
+    /// Cases whose rewritten program exposed a defect of a runtime
+    /// ([`FailureKind::RuntimeDefect`]).
+    pub runtime_defect_cases: u64,
+    /// Runtime defects, per signature.
+    pub runtime_defects: Vec<FailureCount>,
     /// Wall time of the loop.
     pub seconds: f64,
     /// Time per stage, summed over workers (minimisation not included).
@@ -1026,15 +1078,21 @@ fn one_case(
         s.methods += r.methods as u64;
         s.stages.add(&r.times);
         let keep = if let Some(f) = &r.failure {
-            s.failed_cases += 1;
-            let entry = match s.failures.iter().position(|c| c.signature == f.signature) {
-                Some(i) => &mut s.failures[i],
+            let list = if f.kind.blames_rewriter() {
+                s.failed_cases += 1;
+                &mut s.failures
+            } else {
+                s.runtime_defect_cases += 1;
+                &mut s.runtime_defects
+            };
+            let entry = match list.iter().position(|c| c.signature == f.signature) {
+                Some(i) => &mut list[i],
                 None => {
-                    s.failures.push(FailureCount {
+                    list.push(FailureCount {
                         signature: f.signature.clone(),
                         ..FailureCount::default()
                     });
-                    s.failures.last_mut().expect("just pushed")
+                    list.last_mut().expect("just pushed")
                 }
             };
             entry.cases += 1;
@@ -1092,7 +1150,12 @@ fn one_case(
     write_repro(setup, &dir, &small, &result, methods.len())?;
     {
         let mut s = lock(summary);
-        if let Some(c) = s.failures.iter_mut().find(|c| c.signature == f.signature)
+        let s = &mut *s;
+        if let Some(c) = s
+            .failures
+            .iter_mut()
+            .chain(s.runtime_defects.iter_mut())
+            .find(|c| c.signature == f.signature)
             && let Some(slot) = c.repros.iter_mut().find(|p| p.as_os_str().is_empty())
         {
             *slot = dir.clone();

@@ -236,10 +236,13 @@ impl Runtime {
             (RuntimeKind::CoreClr, Some(config)) => {
                 c.arg("exec").arg("--runtimeconfig").arg(config);
                 // Debian has ICU 72, which CoreCLR 3.1 does not know; no test here needs
-                // culture data. Telemetry and first-run work stay off.
+                // culture data. Telemetry and first-run work stay off. Without the debugger
+                // and diagnostics endpoints, a runtime killed at its deadline leaves no
+                // `clr-debug-pipe-*` and `dotnet-diagnostic-*` files behind in /tmp.
                 c.env("DOTNET_SYSTEM_GLOBALIZATION_INVARIANT", "1")
                     .env("DOTNET_CLI_TELEMETRY_OPTOUT", "1")
-                    .env("DOTNET_SKIP_FIRST_TIME_EXPERIENCE", "1");
+                    .env("DOTNET_SKIP_FIRST_TIME_EXPERIENCE", "1")
+                    .env("COMPlus_EnableDiagnostics", "0");
             }
             _ => {
                 // A crash is reported by its message, without attaching gdb for a backtrace.
