@@ -374,44 +374,56 @@ fn a_runtime_defect_is_not_the_rewriters_failure() {
     let dir = scratch("defect");
     let (weaver, probe) = support::build_weaver(&dir.join("bin"));
     let kept = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus/regressions/runtime_defects");
-    for f in ["g20261632.exe", "g20261632.manifest.json"] {
-        std::fs::copy(kept.join(f), dir.join(f)).unwrap();
-    }
-    let exe = dir.join("g20261632.exe");
     let rewriter = format!("mono {} {{in}} {{out}}", weaver.display());
-    let replay = |extra: &[&str]| {
-        support::run(
-            ilcheck()
-                .args(["fuzz", "--rewriter", &rewriter, "--with"])
-                .arg(&probe)
-                .args(extra)
-                .arg("--replay")
-                .arg(&exe),
-        )
-    };
-    let o = replay(&["--json"]);
-    assert!(o.success(), "{}", text(&o));
-    let f = summary(&o);
-    assert_eq!(f["kind"], "runtime-defect", "{}", text(&o));
-    assert_eq!(
-        f["signature"],
-        "runtime-defect:mono:mini.c:2648",
-        "{}",
-        text(&o)
-    );
-    assert_eq!(
-        f["findings"].as_array().map(Vec::len),
-        Some(0),
-        "{}",
-        text(&o)
-    );
-    let counted = replay(&["--fail-on-runtime-defects"]);
-    assert_eq!(counted.code, Some(1), "{}", text(&counted));
-    assert!(
-        String::from_utf8_lossy(&counted.stdout).contains("runtime-defect:mono:mini.c:2648"),
-        "{}",
-        text(&counted)
-    );
+    for (program, signature) in [
+        ("g20261632", "runtime-defect:mono:mini.c:2648"),
+        ("g20263037", "runtime-defect:mono:mini-amd64.c:4621"),
+    ] {
+        for ext in ["exe", "manifest.json"] {
+            let f = format!("{program}.{ext}");
+            std::fs::copy(kept.join(&f), dir.join(&f)).unwrap();
+        }
+        let exe = dir.join(format!("{program}.exe"));
+        let replay = |extra: &[&str]| {
+            support::run(
+                ilcheck()
+                    .args(["fuzz", "--rewriter", &rewriter, "--with"])
+                    .arg(&probe)
+                    .args(extra)
+                    .arg("--replay")
+                    .arg(&exe),
+            )
+        };
+        let o = replay(&["--json"]);
+        assert!(o.success(), "{program}: {}", text(&o));
+        let f = summary(&o);
+        assert_eq!(f["kind"], "runtime-defect", "{program}: {}", text(&o));
+        assert_eq!(f["signature"], signature, "{program}: {}", text(&o));
+        assert_eq!(
+            f["findings"].as_array().map(Vec::len),
+            Some(0),
+            "{}",
+            text(&o)
+        );
+        let mono = f["runtimes"]
+            .as_array()
+            .and_then(|r| r.iter().find(|c| c["runtime"] == "mono"))
+            .unwrap_or_else(|| panic!("{program}: no mono run: {}", text(&o)));
+        assert!(
+            mono["rewritten"]["defect_message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("* Assertion at ")),
+            "{program}: {}",
+            text(&o)
+        );
+        let counted = replay(&["--fail-on-runtime-defects"]);
+        assert_eq!(counted.code, Some(1), "{program}: {}", text(&counted));
+        assert!(
+            String::from_utf8_lossy(&counted.stdout).contains(signature),
+            "{program}: {}",
+            text(&counted)
+        );
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -52,6 +52,26 @@ pub struct RunSummary {
     /// Where the runtime failed in its own code, when it did (see [`runtime_defect`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub defect: Option<String>,
+    /// The runtime's own line about it (`* Assertion at mini.c:2648, condition … not met`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub defect_message: Option<String>,
+}
+
+/// The line in which a runtime says it failed in its own code (see [`runtime_defect`]).
+fn defect_message(o: &Outcome) -> Option<String> {
+    const MARKS: [&str; 5] = [
+        "* Assertion",
+        "Got a SIG",
+        "Internal CLR error",
+        "Assert failure",
+        "Fatal error",
+    ];
+    [&o.stderr, &o.stdout].into_iter().find_map(|bytes| {
+        String::from_utf8_lossy(bytes)
+            .lines()
+            .find(|l| MARKS.iter().any(|m| l.contains(m)))
+            .map(|l| l.trim().chars().take(400).collect())
+    })
 }
 
 /// Where a runtime died in its own code rather than in the program's: an internal assertion
@@ -122,6 +142,7 @@ impl RunSummary {
             stderr_tail: head.join("\n"),
             result_lines: lines,
             defect: runtime_defect(runtime, o),
+            defect_message: runtime_defect(runtime, o).and_then(|_| defect_message(o)),
         }
     }
 }
@@ -261,6 +282,7 @@ pub fn compare_with(
                     stderr_tail: String::new(),
                     result_lines: e.len(),
                     defect: None,
+                    defect_message: None,
                 },
                 rewritten: RunSummary::of(kind, &r, rl.len()),
                 diffs: Vec::new(),

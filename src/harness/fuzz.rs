@@ -806,6 +806,9 @@ pub fn write_repro(
             }
             let _ = writeln!(md, "```\n");
         }
+        if let Some(m) = &c.rewritten.defect_message {
+            let _ = writeln!(md, "{}'s own message: `{m}`\n", c.runtime);
+        }
         if c.crashed() && !c.rewritten.stderr_tail.is_empty() {
             let _ = writeln!(md, "```\n{}\n```\n", c.rewritten.stderr_tail);
         }
