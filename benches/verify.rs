@@ -33,7 +33,9 @@ fn verify_corpus(prepared: &mut [Prepared<'_>], verifier: &mut Verifier) -> usiz
     for (resolver, work) in prepared.iter_mut() {
         for (body, sig, locals) in work.iter() {
             resolver.set_facts(*sig, *locals);
-            findings += verifier.verify(black_box(body), &*resolver).len();
+            findings += verifier
+                .verify(black_box(body), &*resolver, &ilcheck::verify::Options::ALL)
+                .len();
         }
     }
     findings
@@ -51,7 +53,11 @@ fn verify(c: &mut Criterion) {
             .bodies
             .iter()
             .zip(&bodies)
-            .map(|(g, b)| verifier.verify(b, &g.g.resolver).len())
+            .map(|(g, b)| {
+                verifier
+                    .verify(b, &g.g.resolver, &ilcheck::verify::Options::ALL)
+                    .len()
+            })
             .sum();
         assert_eq!(findings, 0, "generated bodies verify clean");
         g.throughput(set.throughput());
@@ -60,7 +66,11 @@ fn verify(c: &mut Criterion) {
                 set.bodies
                     .iter()
                     .zip(&bodies)
-                    .map(|(g, b)| verifier.verify(black_box(b), &g.g.resolver).len())
+                    .map(|(g, b)| {
+                        verifier
+                            .verify(black_box(b), &g.g.resolver, &ilcheck::verify::Options::ALL)
+                            .len()
+                    })
                     .sum::<usize>()
             })
         });

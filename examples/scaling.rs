@@ -140,7 +140,7 @@ fn run_op(op: &str, h: &Hostile) -> Result<String, String> {
         }
         "verify" => {
             let mut v = Verifier::new();
-            let diags = v.verify(&body, &NoResolver);
+            let diags = v.verify(&body, &NoResolver, &ilcheck::verify::Options::ALL);
             match diags.first() {
                 None => Ok("clean".into()),
                 Some(d) => Err(format!("{} findings, first {d}", diags.len())),

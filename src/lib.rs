@@ -5,7 +5,7 @@
 //! ```
 //! use ilcheck::{
 //!     Body, Image, ImageResolver, ImageWriter, LayoutOptions, Resolver, Rewriter, TransformOptions,
-//!     Verifier, transforms,
+//!     Verifier, transforms, verify::Options,
 //! };
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -41,7 +41,7 @@
 //!     &mut new_body,
 //! )?;
 //! let rewritten = Body::decode(&new_body)?;
-//! assert!(Verifier::new().verify(&rewritten, &resolver).is_empty());
+//! assert!(Verifier::new().verify(&rewritten, &resolver, &Options::ALL).is_empty());
 //!
 //! // The patched assembly: bodies in place or relocated, read back before it is returned.
 //! let mut writer = ImageWriter::new(&image);
@@ -49,6 +49,17 @@
 //! let patched = writer.finish()?;
 //! let again = Image::parse(&patched.bytes)?;
 //! assert_eq!(again.method(method.rid())?.body()?, &new_body[..]);
+//!
+//! // The whole image, as `ilcheck verify` checks files: integrity, every body's structure
+//! // and, with `types`, its types (references resolved beside it or in the runtime's
+//! // directories; what does not resolve is checked in part, never guessed).
+//! use ilcheck::corpus::{Input, VerifyOptions, VerifyReport};
+//! let mut report = VerifyReport::default();
+//! let opts = VerifyOptions { types: true, ..VerifyOptions::default() };
+//! let input = Input::memory("control_flow.exe", patched.bytes.clone());
+//! ilcheck::corpus::verify(&[input], opts, None, &mut report, |_| {});
+//! assert_eq!((report.assemblies, report.findings.len()), (1, 0));
+//! assert!(report.types.is_some_and(|t| t.methods_checked > 0));
 //! // ilcheck::fsio::write_atomic(path, &patched.bytes)? writes it without ever leaving a
 //! // partial file under the name.
 //! # Ok(())

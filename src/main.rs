@@ -607,7 +607,7 @@ fn load_baseline(
         let key = corpus::canonical(&patched);
         let listed = inputs.iter().any(|i| match i {
             Input::File { path, .. } => corpus::canonical(path) == key,
-            Input::Embedded { .. } => false,
+            Input::Embedded { .. } | Input::Memory { .. } => false,
         });
         if !listed {
             inputs.push(Input::named(&patched));

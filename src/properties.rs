@@ -54,7 +54,7 @@ pub fn read_image(data: &[u8]) {
                 );
             }
             let resolver = crate::verify::ImageResolver::for_method(&image, &method, &body);
-            let _ = verifier.verify(&body, &resolver);
+            let _ = verifier.verify(&body, &resolver, &crate::verify::Options::ALL);
         }
     }
     for table in [Table::MemberRef, Table::MethodSpec, Table::StandAloneSig] {
@@ -74,7 +74,7 @@ pub fn verify_any(data: &[u8]) {
     let (facts, rest) = data.split_at(data.len().min(4));
     let Ok(body) = Body::parse(rest) else { return };
     let mut verifier = Verifier::new();
-    let _ = verifier.verify(&body, &NoResolver);
+    let _ = verifier.verify(&body, &NoResolver, &crate::verify::Options::ALL);
     let byte = |i: usize| facts.get(i).copied().unwrap_or(0);
     let mut resolver = SyntheticResolver::new()
         .method(u16::from(byte(0) % 8), byte(1) & 1 == 0)
@@ -101,10 +101,20 @@ pub fn verify_any(data: &[u8]) {
             panic!("{e}");
         }
     }
-    let clean = verifier.verify(&body, &resolver).is_empty() && verifier.is_complete();
+    let clean = verifier
+        .verify(&body, &resolver, &crate::verify::Options::ALL)
+        .is_empty()
+        && verifier.is_complete();
     if clean {
         // A clean body stays within its declared MaxStack, by the same dataflow's count.
-        let max = crate::verify::max_stack(body.code, &clauses, &resolver)
+        let code_only = crate::verify::Subject::Code {
+            code: body.code,
+            clauses: &clauses,
+            declared_max_stack: None,
+        };
+        verifier.verify(code_only, &resolver, &crate::verify::Options::FIRST);
+        let max = verifier
+            .needed_max_stack()
             .expect("a clean body has a max stack");
         assert!(
             max <= body.max_stack(),

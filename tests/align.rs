@@ -125,7 +125,9 @@ fn structural_findings(image: &Image<'_>, rid: u32, bytes: &[u8]) -> usize {
     let body = Body::parse(bytes).unwrap();
     let mut resolver = ImageResolver::new(image);
     resolver.set_method(&method, &body);
-    Verifier::new().verify(&body, &resolver).len()
+    Verifier::new()
+        .verify(&body, &resolver, &ilcheck::verify::Options::ALL)
+        .len()
 }
 
 /// Writes `bytes` with `patch` applied at `at` to `dir/name` (the original's file name, as the

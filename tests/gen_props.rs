@@ -288,7 +288,9 @@ fn arbitrary_front_end_is_valid_on_any_input() {
         let g = ilcheck::generate::arbitrary_method(&mut u, &config).unwrap();
         let out = encode(&g);
         let body = Body::parse(&out).unwrap();
-        let found = verify::verify(&body, &g.resolver);
+        let found = verify::Verifier::new()
+            .verify(&body, &g.resolver, &verify::Options::ALL)
+            .to_vec();
         assert!(found.is_empty(), "seed {seed}: {found:?}");
     }
 }
@@ -310,7 +312,13 @@ fn all_long_layout_is_valid() {
         for forms in [BranchForms::AllLong, BranchForms::ShortestWhereFits] {
             let out = g.encode_with(forms).unwrap();
             let body = Body::parse(&out).unwrap();
-            assert!(verify::verify(&body, &g.resolver).is_empty(), "{forms:?}");
+            assert!(
+                verify::Verifier::new()
+                    .verify(&body, &g.resolver, &verify::Options::ALL)
+                    .to_vec()
+                    .is_empty(),
+                "{forms:?}"
+            );
         }
     }
 }

@@ -52,7 +52,9 @@ fn run_image(name: &str, image: &Image<'_>, counts: &mut Counts, transforms: boo
         };
         counts.bodies += 1;
         resolver.set_method(&method, &body);
-        let clean = verifier.verify(&body, &resolver).is_empty();
+        let clean = verifier
+            .verify(&body, &resolver, &ilcheck::verify::Options::ALL)
+            .is_empty();
         counts.input_invalid += !clean as u64;
         let label = || {
             format!(
@@ -121,7 +123,10 @@ fn run_image(name: &str, image: &Image<'_>, counts: &mut Counts, transforms: boo
                     // The output re-decodes and verifies clean.
                     match Body::decode(&out) {
                         Ok(b) if b.len() == out.len() => {
-                            if let Some(d) = verifier.verify(&b, &resolver).first() {
+                            if let Some(d) = verifier
+                                .verify(&b, &resolver, &ilcheck::verify::Options::ALL)
+                                .first()
+                            {
                                 counts
                                     .failures
                                     .push(format!("{tname} {}: re-verify {d}", label()));

@@ -1075,7 +1075,7 @@ fn an_unverifiable_localloc_is_rewritten_and_stays_unverifiable() {
     let body = Body::parse(&bytes).unwrap();
     let codes = |b: &Body<'_>| -> Vec<Code> {
         Verifier::new()
-            .verify(b, &NoResolver)
+            .verify(b, &NoResolver, &ilcheck::verify::Options::ALL)
             .iter()
             .map(|d| d.code)
             .collect()

@@ -30,7 +30,7 @@ fn every_case_reports_the_codes_its_name_lists() {
         }
         let body = method.decoded_body().unwrap();
         resolver.set_method(&method, &body);
-        let found = verifier.verify(&body, &resolver);
+        let found = verifier.verify(&body, &resolver, &ilcheck::verify::Options::ALL);
         let got: BTreeSet<&str> = found.iter().map(|d| d.code.as_str()).collect();
         checked += 1;
         if got != expected {

@@ -84,7 +84,7 @@ fn corpus_verifies_clean() {
         let start = Instant::now();
         for (_, body, sig, locals) in &work {
             resolver.set_facts(*sig, *locals);
-            verifier.verify(body, &resolver);
+            verifier.verify(body, &resolver, &ilcheck::verify::Options::ALL);
             incomplete += !verifier.is_complete() as u64;
             bodies += 1;
             bytes += body.code.len() as u64;
@@ -93,7 +93,7 @@ fn corpus_verifies_clean() {
         // Again, untimed, to name the findings.
         for (method, body, sig, locals) in &work {
             resolver.set_facts(*sig, *locals);
-            for d in verifier.verify(body, &resolver) {
+            for d in verifier.verify(body, &resolver, &ilcheck::verify::Options::ALL) {
                 let name = method.full_name().unwrap_or_default();
                 let file = path.file_name().unwrap().to_string_lossy();
                 by_code

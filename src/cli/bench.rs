@@ -145,7 +145,7 @@ pub fn run(a: BenchArgs) -> Result<ExitCode> {
         .iter()
         .filter_map(|i| match i {
             Input::File { path, .. } => Some(path.clone()),
-            Input::Embedded { .. } => None,
+            Input::Embedded { .. } | Input::Memory { .. } => None,
         })
         .filter(|p| il_of(p).is_ok())
         .collect();

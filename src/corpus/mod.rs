@@ -111,6 +111,13 @@ pub enum Input {
         /// The whole image.
         bytes: &'static [u8],
     },
+    /// An assembly in memory, e.g. one a rewriter just produced and has not written yet.
+    Memory {
+        /// How reports name it (a file name, typically).
+        name: String,
+        /// The whole image.
+        bytes: std::sync::Arc<[u8]>,
+    },
 }
 
 impl Input {
@@ -119,6 +126,14 @@ impl Input {
         Input::File {
             path: path.into(),
             named: true,
+        }
+    }
+
+    /// An assembly in memory, named `name` in reports.
+    pub fn memory(name: impl Into<String>, bytes: impl Into<std::sync::Arc<[u8]>>) -> Input {
+        Input::Memory {
+            name: name.into(),
+            bytes: bytes.into(),
         }
     }
 
@@ -135,6 +150,7 @@ impl Input {
         match self {
             Input::File { path, .. } => path.display().to_string(),
             Input::Embedded { name, .. } => format!("{name} (embedded)"),
+            Input::Memory { name, .. } => format!("{name} (in memory)"),
         }
     }
 
@@ -143,7 +159,7 @@ impl Input {
     pub fn must_be_assembly(&self) -> bool {
         match self {
             Input::File { named, .. } => *named,
-            Input::Embedded { .. } => true,
+            Input::Embedded { .. } | Input::Memory { .. } => true,
         }
     }
 
@@ -152,6 +168,7 @@ impl Input {
         match self {
             Input::File { path, .. } => Image::open(path),
             Input::Embedded { bytes, .. } => Image::parse(bytes),
+            Input::Memory { bytes, .. } => Image::from_shared(bytes.clone()),
         }
     }
 }
@@ -207,7 +224,7 @@ pub fn discover(paths: &[PathBuf]) -> std::io::Result<Vec<PathBuf>> {
         .into_iter()
         .filter_map(|i| match i {
             Input::File { path, .. } => Some(path),
-            Input::Embedded { .. } => None,
+            Input::Embedded { .. } | Input::Memory { .. } => None,
         })
         .collect())
 }

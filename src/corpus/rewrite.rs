@@ -778,7 +778,9 @@ impl<'i, 'o> Worker<'i, 'o> {
             }
             Err(err) => {
                 // A method that was invalid before is not the rewriter's fault.
-                let before = self.verifier.verify(&body, &self.resolver);
+                let before =
+                    self.verifier
+                        .verify(&body, &self.resolver, &crate::verify::Options::ALL);
                 if before.iter().any(|d| d.code.verdict() == Verdict::Invalid) {
                     part.report.invalid_before += 1;
                     return;

@@ -53,7 +53,9 @@ pub fn verifies(g: &Generated) -> Result<Vec<u8>, String> {
 fn laid_out(g: &Generated) -> Result<Vec<u8>, String> {
     let bytes = g.encode().map_err(|e| format!("layout: {e}"))?;
     let body = Body::parse(&bytes).map_err(|e| format!("laid-out body: {e}"))?;
-    let found = verify::verify(&body, &g.resolver);
+    let found = verify::Verifier::new()
+        .verify(&body, &g.resolver, &verify::Options::ALL)
+        .to_vec();
     ensure!(
         found.is_empty(),
         "generated body does not verify: {found:?}\n{}",
@@ -144,7 +146,9 @@ pub fn transforms_preserve(g: &Generated) -> Result<(), String> {
             return Err(format!("{name}: {e}\n{}", disasm::disassemble(&body)));
         }
         let new_body = Body::parse(&out).map_err(|e| format!("{name}: {e}"))?;
-        let found = verify::verify(&new_body, &resolver);
+        let found = verify::Verifier::new()
+            .verify(&new_body, &resolver, &verify::Options::ALL)
+            .to_vec();
         ensure!(found.is_empty(), "{name}: {found:?}");
         branches_in_range(name, new_body.code)?;
         ensure!(
@@ -265,7 +269,17 @@ pub fn mutations_caught(g: &Generated, choice: u32) -> Result<(), String> {
         let Some(m) = mutate(g, mutation, choice) else {
             continue;
         };
-        let found = verify::verify_code(&m.code, &m.clauses, Some(m.max_stack), &g.resolver);
+        let found = verify::Verifier::new()
+            .verify(
+                verify::Subject::Code {
+                    code: &m.code,
+                    clauses: &m.clauses,
+                    declared_max_stack: Some(m.max_stack),
+                },
+                &g.resolver,
+                &verify::Options::ALL,
+            )
+            .to_vec();
         verify::single_pass_agrees(&m.code, &m.clauses, m.max_stack, &g.resolver)
             .map_err(|e| format!("{mutation:?}: {e}"))?;
         ensure!(
@@ -288,13 +302,17 @@ pub fn mutations_caught(g: &Generated, choice: u32) -> Result<(), String> {
             .encode_canonical(&mut bytes)
             .map_err(|e| format!("{mutation:?}: {e}"))?;
         let body = Body::parse(&bytes).map_err(|e| format!("{mutation:?}: {e}"))?;
-        let whole = verify::verify(&body, &g.resolver);
+        let whole = verify::Verifier::new()
+            .verify(&body, &g.resolver, &verify::Options::ALL)
+            .to_vec();
         ensure!(
             whole == found,
             "{mutation:?}: verify gave {whole:?}, verify_code gave {found:?}"
         );
         ensure!(
-            verify::verify_first(&body, &g.resolver).is_some(),
+            !verify::Verifier::new()
+                .verify(&body, &g.resolver, &verify::Options::FIRST)
+                .is_empty(),
             "{mutation:?}: verify_first found nothing"
         );
     }

@@ -312,7 +312,7 @@ mod tests {
                 assert_eq!(body.code.len(), h.code_size, "{shape} {n}");
                 assert_eq!(body.instructions().count(), h.instructions, "{shape} {n}");
                 assert_eq!(body.clauses().count(), h.clauses, "{shape} {n}");
-                let diags = v.verify(&body, &NoResolver);
+                let diags = v.verify(&body, &NoResolver, &crate::verify::Options::ALL);
                 assert!(diags.is_empty(), "{shape} {n}: {diags:?}");
             }
         }

@@ -276,7 +276,14 @@ pub fn mutate(g: &Generated, mutation: Mutation, choice: u32) -> Option<Mutant> 
             clauses.insert(outer, c);
         }
         Mutation::MaxStackTooSmall => {
-            let need = verify::max_stack(&code, &clauses, &g.resolver).ok()?;
+            let mut v = verify::Verifier::new();
+            let code_only = verify::Subject::Code {
+                code: &code,
+                clauses: &clauses,
+                declared_max_stack: None,
+            };
+            v.verify(code_only, &g.resolver, &verify::Options::FIRST);
+            let need = v.needed_max_stack().ok()?;
             max_stack = need.checked_sub(1)?;
         }
         _ => {}

@@ -36,6 +36,7 @@ const MAX_NESTING: usize = 64;
 enum Backing<'a> {
     Mapped(memmap2::Mmap),
     Borrowed(&'a [u8]),
+    Shared(std::sync::Arc<[u8]>),
 }
 
 /// A parsed .NET assembly (or module). Holds only offsets into its bytes.
@@ -66,6 +67,20 @@ impl Image<'static> {
         let (pe, metadata, tables) = layout(&map)?;
         Ok(Image {
             backing: Backing::Mapped(map),
+            pe,
+            metadata,
+            tables,
+        })
+    }
+}
+
+impl Image<'static> {
+    /// Parses an image held in shared memory (e.g. one [`ImageWriter`](crate::ImageWriter)
+    /// just wrote), keeping a reference to it: an image that outlives the caller's borrow.
+    pub fn from_shared(bytes: std::sync::Arc<[u8]>) -> Result<Self, ImageError> {
+        let (pe, metadata, tables) = layout(&bytes)?;
+        Ok(Image {
+            backing: Backing::Shared(bytes),
             pe,
             metadata,
             tables,
@@ -109,6 +124,7 @@ impl<'a> Image<'a> {
         match &self.backing {
             Backing::Mapped(m) => m,
             Backing::Borrowed(b) => b,
+            Backing::Shared(b) => b,
         }
     }
 

@@ -525,6 +525,7 @@ impl Layout {
                     &self.clauses,
                     Some(declared),
                     resolver,
+                    &crate::verify::Options::ALL,
                 );
                 if let Some(d) = first_invalid(diags) {
                     return Err(LayoutError::invalid(d));
@@ -539,14 +540,23 @@ impl Layout {
                 &self.clauses,
                 None,
                 resolver,
+                &crate::verify::Options::ALL,
             );
             if let Some(d) = first_invalid(diags) {
                 return Err(LayoutError::invalid(d));
             }
-        } else if let Err(d) =
-            self.verifier
-                .max_stack_in(&self.code, self.code_len, &self.clauses, resolver)
-            && d.code != Code::UnresolvedToken
+        } else if let Err(d) = {
+            let first = &crate::verify::Options::FIRST;
+            self.verifier.verify_code_in(
+                &self.code,
+                self.code_len,
+                &self.clauses,
+                None,
+                resolver,
+                first,
+            );
+            self.verifier.needed_max_stack()
+        } && d.code != Code::UnresolvedToken
         {
             return Err(LayoutError::MaxStackUnknown(MaxStackUnknown::Stopped {
                 code: d.code,

@@ -1052,6 +1052,44 @@ impl Out {
     }
 }
 
+/// What [`Verifier::verify`] checks.
+#[derive(Clone, Copy, Debug)]
+pub enum Subject<'a> {
+    /// A decoded body: its code, its EH clauses and the MaxStack its header declares.
+    Body(&'a Body<'a>),
+    /// Code and its clauses as a rewriter lays them out, before there is a header.
+    Code {
+        /// The instructions' bytes.
+        code: &'a [u8],
+        /// The EH clauses, with offsets into `code`.
+        clauses: &'a [Clause],
+        /// The MaxStack the header will declare; `None` skips the MaxStack check.
+        declared_max_stack: Option<u16>,
+    },
+}
+
+impl<'a> From<&'a Body<'a>> for Subject<'a> {
+    fn from(body: &'a Body<'a>) -> Self {
+        Subject::Body(body)
+    }
+}
+
+/// How [`Verifier::verify`] runs.
+#[derive(Clone, Copy, Debug, Default)]
+#[non_exhaustive]
+pub struct Options {
+    /// Stop at the first finding (not necessarily the one at the lowest offset): for a caller
+    /// that only needs to know whether the code is clean, or its MaxStack.
+    pub first_only: bool,
+}
+
+impl Options {
+    /// Every finding (the default).
+    pub const ALL: Options = Options { first_only: false };
+    /// The first finding only.
+    pub const FIRST: Options = Options { first_only: true };
+}
+
 /// A reusable verifier: keeps its buffers between bodies so verifying many bodies allocates only
 /// when a body is larger than every one before it.
 #[derive(Debug, Default)]
@@ -1104,31 +1142,34 @@ impl Verifier {
         Self::default()
     }
 
-    /// Verifies a parsed body; the findings are sorted by offset.
+    /// Verifies `subject` (a parsed [`Body`], or code and clauses as a rewriter lays them out):
+    /// the one entry point. Returns the findings sorted by offset — with
+    /// [`Options::first_only`], at most one. After it, [`Self::is_complete`] says whether every
+    /// path was analysed and [`Self::needed_max_stack`] what MaxStack the code needs.
     ///
     /// Generic so that a concrete resolver's answers inline into the hot loops; a
     /// `&dyn Resolver` works too.
-    pub fn verify<R: Resolver + ?Sized>(&mut self, body: &Body<'_>, resolver: &R) -> &[Diagnostic] {
-        self.out.first_only = false;
-        self.run_body(body, resolver);
+    pub fn verify<'s, R: Resolver + ?Sized>(
+        &mut self,
+        subject: impl Into<Subject<'s>>,
+        resolver: &R,
+        opts: &Options,
+    ) -> &[Diagnostic] {
+        self.out.first_only = opts.first_only;
+        match subject.into() {
+            Subject::Body(body) => self.run_body(body, resolver),
+            Subject::Code {
+                code,
+                clauses,
+                declared_max_stack,
+            } => self.run_in(code, code.len(), clauses, declared_max_stack, resolver),
+        }
         &self.out.diags
     }
 
-    /// Verifies raw code with its clauses. `declared_max_stack` of `None` skips the MaxStack
-    /// check.
-    pub fn verify_code<R: Resolver + ?Sized>(
-        &mut self,
-        code: &[u8],
-        clauses: &[Clause],
-        declared_max_stack: Option<u16>,
-        resolver: &R,
-    ) -> &[Diagnostic] {
-        self.verify_code_in(code, code.len(), clauses, declared_max_stack, resolver)
-    }
-
-    /// [`Self::verify_code`] on `buf[..len]`, for a caller whose buffer holds slack after the
-    /// code: the decoder reads whole eight-byte windows there instead of short ones, and
-    /// never acts on a byte past the code.
+    /// [`Self::verify`] of `buf[..len]` with its clauses, for a caller whose buffer holds slack
+    /// after the code: the decoder reads whole eight-byte windows there instead of short ones,
+    /// and never acts on a byte past the code.
     pub(crate) fn verify_code_in<R: Resolver + ?Sized>(
         &mut self,
         buf: &[u8],
@@ -1136,44 +1177,18 @@ impl Verifier {
         clauses: &[Clause],
         declared_max_stack: Option<u16>,
         resolver: &R,
+        opts: &Options,
     ) -> &[Diagnostic] {
-        self.out.first_only = false;
+        self.out.first_only = opts.first_only;
         self.run_in(buf, len, clauses, declared_max_stack, resolver);
         &self.out.diags
     }
 
-    /// Stops at the first finding (not necessarily the one at the lowest offset).
-    pub fn verify_first<R: Resolver + ?Sized>(
-        &mut self,
-        body: &Body<'_>,
-        resolver: &R,
-    ) -> Option<Diagnostic> {
-        self.out.first_only = true;
-        self.run_body(body, resolver);
-        self.out.diags.first().cloned()
-    }
-
-    /// The largest stack depth the code reaches, computed by the verifier's dataflow; an error
-    /// if the code has a structural fault or a callee's signature is unknown.
-    pub fn max_stack<R: Resolver + ?Sized>(
-        &mut self,
-        code: &[u8],
-        clauses: &[Clause],
-        resolver: &R,
-    ) -> Result<u16, Diagnostic> {
-        self.max_stack_in(code, code.len(), clauses, resolver)
-    }
-
-    /// [`Self::max_stack`] on `buf[..len]` (see [`Self::verify_code_in`]).
-    pub(crate) fn max_stack_in<R: Resolver + ?Sized>(
-        &mut self,
-        buf: &[u8],
-        len: usize,
-        clauses: &[Clause],
-        resolver: &R,
-    ) -> Result<u16, Diagnostic> {
-        self.out.first_only = true;
-        self.run_in(buf, len, clauses, None, resolver);
+    /// The MaxStack the code of the last run needs, by the verifier's dataflow: an error when
+    /// that run found a structural fault (the first one) or could not follow every path (a
+    /// callee's signature was unknown). Run with [`Options::first_only`] and no declared
+    /// MaxStack ([`Subject::Code`]) to ask only this.
+    pub fn needed_max_stack(&self) -> Result<u16, Diagnostic> {
         if let Some(d) = self.out.diags.first() {
             return Err(d.clone());
         }
@@ -1452,10 +1467,13 @@ pub fn single_pass_agrees<R: Resolver + ?Sized>(
     let (mut with, mut without) = (Verifier::new(), Verifier::new());
     without.set_single_pass(false);
     for declared in [Some(declared_max_stack), None] {
-        let a = with.verify_code(code, clauses, declared, resolver).to_vec();
-        let b = without
-            .verify_code(code, clauses, declared, resolver)
-            .to_vec();
+        let subject = Subject::Code {
+            code,
+            clauses,
+            declared_max_stack: declared,
+        };
+        let a = with.verify(subject, resolver, &Options::ALL).to_vec();
+        let b = without.verify(subject, resolver, &Options::ALL).to_vec();
         let same = a == b
             && with.computed_max_stack() == without.computed_max_stack()
             && with.is_complete() == without.is_complete();
@@ -1471,41 +1489,4 @@ pub fn single_pass_agrees<R: Resolver + ?Sized>(
         }
     }
     Ok(())
-}
-
-/// Verifies a body and returns every finding, sorted by offset.
-pub fn verify(body: &Body<'_>, resolver: &dyn Resolver) -> Vec<Diagnostic> {
-    Verifier::new().verify(body, resolver).to_vec()
-}
-
-/// Verifies a body and returns the first finding, stopping there.
-pub fn verify_first(body: &Body<'_>, resolver: &dyn Resolver) -> Option<Diagnostic> {
-    Verifier::new().verify_first(body, resolver)
-}
-
-/// Verifies raw code and clauses (as the rewriter lays them out) and returns every finding.
-pub fn verify_code(
-    code: &[u8],
-    clauses: &[Clause],
-    declared_max_stack: Option<u16>,
-    resolver: &dyn Resolver,
-) -> Vec<Diagnostic> {
-    Verifier::new()
-        .verify_code(code, clauses, declared_max_stack, resolver)
-        .to_vec()
-}
-
-/// The MaxStack that `code` needs, by the verifier's dataflow (see [`Verifier::max_stack`]).
-pub fn max_stack(
-    code: &[u8],
-    clauses: &[Clause],
-    resolver: &dyn Resolver,
-) -> Result<u16, Diagnostic> {
-    Verifier::new().max_stack(code, clauses, resolver)
-}
-
-/// The MaxStack a parsed body needs, ignoring the one it declares.
-pub fn body_max_stack(body: &Body<'_>, resolver: &dyn Resolver) -> Result<u16, Diagnostic> {
-    let clauses: Vec<Clause> = body.clauses().copied().collect();
-    max_stack(body.code, &clauses, resolver)
 }

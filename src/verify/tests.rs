@@ -6,6 +6,83 @@ use crate::instr::{Operand, encode};
 use crate::opcode::Opcode::{self, *};
 use std::collections::HashMap;
 
+// Shorthands over the one entry point, [`Verifier::verify`], each with a fresh verifier.
+
+fn verify(body: &Body<'_>, resolver: &dyn Resolver) -> Vec<Diagnostic> {
+    Verifier::new()
+        .verify(body, resolver, &Options::ALL)
+        .to_vec()
+}
+
+fn verify_first(body: &Body<'_>, resolver: &dyn Resolver) -> Option<Diagnostic> {
+    Verifier::new()
+        .verify(body, resolver, &Options::FIRST)
+        .first()
+        .cloned()
+}
+
+fn verify_code(
+    code: &[u8],
+    clauses: &[Clause],
+    declared_max_stack: Option<u16>,
+    resolver: &dyn Resolver,
+) -> Vec<Diagnostic> {
+    Verifier::new().verify_code(code, clauses, declared_max_stack, resolver)
+}
+
+fn max_stack(code: &[u8], clauses: &[Clause], resolver: &dyn Resolver) -> Result<u16, Diagnostic> {
+    Verifier::new().max_stack(code, clauses, resolver)
+}
+
+fn body_max_stack(body: &Body<'_>, resolver: &dyn Resolver) -> Result<u16, Diagnostic> {
+    let clauses: Vec<Clause> = body.clauses().copied().collect();
+    max_stack(body.code, &clauses, resolver)
+}
+
+/// The same shorthands on a verifier that keeps its buffers.
+impl Verifier {
+    fn verify_code<R: Resolver + ?Sized>(
+        &mut self,
+        code: &[u8],
+        clauses: &[Clause],
+        declared_max_stack: Option<u16>,
+        resolver: &R,
+    ) -> Vec<Diagnostic> {
+        let subject = Subject::Code {
+            code,
+            clauses,
+            declared_max_stack,
+        };
+        self.verify(subject, resolver, &Options::ALL).to_vec()
+    }
+
+    fn max_stack<R: Resolver + ?Sized>(
+        &mut self,
+        code: &[u8],
+        clauses: &[Clause],
+        resolver: &R,
+    ) -> Result<u16, Diagnostic> {
+        let subject = Subject::Code {
+            code,
+            clauses,
+            declared_max_stack: None,
+        };
+        self.verify(subject, resolver, &Options::FIRST);
+        self.needed_max_stack()
+    }
+
+    fn max_stack_in<R: Resolver + ?Sized>(
+        &mut self,
+        buf: &[u8],
+        len: usize,
+        clauses: &[Clause],
+        resolver: &R,
+    ) -> Result<u16, Diagnostic> {
+        self.verify_code_in(buf, len, clauses, None, resolver, &Options::FIRST);
+        self.needed_max_stack()
+    }
+}
+
 /// One line of a test body.
 #[derive(Clone, Debug)]
 enum It {
@@ -1902,7 +1979,9 @@ fn slack_after_the_code_changes_nothing() {
         buf.extend((0..(rnd() % 12)).map(|_| rnd() as u8));
         let code = buf[..len].to_vec();
         let want = exact.verify_code(&code, &[], Some(8), &r).to_vec();
-        let got = padded.verify_code_in(&buf, len, &[], Some(8), &r).to_vec();
+        let got = padded
+            .verify_code_in(&buf, len, &[], Some(8), &r, &Options::ALL)
+            .to_vec();
         assert_eq!(want, got, "{buf:02x?} ({len} bytes of code)");
         assert_eq!(
             exact.max_stack(&code, &[], &r),

@@ -93,6 +93,7 @@ pub(super) fn file_name(input: &Input) -> String {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default(),
         Input::Embedded { name, .. } => name.rsplit('/').next().unwrap_or(name).to_string(),
+        Input::Memory { name, .. } => name.rsplit('/').next().unwrap_or(name).to_string(),
     }
 }
 
@@ -163,7 +164,7 @@ impl Baseline {
         for (patched, input) in all {
             let key = match input {
                 Input::File { path, .. } => Some(canonical(path)),
-                Input::Embedded { .. } => None,
+                Input::Embedded { .. } | Input::Memory { .. } => None,
             };
             let k = match key.as_ref().and_then(|k| loaded.get(k)) {
                 Some(&k) => k,
@@ -330,7 +331,12 @@ fn type_findings(
         .map(|(m, b)| match b {
             Ok(b) => {
                 resolver.set_method(m, b);
-                types_checked(verifier.verify(b, &resolver).iter().map(|d| d.code))
+                types_checked(
+                    verifier
+                        .verify(b, &resolver, &crate::verify::Options::ALL)
+                        .iter()
+                        .map(|d| d.code),
+                )
             }
             Err(_) => false,
         })
@@ -364,7 +370,7 @@ fn for_each_method_findings(
             Ok(body) => {
                 resolver.set_method(&method, &body);
                 let findings = verifier
-                    .verify(&body, &resolver)
+                    .verify(&body, &resolver, &crate::verify::Options::ALL)
                     .iter()
                     .map(|d| (d.code.as_str(), d.offset, d.message.clone()))
                     .collect();

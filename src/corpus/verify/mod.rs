@@ -481,7 +481,7 @@ fn verify_image(
     for (k, (method, body)) in work.iter().enumerate() {
         let Ok(body) = body else { continue };
         resolver.set_method(method, body);
-        verifier.verify(body, &resolver);
+        verifier.verify(body, &resolver, &crate::verify::Options::ALL);
         il_bytes += body.code.len() as u64;
         report.methods_incomplete += u64::from(!verifier.is_complete());
         found.extend(verifier.diagnostics().iter().map(|d| (k, d.clone())));
@@ -682,7 +682,7 @@ fn show(
 fn input_path(input: &Input) -> Option<&std::path::Path> {
     match input {
         Input::File { path, .. } => Some(path),
-        Input::Embedded { .. } => None,
+        Input::Embedded { .. } | Input::Memory { .. } => None,
     }
 }
 
