@@ -7,9 +7,7 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use ilcheck::body::Body;
 use ilcheck::image::Image;
 use ilcheck::image::writer::ImageWriter;
-use ilcheck::ir::{
-    LayoutOptions, MaxStackPolicy, Rewriter, TransformFn, TransformOptions, transforms,
-};
+use ilcheck::ir::{LayoutOptions, MaxStackPolicy, Rewriter, Transform, TransformOptions};
 use ilcheck::verify::{ImageResolver, Resolver};
 use std::hint::black_box;
 use std::path::PathBuf;
@@ -83,7 +81,7 @@ fn cpu_secs() -> f64 {
 fn run(
     prepared: &mut [(ImageResolver<'_>, support::Work<'_>)],
     rewriter: &mut Rewriter,
-    transform: TransformFn,
+    transform: Transform,
     opts: &LayoutOptions,
     out: &mut Vec<u8>,
 ) -> (u64, u64, usize) {
@@ -94,7 +92,7 @@ fn run(
             resolver.set_facts(*sig, *locals);
             topts.returns_void = sig.map(|s| s.returns_void);
             out.clear();
-            match rewriter.rewrite(body, transform, &topts, opts, &*resolver, out) {
+            match rewriter.rewrite_ir(body, transform, &topts, opts, &*resolver, out) {
                 Ok(_) => ok += 1,
                 Err(_) => skipped += 1,
             }
@@ -106,11 +104,7 @@ fn run(
 
 /// The whole workload: every body of every image rewritten, every assembly written (to memory).
 /// Returns (bodies rewritten, output bytes).
-fn rewrite_and_write(
-    corpus: &Corpus,
-    transform: TransformFn,
-    opts: &LayoutOptions,
-) -> (u64, usize) {
+fn rewrite_and_write(corpus: &Corpus, transform: Transform, opts: &LayoutOptions) -> (u64, usize) {
     let mut rewriter = Rewriter::new();
     let mut out = Vec::new();
     let (mut bodies, mut written) = (0, 0);
@@ -126,7 +120,7 @@ fn rewrite_and_write(
             topts.returns_void = resolver.method().map(|s| s.returns_void);
             out.clear();
             if rewriter
-                .rewrite(&body, transform, &topts, opts, &resolver, &mut out)
+                .rewrite_ir(&body, transform, &topts, opts, &resolver, &mut out)
                 .is_ok()
                 && writer.replace_body(m.rid(), out.as_slice()).is_ok()
             {
@@ -146,24 +140,24 @@ fn bench(c: &mut Criterion) {
         max_stack: MaxStackPolicy::Declared,
         ..LayoutOptions::default()
     };
-    let cases: [(&str, TransformFn, LayoutOptions); 4] = [
-        ("identity", transforms::identity, LayoutOptions::default()),
+    let cases: [(&str, Transform, LayoutOptions); 4] = [
+        ("identity", Transform::Identity, LayoutOptions::default()),
         (
             "prologue-epilogue",
-            transforms::prologue_epilogue,
+            Transform::PrologueEpilogue,
             LayoutOptions::default(),
         ),
-        ("identity/unverified", transforms::identity, unverified),
+        ("identity/unverified", Transform::Identity, unverified),
         (
             "prologue-epilogue/unverified",
-            transforms::prologue_epilogue,
+            Transform::PrologueEpilogue,
             unverified,
         ),
     ];
     for corpus in corpora() {
         for (name, transform) in [
-            ("identity", transforms::identity as TransformFn),
-            ("prologue-epilogue", transforms::prologue_epilogue),
+            ("identity", Transform::Identity),
+            ("prologue-epilogue", Transform::PrologueEpilogue),
         ] {
             let (start, cpu) = (Instant::now(), cpu_secs());
             let (bodies, written) =
@@ -297,7 +291,7 @@ fn count(tally: Option<&mut Tally>, e: &ilcheck::ir::RewriteError) {
 fn run_generated(
     work: &GeneratedWork<'_>,
     rewriter: &mut Rewriter,
-    transform: TransformFn,
+    transform: Transform,
     out: &mut Vec<u8>,
     mut tally: Option<&mut Tally>,
 ) -> (u64, u64, usize) {
@@ -305,7 +299,7 @@ fn run_generated(
     let (mut ok, mut not, mut size) = (0, 0, 0);
     for (body, resolver, topts) in work {
         out.clear();
-        match rewriter.rewrite(body, transform, topts, &opts, *resolver, out) {
+        match rewriter.rewrite_ir(body, transform, topts, &opts, *resolver, out) {
             Ok(_) => ok += 1,
             Err(e) => {
                 not += 1;
@@ -321,7 +315,7 @@ fn run_generated(
 fn run_corpus(
     prepared: &mut [(ImageResolver<'_>, support::Work<'_>, u32)],
     rewriter: &mut Rewriter,
-    transform: TransformFn,
+    transform: Transform,
     out: &mut Vec<u8>,
     mut tally: Option<&mut Tally>,
 ) -> (u64, u64, usize) {
@@ -334,7 +328,7 @@ fn run_corpus(
             resolver.set_facts(*sig, *locals);
             topts.returns_void = sig.map(|s| s.returns_void);
             out.clear();
-            match rewriter.rewrite(body, transform, &topts, &opts, &*resolver, out) {
+            match rewriter.rewrite_ir(body, transform, &topts, &opts, &*resolver, out) {
                 Ok(_) => ok += 1,
                 Err(e) => {
                     not += 1;
@@ -352,9 +346,7 @@ fn run_corpus(
 /// rewritten, bytes written).
 fn whole_assembly(paths: &[PathBuf], threads: usize) -> (u64, usize) {
     let opts = ilcheck::corpus::RewriteOptions {
-        transform_name: "prologue-epilogue".into(),
-        transform: transforms::prologue_epilogue,
-        entry_exit: Some(ilcheck::ir::EntryExit::PrologueEpilogue),
+        transform: Transform::PrologueEpilogue,
         transform_opts: TransformOptions::default(),
         layout: LayoutOptions::default(),
         methods: None,
@@ -443,7 +435,8 @@ fn bench_transforms(c: &mut Criterion) {
             .collect();
         let mut g = c.benchmark_group(format!("transform/generated-{}", set.name));
         g.throughput(set.throughput());
-        for &(name, transform) in ilcheck::ir::TRANSFORMS {
+        for transform in Transform::ALL {
+            let name = transform.name();
             let mut tally = Tally::new();
             let (ok, not, size) =
                 run_generated(&work, &mut rewriter, transform, &mut out, Some(&mut tally));
@@ -471,7 +464,8 @@ fn bench_transforms(c: &mut Criterion) {
         .collect();
     let mut g = c.benchmark_group(format!("transform/{}", corpus.name));
     g.throughput(corpus.throughput());
-    for &(name, transform) in ilcheck::ir::TRANSFORMS {
+    for transform in Transform::ALL {
+        let name = transform.name();
         let mut tally = Tally::new();
         let (ok, not, size) = run_corpus(
             &mut prepared,

@@ -16,7 +16,7 @@
 
 use ilcheck::corpus::{RewriteOptions, RewriteReport, RewriteScratch, rewrite_image_with};
 use ilcheck::image::Image;
-use ilcheck::ir::{LayoutOptions, TransformOptions, transforms};
+use ilcheck::ir::{LayoutOptions, TransformOptions};
 use std::hash::{Hash, Hasher};
 use std::path::PathBuf;
 
@@ -85,9 +85,7 @@ fn main() {
     paths.sort();
     paths.truncate(files);
     let opts = RewriteOptions {
-        transform_name: "prologue-epilogue".into(),
-        transform: transforms::prologue_epilogue,
-        entry_exit: Some(ilcheck::ir::EntryExit::PrologueEpilogue),
+        transform: ilcheck::ir::Transform::PrologueEpilogue,
         transform_opts: TransformOptions::default(),
         layout: LayoutOptions {
             verify,

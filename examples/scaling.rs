@@ -22,7 +22,7 @@
 
 use ilcheck::body::Body;
 use ilcheck::generate::hostile::{Hostile, Shape};
-use ilcheck::ir::{BranchForms, EntryExit, LayoutOptions, Rewriter, TransformOptions};
+use ilcheck::ir::{BranchForms, LayoutOptions, Rewriter, Transform, TransformOptions};
 use ilcheck::verify::{NoResolver, Verifier};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::process::{Command, ExitCode, Stdio};
@@ -158,9 +158,9 @@ fn run_op(op: &str, h: &Hostile) -> Result<String, String> {
             };
             let mut out = Vec::new();
             let (_, info) = Rewriter::new()
-                .rewrite_entry_exit(
+                .rewrite(
                     &body,
-                    EntryExit::PrologueEpilogue,
+                    Transform::PrologueEpilogue,
                     &TransformOptions::default(),
                     &layout,
                     &NoResolver,

@@ -521,7 +521,7 @@ fn rewrite_writes_a_verified_assembly() {
 fn wrap_uses_an_unused_local_of_the_return_type() {
     use ilcheck::corpus::{self, RewriteOptions, RewriteReport};
     use ilcheck::image::Image;
-    use ilcheck::ir::{LayoutOptions, TransformOptions, transforms};
+    use ilcheck::ir::{LayoutOptions, TransformOptions};
     let bytes = std::fs::read(format!(
         "{}/corpus/bin/codec_shapes.dll",
         env!("CARGO_MANIFEST_DIR")
@@ -530,9 +530,7 @@ fn wrap_uses_an_unused_local_of_the_return_type() {
     let image = Image::parse(&bytes).unwrap();
     let run = |pattern: &str| {
         let opts = RewriteOptions {
-            transform_name: "wrap-finally".into(),
-            transform: transforms::wrap_finally,
-            entry_exit: None,
+            transform: ilcheck::ir::Transform::WrapFinally,
             transform_opts: TransformOptions::default(),
             layout: LayoutOptions::default(),
             methods: Some(pattern.into()),

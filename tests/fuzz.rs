@@ -436,7 +436,7 @@ fn ilcheck_rewrite_is_clean_under_the_loop() {
         return;
     }
     let dir = scratch("self");
-    for (t, _) in ilcheck::ir::TRANSFORMS {
+    for t in ilcheck::ir::Transform::ALL.map(|t| t.name()) {
         let rewriter = format!(
             "{} rewrite {{in}} -o {{out}} -t {t}",
             env!("CARGO_BIN_EXE_ilcheck")

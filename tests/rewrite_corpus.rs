@@ -9,7 +9,7 @@ use ilcheck::body::Body;
 use ilcheck::image::{Image, Token};
 use ilcheck::ir::{
     BranchForms, EntryExit, Instr, LayoutOptions, MaxStackPolicy, Method, Outcome, RewriteError,
-    Rewriter, TRANSFORMS, TransformOptions,
+    Rewriter, Transform, TransformOptions,
 };
 use ilcheck::opcode::Opcode;
 use ilcheck::verify::{ImageResolver, Resolver, Verifier};
@@ -84,10 +84,9 @@ fn run_image(name: &str, image: &Image<'_>, counts: &mut Counts, transforms: boo
             out.clear();
             expected.clear();
             body.encode(&mut expected).unwrap();
-            let identity = TRANSFORMS[0].1;
             match rewriter.rewrite(
                 &body,
-                identity,
+                Transform::Identity,
                 &TransformOptions::default(),
                 &opts,
                 &resolver,
@@ -109,9 +108,11 @@ fn run_image(name: &str, image: &Image<'_>, counts: &mut Counts, transforms: boo
             ..TransformOptions::default()
         };
         splice_agrees(&body, &topts, &resolver, &mut rewriter, counts, &label);
-        for &(tname, transform) in TRANSFORMS {
+        for transform in Transform::ALL {
+            let tname = transform.name();
             out.clear();
-            let key = match rewriter.rewrite(
+            // The IR path: the splice is compared with it in `splice_agrees`.
+            let key = match rewriter.rewrite_ir(
                 &body,
                 transform,
                 &topts,
@@ -184,15 +185,15 @@ fn splice_agrees(
         for opts in [topts, &long] {
             let (mut fast, mut slow) = (Vec::new(), Vec::new());
             let layout = LayoutOptions::default();
-            let Some(got) =
-                rewriter.splice_entry_exit(body, which, opts, &layout, resolver, &mut fast)
+            let Ok(got) =
+                rewriter.splice(body, which.transform(), opts, &layout, resolver, &mut fast)
             else {
                 counts.declined += 1;
                 continue;
             };
             counts.spliced += 1;
             let want =
-                rewriter.rewrite(body, which.transform(), opts, &layout, resolver, &mut slow);
+                rewriter.rewrite_ir(body, which.transform(), opts, &layout, resolver, &mut slow);
             if want != Ok(got) || fast != slow {
                 counts.failures.push(format!(
                     "{which:?} {}: spliced {got:?}, IR {want:?}",

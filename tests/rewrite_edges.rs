@@ -941,8 +941,15 @@ fn splice_equals_ir(body: &Body<'_>, what: &str) {
     let (mut spliced, mut lifted) = (Vec::new(), Vec::new());
     let mut rw = Rewriter::new();
     let which = EntryExit::PrologueEpilogue;
-    let a = rw.splice_entry_exit(body, which, &opts, &lopts, &NoResolver, &mut spliced);
-    let b = rw.rewrite(
+    let a = rw.splice(
+        body,
+        which.transform(),
+        &opts,
+        &lopts,
+        &NoResolver,
+        &mut spliced,
+    );
+    let b = rw.rewrite_ir(
         body,
         which.transform(),
         &opts,
@@ -952,7 +959,7 @@ fn splice_equals_ir(body: &Body<'_>, what: &str) {
     );
     assert_eq!(
         a,
-        Some(b.unwrap()),
+        Ok(b.unwrap()),
         "{what}: the splice declined or disagreed"
     );
     assert!(spliced == lifted, "{what}: spliced and lifted bytes differ");

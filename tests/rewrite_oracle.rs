@@ -8,7 +8,7 @@ mod support;
 use ilcheck::corpus::{self, RewriteOptions, RewriteReport};
 use ilcheck::harness::{Runtime, RuntimeKind};
 use ilcheck::image::Image;
-use ilcheck::ir::{LayoutOptions, TRANSFORMS, TransformOptions};
+use ilcheck::ir::{LayoutOptions, Transform, TransformOptions};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -63,16 +63,9 @@ fn mask_offsets(line: &str) -> String {
 }
 
 /// Every method, the given transform, `System.Exception` as wrap-catch's type when referenced.
-fn options(
-    image: &Image<'_>,
-    name: &str,
-    transform: ilcheck::ir::TransformFn,
-    max_listed: usize,
-) -> RewriteOptions {
+fn options(image: &Image<'_>, transform: Transform, max_listed: usize) -> RewriteOptions {
     RewriteOptions {
-        transform_name: name.to_string(),
         transform,
-        entry_exit: ilcheck::ir::EntryExit::by_name(name),
         transform_opts: TransformOptions {
             catch_type: ilcheck::ir::transforms::find_exception_type(image).unwrap_or(0),
             ..TransformOptions::default()
@@ -156,8 +149,9 @@ fn every_transform_keeps_every_program_running_identically() {
         let original_pedump = pedump_findings(program);
         let image_bytes = std::fs::read(program).unwrap();
         let image = Image::parse(&image_bytes).unwrap();
-        for &(name, transform) in TRANSFORMS {
-            let opts = options(&image, name, transform, 20);
+        for transform in Transform::ALL {
+            let name = transform.name();
+            let opts = options(&image, transform, 20);
             let mut report = RewriteReport::default();
             let bytes = corpus::rewrite_image(&image, &opts, &mut report).unwrap();
             let what = format!("{} with {name}", program.display());
@@ -193,7 +187,7 @@ fn every_transform_keeps_every_program_running_identically() {
         }
     }
     std::fs::remove_dir_all(&dir).ok();
-    assert_eq!(runs, programs.len() * TRANSFORMS.len() * runtimes.len());
+    assert_eq!(runs, programs.len() * Transform::ALL.len() * runtimes.len());
     assert!(rewritten > 500, "{rewritten}");
     eprintln!(
         "{runs} runs of rewritten programs ({} runtimes) were identical; {rewritten} method rewrites",
@@ -215,11 +209,12 @@ fn mono_corpus_every_transform_verifies() {
         })
         .collect();
     assert!(files.len() >= 130);
-    for &(name, transform) in TRANSFORMS {
+    for transform in Transform::ALL {
+        let name = transform.name();
         let mut totals = RewriteReport::default();
         for file in &files {
             let image = Image::open(file).unwrap();
-            let opts = options(&image, name, transform, 5);
+            let opts = options(&image, transform, 5);
             let mut report = RewriteReport::default();
             let bytes = corpus::rewrite_image(&image, &opts, &mut report).unwrap();
             assert!(

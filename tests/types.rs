@@ -290,8 +290,10 @@ fn a_shared_epilogue_that_loses_the_return_type_is_a_new_unverifiable_finding() 
     let mut opts = corpus::RewriteOptions::new("epilogue").unwrap();
     opts.methods = Some(method.to_string());
     let own_bytes = corpus::rewrite_image(&image, &opts, &mut Default::default()).unwrap();
-    opts.transform = shared_epilogue;
-    opts.entry_exit = None;
+    opts.transform = ilcheck::ir::Transform::Custom {
+        name: "shared-epilogue",
+        apply: shared_epilogue,
+    };
     let mut report = corpus::RewriteReport::default();
     let shared_bytes = corpus::rewrite_image(&image, &opts, &mut report).unwrap();
     assert_eq!(

@@ -126,8 +126,8 @@ pub fn parse_token(text: &str) -> Result<u32> {
 /// The rewrite options of the arguments, with the probe references they name.
 pub fn options(a: &RewriteArgs) -> Result<RewriteOptions> {
     use ilcheck::ir::{BranchForms, LayoutOptions, TransformOptions};
-    let Some(transform) = ilcheck::ir::transforms::by_name(&a.transform) else {
-        let names: Vec<&str> = ilcheck::ir::TRANSFORMS.iter().map(|(n, _)| *n).collect();
+    let Some(transform) = ilcheck::ir::Transform::by_name(&a.transform) else {
+        let names: Vec<&str> = ilcheck::ir::Transform::ALL.map(|t| t.name()).to_vec();
         bail!(
             "unknown transform {:?}; one of: {}",
             a.transform,
@@ -145,7 +145,7 @@ pub fn options(a: &RewriteArgs) -> Result<RewriteOptions> {
             })
         })
         .collect::<Result<_>>()?;
-    let wraps = a.transform.starts_with("wrap");
+    let wraps = transform.wraps();
     for (given, probe, snippet, at_entry) in [
         (
             &a.prologue_call,
@@ -190,9 +190,7 @@ pub fn options(a: &RewriteArgs) -> Result<RewriteOptions> {
         ..LayoutOptions::default()
     };
     Ok(RewriteOptions {
-        transform_name: a.transform.clone(),
         transform,
-        entry_exit: ilcheck::ir::EntryExit::by_name(&a.transform),
         transform_opts: topts,
         layout,
         methods: a.methods.clone(),

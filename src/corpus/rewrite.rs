@@ -7,8 +7,8 @@ use crate::image::writer::{ImageWriter, WriteError, WriteSummary, WriterBuffers}
 use crate::image::{Image, Table, Token};
 use crate::ir::transforms::CoreTypes;
 use crate::ir::{
-    EntryExit, Instr, LayoutError, LayoutInfo, LayoutOptions, NewLocals, Operand, RewriteError,
-    Rewriter, SkipReason, TransformFn, TransformOptions,
+    Instr, LayoutError, LayoutInfo, LayoutOptions, NewLocals, Operand, RewriteError, Rewriter,
+    SkipReason, Transform, TransformOptions,
 };
 use crate::opcode::Opcode;
 use crate::verify::{ImageResolver, Resolver, Verdict, Verifier};
@@ -19,14 +19,9 @@ use std::time::Instant;
 /// What to rewrite and how.
 #[derive(Clone, Debug)]
 pub struct RewriteOptions {
-    /// The transform's CLI name (see [`crate::ir::TRANSFORMS`]).
-    pub transform_name: String,
-    /// The transform applied to each selected method.
-    pub transform: TransformFn,
-    /// When the transform is one of the entry/exit ones: which, so that bodies are rewritten
-    /// by [`Rewriter::rewrite_entry_exit`] (the same result, faster). `transform` must then
-    /// be [`EntryExit::transform`].
-    pub entry_exit: Option<EntryExit>,
+    /// The transform applied to each selected method (the entry/exit ones spliced into the
+    /// bytes where they can be, see [`Rewriter::rewrite`]).
+    pub transform: Transform,
     /// The transform's options: prologue and epilogue code, the exception type to catch, the
     /// spare return local.
     pub transform_opts: TransformOptions,
@@ -58,13 +53,11 @@ pub struct Probes {
 }
 
 impl RewriteOptions {
-    /// The transform with this CLI name (see [`crate::ir::TRANSFORMS`]) on every method, with
+    /// The transform with this CLI name (see [`Transform::by_name`]) on every method, with
     /// default transform and layout options, on every core.
     pub fn new(transform_name: &str) -> Option<RewriteOptions> {
         Some(RewriteOptions {
-            transform_name: transform_name.to_string(),
-            transform: crate::ir::transforms::by_name(transform_name)?,
-            entry_exit: EntryExit::by_name(transform_name),
+            transform: Transform::by_name(transform_name)?,
             transform_opts: TransformOptions::default(),
             layout: LayoutOptions::default(),
             methods: None,
@@ -212,11 +205,7 @@ struct EmitPlan<'i, 'a> {
 
 /// Whether the transform puts the exit code before each `ret` (rather than in a handler).
 fn epilogue_before_ret(opts: &RewriteOptions) -> bool {
-    opts.entry_exit.is_some_and(EntryExit::epilogue)
-        || matches!(
-            opts.transform_name.as_str(),
-            "epilogue" | "prologue-epilogue"
-        )
+    opts.transform.epilogue_before_ret()
 }
 
 impl<'i, 'a> EmitPlan<'i, 'a> {
@@ -230,8 +219,8 @@ impl<'i, 'a> EmitPlan<'i, 'a> {
             probe_code: Vec::new(),
         };
         let with_body = || image.methods().filter(|m| m.rva() != 0);
-        let wraps = opts.transform_name.starts_with("wrap");
-        if opts.transform_name == "wrap-catch"
+        let wraps = opts.transform.wraps();
+        if opts.transform == Transform::WrapCatch
             && plan.catch_type == 0
             && with_body().next().is_some()
         {
@@ -614,7 +603,7 @@ impl<'i, 'o> Worker<'i, 'o> {
             verifier,
             resolver: ImageResolver::new(image),
             topts,
-            wraps: opts.transform_name.starts_with("wrap"),
+            wraps: opts.transform.wraps(),
             locals: &plan.locals,
             additions: plan.additions.as_ref(),
             probe_calls: &plan.probe_calls,
@@ -802,10 +791,7 @@ fn rewrite_one<R: Resolver + ?Sized>(
     resolver: &R,
     out: &mut Vec<u8>,
 ) -> Result<(crate::ir::Outcome, LayoutInfo), RewriteError> {
-    match opts.entry_exit {
-        Some(which) => rewriter.rewrite_entry_exit(body, which, topts, &opts.layout, resolver, out),
-        None => rewriter.rewrite(body, opts.transform, topts, &opts.layout, resolver, out),
-    }
+    rewriter.rewrite(body, opts.transform, topts, &opts.layout, resolver, out)
 }
 
 /// Adds a part's counters to the report.
@@ -863,7 +849,7 @@ pub fn rewrite_image_with(
     scratch: &mut RewriteScratch,
 ) -> Result<(), WriteError> {
     report.schema = "ilcheck.rewrite/1";
-    report.transform = opts.transform_name.clone();
+    report.transform = opts.transform.name().to_string();
     let rows = image.method_count();
     let chunks = (rows as usize).div_ceil(CHUNK);
     let threads = thread_count(opts.threads, rows as usize);

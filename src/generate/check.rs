@@ -8,7 +8,7 @@ use crate::body::{Body, BodyParts, Clause};
 use crate::disasm;
 use crate::ir::{
     self, EntryExit, Instr, LayoutOptions, MaxStackPolicy, Method, Operand, Rewriter, SkipReason,
-    TRANSFORMS, TransformOptions,
+    Transform, TransformOptions,
 };
 use crate::opcode::{Opcode, OperandKind};
 use crate::verify;
@@ -128,12 +128,13 @@ pub fn transforms_preserve(g: &Generated) -> Result<(), String> {
         wrap_exit: Vec::new(),
     };
     let mut rewriter = Rewriter::new();
-    for &(name, transform) in TRANSFORMS {
+    for transform in Transform::ALL {
+        let name = transform.name();
         let mut m = Method::from_body(&body).map_err(|e| format!("lift: {e}"))?;
-        if name.starts_with("wrap") && !g.shape.returns_void && m.header.local_sig == 0 {
+        if transform.wraps() && !g.shape.returns_void && m.header.local_sig == 0 {
             m.header.local_sig = LOCALS_SIG;
         }
-        if let Err(skip) = transform(&mut m, &opts) {
+        if let Err(skip) = transform.apply(&mut m, &opts) {
             ensure!(
                 matches!(skip, SkipReason::TailCallInsideER { .. }),
                 "{name} skipped: {skip}\n{}",
@@ -205,9 +206,9 @@ pub fn splice_agrees(g: &Generated) -> Result<usize, String> {
     ] {
         for opts in [&short, &long] {
             let mut fast = Vec::new();
-            let Some(got) = rewriter.splice_entry_exit(
+            let Ok(got) = rewriter.splice(
                 &body,
-                which,
+                which.transform(),
                 opts,
                 &LayoutOptions::default(),
                 resolver,
@@ -217,7 +218,7 @@ pub fn splice_agrees(g: &Generated) -> Result<usize, String> {
             };
             answered += 1;
             let mut slow = Vec::new();
-            let want = rewriter.rewrite(
+            let want = rewriter.rewrite_ir(
                 &body,
                 which.transform(),
                 opts,

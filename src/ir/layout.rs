@@ -25,6 +25,7 @@ fn first_invalid(diags: &[Diagnostic]) -> Option<&Diagnostic> {
 
 mod relax;
 mod splice;
+pub use splice::SpliceDecline;
 
 /// Which form each branch (including `leave`) gets.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]

@@ -15,7 +15,7 @@ pub mod transforms;
 pub use edit::{BlockId, EditError, EditSummary, Editor, Regions, Targets};
 pub use layout::{
     BranchForms, Layout, LayoutError, LayoutInfo, LayoutOptions, MaxStackPolicy, MaxStackUnknown,
-    layout,
+    SpliceDecline, layout,
 };
 pub use lift::{IrError, Lifter};
 pub use method::{
@@ -23,7 +23,8 @@ pub use method::{
     UNBOUND,
 };
 pub use transforms::{
-    EntryExit, NewLocals, Outcome, SkipReason, TRANSFORMS, TransformFn, TransformOptions,
+    EntryExit, EntryExitPlan, Insertion, NewLocals, Outcome, SkipReason, Transform, TransformFn,
+    TransformOptions,
 };
 
 use crate::body::Body;
@@ -58,60 +59,54 @@ impl Rewriter {
         Self::default()
     }
 
-    /// Rewrites one body and appends the new body to `out` (nothing is appended on error).
+    /// Rewrites one body with `transform` and appends the new body to `out` (nothing is
+    /// appended on error). An entry/exit transform is spliced into the body's bytes where the
+    /// splice can carry out its plan; every other case goes through the IR (lift, edit, layout
+    /// with relaxation, verify). Both give the same bytes (`tests/rewrite_corpus.rs` compares
+    /// them on every body of the corpus).
     pub fn rewrite<R: Resolver + ?Sized>(
         &mut self,
         body: &Body<'_>,
-        transform: TransformFn,
+        transform: Transform,
+        transform_opts: &TransformOptions,
+        layout_opts: &LayoutOptions,
+        resolver: &R,
+        out: &mut Vec<u8>,
+    ) -> Result<(Outcome, LayoutInfo), RewriteError> {
+        match self.splice(body, transform, transform_opts, layout_opts, resolver, out) {
+            Ok(done) => Ok(done),
+            Err(_) => self.rewrite_ir(body, transform, transform_opts, layout_opts, resolver, out),
+        }
+    }
+
+    /// The IR path of [`Rewriter::rewrite`] alone, whatever the transform.
+    pub fn rewrite_ir<R: Resolver + ?Sized>(
+        &mut self,
+        body: &Body<'_>,
+        transform: Transform,
         transform_opts: &TransformOptions,
         layout_opts: &LayoutOptions,
         resolver: &R,
         out: &mut Vec<u8>,
     ) -> Result<(Outcome, LayoutInfo), RewriteError> {
         self.lifter.lift(body, &mut self.method)?;
-        let outcome = transform(&mut self.method, transform_opts)?;
+        let outcome = transform.apply(&mut self.method, transform_opts)?;
         let info = self.layout.run(&self.method, layout_opts, resolver, out)?;
         Ok((outcome, info))
     }
 
-    /// [`Rewriter::rewrite`] with the entry/exit transform `which`: the same result, got by
-    /// splicing the new code into the body's bytes where that can be done (see
-    /// [`layout`](mod@layout)), through the IR otherwise.
-    pub fn rewrite_entry_exit<R: Resolver + ?Sized>(
+    /// The byte-level path of [`Rewriter::rewrite`] alone: why it leaves the body to the IR
+    /// path, with nothing appended, when it does.
+    pub fn splice<R: Resolver + ?Sized>(
         &mut self,
         body: &Body<'_>,
-        which: EntryExit,
+        transform: Transform,
         transform_opts: &TransformOptions,
         layout_opts: &LayoutOptions,
         resolver: &R,
         out: &mut Vec<u8>,
-    ) -> Result<(Outcome, LayoutInfo), RewriteError> {
-        if let Some(done) =
-            self.splice_entry_exit(body, which, transform_opts, layout_opts, resolver, out)
-        {
-            return Ok(done);
-        }
-        self.rewrite(
-            body,
-            which.transform(),
-            transform_opts,
-            layout_opts,
-            resolver,
-            out,
-        )
-    }
-
-    /// The byte-level path of [`Rewriter::rewrite_entry_exit`] alone: `None`, with nothing
-    /// appended, for a body it leaves to the IR path.
-    pub fn splice_entry_exit<R: Resolver + ?Sized>(
-        &mut self,
-        body: &Body<'_>,
-        which: EntryExit,
-        transform_opts: &TransformOptions,
-        layout_opts: &LayoutOptions,
-        resolver: &R,
-        out: &mut Vec<u8>,
-    ) -> Option<(Outcome, LayoutInfo)> {
+    ) -> Result<(Outcome, LayoutInfo), SpliceDecline> {
+        let which = transform.entry_exit().ok_or(SpliceDecline::Transform)?;
         self.layout
             .splice_entry_exit(body, which, transform_opts, layout_opts, resolver, out)
     }
@@ -125,5 +120,66 @@ impl Rewriter {
         out: &mut Vec<u8>,
     ) -> Result<LayoutInfo, LayoutError> {
         self.layout.run(m, layout_opts, resolver, out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::verify::NoResolver;
+
+    /// `ldc.i4.0; brfalse.s +0; ret` as a tiny body.
+    const BODY: [u8; 5] = [(4 << 2) | 2, 0x16, 0x2C, 0x00, 0x2A];
+
+    #[test]
+    fn the_rewriter_splices_where_the_plan_allows_and_says_why_not_elsewhere() {
+        let body = Body::parse(&BODY).unwrap();
+        let mut rw = Rewriter::new();
+        let topts = TransformOptions::default();
+        let keep = LayoutOptions::default();
+        let (mut spliced, mut lifted) = (Vec::new(), Vec::new());
+        let t = Transform::PrologueEpilogue;
+        let a = rw.splice(&body, t, &topts, &keep, &NoResolver, &mut spliced);
+        let b = rw.rewrite_ir(&body, t, &topts, &keep, &NoResolver, &mut lifted);
+        assert_eq!(a.ok(), b.ok());
+        assert_eq!(spliced, lifted);
+        let mut out = Vec::new();
+        let wrap = rw.splice(
+            &body,
+            Transform::WrapFinally,
+            &topts,
+            &keep,
+            &NoResolver,
+            &mut out,
+        );
+        assert_eq!(wrap, Err(SpliceDecline::Transform));
+        let short = LayoutOptions {
+            branch_forms: BranchForms::ShortestWhereFits,
+            ..LayoutOptions::default()
+        };
+        assert_eq!(
+            rw.splice(&body, t, &topts, &short, &NoResolver, &mut out),
+            Err(SpliceDecline::BranchForms)
+        );
+        let one = [(1 << 2) | 2, 0x2A];
+        let one = Body::parse(&one).unwrap();
+        assert_eq!(
+            rw.splice(&one, t, &topts, &keep, &NoResolver, &mut out),
+            Err(SpliceDecline::TooShort)
+        );
+        assert!(out.is_empty(), "a declined splice appends nothing");
+        // Where it declines, `rewrite` takes the IR path and gives its bytes.
+        let (mut via_rewrite, mut via_ir) = (Vec::new(), Vec::new());
+        rw.rewrite(&one, t, &topts, &keep, &NoResolver, &mut via_rewrite)
+            .unwrap();
+        rw.rewrite_ir(&one, t, &topts, &keep, &NoResolver, &mut via_ir)
+            .unwrap();
+        assert_eq!(via_rewrite, via_ir);
+        assert_eq!(Transform::by_name("prologue-epilogue"), Some(t));
+        assert!(
+            Transform::ALL
+                .iter()
+                .all(|&t| Transform::by_name(t.name()) == Some(t))
+        );
     }
 }

@@ -3,25 +3,27 @@
 //! `prologue`, `epilogue` and `prologue-epilogue` only insert code at instruction boundaries
 //! (the prologue before the first instruction, an epilogue before each `ret`); every
 //! instruction keeps its bytes, and only branch displacements, `switch` tables and clause
-//! offsets move. [`Layout::splice_entry_exit`] makes the edits the IR transforms make, with the
-//! same choices (branches to the first instruction stay on it, branches to a `ret` reach its
-//! epilogue, regions keep their bounds), the
-//! same relaxation from the same branch forms, and the same verifier and header encoder; but it
-//! copies the unchanged runs of code instead of decoding every instruction into the IR and
-//! encoding it again.
+//! offsets move. [`Layout::splice_entry_exit`] carries out the plan the IR transforms carry out
+//! ([`EntryExit::plan`]: branches to the first instruction stay on it, branches to a `ret`
+//! reach its epilogue, regions keep their bounds, a `ret` completing a `tail.` call gets no
+//! epilogue), with the same relaxation passes from the same branch forms (`relax`), and the
+//! same verifier and header encoder; but it copies the unchanged runs of code instead of
+//! decoding every instruction into the IR and encoding it again.
 //!
-//! It only answers for what it handles in full: a body with a prefixed branch or `ret`, extra
-//! sections that are not EH tables, fewer than two instructions, anything that does not
-//! decode, a target or clause bound that is not an instruction start, or a result the verifier
-//! refuses, is left to the IR path (which then reports). Where it answers, the answer is the IR
+//! It only answers for what it handles in full, and otherwise says why ([`SpliceDecline`]): a
+//! plan choice it does not implement, a body with a prefixed branch or `ret`, extra sections
+//! that are not EH tables, fewer than two instructions, anything that does not decode, a
+//! target or clause bound that is not an instruction start, or a result the verifier refuses
+//! is left to the IR path (which then reports). Where it answers, the answer is the IR
 //! path's; `tests/rewrite_corpus.rs` compares the two on every body of the corpus.
 
 use super::relax::{Jump, Relax};
 use super::{Layout, LayoutInfo, LayoutOptions, encode_plain};
 use crate::body::{Body, Clause, ClauseKind, SectionContent};
 use crate::instr::{self, Operand as RawOperand};
+use crate::ir::edit::{Regions, Targets};
 use crate::ir::lift::{TABLE, arg};
-use crate::ir::transforms::{EntryExit, Outcome, TransformOptions};
+use crate::ir::transforms::{EntryExit, EntryExitPlan, Insertion, Outcome, TransformOptions};
 use crate::ir::{BranchForms, HeaderInfo, Instr};
 use crate::opcode::Opcode;
 use crate::verify::Resolver;
@@ -323,15 +325,13 @@ impl Scratch {
         }
     }
 
-    /// Marks the `ret`s an epilogue goes before, as the `epilogue` transform chooses them:
-    /// every one that does not complete a `tail.` call. Returns whether there is one.
+    /// Marks the `ret`s an epilogue goes before, as the plan picks them
+    /// ([`EntryExitPlan::epilogue_before`]). Returns whether there is one.
     fn plan_rets(&mut self) -> bool {
         let mut any = false;
         for e in &mut self.events {
-            if let Kind::Ret {
-                tail: false,
-                epilogue,
-            } = &mut e.kind
+            if let Kind::Ret { tail, epilogue } = &mut e.kind
+                && EntryExitPlan::epilogue_before(*tail)
             {
                 *epilogue = true;
                 any = true;
@@ -540,10 +540,53 @@ fn put(out: &mut [u8], dst: &mut usize, bytes: &[u8]) -> Option<()> {
     Some(())
 }
 
+/// Why the byte-level splice left a body to the IR path, which then rewrites it (and reports
+/// what it finds). The splice answers only for what it handles in full.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, thiserror::Error)]
+#[non_exhaustive]
+pub enum SpliceDecline {
+    /// Branch forms other than [`BranchForms::KeepOriginal`] were asked for: only the IR
+    /// layout chooses forms.
+    #[error("branch forms other than the original's were asked for")]
+    BranchForms,
+    /// The transform is not one of the entry/exit ones.
+    #[error("the transform has no byte-level form")]
+    Transform,
+    /// The code is 2 GiB or more.
+    #[error("the code is too large")]
+    TooLarge,
+    /// The prologue or epilogue is code the transform refuses, or that does not encode
+    /// without labels.
+    #[error("the inserted code is not plain straight-line code")]
+    Snippets,
+    /// The plan holds a choice the splice does not implement (see
+    /// [`EntryExitPlan`](crate::ir::transforms::EntryExitPlan)).
+    #[error("the plan holds a choice the splice does not implement")]
+    Plan,
+    /// The code does not decode, has a prefixed branch or `ret`, or a branch or `switch`
+    /// target that is not an instruction start.
+    #[error("the code has a shape the splice does not take")]
+    Code,
+    /// Fewer than two instructions.
+    #[error("fewer than two instructions")]
+    TooShort,
+    /// A displacement does not fit after relaxation, or the spliced code is not the size the
+    /// plan says.
+    #[error("relaxation or emission did not close")]
+    Layout,
+    /// Extra sections that are not EH tables, or a clause bound that is not an instruction
+    /// start.
+    #[error("the clauses or extra sections have a shape the splice does not take")]
+    Clauses,
+    /// The verifier or the header encoder refused the result.
+    #[error("the result was refused")]
+    Refused,
+}
+
 impl Layout {
     /// `which` applied to `body` on its bytes (see the [module](self)): appends the new body to
     /// `out` and returns what [`Rewriter::rewrite`](crate::ir::Rewriter::rewrite) with the
-    /// transform would, or returns `None`, appending nothing, for a body left to the IR path.
+    /// transform would, or why it leaves the body to the IR path, appending nothing.
     pub(crate) fn splice_entry_exit<R: Resolver + ?Sized>(
         &mut self,
         body: &Body<'_>,
@@ -552,26 +595,40 @@ impl Layout {
         opts: &LayoutOptions,
         resolver: &R,
         out: &mut Vec<u8>,
-    ) -> Option<(Outcome, LayoutInfo)> {
-        if opts.branch_forms != BranchForms::KeepOriginal || body.code.len() >= i32::MAX as usize {
-            return None;
+    ) -> Result<(Outcome, LayoutInfo), SpliceDecline> {
+        use SpliceDecline as D;
+        if opts.branch_forms != BranchForms::KeepOriginal {
+            return Err(D::BranchForms);
+        }
+        if body.code.len() >= i32::MAX as usize {
+            return Err(D::TooLarge);
         }
         let code = body.code;
         let s = &mut self.splice;
         if !s.snippets.update(which, topts) {
-            return None;
+            return Err(D::Snippets);
         }
-        let n = s.decode(code)?;
+        // The plan's choices are the only ones the splice implements.
+        let planned = which.plan(topts);
+        let implemented = |at: Option<Insertion>, targets| {
+            at.is_none_or(|at| at.targets == targets && at.regions == Regions::Outside)
+        };
+        if !implemented(planned.prologue, Targets::StayOnOld)
+            || !implemented(planned.epilogue, Targets::ToNew)
+        {
+            return Err(D::Plan);
+        }
+        let n = s.decode(code).ok_or(D::Code)?;
         if n < 2 {
-            return None;
+            return Err(D::TooShort);
         }
-        let prologue = which.prologue() && !topts.prologue.is_empty();
+        let prologue = planned.prologue.is_some();
         let pro_len = if prologue {
             s.snippets.pro.len() as u32
         } else {
             0
         };
-        let epilogue = which.epilogue() && !topts.epilogue.is_empty() && s.plan_rets();
+        let epilogue = planned.epilogue.is_some() && s.plan_rets();
         let plan = Plan {
             prologue: pro_len,
             epilogue: if epilogue {
@@ -581,17 +638,18 @@ impl Layout {
             },
             len: code.len() as u32,
         };
-        let (passes, widened) = s.relax(&plan, &mut self.relax)?;
+        let (passes, widened) = s.relax(&plan, &mut self.relax).ok_or(D::Layout)?;
         let total = s.base(&plan, plan.len) as usize;
         if self.code.len() < total + 16 {
             self.code.resize(total + 16, 0);
         }
-        let written = s.emit(&plan, code, &mut self.code)?;
+        let written = s.emit(&plan, code, &mut self.code).ok_or(D::Layout)?;
         if written != total {
-            return None;
+            return Err(D::Layout);
         }
         self.code_len = total;
-        s.clauses(&plan, body, &mut self.clauses)?;
+        s.clauses(&plan, body, &mut self.clauses)
+            .ok_or(D::Clauses)?;
         let mut header = HeaderInfo {
             max_stack: body.max_stack(),
             init_locals: body.init_locals(),
@@ -603,14 +661,17 @@ impl Layout {
             header.local_sig = new.local_sig;
             header.init_locals |= new.init_locals;
         }
-        let max_stack = self.check(header.max_stack, opts, resolver).ok()?;
-        self.write_body(max_stack, &header, Vec::new(), out).ok()?;
+        let max_stack = self
+            .check(header.max_stack, opts, resolver)
+            .map_err(|_| D::Refused)?;
+        self.write_body(max_stack, &header, Vec::new(), out)
+            .map_err(|_| D::Refused)?;
         let outcome = if prologue || epilogue {
             Outcome::Changed
         } else {
             Outcome::Unchanged
         };
-        Some((
+        Ok((
             outcome,
             LayoutInfo {
                 code_size: total as u32,

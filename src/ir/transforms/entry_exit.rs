@@ -1,7 +1,7 @@
 //! Code at method entry and before every return.
 
 use super::{
-    Outcome, SkipReason, TransformFn, TransformOptions, apply_new_locals, check_snippet,
+    Outcome, SkipReason, Transform, TransformOptions, apply_new_locals, check_snippet,
     completes_tail_call,
 };
 use crate::ir::edit::{Editor, Regions, Targets};
@@ -20,10 +20,13 @@ pub fn prologue(m: &mut Method, opts: &TransformOptions) -> Result<Outcome, Skip
 }
 
 fn plan_prologue(ed: &mut Editor<'_>, opts: &TransformOptions) -> Result<bool, SkipReason> {
-    if ed.method().instrs.is_empty() || opts.prologue.is_empty() {
+    let Some(at) = EntryExit::Prologue.plan(opts).prologue else {
+        return Ok(false);
+    };
+    if ed.method().instrs.is_empty() {
         return Ok(false);
     }
-    ed.insert_before(0, &opts.prologue, Targets::StayOnOld, Regions::Outside)?;
+    ed.insert_before(0, &opts.prologue, at.targets, at.regions)?;
     Ok(true)
 }
 
@@ -48,15 +51,17 @@ pub fn epilogue(m: &mut Method, opts: &TransformOptions) -> Result<Outcome, Skip
 
 /// Records the epilogue edits; returns whether there are any.
 fn plan_epilogue(ed: &mut Editor<'_>, opts: &TransformOptions) -> Result<bool, SkipReason> {
-    if opts.epilogue.is_empty() {
+    let Some(at) = EntryExit::Epilogue.plan(opts).epilogue else {
         return Ok(false);
-    }
+    };
     let code = opts.epilogue_code();
     let mut changed = false;
     for i in 0..ed.method().instrs.len() {
         let m = ed.method();
-        if m.instrs[i].opcode == Opcode::Ret && !completes_tail_call(m, i) {
-            ed.insert_before(i, &code, Targets::ToNew, Regions::Outside)?;
+        if m.instrs[i].opcode == Opcode::Ret
+            && EntryExitPlan::epilogue_before(completes_tail_call(m, i))
+        {
+            ed.insert_before(i, &code, at.targets, at.regions)?;
             changed = true;
         }
     }
@@ -84,9 +89,40 @@ pub fn prologue_epilogue(m: &mut Method, opts: &TransformOptions) -> Result<Outc
     Ok(Outcome::from(a || b))
 }
 
-/// One of the entry/exit transforms, for the rewriter's byte-level path
-/// ([`Rewriter::rewrite_entry_exit`](crate::ir::Rewriter::rewrite_entry_exit)), which makes
-/// the same edits as the transform without lifting the body.
+/// Where a block of inserted code goes relative to the instruction it is inserted before.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Insertion {
+    /// Where branches to that instruction go.
+    pub targets: Targets,
+    /// Which side of a region boundary at that instruction the code lands on.
+    pub regions: Regions,
+}
+
+/// The entry/exit edits as a plan: what goes where, with which choices. The IR transforms
+/// carry it out through the [`Editor`]; the byte-level splice
+/// ([`Rewriter::rewrite`](crate::ir::Rewriter::rewrite)) carries out the same plan on the
+/// body's bytes, or declines when it holds a choice the splice does not implement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct EntryExitPlan {
+    /// The prologue, before instruction 0: branches to the start keep reaching the old first
+    /// instruction (a loop back to IL_0000 does not run the prologue again), and regions that
+    /// start there still do (the prologue runs once, outside them, with an empty stack).
+    pub prologue: Option<Insertion>,
+    /// An epilogue before each `ret` [`EntryExitPlan::epilogue_before`] picks: branches to
+    /// the `ret` reach its epilogue, which stays outside regions that start at the `ret`.
+    pub epilogue: Option<Insertion>,
+}
+
+impl EntryExitPlan {
+    /// Whether a `ret` gets an epilogue: every one but a `ret` that completes a `tail.` call,
+    /// which must stay right after it (III.2.4).
+    pub fn epilogue_before(completes_tail_call: bool) -> bool {
+        !completes_tail_call
+    }
+}
+
+/// One of the entry/exit transforms: the ones the rewriter can also run on a body's bytes,
+/// making the same edits without lifting the body.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum EntryExit {
     /// [`prologue`].
@@ -108,12 +144,27 @@ impl EntryExit {
         }
     }
 
-    /// The IR transform that makes these edits.
-    pub fn transform(self) -> TransformFn {
+    /// The transform that makes these edits.
+    pub fn transform(self) -> Transform {
         match self {
-            EntryExit::Prologue => prologue,
-            EntryExit::Epilogue => epilogue,
-            EntryExit::PrologueEpilogue => prologue_epilogue,
+            EntryExit::Prologue => Transform::Prologue,
+            EntryExit::Epilogue => Transform::Epilogue,
+            EntryExit::PrologueEpilogue => Transform::PrologueEpilogue,
+        }
+    }
+
+    /// The plan of these edits with `opts`' code: a prologue and an epilogue when this
+    /// transform inserts them and the code is not empty.
+    pub fn plan(self, opts: &TransformOptions) -> EntryExitPlan {
+        EntryExitPlan {
+            prologue: (self.prologue() && !opts.prologue.is_empty()).then_some(Insertion {
+                targets: Targets::StayOnOld,
+                regions: Regions::Outside,
+            }),
+            epilogue: (self.epilogue() && !opts.epilogue.is_empty()).then_some(Insertion {
+                targets: Targets::ToNew,
+                regions: Regions::Outside,
+            }),
         }
     }
 

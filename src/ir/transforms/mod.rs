@@ -8,7 +8,7 @@ mod probe_args;
 mod wrap;
 
 pub use branches::{nop_pad, shorten, widen};
-pub use entry_exit::{EntryExit, epilogue, prologue, prologue_epilogue};
+pub use entry_exit::{EntryExit, EntryExitPlan, Insertion, epilogue, prologue, prologue_epilogue};
 pub use from_image::{
     call_snippet, find_exception_type, locals_plus_one, return_type_bytes, spare_return_local,
 };
@@ -185,7 +185,7 @@ impl Default for TransformOptions {
     }
 }
 
-/// A transform.
+/// A transform as a function: what [`Transform::Custom`] runs.
 pub type TransformFn = fn(&mut Method, &TransformOptions) -> Result<Outcome, SkipReason>;
 
 /// Decode → IR → layout, nothing edited.
@@ -193,23 +193,132 @@ pub fn identity(_: &mut Method, _: &TransformOptions) -> Result<Outcome, SkipRea
     Ok(Outcome::Unchanged)
 }
 
-/// Every transform by its CLI name.
-pub const TRANSFORMS: &[(&str, TransformFn)] = &[
-    ("identity", identity),
-    ("nop-pad", nop_pad),
-    ("widen", widen),
-    ("shorten", shorten),
-    ("prologue", prologue),
-    ("epilogue", epilogue),
-    ("prologue-epilogue", prologue_epilogue),
-    ("wrap-finally", wrap_finally),
-    ("wrap-catch", wrap_catch),
-];
-
-/// The transform with this CLI name.
-pub fn by_name(name: &str) -> Option<TransformFn> {
-    TRANSFORMS.iter().find(|(n, _)| *n == name).map(|&(_, f)| f)
+/// A transform: one of the library's, by the name the CLI uses, or the caller's own. It says
+/// which paths of [`Rewriter::rewrite`](crate::ir::Rewriter::rewrite) can run it: every one
+/// runs on the IR (lift, edit, layout); the entry/exit ones also on the body's bytes, where
+/// the splice executes the same plan ([`EntryExit::plan`]).
+#[derive(Clone, Copy, Debug)]
+pub enum Transform {
+    /// [`identity`]: lift and lay out again, nothing edited.
+    Identity,
+    /// [`nop_pad`].
+    NopPad,
+    /// [`widen`].
+    Widen,
+    /// [`shorten`].
+    Shorten,
+    /// [`prologue`].
+    Prologue,
+    /// [`epilogue`].
+    Epilogue,
+    /// [`prologue_epilogue`].
+    PrologueEpilogue,
+    /// [`wrap_finally`].
+    WrapFinally,
+    /// [`wrap_catch`].
+    WrapCatch,
+    /// The caller's own edit of the IR, under a name for reports.
+    Custom {
+        /// How reports name it.
+        name: &'static str,
+        /// The edit.
+        apply: TransformFn,
+    },
 }
+
+impl Transform {
+    /// The library's transforms, in the order the CLI lists them.
+    pub const ALL: [Transform; 9] = [
+        Transform::Identity,
+        Transform::NopPad,
+        Transform::Widen,
+        Transform::Shorten,
+        Transform::Prologue,
+        Transform::Epilogue,
+        Transform::PrologueEpilogue,
+        Transform::WrapFinally,
+        Transform::WrapCatch,
+    ];
+
+    /// The CLI name (`prologue-epilogue`), or the custom transform's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Transform::Identity => "identity",
+            Transform::NopPad => "nop-pad",
+            Transform::Widen => "widen",
+            Transform::Shorten => "shorten",
+            Transform::Prologue => "prologue",
+            Transform::Epilogue => "epilogue",
+            Transform::PrologueEpilogue => "prologue-epilogue",
+            Transform::WrapFinally => "wrap-finally",
+            Transform::WrapCatch => "wrap-catch",
+            Transform::Custom { name, .. } => name,
+        }
+    }
+
+    /// The library's transform with this CLI name.
+    pub fn by_name(name: &str) -> Option<Transform> {
+        Transform::ALL.into_iter().find(|t| t.name() == name)
+    }
+
+    /// The edit on the IR.
+    pub fn function(self) -> TransformFn {
+        match self {
+            Transform::Identity => identity,
+            Transform::NopPad => nop_pad,
+            Transform::Widen => widen,
+            Transform::Shorten => shorten,
+            Transform::Prologue => prologue,
+            Transform::Epilogue => epilogue,
+            Transform::PrologueEpilogue => prologue_epilogue,
+            Transform::WrapFinally => wrap_finally,
+            Transform::WrapCatch => wrap_catch,
+            Transform::Custom { apply, .. } => apply,
+        }
+    }
+
+    /// Applies the edit to `m` (the IR path).
+    pub fn apply(self, m: &mut Method, opts: &TransformOptions) -> Result<Outcome, SkipReason> {
+        self.function()(m, opts)
+    }
+
+    /// The entry/exit edits this transform makes, when the byte-level splice can run it too.
+    pub fn entry_exit(self) -> Option<EntryExit> {
+        match self {
+            Transform::Prologue => Some(EntryExit::Prologue),
+            Transform::Epilogue => Some(EntryExit::Epilogue),
+            Transform::PrologueEpilogue => Some(EntryExit::PrologueEpilogue),
+            Transform::Identity
+            | Transform::NopPad
+            | Transform::Widen
+            | Transform::Shorten
+            | Transform::WrapFinally
+            | Transform::WrapCatch
+            | Transform::Custom { .. } => None,
+        }
+    }
+
+    /// Whether it wraps the body in a new protected region (`wrap-finally`, `wrap-catch`).
+    pub fn wraps(self) -> bool {
+        matches!(self, Transform::WrapFinally | Transform::WrapCatch)
+    }
+
+    /// Whether exit code goes before each `ret` (rather than in a handler).
+    pub fn epilogue_before_ret(self) -> bool {
+        self.entry_exit().is_some_and(EntryExit::epilogue)
+    }
+}
+
+impl PartialEq for Transform {
+    /// Library transforms by kind; custom ones by name (function addresses are not stable
+    /// identities).
+    fn eq(&self, other: &Transform) -> bool {
+        self.name() == other.name()
+            && matches!(self, Transform::Custom { .. }) == matches!(other, Transform::Custom { .. })
+    }
+}
+
+impl Eq for Transform {}
 
 /// Checks that a snippet is straight-line code that can be inserted anywhere: no branches,
 /// switches, prefixes or block-ending instructions, operands that fit, and (for `neutral`) a
