@@ -26,7 +26,7 @@ pub use heaps::{BlobHeap, GuidHeap, StringHeap, UserStringHeap};
 pub use integrity::{IntegrityCode, IntegrityFinding};
 pub use metadata::MetadataRoot;
 pub use names::SigNames;
-pub use pe::{CliHeader, PeInfo, Section};
+pub use pe::{CliHeader, HeaderLayout, PeInfo, Section};
 pub use sig::{MethodSigSummary, SigError, StandAloneSig};
 pub use tables::{CodedIndex, Table, Tables, TablesHeader, Token};
 

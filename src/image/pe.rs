@@ -99,7 +99,38 @@ pub struct PeInfo {
     pub size_of_headers: u32,
     /// The CLI header the directory at [`CLI_HEADER_DIRECTORY`] points at.
     pub cli: CliHeader,
+    /// Where the header fields are in the file, for a writer that updates them.
+    #[serde(skip)]
+    pub layout: HeaderLayout,
 }
+
+/// File offsets and values of the PE header fields a writer reads or updates, as the reader
+/// found them. Offsets are where the fields are meant to be; whether the file holds them there
+/// (a section table cut by the end of the file) is the writer's check.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HeaderLayout {
+    /// The COFF header (after the `PE\0\0` signature at `e_lfanew`).
+    pub coff: usize,
+    /// The optional header.
+    pub optional: usize,
+    /// The section table (after the optional header's declared size).
+    pub sections_at: usize,
+    /// NumberOfSections, as the COFF header declares it (the table may hold fewer).
+    pub section_count: u16,
+    /// The data directories.
+    pub directories_at: usize,
+    /// NumberOfRvaAndSizes: data directories the header declares.
+    pub directory_count: u32,
+    /// FileAlignment.
+    pub file_alignment: u32,
+    /// SectionAlignment.
+    pub section_alignment: u32,
+    /// The CheckSum field.
+    pub checksum_offset: usize,
+}
+
+/// Size of the COFF file header (II.25.2.2).
+pub(crate) const COFF_HEADER_SIZE: usize = 20;
 
 /// Data directory index of the certificate (Authenticode) table, whose address is a file
 /// offset.
@@ -161,7 +192,22 @@ impl PeInfo {
             .filter(|d| d.virtual_address != 0)
             .ok_or(ImageError::NotDotNet)?;
 
+        let coff = pe.header.dos_header.pe_pointer as usize + 4;
+        let optional_at = coff + COFF_HEADER_SIZE;
+        let windows = &optional.windows_fields;
+        let layout = HeaderLayout {
+            coff,
+            optional: optional_at,
+            sections_at: optional_at + usize::from(pe.header.coff_header.size_of_optional_header),
+            section_count: pe.header.coff_header.number_of_sections,
+            directories_at: optional_at + if pe.is_64 { 112 } else { 96 },
+            directory_count: windows.number_of_rva_and_sizes,
+            file_alignment: windows.file_alignment,
+            section_alignment: windows.section_alignment,
+            checksum_offset: optional_at + 64,
+        };
         let mut info = PeInfo {
+            layout,
             is_64: pe.is_64,
             machine: pe.header.coff_header.machine,
             sections,

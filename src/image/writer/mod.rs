@@ -35,7 +35,8 @@ use std::ops::Range;
 use thiserror::Error;
 
 use super::Image;
-use super::read::{le_u16, le_u32};
+use super::pe::COFF_HEADER_SIZE;
+use super::read::le_u32;
 use super::tables::{Table, Token};
 use crate::body::{Body, DecodeError};
 
@@ -62,9 +63,6 @@ const SECTION_HEADER_SIZE: usize = 40;
 const IMAGE_SCN_CNT_CODE: u32 = 0x20;
 const IMAGE_SCN_CNT_INITIALIZED_DATA: u32 = 0x40;
 const IMAGE_SCN_MEM_DISCARDABLE: u32 = 0x0200_0000;
-const COFF_HEADER_SIZE: usize = 20;
-const PE32_MAGIC: u16 = 0x10b;
-const PE32_PLUS_MAGIC: u16 = 0x20b;
 const SECURITY_DIRECTORY: u32 = 4;
 const CLI_HEADER_DIRECTORY: u32 = 14;
 
@@ -600,7 +598,7 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
         out: &mut Vec<u8>,
     ) -> Result<(WriteSummary, Vec<(u32, Placement)>), WriteError> {
         let input = self.image.bytes();
-        let headers = Headers::parse(input)?;
+        let headers = Headers::of(self.image)?;
         let mut summary = WriteSummary {
             method_defs: self.image.method_count() as usize,
             ..WriteSummary::default()

@@ -20,9 +20,9 @@ impl From<crate::image::pe::DataDir> for Dir {
 }
 
 /// A section header as stored.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(super) struct RawSection {
-    pub(super) name: [u8; 8],
+    pub(super) name: String,
     pub(super) virtual_size: u32,
     pub(super) virtual_address: u32,
     pub(super) raw_size: u32,
@@ -40,9 +40,7 @@ impl RawSection {
     }
 
     pub(super) fn name(&self) -> String {
-        String::from_utf8_lossy(&self.name)
-            .trim_end_matches('\0')
-            .to_string()
+        self.name.clone()
     }
 }
 
@@ -66,58 +64,48 @@ pub(super) fn field_u32(file: &[u8], at: usize, reason: &'static str) -> Result<
 }
 
 impl Headers {
-    pub(super) fn parse(file: &[u8]) -> Result<Headers, WriteError> {
+    /// The header fields of `image`, from what its reader parsed, after checking that the file
+    /// holds every one the writer reads or updates (the reader tolerates a section table or
+    /// optional header that the end of the file cuts; the writer, which updates them, does
+    /// not).
+    pub(super) fn of(image: &Image<'_>) -> Result<Headers, WriteError> {
+        let (file, pe) = (image.bytes(), image.pe());
+        let at = pe.layout;
         let bad = |offset, reason| WriteError::BadHeader { offset, reason };
-        let pe = field_u32(file, 0x3c, "e_lfanew truncated")? as usize;
-        if file.get(pe..pe.saturating_add(4)) != Some(b"PE\0\0") {
-            return Err(bad(pe, "no PE signature"));
+        let within =
+            |from: usize, len: usize| from.checked_add(len).is_some_and(|e| e <= file.len());
+        if !within(at.optional, 64 + 4) {
+            return Err(bad(at.optional, "optional header truncated"));
         }
-        let coff = pe + 4;
-        let count = le_u16(file, coff + 2).ok_or(bad(coff, "COFF header truncated"))?;
-        let optional_size =
-            le_u16(file, coff + 16).ok_or(bad(coff, "COFF header truncated"))? as usize;
-        let optional = coff + COFF_HEADER_SIZE;
-        let magic = le_u16(file, optional).ok_or(bad(optional, "optional header truncated"))?;
-        let directories_at = match magic {
-            PE32_MAGIC => optional + 96,
-            PE32_PLUS_MAGIC => optional + 112,
-            _ => {
-                return Err(bad(
-                    optional,
-                    "optional header magic is neither PE32 nor PE32+",
-                ));
-            }
-        };
-        let directory_count = field_u32(file, directories_at - 4, "optional header truncated")?;
-        let sections_at = optional + optional_size;
-        let mut sections = Vec::with_capacity(usize::from(count));
-        for i in 0..usize::from(count) {
-            let s = sections_at + i * SECTION_HEADER_SIZE;
-            let f = |o| field_u32(file, s + o, "section table truncated");
-            let mut name = [0u8; 8];
-            name.copy_from_slice(
-                file.get(s..s + 8)
-                    .ok_or(bad(s, "section table truncated"))?,
-            );
-            sections.push(RawSection {
-                name,
-                virtual_size: f(8)?,
-                virtual_address: f(12)?,
-                raw_size: f(16)?,
-                raw_offset: f(20)?,
-            });
+        if !within(at.directories_at - 4, 4) {
+            return Err(bad(at.directories_at - 4, "optional header truncated"));
         }
+        let count = usize::from(at.section_count);
+        if pe.sections.len() != count || !within(at.sections_at, count * SECTION_HEADER_SIZE) {
+            return Err(bad(at.sections_at, "section table truncated"));
+        }
+        let sections = pe
+            .sections
+            .iter()
+            .map(|s| RawSection {
+                name: s.name.clone(),
+                virtual_size: s.virtual_size,
+                virtual_address: s.virtual_address,
+                raw_size: s.raw_size,
+                raw_offset: s.raw_offset,
+            })
+            .collect();
         Ok(Headers {
-            coff,
-            optional,
-            sections_at,
+            coff: at.coff,
+            optional: at.optional,
+            sections_at: at.sections_at,
             sections,
-            section_alignment: field_u32(file, optional + 32, "optional header truncated")?,
-            file_alignment: field_u32(file, optional + 36, "optional header truncated")?,
-            size_of_headers: field_u32(file, optional + 60, "optional header truncated")?,
-            checksum_offset: optional + 64,
-            directories_at,
-            directory_count,
+            section_alignment: at.section_alignment,
+            file_alignment: at.file_alignment,
+            size_of_headers: pe.size_of_headers,
+            checksum_offset: at.checksum_offset,
+            directories_at: at.directories_at,
+            directory_count: at.directory_count,
         })
     }
 
@@ -417,9 +405,15 @@ pub fn pe_checksum(file: &[u8], checksum_offset: usize) -> u32 {
     (sum as u32).wrapping_add(file.len() as u32)
 }
 
-/// File offset of the checksum field of the PE image `file`.
+/// File offset of the checksum field of the PE image `file` (any PE file: only its signature
+/// and optional header's place are read).
 pub fn checksum_offset(file: &[u8]) -> Option<usize> {
-    Headers::parse(file).ok().map(|h| h.checksum_offset)
+    let pe = le_u32(file, 0x3c)? as usize;
+    if file.get(pe..pe.checked_add(4)?) != Some(b"PE\0\0") {
+        return None;
+    }
+    let at = pe + 4 + COFF_HEADER_SIZE + 64;
+    (at.checked_add(4)? <= file.len()).then_some(at)
 }
 
 #[cfg(test)]
@@ -428,7 +422,7 @@ mod tests {
 
     fn headers(sections: usize) -> Headers {
         let s = RawSection {
-            name: *b".text\0\0\0",
+            name: ".text".into(),
             virtual_size: 0x100,
             virtual_address: 0x2000,
             raw_size: 0x200,
@@ -500,22 +494,13 @@ mod tests {
 
     #[test]
     fn garbage_headers_do_not_panic() {
-        assert!(matches!(
-            Headers::parse(&[]),
-            Err(WriteError::BadHeader { .. })
-        ));
+        assert_eq!(checksum_offset(&[]), None);
         let mut file = vec![0u8; 0x200];
         file[0x3c] = 0xf0;
-        assert!(Headers::parse(&file).is_err());
+        assert_eq!(checksum_offset(&file), None);
         file[0x3c] = 0x80;
         file[0x80..0x84].copy_from_slice(b"PE\0\0");
-        file[0x86] = 0xff; // 255 sections in a 0x200-byte file
-        file[0x98] = 0x0b;
-        file[0x99] = 0x01;
-        assert!(matches!(
-            Headers::parse(&file),
-            Err(WriteError::BadHeader { .. })
-        ));
+        assert_eq!(checksum_offset(&file), Some(0x80 + 4 + 20 + 64));
         let mut seed = 0x9e37_79b9_7f4a_7c15u64;
         for _ in 0..500 {
             for b in file.iter_mut().skip(0x84).take(0x100) {
@@ -524,18 +509,19 @@ mod tests {
                 seed ^= seed << 17;
                 *b = seed as u8;
             }
-            if let Ok(h) = Headers::parse(&file) {
-                let mut out = file.clone();
-                let _ = place_relocated(
-                    &h,
-                    &mut out,
-                    12,
-                    |o| o.extend_from_slice(&[0; 12]),
-                    None,
-                    RelocationTarget::Auto,
-                );
-                let _ = h.directory(&file, SECURITY_DIRECTORY);
-            }
+            let mut h = headers(3);
+            h.sections[0].raw_offset = (seed >> 32) as u32;
+            h.sections[1].raw_size = seed as u32;
+            let mut out = file.clone();
+            let _ = place_relocated(
+                &h,
+                &mut out,
+                12,
+                |o| o.extend_from_slice(&[0; 12]),
+                None,
+                RelocationTarget::Auto,
+            );
+            let _ = h.directory(&file, SECURITY_DIRECTORY);
         }
     }
 }
