@@ -222,11 +222,24 @@ fn copy_with(setup: &Setup, dir: &Path) -> std::io::Result<()> {
 /// Writes `program` into `dir/original`, runs the rewriter into `dir/rewritten`, and checks
 /// the result, running programs through `execs` ([`Setup::executors`]). I/O errors of ilcheck's
 /// own (a full disk) are errors; everything the rewriter or a runtime does is a result.
+/// How far [`check_program`] goes once a failure is certain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Depth {
+    /// Stop at what decides the signature: a new verifier finding decides it, so the
+    /// runtimes do not run (the loop and minimisation, where a rewritten program that hangs
+    /// would cost the run timeout per check for nothing).
+    Decide,
+    /// Run everything, for a repro's report: how each runtime takes the rewritten program.
+    Report,
+}
+
+/// Checks one program: the rewriter, the verifier against the original, and the runtimes.
 pub fn check_program(
     setup: &Setup,
     execs: &mut [Executor],
     program: &Program,
     dir: &Path,
+    depth: Depth,
 ) -> std::io::Result<CaseResult> {
     let mut times = StageTimes::default();
     let t = Instant::now();
@@ -373,7 +386,8 @@ pub fn check_program(
         .into_iter()
         .map(String::from)
         .collect();
-    for exec in execs.iter_mut() {
+    let decided = depth == Depth::Decide && !findings.is_empty();
+    for exec in execs.iter_mut().filter(|_| !decided) {
         match compare_with(
             exec,
             &original,
@@ -519,11 +533,12 @@ pub fn check_methods(
     name: &str,
     methods: &[ProgramMethod],
     dir: &Path,
+    depth: Depth,
 ) -> std::io::Result<(Program, CaseResult)> {
     let t = Instant::now();
     let program = build_program(name, methods, &setup.config).map_err(std::io::Error::other)?;
     let gen_time = secs(t);
-    let mut r = check_program(setup, execs, &program, dir)?;
+    let mut r = check_program(setup, execs, &program, dir, depth)?;
     r.times.generate += gen_time;
     Ok((program, r))
 }
@@ -566,7 +581,7 @@ pub fn minimise(
             return Ok(false);
         }
         checks += 1;
-        let (_, r) = check_methods(setup, execs, name, candidate, dir)?;
+        let (_, r) = check_methods(setup, execs, name, candidate, dir, Depth::Decide)?;
         Ok(r.failure.is_some_and(|f| &f.signature == signature))
     };
 
@@ -1073,7 +1088,7 @@ fn one_case(
     program.manifest.seed = seed;
     let gen_time = secs(t);
     let case_dir = work.join("case");
-    let mut r = check_program(setup, execs, &program, &case_dir)?;
+    let mut r = check_program(setup, execs, &program, &case_dir, Depth::Decide)?;
     r.times.generate += gen_time;
     let keep_repro = {
         let mut s = lock(summary);
@@ -1130,7 +1145,8 @@ fn one_case(
         &min_dir,
         opts.budget,
     )?;
-    let (mut small, mut result) = check_methods(setup, execs, &name, &minimal, &min_dir)?;
+    let (mut small, mut result) =
+        check_methods(setup, execs, &name, &minimal, &min_dir, Depth::Report)?;
     if result.failure.as_ref().map(|x| &x.signature) != Some(&f.signature) {
         // Minimisation ran out of budget on a flaky failure: keep the whole case.
         small = program;
@@ -1185,5 +1201,11 @@ pub fn replay(setup: &Setup, original: &Path, work: &Path) -> std::io::Result<Ca
         .map_err(|e| std::io::Error::other(format!("{}: {e}", manifest_path.display())))?;
     let bytes = std::fs::read(original)?;
     let mut execs = setup.executors();
-    check_program(setup, &mut execs, &Program { bytes, manifest }, work)
+    check_program(
+        setup,
+        &mut execs,
+        &Program { bytes, manifest },
+        work,
+        Depth::Report,
+    )
 }
