@@ -204,7 +204,7 @@ pub enum ImageError {
         /// The token whose name was asked for.
         token: Token,
         /// The type inside it that cannot be named, and why.
-        reason: String,
+        reason: super::names::NameFailure,
     },
     /// A MethodDef's RVA is non-zero but lies in no section's file data.
     #[error("method {token}: body RVA {rva:#x} lies in no section's file data")]

@@ -25,7 +25,7 @@ pub use error::{ImageError, PeError};
 pub use heaps::{BlobHeap, GuidHeap, StringHeap, UserStringHeap};
 pub use integrity::{IntegrityCode, IntegrityFinding};
 pub use metadata::MetadataRoot;
-pub use names::SigNames;
+pub use names::{NameFailure, SigNames};
 pub use pe::{CliHeader, HeaderLayout, PeInfo, Section};
 pub use sig::{MethodSigSummary, SigError, StandAloneSig};
 pub use tables::{CodedIndex, Table, Tables, TablesHeader, Token};

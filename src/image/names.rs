@@ -257,6 +257,26 @@ pub fn write_ilasm_name(out: &mut String, name: &str) {
 /// the rest is written as tokens and the render counts as failed.
 pub const MAX_NAME_LEN: usize = 64 * 1024;
 
+/// Why a type met in a signature could not be named (see [`SigNames::failure`]).
+#[derive(Clone, Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum NameFailure {
+    /// The text grew past [`MAX_NAME_LEN`] bytes.
+    #[error("names longer than {limit} bytes")]
+    TooLong {
+        /// The limit.
+        limit: usize,
+    },
+    /// The type's rows or signature could not be read.
+    #[error("type {token}: {error}")]
+    Unreadable {
+        /// The type's token.
+        token: Token,
+        /// Why (shared: a failure is kept and handed out more than once).
+        error: std::sync::Arc<ImageError>,
+    },
+}
+
 /// Names the types met in a signature through an image's tables.
 ///
 /// A type that cannot be named is written as its token in hex, and the first such failure is
@@ -267,7 +287,7 @@ pub const MAX_NAME_LEN: usize = 64 * 1024;
 pub struct SigNames<'i> {
     image: &'i Image<'i>,
     style: Style,
-    failure: RefCell<Option<String>>,
+    failure: RefCell<Option<NameFailure>>,
     known: RefCell<HashMap<u32, Box<str>>>,
 }
 
@@ -283,12 +303,12 @@ impl<'i> SigNames<'i> {
     }
 
     /// Why the first type that could not be named could not be, if one could not.
-    pub fn failure(&self) -> Option<String> {
+    pub fn failure(&self) -> Option<NameFailure> {
         self.failure.borrow().clone()
     }
 
     /// [`SigNames::failure`], forgotten: the next render starts clean.
-    pub fn take_failure(&self) -> Option<String> {
+    pub fn take_failure(&self) -> Option<NameFailure> {
         self.failure.borrow_mut().take()
     }
 
@@ -348,11 +368,16 @@ impl TypeNames for SigNames<'_> {
             return Ok(());
         }
         let result = if before > MAX_NAME_LEN {
-            Err(format!("names longer than {MAX_NAME_LEN} bytes"))
+            Err(NameFailure::TooLong {
+                limit: MAX_NAME_LEN,
+            })
         } else {
             self.image
                 .type_name_at_depth(token, depth, self.style, self, out)
-                .map_err(|e| format!("type {token}: {e}"))
+                .map_err(|e| NameFailure::Unreadable {
+                    token,
+                    error: std::sync::Arc::new(e),
+                })
         };
         match result {
             Ok(()) => self.remember(token, &out[before..]),
