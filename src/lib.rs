@@ -4,8 +4,8 @@
 //!
 //! ```
 //! use ilcheck::{
-//!     Body, Image, ImageResolver, ImageWriter, LayoutOptions, Resolver, Rewriter, TransformOptions,
-//!     Verifier, transforms, verify::Options,
+//!     Body, Image, ImageResolver, ImageWriter, LayoutOptions, Resolver, Rewriter, Transform,
+//!     TransformOptions, Verifier, verify::Options,
 //! };
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -34,7 +34,7 @@
 //! let mut new_body = Vec::new();
 //! Rewriter::new().rewrite(
 //!     &body,
-//!     transforms::prologue_epilogue,
+//!     Transform::PrologueEpilogue,
 //!     &opts,
 //!     &LayoutOptions::default(),
 //!     &resolver,
@@ -106,5 +106,5 @@ pub use body::Body;
 pub use image::emit::MetadataBuilder;
 pub use image::writer::{ImageWriter, PatchedImage};
 pub use image::{Image, ImageError, Table, Token};
-pub use ir::{LayoutOptions, Rewriter, TransformOptions, transforms};
+pub use ir::{LayoutOptions, Rewriter, Transform, TransformOptions, transforms};
 pub use verify::{Code, Diagnostic, ImageResolver, Resolver, Verifier};

@@ -311,6 +311,12 @@ codes! {
     /// The runtimes run it; ILVerify reports it under this name (and `StackMethod` when the
     /// pointer is no method's).
     DelegatePattern,
+    /// Unverifiable: a delegate made from a method its `Invoke` cannot call: a parameter of
+    /// `Invoke` not assignable to the method's, or the method's return not assignable to
+    /// `Invoke`'s (II.14.6.1; with the object passed bound to an instance method's `this`, or
+    /// to a static method's first parameter). The runtimes make the delegate; calling it passes
+    /// values of the wrong types. ILVerify: `DelegateCtor`.
+    DelegateCtor,
     /// Unverifiable: a native int used as an address, arithmetic on managed pointers, or a
     /// managed pointer used as a number (III.1.5, III.1.8.1.2).
     UnmanagedPointer,
@@ -404,7 +410,8 @@ impl Code {
             | ThisUninitReturn
             | UninitStack
             | CallCtor
-            | DelegatePattern => Verdict::Unverifiable,
+            | DelegatePattern
+            | DelegateCtor => Verdict::Unverifiable,
             UnknownOpcode
             | CodeSizeZero
             | MethodEnd
@@ -619,7 +626,8 @@ impl Code {
             | ThisUninitReturn
             | UninitStack
             | CallCtor
-            | DelegatePattern => CodeGroup::Types,
+            | DelegatePattern
+            | DelegateCtor => CodeGroup::Types,
             BranchRetargeted | ClauseBoundaryMoved => CodeGroup::Baseline,
         }
     }

@@ -3,7 +3,7 @@
 //! points. It runs on bodies the structural verifier accepted, so branch targets, stack depths
 //! and regions are sound; it still never panics on what it reads.
 
-use super::system::TypeSystem;
+use super::system::{Ans, TypeSystem};
 use super::ty::{Prim, TyId, TyNode, TypeKey};
 use super::vtype::{Unmergeable, V, fits, fits_v, merge, name, prim_of, stack_of};
 use crate::body::{Body, ClauseKind};
@@ -1145,10 +1145,21 @@ impl TypeChecker {
             let f = self.pop(stack);
             self.expect_v(ts, x.off, f, V::I, "function pointer");
         }
+        // A delegate's constructor: the object passed, for checking the method against the
+        // delegate's `Invoke` below.
+        let mut delegate_obj = None;
         for k in (0..sig.param_count()).rev() {
             let p = ts.params(&sig)[k as usize];
             let v = self.pop(stack);
             self.expect(ts, x.off, v, p, What::Arg(k + 1));
+            if k == 0 && x.op == Opcode::Newobj && sig.param_count() == 2 {
+                delegate_obj = Some(v);
+            }
+        }
+        if let Some(obj) = delegate_obj
+            && ts.is_delegate(parent) == Some(true)
+        {
+            self.delegate_target(ts, x, parent, obj);
         }
         let is_ctor = x.op == Opcode::Newobj;
         if sig.has_this && !sig.explicit_this && !is_ctor && x.op != Opcode::Calli {
@@ -1238,6 +1249,95 @@ impl TypeChecker {
                 ts.name(parent)
             );
             self.report(Code::DelegatePattern, x.off, msg);
+        }
+    }
+
+    /// `newobj` of a delegate on a method from the `ldftn`/`ldvirtftn` right before it: the
+    /// delegate's `Invoke` must be able to call the method (II.14.6.1): each of `Invoke`'s
+    /// parameters assignable to the method's (after the one the object passed is bound to: an
+    /// instance method's `this`, or a static method's first parameter when the object is not
+    /// null), and the method's return assignable to `Invoke`'s. Open instance delegates (null
+    /// passed for an instance method), generic parameters and what does not resolve are not
+    /// judged.
+    fn delegate_target(&mut self, ts: &mut TypeSystem<'_>, x: Ins, delegate: TyId, obj: V) {
+        let Some(k) = self.index(x.off) else {
+            return;
+        };
+        if k == 0 || self.start[k] {
+            return;
+        }
+        let prev = self.ins[k - 1];
+        if !matches!(prev.op, Opcode::Ldftn | Opcode::Ldvirtftn) {
+            return;
+        }
+        let (Some(target), Some(invoke)) =
+            (ts.method(Token(prev.arg)), ts.delegate_invoke(delegate))
+        else {
+            return;
+        };
+        if target.vararg || invoke.vararg || matches!(obj, V::Unknown | V::Var(_)) {
+            return;
+        }
+        let bound_first = !target.has_this && obj != V::Null;
+        if target.has_this && obj == V::Null {
+            return;
+        }
+        let (inv, tgt) = (ts.params(&invoke).to_vec(), ts.params(&target).to_vec());
+        let skip = usize::from(bound_first);
+        let mut wrong = None;
+        if tgt.len() != inv.len() + skip {
+            wrong = Some(format!(
+                "Invoke passes {} argument(s), the method takes {}{}",
+                inv.len(),
+                tgt.len(),
+                if bound_first {
+                    " (its first bound to the object passed)"
+                } else {
+                    ""
+                }
+            ));
+        } else if bound_first
+            && let V::Obj(t) = obj
+            && fits_delegate(ts, t, tgt[0]) == Ans::No
+        {
+            wrong = Some(format!(
+                "the object passed, {}, cannot be the method's first parameter, {}",
+                ts.name(t),
+                ts.name(tgt[0])
+            ));
+        } else if let (true, V::Obj(t)) = (target.has_this, obj)
+            && target.parent != TyId::UNKNOWN
+            && ts.assignable(t, target.parent) == Ans::No
+        {
+            wrong = Some(format!(
+                "the object passed, {}, is not a {}",
+                ts.name(t),
+                ts.name(target.parent)
+            ));
+        } else if let Some(i) =
+            (0..inv.len()).find(|&i| fits_delegate(ts, inv[i], tgt[i + skip]) == Ans::No)
+        {
+            wrong = Some(format!(
+                "Invoke's parameter {} is {}, the method's is {}",
+                i + 1,
+                ts.name(inv[i]),
+                ts.name(tgt[i + skip])
+            ));
+        } else if (target.ret == TyId::VOID) != (invoke.ret == TyId::VOID)
+            || target.ret != TyId::VOID && fits_delegate(ts, target.ret, invoke.ret) == Ans::No
+        {
+            wrong = Some(format!(
+                "the method returns {}, Invoke {}",
+                ts.name(target.ret),
+                ts.name(invoke.ret)
+            ));
+        }
+        if let Some(why) = wrong {
+            let msg = format!(
+                "newobj of delegate {} on a method it cannot call: {why} (II.14.6.1)",
+                ts.name(delegate)
+            );
+            self.report(Code::DelegateCtor, x.off, msg);
         }
     }
 
@@ -2067,6 +2167,31 @@ fn conv_result(op: Opcode) -> V {
         | O::Conv_Ovf_I_Un
         | O::Conv_Ovf_U_Un => V::I,
         _ => V::I4,
+    }
+}
+
+/// Whether a value of signature type `from` may be passed where a delegate's method or
+/// `Invoke` takes `to` (II.14.6.1): references by assignability, everything else only as the
+/// same kind of stack value (and the same type for values and pointers), so that `bool` and
+/// `int32` are not told apart where the runtimes do not either.
+fn fits_delegate(ts: &mut TypeSystem<'_>, from: TyId, to: TyId) -> Ans {
+    let (a, b) = (stack_of(ts, from), stack_of(ts, to));
+    match (a, b) {
+        (V::Unknown | V::Var(_), _) | (_, V::Unknown | V::Var(_)) => Ans::Unknown,
+        (V::Obj(_), V::Obj(_)) | (V::Value(_), V::Value(_)) => ts.assignable(from, to),
+        (V::ByRef(x), V::ByRef(y)) => {
+            if x == y {
+                Ans::Yes
+            } else {
+                match (ts.assignable(x, y), ts.assignable(y, x)) {
+                    (Ans::No, _) | (_, Ans::No) => Ans::No,
+                    (Ans::Yes, Ans::Yes) => Ans::Yes,
+                    _ => Ans::Unknown,
+                }
+            }
+        }
+        (a, b) if std::mem::discriminant(&a) == std::mem::discriminant(&b) => Ans::Yes,
+        _ => Ans::No,
     }
 }
 

@@ -1421,6 +1421,33 @@ impl<'a> TypeSystem<'a> {
         ))
     }
 
+    /// The signature of a delegate type's `Invoke` method, in the delegate's instantiation
+    /// (`Func<int32>`'s returns `int32`): `None` when the type or its method list cannot be
+    /// read (a MethodPtr indirection is not followed), or it has no `Invoke`.
+    pub fn delegate_invoke(&mut self, delegate: TyId) -> Option<MethodSig> {
+        let key = self.key_of(delegate)?;
+        let token = {
+            let (img, _) = self.module(key.module)?;
+            let t = img.tables();
+            if t.rows(Table::MethodPtr) > 0 {
+                return None;
+            }
+            let first = t.type_def(key.rid).ok()?.method_list;
+            let end = if key.rid < t.rows(Table::TypeDef) {
+                t.type_def(key.rid + 1).ok()?.method_list
+            } else {
+                t.rows(Table::MethodDef) + 1
+            };
+            let s = img.strings();
+            (first..end.min(t.rows(Table::MethodDef) + 1)).find(|&rid| {
+                t.method_def(rid).ok().and_then(|row| s.get(row.name).ok()) == Some("Invoke")
+            })?
+        };
+        let sig = self.method_in(key.module, Token::new(Table::MethodDef, token), &[])?;
+        let class_args = self.args_of(delegate);
+        Some(self.subst_sig(sig, delegate, &class_args, &[]))
+    }
+
     /// `Name` when `t` is the core library's `System.Name` class or value type.
     fn system_name(&mut self, t: TyId) -> Option<&'static str> {
         let key = match self.tys.node(t) {
