@@ -1,6 +1,6 @@
 //! Writes the hostile-image regression corpus (`corpus/regressions/images/`): one small file per
 //! defect that once made a command lose data, hang or report "clean" on something it could not
-//! read, each derived from the project's own assemblies. `tests/hostile_images.rs` replays them.
+//! read, each derived from the project's own assemblies. `tests/it/hostile_images.rs` replays them.
 //!
 //! `cargo run --example hostile_images [OUT_DIR]` (default: `corpus/regressions/images`).
 //! Inputs that cannot live in git (a FIFO, a 1 GiB sparse file) are made by the tests.

@@ -1,8 +1,8 @@
 //! Properties checked on untrusted input, one function per fuzz target. Each panics when its
 //! property fails; a panic anywhere inside (a bug in the code under test) fails it too.
 //!
-//! The fuzz targets in `fuzz/` call these, and `tests/regressions.rs` replays every input kept in
-//! `corpus/regressions/<target>/` through them, so a crash found once stays fixed.
+//! The fuzz targets in `fuzz/` call these, and `tests/it/regressions.rs` replays every input kept
+//! in `corpus/regressions/<target>/` through them, so a crash found once stays fixed.
 
 use crate::body::Body;
 use crate::image::Image;

@@ -62,7 +62,7 @@ impl Rewriter {
     /// Rewrites one body with `transform` and appends the new body to `out` (nothing is
     /// appended on error). An entry/exit transform is spliced into the body's bytes where the
     /// splice can carry out its plan; every other case goes through the IR (lift, edit, layout
-    /// with relaxation, verify). Both give the same bytes (`tests/rewrite_corpus.rs` compares
+    /// with relaxation, verify). Both give the same bytes (`tests/it/rewrite_corpus.rs` compares
     /// them on every body of the corpus).
     pub fn rewrite<R: Resolver + ?Sized>(
         &mut self,

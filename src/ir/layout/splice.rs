@@ -15,7 +15,7 @@
 //! that are not EH tables, fewer than two instructions, anything that does not decode, a
 //! target or clause bound that is not an instruction start, or a result the verifier refuses
 //! is left to the IR path (which then reports). Where it answers, the answer is the IR
-//! path's; `tests/rewrite_corpus.rs` compares the two on every body of the corpus.
+//! path's; `tests/it/rewrite_corpus.rs` compares the two on every body of the corpus.
 
 use super::relax::{Jump, Relax};
 use super::{Layout, LayoutInfo, LayoutOptions, encode_plain};

@@ -4,7 +4,7 @@
 //! mono's 4.5 assemblies is named without a panic, raw only with a reason (counted and
 //! printed; use `--release -- --nocapture`).
 
-mod support;
+use crate::support;
 
 use ilcheck::body::Body;
 use ilcheck::disasm::{ImageNamer, TokenNamer, disassemble_with};

@@ -2,9 +2,9 @@
 //! pass with exactly its expected code and every original is clean; every mutant and original
 //! also runs under CoreCLR (and mono), and every method CoreCLR rejects is one ilcheck calls
 //! invalid. The agreement table is `reports/type-mutants.md`; regenerate it with
-//! `ILCHECK_WRITE_REPORT=1 cargo test --test type_mutants` (it needs both runtimes).
+//! `ILCHECK_WRITE_REPORT=1 cargo test --test it type_mutants::` (it needs both runtimes).
 
-mod support;
+use crate::support;
 
 use ilcheck::corpus::{self, Input, VerifyOptions};
 use ilcheck::harness::type_mutants::{
@@ -224,8 +224,8 @@ fn render(runtimes: &[&Runtime], rows: &[Row]) -> String {
          threw an ordinary exception). A runtime's JIT is no verifier: code it compiles may still\n\
          compute garbage (an `int64` passed where an `int32` goes, a string's address stored as an\n\
          integer).\n\n\
-         Regenerate with `ILCHECK_WRITE_REPORT=1 cargo test --test type_mutants` (needs mono and\n\
-         CoreCLR: `bash scripts/setup.sh`).\n\n",
+         Regenerate with `ILCHECK_WRITE_REPORT=1 cargo test --test it type_mutants::` (needs mono\n\
+         and CoreCLR: `bash scripts/setup.sh`).\n\n",
     );
     s.push_str(&format!("Runtimes: {}.\n\n", names.join(", ")));
 

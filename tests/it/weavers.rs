@@ -4,7 +4,7 @@
 //! finding, and each of its seeded bugs shows on its trigger as the verifier finding, and the
 //! runtime behaviour, written down for it here.
 
-mod support;
+use crate::support;
 
 use ilcheck::harness::{Outcome, Runtime, RuntimeKind};
 use serde_json::Value;

@@ -3,7 +3,7 @@
 //! byte; every transform's output must re-decode and verify clean when its input did.
 //! Run with `--release -- --nocapture` for the counts.
 
-mod support;
+use crate::support;
 
 use ilcheck::body::Body;
 use ilcheck::image::{Image, Token};

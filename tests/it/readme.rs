@@ -4,7 +4,7 @@
 //! the README shows is printed — compared word by word, leaving out words with digits (counts
 //! and timings vary) and elisions (`…`).
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

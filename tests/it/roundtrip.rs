@@ -1,6 +1,6 @@
 //! Corpus round trips: the project's own assemblies always, mono's 4.5 corpus when installed.
 
-mod support;
+use crate::support;
 
 use ilcheck::corpus::{self, Input, RoundtripOptions, RoundtripReport};
 use std::path::PathBuf;
@@ -66,7 +66,7 @@ fn project_corpus_round_trips() {
             .collect::<Vec<_>>()
     );
     // ilasm and mcs write canonical forms (fat-where-tiny and the like are body-level fixtures
-    // in tests/codec_props.rs); every body was checked.
+    // in tests/it/codec_props.rs); every body was checked.
     let canonical = r.canonical.unwrap();
     assert_eq!(canonical.bodies_checked, r.bodies);
     assert_eq!(canonical.non_canonical, 0, "{:?}", canonical.reasons);

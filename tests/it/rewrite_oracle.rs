@@ -3,7 +3,7 @@
 //! original's, and `pedump --verify error,code` reports nothing it did not report for the
 //! original.
 
-mod support;
+use crate::support;
 
 use ilcheck::corpus::{self, RewriteOptions, RewriteReport};
 use ilcheck::harness::{Runtime, RuntimeKind};

@@ -6,7 +6,7 @@
 //! prints without a final newline, reads its input, replaces `Console.Out` or prints its
 //! working directory prints the same lines both ways.
 
-mod support;
+use crate::support;
 
 use ilcheck::harness::program::result_lines;
 use ilcheck::harness::{Executor, Host, Outcome, Runtime, ServerOptions};

@@ -2,7 +2,7 @@
 //! the old file or the new one, never a part), the input is never harmed (also as `-o`), and a
 //! disk that refuses the write leaves everything as it was.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

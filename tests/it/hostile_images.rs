@@ -3,7 +3,7 @@
 //! be read is called clean, damaged images are findings, a FIFO never hangs a run, and a rewrite
 //! never reports success for an output that does not read back.
 
-mod support;
+use crate::support;
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};

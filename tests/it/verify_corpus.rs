@@ -4,7 +4,7 @@
 //! assembly must open and every body decode. Prints a summary and the verifier's throughput
 //! (use `--release -- --nocapture`).
 
-mod support;
+use crate::support;
 
 use ilcheck::image::Image;
 use ilcheck::verify::{Code, ImageResolver, Resolver, Verifier, single_pass_agrees};

@@ -2,7 +2,7 @@
 //! of a probe assembly (`corpus/probe/probe.cs`, built with mcs) run under mono and CoreCLR with
 //! their own output unchanged, and every method entered exits exactly once, also when it throws.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

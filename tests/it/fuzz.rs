@@ -4,7 +4,7 @@
 //! a rewriter that crashes, hangs, writes nothing or writes garbage as a failure of its own
 //! kind.
 
-mod support;
+use crate::support;
 
 use ilcheck::harness::program::{Manifest, result_lines};
 use std::path::{Path, PathBuf};

@@ -2,7 +2,7 @@
 //! and pedump, shared bodies, certificates, checksums, hostile input, and mono's class
 //! libraries.
 
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

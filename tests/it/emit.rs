@@ -3,7 +3,7 @@
 //! CoreCLR — also when the additions push tables and heaps across the 2^16 limits where index
 //! columns widen.
 
-mod support;
+use crate::support;
 
 use ilcheck::image::emit::{AssemblyIdentity, MetadataBuilder};
 use ilcheck::image::writer::ImageWriter;

@@ -5,7 +5,6 @@ use std::path::{Path, PathBuf};
 /// Mono's 4.5 assemblies (`ILCHECK_MONO_DIR` overrides the place). When they are absent the
 /// test says so loudly, and under `ILCHECK_REQUIRE_MONO=1` (set by `.ci/run`) it fails instead
 /// of skipping.
-#[allow(dead_code)]
 pub fn mono_corpus(test: &str) -> Option<PathBuf> {
     let dir = PathBuf::from(
         std::env::var("ILCHECK_MONO_DIR").unwrap_or_else(|_| "/usr/lib/mono/4.5".into()),
@@ -25,7 +24,6 @@ pub fn mono_corpus(test: &str) -> Option<PathBuf> {
 }
 
 /// Whether a mono tool is on PATH; same loud-skip / required-fail rule as [`mono_corpus`].
-#[allow(dead_code)]
 pub fn mono_tool(test: &str, tool: &str) -> bool {
     let found = std::process::Command::new("sh")
         .args(["-c", &format!("command -v {tool}")])
@@ -36,7 +34,6 @@ pub fn mono_tool(test: &str, tool: &str) -> bool {
 
 /// Whether a part of mono's installation is `found`; same loud-skip / required-fail rule as
 /// [`mono_corpus`]. `what` names it in the message.
-#[allow(dead_code)]
 pub fn present(test: &str, what: &str, found: bool) -> bool {
     if !found {
         let msg = format!("{test}: {what} not found — install it with `bash scripts/setup.sh`");
@@ -50,7 +47,6 @@ pub fn present(test: &str, what: &str, found: bool) -> bool {
 
 /// The runtime oracles: mono and CoreCLR. Each that is absent is said loudly; under
 /// `ILCHECK_REQUIRE_MONO=1` (set by `.ci/run`, which installs both) an absent one fails the test.
-#[allow(dead_code)]
 pub fn runtimes(test: &str) -> Vec<ilcheck::harness::Runtime> {
     use ilcheck::harness::{Runtime, RuntimeKind};
     let mut found = Vec::new();
@@ -71,7 +67,6 @@ pub fn runtimes(test: &str) -> Vec<ilcheck::harness::Runtime> {
 
 /// Runs `command` to its end under a deadline (5 minutes; a hang fails the test instead of
 /// stalling the run), output bounded; panics when it cannot be started or times out.
-#[allow(dead_code)]
 pub fn run(command: &mut std::process::Command) -> ilcheck::harness::Outcome {
     let what = format!("{command:?}");
     let o = ilcheck::harness::run_bounded(command, std::time::Duration::from_secs(300), 256 << 20)
@@ -82,7 +77,6 @@ pub fn run(command: &mut std::process::Command) -> ilcheck::harness::Outcome {
 
 /// Builds the probe assembly (`corpus/probe/probe.cs`, assembly `Acme.Probe`) into `dir` with
 /// mcs; panics when mcs fails. Callers check `mono_tool(test, "mcs")` first.
-#[allow(dead_code)]
 pub fn build_probe(dir: &Path) -> PathBuf {
     let out = dir.join("Acme.Probe.dll");
     let o = run(std::process::Command::new("mcs")
@@ -94,7 +88,6 @@ pub fn build_probe(dir: &Path) -> PathBuf {
 }
 
 /// Whether mono's GAC holds a Mono.Cecil 0.11, which `corpus/rewriters/build.sh` builds on.
-#[allow(dead_code)]
 pub fn cecil_installed() -> bool {
     std::fs::read_dir("/usr/lib/mono/gac/Mono.Cecil")
         .into_iter()
@@ -108,7 +101,6 @@ pub fn cecil_installed() -> bool {
 
 /// Builds the sample rewriters (`corpus/rewriters/build.sh`) and the probe assembly into `dir`:
 /// `(weaver.exe, Acme.Probe.dll)`.
-#[allow(dead_code)]
 pub fn build_weaver(dir: &Path) -> (PathBuf, PathBuf) {
     std::fs::create_dir_all(dir).unwrap();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -127,7 +119,6 @@ pub fn build_weaver(dir: &Path) -> (PathBuf, PathBuf) {
 /// `THROW`, `EXITCODE`, `NO_NEWLINE`, `STDIN`, `SETOUT`, `CWD`; anything else: it behaves) after
 /// printing the result line `@ before`, built with mcs into `dir/DEFINE.exe`. Callers check
 /// `mono_tool(test, "mcs")` first.
-#[allow(dead_code)]
 pub fn build_misbehaving(dir: &Path, define: &str) -> PathBuf {
     const SOURCE: &str = r#"
 using System;

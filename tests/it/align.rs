@@ -4,7 +4,7 @@
 //! the structural verifier accepts, are reported with their code, method and offset.
 //! Run with `--release -- --nocapture` for the counts.
 
-mod support;
+use crate::support;
 
 use ilcheck::body::{Body, Clause};
 use ilcheck::image::Image;

@@ -3,7 +3,7 @@
 //! transform of them type-check clean, and a shared epilogue that loses the declared return
 //! type is a new unverifiable finding against its original.
 
-mod support;
+use crate::support;
 
 use ilcheck::corpus::{self, Input, TypePass, TypeSummary, VerifyOptions};
 use ilcheck::verify::types::ModuleStore;

@@ -16,13 +16,13 @@
 //!
 //! The outputs are compared with the files in `tests/golden/`, timings and the tool's version
 //! normalised. After a deliberate change of output, re-bless them with
-//! `ILCHECK_BLESS=1 cargo test --test golden` and review the diff. The JSON is validated
+//! `ILCHECK_BLESS=1 cargo test --test it golden::` and review the diff. The JSON is validated
 //! against `docs/schemas/verify.schema.json` and the SARIF against SARIF 2.1.0's published
 //! schema (`corpus/schemas/sarif-2.1.0.json`) with Python's `jsonschema`, which
 //! `scripts/setup.sh` installs; without it the validation is skipped loudly, or fails under
 //! `ILCHECK_REQUIRE_MONO=1`.
 
-mod support;
+use crate::support;
 
 use ilcheck::body::{BodyParts, Clause};
 use ilcheck::image::emit::AssemblyIdentity;
@@ -294,7 +294,7 @@ fn golden(name: &str, actual: &str) {
     }
     let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
         panic!(
-            "{}: {e}; write it with ILCHECK_BLESS=1 cargo test --test golden",
+            "{}: {e}; write it with ILCHECK_BLESS=1 cargo test --test it golden::",
             path.display()
         )
     });
@@ -306,7 +306,7 @@ fn golden(name: &str, actual: &str) {
             .to_string();
         panic!(
             "{name} differs from its golden file (re-bless with ILCHECK_BLESS=1 cargo test \
-             --test golden if the change is meant):\n{diff}"
+             --test it golden:: if the change is meant):\n{diff}"
         );
     }
 }

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use ilcheck::image::{Image, ImageError, MethodStats, StandAloneSig, Table, Token};
 
-mod support;
+use crate::support;
 
 /// The mono assemblies of the corpus directory (`ILCHECK_MONO_DIR`, default
 /// `/usr/lib/mono/4.5`), or `None` after [`support::mono_corpus`] said loudly why not (it fails
