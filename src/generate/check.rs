@@ -263,8 +263,8 @@ fn branches_in_range(name: &str, code: &[u8]) -> Result<(), String> {
 }
 
 /// Every mutation with a site in `g` is reported with its expected code, the same through
-/// [`verify::verify_code`] and [`verify::verify`] of the whole body, and by
-/// [`verify::verify_first`].
+/// [`Verifier::verify`](verify::Verifier::verify) of the code and clauses and of the whole
+/// body, and with [`Options::FIRST`](verify::Options::FIRST).
 pub fn mutations_caught(g: &Generated, choice: u32) -> Result<(), String> {
     for &mutation in Mutation::ALL {
         let Some(m) = mutate(g, mutation, choice) else {

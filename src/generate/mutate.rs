@@ -111,7 +111,8 @@ impl Mutation {
 }
 
 /// A broken body: code and clauses as laid out, the MaxStack it declares, and what the verifier
-/// must say about it (check with [`crate::verify::verify_code`] and the generated resolver).
+/// must say about it (check with [`crate::verify::Verifier::verify`] of
+/// [`Subject::Code`](crate::verify::Subject::Code) and the generated resolver).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Mutant {
     /// The rule broken.

@@ -246,8 +246,8 @@ codes! {
 
     // Not a verification error.
     /// The resolver does not know a callee's signature, so the stack depth after the call is
-    /// unknown (III.1.7.5). Returned only by [`max_stack`]; [`verify`] skips such paths
-    /// instead.
+    /// unknown (III.1.7.5). Returned only by [`Verifier::needed_max_stack`];
+    /// [`Verifier::verify`] skips such paths instead.
     UnresolvedToken,
 
     // Types (the type pass, [`types`]): stack slots, arguments, locals, fields and returns
