@@ -140,11 +140,14 @@ pub enum TypeMutation {
     /// An `Action` built from an `ldftn` with a `br` to the `newobj` between them, so that the
     /// `newobj` starts a block of its own (unverifiable only).
     DelegateAcrossBranch,
+    /// An `Action` built on `int32 Probe(int32)` instead of `void Nop()`: a method its `Invoke`
+    /// cannot call (unverifiable only: the runtimes make the delegate).
+    DelegateWrongTarget,
 }
 
 impl TypeMutation {
     /// Every mutation, in order.
-    pub const ALL: [TypeMutation; 51] = [
+    pub const ALL: [TypeMutation; 52] = [
         TypeMutation::AddInt64Operand,
         TypeMutation::AddNullOperand,
         TypeMutation::MulStringOperand,
@@ -196,6 +199,7 @@ impl TypeMutation {
         TypeMutation::ReadonlyCallProbe,
         TypeMutation::CallCtorOnObject,
         TypeMutation::DelegateAcrossBranch,
+        TypeMutation::DelegateWrongTarget,
     ];
 
     /// The stable name (the variant's).
@@ -252,6 +256,7 @@ impl TypeMutation {
             TypeMutation::ReadonlyCallProbe => "ReadonlyCallProbe",
             TypeMutation::CallCtorOnObject => "CallCtorOnObject",
             TypeMutation::DelegateAcrossBranch => "DelegateAcrossBranch",
+            TypeMutation::DelegateWrongTarget => "DelegateWrongTarget",
         }
     }
 
@@ -345,6 +350,10 @@ impl TypeMutation {
                 "An `Action` built from an `ldftn` with a `br` between it and the `newobj` \
                  (unverifiable only)."
             }
+            TypeMutation::DelegateWrongTarget => {
+                "An `Action` built on `int32 Probe(int32)`, which its `Invoke` cannot call \
+                 (unverifiable only)."
+            }
         }
     }
 
@@ -402,6 +411,7 @@ impl TypeMutation {
             TypeMutation::ReadonlyCallProbe => Code::ReadonlyUnexpectedCallee,
             TypeMutation::CallCtorOnObject => Code::CallCtor,
             TypeMutation::DelegateAcrossBranch => Code::DelegatePattern,
+            TypeMutation::DelegateWrongTarget => Code::DelegateCtor,
         }
     }
 
@@ -560,6 +570,7 @@ fn signature(m: TypeMutation, r: &Refs) -> Sig {
         | TypeMutation::ReadonlyCallProbe
         | TypeMutation::CallCtorOnObject
         | TypeMutation::DelegateAcrossBranch
+        | TypeMutation::DelegateWrongTarget
         | TypeMutation::CallArgInt64
         | TypeMutation::CallArgString
         | TypeMutation::RetInt64
@@ -700,6 +711,20 @@ fn body(m: TypeMutation, mutated: bool, r: &Refs, k: &mut Il) {
                 .tok(Opcode::Callvirt, r.action_invoke)
                 .i4(3)
                 .op(Opcode::Ret);
+        }
+        TypeMutation::DelegateWrongTarget => {
+            // Both build the delegate and return 3; only the original runs it (the mutant's
+            // would pass its target an argument that is not there).
+            let target = if mutated { r.probe } else { r.nop };
+            k.op(Opcode::Ldnull)
+                .tok(Opcode::Ldftn, target)
+                .tok(Opcode::Newobj, r.action_ctor);
+            if mutated {
+                k.op(Opcode::Pop);
+            } else {
+                k.tok(Opcode::Callvirt, r.action_invoke);
+            }
+            k.i4(3).op(Opcode::Ret);
         }
         TypeMutation::CallCtorOnObject => {
             // Both return 2: the field stored, or set by the constructor run again.
