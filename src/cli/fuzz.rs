@@ -88,8 +88,9 @@ pub struct FuzzArgs {
     /// Deadline of one rewriter run, in seconds.
     #[arg(long, default_value_t = 60)]
     pub rewriter_timeout: u64,
-    /// Deadline of one program run, in seconds.
-    #[arg(long, default_value_t = 60)]
+    /// Deadline of one program run, in seconds. A program of 300 generated methods runs in
+    /// well under a second; a run past the deadline is a hang, whose cost is the deadline.
+    #[arg(long, default_value_t = 20)]
     pub run_timeout: u64,
     /// Run every program in a runtime process of its own, without long-lived runtime servers.
     #[arg(long)]
@@ -318,6 +319,12 @@ fn print_summary(s: &FuzzSummary) {
             } else {
                 ""
             }
+        );
+    }
+    if sv.timeouts > 0 {
+        println!(
+            "program runs that reached --run-timeout: {} ({:.1} s waited)",
+            sv.timeouts, sv.timeout_seconds
         );
     }
     if s.failures.is_empty() {

@@ -356,6 +356,14 @@ impl Server {
     }
 }
 
+impl Server {
+    /// What the program of an unanswered request printed so far (standard output, standard
+    /// error), taken from the server's buffers.
+    fn take_output(&mut self) -> (Vec<u8>, Vec<u8>) {
+        (std::mem::take(&mut self.out), std::mem::take(&mut self.err))
+    }
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         // The host would end at the end of its input, but a program it runs may not: the
@@ -375,20 +383,25 @@ pub struct ServerOptions {
 }
 
 /// What an [`Executor`] did.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct ServerStats {
     /// Runs a server answered.
     pub served: u64,
     /// Runs in a process of their own: all of them without servers, else those a server did
     /// not answer.
     pub fresh: u64,
-    /// Runs a server did not answer (timeout, crash, exception, exit code, death), run again
-    /// in a process of their own.
+    /// Runs a server did not answer (crash, exception, exit code, death), run again in a
+    /// process of their own.
     pub fallbacks: u64,
     /// Servers started (each start costs one runtime start).
     pub started: u64,
     /// Executors that gave servers up after they failed to start again and again.
     pub given_up: u64,
+    /// Runs that reached their deadline, in a server or in a process of their own: each cost
+    /// the whole run timeout.
+    pub timeouts: u64,
+    /// Seconds spent in runs that reached their deadline.
+    pub timeout_seconds: f64,
 }
 
 impl ServerStats {
@@ -399,6 +412,8 @@ impl ServerStats {
         self.fallbacks += other.fallbacks;
         self.started += other.started;
         self.given_up += other.given_up;
+        self.timeouts += other.timeouts;
+        self.timeout_seconds += other.timeout_seconds;
     }
 }
 
@@ -472,12 +487,33 @@ impl Executor {
                 }
             }
             if let Some(s) = &mut self.server {
+                let start = std::time::Instant::now();
                 match s.run(exe, timeout) {
                     Ok(o) => {
                         self.stats.served += 1;
                         return Ok(o);
                     }
                     Err(Unanswered::BadPath) => {}
+                    Err(Unanswered::TimedOut) => {
+                        // A program that hangs in a server hangs in a process of its own too:
+                        // the deadline is its outcome, not worth a second deadline.
+                        let elapsed = start.elapsed();
+                        let (stdout, stderr) = s.take_output();
+                        // Dropping the server kills its process group, as the deadline kills
+                        // a process of its own.
+                        self.server = None;
+                        self.stats.timeouts += 1;
+                        self.stats.timeout_seconds += elapsed.as_secs_f64();
+                        return Ok(Outcome {
+                            code: None,
+                            signal: Some(libc::SIGKILL),
+                            timed_out: true,
+                            stdout,
+                            stderr,
+                            truncated: false,
+                            elapsed,
+                        });
+                    }
                     Err(_) => {
                         self.server = None;
                         self.stats.fallbacks += 1;
@@ -486,7 +522,12 @@ impl Executor {
             }
         }
         self.stats.fresh += 1;
-        self.runtime.run(exe, &[], timeout)
+        let out = self.runtime.run(exe, &[], timeout)?;
+        if out.timed_out {
+            self.stats.timeouts += 1;
+            self.stats.timeout_seconds += out.elapsed.as_secs_f64();
+        }
+        Ok(out)
     }
 }
 
