@@ -196,21 +196,25 @@ fn summary(o: &ilcheck::harness::Outcome) -> serde_json::Value {
     serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(o)))
 }
 
+/// Whether the sample weaver can be built and its output run under both runtimes: a loud skip
+/// when not (a failure under `ILCHECK_REQUIRE_MONO=1`).
+fn weaver_runs(test: &str) -> bool {
+    support::runtimes(test).len() >= 2
+        && support::mono_tool(test, "mcs")
+        && support::present(
+            test,
+            "Mono.Cecil 0.11 in mono's GAC",
+            support::cecil_installed(),
+        )
+}
+
 /// Each seeded bug of the sample weaver is found within 10 programs of 100 methods, classified
 /// as the verifier finding it causes, and minimised to at most 3 methods whose report names the
 /// finding; the correct weaver runs clean.
 #[test]
 fn the_loop_finds_and_minimises_every_seeded_weaver_bug() {
     let test = "the_loop_finds_and_minimises_every_seeded_weaver_bug";
-    let runtimes = support::runtimes(test);
-    if runtimes.len() < 2
-        || !support::mono_tool(test, "mcs")
-        || !support::present(
-            test,
-            "Mono.Cecil 0.11 in mono's GAC",
-            support::cecil_installed(),
-        )
-    {
+    if !weaver_runs(test) {
         return;
     }
     let dir = scratch("weaver");
@@ -360,15 +364,7 @@ fn the_loop_finds_and_minimises_every_seeded_weaver_bug() {
 #[test]
 fn a_runtime_defect_is_not_the_rewriters_failure() {
     let test = "a_runtime_defect_is_not_the_rewriters_failure";
-    let runtimes = support::runtimes(test);
-    if runtimes.len() < 2
-        || !support::mono_tool(test, "mcs")
-        || !support::present(
-            test,
-            "Mono.Cecil 0.11 in mono's GAC",
-            support::cecil_installed(),
-        )
-    {
+    if !weaver_runs(test) {
         return;
     }
     let dir = scratch("defect");

@@ -198,6 +198,7 @@ pub fn identity(_: &mut Method, _: &TransformOptions) -> Result<Outcome, SkipRea
 /// runs on the IR (lift, edit, layout); the entry/exit ones also on the body's bytes, where
 /// the splice executes the same plan ([`EntryExit::plan`]).
 #[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
 pub enum Transform {
     /// [`identity`]: lift and lay out again, nothing edited.
     Identity,
