@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # ilcheck's own `rewrite` as a rewriter under test, for `ilcheck fuzz --rewriter`: each program
 # gets one of the transforms (and, for the entry/exit and wrap transforms, probes by name, taking
-# the method's name, token, arguments and return value), chosen by a checksum of its path, so a
-# run covers all of them.
+# the method's name, token, arguments and return value), chosen by a checksum of its file name,
+# so a run covers all of them and a seed always gets the same one.
 #
 #   ilcheck fuzz --rewriter 'bash scripts/own-rewriter.sh {in} {out}' --with Acme.Probe.dll
 #
@@ -18,7 +18,8 @@ enter='void [Acme.Probe]Acme.Probe::EnterArgs(string, object[])'
 exit_probe='void [Acme.Probe]Acme.Probe::ExitValue(string, object)'
 variants=(identity nop-pad widen shorten prologue epilogue prologue-epilogue wrap-finally wrap-catch
     prologue-epilogue+probes epilogue+probes wrap-finally+probes)
-sum=$(printf '%s' "$in" | cksum | cut -d' ' -f1)
+# By the file name (gS.exe), not the scratch path: a seed gets the same transform in every run.
+sum=$(basename "$in" | cksum | cut -d' ' -f1)
 variant=${variants[$((sum % ${#variants[@]}))]}
 transform=${variant%+probes}
 args=(rewrite "$in" -o "$out" -t "$transform")
