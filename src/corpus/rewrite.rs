@@ -203,11 +203,6 @@ struct EmitPlan<'i, 'a> {
     probe_code: Vec<Instr>,
 }
 
-/// Whether the transform puts the exit code before each `ret` (rather than in a handler).
-fn epilogue_before_ret(opts: &RewriteOptions) -> bool {
-    opts.transform.epilogue_before_ret()
-}
-
 impl<'i, 'a> EmitPlan<'i, 'a> {
     fn new(image: &'i Image<'a>, opts: &RewriteOptions) -> Result<Self, EmitError> {
         let mut plan = EmitPlan {
@@ -242,7 +237,7 @@ impl<'i, 'a> EmitPlan<'i, 'a> {
             .as_ref()
             .is_some_and(|p| p.args.contains(&ProbeArg::ReturnValue));
         let needs_local = opts.transform_opts.return_local.is_none()
-            && (wraps || (exit_takes_value && epilogue_before_ret(opts)));
+            && (wraps || (exit_takes_value && opts.transform.epilogue_before_ret()));
         if needs_local {
             plan.locals = vec![None; image.method_count() as usize + 1];
             for method in with_body() {
@@ -306,7 +301,7 @@ impl<'i, 'a> EmitPlan<'i, 'a> {
         };
         // Before each `ret` the value is on the stack, and is kept in the local first; in a
         // handler it is in the local already.
-        let before_ret = epilogue_before_ret(opts);
+        let before_ret = opts.transform.epilogue_before_ret();
         if takes(ProbeArg::MethodName) {
             // A name per method; mono's are 48 characters long on average.
             self.builder

@@ -136,13 +136,14 @@ impl RunSummary {
             .filter(|l| !l.trim().is_empty())
             .take(16)
             .collect();
+        let defect = runtime_defect(runtime, o);
         RunSummary {
             ended: o.describe(),
             ok: o.success(),
             stderr_tail: head.join("\n"),
             result_lines: lines,
-            defect: runtime_defect(runtime, o),
-            defect_message: runtime_defect(runtime, o).and_then(|_| defect_message(o)),
+            defect_message: defect.as_ref().and_then(|_| defect_message(o)),
+            defect,
         }
     }
 }

@@ -72,9 +72,7 @@ impl Image<'static> {
             tables,
         })
     }
-}
 
-impl Image<'static> {
     /// Parses an image held in shared memory (e.g. one [`ImageWriter`](crate::ImageWriter)
     /// just wrote), keeping a reference to it: an image that outlives the caller's borrow.
     pub fn from_shared(bytes: std::sync::Arc<[u8]>) -> Result<Self, ImageError> {

@@ -213,8 +213,11 @@ pub struct TypeChecker {
     init: bool,
     /// The lowest stack depth a step popped to.
     low: usize,
-    /// In a followed constructor: the regions' entries, for their handlers' `this` state.
+    /// In a followed constructor: the regions' entries, for their handlers' `this` state,
+    /// sorted by the try's first instruction.
     tries: Vec<TryEntry>,
+    /// [`TypeChecker::lower_init`]'s worklist.
+    lowering: Vec<u32>,
 }
 
 /// The result of checking one method.
@@ -339,6 +342,7 @@ impl TypeChecker {
                 }
             }
         }
+        self.tries.sort_unstable_by_key(|t| t.start);
         self.init = false;
         self.seed(0, &[]);
         // Handlers are seeded initialised: the entries of their regions lower them.
@@ -408,15 +412,35 @@ impl TypeChecker {
             return false;
         }
         self.entry_init[i as usize] = false;
-        // A handler is entered with the state of its try's entry (as ILVerify has it). Each
-        // instruction is lowered once at most, so this ends.
-        for k in 0..self.tries.len() {
-            let TryEntry { start, handler } = self.tries[k];
-            if start == i && self.lower_init(handler) && self.entry[handler as usize].0 != NO_ENTRY
-            {
-                self.work.push(handler);
+        // A handler is entered with the state of its try's entry (as ILVerify has it), so the
+        // lowering spreads to the handlers of the regions starting here, and on. Each
+        // instruction is lowered once at most, so this ends; a worklist rather than recursion,
+        // since handlers that start regions may nest as deep as the code is long.
+        let mut pending = std::mem::take(&mut self.lowering);
+        pending.clear();
+        pending.push(i);
+        while let Some(at) = pending.pop() {
+            let from = self.tries.partition_point(|t| t.start < at);
+            for k in from..self.tries.len() {
+                let TryEntry { start, handler } = self.tries[k];
+                if start != at {
+                    break;
+                }
+                if self
+                    .entry_init
+                    .get(handler as usize)
+                    .copied()
+                    .unwrap_or(false)
+                {
+                    self.entry_init[handler as usize] = false;
+                    if self.entry[handler as usize].0 != NO_ENTRY {
+                        self.work.push(handler);
+                    }
+                    pending.push(handler);
+                }
             }
         }
+        self.lowering = pending;
         true
     }
 
@@ -1130,13 +1154,16 @@ impl TypeChecker {
         };
         let (sig, parent) = (m, m.parent);
         // A delegate's constructor takes (object, native int); the cheap tests first.
-        if x.op == Opcode::Newobj && sig.param_count() == 2 {
-            let second = ts.params(&sig).get(1).copied();
-            if second.is_some_and(|p| stack_of(ts, p) == V::I)
-                && ts.is_delegate(parent) == Some(true)
-            {
-                self.delegate_pattern(ts, x, parent);
-            }
+        let delegate_ctor = x.op == Opcode::Newobj
+            && sig.param_count() == 2
+            && ts
+                .params(&sig)
+                .get(1)
+                .copied()
+                .is_some_and(|p| stack_of(ts, p) == V::I)
+            && ts.is_delegate(parent) == Some(true);
+        if delegate_ctor {
+            self.delegate_pattern(ts, x, parent);
         }
         if prefix.readonly && x.op == Opcode::Call {
             self.readonly_callee(ts, x, parent, sig.ret);
@@ -1152,13 +1179,11 @@ impl TypeChecker {
             let p = ts.params(&sig)[k as usize];
             let v = self.pop(stack);
             self.expect(ts, x.off, v, p, What::Arg(k + 1));
-            if k == 0 && x.op == Opcode::Newobj && sig.param_count() == 2 {
+            if k == 0 && delegate_ctor {
                 delegate_obj = Some(v);
             }
         }
-        if let Some(obj) = delegate_obj
-            && ts.is_delegate(parent) == Some(true)
-        {
+        if let Some(obj) = delegate_obj {
             self.delegate_target(ts, x, parent, obj);
         }
         let is_ctor = x.op == Opcode::Newobj;
@@ -1228,6 +1253,17 @@ impl TypeChecker {
         }
     }
 
+    /// The `ldftn` or `ldvirtftn` right before instruction `x` in the same block, with `x`'s
+    /// index: where a delegate's `newobj` takes its method from.
+    fn function_pointer(&self, x: Ins) -> Option<(usize, Ins)> {
+        let k = self.index(x.off)?;
+        if k == 0 || self.start[k] {
+            return None;
+        }
+        let f = self.ins[k - 1];
+        matches!(f.op, Opcode::Ldftn | Opcode::Ldvirtftn).then_some((k, f))
+    }
+
     /// `newobj` of a delegate: its function pointer comes from the instruction right before
     /// it, `ldftn`, or from `dup; ldvirtftn` on the object passed, with no block starting in
     /// between (III.1.8.1.5, as ILVerify checks it).
@@ -1235,14 +1271,13 @@ impl TypeChecker {
         let Some(k) = self.index(x.off) else {
             return;
         };
-        let op = |j: usize| self.ins[j].op;
-        let ldftn = k >= 1 && !self.start[k] && op(k - 1) == Opcode::Ldftn;
-        let ldvirtftn = k >= 2
-            && !self.start[k]
-            && !self.start[k - 1]
-            && op(k - 1) == Opcode::Ldvirtftn
-            && op(k - 2) == Opcode::Dup;
-        if !(ldftn || ldvirtftn) {
+        let ldftn = self.function_pointer(x).map(|(_, f)| f.op);
+        let ok = match ldftn {
+            Some(Opcode::Ldftn) => true,
+            Some(_) => k >= 2 && !self.start[k - 1] && self.ins[k - 2].op == Opcode::Dup,
+            None => false,
+        };
+        if !ok {
             let msg = format!(
                 "newobj of delegate {}: its function pointer is not made right before it by \
                  ldftn, or by dup; ldvirtftn on the object passed (III.1.8.1.5)",
@@ -1260,18 +1295,11 @@ impl TypeChecker {
     /// passed for an instance method), generic parameters and what does not resolve are not
     /// judged.
     fn delegate_target(&mut self, ts: &mut TypeSystem<'_>, x: Ins, delegate: TyId, obj: V) {
-        let Some(k) = self.index(x.off) else {
+        let Some((_, ftn)) = self.function_pointer(x) else {
             return;
         };
-        if k == 0 || self.start[k] {
-            return;
-        }
-        let prev = self.ins[k - 1];
-        if !matches!(prev.op, Opcode::Ldftn | Opcode::Ldvirtftn) {
-            return;
-        }
         let (Some(target), Some(invoke)) =
-            (ts.method(Token(prev.arg)), ts.delegate_invoke(delegate))
+            (ts.method(Token(ftn.arg)), ts.delegate_invoke(delegate))
         else {
             return;
         };
@@ -1298,7 +1326,7 @@ impl TypeChecker {
             ));
         } else if bound_first
             && let V::Obj(t) = obj
-            && fits_delegate(ts, t, tgt[0]) == Ans::No
+            && fits(ts, V::Obj(t), tgt[0]).is_err()
         {
             wrong = Some(format!(
                 "the object passed, {}, cannot be the method's first parameter, {}",
@@ -1314,8 +1342,7 @@ impl TypeChecker {
                 ts.name(t),
                 ts.name(target.parent)
             ));
-        } else if let Some(i) =
-            (0..inv.len()).find(|&i| fits_delegate(ts, inv[i], tgt[i + skip]) == Ans::No)
+        } else if let Some(i) = (0..inv.len()).find(|&i| passes(ts, inv[i], tgt[i + skip]).is_err())
         {
             wrong = Some(format!(
                 "Invoke's parameter {} is {}, the method's is {}",
@@ -1324,7 +1351,7 @@ impl TypeChecker {
                 ts.name(tgt[i + skip])
             ));
         } else if (target.ret == TyId::VOID) != (invoke.ret == TyId::VOID)
-            || target.ret != TyId::VOID && fits_delegate(ts, target.ret, invoke.ret) == Ans::No
+            || target.ret != TyId::VOID && passes(ts, target.ret, invoke.ret).is_err()
         {
             wrong = Some(format!(
                 "the method returns {}, Invoke {}",
@@ -2170,29 +2197,12 @@ fn conv_result(op: Opcode) -> V {
     }
 }
 
-/// Whether a value of signature type `from` may be passed where a delegate's method or
-/// `Invoke` takes `to` (II.14.6.1): references by assignability, everything else only as the
-/// same kind of stack value (and the same type for values and pointers), so that `bool` and
-/// `int32` are not told apart where the runtimes do not either.
-fn fits_delegate(ts: &mut TypeSystem<'_>, from: TyId, to: TyId) -> Ans {
-    let (a, b) = (stack_of(ts, from), stack_of(ts, to));
-    match (a, b) {
-        (V::Unknown | V::Var(_), _) | (_, V::Unknown | V::Var(_)) => Ans::Unknown,
-        (V::Obj(_), V::Obj(_)) | (V::Value(_), V::Value(_)) => ts.assignable(from, to),
-        (V::ByRef(x), V::ByRef(y)) => {
-            if x == y {
-                Ans::Yes
-            } else {
-                match (ts.assignable(x, y), ts.assignable(y, x)) {
-                    (Ans::No, _) | (_, Ans::No) => Ans::No,
-                    (Ans::Yes, Ans::Yes) => Ans::Yes,
-                    _ => Ans::Unknown,
-                }
-            }
-        }
-        (a, b) if std::mem::discriminant(&a) == std::mem::discriminant(&b) => Ans::Yes,
-        _ => Ans::No,
-    }
+/// Whether a value of signature type `from` may go where `to` is expected: [`fits`] of its
+/// stack form (a delegate's `Invoke` passing its parameters to the method, the method's return
+/// going back as `Invoke`'s).
+fn passes(ts: &mut TypeSystem<'_>, from: TyId, to: TyId) -> Result<(), Code> {
+    let v = stack_of(ts, from);
+    fits(ts, v, to)
 }
 
 #[cfg(test)]
