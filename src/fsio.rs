@@ -124,9 +124,44 @@ impl AtomicFile {
         }
     }
 
+    /// Writes out what is buffered and asks the kernel to start putting it on the disk without
+    /// waiting for it (Linux), so that [`AtomicFile::commit`]'s flush, perhaps on another
+    /// thread, waits less. Optional; the file stays uncommitted.
+    pub fn start_writeback(&mut self) -> io::Result<()> {
+        let Some(writer) = self.file.as_mut() else {
+            return Err(io::Error::other("already committed"));
+        };
+        writer.flush()?;
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::fd::AsRawFd;
+            // A hint: where the call is not supported, the commit's sync does all the work.
+            // SAFETY: the descriptor is open for the lifetime of `writer`.
+            let _ = unsafe {
+                libc::sync_file_range(
+                    writer.get_ref().as_raw_fd(),
+                    0,
+                    0,
+                    libc::SYNC_FILE_RANGE_WRITE,
+                )
+            };
+        }
+        Ok(())
+    }
+
     /// Flushes the data to the disk and renames the temporary file over the target; then
     /// flushes the directory so the rename itself survives a crash.
-    pub fn commit(mut self) -> io::Result<()> {
+    pub fn commit(self) -> io::Result<()> {
+        let dir = self.commit_unsynced_rename()?;
+        sync_dir(&dir);
+        Ok(())
+    }
+
+    /// [`AtomicFile::commit`] but for the directory's flush: the data is on the disk before the
+    /// rename (so a crash leaves the old file or the new one, never a part), and the rename is
+    /// made durable by the caller's [`sync_dir`] of the directory returned, once for every file
+    /// committed into it.
+    pub fn commit_unsynced_rename(mut self) -> io::Result<PathBuf> {
         let Some(writer) = self.file.take() else {
             return Err(io::Error::other("already committed"));
         };
@@ -134,22 +169,24 @@ impl AtomicFile {
         file.sync_all()?;
         drop(file);
         std::fs::rename(&self.temp, &self.target)?;
-        #[cfg(unix)]
-        if let Some(dir) = self.target.parent() {
-            let dir = if dir.as_os_str().is_empty() {
-                Path::new(".")
-            } else {
-                dir
-            };
-            // Not every file system lets a directory be synced; the rename has happened.
-            if let Ok(d) = File::open(dir) {
-                let _ = d.sync_all();
-            }
-        }
         // Renamed: nothing left to remove.
         self.temp = PathBuf::new();
-        Ok(())
+        Ok(match self.target.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        })
     }
+}
+
+/// Flushes a directory's entries (the renames into it) to the disk. Not every file system lets
+/// a directory be synced, so failures are ignored: the renames have happened either way.
+pub fn sync_dir(dir: &Path) {
+    #[cfg(unix)]
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+    #[cfg(not(unix))]
+    let _ = dir;
 }
 
 impl Write for AtomicFile {

@@ -245,6 +245,7 @@ fn rewrite_to_temp(
         use std::io::Write;
         let mut file = ilcheck::fsio::AtomicFile::create(output)?;
         file.write_all(bytes)?;
+        file.start_writeback()?;
         Ok(file)
     };
     let file = write().with_context(|| format!("writing {}", output.display()))?;
@@ -327,6 +328,10 @@ fn jobs(a: &RewriteArgs) -> Result<(Vec<Job>, Vec<corpus::Skipped>)> {
     Ok((jobs, problems))
 }
 
+/// Threads that flush finished outputs to the disk and rename them into place: the flushes
+/// wait on the device, not the CPU, so several overlap.
+const COMMITTERS: usize = 4;
+
 fn many(a: &RewriteArgs, mut opts: RewriteOptions) -> Result<ExitCode> {
     let (jobs, problems) = jobs(a)?;
     if jobs.is_empty() && problems.is_empty() {
@@ -353,22 +358,39 @@ fn many(a: &RewriteArgs, mut opts: RewriteOptions) -> Result<ExitCode> {
             *slot = Some(r);
         }
     };
-    // Workers rewrite into temporary files; one thread flushes each to disk and renames it
-    // into place, so no worker waits on the disk.
+    // Workers rewrite into temporary files and start their write-back; committer threads
+    // wait for each to reach the disk and rename it into place, so no worker waits on the
+    // disk, and several flushes are in flight at once. Each output directory is flushed once,
+    // after its last rename.
     let (done, written) =
         std::sync::mpsc::channel::<(usize, RewriteReport, ilcheck::fsio::AtomicFile)>();
+    let written = std::sync::Mutex::new(written);
+    let dirs = std::sync::Mutex::new(std::collections::BTreeSet::new());
     let (jobs, order, next, opts, store) = (&jobs, &order, &next, &opts, &store);
+    let (written, dirs) = (&written, &dirs);
     std::thread::scope(|s| {
-        s.spawn(move || {
-            for (i, report, file) in written {
-                let output = &jobs[i].output;
-                let r = file
-                    .commit()
-                    .map(|()| report)
-                    .map_err(|e| format!("writing {}: {e}", output.display()));
-                store(i, r);
-            }
-        });
+        for _ in 0..COMMITTERS {
+            s.spawn(move || {
+                loop {
+                    let Ok(rx) = written.lock() else { break };
+                    let Ok((i, report, file)) = rx.recv() else {
+                        break;
+                    };
+                    drop(rx);
+                    let output = &jobs[i].output;
+                    let r = match file.commit_unsynced_rename() {
+                        Ok(dir) => {
+                            if let Ok(mut d) = dirs.lock() {
+                                d.insert(dir);
+                            }
+                            Ok(report)
+                        }
+                        Err(e) => Err(format!("writing {}: {e}", output.display())),
+                    };
+                    store(i, r);
+                }
+            });
+        }
         for _ in 0..workers {
             let done = done.clone();
             s.spawn(move || {
@@ -390,6 +412,9 @@ fn many(a: &RewriteArgs, mut opts: RewriteOptions) -> Result<ExitCode> {
         }
         drop(done);
     });
+    for dir in dirs.lock().map(|d| d.clone()).unwrap_or_default() {
+        ilcheck::fsio::sync_dir(&dir);
+    }
     let wall = start.elapsed().as_secs_f64();
     let mut reports = Vec::new();
     let mut failed = 0usize;
