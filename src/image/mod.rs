@@ -572,10 +572,17 @@ pub struct FullNames {
     /// The image the names are of (its address): another one empties the caches.
     image: usize,
     owner: Option<u32>,
+    /// The last method's declaring type and its MethodDef rows `lo..hi`, when the image's
+    /// method lists are in order.
+    span: Option<(u32, u32, u32)>,
+    /// Whether the image's method lists are in order (read on the first name).
+    sorted: Option<bool>,
     /// `Namespace.Type::`.
     prefix: String,
     /// `(params)` by signature blob index.
     params: std::collections::HashMap<u32, String, FxBuild>,
+    /// The names of the types those parameter lists name.
+    types: names::KnownNames,
 }
 
 type FxBuild = std::hash::BuildHasherDefault<crate::verify::types::fx::FxHasher>;
@@ -655,7 +662,22 @@ impl<'i> Method<'i> {
                 ..FullNames::default()
             };
         }
-        match self.declaring_type()? {
+        let owner = match names.span {
+            // Methods in rid order: the type of the last one, until its rows end.
+            Some((owner, lo, hi)) if (lo..hi).contains(&self.rid) => Some(owner),
+            _ => {
+                let tables = self.image.tables();
+                let owner = tables.declaring_type(self.rid)?;
+                let sorted = *names
+                    .sorted
+                    .get_or_insert_with(|| tables.method_lists_sorted());
+                names.span = owner
+                    .filter(|_| sorted)
+                    .and_then(|o| tables.method_span(o).map(|(lo, hi)| (o, lo, hi)));
+                owner
+            }
+        };
+        match owner {
             Some(owner) => {
                 if names.owner != Some(owner) {
                     names.owner = None;
@@ -676,10 +698,15 @@ impl<'i> Method<'i> {
             return Ok(());
         }
         let (blob, offset) = self.image.sig_blob(signature)?;
-        let sig_names = SigNames::new(self.image, sig::Style::Compact);
+        let sig_names = SigNames::remembering(
+            self.image,
+            sig::Style::Compact,
+            std::mem::take(&mut names.types),
+        );
         let mut params = String::new();
-        sig::render_method_params(blob, &sig_names, &mut params)
-            .map_err(|source| ImageError::Sig { offset, source })?;
+        let rendered = sig::render_method_params(blob, &sig_names, &mut params);
+        names.types = sig_names.into_known();
+        rendered.map_err(|source| ImageError::Sig { offset, source })?;
         out.push_str(&params);
         names.params.insert(signature, params);
         Ok(())

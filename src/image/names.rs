@@ -3,7 +3,6 @@
 //! compact style, disassembly operands in the ILAsm style).
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::OnceLock;
 
@@ -288,8 +287,12 @@ pub struct SigNames<'i> {
     image: &'i Image<'i>,
     style: Style,
     failure: RefCell<Option<NameFailure>>,
-    known: RefCell<HashMap<u32, Box<str>>>,
+    known: RefCell<KnownNames>,
 }
+
+/// The names a [`SigNames`] remembers, by TypeDef or TypeRef token: kept by a caller that makes
+/// one `SigNames` per render ([`SigNames::remembering`], [`SigNames::into_known`]).
+pub type KnownNames = crate::verify::types::fx::FxMap<u32, Box<str>>;
 
 impl<'i> SigNames<'i> {
     /// Names from `image`, spelled in `style`.
@@ -298,8 +301,23 @@ impl<'i> SigNames<'i> {
             image,
             style,
             failure: RefCell::new(None),
-            known: RefCell::new(HashMap::new()),
+            known: RefCell::new(KnownNames::default()),
         }
+    }
+
+    /// [`SigNames::new`], starting from the names an earlier one of the same image remembered.
+    pub fn remembering(image: &'i Image<'i>, style: Style, known: KnownNames) -> Self {
+        SigNames {
+            image,
+            style,
+            failure: RefCell::new(None),
+            known: RefCell::new(known),
+        }
+    }
+
+    /// The names remembered, for [`SigNames::remembering`].
+    pub fn into_known(self) -> KnownNames {
+        self.known.into_inner()
     }
 
     /// Why the first type that could not be named could not be, if one could not.

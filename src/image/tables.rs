@@ -810,6 +810,35 @@ impl<'a> Tables<'a> {
         self.list_owner(method_rid, Table::MethodDef, Table::MethodPtr, 5)
     }
 
+    /// The MethodDef rows `lo..hi` that [`Tables::declaring_type`] gives TypeDef `owner`, for
+    /// a caller that goes through methods in order and has found
+    /// [`Tables::method_lists_sorted`] true. `None` with a MethodPtr table.
+    pub fn method_span(&self, owner: u32) -> Option<(u32, u32)> {
+        if self.rows(Table::MethodPtr) > 0 {
+            return None;
+        }
+        let lo = self.cell(Table::TypeDef, owner, 5).ok()?;
+        let hi = if owner < self.rows(Table::TypeDef) {
+            self.cell(Table::TypeDef, owner + 1, 5).ok()?
+        } else {
+            self.rows(Table::MethodDef) + 1
+        };
+        Some((lo, hi))
+    }
+
+    /// Whether the TypeDefs' method list starts never decrease, as II.22.37 requires: then a
+    /// type's methods are the rows from its start to the next type's.
+    pub fn method_lists_sorted(&self) -> bool {
+        let mut last = 0;
+        (1..=self.rows(Table::TypeDef)).all(|t| match self.cell(Table::TypeDef, t, 5) {
+            Ok(start) if start >= last => {
+                last = start;
+                true
+            }
+            _ => false,
+        })
+    }
+
     /// The TypeDef whose field list holds Field `rid`. Field lists are runs of rows
     /// (II.22.37); with a FieldPtr table they run over FieldPtr rows instead.
     pub fn field_declaring_type(&self, field_rid: u32) -> Result<Option<u32>, ImageError> {

@@ -65,17 +65,44 @@ impl EntryIndex {
         }
     }
 
+    /// Records `index` unless an entry for which `same` holds is there already: one walk of
+    /// the probe sequence for both.
+    fn insert_first(&mut self, hash: u32, index: u32, same: impl Fn(u32) -> bool) {
+        if (self.len + 1) * 2 > self.slots.len() {
+            self.grow();
+        }
+        let mask = self.slots.len() - 1;
+        let mut i = hash as usize & mask;
+        loop {
+            let (h, slot) = self.slots[i];
+            if slot == 0 {
+                self.slots[i] = (hash, index + 1);
+                self.len += 1;
+                return;
+            }
+            if h == hash && same(slot - 1) {
+                return;
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// Doubles the table.
+    fn grow(&mut self) {
+        let doubled = vec![(0, 0); self.slots.len() * 2];
+        let old = std::mem::replace(&mut self.slots, doubled);
+        self.len = 0;
+        for (h, slot) in old {
+            if slot != 0 {
+                self.insert(h, slot - 1);
+            }
+        }
+    }
+
     /// Records an entry not in the table yet.
     fn insert(&mut self, hash: u32, index: u32) {
         if (self.len + 1) * 2 > self.slots.len() {
-            let doubled = vec![(0, 0); self.slots.len() * 2];
-            let old = std::mem::replace(&mut self.slots, doubled);
-            self.len = 0;
-            for (h, slot) in old {
-                if slot != 0 {
-                    self.insert(h, slot - 1);
-                }
-            }
+            self.grow();
         }
         let mask = self.slots.len() - 1;
         let mut i = hash as usize & mask;
@@ -85,6 +112,30 @@ impl EntryIndex {
         self.slots[i] = (hash, index + 1);
         self.len += 1;
     }
+}
+
+/// Where the first NUL of `bytes` is, read eight bytes at a time.
+fn nul_at(bytes: &[u8]) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let mut words = bytes.chunks_exact(8);
+    let mut at = 0;
+    for word in &mut words {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(word);
+        let w = u64::from_le_bytes(w);
+        // The lowest byte flagged is the first zero byte (a borrow only flags bytes above it).
+        let zero = w.wrapping_sub(ONES) & !w & HIGH;
+        if zero != 0 {
+            return Some(at + zero.trailing_zeros() as usize / 8);
+        }
+        at += 8;
+    }
+    words
+        .remainder()
+        .iter()
+        .position(|&b| b == 0)
+        .map(|i| at + i)
 }
 
 /// The hash of an entry's content.
@@ -192,22 +243,19 @@ impl<'a> GrowingHeap<'a> {
     /// Every entry of the original heap by its content (the first index holding it).
     fn scan(&self) -> EntryIndex {
         let data = self.original;
-        // Entries are a few dozen bytes on average; the table doubles if there are more.
-        let mut index = EntryIndex::with_capacity(data.len() / 32);
+        // Names and signatures are short: sized for an entry per 10 bytes, the table seldom
+        // doubles (each doubling moves every entry).
+        let mut index = EntryIndex::with_capacity(data.len() / 10);
         let mut add = |content: &[u8], at: usize| {
-            let hash = content_hash(content);
-            if index
-                .find(hash, |i| self.content(i) == Some(content))
-                .is_none()
-            {
-                index.insert(hash, at as u32);
-            }
+            index.insert_first(content_hash(content), at as u32, |i| {
+                self.content(i) == Some(content)
+            });
         };
         let mut at = 0usize;
         match self.kind {
             HeapKind::Strings => {
                 while at < data.len() {
-                    let Some(len) = data[at..].iter().position(|&b| b == 0) else {
+                    let Some(len) = nul_at(&data[at..]) else {
                         break;
                     };
                     add(&data[at..at + len], at);
@@ -330,17 +378,33 @@ fn append_user_string(s: &str, out: &mut Vec<u8>) {
     let special_unit =
         |unit: u16| unit > 0x7F || matches!(unit, 0x01..=0x08 | 0x0E..=0x1F | 0x27 | 0x2D | 0x7F);
     if s.is_ascii() {
-        // Names are ASCII nearly always: each byte is a code unit. Written without early
-        // exits or bounds checks, so that the loops vectorise.
+        // Names are ASCII nearly always: each byte is a code unit, widened eight at a time.
+        // The final byte's test is a word-wide one for "maybe", made exact only then.
         let bytes = s.as_bytes();
         let at = out.len();
         out.resize(at + bytes.len() * 2, 0);
-        for (unit, &b) in out[at..].chunks_exact_mut(2).zip(bytes) {
-            unit[0] = b;
+        let dst = &mut out[at..];
+        let mut maybe = 0;
+        let mut words = bytes.chunks_exact(8);
+        let mut wide = dst.chunks_exact_mut(16);
+        for (word, units) in (&mut words).zip(&mut wide) {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(word);
+            let w = u64::from_le_bytes(w);
+            units[..8].copy_from_slice(&widen(w as u32).to_le_bytes());
+            units[8..].copy_from_slice(&widen((w >> 32) as u32).to_le_bytes());
+            maybe |= maybe_special(w);
         }
-        let special = bytes
-            .iter()
-            .fold(false, |any, &b| any | special_unit(u16::from(b)));
+        let mut rest = false;
+        for (unit, &b) in wide
+            .into_remainder()
+            .chunks_exact_mut(2)
+            .zip(words.remainder())
+        {
+            unit[0] = b;
+            rest |= special_unit(u16::from(b));
+        }
+        let special = rest || (maybe != 0 && bytes.iter().any(|&b| special_unit(u16::from(b))));
         out.push(u8::from(special));
         return;
     }
@@ -351,6 +415,26 @@ fn append_user_string(s: &str, out: &mut Vec<u8>) {
         special |= special_unit(unit);
     }
     out.push(u8::from(special));
+}
+
+/// The four bytes of `x` as four little-endian 16-bit units (each byte, then a zero).
+fn widen(x: u32) -> u64 {
+    let x = u64::from(x);
+    let x = (x | (x << 16)) & 0x0000_FFFF_0000_FFFF;
+    (x | (x << 8)) & 0x00FF_00FF_00FF_00FF
+}
+
+/// Non-zero when any of eight ASCII bytes may be one II.24.2.4 flags: below 0x20, `'`, `-` or
+/// DEL (a superset: tab, line ends and NUL pass here and are told apart by the exact test).
+fn maybe_special(w: u64) -> u64 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    // A byte below `n` (for bytes below 0x80) sets its high bit in `w - n * ONES` but not in
+    // `w`; a byte equal to `v` is a zero byte of `w ^ v * ONES`. Bitwise throughout: no
+    // branch per word.
+    let below = w.wrapping_sub(0x20 * ONES) & !w;
+    let zero = |y: u64| y.wrapping_sub(ONES) & !y;
+    (below | zero(w ^ (0x27 * ONES)) | zero(w ^ (0x2D * ONES)) | zero(w ^ (0x7F * ONES))) & HIGH
 }
 
 #[cfg(test)]
@@ -392,5 +476,56 @@ mod tests {
         assert_eq!(user_string_bytes("Ab"), vec![b'A', 0, b'b', 0, 0]);
         assert_eq!(*user_string_bytes("é").last().unwrap(), 1);
         assert_eq!(*user_string_bytes("it's").last().unwrap(), 1);
+    }
+
+    #[test]
+    fn the_first_nul_is_found_in_any_position() {
+        for len in 0..20 {
+            for at in 0..=len {
+                let mut bytes = vec![0x80u8; len];
+                bytes.iter_mut().skip(at + 1).for_each(|b| *b = 0);
+                if at < len {
+                    bytes[at] = 0;
+                }
+                let want = bytes.iter().position(|&b| b == 0);
+                assert_eq!(nul_at(&bytes), want, "{bytes:?}");
+            }
+        }
+        assert_eq!(nul_at(&[1, 0x01, 0x80, 0xFF, 1, 2, 3, 4, 5, 0]), Some(9));
+    }
+
+    #[test]
+    fn ascii_strings_widen_and_flag_as_unit_by_unit() {
+        // Every length around the eight-byte steps, with each flagged or unflagged character
+        // at each position.
+        let reference = |s: &str| {
+            let mut out = Vec::new();
+            let mut special = false;
+            for unit in s.encode_utf16() {
+                out.extend_from_slice(&unit.to_le_bytes());
+                special |=
+                    unit > 0x7F || matches!(unit, 0x01..=0x08 | 0x0E..=0x1F | 0x27 | 0x2D | 0x7F);
+            }
+            out.push(u8::from(special));
+            out
+        };
+        for len in 0..=19 {
+            for odd in [
+                '\0', '\t', '\n', '\r', '\x01', '\x1f', '\'', '-', '\x7f', ' ', '~', 'z',
+            ] {
+                for at in 0..len.max(1) {
+                    let s: String = (0..len)
+                        .map(|i| {
+                            if i == at {
+                                odd
+                            } else {
+                                (b'A' + i as u8) as char
+                            }
+                        })
+                        .collect();
+                    assert_eq!(user_string_bytes(&s), reference(&s), "{s:?}");
+                }
+            }
+        }
     }
 }

@@ -6,7 +6,6 @@ use super::MetadataBuilder;
 use crate::image::tables::{TABLE_COUNT, Table, Token, USER_STRING_TABLE};
 use crate::opcode::{Opcode, OperandKind};
 use crate::verify::{CallSig, MethodSig, Resolver};
-use std::collections::HashMap;
 
 /// What verification needs to know of a builder's additions, taken once they are all made.
 #[derive(Debug, Clone)]
@@ -20,8 +19,9 @@ pub struct Additions {
     /// One bit per byte of the `#US` heap's added part (from `user_strings_base` on): set
     /// where an added entry starts.
     user_string_starts: Vec<u64>,
-    /// The call signatures of added MemberRefs, by token.
-    calls: HashMap<u32, CallSig>,
+    /// The call signatures of added MemberRefs, by row past the image's last (a probe run
+    /// adds a handful, asked about on every call instruction: no hashing).
+    calls: Vec<Option<CallSig>>,
 }
 
 impl MetadataBuilder<'_, '_> {
@@ -33,12 +33,14 @@ impl MetadataBuilder<'_, '_> {
             rows: [0; TABLE_COUNT],
             user_strings_base: self.user_strings.appended_at() as u32,
             user_string_starts: entry_starts(self.user_strings.appended()),
-            calls: HashMap::new(),
+            calls: Vec::new(),
         };
         for t in Table::ALL {
             a.original_rows[t as usize] = h.rows(t);
             a.rows[t as usize] = self.rows(t);
         }
+        let first = a.original_rows[Table::MemberRef as usize];
+        a.calls = vec![None; (a.rows[Table::MemberRef as usize] - first) as usize];
         for (token, row) in self.added_rows(Table::MemberRef) {
             let sig = self
                 .blobs
@@ -54,16 +56,20 @@ impl MetadataBuilder<'_, '_> {
                 ) else {
                     continue;
                 };
-                a.calls.insert(
-                    token.0,
-                    CallSig {
-                        has_this: s.has_this,
-                        explicit_this: s.explicit_this,
-                        param_count,
-                        returns_void: s.returns_void,
-                        vararg_extra: extra,
-                    },
-                );
+                let Some(slot) = token
+                    .rid()
+                    .checked_sub(first + 1)
+                    .and_then(|i| a.calls.get_mut(i as usize))
+                else {
+                    continue;
+                };
+                *slot = Some(CallSig {
+                    has_this: s.has_this,
+                    explicit_this: s.explicit_this,
+                    param_count,
+                    returns_void: s.returns_void,
+                    vararg_extra: extra,
+                });
             }
         }
         a
@@ -136,8 +142,12 @@ impl<R: Resolver + ?Sized> Resolver for EmitResolver<'_, R> {
     fn call_sig(&self, opcode: Opcode, token: u32) -> Option<CallSig> {
         // Most calls are to the image's own rows: the map is only asked about added ones.
         if opcode != Opcode::Calli
-            && self.additions.is_added_row(token)
-            && let Some(sig) = self.additions.calls.get(&token)
+            && let t = Token(token)
+            && t.table() == Some(Table::MemberRef)
+            && let Some(Some(sig)) = t
+                .rid()
+                .checked_sub(self.additions.original_rows[Table::MemberRef as usize] + 1)
+                .and_then(|i| self.additions.calls.get(i as usize))
         {
             return Some(*sig);
         }
