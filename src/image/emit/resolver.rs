@@ -78,15 +78,15 @@ impl MetadataBuilder<'_, '_> {
 
 impl Additions {
     /// Whether `token` names a row added past the image's table.
+    #[inline]
     pub fn is_added_row(&self, token: u32) -> bool {
-        let t = Token(token);
-        t.table().is_some_and(|table| {
-            let i = table as usize;
-            t.rid() > self.original_rows[i] && t.rid() <= self.rows[i]
-        })
+        // `Table` numbers are the token's table byte.
+        let (t, rid) = ((token >> 24) as usize, token & 0x00FF_FFFF);
+        t < TABLE_COUNT && rid > self.original_rows[t] && rid <= self.rows[t]
     }
 
     /// Whether `token` is an `ldstr` token of an added `#US` entry.
+    #[inline]
     pub fn is_added_string(&self, token: u32) -> bool {
         let t = Token(token);
         if t.table_byte() != USER_STRING_TABLE || t.rid() < self.user_strings_base {
@@ -170,5 +170,35 @@ impl<R: Resolver + ?Sized> Resolver for EmitResolver<'_, R> {
 
     fn token_fits(&self, kind: OperandKind, token: u32) -> bool {
         self.inner.token_fits(kind, token)
+    }
+
+    /// The default's answer, with the image's tokens left to the inner resolver's batch (the
+    /// image resolver answers those from row counts without a call per token), in runs.
+    fn tokens_pass(&self, tokens: &[(OperandKind, u32)]) -> bool {
+        const RUN: usize = 32;
+        let mut run = [(OperandKind::None, 0u32); RUN];
+        let mut n = 0;
+        for &(kind, token) in tokens {
+            let added = if kind == OperandKind::String {
+                self.additions.is_added_string(token)
+            } else {
+                token & 0x00FF_FFFF != 0 && self.additions.is_added_row(token)
+            };
+            if added {
+                if !self.inner.token_fits(kind, token) {
+                    return false;
+                }
+                continue;
+            }
+            run[n] = (kind, token);
+            n += 1;
+            if n == RUN {
+                if !self.inner.tokens_pass(&run) {
+                    return false;
+                }
+                n = 0;
+            }
+        }
+        self.inner.tokens_pass(&run[..n])
     }
 }

@@ -226,3 +226,97 @@ fn string_indexes_widen_when_the_heap_crosses_64_kib() {
         same_cells(&image, &built);
     }
 }
+
+/// The emit resolver's batch answer is the per-token rule's (the trait's contract), over the
+/// image's rows and strings, the added ones, and tokens just past both, in runs longer and
+/// shorter than its batches.
+#[test]
+fn the_emit_resolvers_token_batches_answer_as_token_by_token() {
+    use crate::opcode::OperandKind;
+    use crate::verify::Resolver;
+    let bytes = crate::corpus::EMBEDDED
+        .iter()
+        .find(|(n, _)| n.ends_with("features.exe"))
+        .unwrap()
+        .1;
+    let image = Image::parse(bytes).unwrap();
+    let mut b = MetadataBuilder::new(&image);
+    let probe = AssemblyIdentity {
+        name: "Probe".into(),
+        ..Default::default()
+    };
+    let scope = b.assembly_ref(&probe).unwrap();
+    let ty = b.type_ref(scope, "Acme", "Probe").unwrap();
+    let enter = b
+        .member_ref(ty, "Enter", &[0x00, 0x01, 0x01, 0x0E])
+        .unwrap();
+    let text = b.user_string("N.C::M()").unwrap();
+    let additions = b.additions();
+    let inner = crate::verify::ImageResolver::new(&image);
+    let r = EmitResolver {
+        inner: &inner,
+        additions: &additions,
+        locals: None,
+    };
+    let h = image.tables_header();
+    let mut tokens = Vec::new();
+    for t in [
+        Table::TypeRef,
+        Table::MemberRef,
+        Table::MethodDef,
+        Table::Field,
+    ] {
+        let rows = h.rows(t);
+        for rid in [0, 1, rows, rows + 1, rows + 2, b.rows(t), b.rows(t) + 1] {
+            tokens.push(Token::new(t, rid).0);
+        }
+    }
+    for rid in [
+        0,
+        1,
+        text.rid() - 1,
+        text.rid(),
+        text.rid() + 1,
+        0x00FF_FFFF,
+    ] {
+        tokens.push(0x7000_0000 | rid);
+    }
+    tokens.extend([enter.0, ty.0, scope.0, 0x7F00_0001]);
+    let kinds = [
+        OperandKind::Method,
+        OperandKind::Type,
+        OperandKind::Field,
+        OperandKind::Tok,
+        OperandKind::String,
+    ];
+    let one = |kind: OperandKind, token: u32| {
+        r.token_fits(kind, token)
+            && if kind == OperandKind::String {
+                r.string_exists(token) != Some(false)
+            } else {
+                token & 0x00FF_FFFF != 0 && r.token_exists(token) != Some(false)
+            }
+    };
+    let all: Vec<(OperandKind, u32)> = kinds
+        .iter()
+        .flat_map(|&k| tokens.iter().map(move |&t| (k, t)))
+        .collect();
+    for &(kind, token) in &all {
+        assert_eq!(
+            r.tokens_pass(&[(kind, token)]),
+            one(kind, token),
+            "{kind:?} {token:#x}"
+        );
+    }
+    // Runs of passing tokens, long and short, and one failing token at each position.
+    let passing: Vec<_> = all.iter().copied().filter(|&(k, t)| one(k, t)).collect();
+    let failing = all.iter().copied().find(|&(k, t)| !one(k, t)).unwrap();
+    assert!(passing.len() > 40, "{}", passing.len());
+    let long: Vec<_> = passing.iter().cycle().take(100).copied().collect();
+    assert!(r.tokens_pass(&long));
+    for at in [0, 31, 32, 33, 64, 99] {
+        let mut broken = long.clone();
+        broken[at] = failing;
+        assert!(!r.tokens_pass(&broken), "failing token at {at}");
+    }
+}
