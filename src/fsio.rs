@@ -222,6 +222,15 @@ pub fn write_atomic(target: &Path, bytes: &[u8]) -> io::Result<()> {
     f.commit()
 }
 
+/// Copies the regular file `from` to `to` atomically (see [`AtomicFile`]): `to` is the old
+/// file or a whole copy, never a part.
+pub fn copy_atomic(from: &Path, to: &Path) -> io::Result<()> {
+    let mut source = open_regular(from)?;
+    let mut f = AtomicFile::create(to)?;
+    io::copy(&mut source, &mut f)?;
+    f.commit()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -256,6 +265,45 @@ mod tests {
         write_atomic(&target, b"new").unwrap();
         assert_eq!(std::fs::read(&target).unwrap(), b"new");
         assert!(leftovers(&dir).is_empty());
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn a_copy_replaces_whole_or_not_at_all() {
+        let dir = scratch("copy");
+        let (from, to) = (dir.join("a.exe"), dir.join("b.exe"));
+        std::fs::write(&to, b"old").unwrap();
+        // A missing source: the target keeps its old bytes, no temporary file is left.
+        assert!(copy_atomic(&from, &to).is_err());
+        assert_eq!(std::fs::read(&to).unwrap(), b"old");
+        assert!(leftovers(&dir).is_empty(), "{:?}", leftovers(&dir));
+        let bytes: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+        std::fs::write(&from, &bytes).unwrap();
+        copy_atomic(&from, &to).unwrap();
+        assert_eq!(std::fs::read(&to).unwrap(), bytes);
+        // A directory is not a file to copy.
+        assert!(copy_atomic(&dir, &to).is_err());
+        assert_eq!(std::fs::read(&to).unwrap(), bytes);
+        assert!(leftovers(&dir).is_empty(), "{:?}", leftovers(&dir));
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn a_deferred_directory_sync_still_renames_whole_files() {
+        let dir = scratch("deferred");
+        let target = dir.join("out.dll");
+        std::fs::write(&target, b"old").unwrap();
+        let mut f = AtomicFile::create(&target).unwrap();
+        f.write_all(b"new, ").unwrap();
+        f.start_writeback().unwrap();
+        // Written after the write-back began: still part of the file.
+        f.write_all(b"whole").unwrap();
+        assert_eq!(std::fs::read(&target).unwrap(), b"old");
+        let synced = f.commit_unsynced_rename().unwrap();
+        assert_eq!(synced, dir);
+        sync_dir(&synced);
+        assert_eq!(std::fs::read(&target).unwrap(), b"new, whole");
+        assert!(leftovers(&dir).is_empty(), "{:?}", leftovers(&dir));
         std::fs::remove_dir_all(&dir).ok();
     }
 

@@ -868,7 +868,7 @@ pub fn write_repro(
             for e in std::fs::read_dir(&from)? {
                 let e = e?;
                 if e.file_type()?.is_file() {
-                    std::fs::copy(e.path(), dir.join(sub).join(e.file_name()))?;
+                    crate::fsio::copy_atomic(&e.path(), &dir.join(sub).join(e.file_name()))?;
                 }
             }
         }

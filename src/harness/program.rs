@@ -79,7 +79,24 @@ pub enum ProgramError {
         /// The method's name.
         method: String,
         /// What happened.
-        reason: String,
+        reason: NotRunnable,
+    },
+}
+
+/// Why the interpreter could not run a generated method.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum NotRunnable {
+    /// Its laid-out body does not parse.
+    #[error("its body does not parse: {0}")]
+    Body(#[from] crate::body::DecodeError),
+    /// On one of its inputs, the run ended neither with a return nor with the exception.
+    #[error("input {input}: {outcome:?}")]
+    Run {
+        /// The input's index.
+        input: usize,
+        /// How the run ended.
+        outcome: interp::Outcome,
     },
 }
 
@@ -317,7 +334,7 @@ fn interp_code(m: &ProgramMethod) -> Result<(Vec<u8>, Vec<Clause>), ProgramError
         })?;
     let body = Body::parse(&bytes).map_err(|e| ProgramError::NotRunnable {
         method: m.name.clone(),
-        reason: e.to_string(),
+        reason: e.into(),
     })?;
     Ok((body.code.to_vec(), body.clauses().copied().collect()))
 }
@@ -342,7 +359,7 @@ pub fn expected_lines(
     earlier: &[ProgramMethod],
 ) -> Result<Vec<String>, ProgramError> {
     let g = &m.generated;
-    let fail = |reason: String| ProgramError::NotRunnable {
+    let fail = |reason: NotRunnable| ProgramError::NotRunnable {
         method: m.name.clone(),
         reason,
     };
@@ -389,7 +406,7 @@ pub fn expected_lines(
                 RunOutcome::Returned(Some(v)) => format!("ret {v}"),
                 RunOutcome::Returned(None) => "void".to_string(),
                 RunOutcome::Threw(v) => format!("throw {v}"),
-                other => return Err(fail(format!("input {i}: {other:?}"))),
+                outcome => return Err(fail(NotRunnable::Run { input: i, outcome })),
             };
             let refs: String = run.refs.iter().map(|v| format!(" ref {v}")).collect();
             Ok(format!(
