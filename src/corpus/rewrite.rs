@@ -203,15 +203,37 @@ struct EmitPlan<'i, 'a> {
     probe_code: Vec<Instr>,
 }
 
+/// A plan's memory between images (see [`crate::image::emit::EmitBuffers`]).
+#[derive(Debug, Default)]
+struct PlanBuffers {
+    emit: crate::image::emit::EmitBuffers,
+    locals: Vec<Option<ReturnLocal>>,
+    probe_calls: Vec<Option<ProbeCalls>>,
+    probe_code: Vec<Instr>,
+}
+
 impl<'i, 'a> EmitPlan<'i, 'a> {
-    fn new(image: &'i Image<'a>, opts: &RewriteOptions) -> Result<Self, EmitError> {
+    fn new(
+        image: &'i Image<'a>,
+        opts: &RewriteOptions,
+        buffers: PlanBuffers,
+    ) -> Result<Self, EmitError> {
+        let PlanBuffers {
+            emit,
+            mut locals,
+            mut probe_calls,
+            mut probe_code,
+        } = buffers;
+        locals.clear();
+        probe_calls.clear();
+        probe_code.clear();
         let mut plan = EmitPlan {
-            builder: MetadataBuilder::new(image),
-            locals: Vec::new(),
+            builder: MetadataBuilder::with_buffers(image, emit),
+            locals,
             additions: None,
             catch_type: opts.transform_opts.catch_type,
-            probe_calls: Vec::new(),
-            probe_code: Vec::new(),
+            probe_calls,
+            probe_code,
         };
         let with_body = || image.methods().filter(|m| m.rva() != 0);
         let wraps = opts.transform.wraps();
@@ -239,7 +261,7 @@ impl<'i, 'a> EmitPlan<'i, 'a> {
         let needs_local = opts.transform_opts.return_local.is_none()
             && (wraps || (exit_takes_value && opts.transform.epilogue_before_ret()));
         if needs_local {
-            plan.locals = vec![None; image.method_count() as usize + 1];
+            plan.locals.resize(image.method_count() as usize + 1, None);
             for method in with_body() {
                 if let Some(pattern) = &opts.methods
                     && !method.full_name().is_ok_and(|n| glob_match(pattern, &n))
@@ -266,6 +288,20 @@ impl<'i, 'a> EmitPlan<'i, 'a> {
     /// The probe calls of every selected method: a reference to each probe, and per method
     /// its arguments (a string literal of its name, its token, its arguments, its return
     /// value) and the call.
+    /// The plan's memory, with that of the metadata built from it, for the next image.
+    fn into_buffers(self, built: Option<crate::image::emit::BuiltMetadata>) -> PlanBuffers {
+        let mut emit = self.builder.into_buffers();
+        if let Some(built) = built {
+            emit.recycle(built);
+        }
+        PlanBuffers {
+            emit,
+            locals: self.locals,
+            probe_calls: self.probe_calls,
+            probe_code: self.probe_code,
+        }
+    }
+
     fn plan_probes(&mut self, image: &Image<'_>, opts: &RewriteOptions) -> Result<(), EmitError> {
         use crate::ir::transforms::{as_object, fits_object, ldloc, return_type_bytes};
         const VOID: u8 = 0x01;
@@ -281,7 +317,8 @@ impl<'i, 'a> EmitPlan<'i, 'a> {
             Some(p) => Some((p, self.builder.probe_ref(p)?)),
             None => None,
         };
-        self.probe_calls = vec![None; image.method_count() as usize + 1];
+        self.probe_calls
+            .resize(image.method_count() as usize + 1, None);
         // For probes taking the arguments or the return value: System.Object and the core
         // library, for the array and for boxing primitives.
         let takes = |arg: ProbeArg| {
@@ -557,6 +594,7 @@ struct Engine {
 pub struct RewriteScratch {
     engines: Vec<Engine>,
     writer: WriterBuffers,
+    plan: PlanBuffers,
 }
 
 /// A thread's rewriting engine with the image it works on: buffers and caches kept from one
@@ -854,8 +892,8 @@ pub fn rewrite_image_with(
         first..(first + CHUNK as u32).min(rows + 1)
     };
     let start = Instant::now();
-    let plan = EmitPlan::new(image, opts)?;
-    let plan = &plan;
+    let owned = EmitPlan::new(image, opts, std::mem::take(&mut scratch.plan))?;
+    let plan = &owned;
     let mut parts: Vec<(usize, Part)> = if threads == 1 {
         let mut worker = Worker::new(image, opts, plan, scratch.engines.pop().unwrap_or_default());
         let parts = (0..chunks)
@@ -955,7 +993,9 @@ pub fn rewrite_image_with(
         writer.set_metadata(plan.builder.build()?);
     }
     let finished = writer.finish_into(out);
+    let metadata = writer.take_metadata();
     scratch.writer = writer.into_buffers();
+    scratch.plan = owned.into_buffers(metadata);
     let (summary, _) = finished?;
     report.write_seconds += start.elapsed().as_secs_f64();
     report.write = Some(summary);

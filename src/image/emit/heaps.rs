@@ -14,6 +14,8 @@ pub(super) struct GrowingHeap<'a> {
     appended: Vec<u8>,
     /// Entries by content, for reuse; built on the first lookup.
     index: Option<EntryIndex>,
+    /// Memory for the index's slots until it is built (a caller's, from an earlier heap).
+    spare_slots: Vec<(u32, u32)>,
     kind: HeapKind,
 }
 
@@ -29,10 +31,14 @@ struct EntryIndex {
 
 impl EntryIndex {
     fn with_capacity(entries: usize) -> Self {
-        EntryIndex {
-            slots: vec![(0, 0); (entries * 2).next_power_of_two().max(64)],
-            len: 0,
-        }
+        Self::in_buffer(entries, Vec::new())
+    }
+
+    /// An empty table for `entries` in `slots`' memory.
+    fn in_buffer(entries: usize, mut slots: Vec<(u32, u32)>) -> Self {
+        slots.clear();
+        slots.resize((entries * 2).next_power_of_two().max(64), (0, 0));
+        EntryIndex { slots, len: 0 }
     }
 
     /// The table with room for `more` entries beyond those it holds.
@@ -146,6 +152,9 @@ fn content_hash(content: &[u8]) -> u32 {
     (h >> 32) as u32 ^ h as u32
 }
 
+/// A heap's memory between images: its appended bytes and its index's slots.
+pub(super) type HeapBuffers = (Vec<u8>, Vec<(u32, u32)>);
+
 /// How a heap's entries are delimited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum HeapKind {
@@ -160,12 +169,29 @@ pub(super) const MAX_USER_STRING_INDEX: usize = 0x00FF_FFFF;
 
 impl<'a> GrowingHeap<'a> {
     pub(super) fn new(original: &'a [u8], kind: HeapKind) -> Self {
+        Self::with_buffers(original, kind, (Vec::new(), Vec::new()))
+    }
+
+    /// [`Self::new`] working in memory from an earlier heap ([`Self::into_buffers`]).
+    pub(super) fn with_buffers(original: &'a [u8], kind: HeapKind, buffers: HeapBuffers) -> Self {
+        let (mut appended, spare_slots) = buffers;
+        appended.clear();
         GrowingHeap {
             original,
-            appended: Vec::new(),
+            appended,
             index: None,
+            spare_slots,
             kind,
         }
+    }
+
+    /// The heap's memory, for another heap.
+    pub(super) fn into_buffers(self) -> HeapBuffers {
+        let slots = match self.index {
+            Some(index) => index.slots,
+            None => self.spare_slots,
+        };
+        (self.appended, slots)
     }
 
     /// Whether anything was appended.
@@ -183,10 +209,10 @@ impl<'a> GrowingHeap<'a> {
     pub(super) fn reserve(&mut self, entries: usize, bytes: usize) {
         self.appended.reserve(bytes);
         let index = match self.index.take() {
-            Some(index) => index,
-            None => self.scan(),
+            Some(index) => index.reserved(entries),
+            None => self.scan(entries),
         };
-        self.index = Some(index.reserved(entries));
+        self.index = Some(index);
     }
 
     /// Where the appended entries start: the size of the heap as stored.
@@ -240,12 +266,14 @@ impl<'a> GrowingHeap<'a> {
         }
     }
 
-    /// Every entry of the original heap by its content (the first index holding it).
-    fn scan(&self) -> EntryIndex {
+    /// Every entry of the original heap by its content (the first index holding it), in a
+    /// table with room for `more` entries.
+    fn scan(&mut self, more: usize) -> EntryIndex {
         let data = self.original;
         // Names and signatures are short: sized for an entry per 10 bytes, the table seldom
         // doubles (each doubling moves every entry).
-        let mut index = EntryIndex::with_capacity(data.len() / 10);
+        let slots = std::mem::take(&mut self.spare_slots);
+        let mut index = EntryIndex::in_buffer(data.len() / 10 + more, slots);
         let mut add = |content: &[u8], at: usize| {
             index.insert_first(content_hash(content), at as u32, |i| {
                 self.content(i) == Some(content)
@@ -320,7 +348,7 @@ impl<'a> GrowingHeap<'a> {
     fn keep_or_reuse(&mut self, mark: usize, start: usize, end: usize) -> Result<u32, EmitError> {
         let index = match self.index.take() {
             Some(index) => index,
-            None => self.scan(),
+            None => self.scan(0),
         };
         let content = &self.appended[start..end];
         let hash = content_hash(content);

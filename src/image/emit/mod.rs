@@ -140,6 +140,60 @@ pub struct MetadataBuilder<'i, 'a> {
     /// Added rows by value, per table: finding an added row must not cost a scan of all of
     /// them (a builder may add tens of thousands).
     added_index: Vec<std::collections::HashMap<Row, u32>>,
+    /// Memory for the table stream and the root [`MetadataBuilder::build`] writes.
+    spare_tables: Spare,
+    spare_root: Spare,
+}
+
+/// A buffer lent to [`MetadataBuilder::build`] (which takes `&self`; the builder is shared by
+/// the rewriting threads, so a lock rather than a cell).
+#[derive(Debug, Default)]
+struct Spare(std::sync::Mutex<Vec<u8>>);
+
+impl Spare {
+    fn new(buffer: Vec<u8>) -> Self {
+        Spare(std::sync::Mutex::new(buffer))
+    }
+
+    /// The buffer, emptied (a fresh one if another build has it).
+    fn take(&self) -> Vec<u8> {
+        let mut buffer = self
+            .0
+            .lock()
+            .map(|mut b| std::mem::take(&mut *b))
+            .unwrap_or_default();
+        buffer.clear();
+        buffer
+    }
+
+    fn set(&self, buffer: Vec<u8>) {
+        if let Ok(mut b) = self.0.lock() {
+            *b = buffer;
+        }
+    }
+
+    fn into_inner(self) -> Vec<u8> {
+        self.0.into_inner().unwrap_or_default()
+    }
+}
+
+/// The memory a [`MetadataBuilder`] works in, kept by a caller that builds metadata for one
+/// image after another: each then starts in memory already in use rather than fresh pages
+/// (`#US` literals for every method of a large assembly run to megabytes).
+#[derive(Debug, Default)]
+pub struct EmitBuffers {
+    heaps: [heaps::HeapBuffers; 3],
+    tables: Vec<u8>,
+    root: Vec<u8>,
+}
+
+impl EmitBuffers {
+    /// Takes back the memory of metadata built with these buffers, once it is written.
+    pub fn recycle(&mut self, built: BuiltMetadata) {
+        if built.bytes.capacity() > self.root.capacity() {
+            self.root = built.bytes;
+        }
+    }
 }
 
 impl std::fmt::Debug for MetadataBuilder<'_, '_> {
@@ -214,6 +268,16 @@ impl BuiltMetadata {
 impl<'i, 'a> MetadataBuilder<'i, 'a> {
     /// A builder that adds nothing yet.
     pub fn new(image: &'i Image<'a>) -> Self {
+        Self::with_buffers(image, EmitBuffers::default())
+    }
+
+    /// [`Self::new`], working in `buffers` (see [`EmitBuffers`]).
+    pub fn with_buffers(image: &'i Image<'a>, buffers: EmitBuffers) -> Self {
+        let EmitBuffers {
+            heaps: [strings, blobs, user_strings],
+            tables,
+            root,
+        } = buffers;
         let heap = |r: super::metadata::StreamRange| {
             image
                 .bytes()
@@ -223,12 +287,31 @@ impl<'i, 'a> MetadataBuilder<'i, 'a> {
         let md = image.metadata();
         MetadataBuilder {
             image,
-            strings: GrowingHeap::new(heap(md.strings), HeapKind::Strings),
-            blobs: GrowingHeap::new(heap(md.blob), HeapKind::LengthPrefixed),
-            user_strings: GrowingHeap::new(heap(md.user_strings), HeapKind::LengthPrefixed),
+            strings: GrowingHeap::with_buffers(heap(md.strings), HeapKind::Strings, strings),
+            blobs: GrowingHeap::with_buffers(heap(md.blob), HeapKind::LengthPrefixed, blobs),
+            user_strings: GrowingHeap::with_buffers(
+                heap(md.user_strings),
+                HeapKind::LengthPrefixed,
+                user_strings,
+            ),
             guids: Vec::new(),
             added: vec![Vec::new(); TABLE_COUNT],
             added_index: vec![std::collections::HashMap::new(); TABLE_COUNT],
+            spare_tables: Spare::new(tables),
+            spare_root: Spare::new(root),
+        }
+    }
+
+    /// The builder's memory, for the next image's builder ([`Self::with_buffers`]).
+    pub fn into_buffers(self) -> EmitBuffers {
+        EmitBuffers {
+            heaps: [
+                self.strings.into_buffers(),
+                self.blobs.into_buffers(),
+                self.user_strings.into_buffers(),
+            ],
+            tables: self.spare_tables.into_inner(),
+            root: self.spare_root.into_inner(),
         }
     }
 
@@ -414,7 +497,8 @@ impl<'i, 'a> MetadataBuilder<'i, 'a> {
             .iter()
             .map(|(name, _)| 8 + (name.len() + 1).next_multiple_of(4))
             .sum();
-        let mut out = Vec::with_capacity(
+        let mut out = self.spare_root.take();
+        out.reserve(
             prefix.len()
                 + 2
                 + headers_len
@@ -450,6 +534,8 @@ impl<'i, 'a> MetadataBuilder<'i, 'a> {
             tables_stream.len(),
             image.tables_header().uncompressed,
         )?;
+        drop(streams);
+        self.spare_tables.set(tables_stream);
         Ok(BuiltMetadata { bytes: out, tables })
     }
 
@@ -483,7 +569,7 @@ impl<'i, 'a> MetadataBuilder<'i, 'a> {
             }
         }
 
-        let mut out = Vec::new();
+        let mut out = self.spare_tables.take();
         // Reserved, versions, heap sizes, reserved byte: as stored but for the new flags.
         let head = file.get(start..start + 8).ok_or(ImageError::Truncated {
             what: "table stream header",

@@ -320,3 +320,37 @@ fn the_emit_resolvers_token_batches_answer_as_token_by_token() {
         assert!(!r.tokens_pass(&broken), "failing token at {at}");
     }
 }
+
+/// A builder working in an earlier builder's memory (another image's, with additions and a
+/// build behind it) builds the same bytes as a fresh one.
+#[test]
+fn recycled_buffers_build_what_fresh_ones_do() {
+    let add = |b: &mut MetadataBuilder<'_, '_>| {
+        let probe = AssemblyIdentity {
+            name: "Probe".into(),
+            ..Default::default()
+        };
+        let scope = b.assembly_ref(&probe).unwrap();
+        let ty = b.type_ref(scope, "Acme", "Probe").unwrap();
+        b.member_ref(ty, "Enter", &[0x00, 0x01, 0x01, 0x0E])
+            .unwrap();
+        b.reserve_user_strings(3, 16);
+        for s in ["A::B()", "it's", "A::B()", "C::D(int32)"] {
+            b.user_string(s).unwrap();
+        }
+    };
+    let mut buffers = EmitBuffers::default();
+    for (name, bytes) in crate::corpus::EMBEDDED {
+        let image = Image::parse(bytes).unwrap();
+        let mut fresh = MetadataBuilder::new(&image);
+        add(&mut fresh);
+        let expected = fresh.build().unwrap().bytes;
+        let mut reused = MetadataBuilder::with_buffers(&image, std::mem::take(&mut buffers));
+        add(&mut reused);
+        let built = reused.build().unwrap();
+        assert_eq!(built.bytes, expected, "{name}");
+        buffers = reused.into_buffers();
+        buffers.recycle(built);
+    }
+    assert!(buffers.root.capacity() > 0 && buffers.heaps[2].0.capacity() > 0);
+}

@@ -457,6 +457,12 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
         self
     }
 
+    /// The new metadata given by [`Self::set_metadata`], back (once the image is written, for
+    /// its memory: [`crate::image::emit::EmitBuffers::recycle`]).
+    pub fn take_metadata(&mut self) -> Option<crate::image::emit::BuiltMetadata> {
+        self.metadata.take()
+    }
+
     /// The writer's buffers, for [`Self::with_buffers`].
     pub fn into_buffers(self) -> WriterBuffers {
         WriterBuffers {
