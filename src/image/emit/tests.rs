@@ -49,14 +49,19 @@ fn nothing_added_rebuilds_the_same_tables_and_heaps() {
     }
 }
 
-#[test]
-fn references_are_found_or_added_once() {
+/// The embedded `features.exe`, which references mscorlib and `System.Object`.
+fn features() -> Image<'static> {
     let bytes = crate::corpus::EMBEDDED
         .iter()
         .find(|(n, _)| n.ends_with("features.exe"))
         .unwrap()
         .1;
-    let image = Image::parse(bytes).unwrap();
+    Image::parse(bytes).unwrap()
+}
+
+#[test]
+fn references_are_found_or_added_once() {
+    let image = features();
     let mut b = MetadataBuilder::new(&image);
     // mscorlib and System.Object are referenced already.
     let corlib_rid = (1..=image.tables_header().rows(Table::AssemblyRef))
@@ -234,12 +239,7 @@ fn string_indexes_widen_when_the_heap_crosses_64_kib() {
 fn the_emit_resolvers_token_batches_answer_as_token_by_token() {
     use crate::opcode::OperandKind;
     use crate::verify::Resolver;
-    let bytes = crate::corpus::EMBEDDED
-        .iter()
-        .find(|(n, _)| n.ends_with("features.exe"))
-        .unwrap()
-        .1;
-    let image = Image::parse(bytes).unwrap();
+    let image = features();
     let mut b = MetadataBuilder::new(&image);
     let probe = AssemblyIdentity {
         name: "Probe".into(),
