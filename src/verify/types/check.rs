@@ -5,7 +5,7 @@
 
 use super::system::{Ans, TypeSystem};
 use super::ty::{Prim, TyId, TyNode, TypeKey};
-use super::vtype::{Unmergeable, V, fits, fits_v, merge, name, prim_of, stack_of};
+use super::vtype::{Home, Unmergeable, V, fits, fits_v, merge, name, prim_of, stack_of};
 use crate::body::{Body, ClauseKind};
 use crate::image::tables::Token;
 use crate::opcode::{ALL, DECODE, Flow, Opcode, OperandKind};
@@ -723,6 +723,15 @@ fn own_ctor(ts: &mut TypeSystem<'_>, parent: TyId) -> Option<Ctor> {
     })
 }
 
+/// Where the field `ldflda` takes the address of lives: in the frame when the object is (a
+/// value type's field through a pointer into the frame, or of a value on the stack).
+fn field_home(obj: V) -> Home {
+    match obj {
+        V::ByRef(_, Home::Frame) | V::Value(_) => Home::Frame,
+        _ => Home::Permanent,
+    }
+}
+
 /// A target offset as the instruction table keeps it (`u32::MAX` when outside `u32`).
 fn target(t: i64) -> u32 {
     u32::try_from(t).unwrap_or(u32::MAX)
@@ -757,6 +766,7 @@ impl std::fmt::Display for What {
 struct Prefixes {
     constrained: Option<TyId>,
     readonly: bool,
+    tail: bool,
 }
 
 impl Prefixes {
@@ -764,6 +774,7 @@ impl Prefixes {
         match x.op {
             Opcode::Constrained => self.constrained = Some(ts.type_token(0, Token(x.arg))),
             Opcode::Readonly => self.readonly = true,
+            Opcode::Tail => self.tail = true,
             // The other prefixes change no type rule.
             _ => {}
         }
@@ -948,7 +959,7 @@ impl TypeChecker {
     /// native int (unverifiable). Returns the pointed-to type when known.
     fn address(&mut self, ts: &mut TypeSystem<'_>, off: u32, a: V) -> Option<TyId> {
         match a {
-            V::ByRef(t) => Some(t),
+            V::ByRef(t, _) => Some(t),
             V::I => {
                 self.bad(ts, Code::UnmanagedPointer, off, a, "a managed pointer");
                 None
@@ -981,7 +992,7 @@ impl TypeChecker {
                     self.expect(ts, off, obj, parent, "object");
                 }
             }
-            V::ByRef(t) | V::Value(t) => {
+            V::ByRef(t, _) | V::Value(t) => {
                 if t != parent
                     && !ts.tys.has_unknown(t)
                     && !ts.tys.has_unknown(parent)
@@ -1064,22 +1075,22 @@ impl TypeChecker {
             (I8, I8) => I8,
             (F, F) if kind == Binary::Numeric => F,
             // Pointer arithmetic on managed pointers: valid, not verifiable (III.1.5).
-            (ByRef(t), I4 | I) if add_sub => {
+            (ByRef(t, h), I4 | I) if add_sub => {
                 self.bad(ts, Code::UnmanagedPointer, x.off, a, "a number");
-                ByRef(t)
+                ByRef(t, h)
             }
-            (I4 | I, ByRef(t)) if x.op == Opcode::Add => {
+            (I4 | I, ByRef(t, h)) if x.op == Opcode::Add => {
                 self.bad(ts, Code::UnmanagedPointer, x.off, b, "a number");
-                ByRef(t)
+                ByRef(t, h)
             }
-            (ByRef(_), ByRef(_)) if x.op == Opcode::Sub => {
+            (ByRef(..), ByRef(..)) if x.op == Opcode::Sub => {
                 self.bad(ts, Code::UnmanagedPointer, x.off, a, "a number");
                 I
             }
             // Other arithmetic between a managed pointer and an integer (a pointer difference
             // taken the other way round, a mask): the runtime treats the pointer as a native
             // int; not verifiable.
-            (ByRef(_), I4 | I | I8) | (I4 | I | I8, ByRef(_)) => {
+            (ByRef(..), I4 | I | I8) | (I4 | I | I8, ByRef(..)) => {
                 self.bad(ts, Code::UnmanagedPointer, x.off, a, "a number");
                 I
             }
@@ -1120,9 +1131,9 @@ impl TypeChecker {
                 true
             }
             (I4 | I, I4 | I) | (I8, I8) | (F, F) => true,
-            (ByRef(_), ByRef(_)) => true,
+            (ByRef(..), ByRef(..)) => true,
             (Obj(_) | Null, Obj(_) | Null) => eq_only,
-            (ByRef(_), I) | (I, ByRef(_)) => {
+            (ByRef(..), I) | (I, ByRef(..)) => {
                 self.bad(ts, Code::UnmanagedPointer, x.off, a, "operands of one type");
                 true
             }
@@ -1199,6 +1210,9 @@ impl TypeChecker {
         } else if sig.has_this && x.op == Opcode::Calli && !sig.explicit_this {
             let _ = self.pop(stack);
         }
+        if prefix.tail {
+            self.tail_byref(ts, x, &sig, parent, prefix);
+        }
         if is_ctor {
             let v = stack_of(ts, parent);
             let v = match v {
@@ -1214,6 +1228,52 @@ impl TypeChecker {
             let v = stack_of(ts, sig.ret);
             stack.push(self.note(v));
         }
+    }
+
+    /// A `tail.` call may not pass a managed pointer (III.2.4: the caller's frame, where it may
+    /// point, is gone when the callee runs), as ILVerify checks it: no parameter of a
+    /// managed-pointer type or `TypedReference`, no value type's method (whose `this` is a
+    /// managed pointer), no `constrained.` call (whose `this` is one too). ILVerify also rejects
+    /// by-ref-like value types (`Span<T>`); the type system does not know them, so they pass.
+    fn tail_byref(
+        &mut self,
+        ts: &mut TypeSystem<'_>,
+        x: Ins,
+        sig: &super::ty::MethodSig,
+        parent: TyId,
+        prefix: &Prefixes,
+    ) {
+        let params = ts.params(sig).to_vec();
+        let byref_param = params
+            .iter()
+            .position(|&p| p == TyId::TYPEDREF || matches!(ts.tys.node(p), TyNode::ByRef(_)));
+        let this = sig.has_this && !sig.explicit_this && x.op != Opcode::Calli;
+        let why = if let Some(k) = byref_param {
+            format!("its parameter {} is {}", k + 1, ts.name(params[k]))
+        } else if this && ts.is_value_type(parent) == Some(true) {
+            format!("its this is a managed pointer to {}", ts.name(parent))
+        } else if prefix.constrained.is_some() && this {
+            "it is a constrained. call, whose this is a managed pointer".to_string()
+        } else {
+            return;
+        };
+        let msg = format!("tail. call that passes a managed pointer: {why} (III.2.4)");
+        self.report(Code::TailByRef, x.off, msg);
+    }
+
+    /// `ret` of a managed pointer into the method's own frame (`ldloca`, `ldarga`, a field of
+    /// either): it points to storage that is gone when the caller gets it (III.3.56). A pointer
+    /// the method was passed may be returned (C#'s `return ref` of a `ref` parameter), though
+    /// ILVerify, which does not follow where it came from, reports that too.
+    #[cold]
+    #[inline(never)]
+    fn return_ptr_to_stack(&mut self, ts: &mut TypeSystem<'_>, off: u32, v: V) {
+        let msg = format!(
+            "ret of {}, the address of a local, an argument or a field in one: the caller gets \
+             a pointer into a frame that is gone (III.3.56)",
+            name(ts, v)
+        );
+        self.report(Code::ReturnPtrToStack, off, msg);
     }
 
     /// `call` or `callvirt` of a constructor: on a followed constructor's `this`, one of its
@@ -1237,7 +1297,7 @@ impl TypeChecker {
             }
         }
         let value_address = match this {
-            V::ByRef(t) => ts.is_value_type(t) != Some(false),
+            V::ByRef(t, _) => ts.is_value_type(t) != Some(false),
             V::Unknown => true,
             _ => false,
         };
@@ -1387,6 +1447,18 @@ impl TypeChecker {
         }
     }
 
+    /// A `constrained. c` call's `this`, a managed pointer to `t`: it must point to a `c`
+    /// (III.2.1), as ILVerify checks it (StackUnexpected there). The runtimes do not check it:
+    /// they dereference or box what the pointer points to as a `c`, so a mismatch runs,
+    /// unsafely; unverifiable. Interchangeable targets (`int32&` for `uint32&`, an enum for its
+    /// underlying type), generic parameters and what did not resolve pass.
+    fn constrained_target(&mut self, ts: &mut TypeSystem<'_>, x: Ins, this: V, t: TyId, c: TyId) {
+        if !super::vtype::byref_targets_match(ts, t, c) {
+            let n = format!("{}& (constrained. {})", ts.name(c), ts.name(c));
+            self.bad(ts, Code::TypeNotAssignable, x.off, this, &n);
+        }
+    }
+
     /// `this` of a call: an object of the declaring type (or a managed pointer to it for a
     /// value type's method, or to anything under `constrained.`).
     fn this_arg(
@@ -1397,9 +1469,10 @@ impl TypeChecker {
         parent: TyId,
         prefix: &Prefixes,
     ) {
-        if prefix.constrained.is_some() {
+        if let Some(c) = prefix.constrained {
             match this {
-                V::ByRef(_) | V::Unknown => {}
+                V::ByRef(t, _) => self.constrained_target(ts, x, this, t, c),
+                V::Unknown => {}
                 _ => self.bad(
                     ts,
                     Code::StackByRef,
@@ -1412,7 +1485,7 @@ impl TypeChecker {
         }
         match ts.is_value_type(parent) {
             Some(true) => match this {
-                V::ByRef(t) => {
+                V::ByRef(t, _) => {
                     if !super::vtype::byref_targets_match(ts, t, parent) {
                         let n = format!("{}&", ts.name(parent));
                         self.bad(ts, Code::TypeNotAssignable, x.off, this, &n);
@@ -1427,14 +1500,13 @@ impl TypeChecker {
             },
             // A declaring type whose kind is not known (unresolved) is not judged against a
             // managed pointer: it may be a value type.
-            None if matches!(this, V::ByRef(_)) => {
+            None if matches!(this, V::ByRef(..)) => {
                 self.part(Partial::UnresolvedType);
             }
             _ => match this {
-                V::ByRef(t) => {
+                V::ByRef(..) => {
                     // `call` on a reference type's method through a managed pointer: valid
                     // for some runtime patterns, not verifiable.
-                    let _ = t;
                     self.bad(
                         ts,
                         Code::UnmanagedPointer,
@@ -1468,7 +1540,7 @@ impl TypeChecker {
             O::Ldarga_S | O::Ldarga => {
                 let t = self.frame.args.get(x.arg as usize).copied();
                 stack.push(match t {
-                    Some(t) => V::ByRef(t),
+                    Some(t) => V::ByRef(t, Home::Frame),
                     None => V::Unknown,
                 });
             }
@@ -1485,7 +1557,7 @@ impl TypeChecker {
             O::Ldloca_S | O::Ldloca => {
                 let t = self.frame.locals.get(x.arg as usize).copied();
                 stack.push(match t {
-                    Some(t) => V::ByRef(t),
+                    Some(t) => V::ByRef(t, Home::Frame),
                     None => V::Unknown,
                 });
             }
@@ -1522,13 +1594,16 @@ impl TypeChecker {
                     let v = self.pop(stack);
                     let want = self.frame.ret;
                     self.expect(ts, off, v, want, "return value");
+                    if let V::ByRef(_, Home::Frame) = v {
+                        self.return_ptr_to_stack(ts, off, v);
+                    }
                 }
             }
             O::Br_S | O::Br | O::Leave | O::Leave_S => {}
             O::Brfalse_S | O::Brtrue_S | O::Brfalse | O::Brtrue => {
                 let v = self.pop(stack);
                 match v {
-                    V::I4 | V::I8 | V::I | V::Obj(_) | V::Null | V::ByRef(_) => {}
+                    V::I4 | V::I8 | V::I | V::Obj(_) | V::Null | V::ByRef(..) => {}
                     V::Unknown | V::Var(_) => {
                         self.note(v);
                     }
@@ -1744,7 +1819,7 @@ impl TypeChecker {
                     V::I4 | V::I8 | V::I | V::F | V::Unknown | V::Var(_) => {}
                     // A managed pointer or a (pinned) object reference as an address: valid,
                     // not verifiable (III.1.5 Table III.8).
-                    V::ByRef(_) => self.bad(ts, Code::UnmanagedPointer, off, v, "a number"),
+                    V::ByRef(..) => self.bad(ts, Code::UnmanagedPointer, off, v, "a number"),
                     V::Obj(_) | V::Null if to_pointer => {
                         self.bad(ts, Code::UnmanagedPointer, off, v, "a number")
                     }
@@ -1791,7 +1866,8 @@ impl TypeChecker {
                 let v = self.pop(stack);
                 let t = ts.type_token(0, Token(x.arg));
                 self.object_operand(ts, off, v);
-                stack.push(V::ByRef(t));
+                // Into the box, on the heap.
+                stack.push(V::ByRef(t, Home::Permanent));
             }
             O::Unbox_Any => {
                 let v = self.pop(stack);
@@ -1820,7 +1896,7 @@ impl TypeChecker {
                     Some((t, parent, _)) => {
                         self.instance(ts, off, obj, parent);
                         let v = if x.op == O::Ldflda {
-                            V::ByRef(t)
+                            V::ByRef(t, field_home(obj))
                         } else {
                             stack_of(ts, t)
                         };
@@ -1846,7 +1922,7 @@ impl TypeChecker {
             O::Ldsfld | O::Ldsflda => match ts.field(Token(x.arg)) {
                 Some((t, _, _)) => {
                     let v = if x.op == O::Ldsflda {
-                        V::ByRef(t)
+                        V::ByRef(t, Home::Permanent)
                     } else {
                         stack_of(ts, t)
                     };
@@ -1882,7 +1958,7 @@ impl TypeChecker {
                 self.index_operand(ts, off, i);
                 self.array(ts, off, a);
                 let t = ts.type_token(0, Token(x.arg));
-                stack.push(V::ByRef(t));
+                stack.push(V::ByRef(t, Home::Permanent));
             }
             O::Ldelem_I1
             | O::Ldelem_U1
@@ -1969,7 +2045,9 @@ impl TypeChecker {
                 let v = self.pop(stack);
                 self.expect_v(ts, off, v, V::Value(TyId::TYPEDREF), "typed reference");
                 let t = ts.type_token(0, Token(x.arg));
-                stack.push(V::ByRef(t));
+                // A typed reference's home is not followed: taken as permanent, never guessed
+                // to be in the frame.
+                stack.push(V::ByRef(t, Home::Permanent));
             }
             O::Mkrefany => {
                 let a = self.pop(stack);
