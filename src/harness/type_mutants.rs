@@ -152,11 +152,14 @@ pub enum TypeMutation {
     /// `ret` of a local's address instead of a static field's from an `int32&` method
     /// (unverifiable only).
     ReturnLocalAddress,
+    /// `Object::ToString` of a string called by `call` instead of `callvirt`: the override not
+    /// dispatched to, on an object other than the method's own `this` (unverifiable only).
+    CallVirtualNonVirtually,
 }
 
 impl TypeMutation {
     /// Every mutation, in order.
-    pub const ALL: [TypeMutation; 55] = [
+    pub const ALL: [TypeMutation; 56] = [
         TypeMutation::AddInt64Operand,
         TypeMutation::AddNullOperand,
         TypeMutation::MulStringOperand,
@@ -212,6 +215,7 @@ impl TypeMutation {
         TypeMutation::ConstrainedOtherTarget,
         TypeMutation::TailCallByRef,
         TypeMutation::ReturnLocalAddress,
+        TypeMutation::CallVirtualNonVirtually,
     ];
 
     /// The stable name (the variant's).
@@ -272,6 +276,7 @@ impl TypeMutation {
             TypeMutation::ConstrainedOtherTarget => "ConstrainedOtherTarget",
             TypeMutation::TailCallByRef => "TailCallByRef",
             TypeMutation::ReturnLocalAddress => "ReturnLocalAddress",
+            TypeMutation::CallVirtualNonVirtually => "CallVirtualNonVirtually",
         }
     }
 
@@ -381,6 +386,9 @@ impl TypeMutation {
                 "`ret` of a local's address from an `int32&` method, not a static field's \
                  (unverifiable only)."
             }
+            TypeMutation::CallVirtualNonVirtually => {
+                "`Object::ToString` of a string by `call`, not `callvirt` (unverifiable only)."
+            }
         }
     }
 
@@ -442,6 +450,7 @@ impl TypeMutation {
             TypeMutation::ConstrainedOtherTarget => Code::TypeNotAssignable,
             TypeMutation::TailCallByRef => Code::TailByRef,
             TypeMutation::ReturnLocalAddress => Code::ReturnPtrToStack,
+            TypeMutation::CallVirtualNonVirtually => Code::ThisMismatch,
         }
     }
 
@@ -606,6 +615,7 @@ fn signature(m: TypeMutation, r: &Refs) -> Sig {
         | TypeMutation::CallCtorOnObject
         | TypeMutation::DelegateAcrossBranch
         | TypeMutation::DelegateWrongTarget
+        | TypeMutation::CallVirtualNonVirtually
         | TypeMutation::CallArgInt64
         | TypeMutation::CallArgString
         | TypeMutation::RetInt64
@@ -762,6 +772,19 @@ fn body(m: TypeMutation, mutated: bool, r: &Refs, k: &mut Il) {
                 k.op(Opcode::Tail);
             }
             k.tok(Opcode::Call, r.probe_ref).op(Opcode::Ret);
+        }
+        TypeMutation::CallVirtualNonVirtually => {
+            // Both return 3: String overrides ToString, which the mutant still reaches.
+            let op = if mutated {
+                Opcode::Call
+            } else {
+                Opcode::Callvirt
+            };
+            k.tok(Opcode::Ldstr, r.s_text)
+                .tok(op, r.object_to_string)
+                .op(Opcode::Pop)
+                .i4(3)
+                .op(Opcode::Ret);
         }
         TypeMutation::ReturnLocalAddress => {
             if mutated {

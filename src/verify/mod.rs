@@ -324,6 +324,19 @@ codes! {
     /// `constrained.` call (III.2.4: the caller's frame, where the pointer may point, is gone
     /// when the callee runs). The runtimes make the call; ILVerify reports it under this name.
     TailByRef,
+    /// Unverifiable: `call` (not `callvirt`) of a virtual method that is not final, of a type
+    /// that is not sealed, on an object other than the method's own `this` or a boxed value,
+    /// or on its own `this` when the method stores to it or takes its address in code it runs
+    /// (III.3.19: a non-virtual call may skip an override only on the caller's own object, as
+    /// C#'s `base.M()` does). The runtimes make the call; ILVerify reports it under this name.
+    ThisMismatch,
+    /// Unverifiable: `newobj` of a delegate on `ldftn` (not `ldvirtftn`) of a virtual method
+    /// that is not final, of a type that is not sealed, bound to an object other than the
+    /// method's own `this` or a boxed value, or to its own `this` when the method stores to it
+    /// or takes its address in code it runs (III.1.8.1.5, III.3.19: as for `call`, binding
+    /// without dispatch skips an override). The runtimes make the delegate; ILVerify reports it
+    /// under this name.
+    LdftnNonFinalVirtual,
     /// Unverifiable: `ret` of a managed pointer into the method's own frame: the address of a
     /// local or an argument (`ldloca`, `ldarga`), or of a field in one (III.3.56: the storage is
     /// gone when the caller gets the pointer). Pointers to fields of objects, to array
@@ -426,6 +439,8 @@ impl Code {
             | DelegatePattern
             | DelegateCtor
             | TailByRef
+            | ThisMismatch
+            | LdftnNonFinalVirtual
             | ReturnPtrToStack => Verdict::Unverifiable,
             UnknownOpcode
             | CodeSizeZero
@@ -644,6 +659,8 @@ impl Code {
             | DelegatePattern
             | DelegateCtor
             | TailByRef
+            | ThisMismatch
+            | LdftnNonFinalVirtual
             | ReturnPtrToStack => CodeGroup::Types,
             BranchRetargeted | ClauseBoundaryMoved => CodeGroup::Baseline,
         }

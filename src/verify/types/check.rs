@@ -158,6 +158,8 @@ struct Frame {
     /// Set for an instance constructor whose class is not known (a base class that did not
     /// resolve): its constructor calls are not judged.
     ctor_unknown: bool,
+    /// The method has a `this`: argument 0.
+    has_this: bool,
 }
 
 /// The class of an instance constructor whose `this` is followed.
@@ -169,6 +171,20 @@ struct Ctor {
     base: Option<TypeKey>,
     /// The class is `System.Object`, whose constructor has no constructor to call.
     object: bool,
+}
+
+/// A method bound to the method's own `this` without dispatch, by `call` or by `ldftn` for a
+/// delegate: allowed unless `this` is stored to or has its address taken in the method.
+#[derive(Clone, Copy, Debug)]
+struct OwnBind {
+    /// The call's or the delegate `newobj`'s offset.
+    off: u32,
+    /// The method bound.
+    method: Token,
+    /// What `this` holds.
+    this: V,
+    /// By `ldftn` for a delegate (else by `call`).
+    delegate: bool,
 }
 
 /// A protected region's entry and the handler entries it gives its `this` state to.
@@ -205,9 +221,21 @@ pub struct TypeChecker {
     /// In a followed constructor: whether each entry state's `this` is initialised (on every
     /// path to it), by instruction.
     entry_init: Vec<bool>,
-    /// In a followed constructor: whether each slot of `pool` holds the method's `this`.
+    /// Whether the stack slots holding the method's own `this` are followed (`pool_this`,
+    /// `this_slots`): always in a followed constructor; in another instance method only when
+    /// a call needs it ([`TypeChecker::base_call`]), on a second run.
+    track_this: bool,
+    /// Set by a call whose `this` must be the method's own: the method is run again with
+    /// `this` followed.
+    this_needed: bool,
+    /// Whether the run met `starg 0` or `ldarga 0`: `this` may hold another object.
+    this_stored: bool,
+    /// Bindings of methods to the method's own `this` without dispatch, judged after the run
+    /// ([`TypeChecker::settle_own_binds`]).
+    own_binds: Vec<OwnBind>,
+    /// When `this` is followed: whether each slot of `pool` holds the method's `this`.
     pool_this: Vec<bool>,
-    /// In a followed constructor: whether each slot of the current stack holds `this`.
+    /// When `this` is followed: whether each slot of the current stack holds `this`.
     this_slots: Vec<bool>,
     /// In a followed constructor: whether `this` is initialised on the current path.
     init: bool,
@@ -245,7 +273,19 @@ impl TypeChecker {
         self.partial = None;
         self.reported_at = u32::MAX;
         if self.frame_of(ts, rid, body) {
+            self.track_this = self.frame.ctor.is_some();
+            self.this_needed = false;
             self.run(ts, body);
+            if self.this_needed && !self.track_this {
+                // Rare (base calls): the second run follows `this` and repeats every finding.
+                self.out.clear();
+                self.dropped = 0;
+                self.partial = None;
+                self.reported_at = u32::MAX;
+                self.track_this = true;
+                self.run(ts, body);
+            }
+            self.settle_own_binds(ts);
         }
         self.out.sort_by_key(|d| d.offset);
         Outcome {
@@ -302,6 +342,7 @@ impl TypeChecker {
             ret: sig.ret,
             ctor,
             ctor_unknown,
+            has_this: sig.has_this && !sig.explicit_this,
         };
         true
     }
@@ -318,6 +359,8 @@ impl TypeChecker {
         self.work.clear();
         self.pool_this.clear();
         self.this_slots.clear();
+        self.this_stored = false;
+        self.own_binds.clear();
         self.tries.clear();
         if self.frame.ctor.is_some() {
             self.entry_init.clear();
@@ -387,17 +430,20 @@ impl TypeChecker {
             .then_some(i as usize)
     }
 
-    /// Gives instruction `i` its first entry state: `stack`, and in a followed constructor
-    /// the current path's `this` slots (none past the current stack) and initialisation.
+    /// Gives instruction `i` its first entry state: `stack`, when `this` is followed the
+    /// current path's `this` slots (none past the current stack), and in a followed
+    /// constructor its initialisation.
     fn seed(&mut self, i: usize, stack: &[V]) {
         if self.entry.get(i).is_some_and(|e| e.0 == NO_ENTRY) {
             self.entry[i] = (self.pool.len() as u32, stack.len() as u32);
             self.pool.extend_from_slice(stack);
-            if self.frame.ctor.is_some() {
+            if self.track_this {
                 for k in 0..stack.len() {
                     let this = self.this_slots.get(k).copied().unwrap_or(false);
                     self.pool_this.push(this);
                 }
+            }
+            if self.frame.ctor.is_some() {
                 self.lower_init(i as u32);
             }
             self.work.push(i as u32);
@@ -562,6 +608,8 @@ impl TypeChecker {
         let mut changed = false;
         if self.frame.ctor.is_some() {
             changed |= self.lower_init(i);
+        }
+        if self.track_this {
             for k in 0..state.len() {
                 let at = start as usize + k;
                 let this = self.this_slots.get(k).copied().unwrap_or(false);
@@ -630,12 +678,13 @@ impl TypeChecker {
         let mut stack = std::mem::take(&mut self.stack);
         stack.clear();
         stack.extend_from_slice(&self.pool[start as usize..(start + len) as usize]);
-        let ctor = self.frame.ctor;
-        if ctor.is_some() {
+        let (ctor, track) = (self.frame.ctor, self.track_this);
+        if track {
             self.this_slots.clear();
             let slots = self.pool_this.get(start as usize..(start + len) as usize);
             self.this_slots.extend_from_slice(slots.unwrap_or(&[]));
-            self.init = self.entry_init.get(i).copied().unwrap_or(true);
+            // Outside a followed constructor, `this` is initialised.
+            self.init = ctor.is_none() || self.entry_init.get(i).copied().unwrap_or(true);
         }
         let mut k = i;
         let mut prefix = Prefixes::default();
@@ -645,15 +694,16 @@ impl TypeChecker {
                 prefix.add(ts, x);
             } else {
                 self.abandon = false;
-                match ctor {
-                    None => self.step(ts, x, &mut stack, &prefix),
-                    Some(c) => {
-                        let (depth, init) = (stack.len(), self.init);
+                if track {
+                    let (depth, init) = (stack.len(), self.init);
+                    if let Some(c) = ctor {
                         self.before_this_step(x, c);
-                        self.low = depth;
-                        self.step(ts, x, &mut stack, &prefix);
-                        self.after_this_step(x, depth, init, stack.len());
                     }
+                    self.low = depth;
+                    self.step(ts, x, &mut stack, &prefix);
+                    self.after_this_step(x, depth, init, stack.len());
+                } else {
+                    self.step(ts, x, &mut stack, &prefix);
                 }
                 prefix = Prefixes::default();
                 if self.abandon {
@@ -729,6 +779,15 @@ fn field_home(obj: V) -> Home {
     match obj {
         V::ByRef(_, Home::Frame) | V::Value(_) => Home::Frame,
         _ => Home::Permanent,
+    }
+}
+
+/// Why a binding's `this` is not allowed, for messages.
+fn own_why(own_this: bool) -> &'static str {
+    if own_this {
+        "this, which the method stores to or takes the address of"
+    } else {
+        "not the method's own this"
     }
 }
 
@@ -829,10 +888,10 @@ impl TypeChecker {
         }
     }
 
-    /// In a followed constructor, after instruction `x` took the stack from `depth` slots
-    /// (popping down to `self.low`) to `now`: the uninitialised `this` used other than as a
-    /// call's argument or `this`, a field access's object, or by `dup` or `pop`, and which of
-    /// the pushed slots hold `this`.
+    /// When `this` is followed, after instruction `x` took the stack from `depth` slots
+    /// (popping down to `self.low`) to `now`: which of the pushed slots hold `this`, and in a
+    /// followed constructor the uninitialised `this` used other than as a call's argument or
+    /// `this`, a field access's object, or by `dup` or `pop`.
     fn after_this_step(&mut self, x: Ins, depth: usize, init: bool, now: usize) {
         use Opcode as O;
         let low = self.low.min(depth);
@@ -1191,22 +1250,30 @@ impl TypeChecker {
             let v = self.pop(stack);
             self.expect(ts, x.off, v, p, What::Arg(k + 1));
             if k == 0 && delegate_ctor {
-                delegate_obj = Some(v);
+                let own_this =
+                    self.track_this && self.this_slots.get(stack.len()).copied().unwrap_or(false);
+                delegate_obj = Some((v, own_this));
             }
         }
-        if let Some(obj) = delegate_obj {
+        if let Some((obj, own_this)) = delegate_obj {
             self.delegate_target(ts, x, parent, obj);
+            self.delegate_ldftn(ts, x, obj, own_this);
         }
         let is_ctor = x.op == Opcode::Newobj;
         if sig.has_this && !sig.explicit_this && !is_ctor && x.op != Opcode::Calli {
             let this = self.pop(stack);
-            let own_this = self.frame.ctor.is_some()
-                && self.this_slots.get(stack.len()).copied().unwrap_or(false);
+            let own_this =
+                self.track_this && self.this_slots.get(stack.len()).copied().unwrap_or(false);
             // Constructors return void: the name is read only for such callees.
-            if sig.ret == TyId::VOID && !self.frame.ctor_unknown && is_ctor_token(ts, token) {
+            let ctor_callee = sig.ret == TyId::VOID && is_ctor_token(ts, token);
+            if ctor_callee && !self.frame.ctor_unknown {
                 self.ctor_call(ts, x, this, own_this, parent);
             }
             self.this_arg(ts, x, this, parent, prefix);
+            // Constructors are not virtual.
+            if x.op == Opcode::Call && !ctor_callee {
+                self.base_call(ts, x, this, own_this, parent, sig.param_count());
+            }
         } else if sig.has_this && x.op == Opcode::Calli && !sig.explicit_this {
             let _ = self.pop(stack);
         }
@@ -1228,6 +1295,183 @@ impl TypeChecker {
             let v = stack_of(ts, sig.ret);
             stack.push(self.note(v));
         }
+    }
+
+    /// `call` (not `callvirt`) of a method that may be overridden skips the override: only the
+    /// method's own `this`, never stored to nor its address taken in the method, or a boxed
+    /// value may be its `this` (III.3.19, as ILVerify checks it: C#'s `base.M()`).
+    fn base_call(
+        &mut self,
+        ts: &mut TypeSystem<'_>,
+        x: Ins,
+        this: V,
+        own_this: bool,
+        p: TyId,
+        args: u32,
+    ) {
+        let own = self.own_this(own_this, x, args);
+        // Value types' methods are final (their types sealed). A reference type's own `this`
+        // needs no test here.
+        if own != Some(true) && ts.is_value_type(p) != Some(false) {
+            return;
+        }
+        if self.skips_override(ts, x.off, Token(x.arg), this, own, false) {
+            self.this_mismatch(ts, x.off, this, false);
+        }
+    }
+
+    /// Whether the `this` of `x` (a call taking `args` arguments, or an `ldftn` with none) is
+    /// the method's own: `own_this` when `this` is followed; otherwise known only when
+    /// `ldarg.0` pushed it right before the arguments.
+    fn own_this(&self, own_this: bool, x: Ins, args: u32) -> Option<bool> {
+        if self.track_this {
+            Some(own_this)
+        } else if self.loaded_this(x, args) {
+            Some(true)
+        } else {
+            None
+        }
+    }
+
+    /// Whether `ldarg.0` of an instance method pushed the `this` of `x` right before its `n`
+    /// arguments, each pushed by one instruction that pops nothing (a load, a constant), all
+    /// in `x`'s block: C#'s `base.M(a, b)`, told without following `this`.
+    fn loaded_this(&self, x: Ins, n: u32) -> bool {
+        use Opcode as O;
+        let (Some(k), n) = (self.index(x.off), n as usize) else {
+            return false;
+        };
+        if !self.frame.has_this || k < n + 1 || (k - n..=k).any(|j| self.start[j]) {
+            return false;
+        }
+        let loads_one = |op: Opcode| {
+            matches!(
+                op,
+                O::Ldarg_0
+                    | O::Ldarg_1
+                    | O::Ldarg_2
+                    | O::Ldarg_3
+                    | O::Ldarg_S
+                    | O::Ldarg
+                    | O::Ldloc_0
+                    | O::Ldloc_1
+                    | O::Ldloc_2
+                    | O::Ldloc_3
+                    | O::Ldloc_S
+                    | O::Ldloc
+                    | O::Ldnull
+                    | O::Ldstr
+                    | O::Ldc_I4_M1
+                    | O::Ldc_I4_0
+                    | O::Ldc_I4_1
+                    | O::Ldc_I4_2
+                    | O::Ldc_I4_3
+                    | O::Ldc_I4_4
+                    | O::Ldc_I4_5
+                    | O::Ldc_I4_6
+                    | O::Ldc_I4_7
+                    | O::Ldc_I4_8
+                    | O::Ldc_I4_S
+                    | O::Ldc_I4
+                    | O::Ldc_I8
+                    | O::Ldc_R4
+                    | O::Ldc_R8
+            )
+        };
+        let load = self.ins[k - n - 1];
+        let this =
+            load.op == O::Ldarg_0 || (matches!(load.op, O::Ldarg_S | O::Ldarg) && load.arg == 0);
+        this && self.ins[k - n..k].iter().all(|a| loads_one(a.op))
+    }
+
+    /// Whether `method`, bound to `this` without virtual dispatch at `off` (by `call`, or by
+    /// `ldftn` for a delegate), may be overridden and `this` is neither the method's own `this`
+    /// (`own`: whether the slot holds it, when known) nor a boxed value. Pointers and what is
+    /// not known are not judged. A binding to the method's own `this` is kept and judged after
+    /// the run, when whether the method stores to `this` is known. When `own` is not known, an
+    /// instance method's first run answers false and notes that `this` must be followed.
+    fn skips_override(
+        &mut self,
+        ts: &mut TypeSystem<'_>,
+        off: u32,
+        method: Token,
+        this: V,
+        own: Option<bool>,
+        delegate: bool,
+    ) -> bool {
+        // A method's own `this` held as an object is a reference type's (a value type's is a
+        // managed pointer).
+        if own == Some(true) && matches!(this, V::Obj(_)) {
+            // The common case (C#'s base calls, and mcs's calls on `this`): nothing is
+            // resolved unless the method turns out to store to `this`.
+            self.own_binds.push(OwnBind {
+                off,
+                method,
+                this,
+                delegate,
+            });
+            return false;
+        }
+        let object = match this {
+            V::Obj(t) => ts.is_value_type(t) == Some(false),
+            V::Null => true,
+            _ => false,
+        };
+        if !object || ts.overridable(method) != Some(true) {
+            return false;
+        }
+        if own.is_none() && self.frame.has_this {
+            self.this_needed = true;
+            return false;
+        }
+        true
+    }
+
+    /// After the run: the bindings to the method's own `this` when the method stores to it
+    /// or takes its address (`starg 0`, `ldarga 0`, where the run reached), as ILVerify has
+    /// it: `this` may then be another object.
+    fn settle_own_binds(&mut self, ts: &mut TypeSystem<'_>) {
+        if !self.this_stored {
+            return;
+        }
+        let binds = std::mem::take(&mut self.own_binds);
+        for b in &binds {
+            // At most one finding per instruction: an earlier one stands.
+            if ts.overridable(b.method) == Some(true) && !self.out.iter().any(|d| d.offset == b.off)
+            {
+                if b.delegate {
+                    self.ldftn_mismatch(ts, b.off, b.this, true);
+                } else {
+                    self.this_mismatch(ts, b.off, b.this, true);
+                }
+            }
+        }
+        self.own_binds = binds;
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn this_mismatch(&mut self, ts: &mut TypeSystem<'_>, off: u32, this: V, own_this: bool) {
+        let msg = format!(
+            "call (not callvirt) of a method that may be overridden, on {} ({}): only the \
+             method's unmodified this may skip the override (III.3.19)",
+            name(ts, this),
+            own_why(own_this)
+        );
+        self.report(Code::ThisMismatch, off, msg);
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn ldftn_mismatch(&mut self, ts: &mut TypeSystem<'_>, off: u32, obj: V, own_this: bool) {
+        let msg = format!(
+            "newobj of a delegate on ldftn of a method that may be overridden, bound to {} \
+             ({}): only the method's unmodified this may skip the override; ldvirtftn \
+             dispatches (III.1.8.1.5)",
+            name(ts, obj),
+            own_why(own_this)
+        );
+        self.report(Code::LdftnNonFinalVirtual, off, msg);
     }
 
     /// A `tail.` call may not pass a managed pointer (III.2.4: the caller's frame, where it may
@@ -1428,6 +1672,22 @@ impl TypeChecker {
         }
     }
 
+    /// `newobj` of a delegate on `ldftn` (not `ldvirtftn`) of a method that may be overridden
+    /// binds the method without dispatch: only to the method's own unmodified `this` or a boxed
+    /// value, as for `call` (III.1.8.1.5, III.3.19; C#'s `new Action(base.M)`).
+    fn delegate_ldftn(&mut self, ts: &mut TypeSystem<'_>, x: Ins, obj: V, own_this: bool) {
+        let Some((_, f)) = self.function_pointer(x) else {
+            return;
+        };
+        if f.op != Opcode::Ldftn {
+            return;
+        }
+        let own = self.own_this(own_this, f, 0);
+        if self.skips_override(ts, x.off, Token(f.arg), obj, own, true) {
+            self.ldftn_mismatch(ts, x.off, obj, false);
+        }
+    }
+
     /// A `readonly.` call must call an array type's `Address` method (III.2.3): a method of an
     /// array type that returns a managed pointer, as ILVerify checks it (the runtime defines
     /// an array's methods, and only `Address` returns one). A callee whose declaring type or
@@ -1538,6 +1798,7 @@ impl TypeChecker {
             }
             O::Ldarg_S | O::Ldarg => self.ldarg(ts, stack, x.arg),
             O::Ldarga_S | O::Ldarga => {
+                self.this_stored |= x.arg == 0;
                 let t = self.frame.args.get(x.arg as usize).copied();
                 stack.push(match t {
                     Some(t) => V::ByRef(t, Home::Frame),
@@ -1545,6 +1806,7 @@ impl TypeChecker {
                 });
             }
             O::Starg_S | O::Starg => {
+                self.this_stored |= x.arg == 0;
                 let v = self.pop(stack);
                 if let Some(&t) = self.frame.args.get(x.arg as usize) {
                     self.expect(ts, off, v, t, What::Arg(x.arg));
