@@ -143,11 +143,23 @@ pub enum TypeMutation {
     /// An `Action` built on `int32 Probe(int32)` instead of `void Nop()`: a method its `Invoke`
     /// cannot call (unverifiable only: the runtimes make the delegate).
     DelegateWrongTarget,
+    /// A `constrained. int32` call of `Object::ToString` on a pointer to an `int64` local
+    /// instead of an `int32` one (unverifiable only).
+    ConstrainedOtherTarget,
+    /// A call passing a local's address to `int32 ProbeRef(int32&)` prefixed with `tail.`
+    /// (unverifiable only).
+    TailCallByRef,
+    /// `ret` of a local's address instead of a static field's from an `int32&` method
+    /// (unverifiable only).
+    ReturnLocalAddress,
+    /// `Object::ToString` of a string called by `call` instead of `callvirt`: the override not
+    /// dispatched to, on an object other than the method's own `this` (unverifiable only).
+    CallVirtualNonVirtually,
 }
 
 impl TypeMutation {
     /// Every mutation, in order.
-    pub const ALL: [TypeMutation; 52] = [
+    pub const ALL: [TypeMutation; 56] = [
         TypeMutation::AddInt64Operand,
         TypeMutation::AddNullOperand,
         TypeMutation::MulStringOperand,
@@ -200,6 +212,10 @@ impl TypeMutation {
         TypeMutation::CallCtorOnObject,
         TypeMutation::DelegateAcrossBranch,
         TypeMutation::DelegateWrongTarget,
+        TypeMutation::ConstrainedOtherTarget,
+        TypeMutation::TailCallByRef,
+        TypeMutation::ReturnLocalAddress,
+        TypeMutation::CallVirtualNonVirtually,
     ];
 
     /// The stable name (the variant's).
@@ -257,6 +273,10 @@ impl TypeMutation {
             TypeMutation::CallCtorOnObject => "CallCtorOnObject",
             TypeMutation::DelegateAcrossBranch => "DelegateAcrossBranch",
             TypeMutation::DelegateWrongTarget => "DelegateWrongTarget",
+            TypeMutation::ConstrainedOtherTarget => "ConstrainedOtherTarget",
+            TypeMutation::TailCallByRef => "TailCallByRef",
+            TypeMutation::ReturnLocalAddress => "ReturnLocalAddress",
+            TypeMutation::CallVirtualNonVirtually => "CallVirtualNonVirtually",
         }
     }
 
@@ -354,6 +374,21 @@ impl TypeMutation {
                 "An `Action` built on `int32 Probe(int32)`, which its `Invoke` cannot call \
                  (unverifiable only)."
             }
+            TypeMutation::ConstrainedOtherTarget => {
+                "A `constrained. int32` call of `Object::ToString` on a pointer to an `int64` \
+                 local (unverifiable only)."
+            }
+            TypeMutation::TailCallByRef => {
+                "`tail.` before a call passing a local's address to `ProbeRef(int32&)` \
+                 (unverifiable only)."
+            }
+            TypeMutation::ReturnLocalAddress => {
+                "`ret` of a local's address from an `int32&` method, not a static field's \
+                 (unverifiable only)."
+            }
+            TypeMutation::CallVirtualNonVirtually => {
+                "`Object::ToString` of a string by `call`, not `callvirt` (unverifiable only)."
+            }
         }
     }
 
@@ -412,6 +447,10 @@ impl TypeMutation {
             TypeMutation::CallCtorOnObject => Code::CallCtor,
             TypeMutation::DelegateAcrossBranch => Code::DelegatePattern,
             TypeMutation::DelegateWrongTarget => Code::DelegateCtor,
+            TypeMutation::ConstrainedOtherTarget => Code::TypeNotAssignable,
+            TypeMutation::TailCallByRef => Code::TailByRef,
+            TypeMutation::ReturnLocalAddress => Code::ReturnPtrToStack,
+            TypeMutation::CallVirtualNonVirtually => Code::ThisMismatch,
         }
     }
 
@@ -477,6 +516,8 @@ struct Refs {
     probe: Token,
     /// `void Nop()`: the target of the delegate rules.
     nop: Token,
+    /// `int32 ProbeRef(int32&)`: the callee of the tail call rule.
+    probe_ref: Token,
     /// `System.Action::.ctor(object, native int)`.
     action_ctor: Token,
     /// `System.Action::Invoke()`.
@@ -558,6 +599,9 @@ fn signature(m: TypeMutation, r: &Refs) -> Sig {
         | TypeMutation::InitobjInt32 => (SigType::I4, 0, vec![SigType::I4]),
         TypeMutation::StargInt64 => (SigType::I4, 1, vec![]),
         TypeMutation::RetStringAsException => (SigType::Class(r.exception), 0, vec![]),
+        TypeMutation::ConstrainedOtherTarget => (SigType::I4, 0, vec![SigType::I4, SigType::I8]),
+        TypeMutation::TailCallByRef => (SigType::I4, 0, vec![SigType::I4]),
+        TypeMutation::ReturnLocalAddress => (SigType::ByRef(&SigType::I4), 0, vec![SigType::I4]),
         TypeMutation::CallvirtOnInt32 => (SigType::String, 0, vec![]),
         TypeMutation::AddInt64Operand
         | TypeMutation::AddNullOperand
@@ -571,6 +615,7 @@ fn signature(m: TypeMutation, r: &Refs) -> Sig {
         | TypeMutation::CallCtorOnObject
         | TypeMutation::DelegateAcrossBranch
         | TypeMutation::DelegateWrongTarget
+        | TypeMutation::CallVirtualNonVirtually
         | TypeMutation::CallArgInt64
         | TypeMutation::CallArgString
         | TypeMutation::RetInt64
@@ -711,6 +756,43 @@ fn body(m: TypeMutation, mutated: bool, r: &Refs, k: &mut Il) {
                 .tok(Opcode::Callvirt, r.action_invoke)
                 .i4(3)
                 .op(Opcode::Ret);
+        }
+        TypeMutation::ConstrainedOtherTarget => {
+            // Both return 3; the mutant's pointer is to the int64 local.
+            k.var(Opcode::Ldloca, if mutated { 1 } else { 0 })
+                .tok(Opcode::Constrained, r.int32)
+                .tok(Opcode::Callvirt, r.object_to_string)
+                .op(Opcode::Pop)
+                .i4(3)
+                .op(Opcode::Ret);
+        }
+        TypeMutation::TailCallByRef => {
+            k.i4(4).var(Opcode::Stloc, 0).var(Opcode::Ldloca, 0);
+            if mutated {
+                k.op(Opcode::Tail);
+            }
+            k.tok(Opcode::Call, r.probe_ref).op(Opcode::Ret);
+        }
+        TypeMutation::CallVirtualNonVirtually => {
+            // Both return 3: String overrides ToString, which the mutant still reaches.
+            let op = if mutated {
+                Opcode::Call
+            } else {
+                Opcode::Callvirt
+            };
+            k.tok(Opcode::Ldstr, r.s_text)
+                .tok(op, r.object_to_string)
+                .op(Opcode::Pop)
+                .i4(3)
+                .op(Opcode::Ret);
+        }
+        TypeMutation::ReturnLocalAddress => {
+            if mutated {
+                k.var(Opcode::Ldloca, 0)
+            } else {
+                k.tok(Opcode::Ldsflda, r.slot)
+            };
+            k.op(Opcode::Ret);
         }
         TypeMutation::DelegateWrongTarget => {
             // Both build the delegate and return 3; only the original runs it (the mutant's
@@ -1151,6 +1233,18 @@ pub fn build_program(name: &str, methods: &[MutantMethod]) -> Result<Vec<u8>, Mu
         &method_sig(false, SigType::Void, &[])?,
         &lay_out(&nop.0, "Nop")?,
     )?;
+    // `int32 ProbeRef(int32&)`: reads what its argument points to.
+    let mut probe_ref = Il(Method::new(header(Token(0))));
+    probe_ref
+        .var(Opcode::Ldarg, 0)
+        .op(Opcode::Ldind_I4)
+        .op(Opcode::Ret);
+    let probe_ref = b.method(
+        static_flags,
+        "ProbeRef",
+        &method_sig(false, SigType::I4, &[SigType::ByRef(&SigType::I4)])?,
+        &lay_out(&probe_ref.0, "ProbeRef")?,
+    )?;
     let action = b.type_ref(corlib, "System", "Action")?;
     let refs = Refs {
         exception,
@@ -1159,6 +1253,7 @@ pub fn build_program(name: &str, methods: &[MutantMethod]) -> Result<Vec<u8>, Mu
         value,
         probe,
         nop,
+        probe_ref,
         action_ctor: b.member_ref(
             action,
             ".ctor",

@@ -277,8 +277,10 @@ codes! {
     /// (III.4.7–III.4.11).
     ExpectedArray,
     /// Unverifiable: an object reference of a class not assignable to the class expected, or a
-    /// managed pointer to another type (III.1.8.1.2.3); the JIT does not check it, and code
-    /// relying on it breaks type safety. ILVerify reports StackUnexpected. ilcheck's own name.
+    /// managed pointer to another type (III.1.8.1.2.3), also a `constrained.` call's `this`
+    /// pointing to another type than the prefix names (III.2.1); the JIT does not check it, and
+    /// code relying on it breaks type safety. ILVerify reports StackUnexpected. ilcheck's own
+    /// name.
     TypeNotAssignable,
     /// Unverifiable: a `readonly.` call to a method other than an array type's `Address`
     /// (III.2.3: `readonly.` may precede only `ldelema` and calls to the special `Address`
@@ -317,6 +319,30 @@ codes! {
     /// to a static method's first parameter). The runtimes make the delegate; calling it passes
     /// values of the wrong types. ILVerify: `DelegateCtor`.
     DelegateCtor,
+    /// Unverifiable: a `tail.` call that passes a managed pointer: a parameter of a
+    /// managed-pointer type or `TypedReference`, a value type's method (its `this`), or a
+    /// `constrained.` call (III.2.4: the caller's frame, where the pointer may point, is gone
+    /// when the callee runs). The runtimes make the call; ILVerify reports it under this name.
+    TailByRef,
+    /// Unverifiable: `call` (not `callvirt`) of a virtual method that is not final, of a type
+    /// that is not sealed, on an object other than the method's own `this` or a boxed value,
+    /// or on its own `this` when the method stores to it or takes its address in code it runs
+    /// (III.3.19: a non-virtual call may skip an override only on the caller's own object, as
+    /// C#'s `base.M()` does). The runtimes make the call; ILVerify reports it under this name.
+    ThisMismatch,
+    /// Unverifiable: `newobj` of a delegate on `ldftn` (not `ldvirtftn`) of a virtual method
+    /// that is not final, of a type that is not sealed, bound to an object other than the
+    /// method's own `this` or a boxed value, or to its own `this` when the method stores to it
+    /// or takes its address in code it runs (III.1.8.1.5, III.3.19: as for `call`, binding
+    /// without dispatch skips an override). The runtimes make the delegate; ILVerify reports it
+    /// under this name.
+    LdftnNonFinalVirtual,
+    /// Unverifiable: `ret` of a managed pointer into the method's own frame: the address of a
+    /// local or an argument (`ldloca`, `ldarga`), or of a field in one (III.3.56: the storage is
+    /// gone when the caller gets the pointer). Pointers to fields of objects, to array
+    /// elements, to static fields, from calls and passed in as arguments may be returned. The
+    /// runtimes return the dangling pointer; ILVerify reports it under this name.
+    ReturnPtrToStack,
     /// Unverifiable: a native int used as an address, arithmetic on managed pointers, or a
     /// managed pointer used as a number (III.1.5, III.1.8.1.2).
     UnmanagedPointer,
@@ -411,7 +437,11 @@ impl Code {
             | UninitStack
             | CallCtor
             | DelegatePattern
-            | DelegateCtor => Verdict::Unverifiable,
+            | DelegateCtor
+            | TailByRef
+            | ThisMismatch
+            | LdftnNonFinalVirtual
+            | ReturnPtrToStack => Verdict::Unverifiable,
             UnknownOpcode
             | CodeSizeZero
             | MethodEnd
@@ -627,7 +657,11 @@ impl Code {
             | UninitStack
             | CallCtor
             | DelegatePattern
-            | DelegateCtor => CodeGroup::Types,
+            | DelegateCtor
+            | TailByRef
+            | ThisMismatch
+            | LdftnNonFinalVirtual
+            | ReturnPtrToStack => CodeGroup::Types,
             BranchRetargeted | ClauseBoundaryMoved => CodeGroup::Baseline,
         }
     }

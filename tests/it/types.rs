@@ -43,13 +43,14 @@ fn verify(inputs: &[PathBuf], level: Level) -> corpus::VerifyReport {
 }
 
 /// `Name_Invalid_A.B` → {A, B}; `Name_Valid` → {}. A constructor of a class in
-/// `Types.CtorCases` is named by its class (`Types.CtorCases.Name_Unverifiable_A::.ctor()`).
+/// `Types.CtorCases` or `Types.CallCases` is named by its class
+/// (`Types.CtorCases.Name_Unverifiable_A::.ctor()`).
 fn expected_codes(method: &str) -> Option<BTreeSet<String>> {
     let (owner, member) = method.split_once("::")?;
-    let name = match (
-        owner.strip_prefix("Types.CtorCases."),
-        member.starts_with(".ctor("),
-    ) {
+    let class = owner
+        .strip_prefix("Types.CtorCases.")
+        .or_else(|| owner.strip_prefix("Types.CallCases."));
+    let name = match (class, member.starts_with(".ctor(")) {
         (Some(class), true) => class,
         _ => member.split('(').next()?,
     };
@@ -80,7 +81,8 @@ fn type_cases_report_exactly_their_codes() {
     let mut cases = 0;
     for m in image.methods() {
         let name = m.full_name().unwrap();
-        if !name.starts_with("Types.Cases::") && !name.starts_with("Types.CtorCases.") {
+        let case = ["Types.Cases::", "Types.CtorCases.", "Types.CallCases."];
+        if !case.iter().any(|c| name.starts_with(c)) {
             continue;
         }
         let want = expected_codes(&name).unwrap_or_else(|| panic!("unnamed case {name}"));

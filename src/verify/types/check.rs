@@ -5,7 +5,7 @@
 
 use super::system::{Ans, TypeSystem};
 use super::ty::{Prim, TyId, TyNode, TypeKey};
-use super::vtype::{Unmergeable, V, fits, fits_v, merge, name, prim_of, stack_of};
+use super::vtype::{Home, Unmergeable, V, fits, fits_v, merge, name, prim_of, stack_of};
 use crate::body::{Body, ClauseKind};
 use crate::image::tables::Token;
 use crate::opcode::{ALL, DECODE, Flow, Opcode, OperandKind};
@@ -158,6 +158,8 @@ struct Frame {
     /// Set for an instance constructor whose class is not known (a base class that did not
     /// resolve): its constructor calls are not judged.
     ctor_unknown: bool,
+    /// The method has a `this`: argument 0.
+    has_this: bool,
 }
 
 /// The class of an instance constructor whose `this` is followed.
@@ -169,6 +171,20 @@ struct Ctor {
     base: Option<TypeKey>,
     /// The class is `System.Object`, whose constructor has no constructor to call.
     object: bool,
+}
+
+/// A method bound to the method's own `this` without dispatch, by `call` or by `ldftn` for a
+/// delegate: allowed unless `this` is stored to or has its address taken in the method.
+#[derive(Clone, Copy, Debug)]
+struct OwnBind {
+    /// The call's or the delegate `newobj`'s offset.
+    off: u32,
+    /// The method bound.
+    method: Token,
+    /// What `this` holds.
+    this: V,
+    /// By `ldftn` for a delegate (else by `call`).
+    delegate: bool,
 }
 
 /// A protected region's entry and the handler entries it gives its `this` state to.
@@ -205,9 +221,21 @@ pub struct TypeChecker {
     /// In a followed constructor: whether each entry state's `this` is initialised (on every
     /// path to it), by instruction.
     entry_init: Vec<bool>,
-    /// In a followed constructor: whether each slot of `pool` holds the method's `this`.
+    /// Whether the stack slots holding the method's own `this` are followed (`pool_this`,
+    /// `this_slots`): always in a followed constructor; in another instance method only when
+    /// a call needs it ([`TypeChecker::base_call`]), on a second run.
+    track_this: bool,
+    /// Set by a call whose `this` must be the method's own: the method is run again with
+    /// `this` followed.
+    this_needed: bool,
+    /// Whether the run met `starg 0` or `ldarga 0`: `this` may hold another object.
+    this_stored: bool,
+    /// Bindings of methods to the method's own `this` without dispatch, judged after the run
+    /// ([`TypeChecker::settle_own_binds`]).
+    own_binds: Vec<OwnBind>,
+    /// When `this` is followed: whether each slot of `pool` holds the method's `this`.
     pool_this: Vec<bool>,
-    /// In a followed constructor: whether each slot of the current stack holds `this`.
+    /// When `this` is followed: whether each slot of the current stack holds `this`.
     this_slots: Vec<bool>,
     /// In a followed constructor: whether `this` is initialised on the current path.
     init: bool,
@@ -245,7 +273,19 @@ impl TypeChecker {
         self.partial = None;
         self.reported_at = u32::MAX;
         if self.frame_of(ts, rid, body) {
+            self.track_this = self.frame.ctor.is_some();
+            self.this_needed = false;
             self.run(ts, body);
+            if self.this_needed && !self.track_this {
+                // Rare (base calls): the second run follows `this` and repeats every finding.
+                self.out.clear();
+                self.dropped = 0;
+                self.partial = None;
+                self.reported_at = u32::MAX;
+                self.track_this = true;
+                self.run(ts, body);
+            }
+            self.settle_own_binds(ts);
         }
         self.out.sort_by_key(|d| d.offset);
         Outcome {
@@ -302,6 +342,7 @@ impl TypeChecker {
             ret: sig.ret,
             ctor,
             ctor_unknown,
+            has_this: sig.has_this && !sig.explicit_this,
         };
         true
     }
@@ -318,6 +359,8 @@ impl TypeChecker {
         self.work.clear();
         self.pool_this.clear();
         self.this_slots.clear();
+        self.this_stored = false;
+        self.own_binds.clear();
         self.tries.clear();
         if self.frame.ctor.is_some() {
             self.entry_init.clear();
@@ -387,17 +430,20 @@ impl TypeChecker {
             .then_some(i as usize)
     }
 
-    /// Gives instruction `i` its first entry state: `stack`, and in a followed constructor
-    /// the current path's `this` slots (none past the current stack) and initialisation.
+    /// Gives instruction `i` its first entry state: `stack`, when `this` is followed the
+    /// current path's `this` slots (none past the current stack), and in a followed
+    /// constructor its initialisation.
     fn seed(&mut self, i: usize, stack: &[V]) {
         if self.entry.get(i).is_some_and(|e| e.0 == NO_ENTRY) {
             self.entry[i] = (self.pool.len() as u32, stack.len() as u32);
             self.pool.extend_from_slice(stack);
-            if self.frame.ctor.is_some() {
+            if self.track_this {
                 for k in 0..stack.len() {
                     let this = self.this_slots.get(k).copied().unwrap_or(false);
                     self.pool_this.push(this);
                 }
+            }
+            if self.frame.ctor.is_some() {
                 self.lower_init(i as u32);
             }
             self.work.push(i as u32);
@@ -562,6 +608,8 @@ impl TypeChecker {
         let mut changed = false;
         if self.frame.ctor.is_some() {
             changed |= self.lower_init(i);
+        }
+        if self.track_this {
             for k in 0..state.len() {
                 let at = start as usize + k;
                 let this = self.this_slots.get(k).copied().unwrap_or(false);
@@ -630,12 +678,13 @@ impl TypeChecker {
         let mut stack = std::mem::take(&mut self.stack);
         stack.clear();
         stack.extend_from_slice(&self.pool[start as usize..(start + len) as usize]);
-        let ctor = self.frame.ctor;
-        if ctor.is_some() {
+        let (ctor, track) = (self.frame.ctor, self.track_this);
+        if track {
             self.this_slots.clear();
             let slots = self.pool_this.get(start as usize..(start + len) as usize);
             self.this_slots.extend_from_slice(slots.unwrap_or(&[]));
-            self.init = self.entry_init.get(i).copied().unwrap_or(true);
+            // Outside a followed constructor, `this` is initialised.
+            self.init = ctor.is_none() || self.entry_init.get(i).copied().unwrap_or(true);
         }
         let mut k = i;
         let mut prefix = Prefixes::default();
@@ -645,15 +694,16 @@ impl TypeChecker {
                 prefix.add(ts, x);
             } else {
                 self.abandon = false;
-                match ctor {
-                    None => self.step(ts, x, &mut stack, &prefix),
-                    Some(c) => {
-                        let (depth, init) = (stack.len(), self.init);
+                if track {
+                    let (depth, init) = (stack.len(), self.init);
+                    if let Some(c) = ctor {
                         self.before_this_step(x, c);
-                        self.low = depth;
-                        self.step(ts, x, &mut stack, &prefix);
-                        self.after_this_step(x, depth, init, stack.len());
                     }
+                    self.low = depth;
+                    self.step(ts, x, &mut stack, &prefix);
+                    self.after_this_step(x, depth, init, stack.len());
+                } else {
+                    self.step(ts, x, &mut stack, &prefix);
                 }
                 prefix = Prefixes::default();
                 if self.abandon {
@@ -723,6 +773,24 @@ fn own_ctor(ts: &mut TypeSystem<'_>, parent: TyId) -> Option<Ctor> {
     })
 }
 
+/// Where the field `ldflda` takes the address of lives: in the frame when the object is (a
+/// value type's field through a pointer into the frame, or of a value on the stack).
+fn field_home(obj: V) -> Home {
+    match obj {
+        V::ByRef(_, Home::Frame) | V::Value(_) => Home::Frame,
+        _ => Home::Permanent,
+    }
+}
+
+/// Why a binding's `this` is not allowed, for messages.
+fn own_why(own_this: bool) -> &'static str {
+    if own_this {
+        "this, which the method stores to or takes the address of"
+    } else {
+        "not the method's own this"
+    }
+}
+
 /// A target offset as the instruction table keeps it (`u32::MAX` when outside `u32`).
 fn target(t: i64) -> u32 {
     u32::try_from(t).unwrap_or(u32::MAX)
@@ -757,6 +825,7 @@ impl std::fmt::Display for What {
 struct Prefixes {
     constrained: Option<TyId>,
     readonly: bool,
+    tail: bool,
 }
 
 impl Prefixes {
@@ -764,6 +833,7 @@ impl Prefixes {
         match x.op {
             Opcode::Constrained => self.constrained = Some(ts.type_token(0, Token(x.arg))),
             Opcode::Readonly => self.readonly = true,
+            Opcode::Tail => self.tail = true,
             // The other prefixes change no type rule.
             _ => {}
         }
@@ -818,10 +888,10 @@ impl TypeChecker {
         }
     }
 
-    /// In a followed constructor, after instruction `x` took the stack from `depth` slots
-    /// (popping down to `self.low`) to `now`: the uninitialised `this` used other than as a
-    /// call's argument or `this`, a field access's object, or by `dup` or `pop`, and which of
-    /// the pushed slots hold `this`.
+    /// When `this` is followed, after instruction `x` took the stack from `depth` slots
+    /// (popping down to `self.low`) to `now`: which of the pushed slots hold `this`, and in a
+    /// followed constructor the uninitialised `this` used other than as a call's argument or
+    /// `this`, a field access's object, or by `dup` or `pop`.
     fn after_this_step(&mut self, x: Ins, depth: usize, init: bool, now: usize) {
         use Opcode as O;
         let low = self.low.min(depth);
@@ -948,7 +1018,7 @@ impl TypeChecker {
     /// native int (unverifiable). Returns the pointed-to type when known.
     fn address(&mut self, ts: &mut TypeSystem<'_>, off: u32, a: V) -> Option<TyId> {
         match a {
-            V::ByRef(t) => Some(t),
+            V::ByRef(t, _) => Some(t),
             V::I => {
                 self.bad(ts, Code::UnmanagedPointer, off, a, "a managed pointer");
                 None
@@ -981,7 +1051,7 @@ impl TypeChecker {
                     self.expect(ts, off, obj, parent, "object");
                 }
             }
-            V::ByRef(t) | V::Value(t) => {
+            V::ByRef(t, _) | V::Value(t) => {
                 if t != parent
                     && !ts.tys.has_unknown(t)
                     && !ts.tys.has_unknown(parent)
@@ -1064,22 +1134,22 @@ impl TypeChecker {
             (I8, I8) => I8,
             (F, F) if kind == Binary::Numeric => F,
             // Pointer arithmetic on managed pointers: valid, not verifiable (III.1.5).
-            (ByRef(t), I4 | I) if add_sub => {
+            (ByRef(t, h), I4 | I) if add_sub => {
                 self.bad(ts, Code::UnmanagedPointer, x.off, a, "a number");
-                ByRef(t)
+                ByRef(t, h)
             }
-            (I4 | I, ByRef(t)) if x.op == Opcode::Add => {
+            (I4 | I, ByRef(t, h)) if x.op == Opcode::Add => {
                 self.bad(ts, Code::UnmanagedPointer, x.off, b, "a number");
-                ByRef(t)
+                ByRef(t, h)
             }
-            (ByRef(_), ByRef(_)) if x.op == Opcode::Sub => {
+            (ByRef(..), ByRef(..)) if x.op == Opcode::Sub => {
                 self.bad(ts, Code::UnmanagedPointer, x.off, a, "a number");
                 I
             }
             // Other arithmetic between a managed pointer and an integer (a pointer difference
             // taken the other way round, a mask): the runtime treats the pointer as a native
             // int; not verifiable.
-            (ByRef(_), I4 | I | I8) | (I4 | I | I8, ByRef(_)) => {
+            (ByRef(..), I4 | I | I8) | (I4 | I | I8, ByRef(..)) => {
                 self.bad(ts, Code::UnmanagedPointer, x.off, a, "a number");
                 I
             }
@@ -1120,9 +1190,9 @@ impl TypeChecker {
                 true
             }
             (I4 | I, I4 | I) | (I8, I8) | (F, F) => true,
-            (ByRef(_), ByRef(_)) => true,
+            (ByRef(..), ByRef(..)) => true,
             (Obj(_) | Null, Obj(_) | Null) => eq_only,
-            (ByRef(_), I) | (I, ByRef(_)) => {
+            (ByRef(..), I) | (I, ByRef(..)) => {
                 self.bad(ts, Code::UnmanagedPointer, x.off, a, "operands of one type");
                 true
             }
@@ -1180,24 +1250,35 @@ impl TypeChecker {
             let v = self.pop(stack);
             self.expect(ts, x.off, v, p, What::Arg(k + 1));
             if k == 0 && delegate_ctor {
-                delegate_obj = Some(v);
+                let own_this =
+                    self.track_this && self.this_slots.get(stack.len()).copied().unwrap_or(false);
+                delegate_obj = Some((v, own_this));
             }
         }
-        if let Some(obj) = delegate_obj {
+        if let Some((obj, own_this)) = delegate_obj {
             self.delegate_target(ts, x, parent, obj);
+            self.delegate_ldftn(ts, x, obj, own_this);
         }
         let is_ctor = x.op == Opcode::Newobj;
         if sig.has_this && !sig.explicit_this && !is_ctor && x.op != Opcode::Calli {
             let this = self.pop(stack);
-            let own_this = self.frame.ctor.is_some()
-                && self.this_slots.get(stack.len()).copied().unwrap_or(false);
+            let own_this =
+                self.track_this && self.this_slots.get(stack.len()).copied().unwrap_or(false);
             // Constructors return void: the name is read only for such callees.
-            if sig.ret == TyId::VOID && !self.frame.ctor_unknown && is_ctor_token(ts, token) {
+            let ctor_callee = sig.ret == TyId::VOID && is_ctor_token(ts, token);
+            if ctor_callee && !self.frame.ctor_unknown {
                 self.ctor_call(ts, x, this, own_this, parent);
             }
             self.this_arg(ts, x, this, parent, prefix);
+            // Constructors are not virtual.
+            if x.op == Opcode::Call && !ctor_callee {
+                self.base_call(ts, x, this, own_this, parent, sig.param_count());
+            }
         } else if sig.has_this && x.op == Opcode::Calli && !sig.explicit_this {
             let _ = self.pop(stack);
+        }
+        if prefix.tail {
+            self.tail_byref(ts, x, &sig, parent, prefix);
         }
         if is_ctor {
             let v = stack_of(ts, parent);
@@ -1214,6 +1295,229 @@ impl TypeChecker {
             let v = stack_of(ts, sig.ret);
             stack.push(self.note(v));
         }
+    }
+
+    /// `call` (not `callvirt`) of a method that may be overridden skips the override: only the
+    /// method's own `this`, never stored to nor its address taken in the method, or a boxed
+    /// value may be its `this` (III.3.19, as ILVerify checks it: C#'s `base.M()`).
+    fn base_call(
+        &mut self,
+        ts: &mut TypeSystem<'_>,
+        x: Ins,
+        this: V,
+        own_this: bool,
+        p: TyId,
+        args: u32,
+    ) {
+        let own = self.own_this(own_this, x, args);
+        // Value types' methods are final (their types sealed). A reference type's own `this`
+        // needs no test here.
+        if own != Some(true) && ts.is_value_type(p) != Some(false) {
+            return;
+        }
+        if self.skips_override(ts, x.off, Token(x.arg), this, own, false) {
+            self.this_mismatch(ts, x.off, this, false);
+        }
+    }
+
+    /// Whether the `this` of `x` (a call taking `args` arguments, or an `ldftn` with none) is
+    /// the method's own: `own_this` when `this` is followed; otherwise known only when
+    /// `ldarg.0` pushed it right before the arguments.
+    fn own_this(&self, own_this: bool, x: Ins, args: u32) -> Option<bool> {
+        if self.track_this {
+            Some(own_this)
+        } else if self.loaded_this(x, args) {
+            Some(true)
+        } else {
+            None
+        }
+    }
+
+    /// Whether `ldarg.0` of an instance method pushed the `this` of `x` right before its `n`
+    /// arguments, each pushed by one instruction that pops nothing (a load, a constant), all
+    /// in `x`'s block: C#'s `base.M(a, b)`, told without following `this`.
+    fn loaded_this(&self, x: Ins, n: u32) -> bool {
+        use Opcode as O;
+        let (Some(k), n) = (self.index(x.off), n as usize) else {
+            return false;
+        };
+        if !self.frame.has_this || k < n + 1 || (k - n..=k).any(|j| self.start[j]) {
+            return false;
+        }
+        let loads_one = |op: Opcode| {
+            matches!(
+                op,
+                O::Ldarg_0
+                    | O::Ldarg_1
+                    | O::Ldarg_2
+                    | O::Ldarg_3
+                    | O::Ldarg_S
+                    | O::Ldarg
+                    | O::Ldloc_0
+                    | O::Ldloc_1
+                    | O::Ldloc_2
+                    | O::Ldloc_3
+                    | O::Ldloc_S
+                    | O::Ldloc
+                    | O::Ldnull
+                    | O::Ldstr
+                    | O::Ldc_I4_M1
+                    | O::Ldc_I4_0
+                    | O::Ldc_I4_1
+                    | O::Ldc_I4_2
+                    | O::Ldc_I4_3
+                    | O::Ldc_I4_4
+                    | O::Ldc_I4_5
+                    | O::Ldc_I4_6
+                    | O::Ldc_I4_7
+                    | O::Ldc_I4_8
+                    | O::Ldc_I4_S
+                    | O::Ldc_I4
+                    | O::Ldc_I8
+                    | O::Ldc_R4
+                    | O::Ldc_R8
+            )
+        };
+        let load = self.ins[k - n - 1];
+        let this =
+            load.op == O::Ldarg_0 || (matches!(load.op, O::Ldarg_S | O::Ldarg) && load.arg == 0);
+        this && self.ins[k - n..k].iter().all(|a| loads_one(a.op))
+    }
+
+    /// Whether `method`, bound to `this` without virtual dispatch at `off` (by `call`, or by
+    /// `ldftn` for a delegate), may be overridden and `this` is neither the method's own `this`
+    /// (`own`: whether the slot holds it, when known) nor a boxed value. Pointers and what is
+    /// not known are not judged. A binding to the method's own `this` is kept and judged after
+    /// the run, when whether the method stores to `this` is known. When `own` is not known, an
+    /// instance method's first run answers false and notes that `this` must be followed.
+    fn skips_override(
+        &mut self,
+        ts: &mut TypeSystem<'_>,
+        off: u32,
+        method: Token,
+        this: V,
+        own: Option<bool>,
+        delegate: bool,
+    ) -> bool {
+        // A method's own `this` held as an object is a reference type's (a value type's is a
+        // managed pointer).
+        if own == Some(true) && matches!(this, V::Obj(_)) {
+            // The common case (C#'s base calls, and mcs's calls on `this`): nothing is
+            // resolved unless the method turns out to store to `this`.
+            self.own_binds.push(OwnBind {
+                off,
+                method,
+                this,
+                delegate,
+            });
+            return false;
+        }
+        let object = match this {
+            V::Obj(t) => ts.is_value_type(t) == Some(false),
+            V::Null => true,
+            _ => false,
+        };
+        if !object || ts.overridable(method) != Some(true) {
+            return false;
+        }
+        if own.is_none() && self.frame.has_this {
+            self.this_needed = true;
+            return false;
+        }
+        true
+    }
+
+    /// After the run: the bindings to the method's own `this` when the method stores to it
+    /// or takes its address (`starg 0`, `ldarga 0`, where the run reached), as ILVerify has
+    /// it: `this` may then be another object.
+    fn settle_own_binds(&mut self, ts: &mut TypeSystem<'_>) {
+        if !self.this_stored {
+            return;
+        }
+        let binds = std::mem::take(&mut self.own_binds);
+        for b in &binds {
+            // At most one finding per instruction: an earlier one stands.
+            if ts.overridable(b.method) == Some(true) && !self.out.iter().any(|d| d.offset == b.off)
+            {
+                if b.delegate {
+                    self.ldftn_mismatch(ts, b.off, b.this, true);
+                } else {
+                    self.this_mismatch(ts, b.off, b.this, true);
+                }
+            }
+        }
+        self.own_binds = binds;
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn this_mismatch(&mut self, ts: &mut TypeSystem<'_>, off: u32, this: V, own_this: bool) {
+        let msg = format!(
+            "call (not callvirt) of a method that may be overridden, on {} ({}): only the \
+             method's unmodified this may skip the override (III.3.19)",
+            name(ts, this),
+            own_why(own_this)
+        );
+        self.report(Code::ThisMismatch, off, msg);
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn ldftn_mismatch(&mut self, ts: &mut TypeSystem<'_>, off: u32, obj: V, own_this: bool) {
+        let msg = format!(
+            "newobj of a delegate on ldftn of a method that may be overridden, bound to {} \
+             ({}): only the method's unmodified this may skip the override; ldvirtftn \
+             dispatches (III.1.8.1.5)",
+            name(ts, obj),
+            own_why(own_this)
+        );
+        self.report(Code::LdftnNonFinalVirtual, off, msg);
+    }
+
+    /// A `tail.` call may not pass a managed pointer (III.2.4: the caller's frame, where it may
+    /// point, is gone when the callee runs), as ILVerify checks it: no parameter of a
+    /// managed-pointer type or `TypedReference`, no value type's method (whose `this` is a
+    /// managed pointer), no `constrained.` call (whose `this` is one too). ILVerify also rejects
+    /// by-ref-like value types (`Span<T>`); the type system does not know them, so they pass.
+    fn tail_byref(
+        &mut self,
+        ts: &mut TypeSystem<'_>,
+        x: Ins,
+        sig: &super::ty::MethodSig,
+        parent: TyId,
+        prefix: &Prefixes,
+    ) {
+        let params = ts.params(sig).to_vec();
+        let byref_param = params
+            .iter()
+            .position(|&p| p == TyId::TYPEDREF || matches!(ts.tys.node(p), TyNode::ByRef(_)));
+        let this = sig.has_this && !sig.explicit_this && x.op != Opcode::Calli;
+        let why = if let Some(k) = byref_param {
+            format!("its parameter {} is {}", k + 1, ts.name(params[k]))
+        } else if this && ts.is_value_type(parent) == Some(true) {
+            format!("its this is a managed pointer to {}", ts.name(parent))
+        } else if prefix.constrained.is_some() && this {
+            "it is a constrained. call, whose this is a managed pointer".to_string()
+        } else {
+            return;
+        };
+        let msg = format!("tail. call that passes a managed pointer: {why} (III.2.4)");
+        self.report(Code::TailByRef, x.off, msg);
+    }
+
+    /// `ret` of a managed pointer into the method's own frame (`ldloca`, `ldarga`, a field of
+    /// either): it points to storage that is gone when the caller gets it (III.3.56). A pointer
+    /// the method was passed may be returned (C#'s `return ref` of a `ref` parameter), though
+    /// ILVerify, which does not follow where it came from, reports that too.
+    #[cold]
+    #[inline(never)]
+    fn return_ptr_to_stack(&mut self, ts: &mut TypeSystem<'_>, off: u32, v: V) {
+        let msg = format!(
+            "ret of {}, the address of a local, an argument or a field in one: the caller gets \
+             a pointer into a frame that is gone (III.3.56)",
+            name(ts, v)
+        );
+        self.report(Code::ReturnPtrToStack, off, msg);
     }
 
     /// `call` or `callvirt` of a constructor: on a followed constructor's `this`, one of its
@@ -1237,7 +1541,7 @@ impl TypeChecker {
             }
         }
         let value_address = match this {
-            V::ByRef(t) => ts.is_value_type(t) != Some(false),
+            V::ByRef(t, _) => ts.is_value_type(t) != Some(false),
             V::Unknown => true,
             _ => false,
         };
@@ -1368,6 +1672,22 @@ impl TypeChecker {
         }
     }
 
+    /// `newobj` of a delegate on `ldftn` (not `ldvirtftn`) of a method that may be overridden
+    /// binds the method without dispatch: only to the method's own unmodified `this` or a boxed
+    /// value, as for `call` (III.1.8.1.5, III.3.19; C#'s `new Action(base.M)`).
+    fn delegate_ldftn(&mut self, ts: &mut TypeSystem<'_>, x: Ins, obj: V, own_this: bool) {
+        let Some((_, f)) = self.function_pointer(x) else {
+            return;
+        };
+        if f.op != Opcode::Ldftn {
+            return;
+        }
+        let own = self.own_this(own_this, f, 0);
+        if self.skips_override(ts, x.off, Token(f.arg), obj, own, true) {
+            self.ldftn_mismatch(ts, x.off, obj, false);
+        }
+    }
+
     /// A `readonly.` call must call an array type's `Address` method (III.2.3): a method of an
     /// array type that returns a managed pointer, as ILVerify checks it (the runtime defines
     /// an array's methods, and only `Address` returns one). A callee whose declaring type or
@@ -1387,6 +1707,18 @@ impl TypeChecker {
         }
     }
 
+    /// A `constrained. c` call's `this`, a managed pointer to `t`: it must point to a `c`
+    /// (III.2.1), as ILVerify checks it (StackUnexpected there). The runtimes do not check it:
+    /// they dereference or box what the pointer points to as a `c`, so a mismatch runs,
+    /// unsafely; unverifiable. Interchangeable targets (`int32&` for `uint32&`, an enum for its
+    /// underlying type), generic parameters and what did not resolve pass.
+    fn constrained_target(&mut self, ts: &mut TypeSystem<'_>, x: Ins, this: V, t: TyId, c: TyId) {
+        if !super::vtype::byref_targets_match(ts, t, c) {
+            let n = format!("{}& (constrained. {})", ts.name(c), ts.name(c));
+            self.bad(ts, Code::TypeNotAssignable, x.off, this, &n);
+        }
+    }
+
     /// `this` of a call: an object of the declaring type (or a managed pointer to it for a
     /// value type's method, or to anything under `constrained.`).
     fn this_arg(
@@ -1397,9 +1729,10 @@ impl TypeChecker {
         parent: TyId,
         prefix: &Prefixes,
     ) {
-        if prefix.constrained.is_some() {
+        if let Some(c) = prefix.constrained {
             match this {
-                V::ByRef(_) | V::Unknown => {}
+                V::ByRef(t, _) => self.constrained_target(ts, x, this, t, c),
+                V::Unknown => {}
                 _ => self.bad(
                     ts,
                     Code::StackByRef,
@@ -1412,7 +1745,7 @@ impl TypeChecker {
         }
         match ts.is_value_type(parent) {
             Some(true) => match this {
-                V::ByRef(t) => {
+                V::ByRef(t, _) => {
                     if !super::vtype::byref_targets_match(ts, t, parent) {
                         let n = format!("{}&", ts.name(parent));
                         self.bad(ts, Code::TypeNotAssignable, x.off, this, &n);
@@ -1427,14 +1760,13 @@ impl TypeChecker {
             },
             // A declaring type whose kind is not known (unresolved) is not judged against a
             // managed pointer: it may be a value type.
-            None if matches!(this, V::ByRef(_)) => {
+            None if matches!(this, V::ByRef(..)) => {
                 self.part(Partial::UnresolvedType);
             }
             _ => match this {
-                V::ByRef(t) => {
+                V::ByRef(..) => {
                     // `call` on a reference type's method through a managed pointer: valid
                     // for some runtime patterns, not verifiable.
-                    let _ = t;
                     self.bad(
                         ts,
                         Code::UnmanagedPointer,
@@ -1466,13 +1798,15 @@ impl TypeChecker {
             }
             O::Ldarg_S | O::Ldarg => self.ldarg(ts, stack, x.arg),
             O::Ldarga_S | O::Ldarga => {
+                self.this_stored |= x.arg == 0;
                 let t = self.frame.args.get(x.arg as usize).copied();
                 stack.push(match t {
-                    Some(t) => V::ByRef(t),
+                    Some(t) => V::ByRef(t, Home::Frame),
                     None => V::Unknown,
                 });
             }
             O::Starg_S | O::Starg => {
+                self.this_stored |= x.arg == 0;
                 let v = self.pop(stack);
                 if let Some(&t) = self.frame.args.get(x.arg as usize) {
                     self.expect(ts, off, v, t, What::Arg(x.arg));
@@ -1485,7 +1819,7 @@ impl TypeChecker {
             O::Ldloca_S | O::Ldloca => {
                 let t = self.frame.locals.get(x.arg as usize).copied();
                 stack.push(match t {
-                    Some(t) => V::ByRef(t),
+                    Some(t) => V::ByRef(t, Home::Frame),
                     None => V::Unknown,
                 });
             }
@@ -1522,13 +1856,16 @@ impl TypeChecker {
                     let v = self.pop(stack);
                     let want = self.frame.ret;
                     self.expect(ts, off, v, want, "return value");
+                    if let V::ByRef(_, Home::Frame) = v {
+                        self.return_ptr_to_stack(ts, off, v);
+                    }
                 }
             }
             O::Br_S | O::Br | O::Leave | O::Leave_S => {}
             O::Brfalse_S | O::Brtrue_S | O::Brfalse | O::Brtrue => {
                 let v = self.pop(stack);
                 match v {
-                    V::I4 | V::I8 | V::I | V::Obj(_) | V::Null | V::ByRef(_) => {}
+                    V::I4 | V::I8 | V::I | V::Obj(_) | V::Null | V::ByRef(..) => {}
                     V::Unknown | V::Var(_) => {
                         self.note(v);
                     }
@@ -1744,7 +2081,7 @@ impl TypeChecker {
                     V::I4 | V::I8 | V::I | V::F | V::Unknown | V::Var(_) => {}
                     // A managed pointer or a (pinned) object reference as an address: valid,
                     // not verifiable (III.1.5 Table III.8).
-                    V::ByRef(_) => self.bad(ts, Code::UnmanagedPointer, off, v, "a number"),
+                    V::ByRef(..) => self.bad(ts, Code::UnmanagedPointer, off, v, "a number"),
                     V::Obj(_) | V::Null if to_pointer => {
                         self.bad(ts, Code::UnmanagedPointer, off, v, "a number")
                     }
@@ -1791,7 +2128,8 @@ impl TypeChecker {
                 let v = self.pop(stack);
                 let t = ts.type_token(0, Token(x.arg));
                 self.object_operand(ts, off, v);
-                stack.push(V::ByRef(t));
+                // Into the box, on the heap.
+                stack.push(V::ByRef(t, Home::Permanent));
             }
             O::Unbox_Any => {
                 let v = self.pop(stack);
@@ -1820,7 +2158,7 @@ impl TypeChecker {
                     Some((t, parent, _)) => {
                         self.instance(ts, off, obj, parent);
                         let v = if x.op == O::Ldflda {
-                            V::ByRef(t)
+                            V::ByRef(t, field_home(obj))
                         } else {
                             stack_of(ts, t)
                         };
@@ -1846,7 +2184,7 @@ impl TypeChecker {
             O::Ldsfld | O::Ldsflda => match ts.field(Token(x.arg)) {
                 Some((t, _, _)) => {
                     let v = if x.op == O::Ldsflda {
-                        V::ByRef(t)
+                        V::ByRef(t, Home::Permanent)
                     } else {
                         stack_of(ts, t)
                     };
@@ -1882,7 +2220,7 @@ impl TypeChecker {
                 self.index_operand(ts, off, i);
                 self.array(ts, off, a);
                 let t = ts.type_token(0, Token(x.arg));
-                stack.push(V::ByRef(t));
+                stack.push(V::ByRef(t, Home::Permanent));
             }
             O::Ldelem_I1
             | O::Ldelem_U1
@@ -1969,7 +2307,9 @@ impl TypeChecker {
                 let v = self.pop(stack);
                 self.expect_v(ts, off, v, V::Value(TyId::TYPEDREF), "typed reference");
                 let t = ts.type_token(0, Token(x.arg));
-                stack.push(V::ByRef(t));
+                // A typed reference's home is not followed: taken as permanent, never guessed
+                // to be in the frame.
+                stack.push(V::ByRef(t, Home::Permanent));
             }
             O::Mkrefany => {
                 let a = self.pop(stack);

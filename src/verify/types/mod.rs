@@ -21,4 +21,4 @@ pub mod vtype;
 pub use check::{Outcome, Partial, TypeChecker};
 pub use system::{Ans, Kind, ModuleStore, TypeInfo, TypeSystem, runtime_dirs};
 pub use ty::{MethodSig, MethodTy, Prim, TyId, TyNode, TypeKey};
-pub use vtype::V;
+pub use vtype::{Home, V};

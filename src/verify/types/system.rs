@@ -494,6 +494,8 @@ pub struct TypeSystem<'a> {
     /// The declaring TypeDef of each MethodDef of the image being verified (0: none), when the
     /// method lists run in order without a MethodPtr table; `None` until first asked.
     method_owners: Option<Option<Vec<u32>>>,
+    /// [`TypeSystem::overridable`] by method token of the image being verified.
+    overridable: FxMap<u32, Option<bool>>,
     /// The same for Field rows.
     field_owners: Option<Option<Vec<u32>>>,
     /// How each type is held on the stack, by type id (see [`super::vtype::stack_of`]).
@@ -544,6 +546,7 @@ impl<'a> TypeSystem<'a> {
             field_sigs: FxMap::default(),
             local_sigs: FxMap::default(),
             method_owners: None,
+            overridable: FxMap::default(),
             field_owners: None,
             forms: Vec::new(),
             wk_keys: HashMap::new(),
@@ -1421,6 +1424,108 @@ impl<'a> TypeSystem<'a> {
         ))
     }
 
+    /// Whether the method a token of the image being verified names (MethodDef, MemberRef or
+    /// MethodSpec) may be overridden: virtual, not final, and declared by a type that is not
+    /// sealed (III.3.19). `None` when its definition cannot be found: a reference that does
+    /// not resolve, or names a method its type does not declare itself (an inherited one).
+    pub fn overridable(&mut self, token: Token) -> Option<bool> {
+        if let Some(&known) = self.overridable.get(&token.0) {
+            return known;
+        }
+        let found = if self.names_ctor(token) {
+            // Constructors are never virtual: no lookup for the most common reference.
+            Some(false)
+        } else {
+            self.definition(token).and_then(|(m, rid, owner)| {
+                let (img, _) = self.module(m)?;
+                let t = img.tables();
+                let flags = t.method_def(rid).ok()?.flags;
+                let sealed = t.type_def(owner).ok()?.flags & 0x100 != 0;
+                // Virtual (0x40), not final (0x20).
+                Some(flags & 0x60 == 0x40 && !sealed)
+            })
+        };
+        self.overridable.insert(token.0, found);
+        found
+    }
+
+    /// Whether a MemberRef of the image being verified names an instance constructor.
+    fn names_ctor(&self, token: Token) -> bool {
+        token.table() == Some(Table::MemberRef)
+            && self
+                .current
+                .tables()
+                .member_ref(token.rid())
+                .is_ok_and(|r| heap_str(self.current.strings().data, r.name) == Some(b".ctor"))
+    }
+
+    /// The MethodDef a method token of the image being verified names: its module, its row
+    /// and its declaring TypeDef's row. A MemberRef is found by name and signature among its
+    /// type's own methods.
+    fn definition(&mut self, token: Token) -> Option<(u32, u32, u32)> {
+        match token.table()? {
+            Table::MethodDef => Some((0, token.rid(), self.owner(token.rid(), false).ok()??)),
+            Table::MethodSpec => {
+                let row = self.current.tables().method_spec(token.rid()).ok()?;
+                self.definition(row.method)
+            }
+            Table::MemberRef => self.member_definition(token.rid()),
+            _ => None,
+        }
+    }
+
+    /// [`TypeSystem::definition`] of MemberRef `rid`.
+    fn member_definition(&mut self, rid: u32) -> Option<(u32, u32, u32)> {
+        let current = self.current;
+        let row = current.tables().member_ref(rid).ok()?;
+        let name = heap_str(current.strings().data, row.name)?;
+        if !matches!(
+            row.class.table(),
+            Some(Table::TypeDef | Table::TypeRef | Table::TypeSpec)
+        ) {
+            return None;
+        }
+        let owner = self.type_token(0, row.class);
+        let key = self.key_of(owner)?;
+        let want = self.method_sig(0, row.signature, current.blobs().get(row.signature).ok()?)?;
+        let md = self.handle(key.module)?;
+        let img = md.img();
+        let t = img.tables();
+        if t.rows(Table::MethodPtr) > 0 {
+            return None;
+        }
+        let first = t.type_def(key.rid).ok()?.method_list;
+        let end = if key.rid < t.rows(Table::TypeDef) {
+            t.type_def(key.rid + 1).ok()?.method_list
+        } else {
+            t.rows(Table::MethodDef) + 1
+        };
+        let strings = img.strings().data;
+        for method in first..end.min(t.rows(Table::MethodDef) + 1) {
+            let row = t.method_def(method).ok()?;
+            if heap_str(strings, row.name) != Some(name) {
+                continue;
+            }
+            let blob = img.blobs().get(row.signature).ok()?;
+            let sig = self.method_sig(key.module, row.signature, blob)?;
+            if self.same_shape(&sig, &want) {
+                return Some((key.module, method, key.rid));
+            }
+        }
+        None
+    }
+
+    /// Whether two signatures read unsubstituted (a definition's and a reference's to it)
+    /// spell the same method: calling convention, return and parameter types.
+    fn same_shape(&self, a: &MethodSig, b: &MethodSig) -> bool {
+        a.has_this == b.has_this
+            && a.explicit_this == b.explicit_this
+            && a.vararg == b.vararg
+            && a.generic_params == b.generic_params
+            && a.ret == b.ret
+            && self.params(a) == self.params(b)
+    }
+
     /// The signature of a delegate type's `Invoke` method, in the delegate's instantiation
     /// (`Func<int32>`'s returns `int32`): `None` when the type or its method list cannot be
     /// read (a MethodPtr indirection is not followed), or it has no `Invoke`.
@@ -1850,6 +1955,14 @@ impl<'a> TypeSystem<'a> {
     pub fn references_used(&self) -> usize {
         self.refs.len()
     }
+}
+
+/// The bytes of the string at `at` in a `#Strings` heap, up to its NUL (no UTF-8 check: names
+/// are compared, not read).
+fn heap_str(data: &[u8], at: u32) -> Option<&[u8]> {
+    let rest = data.get(at as usize..)?;
+    let len = rest.iter().position(|&b| b == 0)?;
+    Some(&rest[..len])
 }
 
 #[cfg(test)]

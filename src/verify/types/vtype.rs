@@ -25,11 +25,37 @@ pub enum V {
     Obj(TyId),
     /// A value of a value type that is not a primitive or an enum.
     Value(TyId),
-    /// A managed pointer to a type.
-    ByRef(TyId),
+    /// A managed pointer to a type, and where it points.
+    ByRef(TyId, Home),
     /// A value of a generic parameter type: a reference or a value, as instantiated.
     Var(TyId),
 }
+
+/// Where a managed pointer points, as far as returning it goes (III.3.56): a pointer into the
+/// method's own frame dies with it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Home {
+    /// A location that outlives the method, or one not known to be in its frame: a field of
+    /// an object, an array element, a static field, what a call returned, a managed pointer
+    /// the method was given.
+    Permanent,
+    /// One of the method's own locals or arguments (`ldloca`, `ldarga`), or a field in one.
+    Frame,
+}
+
+impl Home {
+    /// The home of a merge: in the frame when either is.
+    fn join(self, other: Home) -> Home {
+        if self == Home::Frame || other == Home::Frame {
+            Home::Frame
+        } else {
+            Home::Permanent
+        }
+    }
+}
+
+// A slot stays eight bytes: the entry states and the stack copy slots by the thousand.
+const _: () = assert!(std::mem::size_of::<V>() == 8);
 
 /// How a value of type `t` is held on the stack.
 #[inline]
@@ -71,7 +97,7 @@ fn stack_of_uncached(ts: &mut TypeSystem<'_>, t: TyId) -> V {
         TyNode::Inst { value: false, .. } => V::Obj(t),
         TyNode::Var(_) | TyNode::MVar(_) => V::Var(t),
         TyNode::Ptr(_) | TyNode::FnPtr => V::I,
-        TyNode::ByRef(e) => V::ByRef(e),
+        TyNode::ByRef(e) => V::ByRef(e, Home::Permanent),
     }
 }
 
@@ -105,7 +131,7 @@ pub fn name(ts: &mut TypeSystem<'_>, v: V) -> String {
             }
         }
         V::Value(t) | V::Var(t) => ts.name(t),
-        V::ByRef(t) => format!("{}&", ts.name(t)),
+        V::ByRef(t, _) => format!("{}&", ts.name(t)),
     }
 }
 
@@ -140,7 +166,7 @@ pub fn fits_v(ts: &mut TypeSystem<'_>, found: V, want: V) -> Result<(), Misfit> 
                 Err(Code::StackUnexpected)
             }
         }
-        (ByRef(a), ByRef(b)) => {
+        (ByRef(a, _), ByRef(b, _)) => {
             if byref_targets_match(ts, a, b) {
                 Ok(())
             } else {
@@ -149,7 +175,7 @@ pub fn fits_v(ts: &mut TypeSystem<'_>, found: V, want: V) -> Result<(), Misfit> 
         }
         // A managed pointer as a native int, or the reverse, or null as a managed pointer:
         // valid code, not verifiable.
-        (ByRef(_), I) | (I, ByRef(_)) | (Null, ByRef(_)) => Err(Code::UnmanagedPointer),
+        (ByRef(..), I) | (I, ByRef(..)) | (Null, ByRef(..)) => Err(Code::UnmanagedPointer),
         _ => Err(Code::StackUnexpected),
     }
 }
@@ -200,18 +226,55 @@ pub fn merge(ts: &mut TypeSystem<'_>, a: V, b: V) -> Result<V, Unmergeable> {
         (I4, I) | (I, I4) => I,
         (Null, Obj(t)) | (Obj(t), Null) => Obj(t),
         (Obj(x), Obj(y)) => Obj(ts.merge(x, y)),
-        (ByRef(x), ByRef(y)) => {
+        (ByRef(x, hx), ByRef(y, hy)) => {
+            let home = hx.join(hy);
             if byref_targets_match(ts, x, y) {
-                ByRef(x)
+                ByRef(x, home)
             } else {
-                ByRef(TyId::UNKNOWN)
+                ByRef(TyId::UNKNOWN, home)
             }
         }
         (Var(_), _) | (_, Var(_)) => Unknown,
         (Value(x), Value(y)) if ts.tys.has_generic_param(x) || ts.tys.has_generic_param(y) => {
             Unknown
         }
-        (ByRef(_), I) | (I, ByRef(_)) => I,
+        (ByRef(..), I) | (I, ByRef(..)) => I,
         _ => return Err(Unmergeable),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::image::Image;
+    use crate::verify::types::ModuleStore;
+
+    /// A join keeps a pointer in the frame when it is on either path (a `ret` after it may
+    /// return a local's address), and whether a pointer fits never depends on its home.
+    #[test]
+    fn a_joined_pointer_is_in_the_frame_when_either_is() {
+        let (_, bytes) = crate::corpus::EMBEDDED[0];
+        let image = Image::parse(bytes).unwrap();
+        let store = ModuleStore::new(vec![]);
+        let mut ts = TypeSystem::new(&store, &image, None);
+        let (i4, u4) = (ts.tys.prim(Prim::I4), ts.tys.prim(Prim::U4));
+        let lasting = V::ByRef(i4, Home::Permanent);
+        let frame = V::ByRef(u4, Home::Frame);
+        assert_eq!(merge(&mut ts, lasting, lasting), Ok(lasting));
+        assert_eq!(
+            merge(&mut ts, lasting, frame),
+            Ok(V::ByRef(i4, Home::Frame))
+        );
+        assert_eq!(
+            merge(&mut ts, frame, lasting),
+            Ok(V::ByRef(u4, Home::Frame))
+        );
+        let string = V::ByRef(TyId::STRING, Home::Permanent);
+        assert_eq!(
+            merge(&mut ts, frame, string),
+            Ok(V::ByRef(TyId::UNKNOWN, Home::Frame))
+        );
+        assert_eq!(fits_v(&mut ts, frame, lasting), Ok(()));
+        assert_eq!(fits_v(&mut ts, lasting, frame), Ok(()));
+    }
 }
