@@ -303,7 +303,7 @@ impl<'i, 'a> EmitPlan<'i, 'a> {
     }
 
     fn plan_probes(&mut self, image: &Image<'_>, opts: &RewriteOptions) -> Result<(), EmitError> {
-        use crate::ir::transforms::{as_object, fits_object, ldloc, return_type_bytes};
+        use crate::ir::transforms::{as_object, fits_object, ldloc, return_value_bytes};
         const VOID: u8 = 0x01;
         let Probes { entry, exit } = &opts.probes;
         if entry.is_none() && exit.is_none() {
@@ -407,7 +407,7 @@ impl<'i, 'a> EmitPlan<'i, 'a> {
                             }
                         }
                         ProbeArg::ReturnValue => {
-                            let ret = method.signature_blob().ok().and_then(return_type_bytes);
+                            let ret = return_value_bytes(&method);
                             let Some(ret) = ret else {
                                 code.truncate(start);
                                 return Ok(Err(SkipReason::NeedsSignature));
@@ -456,10 +456,10 @@ impl<'i, 'a> EmitPlan<'i, 'a> {
         wraps: bool,
     ) -> Result<Option<ReturnLocal>, EmitError> {
         use crate::ir::transforms::{
-            fits_object, locals_plus_one, return_type_bytes, spare_return_local,
+            fits_object, locals_plus_one, return_value_bytes, spare_return_local,
         };
         const VOID: u8 = 0x01;
-        let Some(ret) = method.signature_blob().ok().and_then(return_type_bytes) else {
+        let Some(ret) = return_value_bytes(method) else {
             return Ok(None);
         };
         if ret == [VOID] || (!wraps && !fits_object(ret)) {

@@ -504,6 +504,74 @@ fn primitive_name(et: u8) -> Option<&'static str> {
     })
 }
 
+/// The bytes of a method signature's return type (custom modifiers included), when the blob
+/// parses that far.
+pub fn return_type_of(method_sig: &[u8]) -> Option<&[u8]> {
+    let mut r = SigReader::new(method_sig);
+    let cc = r.u8().ok()?;
+    if cc & callconv::GENERIC != 0 {
+        r.compressed_u32().ok()?;
+    }
+    r.compressed_u32().ok()?;
+    let start = r.pos();
+    read_type(&mut r, 1, None).ok()?;
+    method_sig.get(start..r.pos())
+}
+
+/// The type a method's `ret` returns, as signatures encode it: the declared return type of
+/// `method_sig`, or for a runtime-async method (`impl_flags` with [`IMPL_ASYNC`]) what its task
+/// completes with ([`async_result`]: `void` for `Task`/`ValueTask`, `T` for `Task<T>`).
+pub fn returned_type(method_sig: &[u8], impl_flags: u16) -> Option<&[u8]> {
+    const VOID: &[u8] = &[element::VOID];
+    let ret = return_type_of(method_sig)?;
+    if impl_flags & IMPL_ASYNC == 0 {
+        return Some(ret);
+    }
+    Some(match async_result(ret) {
+        Some(None) => VOID,
+        Some(Some(range)) => &ret[range],
+        None => ret,
+    })
+}
+
+/// MethodImplAttributes' runtime-async bit (`Async`): such a method's `ret` returns what its
+/// `Task`/`ValueTask` completes with, not the task (the runtime-async amendment to ECMA-335,
+/// I.8.4.5).
+pub const IMPL_ASYNC: u16 = 0x2000;
+
+/// What the `ret` of a runtime-async method whose declared return type is `ret` (a Type as
+/// signatures encode it, custom modifiers included) returns: `Some(None)` nothing (`Task`,
+/// `ValueTask`), `Some(Some(range))` the type argument at `range` of `ret` (`Task<T>`,
+/// `ValueTask<T>`), `None` when `ret` has neither shape (the method is then judged by its
+/// declared type). The shapes are read, not the names: only these four types are allowed.
+pub fn async_result(ret: &[u8]) -> Option<Option<std::ops::Range<usize>>> {
+    use element::*;
+    let mut r = SigReader::new(ret);
+    while matches!(r.peek().ok()?, CMOD_OPT | CMOD_REQD) {
+        r.u8().ok()?;
+        r.compressed_u32().ok()?;
+    }
+    match r.u8().ok()? {
+        CLASS | VALUETYPE => {
+            r.compressed_u32().ok()?;
+            (r.remaining() == 0).then_some(None)
+        }
+        GENERICINST => {
+            if !matches!(r.u8().ok()?, CLASS | VALUETYPE) {
+                return None;
+            }
+            r.compressed_u32().ok()?;
+            if r.compressed_u32().ok()? != 1 {
+                return None;
+            }
+            let start = r.pos();
+            read_type(&mut r, 1, None).ok()?;
+            (r.remaining() == 0).then_some(Some(start..ret.len()))
+        }
+        _ => None,
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Type grammar (II.23.2.12 and the parameter/return/local forms around it)
 

@@ -523,6 +523,14 @@ impl<'i> ImageResolver<'i> {
     /// Answers for `method` (its signature) and `body` (its locals) from now on.
     /// The same answers as [`Method::signature`] and [`Image::local_count`], from the caches.
     pub fn set_method(&mut self, method: &Method<'_>, body: &Body<'_>) {
+        // A runtime-async method's `ret` returns its task's result: nothing for `Task`.
+        let async_void = (method.impl_flags() & sig::IMPL_ASYNC != 0)
+            .then(|| {
+                let blob = method.signature_blob().ok()?;
+                let ret = sig::returned_type(blob, method.impl_flags())?;
+                Some(ret == [sig::element::VOID])
+            })
+            .flatten();
         self.method = self
             .method_sig_at(method.row().signature)
             .map(|s| MethodSig {
@@ -530,7 +538,7 @@ impl<'i> ImageResolver<'i> {
                     s.param_count as u64 + (s.has_this && !s.explicit_this) as u64,
                 )
                 .unwrap_or(u16::MAX),
-                returns_void: s.returns_void,
+                returns_void: async_void.unwrap_or(s.returns_void),
             });
         self.locals = self.locals_of(body.local_sig());
     }

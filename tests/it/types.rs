@@ -399,3 +399,162 @@ fn unresolvable_references_make_methods_checked_in_part() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Runtime-async methods: their bodies, and the same bodies without the flag.
+const ASYNC_CASES: &str = r#"
+.assembly extern mscorlib
+{
+  .publickeytoken = (B7 7A 5C 56 19 34 E0 89)
+  .ver 4:0:0:0
+}
+.assembly async_cases
+{
+  .ver 1:0:0:0
+}
+.module async_cases.dll
+
+.class public auto ansi abstract sealed beforefieldinit Async.Cases extends [mscorlib]System.Object
+{
+  .method public static class [mscorlib]System.Threading.Tasks.Task Nothing_Valid() cil managed
+  {
+    .maxstack 1
+    ret
+  }
+  .method public static class [mscorlib]System.Threading.Tasks.Task`1<int32> Result_Valid() cil managed
+  {
+    .maxstack 1
+    ldc.i4.1
+    ret
+  }
+  .method public static class [mscorlib]System.Threading.Tasks.Task`1<string> StringResult_Valid() cil managed
+  {
+    .maxstack 1
+    ldstr "x"
+    ret
+  }
+  .method public static class [mscorlib]System.Threading.Tasks.Task ValueForNothing_Invalid_ReturnVoid() cil managed
+  {
+    .maxstack 1
+    ldc.i4.1
+    ret
+  }
+  .method public static class [mscorlib]System.Threading.Tasks.Task`1<int32> NothingForResult_Invalid_ReturnMissing() cil managed
+  {
+    .maxstack 1
+    ret
+  }
+  .method public static class [mscorlib]System.Threading.Tasks.Task`1<int32> StringForInt32_Invalid_StackUnexpected() cil managed
+  {
+    .maxstack 1
+    ldstr "x"
+    ret
+  }
+}
+"#;
+
+/// A runtime-async method (MethodImplAttributes 0x2000) returns its task's result: `ret` with
+/// nothing for `Task`, with the `T` of `Task<T>` (the runtime-async amendment to ECMA-335,
+/// I.8.4.5; ILVerify's rule). ilasm cannot write the flag, so the test sets it in the
+/// assembled bytes; without it, the same bodies are judged by their declared type.
+#[test]
+fn runtime_async_methods_return_their_tasks_result() {
+    let test = "runtime_async_methods_return_their_tasks_result";
+    if !support::mono_tool(test, "ilasm") {
+        return;
+    }
+    let dir = scratch("async");
+    let il = dir.join("async_cases.il");
+    std::fs::write(&il, ASYNC_CASES).unwrap();
+    let plain = dir.join("plain.dll");
+    let o = support::run(
+        Command::new("ilasm")
+            .args(["/dll", "/quiet"])
+            .arg(format!("/output:{}", plain.display()))
+            .arg(&il),
+    );
+    assert!(o.success(), "ilasm: {}", o.describe());
+    let mut bytes = std::fs::read(&plain).unwrap();
+    {
+        let image = ilcheck::image::Image::parse(&bytes).unwrap();
+        let h = image.tables_header();
+        let info = h.info(ilcheck::image::Table::MethodDef);
+        // ImplFlags, the MethodDef row's second column.
+        let (col, width) = info.column(1).unwrap();
+        assert_eq!(width, 2);
+        let at: Vec<usize> = (1..=info.rows)
+            .map(|rid| info.offset + (rid as usize - 1) * info.row_size as usize + col)
+            .collect();
+        drop(image);
+        for a in at {
+            bytes[a + 1] |= 0x20;
+        }
+    }
+    let flagged = dir.join("async_cases.dll");
+    std::fs::write(&flagged, &bytes).unwrap();
+
+    let codes = |dll: &Path| {
+        let report = verify(&[dll.to_path_buf()], Level::Unverifiable);
+        assert!(report.image_errors.is_empty(), "{:?}", report.image_errors);
+        let mut found: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for f in &report.findings {
+            found
+                .entry(f.method.clone())
+                .or_default()
+                .insert(f.code.clone());
+        }
+        assert_eq!(report.types.unwrap().methods_in_part, 0);
+        found
+    };
+    let flagged_codes = codes(&flagged);
+    let image = ilcheck::image::Image::open(&flagged).unwrap();
+    let mut cases = 0;
+    for m in image.methods() {
+        assert_eq!(m.impl_flags() & 0x2000, 0x2000);
+        let name = m.full_name().unwrap();
+        let want = expected_codes(&name.replace("Async.Cases::", "Types.Cases::")).unwrap();
+        let got = flagged_codes.get(&name).cloned().unwrap_or_default();
+        assert_eq!(got, want, "{name}");
+        cases += 1;
+    }
+    assert_eq!(cases, 6);
+    // Without the flag the declared task type is what `ret` must return.
+    let plain_codes = codes(&plain);
+    let of = |m: &str| plain_codes.get(&format!("Async.Cases::{m}()")).cloned();
+    let one = |c: &str| Some(BTreeSet::from([c.to_string()]));
+    assert_eq!(of("Nothing_Valid"), one("ReturnMissing"), "{plain_codes:?}");
+    assert_eq!(
+        of("Result_Valid"),
+        one("StackUnexpected"),
+        "{plain_codes:?}"
+    );
+    assert_eq!(of("StringResult_Valid"), one("TypeNotAssignable"));
+    // A value where a `Task` is declared: a type finding, not the structural ReturnVoid.
+    assert_eq!(
+        of("ValueForNothing_Invalid_ReturnVoid"),
+        one("StackUnexpected")
+    );
+
+    // The wraps keep a runtime-async method's result in a local of the result's type (not the
+    // task's): nothing new against the original.
+    for t in ["wrap-finally", "wrap-catch"] {
+        let out = dir.join(format!("{t}.dll"));
+        let o = support::run(
+            ilcheck()
+                .arg("rewrite")
+                .arg(&flagged)
+                .arg("-o")
+                .arg(&out)
+                .args(["-t", t]),
+        );
+        assert!(o.success(), "{t}: {}", o.describe());
+        let o = support::run(
+            ilcheck()
+                .arg("verify")
+                .arg(&out)
+                .arg("--baseline")
+                .arg(&flagged)
+                .args(["--level", "unverifiable"]),
+        );
+        assert!(o.success(), "{t}: {}", o.describe());
+    }
+}

@@ -69,8 +69,7 @@ pub fn spare_return_local(
     method: &crate::image::Method<'_>,
     body: &crate::body::Body<'_>,
 ) -> Option<u16> {
-    let ret_blob = method.signature_blob().ok()?;
-    let ret = sig_types(ret_blob, false)?.pop()?;
+    let want = return_value_bytes(method)?;
     let local_token = Token(body.local_sig());
     if local_token.table() != Some(Table::StandAloneSig) {
         return None;
@@ -101,7 +100,6 @@ pub fn spare_return_local(
             *u = true;
         }
     }
-    let want = &ret_blob[ret];
     locals
         .iter()
         .enumerate()
@@ -119,6 +117,12 @@ pub fn call_snippet(token: u32) -> Vec<Instr> {
 pub fn return_type_bytes(method_sig: &[u8]) -> Option<&[u8]> {
     let ret = sig_types(method_sig, false)?.pop()?;
     method_sig.get(ret)
+}
+
+/// The type a method's `ret` returns, as signatures encode it ([`crate::image::sig::returned_type`]:
+/// for a runtime-async method, what its task completes with).
+pub fn return_value_bytes<'i>(method: &crate::image::Method<'i>) -> Option<&'i [u8]> {
+    crate::image::sig::returned_type(method.signature_blob().ok()?, method.impl_flags())
 }
 
 /// A local-variable signature (II.23.2.6) with the locals of `locals` (a LocalVarSig blob, or

@@ -336,10 +336,19 @@ impl TypeChecker {
             None
         };
         let ctor_unknown = instance_ctor && ctor.is_none() && ts.is_value_type(parent).is_none();
+        let ret = if ts
+            .image()
+            .method(rid)
+            .is_ok_and(|m| m.impl_flags() & crate::image::sig::IMPL_ASYNC != 0)
+        {
+            async_result(ts, sig.ret)
+        } else {
+            sig.ret
+        };
         self.frame = Frame {
             args,
             locals,
-            ret: sig.ret,
+            ret,
             ctor,
             ctor_unknown,
             has_this: sig.has_this && !sig.explicit_this,
@@ -817,6 +826,17 @@ impl std::fmt::Display for What {
             What::Arg(n) => write!(f, "argument {n}"),
             What::Local(n) => write!(f, "local {n}"),
         }
+    }
+}
+
+/// What a runtime-async method's `ret` returns, given its declared return type: nothing for
+/// `Task`/`ValueTask`, `T` for `Task<T>`/`ValueTask<T>` (the runtime-async amendment to
+/// ECMA-335, I.8.4.5); a declared type of another shape stands.
+fn async_result(ts: &TypeSystem<'_>, declared: TyId) -> TyId {
+    match ts.tys.node(declared) {
+        TyNode::Inst { args, .. } if args.len() == 1 => args[0],
+        TyNode::Class(_) | TyNode::Value(_) => TyId::VOID,
+        _ => declared,
     }
 }
 
