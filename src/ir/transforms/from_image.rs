@@ -30,24 +30,14 @@ pub fn find_exception_type(image: &Image<'_>) -> Option<u32> {
     None
 }
 
-/// The byte range of each type in a signature blob: the return type of a method signature, or
-/// every local of a local-variable signature (`locals`).
-fn sig_types(blob: &[u8], locals: bool) -> Option<Vec<std::ops::Range<usize>>> {
+/// The byte range of each local of a local-variable signature blob (II.23.2.6).
+fn local_types(blob: &[u8]) -> Option<Vec<std::ops::Range<usize>>> {
     use crate::image::sig::{SigReader, read_type};
     let mut r = SigReader::new(blob);
-    let cc = r.u8().ok()?;
-    let count = if locals {
-        if cc != 0x07 {
-            return None;
-        }
-        r.compressed_u32().ok()?
-    } else {
-        if cc & 0x10 != 0 {
-            r.compressed_u32().ok()?; // generic parameter count
-        }
-        r.compressed_u32().ok()?; // parameter count
-        1 // the return type
-    };
+    if r.u8().ok()? != crate::image::sig::callconv::LOCAL_SIG {
+        return None;
+    }
+    let count = r.compressed_u32().ok()?;
     // Each type takes at least a byte: a count beyond the bytes left is malformed.
     if count as usize > r.remaining() {
         return None;
@@ -80,7 +70,7 @@ pub fn spare_return_local(
         .ok()?
         .signature;
     let local_blob = image.blobs().get(index).ok()?;
-    let locals = sig_types(local_blob, true)?;
+    let locals = local_types(local_blob)?;
     let mut used = vec![false; locals.len()];
     for instr in body.instructions() {
         let instr = instr.ok()?;
@@ -113,10 +103,9 @@ pub fn call_snippet(token: u32) -> Vec<Instr> {
 }
 
 /// The bytes of a method signature's return type (custom modifiers included), when the blob
-/// parses.
+/// parses that far ([`crate::image::sig::return_type_of`]).
 pub fn return_type_bytes(method_sig: &[u8]) -> Option<&[u8]> {
-    let ret = sig_types(method_sig, false)?.pop()?;
-    method_sig.get(ret)
+    crate::image::sig::return_type_of(method_sig)
 }
 
 /// The type a method's `ret` returns, as signatures encode it ([`crate::image::sig::returned_type`]:
@@ -140,7 +129,7 @@ pub fn locals_plus_one(locals: Option<&[u8]>, ty: &[u8]) -> Option<(Vec<u8>, u16
             }
             let (count, used) = crate::image::sig::decompress_u32(tail).ok()?;
             // The whole blob must parse: the new local goes after the last one.
-            sig_types(blob, true)?;
+            local_types(blob)?;
             (count, &tail[used..])
         }
     };
