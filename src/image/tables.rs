@@ -810,9 +810,10 @@ impl<'a> Tables<'a> {
         self.list_owner(method_rid, Table::MethodDef, Table::MethodPtr, 5)
     }
 
-    /// The MethodDef rows `lo..hi` that [`Tables::declaring_type`] gives TypeDef `owner`, for
-    /// a caller that goes through methods in order and has found
-    /// [`Tables::method_lists_sorted`] true. `None` with a MethodPtr table.
+    /// The MethodDef rows `lo..hi` of TypeDef `owner`'s method list: from its list start to the
+    /// next type's (II.22.37). When the list starts never decrease
+    /// ([`Tables::method_lists_sorted`]), these are exactly the rows [`Tables::declaring_type`]
+    /// gives `owner`. `None` with a MethodPtr table, or a row that does not read.
     pub fn method_span(&self, owner: u32) -> Option<(u32, u32)> {
         if self.rows(Table::MethodPtr) > 0 {
             return None;

@@ -1491,15 +1491,7 @@ impl<'a> TypeSystem<'a> {
         let md = self.handle(key.module)?;
         let img = md.img();
         let t = img.tables();
-        if t.rows(Table::MethodPtr) > 0 {
-            return None;
-        }
-        let first = t.type_def(key.rid).ok()?.method_list;
-        let end = if key.rid < t.rows(Table::TypeDef) {
-            t.type_def(key.rid + 1).ok()?.method_list
-        } else {
-            t.rows(Table::MethodDef) + 1
-        };
+        let (first, end) = t.method_span(key.rid)?;
         let strings = img.strings().data;
         for method in first..end.min(t.rows(Table::MethodDef) + 1) {
             let row = t.method_def(method).ok()?;
@@ -1534,15 +1526,7 @@ impl<'a> TypeSystem<'a> {
         let token = {
             let (img, _) = self.module(key.module)?;
             let t = img.tables();
-            if t.rows(Table::MethodPtr) > 0 {
-                return None;
-            }
-            let first = t.type_def(key.rid).ok()?.method_list;
-            let end = if key.rid < t.rows(Table::TypeDef) {
-                t.type_def(key.rid + 1).ok()?.method_list
-            } else {
-                t.rows(Table::MethodDef) + 1
-            };
+            let (first, end) = t.method_span(key.rid)?;
             let s = img.strings();
             (first..end.min(t.rows(Table::MethodDef) + 1)).find(|&rid| {
                 t.method_def(rid).ok().and_then(|row| s.get(row.name).ok()) == Some("Invoke")
