@@ -412,7 +412,11 @@ fn many(a: &RewriteArgs, mut opts: RewriteOptions) -> Result<ExitCode> {
         }
         drop(done);
     });
-    for dir in dirs.lock().map(|d| d.clone()).unwrap_or_default() {
+    for dir in dirs
+        .lock()
+        .map(|mut d| std::mem::take(&mut *d))
+        .unwrap_or_default()
+    {
         ilcheck::fsio::sync_dir(&dir);
     }
     let wall = start.elapsed().as_secs_f64();

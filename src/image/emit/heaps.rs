@@ -107,16 +107,7 @@ impl EntryIndex {
 
     /// Records an entry not in the table yet.
     fn insert(&mut self, hash: u32, index: u32) {
-        if (self.len + 1) * 2 > self.slots.len() {
-            self.grow();
-        }
-        let mask = self.slots.len() - 1;
-        let mut i = hash as usize & mask;
-        while self.slots[i].1 != 0 {
-            i = (i + 1) & mask;
-        }
-        self.slots[i] = (hash, index + 1);
-        self.len += 1;
+        self.insert_first(hash, index, |_| false);
     }
 }
 

@@ -182,7 +182,8 @@ impl<R: Resolver + ?Sized> Resolver for EmitResolver<'_, R> {
             let added = if kind == OperandKind::String {
                 self.additions.is_added_string(token)
             } else {
-                token & 0x00FF_FFFF != 0 && self.additions.is_added_row(token)
+                // Added rows start past the image's last, so never at row 0.
+                self.additions.is_added_row(token)
             };
             if added {
                 if !self.inner.token_fits(kind, token) {

@@ -8,7 +8,7 @@ use super::ty::{Prim, TyId, TyNode, TypeKey};
 use super::vtype::{Home, Unmergeable, V, fits, fits_v, merge, name, prim_of, stack_of};
 use crate::body::{Body, ClauseKind};
 use crate::image::tables::Token;
-use crate::opcode::{ALL, DECODE, Flow, Opcode, OperandKind};
+use crate::opcode::{ALL, DECODE, Flow, Opcode, OperandKind, Pops, Pushes};
 use crate::verify::{Code, Diagnostic};
 
 /// Most findings kept per method; the rest are counted, not described.
@@ -1364,38 +1364,12 @@ impl TypeChecker {
         if !self.frame.has_this || k < n + 1 || (k - n..=k).any(|j| self.start[j]) {
             return false;
         }
+        // From the opcode table: one value pushed, nothing popped, control falls through.
         let loads_one = |op: Opcode| {
+            let info = op.info();
             matches!(
-                op,
-                O::Ldarg_0
-                    | O::Ldarg_1
-                    | O::Ldarg_2
-                    | O::Ldarg_3
-                    | O::Ldarg_S
-                    | O::Ldarg
-                    | O::Ldloc_0
-                    | O::Ldloc_1
-                    | O::Ldloc_2
-                    | O::Ldloc_3
-                    | O::Ldloc_S
-                    | O::Ldloc
-                    | O::Ldnull
-                    | O::Ldstr
-                    | O::Ldc_I4_M1
-                    | O::Ldc_I4_0
-                    | O::Ldc_I4_1
-                    | O::Ldc_I4_2
-                    | O::Ldc_I4_3
-                    | O::Ldc_I4_4
-                    | O::Ldc_I4_5
-                    | O::Ldc_I4_6
-                    | O::Ldc_I4_7
-                    | O::Ldc_I4_8
-                    | O::Ldc_I4_S
-                    | O::Ldc_I4
-                    | O::Ldc_I8
-                    | O::Ldc_R4
-                    | O::Ldc_R8
+                (info.pops, info.pushes, info.flow),
+                (Pops::Fixed(0), Pushes::Fixed(1), Flow::Next)
             )
         };
         let load = self.ins[k - n - 1];
