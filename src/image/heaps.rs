@@ -26,7 +26,7 @@ impl<'a> StringHeap<'a> {
                 heap_size: self.data.len(),
             });
         };
-        let Some(len) = rest.iter().position(|&b| b == 0) else {
+        let Some(len) = memchr::memchr(0, rest) else {
             return Err(ImageError::BadHeapEntry {
                 heap: "#Strings",
                 offset: self.offset + start,

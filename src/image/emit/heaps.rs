@@ -16,6 +16,8 @@ pub(super) struct GrowingHeap<'a> {
     index: Option<EntryIndex>,
     /// Memory for the index's slots until it is built (a caller's, from an earlier heap).
     spare_slots: Vec<(u32, u32)>,
+    /// Lookups answered by [`GrowingHeap::walk_find`] before the index was built.
+    walked: u32,
     kind: HeapKind,
 }
 
@@ -111,30 +113,6 @@ impl EntryIndex {
     }
 }
 
-/// Where the first NUL of `bytes` is, read eight bytes at a time.
-fn nul_at(bytes: &[u8]) -> Option<usize> {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    let mut words = bytes.chunks_exact(8);
-    let mut at = 0;
-    for word in &mut words {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(word);
-        let w = u64::from_le_bytes(w);
-        // The lowest byte flagged is the first zero byte (a borrow only flags bytes above it).
-        let zero = w.wrapping_sub(ONES) & !w & HIGH;
-        if zero != 0 {
-            return Some(at + zero.trailing_zeros() as usize / 8);
-        }
-        at += 8;
-    }
-    words
-        .remainder()
-        .iter()
-        .position(|&b| b == 0)
-        .map(|i| at + i)
-}
-
 /// The hash of an entry's content.
 fn content_hash(content: &[u8]) -> u32 {
     let mut h = FxHasher::default();
@@ -155,6 +133,10 @@ pub(super) enum HeapKind {
     LengthPrefixed,
 }
 
+/// Lookups a heap answers by walking its entries before it builds its index (see
+/// [`GrowingHeap::keep_or_reuse`]).
+const WALKED_LOOKUPS: u32 = 8;
+
 /// The largest index a `#US` entry may have: `ldstr` tokens keep 24 bits of offset.
 pub(super) const MAX_USER_STRING_INDEX: usize = 0x00FF_FFFF;
 
@@ -172,6 +154,7 @@ impl<'a> GrowingHeap<'a> {
             appended,
             index: None,
             spare_slots,
+            walked: 0,
             kind,
         }
     }
@@ -201,7 +184,7 @@ impl<'a> GrowingHeap<'a> {
         self.appended.reserve(bytes);
         let index = match self.index.take() {
             Some(index) => index.reserved(entries),
-            None => self.scan(entries),
+            None => self.scan(entries, self.appended.len()),
         };
         self.index = Some(index);
     }
@@ -252,32 +235,46 @@ impl<'a> GrowingHeap<'a> {
                     (&self.appended[..], index - self.original.len())
                 };
                 let rest = data.get(at..)?;
-                Some(&rest[..rest.iter().position(|&b| b == 0)?])
+                Some(&rest[..memchr::memchr(0, rest)?])
             }
         }
     }
 
-    /// Every entry of the original heap by its content (the first index holding it), in a
-    /// table with room for `more` entries.
-    fn scan(&mut self, more: usize) -> EntryIndex {
-        let data = self.original;
+    /// Every entry of the original heap and of the first `appended` bytes appended by its
+    /// content (the first index holding it), in a table with room for `more` entries.
+    fn scan(&mut self, more: usize, appended: usize) -> EntryIndex {
         // Names and signatures are short: sized for an entry per 10 bytes, the table seldom
         // doubles (each doubling moves every entry).
         let slots = std::mem::take(&mut self.spare_slots);
-        let mut index = EntryIndex::in_buffer(data.len() / 10 + more, slots);
-        let mut add = |content: &[u8], at: usize| {
-            index.insert_first(content_hash(content), at as u32, |i| {
-                self.content(i) == Some(content)
+        let mut index = EntryIndex::in_buffer(self.original.len() / 10 + more, slots);
+        let base = self.original.len();
+        let parts = [(self.original, 0), (&self.appended[..appended], base)];
+        for (data, base) in parts {
+            self.for_each_entry(data, |content, at| {
+                index.insert_first(content_hash(content), (base + at) as u32, |i| {
+                    self.content(i) == Some(content)
+                });
+                false
             });
-        };
+        }
+        index
+    }
+
+    /// Calls `f` with each entry of `data` (a run of whole entries from the heap's start or
+    /// from the start of the appended bytes) and its position, in order, until `f` returns
+    /// true; a `#Strings` run ends at its last NUL, a length-prefixed one where a length
+    /// does not read or runs past the end.
+    fn for_each_entry(&self, data: &[u8], mut f: impl FnMut(&[u8], usize) -> bool) {
         let mut at = 0usize;
         match self.kind {
             HeapKind::Strings => {
                 while at < data.len() {
-                    let Some(len) = nul_at(&data[at..]) else {
+                    let Some(len) = memchr::memchr(0, &data[at..]) else {
                         break;
                     };
-                    add(&data[at..at + len], at);
+                    if f(&data[at..at + len], at) {
+                        return;
+                    }
                     at += len + 1;
                 }
             }
@@ -290,12 +287,47 @@ impl<'a> GrowingHeap<'a> {
                     let Some(entry) = data.get(start..start + len as usize) else {
                         break;
                     };
-                    add(entry, at);
+                    if f(entry, at) {
+                        return;
+                    }
                     at = start + len as usize;
                 }
             }
         }
-        index
+    }
+
+    /// The first entry of the original heap or of the first `appended` bytes appended that
+    /// holds `content`, found without an index: what the index would answer. `#Strings` is
+    /// searched for `content` and its NUL at an entry's start; the other heaps are walked
+    /// entry by entry.
+    fn walk_find(&self, content: &[u8], appended: usize) -> Option<u32> {
+        let base = self.original.len();
+        let parts = [(self.original, 0), (&self.appended[..appended], base)];
+        for (data, base) in parts {
+            let mut found = None;
+            match self.kind {
+                HeapKind::Strings => {
+                    let mut pattern = Vec::with_capacity(content.len() + 1);
+                    pattern.extend_from_slice(content);
+                    pattern.push(0);
+                    // The pattern's only NUL is its last byte, so its matches do not overlap,
+                    // and one starting at 0 or after a NUL is an entry.
+                    found = memchr::memmem::find_iter(data, &pattern)
+                        .find(|&at| at == 0 || data[at - 1] == 0);
+                }
+                HeapKind::LengthPrefixed => self.for_each_entry(data, |entry, at| {
+                    let same = entry == content;
+                    if same {
+                        found = Some(at);
+                    }
+                    same
+                }),
+            }
+            if let Some(at) = found {
+                return u32::try_from(base + at).ok();
+            }
+        }
+        None
     }
 
     /// The index of an entry holding `content`, appending one when none does.
@@ -337,14 +369,22 @@ impl<'a> GrowingHeap<'a> {
     /// is kept, or dropped again when an earlier entry holds the same content: the index of
     /// the one that stays. Built in place, an entry is neither copied nor allocated.
     fn keep_or_reuse(&mut self, mark: usize, start: usize, end: usize) -> Result<u32, EmitError> {
-        let index = match self.index.take() {
-            Some(index) => index,
-            None => self.scan(0),
+        let (hash, found) = if self.index.is_none() && self.walked < WALKED_LOOKUPS {
+            // A heap asked a few times (a probe's names and signatures) is searched, not
+            // indexed: hashing every entry of a large heap costs more than a few walks.
+            self.walked += 1;
+            (None, self.walk_find(&self.appended[start..end], mark))
+        } else {
+            let index = match self.index.take() {
+                Some(index) => index,
+                None => self.scan(0, mark),
+            };
+            let content = &self.appended[start..end];
+            let hash = content_hash(content);
+            let found = index.find(hash, |i| self.content(i) == Some(content));
+            self.index = Some(index);
+            (Some(hash), found)
         };
-        let content = &self.appended[start..end];
-        let hash = content_hash(content);
-        let found = index.find(hash, |i| self.content(i) == Some(content));
-        self.index = Some(index);
         if let Some(i) = found {
             self.appended.truncate(mark);
             return Ok(i);
@@ -354,7 +394,7 @@ impl<'a> GrowingHeap<'a> {
             self.appended.truncate(mark);
             return Err(EmitError::HeapFull { heap: self.name() });
         };
-        if let Some(m) = self.index.as_mut() {
+        if let (Some(m), Some(hash)) = (self.index.as_mut(), hash) {
             m.insert(hash, at);
         }
         Ok(at)
@@ -478,6 +518,51 @@ mod tests {
     }
 
     #[test]
+    fn walked_lookups_answer_as_the_index_does() {
+        // Entries sharing suffixes, repeated entries, a string cut off without its NUL, an
+        // empty entry after the first, and blobs whose bytes hold other blobs' encodings.
+        let strings: &[u8] = b"\0GetName\0Name\0Name\0\0A\0ab\0b\0Tail";
+        let blobs: &[u8] = &[0, 2, 1, 3, 1, 3, 2, 1, 3, 0, 1, 1, 3, 0xAA, 0xBB, 0xCC];
+        let asks: [&[u8]; 14] = [
+            b"Name", b"me", b"", b"b", b"Tail", b"New", b"New", b"ab", b"A", b"GetName", b"X",
+            b"New", b"X", b"Y",
+        ];
+        let blob_asks: [&[u8]; 12] = [
+            &[1, 3],
+            &[3],
+            &[],
+            &[1],
+            &[0xAA, 0xBB, 0xCC],
+            &[9, 9],
+            &[9, 9],
+            &[3, 1],
+            &[1, 3],
+            &[0xAA],
+            &[9],
+            &[9, 9],
+        ];
+        for (original, kind, asks) in [
+            (strings, HeapKind::Strings, &asks[..]),
+            (blobs, HeapKind::LengthPrefixed, &blob_asks[..]),
+        ] {
+            let mut walked = GrowingHeap::new(original, kind);
+            let mut indexed = GrowingHeap::new(original, kind);
+            indexed.reserve(0, 0);
+            for (k, ask) in asks.iter().enumerate() {
+                let a = walked.intern(ask).unwrap();
+                let b = indexed.intern(ask).unwrap();
+                assert_eq!(a, b, "{kind:?} ask {k} {ask:?}");
+            }
+            assert!(walked.walked as usize <= asks.len());
+            assert!(
+                walked.index.is_some(),
+                "past the walked lookups the index is built"
+            );
+            assert_eq!(walked.appended(), indexed.appended());
+        }
+    }
+
+    #[test]
     fn blobs_carry_their_compressed_length() {
         let original = [0u8, 3, 0x20, 0x00, 0x01];
         let mut h = GrowingHeap::new(&original, HeapKind::LengthPrefixed);
@@ -495,22 +580,6 @@ mod tests {
         assert_eq!(user_string_bytes("Ab"), vec![b'A', 0, b'b', 0, 0]);
         assert_eq!(*user_string_bytes("é").last().unwrap(), 1);
         assert_eq!(*user_string_bytes("it's").last().unwrap(), 1);
-    }
-
-    #[test]
-    fn the_first_nul_is_found_in_any_position() {
-        for len in 0..20 {
-            for at in 0..=len {
-                let mut bytes = vec![0x80u8; len];
-                bytes.iter_mut().skip(at + 1).for_each(|b| *b = 0);
-                if at < len {
-                    bytes[at] = 0;
-                }
-                let want = bytes.iter().position(|&b| b == 0);
-                assert_eq!(nul_at(&bytes), want, "{bytes:?}");
-            }
-        }
-        assert_eq!(nul_at(&[1, 0x01, 0x80, 0xFF, 1, 2, 3, 4, 5, 0]), Some(9));
     }
 
     #[test]

@@ -73,6 +73,14 @@ impl MetadataBuilder<'_, '_> {
         Ok(None)
     }
 
+    /// Whether `token` names a row this builder added: no original row can refer to it, so a
+    /// reference through it needs no search of the original rows.
+    fn is_added(&self, token: Token) -> bool {
+        token
+            .table()
+            .is_some_and(|t| token.rid() > self.image.tables_header().rows(t))
+    }
+
     /// Looks `values` up among the added rows, else adds them.
     fn added_or_new(&mut self, table: Table, values: &[u32]) -> Result<Token, EmitError> {
         match self.find_added(table, values) {
@@ -134,9 +142,13 @@ impl MetadataBuilder<'_, '_> {
         let scope_value = CodedIndex::ResolutionScope
             .encode(scope)
             .ok_or(EmitError::BadToken { token: scope })?;
-        let found = self.find_original(Table::TypeRef, |r| {
-            r[0] == scope_value && self.string_is(r[1], name) && self.string_is(r[2], namespace)
-        })?;
+        let found = if self.is_added(scope) {
+            None
+        } else {
+            self.find_original(Table::TypeRef, |r| {
+                r[0] == scope_value && self.string_is(r[1], name) && self.string_is(r[2], namespace)
+            })?
+        };
         if let Some(t) = found {
             return Ok(t);
         }
@@ -156,9 +168,13 @@ impl MetadataBuilder<'_, '_> {
         let parent_value = CodedIndex::MemberRefParent
             .encode(parent)
             .ok_or(EmitError::BadToken { token: parent })?;
-        let found = self.find_original(Table::MemberRef, |r| {
-            r[0] == parent_value && self.string_is(r[1], name) && self.blob_is(r[2], signature)
-        })?;
+        let found = if self.is_added(parent) {
+            None
+        } else {
+            self.find_original(Table::MemberRef, |r| {
+                r[0] == parent_value && self.string_is(r[1], name) && self.blob_is(r[2], signature)
+            })?
+        };
         if let Some(t) = found {
             return Ok(t);
         }
@@ -192,9 +208,13 @@ impl MetadataBuilder<'_, '_> {
         let method_value = CodedIndex::MethodDefOrRef
             .encode(method)
             .ok_or(EmitError::BadToken { token: method })?;
-        let found = self.find_original(Table::MethodSpec, |r| {
-            r[0] == method_value && self.blob_is(r[1], instantiation)
-        })?;
+        let found = if self.is_added(method) {
+            None
+        } else {
+            self.find_original(Table::MethodSpec, |r| {
+                r[0] == method_value && self.blob_is(r[1], instantiation)
+            })?
+        };
         if let Some(t) = found {
             return Ok(t);
         }

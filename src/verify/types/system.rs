@@ -1945,7 +1945,7 @@ impl<'a> TypeSystem<'a> {
 /// are compared, not read).
 fn heap_str(data: &[u8], at: u32) -> Option<&[u8]> {
     let rest = data.get(at as usize..)?;
-    let len = rest.iter().position(|&b| b == 0)?;
+    let len = memchr::memchr(0, rest)?;
     Some(&rest[..len])
 }
 
