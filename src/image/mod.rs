@@ -703,7 +703,8 @@ impl<'i> Method<'i> {
             sig::Style::Compact,
             std::mem::take(&mut names.types),
         );
-        let mut params = String::new();
+        // Room for most lists: growing a string from empty reallocates it three times.
+        let mut params = String::with_capacity(64);
         let rendered = sig::render_method_params(blob, &sig_names, &mut params);
         names.types = sig_names.into_known();
         rendered.map_err(|source| ImageError::Sig { offset, source })?;
