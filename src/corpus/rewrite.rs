@@ -345,15 +345,18 @@ impl<'i, 'a> EmitPlan<'i, 'a> {
                 .reserve_user_strings(image.method_count() as usize, 48);
         }
         let (mut names, mut name) = (crate::image::FullNames::default(), String::new());
+        let mut literals = crate::image::emit::MethodNameLiterals::new();
         for method in image.methods().filter(|m| m.rva() != 0) {
-            let named = method.write_full_name(&mut names, &mut name);
-            if let Some(pattern) = &opts.methods
-                && !(named.is_ok() && glob_match(pattern, &name))
-            {
-                continue;
-            }
-            if named.is_err() {
-                name = method.token().to_string();
+            let parts = method.full_name_parts(&mut names);
+            if let Some(pattern) = &opts.methods {
+                let named = parts.as_ref().is_ok_and(|p| {
+                    name.clear();
+                    name.extend([p.prefix, p.name, p.params]);
+                    glob_match(pattern, &name)
+                });
+                if !named {
+                    continue;
+                }
             }
             let local = opts.transform_opts.return_local.or_else(|| {
                 self.locals
@@ -376,9 +379,14 @@ impl<'i, 'a> EmitPlan<'i, 'a> {
                 for arg in &p.args {
                     code.push(match arg {
                         ProbeArg::MethodName => {
-                            let token = match literal {
-                                Some(t) => t,
-                                None => *literal.insert(builder.user_string(&name)?),
+                            let token = match (literal, &parts) {
+                                (Some(t), _) => t,
+                                (None, Ok(parts)) => {
+                                    *literal.insert(literals.literal(builder, parts)?)
+                                }
+                                // A name that does not read: the token's text.
+                                (None, Err(_)) => *literal
+                                    .insert(builder.user_string(&method.token().to_string())?),
                             };
                             Instr::new(Opcode::Ldstr, Operand::Token(token.0))
                         }

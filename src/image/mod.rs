@@ -587,6 +587,22 @@ pub struct FullNames {
 
 type FxBuild = std::hash::BuildHasherDefault<crate::verify::types::fx::FxHasher>;
 
+/// A method's full name in three pieces ([`Method::full_name_parts`]): `prefix`, `name` and
+/// `params` joined are [`Method::full_name`].
+#[derive(Debug, Clone, Copy)]
+pub struct FullNameParts<'n, 'i> {
+    /// The declaring TypeDef's row id (`None` for a method no type's list covers).
+    pub owner: Option<u32>,
+    /// `Namespace.Type::` (empty without an owner): the same for every method of `owner`.
+    pub prefix: &'n str,
+    /// The method's simple name.
+    pub name: &'i str,
+    /// The `#Blob` index of its signature: methods with the same one have the same `params`.
+    pub signature: u32,
+    /// `(int32,string)`.
+    pub params: &'n str,
+}
+
 impl<'i> Method<'i> {
     /// The MethodDef token (0x06 table byte, the row id).
     pub fn token(&self) -> Token {
@@ -647,14 +663,28 @@ impl<'i> Method<'i> {
     }
 
     /// [`Self::full_name`] into `out` (replacing its contents), with the declaring type's
-    /// name taken from `names` when the method before had the same one: methods in rid order
-    /// come in runs of one type.
+    /// name and the parameter list taken from `names` when an earlier method of the image
+    /// had them (see [`Self::full_name_parts`]).
     pub fn write_full_name(
         &self,
         names: &mut FullNames,
         out: &mut String,
     ) -> Result<(), ImageError> {
         out.clear();
+        let parts = self.full_name_parts(names)?;
+        out.push_str(parts.prefix);
+        out.push_str(parts.name);
+        out.push_str(parts.params);
+        Ok(())
+    }
+
+    /// The three pieces of [`Self::full_name`], with the declaring type's name taken from
+    /// `names` when the method before had the same one (methods in rid order come in runs of
+    /// one type) and the parameter list when an earlier method had the same signature blob.
+    pub fn full_name_parts<'n>(
+        &self,
+        names: &'n mut FullNames,
+    ) -> Result<FullNameParts<'n, 'i>, ImageError> {
         let image = std::ptr::from_ref(self.image) as usize;
         if names.image != image {
             *names = FullNames {
@@ -687,30 +717,38 @@ impl<'i> Method<'i> {
                     names.prefix.push_str("::");
                     names.owner = Some(owner);
                 }
-                out.push_str(&names.prefix);
             }
-            None => names.owner = None,
+            None => {
+                names.owner = None;
+                names.prefix.clear();
+            }
         }
-        out.push_str(self.name()?);
+        let name = self.name()?;
         let signature = self.row.signature;
-        if let Some(params) = names.params.get(&signature) {
-            out.push_str(params);
-            return Ok(());
-        }
-        let (blob, offset) = self.image.sig_blob(signature)?;
-        let sig_names = SigNames::remembering(
-            self.image,
-            sig::Style::Compact,
-            std::mem::take(&mut names.types),
-        );
-        // Room for most lists: growing a string from empty reallocates it three times.
-        let mut params = String::with_capacity(64);
-        let rendered = sig::render_method_params(blob, &sig_names, &mut params);
-        names.types = sig_names.into_known();
-        rendered.map_err(|source| ImageError::Sig { offset, source })?;
-        out.push_str(&params);
-        names.params.insert(signature, params);
-        Ok(())
+        let params = match names.params.entry(signature) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                let (blob, offset) = self.image.sig_blob(signature)?;
+                let sig_names = SigNames::remembering(
+                    self.image,
+                    sig::Style::Compact,
+                    std::mem::take(&mut names.types),
+                );
+                // Room for most lists: growing a string from empty reallocates it three times.
+                let mut params = String::with_capacity(64);
+                let rendered = sig::render_method_params(blob, &sig_names, &mut params);
+                names.types = sig_names.into_known();
+                rendered.map_err(|source| ImageError::Sig { offset, source })?;
+                slot.insert(params)
+            }
+        };
+        Ok(FullNameParts {
+            owner,
+            prefix: &names.prefix,
+            name,
+            signature,
+            params,
+        })
     }
 
     /// File offset of the body, when the RVA is non-zero and mapped.

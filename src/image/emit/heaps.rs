@@ -415,6 +415,25 @@ impl<'a> GrowingHeap<'a> {
         self.keep_or_reuse(mark, start, end)
     }
 
+    /// The index of the `#US` entry whose code units are `parts`' in order (each from
+    /// [`widen_user_string`]), with final byte `special`: [`Self::intern_user_string`] of the
+    /// strings the parts were widened from, joined.
+    pub(super) fn intern_user_string_parts(
+        &mut self,
+        parts: &[&[u8]],
+        special: bool,
+    ) -> Result<u32, EmitError> {
+        let bytes: usize = parts.iter().map(|p| p.len()).sum();
+        let mark = self.appended.len();
+        let start = self.push_length(bytes + 1)?;
+        for part in parts {
+            self.appended.extend_from_slice(part);
+        }
+        self.appended.push(u8::from(special));
+        let end = self.appended.len();
+        self.keep_or_reuse(mark, start, end)
+    }
+
     fn name(&self) -> &'static str {
         match self.kind {
             HeapKind::Strings => "#Strings",
@@ -434,46 +453,53 @@ fn user_string_bytes(s: &str) -> Vec<u8> {
 
 /// Appends [`user_string_bytes`] of `s` to `out`.
 fn append_user_string(s: &str, out: &mut Vec<u8>) {
+    let special = widen_user_string(s, out);
+    out.push(u8::from(special));
+}
+
+/// Appends `s` as UTF-16LE code units to `out` (a `#US` entry's content without its final
+/// byte); whether any unit is one II.24.2.4 flags (the final byte's value).
+pub(super) fn widen_user_string(s: &str, out: &mut Vec<u8>) -> bool {
     let special_unit =
         |unit: u16| unit > 0x7F || matches!(unit, 0x01..=0x08 | 0x0E..=0x1F | 0x27 | 0x2D | 0x7F);
     if s.is_ascii() {
-        // Names are ASCII nearly always: each byte is a code unit, widened eight at a time.
-        // The final byte's test is a word-wide one for "maybe", made exact only then.
+        // Names are ASCII nearly always: each byte is a code unit, widened eight at a time,
+        // the last few as a word padded with a character never flagged. The flag's test is a
+        // word-wide one for "maybe", made exact only then.
         let bytes = s.as_bytes();
-        let at = out.len();
-        out.resize(at + bytes.len() * 2, 0);
-        let dst = &mut out[at..];
+        out.reserve(bytes.len() * 2);
+        let wide = |w: u64| {
+            let mut units = [0u8; 16];
+            units[..8].copy_from_slice(&widen(w as u32).to_le_bytes());
+            units[8..].copy_from_slice(&widen((w >> 32) as u32).to_le_bytes());
+            units
+        };
         let mut maybe = 0;
         let mut words = bytes.chunks_exact(8);
-        let mut wide = dst.chunks_exact_mut(16);
-        for (word, units) in (&mut words).zip(&mut wide) {
+        for word in &mut words {
             let mut w = [0u8; 8];
             w.copy_from_slice(word);
             let w = u64::from_le_bytes(w);
-            units[..8].copy_from_slice(&widen(w as u32).to_le_bytes());
-            units[8..].copy_from_slice(&widen((w >> 32) as u32).to_le_bytes());
+            out.extend_from_slice(&wide(w));
             maybe |= maybe_special(w);
         }
-        let mut rest = false;
-        for (unit, &b) in wide
-            .into_remainder()
-            .chunks_exact_mut(2)
-            .zip(words.remainder())
-        {
-            unit[0] = b;
-            rest |= special_unit(u16::from(b));
+        let rest = words.remainder();
+        if !rest.is_empty() {
+            let mut w = [b'A'; 8];
+            w[..rest.len()].copy_from_slice(rest);
+            let w = u64::from_le_bytes(w);
+            out.extend_from_slice(&wide(w)[..rest.len() * 2]);
+            maybe |= maybe_special(w);
         }
-        let special = rest || (maybe != 0 && bytes.iter().any(|&b| special_unit(u16::from(b))));
-        out.push(u8::from(special));
-        return;
+        return maybe != 0 && bytes.iter().any(|&b| special_unit(u16::from(b)));
     }
-    out.reserve(s.len() * 2 + 1);
+    out.reserve(s.len() * 2);
     let mut special = false;
     for unit in s.encode_utf16() {
         out.extend_from_slice(&unit.to_le_bytes());
         special |= special_unit(unit);
     }
-    out.push(u8::from(special));
+    special
 }
 
 /// The four bytes of `x` as four little-endian 16-bit units (each byte, then a zero).

@@ -15,10 +15,12 @@
 
 pub mod assembly;
 mod heaps;
+mod literals;
 pub mod probe;
 mod refs;
 mod resolver;
 
+pub use literals::MethodNameLiterals;
 pub use refs::AssemblyIdentity;
 pub use resolver::{Additions, EmitResolver};
 
@@ -354,6 +356,16 @@ impl<'i, 'a> MetadataBuilder<'i, 'a> {
     /// The `ldstr` token of the literal `s` (a `#US` entry, reused when present).
     pub fn user_string(&mut self, s: &str) -> Result<Token, EmitError> {
         let index = self.user_strings.intern_user_string(s)?;
+        if index as usize > MAX_USER_STRING_INDEX {
+            return Err(EmitError::HeapFull { heap: "#US" });
+        }
+        Ok(Token((u32::from(USER_STRING_TABLE) << 24) | index))
+    }
+
+    /// [`Self::user_string`] of strings given as their UTF-16 code units, in parts (see
+    /// [`MethodNameLiterals`]): `special` when any unit is one II.24.2.4 flags.
+    fn user_string_parts(&mut self, parts: &[&[u8]], special: bool) -> Result<Token, EmitError> {
+        let index = self.user_strings.intern_user_string_parts(parts, special)?;
         if index as usize > MAX_USER_STRING_INDEX {
             return Err(EmitError::HeapFull { heap: "#US" });
         }

@@ -354,3 +354,61 @@ fn recycled_buffers_build_what_fresh_ones_do() {
     }
     assert!(buffers.root.capacity() > 0 && buffers.heaps[2].0.capacity() > 0);
 }
+
+#[test]
+fn method_name_literals_are_the_joined_names_literals() {
+    // Every method of every embedded image, in rid order and then again backwards (owners
+    // change at every method), plus names with flagged and wide characters: the literal built
+    // from widened pieces is the entry `user_string` makes of the joined name.
+    for (name, bytes) in crate::corpus::EMBEDDED {
+        let image = Image::parse(bytes).unwrap();
+        let mut pieces = MetadataBuilder::new(&image);
+        let mut joined = MetadataBuilder::new(&image);
+        let (mut names, mut literals) = (
+            crate::image::FullNames::default(),
+            MethodNameLiterals::new(),
+        );
+        let methods: Vec<_> = image.methods().collect();
+        for m in methods.iter().chain(methods.iter().rev()) {
+            let Ok(parts) = m.full_name_parts(&mut names) else {
+                continue;
+            };
+            let full = m.full_name().unwrap();
+            assert_eq!(
+                full,
+                format!("{}{}{}", parts.prefix, parts.name, parts.params)
+            );
+            let a = literals.literal(&mut pieces, &parts).unwrap();
+            let b = joined.user_string(&full).unwrap();
+            assert_eq!(a, b, "{name} {full}");
+        }
+        // A flagged or wide character in one piece at a time: the final byte is the pieces'.
+        for (prefix, method, params) in [
+            ("Ns.T'1::", "Value", "(int32)"),
+            ("A::", "get-X", "()"),
+            ("B::", "C", "(it's)"),
+            ("Été::", "M", "()"),
+            ("", "Ω", "(string,char)"),
+            ("", "\u{1}x", "()"),
+        ] {
+            let parts = crate::image::FullNameParts {
+                owner: Some(u32::MAX),
+                prefix,
+                name: method,
+                signature: u32::MAX - u32::from(params.len() as u8),
+                params,
+            };
+            let mut fresh = MethodNameLiterals::new();
+            let a = fresh.literal(&mut pieces, &parts).unwrap();
+            let b = joined
+                .user_string(&format!("{prefix}{method}{params}"))
+                .unwrap();
+            assert_eq!(a, b, "{name} {prefix}{method}{params}");
+        }
+        assert_eq!(
+            pieces.build().unwrap().bytes,
+            joined.build().unwrap().bytes,
+            "{name}"
+        );
+    }
+}
