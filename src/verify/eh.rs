@@ -79,8 +79,11 @@ pub(super) struct Node {
     pub handler: u32,
     /// a finally, fault or filter, which a `leave` may not exit ([`Node::leave_stop`]);
     pub leave_stop: u32,
-    /// not a try that starts at this node's first instruction ([`Node::entry_stop`]).
-    pub entry_stop: u32,
+    /// a try ([`Node::try_stop`]);
+    pub try_stop: u32,
+    /// a try that does not start at this node's first instruction, so that an entry there
+    /// enters it in the middle ([`Node::try_entry_stop`]; this node itself starts there).
+    pub try_entry_stop: u32,
 }
 
 impl Node {
@@ -336,7 +339,8 @@ fn build_tree(v: &mut Verifier, intervals: &[Interval], clauses: &[Clause]) -> b
                 ),
             handler: NONE,
             leave_stop: NONE,
-            entry_stop: NONE,
+            try_stop: NONE,
+            try_entry_stop: NONE,
         });
         v.open.push(v.nodes.len() as u32 - 1);
     }
@@ -489,16 +493,22 @@ fn assign_regions(v: &mut Verifier) {
             RegionKind::Finally | RegionKind::Fault | RegionKind::Filter => me,
             _ => up(|p| p.leave_stop),
         };
-        // An entry at this node's first instruction passes the tries that start there too.
-        let entry_stop = match parent {
-            _ if node.kind != RegionKind::Try => me,
-            Some(p) if p.first == first => p.entry_stop,
-            Some(_) => node.parent,
+        let try_stop = if node.kind == RegionKind::Try {
+            me
+        } else {
+            up(|p| p.try_stop)
+        };
+        // An entry at this node's first instruction passes the tries that start there too;
+        // every node above a parent that starts elsewhere starts before this one.
+        let try_entry_stop = match parent {
+            Some(p) if p.first == first => p.try_entry_stop,
+            Some(p) => p.try_stop,
             None => NONE,
         };
         let n = &mut v.nodes[k];
         (n.first, n.end_idx) = (first, end_idx);
-        (n.handler, n.leave_stop, n.entry_stop) = (handler, leave_stop, entry_stop);
+        (n.handler, n.leave_stop) = (handler, leave_stop);
+        (n.try_stop, n.try_entry_stop) = (try_stop, try_entry_stop);
     }
     fill_regions(v);
     for k in 0..v.nodes.len() {

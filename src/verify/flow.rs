@@ -1,7 +1,7 @@
 //! Decoding into the compact instruction array, branch targets, prefixes, and the rules for
 //! entering and leaving protected regions.
 
-use super::eh::RegionKind;
+use super::eh::{Node, RegionKind};
 use super::{Code, Ctx, Ins, NONE, Out, Resolver, Verifier, flag, fx, operand};
 use crate::instr::{InstrError, decode_with_len};
 use crate::opcode::OperandKind;
@@ -774,18 +774,105 @@ fn enclosing_handler(v: &Verifier, i: usize) -> Option<RegionKind> {
     v.nodes.get(r as usize).map(|n| n.kind)
 }
 
-/// Checks one transfer from instruction `from` to `to`: the regions it exits and enters.
-/// Returns true if it reported. A fall-through into a handler or filter is named for the
-/// entry, every other fault for the exit first.
+/// Checks one transfer from instruction `from` to `to` against the rules for leaving and
+/// entering regions. Returns true if it reported.
+///
+/// Regions fall into three classes, checked one after another and each on its own (as
+/// ILVerify checks them), so that one transfer may break a rule of each: tries, filters, and
+/// handlers (catch, filter handler, finally, fault). In a class the transfer exits the innermost
+/// region of the class around `from` if it does not hold `to` (then no region of the class
+/// around `from` does), and enters the innermost one around `to` if it does not hold `from`
+/// (for tries: the innermost that does not start at `to`, since a try may be entered at its
+/// first instruction). Codes are reported in class order, try, filter, handler (which decides
+/// what [`Options::first_only`](super::Options::first_only) keeps); the verifier then sorts
+/// findings by offset and code and merges those of one code at one offset, so a fall-through
+/// out of a try and out of the handler around it is one `FallthroughException` (the try's).
+///
+/// - a branch or fall-through gets at most one code per class: for tries the exit's if it
+///   exits one, else the entry's; for filters and handlers, where it exits one region and
+///   enters another (the two disjoint), the entry's going forward and the exit's going back;
+/// - a `leave` may exit tries and catch handlers, so it gets an exit's code only for a filter
+///   or the innermost finally or fault around `from`, and its entries' codes as well: per
+///   class the exit's before the entry's.
 fn transfer(v: &mut Verifier, from: usize, to: usize, kind: Transfer) -> bool {
-    if v.region_of(from) == v.region_of(to) {
+    let (rf, rt) = (v.region_of(from), v.region_of(to));
+    if rf == rt {
         return false;
     }
-    let entry_first = kind == Transfer::Fallthrough;
-    if entry_first && entries(v, from, to, kind) {
-        return true;
+    let exited = |r: u32| {
+        v.nodes
+            .get(r as usize)
+            .filter(|n| !n.holds(to as u32))
+            .copied()
+    };
+    let entered = |r: u32| {
+        v.nodes
+            .get(r as usize)
+            .filter(|n| !n.holds(from as u32))
+            .copied()
+    };
+    let try_entered = entered(try_entered_inside(v, rt, to));
+    let filters = (exited(filter_at(v, rf)), entered(filter_at(v, rt)));
+    // At most five crossings: a `leave`'s try entry and both sides of the other two classes.
+    let mut crossed: [Option<(Node, bool)>; 5] = [None; 5];
+    if kind == Transfer::Leave {
+        let handlers = (
+            exited(finally_around(v, rf)),
+            entered(handler_around(v, rt)),
+        );
+        crossed = [
+            try_entered.map(|n| (n, true)),
+            filters.0.map(|n| (n, false)),
+            filters.1.map(|n| (n, true)),
+            handlers.0.map(|n| (n, false)),
+            handlers.1.map(|n| (n, true)),
+        ];
+    } else {
+        let tries = exited(try_around(v, rf))
+            .map(|n| (n, false))
+            .or(try_entered.map(|n| (n, true)));
+        let handlers = (
+            exited(handler_around(v, rf)),
+            entered(handler_around(v, rt)),
+        );
+        let forward = to > from;
+        let one = |(exit, entry): (Option<Node>, Option<Node>)| match (exit, entry) {
+            (Some(_), Some(n)) if forward => Some((n, true)),
+            (Some(n), _) => Some((n, false)),
+            (None, entry) => entry.map(|n| (n, true)),
+        };
+        crossed[..3].copy_from_slice(&[tries, one(filters), one(handlers)]);
     }
-    exits(v, from, to, kind) || (!entry_first && entries(v, from, to, kind))
+    let mut reported = false;
+    for (node, entry) in crossed.into_iter().flatten() {
+        let code = if entry {
+            Some(entry_code(kind, node.kind))
+        } else {
+            exit_code(kind, node.kind)
+        };
+        let Some(code) = code else {
+            continue;
+        };
+        let msg = if entry {
+            format!(
+                "{} enters the {} starting at IL_{:04x} at IL_{:04x}",
+                describe(v, from, kind),
+                node.kind,
+                node.start,
+                v.ins[to].off
+            )
+        } else {
+            format!(
+                "{} leaves the {} starting at IL_{:04x}",
+                describe(v, from, kind),
+                node.kind,
+                node.start
+            )
+        };
+        v.report_clause(code, v.ins[from].off, msg, node.min_clause, None);
+        reported = true;
+    }
+    reported
 }
 
 fn describe(v: &Verifier, from: usize, kind: Transfer) -> String {
@@ -796,90 +883,87 @@ fn describe(v: &Verifier, from: usize, kind: Transfer) -> String {
     }
 }
 
-/// Regions around `from` that do not hold `to`: the innermost is the one a transfer exits
-/// first. A `leave` may exit tries and catch handlers, so for it the first the rules forbid is
-/// the innermost finally, fault or filter around `from`, found by its shortcut; it is exited if
-/// it does not hold `to` (then neither does any region inside it).
-fn exits(v: &mut Verifier, from: usize, to: usize, kind: Transfer) -> bool {
-    let Some(&inner) = v.nodes.get(v.region_of(from) as usize) else {
-        return false;
-    };
-    let exited = if kind == Transfer::Leave {
-        inner.leave_stop
-    } else {
-        v.region_of(from)
-    };
-    let Some(&node) = v.nodes.get(exited as usize) else {
-        return false;
-    };
-    if node.holds(to as u32) {
-        return false;
-    }
-    let code = match (kind, node.kind) {
+/// The code for exiting a region of kind `region`, or `None` where the transfer may exit it
+/// (a `leave` out of a try or a catch handler).
+fn exit_code(kind: Transfer, region: RegionKind) -> Option<Code> {
+    match (kind, region) {
         (Transfer::Fallthrough, _) => Some(Code::FallthroughException),
         (Transfer::Leave, RegionKind::Finally) => Some(Code::LeaveOutOfFinally),
         (Transfer::Leave, RegionKind::Fault) => Some(Code::LeaveOutOfFault),
         (Transfer::Leave, RegionKind::Filter) => Some(Code::LeaveOutOfFilter),
-        (Transfer::Leave, _) => None,
+        (Transfer::Leave, RegionKind::Try | RegionKind::Catch | RegionKind::FilterHandler) => None,
         (Transfer::Branch, RegionKind::Try) => Some(Code::BranchOutOfTry),
         (Transfer::Branch, RegionKind::Finally) => Some(Code::BranchOutOfFinally),
         (Transfer::Branch, RegionKind::Filter) => Some(Code::BranchOutOfFilter),
-        (Transfer::Branch, _) => Some(Code::BranchOutOfHandler),
-    };
-    let Some(code) = code else {
-        return false;
-    };
-    let msg = format!(
-        "{} leaves the {} starting at IL_{:04x}",
-        describe(v, from, kind),
-        node.kind,
-        node.start
-    );
-    v.report_clause(code, v.ins[from].off, msg, node.min_clause, None);
-    true
+        (Transfer::Branch, RegionKind::Catch | RegionKind::FilterHandler | RegionKind::Fault) => {
+            Some(Code::BranchOutOfHandler)
+        }
+    }
 }
 
-/// Regions around `to` that do not hold `from`: the innermost is the one a transfer enters
-/// first. Entering a try at its first instruction is allowed, so the first entry the rules
-/// forbid is into the innermost region around `to` that is not a try starting at `to` (found
-/// by its shortcut); it is entered if it does not hold `from`.
-fn entries(v: &mut Verifier, from: usize, to: usize, kind: Transfer) -> bool {
-    let r = v.region_of(to);
-    let Some(&inner) = v.nodes.get(r as usize) else {
-        return false;
-    };
-    let entered = if inner.first == to as u32 {
-        inner.entry_stop
-    } else {
-        r
-    };
-    let Some(&node) = v.nodes.get(entered as usize) else {
-        return false;
-    };
-    if node.holds(from as u32) {
-        return false;
+/// The code for entering a region of kind `region` other than at a try's first instruction.
+fn entry_code(kind: Transfer, region: RegionKind) -> Code {
+    match (kind, region) {
+        (Transfer::Leave, RegionKind::Try) => Code::LeaveIntoTry,
+        // A fall-through enters a try only at its first instruction, so never gets this.
+        (Transfer::Branch | Transfer::Fallthrough, RegionKind::Try) => Code::BranchIntoTry,
+        (Transfer::Leave, RegionKind::Filter) => Code::LeaveIntoFilter,
+        (Transfer::Fallthrough, RegionKind::Filter) => Code::FallthroughIntoFilter,
+        (Transfer::Branch, RegionKind::Filter) => Code::BranchIntoFilter,
+        (Transfer::Leave, _) => Code::LeaveIntoHandler,
+        (Transfer::Fallthrough, _) => Code::FallthroughIntoHandler,
+        (Transfer::Branch, _) => Code::BranchIntoHandler,
     }
-    let code = match (kind, node.kind) {
-        (_, RegionKind::Try) if node.first == to as u32 => None,
-        (Transfer::Leave, RegionKind::Try) => Some(Code::LeaveIntoTry),
-        (_, RegionKind::Try) => Some(Code::BranchIntoTry),
-        (Transfer::Leave, RegionKind::Filter) => Some(Code::LeaveIntoFilter),
-        (Transfer::Leave, _) => Some(Code::LeaveIntoHandler),
-        (Transfer::Fallthrough, RegionKind::Filter) => Some(Code::FallthroughIntoFilter),
-        (Transfer::Fallthrough, _) => Some(Code::FallthroughIntoHandler),
-        (Transfer::Branch, RegionKind::Filter) => Some(Code::BranchIntoFilter),
-        (Transfer::Branch, _) => Some(Code::BranchIntoHandler),
-    };
-    let Some(code) = code else {
-        return false;
-    };
-    let msg = format!(
-        "{} enters the {} starting at IL_{:04x} at IL_{:04x}",
-        describe(v, from, kind),
-        node.kind,
-        node.start,
-        v.ins[to].off
-    );
-    v.report_clause(code, v.ins[from].off, msg, node.min_clause, None);
-    true
+}
+
+// The innermost region of a class around an instruction whose innermost region is `r`, each
+// one step through the node shortcuts ([`NONE`] where there is none). A filter holds no
+// region (the table rules reject one that does), so it is an innermost region and a leaf.
+
+/// The innermost try.
+fn try_around(v: &Verifier, r: u32) -> u32 {
+    v.nodes.get(r as usize).map_or(NONE, |n| n.try_stop)
+}
+
+/// The innermost try around instruction `to` that does not start at `to`: the one an entry
+/// at `to` enters in the middle, if it enters it.
+fn try_entered_inside(v: &Verifier, r: u32, to: usize) -> u32 {
+    v.nodes.get(r as usize).map_or(NONE, |n| {
+        if n.first == to as u32 {
+            n.try_entry_stop
+        } else {
+            n.try_stop
+        }
+    })
+}
+
+/// The filter, if `r` is one.
+fn filter_at(v: &Verifier, r: u32) -> u32 {
+    match v.nodes.get(r as usize) {
+        Some(n) if n.kind == RegionKind::Filter => r,
+        _ => NONE,
+    }
+}
+
+/// The innermost catch, filter handler, finally or fault (a filter is looked through).
+fn handler_around(v: &Verifier, r: u32) -> u32 {
+    let h = v.nodes.get(r as usize).map_or(NONE, |n| n.handler);
+    match v.nodes.get(h as usize) {
+        Some(n) if n.kind == RegionKind::Filter => {
+            v.nodes.get(n.parent as usize).map_or(NONE, |p| p.handler)
+        }
+        _ => h,
+    }
+}
+
+/// The innermost finally or fault (a filter is looked through).
+fn finally_around(v: &Verifier, r: u32) -> u32 {
+    let s = v.nodes.get(r as usize).map_or(NONE, |n| n.leave_stop);
+    match v.nodes.get(s as usize) {
+        Some(n) if n.kind == RegionKind::Filter => v
+            .nodes
+            .get(n.parent as usize)
+            .map_or(NONE, |p| p.leave_stop),
+        _ => s,
+    }
 }

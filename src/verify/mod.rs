@@ -161,7 +161,8 @@ codes! {
     /// A filter's last instruction is not `endfilter` (II.19, III.3.34).
     EHFilterNoEndfilter,
 
-    // Entering and leaving regions (II.19, III.1.7.4).
+    // Entering and leaving regions (II.19, III.1.7.4). One transfer may break a rule of each
+    // class of region, try, filter and handler, and gets a code for each, as in ILVerify.
     /// A branch into a try other than at its first instruction (I.12.4.2.8, II.19).
     BranchIntoTry,
     /// A branch into a handler (I.12.4.2.8, II.19).
@@ -190,7 +191,7 @@ codes! {
     ReturnFromFilter,
     /// `leave` into a try other than at its first instruction (III.3.45).
     LeaveIntoTry,
-    /// `leave` into a handler (III.3.45).
+    /// `leave` into a handler of any kind: catch, filter handler, finally or fault (III.3.45).
     LeaveIntoHandler,
     /// `leave` into a filter (III.3.45).
     LeaveIntoFilter,

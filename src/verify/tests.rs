@@ -863,11 +863,14 @@ fn branch_out_of_and_into_regions() {
 
 #[test]
 fn fallthrough_rules() {
-    // The try falls into its handler: named for the handler it enters.
+    // The try falls into its handler: out of the try, and into the handler.
     let mut items = try_catch();
-    items[2] = op(Nop);
+    items[2] = op(Ldnull);
     let got = eh_codes(&items, |a| vec![catch(a, ("t", "h"), ("h", "he"))]);
-    assert!(got.contains(&Code::FallthroughIntoHandler), "{got:?}");
+    assert_eq!(
+        got,
+        [Code::FallthroughException, Code::FallthroughIntoHandler]
+    );
     // The try falls out into ordinary code.
     let items = [
         lbl("t"),
@@ -914,6 +917,330 @@ fn fallthrough_rules() {
     bad[0] = op(Ldc_I4_0);
     let got = eh_codes(&bad, |a| vec![finally(a, ("t", "h"), ("h", "end"))]);
     assert!(got.contains(&Code::TryNonEmptyStack), "{got:?}");
+}
+
+/// One transfer is checked against tries, filters and handlers each on its own, so it may
+/// break a rule of each (as ILVerify reports it); findings at one offset come in code order.
+#[test]
+fn one_transfer_breaks_a_rule_of_each_class() {
+    use Code::{
+        BranchIntoHandler, BranchIntoTry, BranchOutOfHandler, BranchOutOfTry, LeaveIntoHandler,
+        LeaveIntoTry, LeaveOutOfFilter, LeaveOutOfFinally,
+    };
+    // Two clauses one after the other: try A, catch A, try B, catch B.
+    let two = |a: &Asm| {
+        vec![
+            catch(a, ("ta", "ha"), ("ha", "tb")),
+            catch(a, ("tb", "hb"), ("hb", "end")),
+        ]
+    };
+    // br from try A into catch B.
+    let items = [
+        lbl("ta"),
+        br(Br_S, "m"),
+        lbl("ha"),
+        op(Pop),
+        br(Leave_S, "end"),
+        lbl("tb"),
+        br(Leave_S, "end"),
+        lbl("hb"),
+        op(Pop),
+        lbl("m"),
+        br(Leave_S, "end"),
+        lbl("end"),
+        op(Ret),
+    ];
+    assert_eq!(eh_codes(&items, two), [BranchIntoHandler, BranchOutOfTry]);
+    // br from catch A into the middle of try B.
+    let items = [
+        lbl("ta"),
+        br(Leave_S, "end"),
+        lbl("ha"),
+        op(Pop),
+        br(Br_S, "m"),
+        lbl("tb"),
+        op(Nop),
+        lbl("m"),
+        br(Leave_S, "end"),
+        lbl("hb"),
+        op(Pop),
+        br(Leave_S, "end"),
+        lbl("end"),
+        op(Ret),
+    ];
+    assert_eq!(eh_codes(&items, two), [BranchIntoTry, BranchOutOfHandler]);
+    // leave from a finally into catch B.
+    let items = [
+        lbl("ta"),
+        br(Leave_S, "end"),
+        lbl("ha"),
+        br(Leave_S, "m"),
+        lbl("tb"),
+        br(Leave_S, "end"),
+        lbl("hb"),
+        op(Pop),
+        lbl("m"),
+        br(Leave_S, "end"),
+        lbl("end"),
+        op(Ret),
+    ];
+    let got = eh_codes(&items, |a| {
+        vec![
+            finally(a, ("ta", "ha"), ("ha", "tb")),
+            catch(a, ("tb", "hb"), ("hb", "end")),
+        ]
+    });
+    assert_eq!(got, [LeaveIntoHandler, LeaveOutOfFinally]);
+
+    // A try nested in a catch: X is where the transfer starts or lands.
+    // try { leave end } catch { pop; it: X; leave ie } ih: catch { pop; leave ie } ie: leave end
+    let in_catch = |start: It, x: It| {
+        vec![
+            start,
+            lbl("ta"),
+            br(Leave_S, "end"),
+            lbl("ha"),
+            op(Pop),
+            lbl("it"),
+            op(Nop),
+            lbl("m"),
+            x,
+            br(Leave_S, "ie"),
+            lbl("ih"),
+            op(Pop),
+            br(Leave_S, "ie"),
+            lbl("ie"),
+            br(Leave_S, "end"),
+            lbl("he"),
+            lbl("end"),
+            op(Ret),
+        ]
+    };
+    let nested = |a: &Asm| {
+        vec![
+            catch(a, ("it", "ih"), ("ih", "ie")),
+            catch(a, ("ta", "ha"), ("ha", "he")),
+        ]
+    };
+    assert_eq!(eh_codes(&in_catch(op(Nop), op(Nop)), nested), []);
+    let got = eh_codes(&in_catch(op(Nop), br(Br_S, "end")), nested);
+    assert_eq!(got, [BranchOutOfTry, BranchOutOfHandler]);
+    let got = eh_codes(&in_catch(br(Br_S, "m"), op(Nop)), nested);
+    assert_eq!(got, [BranchIntoTry, BranchIntoHandler]);
+    let got = eh_codes(&in_catch(br(Leave_S, "m"), op(Nop)), nested);
+    assert_eq!(got, [LeaveIntoTry, LeaveIntoHandler]);
+    // Into the nested try's first instruction: only the catch is entered wrongly.
+    let got = eh_codes(&in_catch(br(Br_S, "it"), op(Nop)), nested);
+    assert_eq!(got, [BranchIntoHandler]);
+
+    // A leave from a filter inside a finally to outside both.
+    let items = [
+        lbl("t"),
+        br(Leave_S, "end"),
+        lbl("fin"),
+        lbl("it"),
+        br(Leave_S, "ie"),
+        lbl("f"),
+        op(Pop),
+        br(Leave_S, "end"),
+        op(Ldc_I4_1),
+        op(Endfilter),
+        lbl("h"),
+        op(Pop),
+        br(Leave_S, "ie"),
+        lbl("ie"),
+        op(Endfinally),
+        lbl("end"),
+        op(Ret),
+    ];
+    let got = eh_codes(&items, |a| {
+        vec![
+            filter(a, ("it", "f"), "f", ("h", "ie")),
+            finally(a, ("t", "fin"), ("fin", "end")),
+        ]
+    });
+    assert_eq!(got, [LeaveOutOfFilter, LeaveOutOfFinally]);
+}
+
+/// Where a branch or fall-through leaves one handler (or filter) and enters another, one code
+/// names it, as ILVerify's: the entry going forward, the exit going back. Tries: the exit.
+#[test]
+fn one_code_per_class_for_branches() {
+    use Code::{
+        BranchIntoHandler, BranchOutOfHandler, BranchOutOfTry, FallthroughException,
+        FallthroughIntoHandler,
+    };
+    let two_catches = |a: &Asm| {
+        vec![
+            catch(a, ("t", "h1"), ("h1", "h2")),
+            catch(a, ("t", "h1"), ("h2", "end")),
+        ]
+    };
+    let between = |x1: It, x2: It| {
+        vec![
+            lbl("t"),
+            br(Leave_S, "end"),
+            lbl("h1"),
+            op(Pop),
+            lbl("m1"),
+            x1,
+            lbl("h2"),
+            op(Pop),
+            lbl("m2"),
+            x2,
+            lbl("end"),
+            op(Ret),
+        ]
+    };
+    let leave = || br(Leave_S, "end");
+    let got = eh_codes(&between(br(Br_S, "m2"), leave()), two_catches);
+    assert_eq!(got, [BranchIntoHandler]);
+    let got = eh_codes(&between(leave(), br(Br_S, "m1")), two_catches);
+    assert_eq!(got, [BranchOutOfHandler]);
+    // A catch that falls into the next one (with the depth the next one starts with).
+    let items = [
+        lbl("t"),
+        br(Leave_S, "end"),
+        lbl("h1"),
+        op(Pop),
+        op(Ldnull),
+        lbl("h2"),
+        op(Pop),
+        br(Leave_S, "end"),
+        lbl("end"),
+        op(Ret),
+    ];
+    assert_eq!(eh_codes(&items, two_catches), [FallthroughIntoHandler]);
+    // Try A into the middle of try B, either way: out of the try.
+    let two_tries = |a: &Asm| {
+        vec![
+            finally(a, ("ta", "ha"), ("ha", "tb")),
+            finally(a, ("tb", "hb"), ("hb", "end")),
+        ]
+    };
+    let tries = |x1: It, x2: It| {
+        vec![
+            lbl("ta"),
+            op(Nop),
+            lbl("ma"),
+            x1,
+            lbl("ha"),
+            op(Endfinally),
+            lbl("tb"),
+            op(Nop),
+            lbl("mb"),
+            x2,
+            lbl("hb"),
+            op(Endfinally),
+            lbl("end"),
+            op(Ret),
+        ]
+    };
+    let got = eh_codes(&tries(br(Br_S, "mb"), leave()), two_tries);
+    assert_eq!(got, [BranchOutOfTry]);
+    let got = eh_codes(&tries(leave(), br(Br_S, "ma")), two_tries);
+    assert_eq!(got, [BranchOutOfTry]);
+    // A try nested at the end of a catch falls out of both: one FallthroughException.
+    let items = [
+        lbl("ta"),
+        br(Leave_S, "end"),
+        lbl("ha"),
+        op(Pop),
+        br(Br_S, "it"),
+        lbl("ih"),
+        op(Pop),
+        br(Leave_S, "end"),
+        lbl("it"),
+        op(Nop),
+        lbl("end"),
+        op(Ret),
+    ];
+    let got = eh_codes(&items, |a| {
+        vec![
+            catch(a, ("it", "end"), ("ih", "it")),
+            catch(a, ("ta", "ha"), ("ha", "end")),
+        ]
+    });
+    assert_eq!(got, [FallthroughException]);
+}
+
+/// A try is entered in the middle unless every try the entry enters starts there: the first
+/// instruction of an inner try is the middle of an outer one that starts earlier, and a
+/// handler that starts where a try does is entered wrongly while the try is not.
+#[test]
+fn try_entries_through_nested_starts() {
+    use Code::{BranchIntoHandler, BranchIntoTry};
+    let items = [
+        br(Br_S, "it"),
+        lbl("to"),
+        op(Nop),
+        lbl("it"),
+        br(Leave_S, "end"),
+        lbl("ih"),
+        op(Pop),
+        br(Leave_S, "x"),
+        lbl("x"),
+        br(Leave_S, "end"),
+        lbl("oh"),
+        op(Pop),
+        br(Leave_S, "end"),
+        lbl("end"),
+        op(Ret),
+    ];
+    let clauses = |a: &Asm| {
+        vec![
+            catch(a, ("it", "ih"), ("ih", "x")),
+            catch(a, ("to", "oh"), ("oh", "end")),
+        ]
+    };
+    assert_eq!(eh_codes(&items, clauses), [BranchIntoTry]);
+    let mut to_outer = items.to_vec();
+    to_outer[0] = br(Br_S, "to");
+    assert_eq!(eh_codes(&to_outer, clauses), []);
+    // Clause 0's finally is the start of clause 1's try.
+    let shared_start = |target: &'static str| {
+        vec![
+            br(Br_S, target),
+            lbl("t0"),
+            br(Leave_S, "end"),
+            lbl("h0"),
+            op(Endfinally),
+            lbl("h0e"),
+            br(Leave_S, "end"),
+            lbl("t1e"),
+            op(Pop),
+            br(Leave_S, "end"),
+            lbl("end"),
+            op(Ret),
+        ]
+    };
+    let clauses = |a: &Asm| {
+        vec![
+            finally(a, ("t0", "h0"), ("h0", "h0e")),
+            catch(a, ("h0", "t1e"), ("t1e", "end")),
+        ]
+    };
+    assert_eq!(eh_codes(&shared_start("h0"), clauses), [BranchIntoHandler]);
+    assert_eq!(eh_codes(&shared_start("h0e"), clauses), [BranchIntoTry]);
+}
+
+/// `leave` into a handler is `LeaveIntoHandler` whatever the handler's kind, a fault too.
+#[test]
+fn leave_into_any_handler() {
+    let items = [
+        lbl("t"),
+        br(Leave_S, "m"),
+        lbl("h"),
+        op(Nop),
+        lbl("m"),
+        op(Endfinally),
+        lbl("end"),
+        op(Ret),
+    ];
+    for kind in [finally, fault] {
+        let got = eh_codes(&items, |a| vec![kind(a, ("t", "h"), ("h", "end"))]);
+        assert_eq!(got, [Code::LeaveIntoHandler]);
+    }
 }
 
 /// A try may start at a catch's or filter's first instruction, where the exception object is on
