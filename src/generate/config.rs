@@ -144,7 +144,8 @@ pub struct Config {
     /// Percent of the arguments, locals, return types and stored values not made `int64`
     /// that are the value type `S` (fields `int32 a`, `int64 b`); when it is not 0, bodies
     /// (other than tiny ones) also `initobj` and set fields of `S` locals and read fields
-    /// of `S` values. 0: no `S`, and no choice is read for it.
+    /// of `S` values. A return type gets two chances (about twice the share). 0: no `S`, and
+    /// no choice is read for it.
     pub struct_percent: u8,
     /// Percent of the arguments, locals, return types and stored values neither `int64` nor
     /// `S` that are the class `C` (field `int32 x`, constructor `.ctor(int32)`); when it is

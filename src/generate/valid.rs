@@ -234,7 +234,8 @@ pub struct Generated {
     pub calls_peers: bool,
     /// Argument vectors to run the method with: per argument its value, or for an `int32&`
     /// argument the initial value of the `int32` it points to (an `int32` argument's value fits
-    /// in `i32`).
+    /// in `i32`); an `S` argument is made from its number `v` as `a = v as i32, b = v`, a `C`
+    /// argument is a new `C` whose `x` is the number (which fits in `i32`).
     pub inputs: Vec<Vec<i64>>,
     /// The stack depth the generator tracked (over all code, reachable or not).
     pub max_stack: u16,
@@ -739,7 +740,14 @@ impl<'a, 'u> Gen<'a, 'u> {
             self.shape.local_types.push(t);
         }
         if !self.shape.returns_void {
-            self.shape.ret = self.value_type();
+            // An `S` or `C` result is what return-value locals get wrong: a second chance.
+            self.shape.ret = if self.struct_on() && self.chance(self.cfg.struct_percent) {
+                ValType::Struct
+            } else if self.class_on() && self.chance(self.cfg.object_percent) {
+                ValType::Class
+            } else {
+                self.value_type()
+            };
         }
         if cfg.calls {
             let n = self.pick(cfg.max_callees + 1);

@@ -13,7 +13,14 @@
 //! @ M4#0 void trace 0
 //! @ M5#0 exception System.InvalidProgramException trace 0
 //! @ M6#0 ret -9000000000 trace 0 ref 7 ref -3
+//! @ M7#0 ret S 5 -81604378619 trace 0
+//! @ M8#1 ret C -12 trace 0
 //! ```
+//!
+//! A result of the value type `S` prints as `ret S A B` (its fields `a`, `b`), one of the class
+//! `C` as `ret C X` (its field `x`); an `S` argument is built from its input `V` (`a` its low 32
+//! bits, `b` all of it), a `C` argument is a new `C` with `x` = `V`. Every program defines `S`
+//! and `C` at the tokens the generator uses, whether its methods use them or not.
 //!
 //! A method with `int32&` arguments is passed the addresses of `int32` locals of its runner,
 //! set from its inputs; the line ends with their final values (` ref V`, in argument order),
