@@ -168,6 +168,23 @@ fn callers_without_their_callees_run_as_their_manifests_say() {
         .cloned()
         .collect();
     assert!(callers.len() >= 10, "{} callers", callers.len());
+    // Stubs of every result type: `S` and `C` ones too.
+    use ilcheck::generate::valid::ValType;
+    for t in [ValType::Struct, ValType::Class] {
+        let n = callers
+            .iter()
+            .filter(|m| {
+                let g = &m.generated;
+                g.peers.iter().filter(|p| p.ret == Some(t)).any(|p| {
+                    g.method
+                        .instrs
+                        .iter()
+                        .any(|i| i.operand == ilcheck::ir::Operand::Token(p.token()))
+                })
+            })
+            .count();
+        assert!(n >= 1, "no caller calls a peer returning {t:?}");
+    }
     for (name, set) in [("whole", &methods), ("callers", &callers)] {
         let p = build_program(name, set, &config).unwrap();
         let exe = p.write_to(&dir).unwrap();
