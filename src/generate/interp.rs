@@ -512,9 +512,9 @@ impl<'a> Machine<'a> {
             let next = ins.next_offset();
             let opcode = ins.opcode;
             let operand = ins.operand.clone();
-            // Token 0 names nothing: an operand that is no token matches no arm below.
             let token = match &operand {
                 Operand::Token(t) => *t,
+                // Token 0 names nothing: an operand that is no token matches no arm below.
                 _ => 0,
             };
             let mut jump: Option<i64> = None;
