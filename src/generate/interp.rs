@@ -534,6 +534,7 @@ impl<'a> Machine<'a> {
                     };
                     stack.push(Value::Int(v));
                 }
+                Ldnull => stack.push(Value::Null),
                 Ldc_I8 => {
                     let Operand::Int64(v) = operand else {
                         return stuck(off, "bad constant");
@@ -621,6 +622,13 @@ impl<'a> Machine<'a> {
                                     Value::Long(v)
                                 }
                             })
+                        }
+                        // References compare by identity: `ceq`, and `cgt.un` with null (the
+                        // `!= null` test); their order is the runtime's own.
+                        (Value::Object(_) | Value::Null, Value::Object(_) | Value::Null)
+                            if opcode == Ceq || (opcode == Cgt_Un && b == Value::Null) =>
+                        {
+                            Some(Value::Int((a == b) as i32 ^ (opcode == Cgt_Un) as i32))
                         }
                         _ => return stuck(off, "operands of different types"),
                     };
@@ -1732,6 +1740,47 @@ mod tests {
         );
         assert_eq!(r.local(2), r.local(3));
         assert_ne!(r.local(2), r.local(4));
+    }
+
+    /// `isinst C` of a boxed `S` gives null, of a `C` the `C`; `ldnull; cgt.un` tells them
+    /// apart, `ceq` compares references by identity.
+    #[test]
+    fn isinst_gives_null_for_other_objects() {
+        use Opcode::*;
+        let r = exec_struct(&[
+            op(Ldloc_0),
+            tok(Box, STRUCT_TYPE),
+            tok(Isinst, CLASS_TYPE),
+            op(Ldnull),
+            op(Cgt_Un),
+            ldc(10),
+            op(Mul),
+            ldc(3),
+            tok(Newobj, CLASS_CTOR),
+            tok(Isinst, CLASS_TYPE),
+            op(Ldnull),
+            op(Cgt_Un),
+            op(Add),
+            ldc(100),
+            op(Mul),
+            ldc(3),
+            tok(Newobj, CLASS_CTOR),
+            op(Dup),
+            op(Ceq),
+            op(Add),
+            op(Ret),
+        ]);
+        assert_eq!(r.outcome, number(101));
+        // Two objects have no order the interpreter knows.
+        let r = exec_struct(&[
+            op(Ldc_I4_1),
+            tok(Newobj, CLASS_CTOR),
+            op(Ldc_I4_1),
+            tok(Newobj, CLASS_CTOR),
+            op(Cgt_Un),
+            op(Ret),
+        ]);
+        assert!(matches!(r.outcome, Outcome::Stuck { .. }), "{r:?}");
     }
 
     /// A null `C`, an `S` operation on a number, a field of the wrong type or a cast of a

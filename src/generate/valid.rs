@@ -20,7 +20,9 @@
 //! written, so a body with one sets InitLocals. `C` ([`CLASS_TYPE`]) has the field `int32 x`
 //! and the constructor `.ctor(int32)`: its values come from `newobj`, `castclass` and `isinst`
 //! (of values known to be a `C`), arguments, locals and calls, and are never null: a body
-//! stores a new `C` in each of its `C` locals before anything else.
+//! stores a new `C` in each of its `C` locals before anything else. `isinst C` of a `C` or of
+//! a boxed `S` compared with `ldnull; cgt.un` tests what an object is: the null it may give is
+//! only compared.
 
 use super::config::Config;
 use crate::body::{ClauseKind, TINY_MAX_STACK};
@@ -2108,6 +2110,22 @@ impl<'a, 'u> Gen<'a, 'u> {
         }
     }
 
+    /// `<object>; isinst C; ldnull; cgt.un`: 1 when the object is a `C`, 0 when it is a boxed
+    /// `S` (`isinst` gives null, which is compared, never dereferenced).
+    fn class_test(&mut self, level: u32) {
+        if self.struct_on() && self.pick(2) == 1 {
+            self.expr_struct(level + 1);
+            self.emit(Instr::new(Opcode::Box, Operand::Token(STRUCT_TYPE)));
+        } else {
+            self.expr_class(level + 1);
+        }
+        self.emit(Instr::new(Opcode::Isinst, Operand::Token(CLASS_TYPE)));
+        self.op(Opcode::Ldnull);
+        self.push_depth(1);
+        self.op(Opcode::Cgt_Un);
+        self.pop_depth(1);
+    }
+
     /// `<int32>; newobj C::.ctor` (the operand a constant at the depth limit).
     fn new_class(&mut self, level: u32) {
         if !self.lean && level < self.cfg.max_expr_depth {
@@ -2193,6 +2211,7 @@ impl<'a, 'u> Gen<'a, 'u> {
             if deeper && !peers.is_empty() { 2 } else { 0 },   // call a generated method
             if self.struct_on() { 2 } else { 0 },              // S::a
             if self.class_on() { 2 } else { 0 },               // C::x
+            if deeper && self.class_on() { 1 } else { 0 },     // is it a C?
         ];
         match self.weighted(&weights) {
             0 => self.constant(ValType::I4),
@@ -2252,10 +2271,11 @@ impl<'a, 'u> Gen<'a, 'u> {
                 self.peer_call(k, level);
             }
             14 => self.struct_field(level, STRUCT_A),
-            _ => {
+            15 => {
                 self.expr_class(level + 1);
                 self.emit(Instr::new(Opcode::Ldfld, Operand::Token(CLASS_X)));
             }
+            _ => self.class_test(level),
         }
     }
 

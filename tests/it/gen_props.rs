@@ -490,21 +490,35 @@ fn typed_value_knobs_switch_them_off() {
 }
 
 /// Per body of `config` over `n` seeds: whether it computes with `S` (a token of `S` or one of
-/// its fields in the code) and with `C` (a token of `C`, its field or its constructor), and
-/// the opcodes of those instructions seen.
+/// its fields in the code) and with `C` (a token of `C`, its field or its constructor); the
+/// opcodes of those instructions seen, and how many `isinst C` test a boxed `S`.
 fn struct_and_class_use(
     config: &Config,
     n: u64,
-) -> (usize, usize, std::collections::BTreeSet<Opcode>) {
+) -> (usize, usize, std::collections::BTreeSet<Opcode>, usize) {
     use ilcheck::generate::valid::{
         CLASS_CTOR, CLASS_TYPE, CLASS_X, STRUCT_A, STRUCT_B, STRUCT_TYPE,
     };
-    let (mut with_s, mut with_c) = (0, 0);
+    let (mut with_s, mut with_c, mut boxed_tests) = (0, 0, 0);
     let mut ops = std::collections::BTreeSet::new();
     for k in 0..n {
         let bytes = ilcheck::harness::program::seed_bytes(k, 4096);
         let g = ilcheck::generate::generate_from_bytes(&bytes, config);
         let (mut s, mut c) = (false, false);
+        boxed_tests += g
+            .method
+            .instrs
+            .windows(2)
+            .filter(|w| {
+                (w[0].opcode, w[0].operand, w[1].opcode, w[1].operand)
+                    == (
+                        Opcode::Box,
+                        ilcheck::ir::Operand::Token(STRUCT_TYPE),
+                        Opcode::Isinst,
+                        ilcheck::ir::Operand::Token(CLASS_TYPE),
+                    )
+            })
+            .count();
         for i in &g.method.instrs {
             if let ilcheck::ir::Operand::Token(t) = i.operand {
                 if [STRUCT_TYPE, STRUCT_A, STRUCT_B].contains(&t) {
@@ -520,17 +534,24 @@ fn struct_and_class_use(
         with_s += s as usize;
         with_c += c as usize;
     }
-    (with_s, with_c, ops)
+    (with_s, with_c, ops, boxed_tests)
 }
 
 /// The defaults compute with the value type `S` and the class `C` in a good share of bodies,
 /// with every operation the generator promises on them; at 0 the knobs switch them off.
 #[test]
 fn struct_and_class_values_appear_at_their_rates() {
-    let (s, c, ops) = struct_and_class_use(&Config::default(), 500);
-    eprintln!("of 500 bodies: {s} use S, {c} use C; opcodes {ops:?}");
+    let (s, c, ops, boxed_tests) = struct_and_class_use(&Config::default(), 500);
+    eprintln!(
+        "of 500 bodies: {s} use S, {c} use C; opcodes {ops:?}; {boxed_tests} isinst C of a \
+         boxed S"
+    );
     assert!(s >= 150, "only {s} of 500 bodies use S");
     assert!(c >= 100, "only {c} of 500 bodies use C");
+    assert!(
+        boxed_tests >= 10,
+        "only {boxed_tests} isinst C of a boxed S"
+    );
     for want in [
         Opcode::Initobj,
         Opcode::Stfld,
@@ -550,7 +571,7 @@ fn struct_and_class_values_appear_at_their_rates() {
         object_percent: 0,
         ..Config::default()
     };
-    let (s, c, _) = struct_and_class_use(&off, 300);
+    let (s, c, _, _) = struct_and_class_use(&off, 300);
     assert_eq!((s, c), (0, 0));
 }
 
