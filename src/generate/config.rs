@@ -141,6 +141,17 @@ pub struct Config {
     /// Calls between the generated methods of a program: a method may call one of the latest
     /// earlier methods that call no other, outside loops.
     pub peer_calls: bool,
+    /// Percent of the arguments, locals, return types and stored values not made `int64`
+    /// that are the value type `S` (fields `int32 a`, `int64 b`); when it is not 0, bodies
+    /// (other than tiny ones) also `initobj` and set fields of `S` locals and read fields
+    /// of `S` values. A return type gets two chances (about twice the share). 0: no `S`, and
+    /// no choice is read for it.
+    pub struct_percent: u8,
+    /// Percent of the arguments, locals, return types and stored values neither `int64` nor
+    /// `S` that are the class `C` (field `int32 x`, constructor `.ctor(int32)`); when it is
+    /// not 0, bodies (other than tiny ones) also create `C`s and read and write their field.
+    /// 0: no `C`, and no choice is read for it.
+    pub object_percent: u8,
 }
 
 impl Default for Config {
@@ -173,6 +184,8 @@ impl Default for Config {
             byref_percent: 15,
             int64_percent: 20,
             peer_calls: true,
+            struct_percent: 12,
+            object_percent: 12,
         }
     }
 }

@@ -13,10 +13,19 @@
 //! that leaves the method is assumed caught by its caller, so the method's finally and fault
 //! handlers run for it too.
 //!
+//! The value type `S` is a [`Value::Struct`] of its two fields, copied whole by loads and
+//! stores; the class `C` and boxed `S`s live on a heap ([`Obj`]) and a [`Value::Object`] is a
+//! reference to one, so two locals holding the same `C` see each other's stores, and `box`
+//! makes a copy that later stores to the original do not reach. Reading a field of a null `C`
+//! gets the run stuck (the generator never makes one).
+//!
 //! Execution is bounded by a step budget; anything outside the subset ends the run as
 //! [`Outcome::Stuck`] rather than panicking.
 
-use super::valid::{ArgType, Callee, EXCEPTION_CLASS, EXCEPTION_CTOR, EXCEPTION_VALUE, ValType};
+use super::valid::{
+    ArgType, CLASS_CTOR, CLASS_TYPE, CLASS_X, Callee, EXCEPTION_CLASS, EXCEPTION_CTOR,
+    EXCEPTION_VALUE, STRUCT_A, STRUCT_B, STRUCT_TYPE, ValType,
+};
 use crate::body::{Clause, ClauseKind};
 use crate::instr::{self, Instruction, Operand};
 use crate::opcode::Opcode;
@@ -34,6 +43,19 @@ pub enum Value {
     /// A managed pointer to a storage cell of the run (an argument, a local, or the caller's
     /// `int32` behind an `int32&` argument), by its index.
     Ref(usize),
+    /// A value of the value type `S`: its fields.
+    Struct {
+        /// `S::a`.
+        a: i32,
+        /// `S::b`.
+        b: i64,
+    },
+    /// A reference to an object of the run's heap (a `C` or a boxed `S`), by its index.
+    Object(usize),
+    /// The null reference (the zero of a `C` local).
+    Null,
+    /// A managed pointer to the `S` inside a boxed one on the heap (what `unbox` gives).
+    BoxRef(usize),
 }
 
 impl Value {
@@ -42,6 +64,56 @@ impl Value {
         match t {
             ValType::I4 => Value::Int(0),
             ValType::I8 => Value::Long(0),
+            ValType::Struct => Value::Struct { a: 0, b: 0 },
+            ValType::Class => Value::Null,
+        }
+    }
+}
+
+/// An object of the run's heap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Obj {
+    /// A `C`, with its field `x`.
+    Class {
+        /// `C::x`.
+        x: i32,
+    },
+    /// A boxed `S`, with its fields.
+    Boxed {
+        /// `S::a`.
+        a: i32,
+        /// `S::b`.
+        b: i64,
+    },
+}
+
+/// What a method returned: a number (an `int32` widened), an `S`'s fields, or the field of
+/// the `C` it returned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReturnValue {
+    /// An `int32` or `int64`.
+    Number(i64),
+    /// An `S`.
+    Struct {
+        /// `S::a`.
+        a: i32,
+        /// `S::b`.
+        b: i64,
+    },
+    /// A `C`, by the value of its field `x`.
+    Object {
+        /// `C::x`.
+        x: i32,
+    },
+}
+
+impl std::fmt::Display for ReturnValue {
+    /// As a result line shows it: `42`, `S 3 -7`, `C 5`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReturnValue::Number(v) => write!(f, "{v}"),
+            ReturnValue::Struct { a, b } => write!(f, "S {a} {b}"),
+            ReturnValue::Object { x } => write!(f, "C {x}"),
         }
     }
 }
@@ -49,8 +121,8 @@ impl Value {
 /// How a run ended.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Outcome {
-    /// `ret`, with the value for a non-void method (an `int32` widened).
-    Returned(Option<i64>),
+    /// `ret`, with the value for a non-void method.
+    Returned(Option<ReturnValue>),
     /// The synthetic exception left the method carrying this value.
     Threw(i32),
     /// The step budget ran out.
@@ -90,6 +162,8 @@ pub struct Run {
     pub locals: Vec<Value>,
     /// The final value of the `int32` behind each `int32&` argument, in argument order.
     pub refs: Vec<i32>,
+    /// The objects the run made (and its `C` arguments), which [`Value::Object`]s index.
+    pub heap: Vec<Obj>,
 }
 
 impl Run {
@@ -179,6 +253,7 @@ pub fn run(code: &[u8], clauses: &[Clause], args: &[i64], env: &Env<'_>) -> Run 
                     args: Vec::new(),
                     locals: Vec::new(),
                     refs: Vec::new(),
+                    heap: Vec::new(),
                 };
             }
         }
@@ -187,12 +262,19 @@ pub fn run(code: &[u8], clauses: &[Clause], args: &[i64], env: &Env<'_>) -> Run 
     // then the locals.
     let mut cells = Vec::new();
     let mut ref_cells = Vec::new();
+    let mut heap = Vec::new();
     let mut arg_values = Vec::with_capacity(args.len());
     for (k, &a) in args.iter().enumerate() {
         let t = env.args.get(k).copied().unwrap_or_default();
         arg_values.push(match t {
             ArgType::Val(ValType::I4) => Value::Int(a as i32),
             ArgType::Val(ValType::I8) => Value::Long(a),
+            // As the program's runner builds them from the input.
+            ArgType::Val(ValType::Struct) => Value::Struct { a: a as i32, b: a },
+            ArgType::Val(ValType::Class) => {
+                heap.push(Obj::Class { x: a as i32 });
+                Value::Object(heap.len() - 1)
+            }
             ArgType::RefI4 => {
                 cells.push(Value::Int(a as i32));
                 ref_cells.push(cells.len() - 1);
@@ -219,9 +301,17 @@ pub fn run(code: &[u8], clauses: &[Clause], args: &[i64], env: &Env<'_>) -> Run 
         trace: Vec::new(),
         caught: vec![None; clauses.len()],
         depth: 0,
+        heap,
     };
     let outcome = match m.exec(0, Vec::new(), Mode::Body) {
-        Exit::Return(v) => Outcome::Returned(v),
+        Exit::Return(None) => Outcome::Returned(None),
+        Exit::Return(Some(v)) => match m.returned(v) {
+            Some(r) => Outcome::Returned(Some(r)),
+            None => Outcome::Stuck {
+                offset: 0,
+                reason: format!("returned {v:?}"),
+            },
+        },
         Exit::Escaped(v) => Outcome::Threw(v),
         Exit::Abort(o) => o,
         Exit::EndFinally(_) | Exit::EndFilter(_) | Exit::FilterThrew => Outcome::Stuck {
@@ -243,6 +333,7 @@ pub fn run(code: &[u8], clauses: &[Clause], args: &[i64], env: &Env<'_>) -> Run 
         args: m.cells[arg_base..local_base].to_vec(),
         locals: m.cells[local_base..].to_vec(),
         refs,
+        heap: m.heap,
     }
 }
 
@@ -266,7 +357,7 @@ fn local_count(instrs: &[Instruction<'_>]) -> usize {
 
 /// How a run of code (the body, a handler or a filter) ended.
 enum Exit {
-    Return(Option<i64>),
+    Return(Option<Value>),
     /// `endfinally` of the finally or fault handler of this clause.
     EndFinally(usize),
     EndFilter(i32),
@@ -301,6 +392,8 @@ struct Machine<'a> {
     /// The exception each catch or filter clause last received, for `rethrow`.
     caught: Vec<Option<i32>>,
     depth: u32,
+    /// The objects made so far, which [`Value::Object`] and [`Value::BoxRef`] index.
+    heap: Vec<Obj>,
 }
 
 fn stuck(offset: u32, reason: impl Into<String>) -> Exit {
@@ -315,6 +408,62 @@ fn in_range(offset: u32, start: u32, length: u32) -> bool {
 }
 
 impl<'a> Machine<'a> {
+    /// A value a method returns as its caller sees it (`None`: no value a method returns).
+    fn returned(&self, v: Value) -> Option<ReturnValue> {
+        Some(match v {
+            Value::Int(v) => ReturnValue::Number(i64::from(v)),
+            Value::Long(v) => ReturnValue::Number(v),
+            Value::Struct { a, b } => ReturnValue::Struct { a, b },
+            Value::Object(o) => match self.heap.get(o)? {
+                Obj::Class { x } => ReturnValue::Object { x: *x },
+                Obj::Boxed { .. } => return None,
+            },
+            Value::Exception(_) | Value::Ref(_) | Value::Null | Value::BoxRef(_) => return None,
+        })
+    }
+
+    /// The `S` a pointer points to (a cell holding one, or a boxed one).
+    fn struct_at(&self, p: Value) -> Option<(i32, i64)> {
+        match p {
+            Value::Ref(c) => match self.cells.get(c)? {
+                Value::Struct { a, b } => Some((*a, *b)),
+                _ => None,
+            },
+            Value::BoxRef(o) => match self.heap.get(o)? {
+                Obj::Boxed { a, b } => Some((*a, *b)),
+                Obj::Class { .. } => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// Stores `s` where the pointer `p` points, which must hold an `S`.
+    fn set_struct_at(&mut self, p: Value, s: (i32, i64)) -> bool {
+        self.struct_at(p).is_some()
+            && match p {
+                Value::Ref(c) => {
+                    self.cells[c] = Value::Struct { a: s.0, b: s.1 };
+                    true
+                }
+                Value::BoxRef(o) => {
+                    self.heap[o] = Obj::Boxed { a: s.0, b: s.1 };
+                    true
+                }
+                _ => false,
+            }
+    }
+
+    /// The field `x` of the `C` a value refers to.
+    fn class_x(&self, v: Value) -> Option<i32> {
+        match v {
+            Value::Object(o) => match self.heap.get(o)? {
+                Obj::Class { x } => Some(*x),
+                Obj::Boxed { .. } => None,
+            },
+            _ => None,
+        }
+    }
+
     fn index_of(&self, offset: i64) -> Option<usize> {
         let o = u32::try_from(offset).ok()?;
         self.instrs.binary_search_by_key(&o, |i| i.offset).ok()
@@ -363,6 +512,11 @@ impl<'a> Machine<'a> {
             let next = ins.next_offset();
             let opcode = ins.opcode;
             let operand = ins.operand.clone();
+            let token = match &operand {
+                Operand::Token(t) => *t,
+                // Token 0 names nothing: an operand that is no token matches no arm below.
+                _ => 0,
+            };
             let mut jump: Option<i64> = None;
             use Opcode::*;
             match opcode {
@@ -380,6 +534,7 @@ impl<'a> Machine<'a> {
                     };
                     stack.push(Value::Int(v));
                 }
+                Ldnull => stack.push(Value::Null),
                 Ldc_I8 => {
                     let Operand::Int64(v) = operand else {
                         return stuck(off, "bad constant");
@@ -468,6 +623,13 @@ impl<'a> Machine<'a> {
                                 }
                             })
                         }
+                        // References compare by identity: `ceq`, and `cgt.un` with null (the
+                        // `!= null` test); their order is the runtime's own.
+                        (Value::Object(_) | Value::Null, Value::Object(_) | Value::Null)
+                            if opcode == Ceq || (opcode == Cgt_Un && b == Value::Null) =>
+                        {
+                            Some(Value::Int((a == b) as i32 ^ (opcode == Cgt_Un) as i32))
+                        }
                         _ => return stuck(off, "operands of different types"),
                     };
                     match v {
@@ -490,6 +652,8 @@ impl<'a> Machine<'a> {
                     let v = match pop!(off) {
                         Value::Int(v) => i64::from(v),
                         Value::Long(v) => v,
+                        Value::Object(_) => 1,
+                        Value::Null => 0,
                         _ => return stuck(off, "brtrue of a non-number"),
                     };
                     if (v != 0) == matches!(opcode, Brtrue_S | Brtrue) {
@@ -528,11 +692,8 @@ impl<'a> Machine<'a> {
                         }
                         match self.call_peer(peer, args) {
                             Exit::Return(v) => {
-                                if let (Some(t), Some(v)) = (peer.ret, v) {
-                                    stack.push(match t {
-                                        ValType::I4 => Value::Int(v as i32),
-                                        ValType::I8 => Value::Long(v),
-                                    });
+                                if let (Some(_), Some(v)) = (peer.ret, v) {
+                                    stack.push(v);
                                 }
                             }
                             Exit::Escaped(e) => match self.throw(off, e, mode) {
@@ -573,30 +734,120 @@ impl<'a> Machine<'a> {
                     }
                 }
                 Newobj => {
-                    if operand != Operand::Token(EXCEPTION_CTOR) {
-                        return stuck(off, "newobj of an unknown constructor");
-                    }
                     let v = pop_int!(off);
-                    stack.push(Value::Exception(v));
+                    match token {
+                        EXCEPTION_CTOR => stack.push(Value::Exception(v)),
+                        CLASS_CTOR => {
+                            self.heap.push(Obj::Class { x: v });
+                            stack.push(Value::Object(self.heap.len() - 1));
+                        }
+                        _ => return stuck(off, "newobj of an unknown constructor"),
+                    }
                 }
                 Ldfld => {
-                    if operand != Operand::Token(EXCEPTION_VALUE) {
-                        return stuck(off, "ldfld of an unknown field");
-                    }
-                    match stack.pop() {
-                        Some(Value::Exception(v)) => stack.push(Value::Int(v)),
-                        _ => return stuck(off, "ldfld on a non-exception"),
+                    let on = pop!(off);
+                    let v = match (token, on) {
+                        (EXCEPTION_VALUE, Value::Exception(v)) => Value::Int(v),
+                        (STRUCT_A | STRUCT_B, Value::Struct { a, b }) => {
+                            if token == STRUCT_A {
+                                Value::Int(a)
+                            } else {
+                                Value::Long(b)
+                            }
+                        }
+                        (t @ (STRUCT_A | STRUCT_B), p) => match self.struct_at(p) {
+                            Some((a, _)) if t == STRUCT_A => Value::Int(a),
+                            Some((_, b)) => Value::Long(b),
+                            None => {
+                                return stuck(off, "ldfld of S on neither an S nor its address");
+                            }
+                        },
+                        (CLASS_X, v) => match self.class_x(v) {
+                            Some(x) => Value::Int(x),
+                            None => return stuck(off, "ldfld of C::x on a non-C (or null)"),
+                        },
+                        _ => return stuck(off, "ldfld of an unknown field or on a wrong object"),
+                    };
+                    stack.push(v);
+                }
+                Stfld => {
+                    let v = pop!(off);
+                    let on = pop!(off);
+                    let done = match (token, v) {
+                        (STRUCT_A, Value::Int(a)) => match self.struct_at(on) {
+                            Some((_, b)) => self.set_struct_at(on, (a, b)),
+                            None => false,
+                        },
+                        (STRUCT_B, Value::Long(b)) => match self.struct_at(on) {
+                            Some((a, _)) => self.set_struct_at(on, (a, b)),
+                            None => false,
+                        },
+                        (CLASS_X, Value::Int(x)) => match on {
+                            Value::Object(o)
+                                if matches!(self.heap.get(o), Some(Obj::Class { .. })) =>
+                            {
+                                self.heap[o] = Obj::Class { x };
+                                true
+                            }
+                            _ => false,
+                        },
+                        _ => false,
+                    };
+                    if !done {
+                        return stuck(off, "stfld of an unknown field, a wrong value or object");
                     }
                 }
-                Castclass => {
-                    if operand != Operand::Token(EXCEPTION_CLASS) {
-                        return stuck(off, "castclass to an unknown class");
-                    }
-                    match stack.last() {
-                        Some(Value::Exception(_)) => {}
-                        _ => return stuck(off, "castclass of a non-exception"),
+                Initobj => {
+                    let p = pop!(off);
+                    if token != STRUCT_TYPE || !self.set_struct_at(p, (0, 0)) {
+                        return stuck(off, "initobj of other than an S");
                     }
                 }
+                Box => match (token, pop!(off)) {
+                    (STRUCT_TYPE, Value::Struct { a, b }) => {
+                        self.heap.push(Obj::Boxed { a, b });
+                        stack.push(Value::Object(self.heap.len() - 1));
+                    }
+                    _ => return stuck(off, "box of other than an S"),
+                },
+                Unbox | Unbox_Any => {
+                    let boxed = match (token, pop!(off)) {
+                        (STRUCT_TYPE, Value::Object(o)) => match self.heap.get(o) {
+                            Some(Obj::Boxed { a, b }) => Some((o, *a, *b)),
+                            _ => None,
+                        },
+                        _ => None,
+                    };
+                    let Some((o, a, b)) = boxed else {
+                        return stuck(off, "unbox of other than a boxed S");
+                    };
+                    stack.push(if opcode == Unbox {
+                        Value::BoxRef(o)
+                    } else {
+                        Value::Struct { a, b }
+                    });
+                }
+                Ldobj => {
+                    let p = pop!(off);
+                    match (token, self.struct_at(p)) {
+                        (STRUCT_TYPE, Some((a, b))) => stack.push(Value::Struct { a, b }),
+                        _ => return stuck(off, "ldobj of other than an S"),
+                    }
+                }
+                Castclass | Isinst => match (token, stack.last().copied()) {
+                    (EXCEPTION_CLASS, Some(Value::Exception(_))) => {}
+                    (CLASS_TYPE, Some(v)) => {
+                        let is_c = self.class_x(v).is_some();
+                        if !is_c && v != Value::Null {
+                            if opcode == Castclass {
+                                return stuck(off, "castclass of a non-C to C");
+                            }
+                            stack.pop();
+                            stack.push(Value::Null);
+                        }
+                    }
+                    _ => return stuck(off, "a cast outside the subset"),
+                },
                 Throw => {
                     let e = match stack.pop() {
                         Some(Value::Exception(v)) => v,
@@ -628,10 +879,15 @@ impl<'a> Machine<'a> {
                     return match stack.len() {
                         0 => Exit::Return(None),
                         1 => match stack[0] {
-                            Value::Int(v) => Exit::Return(Some(i64::from(v))),
-                            Value::Long(v) => Exit::Return(Some(v)),
-                            Value::Exception(_) | Value::Ref(_) => {
-                                stuck(off, "ret of an exception or a pointer")
+                            v @ (Value::Int(_)
+                            | Value::Long(_)
+                            | Value::Struct { .. }
+                            | Value::Object(_)) => Exit::Return(Some(v)),
+                            Value::Exception(_)
+                            | Value::Ref(_)
+                            | Value::Null
+                            | Value::BoxRef(_) => {
+                                stuck(off, "ret of an exception, a pointer or null")
                             }
                         },
                         _ => stuck(off, "ret with more than one value"),
@@ -687,7 +943,15 @@ impl<'a> Machine<'a> {
     /// zero.
     fn call_peer(&mut self, peer: &'a PeerCode<'a>, args: Vec<Value>) -> Exit {
         let Some((code, clauses, env)) = peer.body.as_ref() else {
-            return Exit::Return(peer.ret.map(|_| 0));
+            // The stub returns a zero, or a new `C` with a zero field.
+            let v = peer.ret.map(|t| match t {
+                ValType::Class => {
+                    self.heap.push(Obj::Class { x: 0 });
+                    Value::Object(self.heap.len() - 1)
+                }
+                ValType::I4 | ValType::I8 | ValType::Struct => Value::zero(t),
+            });
+            return Exit::Return(v);
         };
         let (code, clauses): (&'a [u8], &'a [Clause]) = (code, clauses);
         if self.depth >= MAX_HANDLER_DEPTH {
@@ -1128,7 +1392,10 @@ mod tests {
         m.push(op(Opcode::Ret));
         m.clauses
             .push(clause(ClauseKind::Catch, (ts, te), (te, he)));
-        assert_eq!(exec(&m).outcome, Outcome::Returned(Some(42)));
+        assert_eq!(
+            exec(&m).outcome,
+            Outcome::Returned(Some(ReturnValue::Number(42)))
+        );
     }
 
     fn exec_with(m: &Method, args: &[i64], env: &Env<'_>) -> Run {
@@ -1187,7 +1454,11 @@ mod tests {
             }
             m.push(op(Opcode::Ret));
             let r = exec_with(&m, &[], &env);
-            assert_eq!(r.outcome, Outcome::Returned(Some(want)), "{code:?}");
+            assert_eq!(
+                r.outcome,
+                Outcome::Returned(Some(ReturnValue::Number(want))),
+                "{code:?}"
+            );
         }
         // Operands of different widths, or MinValue / -1, get the run stuck.
         for code in [
@@ -1307,8 +1578,318 @@ mod tests {
         m.clauses
             .push(clause(ClauseKind::Catch, (ts, te), (te, he)));
         let r = exec_with(&m, &[], &env);
-        assert_eq!(r.outcome, Outcome::Returned(Some(7)));
+        assert_eq!(r.outcome, Outcome::Returned(Some(ReturnValue::Number(7))));
         assert_eq!(tokens(&r), [F, G]);
+    }
+
+    fn tok(o: Opcode, t: u32) -> Instr {
+        Instr::new(o, crate::ir::Operand::Token(t))
+    }
+
+    fn var(o: Opcode, k: u16) -> Instr {
+        Instr::new(o, crate::ir::Operand::Var(k))
+    }
+
+    fn ldc(v: i32) -> Instr {
+        Instr::new(Opcode::Ldc_I4, crate::ir::Operand::Int32(v))
+    }
+
+    /// Locals 0 and 1 are `S`s, 2 to 4 `C`s (or boxed `S`s).
+    const STRUCT_LOCALS: &[ValType] = &[
+        ValType::Struct,
+        ValType::Struct,
+        ValType::Class,
+        ValType::Class,
+        ValType::Class,
+    ];
+
+    fn exec_struct(code: &[Instr]) -> Run {
+        let env = Env {
+            locals: STRUCT_LOCALS,
+            ..Env::new(&[], 1000)
+        };
+        let mut m = Method::default();
+        for i in code {
+            m.push(*i);
+        }
+        exec_with(&m, &[], &env)
+    }
+
+    fn number(v: i64) -> Outcome {
+        Outcome::Returned(Some(ReturnValue::Number(v)))
+    }
+
+    /// Storing an `S` copies it: a store to the copy's field leaves the original as it was,
+    /// through `stloc` as through `starg`-free `ldloc`; `initobj` zeroes both fields.
+    #[test]
+    fn structs_are_copied_by_value() {
+        use Opcode::*;
+        let r = exec_struct(&[
+            var(Ldloca_S, 0),
+            ldc(5),
+            tok(Stfld, STRUCT_A),
+            var(Ldloca_S, 0),
+            ldc8(-6),
+            tok(Stfld, STRUCT_B),
+            op(Ldloc_0),
+            op(Stloc_1),
+            var(Ldloca_S, 1),
+            ldc(9),
+            tok(Stfld, STRUCT_A),
+            // s0.a * 100 + s1.a, then s1.b
+            var(Ldloca_S, 0),
+            tok(Ldfld, STRUCT_A),
+            ldc(100),
+            op(Mul),
+            op(Ldloc_1),
+            tok(Ldfld, STRUCT_A),
+            op(Add),
+            op(Conv_I8),
+            op(Ldloc_1),
+            tok(Ldfld, STRUCT_B),
+            op(Add),
+            op(Ret),
+        ]);
+        assert_eq!(r.outcome, number(509 - 6));
+        assert_eq!(r.local(0), Value::Struct { a: 5, b: -6 });
+        assert_eq!(r.local(1), Value::Struct { a: 9, b: -6 });
+        let r = exec_struct(&[
+            var(Ldloca_S, 0),
+            ldc(5),
+            tok(Stfld, STRUCT_A),
+            var(Ldloca_S, 0),
+            tok(Initobj, STRUCT_TYPE),
+            op(Ldloc_0),
+            op(Ret),
+        ]);
+        assert_eq!(
+            r.outcome,
+            Outcome::Returned(Some(ReturnValue::Struct { a: 0, b: 0 }))
+        );
+    }
+
+    /// `box` copies the `S` to the heap: later stores to the local do not reach the box, and
+    /// `unbox.any`, `unbox; ldobj` and `unbox; ldfld` read the copy.
+    #[test]
+    fn box_makes_a_copy() {
+        use Opcode::*;
+        let unboxes: [&[Instr]; 3] = [
+            &[tok(Unbox_Any, STRUCT_TYPE), tok(Ldfld, STRUCT_A)],
+            &[
+                tok(Unbox, STRUCT_TYPE),
+                tok(Ldobj, STRUCT_TYPE),
+                tok(Ldfld, STRUCT_A),
+            ],
+            &[tok(Unbox, STRUCT_TYPE), tok(Ldfld, STRUCT_A)],
+        ];
+        for unbox in unboxes {
+            let mut code = vec![
+                var(Ldloca_S, 0),
+                ldc(3),
+                tok(Stfld, STRUCT_A),
+                op(Ldloc_0),
+                tok(Box, STRUCT_TYPE),
+                op(Stloc_2),
+                var(Ldloca_S, 0),
+                ldc(4),
+                tok(Stfld, STRUCT_A),
+                op(Ldloc_2),
+            ];
+            code.extend_from_slice(unbox);
+            code.push(op(Ret));
+            let r = exec_struct(&code);
+            assert_eq!(r.outcome, number(3), "{unbox:?}");
+            assert_eq!(r.heap, [Obj::Boxed { a: 3, b: 0 }]);
+        }
+    }
+
+    /// A `C` is a reference: two locals holding the same one see each other's stores, a
+    /// second `newobj` is another object, the casts keep it, and a method returns it as its
+    /// field's value.
+    #[test]
+    fn objects_have_identity() {
+        use Opcode::*;
+        let r = exec_struct(&[
+            ldc(1),
+            tok(Newobj, CLASS_CTOR),
+            op(Dup),
+            op(Stloc_2),
+            op(Stloc_3),
+            ldc(1),
+            tok(Newobj, CLASS_CTOR),
+            var(Stloc_S, 4),
+            op(Ldloc_2),
+            ldc(7),
+            tok(Stfld, CLASS_X),
+            // x of local 3 (the same object) * 10 + x of local 4 (another)
+            op(Ldloc_3),
+            tok(Castclass, CLASS_TYPE),
+            tok(Ldfld, CLASS_X),
+            ldc(10),
+            op(Mul),
+            var(Ldloc_S, 4),
+            tok(Isinst, CLASS_TYPE),
+            tok(Ldfld, CLASS_X),
+            op(Add),
+            tok(Newobj, CLASS_CTOR),
+            op(Ret),
+        ]);
+        assert_eq!(
+            r.outcome,
+            Outcome::Returned(Some(ReturnValue::Object { x: 71 }))
+        );
+        assert_eq!(r.local(2), r.local(3));
+        assert_ne!(r.local(2), r.local(4));
+    }
+
+    /// `isinst C` of a boxed `S` gives null, of a `C` the `C`; `ldnull; cgt.un` tells them
+    /// apart, `ceq` compares references by identity.
+    #[test]
+    fn isinst_gives_null_for_other_objects() {
+        use Opcode::*;
+        let r = exec_struct(&[
+            op(Ldloc_0),
+            tok(Box, STRUCT_TYPE),
+            tok(Isinst, CLASS_TYPE),
+            op(Ldnull),
+            op(Cgt_Un),
+            ldc(10),
+            op(Mul),
+            ldc(3),
+            tok(Newobj, CLASS_CTOR),
+            tok(Isinst, CLASS_TYPE),
+            op(Ldnull),
+            op(Cgt_Un),
+            op(Add),
+            ldc(100),
+            op(Mul),
+            ldc(3),
+            tok(Newobj, CLASS_CTOR),
+            op(Dup),
+            op(Ceq),
+            op(Add),
+            op(Ret),
+        ]);
+        assert_eq!(r.outcome, number(101));
+        // Two objects have no order the interpreter knows.
+        let r = exec_struct(&[
+            op(Ldc_I4_1),
+            tok(Newobj, CLASS_CTOR),
+            op(Ldc_I4_1),
+            tok(Newobj, CLASS_CTOR),
+            op(Cgt_Un),
+            op(Ret),
+        ]);
+        assert!(matches!(r.outcome, Outcome::Stuck { .. }), "{r:?}");
+    }
+
+    /// A null `C`, an `S` operation on a number, a field of the wrong type or a cast of a
+    /// boxed `S` to `C`: stuck, not a panic.
+    #[test]
+    fn misused_structs_and_objects_get_stuck() {
+        use Opcode::*;
+        let cases: [&[Instr]; 7] = [
+            &[op(Ldloc_2), tok(Ldfld, CLASS_X), op(Ret)],
+            &[op(Ldloc_2), ldc(1), tok(Stfld, CLASS_X), op(Ret)],
+            &[ldc(1), tok(Box, STRUCT_TYPE), op(Ret)],
+            &[
+                op(Ldloc_0),
+                tok(Box, STRUCT_TYPE),
+                tok(Castclass, CLASS_TYPE),
+                op(Ret),
+            ],
+            &[var(Ldloca_S, 0), ldc(1), tok(Stfld, STRUCT_B), op(Ret)],
+            &[
+                ldc(1),
+                tok(Newobj, CLASS_CTOR),
+                tok(Unbox_Any, STRUCT_TYPE),
+                op(Ret),
+            ],
+            &[op(Ldloc_2), op(Ret)],
+        ];
+        for code in cases {
+            let r = exec_struct(code);
+            assert!(
+                matches!(r.outcome, Outcome::Stuck { .. }),
+                "{code:?}: {r:?}"
+            );
+        }
+    }
+
+    /// `S` and `C` arguments are made from their inputs as the program's runner makes them,
+    /// and pass to a generated callee by value and by reference.
+    #[test]
+    fn struct_and_class_arguments_pass_to_callees() {
+        use Opcode::*;
+        const P: u32 = 0x0680_0000;
+        // P(S s, C c): s.a = 1; c.x = 2; return s
+        let mut p = Method::default();
+        for i in [
+            var(Ldarga_S, 0),
+            ldc(1),
+            tok(Stfld, STRUCT_A),
+            op(Ldarg_1),
+            ldc(2),
+            tok(Stfld, CLASS_X),
+            op(Ldarg_0),
+            op(Ret),
+        ] {
+            p.push(i);
+        }
+        let mut layout = crate::ir::Layout::new();
+        let opts = LayoutOptions {
+            max_stack: MaxStackPolicy::Declared,
+            verify: false,
+            ..LayoutOptions::default()
+        };
+        layout.run(&p, &opts, &NoResolver, &mut Vec::new()).unwrap();
+        let (p_code, p_clauses) = (layout.code().to_vec(), layout.clauses().to_vec());
+        let p_args = [ArgType::Val(ValType::Struct), ArgType::Val(ValType::Class)];
+        let p_env = Env {
+            args: &p_args,
+            ..Env::new(&[], 0)
+        };
+        let peers = [PeerCode {
+            token: P,
+            args: &p_args,
+            ret: Some(ValType::Struct),
+            body: Some((&p_code, &p_clauses, p_env)),
+        }];
+        let env = Env {
+            args: &p_args,
+            peers: &peers,
+            ..Env::new(&[], 1000)
+        };
+        // P(s, c).a * 1000 + s.a * 100 + c.x  (s unchanged, c changed)
+        let mut m = Method::default();
+        for i in [
+            op(Ldarg_0),
+            op(Ldarg_1),
+            call(P),
+            tok(Ldfld, STRUCT_A),
+            ldc(1000),
+            op(Mul),
+            op(Ldarg_0),
+            tok(Ldfld, STRUCT_A),
+            ldc(100),
+            op(Mul),
+            op(Add),
+            op(Ldarg_1),
+            tok(Ldfld, CLASS_X),
+            op(Add),
+            op(Ret),
+        ] {
+            m.push(i);
+        }
+        let r = exec_with(&m, &[0x7_0000_0005, 9], &env);
+        assert_eq!(r.outcome, number(1000 + 500 + 2));
+        assert_eq!(
+            r.args[0],
+            Value::Struct {
+                a: 5,
+                b: 0x7_0000_0005
+            }
+        );
     }
 
     #[test]

@@ -6,12 +6,23 @@
 //! out reads as zeros, and zero always picks the simplest option (end the block, a constant, no
 //! clause), so any byte string — in particular any shrunk one — yields a valid body.
 //!
-//! The values are `int32` and `int64` ([`ValType`]), besides the synthetic exception object:
-//! `newobj` of [`EXCEPTION_CTOR`] wraps an `int32`, `ldfld` [`EXCEPTION_VALUE`] reads it back.
-//! The generator keeps the type of every value it pushes, so operators get operands of one type
-//! (`conv.i8`, `conv.u8` and `conv.i4` between them) and the body is type-valid too. Arguments
-//! may be `int32&` ([`ArgType::RefI4`]): read with `ldarg; ldind.i4`, written with `ldarg;
-//! <value>; stind.i4`, never stored to themselves.
+//! The values are `int32` and `int64`, the value type `S` and the class `C` ([`ValType`]),
+//! besides the synthetic exception object: `newobj` of [`EXCEPTION_CTOR`] wraps an `int32`,
+//! `ldfld` [`EXCEPTION_VALUE`] reads it back. The generator keeps the type of every value it
+//! pushes, so operators get operands of one type (`conv.i8`, `conv.u8` and `conv.i4` between
+//! them) and the body is type-valid too. Arguments may be `int32&` ([`ArgType::RefI4`]): read
+//! with `ldarg; ldind.i4`, written with `ldarg; <value>; stind.i4`, never stored to themselves.
+//!
+//! `S` ([`STRUCT_TYPE`]) has the fields `int32 a` and `int64 b`: its values are made with
+//! `ldloca; initobj` and `stfld` through the local's address, read with `ldfld` on the value or
+//! on an address, boxed and unboxed (`box; unbox.any`, `box; unbox; ldobj`), and passed to and
+//! returned from generated methods by value. Locals of type `S` are read before they are
+//! written, so a body with one sets InitLocals. `C` ([`CLASS_TYPE`]) has the field `int32 x`
+//! and the constructor `.ctor(int32)`: its values come from `newobj`, `castclass` and `isinst`
+//! (of values known to be a `C`), arguments, locals and calls, and are never null: a body
+//! stores a new `C` in each of its `C` locals before anything else. `isinst C` of a `C` or of
+//! a boxed `S` compared with `ldnull; cgt.un` tests what an object is: the null it may give is
+//! only compared.
 
 use super::config::Config;
 use crate::body::{ClauseKind, TINY_MAX_STACK};
@@ -28,7 +39,19 @@ pub const OTHER_CLASS: u32 = 0x0200_0003;
 pub const EXCEPTION_CTOR: u32 = 0x0600_0001;
 /// The exception's `int32` field.
 pub const EXCEPTION_VALUE: u32 = 0x0400_0001;
-/// The locals' StandAloneSig (all locals are `int32`).
+/// TypeDef of the value type `S` (sequential layout): `int32 a`, `int64 b`.
+pub const STRUCT_TYPE: u32 = 0x0200_0004;
+/// The field `S::a` (`int32`).
+pub const STRUCT_A: u32 = 0x0400_0002;
+/// The field `S::b` (`int64`).
+pub const STRUCT_B: u32 = 0x0400_0003;
+/// TypeDef of the class `C`: `int32 x` and a constructor setting it.
+pub const CLASS_TYPE: u32 = 0x0200_0005;
+/// The field `C::x` (`int32`).
+pub const CLASS_X: u32 = 0x0400_0004;
+/// `C::.ctor(int32)`: stores its argument in `x`.
+pub const CLASS_CTOR: u32 = 0x0600_0002;
+/// The locals' StandAloneSig (the program builder makes the real one from [`Shape`]).
 pub const LOCALS_SIG: u32 = 0x1100_0001;
 /// Token of the first synthetic callee; the others follow.
 pub const FIRST_CALLEE: u32 = 0x0600_0010;
@@ -101,6 +124,20 @@ pub enum ValType {
     I4,
     /// `int64`.
     I8,
+    /// The value type `S` ([`STRUCT_TYPE`]).
+    Struct,
+    /// The class `C` ([`CLASS_TYPE`]), never null.
+    Class,
+}
+
+impl ValType {
+    /// Whether it is `int32` or `int64` (operators, branches and conversions take it).
+    pub fn is_number(self) -> bool {
+        match self {
+            ValType::I4 | ValType::I8 => true,
+            ValType::Struct | ValType::Class => false,
+        }
+    }
 }
 
 /// The type of a generated method's argument.
@@ -199,7 +236,8 @@ pub struct Generated {
     pub calls_peers: bool,
     /// Argument vectors to run the method with: per argument its value, or for an `int32&`
     /// argument the initial value of the `int32` it points to (an `int32` argument's value fits
-    /// in `i32`).
+    /// in `i32`); an `S` argument is made from its number `v` as `a = v as i32, b = v`, a `C`
+    /// argument is a new `C` whose `x` is the number (which fits in `i32`).
     pub inputs: Vec<Vec<i64>>,
     /// The stack depth the generator tracked (over all code, reachable or not).
     pub max_stack: u16,
@@ -331,6 +369,8 @@ struct Gen<'a, 'u> {
     lean: bool,
     /// A loop counter starts from the zeroed local (the entry loop): InitLocals must be set.
     zeroed_counter: bool,
+    /// The local of type `S` that struct values are built in, once a body needs one.
+    scratch: Option<u16>,
     sites: Sites,
 }
 
@@ -357,6 +397,7 @@ impl<'a, 'u> Gen<'a, 'u> {
             tiny: false,
             lean: false,
             zeroed_counter: false,
+            scratch: None,
             sites: Sites::default(),
         }
     }
@@ -398,14 +439,41 @@ impl<'a, 'u> Gen<'a, 'u> {
         }
     }
 
-    /// A value type: `int64` with the configured chance, else `int32` (no choice read when
-    /// `int64` values are off).
+    /// A value type: `int64`, `S` or `C` with the configured chances, else `int32` (no choice
+    /// read for a type that is off; never `S` or `C` in a tiny body, which has no locals to
+    /// build an `S` in).
     fn value_type(&mut self) -> ValType {
         if self.chance(self.cfg.int64_percent) {
             ValType::I8
+        } else if self.struct_on() && self.chance(self.cfg.struct_percent) {
+            ValType::Struct
+        } else if self.class_on() && self.chance(self.cfg.object_percent) {
+            ValType::Class
         } else {
             ValType::I4
         }
+    }
+
+    /// Whether this body may compute with `S` values.
+    fn struct_on(&self) -> bool {
+        !self.tiny && self.cfg.struct_percent > 0
+    }
+
+    /// Whether this body may compute with `C` values.
+    fn class_on(&self) -> bool {
+        !self.tiny && self.cfg.object_percent > 0
+    }
+
+    /// The local `S` values are built in, added on first use.
+    fn scratch(&mut self) -> u16 {
+        if let Some(k) = self.scratch {
+            return k;
+        }
+        let k = self.shape.locals;
+        self.shape.locals += 1;
+        self.shape.local_types.push(ValType::Struct);
+        self.scratch = Some(k);
+        k
     }
 
     /// The type of the operands of a comparison or a two-operand branch: `int64` now and then
@@ -449,10 +517,12 @@ impl<'a, 'u> Gen<'a, 'u> {
             .collect()
     }
 
-    /// The value arguments (not `int32&`).
-    fn value_args(&self) -> Vec<u16> {
+    /// The number arguments (`int32` and `int64`).
+    fn number_args(&self) -> Vec<u16> {
         (0..self.shape.args)
-            .filter(|&k| self.shape.arg_type(k as usize) != ArgType::RefI4)
+            .filter(
+                |&k| matches!(self.shape.arg_type(k as usize), ArgType::Val(t) if t.is_number()),
+            )
             .collect()
     }
 
@@ -579,6 +649,7 @@ impl<'a, 'u> Gen<'a, 'u> {
                 let v = self.long();
                 self.ldc8(v);
             }
+            ValType::Struct | ValType::Class => self.expr_of(self.cfg.max_expr_depth, t),
         }
     }
 
@@ -671,7 +742,14 @@ impl<'a, 'u> Gen<'a, 'u> {
             self.shape.local_types.push(t);
         }
         if !self.shape.returns_void {
-            self.shape.ret = self.value_type();
+            // An `S` or `C` result is what return-value locals get wrong: a second chance.
+            self.shape.ret = if self.struct_on() && self.chance(self.cfg.struct_percent) {
+                ValType::Struct
+            } else if self.class_on() && self.chance(self.cfg.object_percent) {
+                ValType::Class
+            } else {
+                self.value_type()
+            };
         }
         if cfg.calls {
             let n = self.pick(cfg.max_callees + 1);
@@ -697,8 +775,11 @@ impl<'a, 'u> Gen<'a, 'u> {
             .map(|_| {
                 (0..self.shape.args as usize)
                     .map(|k| match self.shape.arg_type(k) {
-                        ArgType::Val(ValType::I8) => self.long(),
-                        ArgType::Val(ValType::I4) | ArgType::RefI4 => i64::from(self.int()),
+                        // An `S` is made of one number: `a` its low 32 bits, `b` all of it.
+                        ArgType::Val(ValType::I8 | ValType::Struct) => self.long(),
+                        ArgType::Val(ValType::I4 | ValType::Class) | ArgType::RefI4 => {
+                            i64::from(self.int())
+                        }
                     })
                     .collect()
             })
@@ -713,9 +794,21 @@ impl<'a, 'u> Gen<'a, 'u> {
             cfg.min_statements + self.pick(span + 1)
         };
         let eh = !self.tiny && cfg.max_eh_depth > 0 && cfg.clause_kinds.any();
-        let entry_loop =
-            !self.tiny && cfg.loops && cfg.max_nesting > 0 && self.chance(cfg.entry_loop_percent);
-        let entry_try = eh && cfg.max_nesting > 0 && self.chance(cfg.entry_try_percent);
+        // A `C` local holds a new `C` before anything reads it: those stores come first, so
+        // no loop or try starts at IL_0000 then.
+        let class_locals = self.locals_of(ValType::Class, self.user_locals);
+        let entry_free = class_locals.is_empty();
+        let entry_loop = entry_free
+            && !self.tiny
+            && cfg.loops
+            && cfg.max_nesting > 0
+            && self.chance(cfg.entry_loop_percent);
+        let entry_try =
+            entry_free && eh && cfg.max_nesting > 0 && self.chance(cfg.entry_try_percent);
+        for k in class_locals {
+            self.new_class(self.cfg.max_expr_depth);
+            self.stloc(k);
+        }
         let end_handler = eh && cfg.max_nesting > 0 && self.chance(cfg.end_handler_percent);
         let mut entered = false;
         if entry_loop {
@@ -751,7 +844,10 @@ impl<'a, 'u> Gen<'a, 'u> {
         let max_stack = self.max_stack.min(u16::MAX as u32) as u16;
         let locals = self.shape.locals;
         self.m.header.local_sig = if locals > 0 { LOCALS_SIG } else { 0 };
-        self.m.header.init_locals = locals > 0 && (self.zeroed_counter || self.pick(4) != 0);
+        // An `S` local is read before it is written.
+        let struct_local = self.shape.local_types.contains(&ValType::Struct);
+        self.m.header.init_locals =
+            locals > 0 && (self.zeroed_counter || struct_local || self.pick(4) != 0);
         self.m.header.max_stack = if self.lean {
             max_stack
         } else if self.tiny || (max_stack <= TINY_MAX_STACK && self.chance(20)) {
@@ -767,7 +863,13 @@ impl<'a, 'u> Gen<'a, 'u> {
             .token(EXCEPTION_CLASS)
             .token(OTHER_CLASS)
             .token(EXCEPTION_VALUE)
-            .token(LOCALS_SIG);
+            .token(LOCALS_SIG)
+            .token(STRUCT_TYPE)
+            .token(STRUCT_A)
+            .token(STRUCT_B)
+            .token(CLASS_TYPE)
+            .token(CLASS_X)
+            .call(CLASS_CTOR, CallSig::instance(1, true));
         for c in &self.callees {
             resolver = resolver.call(c.token, c.sig());
         }
@@ -981,7 +1083,12 @@ impl<'a, 'u> Gen<'a, 'u> {
         let params = self.callees.iter().map(|c| c.params).max().unwrap_or(0) as usize;
         let largest = 14 + 5 * params;
         while left >= largest {
-            let can_exit = self.regions.is_empty() || !self.leave_targets.is_empty();
+            // A `ret` of an `S` or a `C` takes more bytes than a piece may.
+            let can_exit = if self.regions.is_empty() {
+                self.shape.returns().is_none_or(ValType::is_number)
+            } else {
+                !self.leave_targets.is_empty()
+            };
             let w = [
                 1,
                 if self.callees.is_empty() { 0 } else { 2 },
@@ -1020,7 +1127,7 @@ impl<'a, 'u> Gen<'a, 'u> {
     fn early_exit(&mut self) {
         let skip = self.new_label();
         let v = self.int() as i8;
-        let args = self.value_args();
+        let args = self.number_args();
         let cond = if !args.is_empty() && self.pick(3) != 0 {
             let k = self.one_of(&args);
             let op = if k <= 255 {
@@ -1060,13 +1167,18 @@ impl<'a, 'u> Gen<'a, 'u> {
                     ValType::I4 => {
                         let v = self.int();
                         self.emit(Instr::new(Opcode::Ldc_I4, Operand::Int32(v)));
+                        self.push_depth(1);
                     }
                     ValType::I8 => {
                         let v = self.long();
                         self.emit(Instr::new(Opcode::Ldc_I8, Operand::Int64(v)));
+                        self.push_depth(1);
+                    }
+                    // `span` takes no exit for these; a leaf keeps the code valid anyway.
+                    ValType::Struct | ValType::Class => {
+                        self.expr_of(self.cfg.max_expr_depth, self.shape.ret)
                     }
                 }
-                self.push_depth(1);
             }
             self.op(Opcode::Ret);
             self.pop_depth(1);
@@ -1203,6 +1315,8 @@ impl<'a, 'u> Gen<'a, 'u> {
             } else {
                 2
             }, // call a generated method
+            if self.struct_on() { 2 } else { 0 }, // initobj or stfld of an `S`
+            if self.class_on() && !self.lean { 1 } else { 0 }, // stfld of a `C`
         ];
         match self.weighted(&weights) {
             0 => self.store_statement(),
@@ -1223,7 +1337,9 @@ impl<'a, 'u> Gen<'a, 'u> {
                 self.op(Opcode::Nop);
             }
             12 => self.store_through(),
-            _ => self.peer_call_statement(),
+            13 => self.peer_call_statement(),
+            14 => self.struct_statement(),
+            _ => self.class_statement(),
         }
     }
 
@@ -1262,16 +1378,19 @@ impl<'a, 'u> Gen<'a, 'u> {
             return Vec::new();
         }
         let addressable = !self.locals_of(ValType::I4, self.user_locals).is_empty()
-            || self.shape.args > 0
-                && self
-                    .shape
-                    .arg_types
-                    .iter()
-                    .any(|&t| t != ArgType::Val(ValType::I8));
+            || self
+                .shape
+                .arg_types
+                .iter()
+                .any(|&t| matches!(t, ArgType::Val(ValType::I4) | ArgType::RefI4));
         (0..self.peers.len())
             .filter(|&k| {
                 let p = &self.peers[k];
-                (addressable || !p.args.contains(&ArgType::RefI4)) && ret.is_none_or(|r| r == p.ret)
+                // An `S` argument is built in a local, which a tiny body has not.
+                let buildable = !self.tiny || !p.args.contains(&ArgType::Val(ValType::Struct));
+                (addressable || !p.args.contains(&ArgType::RefI4))
+                    && buildable
+                    && ret.is_none_or(|r| r == p.ret)
             })
             .collect()
     }
@@ -1350,6 +1469,80 @@ impl<'a, 'u> Gen<'a, 'u> {
         self.ldarg(k);
         self.expr(1);
         self.op(Opcode::Stind_I4);
+        self.pop_depth(2);
+    }
+
+    /// The address of an `S`: `ldloca` of a local of type `S` (the scratch one when the body
+    /// has none of its own), or `ldarga` of an `S` argument when `args` allows it.
+    fn struct_address(&mut self, args: bool) {
+        let locals = self.locals_of(ValType::Struct, self.user_locals);
+        let params = if args {
+            self.args_of(ArgType::Val(ValType::Struct))
+        } else {
+            Vec::new()
+        };
+        match self.weighted(&[
+            1,
+            2 * (!locals.is_empty()) as u32,
+            (!params.is_empty()) as u32,
+        ]) {
+            0 => {
+                let k = self.scratch();
+                self.ldloca(k);
+            }
+            1 => {
+                let k = self.one_of(&locals);
+                self.ldloca(k);
+            }
+            _ => {
+                let k = self.one_of(&params);
+                let op = if k <= 255 {
+                    Opcode::Ldarga_S
+                } else {
+                    Opcode::Ldarga
+                };
+                self.emit(Instr::new(op, Operand::Var(k)));
+                self.push_depth(1);
+            }
+        }
+    }
+
+    fn ldloca(&mut self, k: u16) {
+        let op = if k <= 255 && self.pick(4) != 3 {
+            Opcode::Ldloca_S
+        } else {
+            Opcode::Ldloca
+        };
+        let i = self.emit(Instr::new(op, Operand::Var(k)));
+        self.sites.local_operands.push(i);
+        self.push_depth(1);
+    }
+
+    /// `<address of an S>; initobj S`, or `<address>; <value>; stfld S::a` (or `S::b`).
+    fn struct_statement(&mut self) {
+        // A store needs two stack slots.
+        let store = !self.lean && self.pick(3) != 0;
+        self.struct_address(store);
+        if store {
+            if self.pick(2) == 0 {
+                self.expr(1);
+                self.emit(Instr::new(Opcode::Stfld, Operand::Token(STRUCT_A)));
+            } else {
+                self.expr_of(1, ValType::I8);
+                self.emit(Instr::new(Opcode::Stfld, Operand::Token(STRUCT_B)));
+            }
+            self.pop_depth(2);
+        } else {
+            self.emit(Instr::new(Opcode::Initobj, Operand::Token(STRUCT_TYPE)));
+            self.pop_depth(1);
+        }
+    }
+
+    /// `<C>; <int32>; stfld C::x`.
+    fn class_statement(&mut self) {
+        self.expr_class(1);
+        self.expr(1);
+        self.emit(Instr::new(Opcode::Stfld, Operand::Token(CLASS_X)));
         self.pop_depth(2);
     }
 
@@ -1553,7 +1746,10 @@ impl<'a, 'u> Gen<'a, 'u> {
     /// `rethrow`, or in a region ending the body in turn.
     fn catch_body(&mut self, after: Label, last: bool, cast: bool) {
         self.push_depth(1);
-        if self.user_locals > 0 && self.pick(2) == 0 {
+        let numbers: Vec<u16> = (0..self.user_locals)
+            .filter(|&k| self.shape.local_type(k as usize).is_number())
+            .collect();
+        if self.user_locals > 0 && self.pick(2) == 0 && !numbers.is_empty() {
             if cast {
                 self.emit(Instr::new(
                     Opcode::Castclass,
@@ -1561,7 +1757,7 @@ impl<'a, 'u> Gen<'a, 'u> {
                 ));
             }
             self.emit(Instr::new(Opcode::Ldfld, Operand::Token(EXCEPTION_VALUE)));
-            let k = self.pick(self.user_locals as u32) as u16;
+            let k = self.one_of(&numbers);
             if self.shape.local_type(k as usize) == ValType::I8 {
                 self.op(Opcode::Conv_I8);
             }
@@ -1807,6 +2003,184 @@ impl<'a, 'u> Gen<'a, 'u> {
         match t {
             ValType::I4 => self.expr_i4(level),
             ValType::I8 => self.expr_i8(level),
+            ValType::Struct => self.expr_struct(level),
+            ValType::Class => self.expr_class(level),
+        }
+    }
+
+    /// A field of an `S`: `a` (`int32`) or `b` (`int64`) as `field` says, read from the value
+    /// (`ldloc`, `ldarg`, any `S` expression, or a boxed one through `unbox`) or through an
+    /// address (`ldloca`, `ldarga`). Leaves only (one slot) at the depth limit.
+    fn struct_field(&mut self, level: u32, field: u32) {
+        let deeper = !self.lean && level < self.cfg.max_expr_depth;
+        let locals = self.locals_of(ValType::Struct, self.shape.locals);
+        let args = self.args_of(ArgType::Val(ValType::Struct));
+        match self.weighted(&[
+            2,
+            (!locals.is_empty()) as u32,
+            (!args.is_empty()) as u32,
+            deeper as u32 * 2,
+            deeper as u32,
+        ]) {
+            0 => self.struct_address(true),
+            1 => {
+                let k = self.one_of(&locals);
+                self.ldloc(k);
+            }
+            2 => {
+                let k = self.one_of(&args);
+                self.ldarg(k);
+            }
+            3 => self.expr_struct(level + 1),
+            _ => {
+                self.expr_struct(level + 1);
+                self.emit(Instr::new(Opcode::Box, Operand::Token(STRUCT_TYPE)));
+                self.emit(Instr::new(Opcode::Unbox, Operand::Token(STRUCT_TYPE)));
+            }
+        }
+        self.emit(Instr::new(Opcode::Ldfld, Operand::Token(field)));
+    }
+
+    /// An `S` value: one built in the scratch local (`initobj`, then maybe its fields set),
+    /// an argument, a local, a boxed copy unboxed again, a call, or a conditional.
+    fn expr_struct(&mut self, level: u32) {
+        let deeper = !self.lean && level < self.cfg.max_expr_depth;
+        let args = self.args_of(ArgType::Val(ValType::Struct));
+        let locals = self.locals_of(ValType::Struct, self.shape.locals);
+        let peers = self.callable_peers(Some(Some(ValType::Struct)));
+        let weights = [
+            3,                                               // built in the scratch local
+            if args.is_empty() { 0 } else { 2 },             // argument
+            if locals.is_empty() { 0 } else { 2 },           // local
+            if deeper { 1 } else { 0 },                      // box; unbox.any
+            if deeper { 1 } else { 0 },                      // box; unbox; ldobj
+            if deeper && !peers.is_empty() { 2 } else { 0 }, // call a generated method
+            if deeper && self.cfg.max_nesting > 0 {
+                1
+            } else {
+                0
+            }, // conditional
+        ];
+        match self.weighted(&weights) {
+            0 => {
+                let t = self.scratch();
+                self.ldloca(t);
+                self.emit(Instr::new(Opcode::Initobj, Operand::Token(STRUCT_TYPE)));
+                self.pop_depth(1);
+                // Setting a field takes two slots.
+                let fields = if deeper { self.pick(4) } else { 0 };
+                if fields & 1 != 0 {
+                    self.ldloca(t);
+                    self.expr(level + 1);
+                    self.emit(Instr::new(Opcode::Stfld, Operand::Token(STRUCT_A)));
+                    self.pop_depth(2);
+                }
+                if fields & 2 != 0 {
+                    self.ldloca(t);
+                    self.expr_of(level + 1, ValType::I8);
+                    self.emit(Instr::new(Opcode::Stfld, Operand::Token(STRUCT_B)));
+                    self.pop_depth(2);
+                }
+                self.ldloc(t);
+            }
+            1 => {
+                let k = self.one_of(&args);
+                self.ldarg(k);
+            }
+            2 => {
+                let k = self.one_of(&locals);
+                self.ldloc(k);
+            }
+            3 => {
+                self.expr_struct(level + 1);
+                self.emit(Instr::new(Opcode::Box, Operand::Token(STRUCT_TYPE)));
+                self.emit(Instr::new(Opcode::Unbox_Any, Operand::Token(STRUCT_TYPE)));
+            }
+            4 => {
+                self.expr_struct(level + 1);
+                self.emit(Instr::new(Opcode::Box, Operand::Token(STRUCT_TYPE)));
+                self.emit(Instr::new(Opcode::Unbox, Operand::Token(STRUCT_TYPE)));
+                self.emit(Instr::new(Opcode::Ldobj, Operand::Token(STRUCT_TYPE)));
+            }
+            5 => {
+                let k = self.one_of_index(&peers);
+                self.peer_call(k, level);
+            }
+            _ => self.conditional(level, ValType::Struct),
+        }
+    }
+
+    /// `<object>; isinst C; ldnull; cgt.un`: 1 when the object is a `C`, 0 when it is a boxed
+    /// `S` (`isinst` gives null, which is compared, never dereferenced).
+    fn class_test(&mut self, level: u32) {
+        if self.struct_on() && self.pick(2) == 1 {
+            self.expr_struct(level + 1);
+            self.emit(Instr::new(Opcode::Box, Operand::Token(STRUCT_TYPE)));
+        } else {
+            self.expr_class(level + 1);
+        }
+        self.emit(Instr::new(Opcode::Isinst, Operand::Token(CLASS_TYPE)));
+        self.op(Opcode::Ldnull);
+        self.push_depth(1);
+        self.op(Opcode::Cgt_Un);
+        self.pop_depth(1);
+    }
+
+    /// `<int32>; newobj C::.ctor` (the operand a constant at the depth limit).
+    fn new_class(&mut self, level: u32) {
+        if !self.lean && level < self.cfg.max_expr_depth {
+            self.expr(level + 1);
+        } else {
+            self.constant(ValType::I4);
+        }
+        self.emit(Instr::new(Opcode::Newobj, Operand::Token(CLASS_CTOR)));
+    }
+
+    /// A `C`: a new one, an argument, a local (each holds one from the body's start), a cast
+    /// of one (`castclass`, `isinst`: the value is a `C`, so neither fails), a call, or a
+    /// conditional. Never null.
+    fn expr_class(&mut self, level: u32) {
+        let deeper = !self.lean && level < self.cfg.max_expr_depth;
+        let args = self.args_of(ArgType::Val(ValType::Class));
+        let locals = self.locals_of(ValType::Class, self.user_locals);
+        let peers = self.callable_peers(Some(Some(ValType::Class)));
+        let weights = [
+            3,                                               // newobj
+            if args.is_empty() { 0 } else { 2 },             // argument
+            if locals.is_empty() { 0 } else { 3 },           // local
+            if deeper { 1 } else { 0 },                      // castclass
+            if deeper { 1 } else { 0 },                      // isinst
+            if deeper && !peers.is_empty() { 2 } else { 0 }, // call a generated method
+            if deeper && self.cfg.max_nesting > 0 {
+                1
+            } else {
+                0
+            }, // conditional
+        ];
+        match self.weighted(&weights) {
+            0 => self.new_class(level),
+            1 => {
+                let k = self.one_of(&args);
+                self.ldarg(k);
+            }
+            2 => {
+                let k = self.one_of(&locals);
+                self.ldloc(k);
+            }
+            k @ (3 | 4) => {
+                let op = if k == 3 {
+                    Opcode::Castclass
+                } else {
+                    Opcode::Isinst
+                };
+                self.expr_class(level + 1);
+                self.emit(Instr::new(op, Operand::Token(CLASS_TYPE)));
+            }
+            5 => {
+                let k = self.one_of_index(&peers);
+                self.peer_call(k, level);
+            }
+            _ => self.conditional(level, ValType::Class),
         }
     }
 
@@ -1835,6 +2209,9 @@ impl<'a, 'u> Gen<'a, 'u> {
             if refs.is_empty() { 0 } else { 2 },               // through an int32&
             if deeper && int64 { 1 } else { 0 },               // conv.i4 of an int64
             if deeper && !peers.is_empty() { 2 } else { 0 },   // call a generated method
+            if self.struct_on() { 2 } else { 0 },              // S::a
+            if self.class_on() { 2 } else { 0 },               // C::x
+            if deeper && self.class_on() { 1 } else { 0 },     // is it a C?
         ];
         match self.weighted(&weights) {
             0 => self.constant(ValType::I4),
@@ -1889,10 +2266,16 @@ impl<'a, 'u> Gen<'a, 'u> {
                 self.expr_i8(level + 1);
                 self.op(Opcode::Conv_I4);
             }
-            _ => {
+            13 => {
                 let k = self.one_of_index(&peers);
                 self.peer_call(k, level);
             }
+            14 => self.struct_field(level, STRUCT_A),
+            15 => {
+                self.expr_class(level + 1);
+                self.emit(Instr::new(Opcode::Ldfld, Operand::Token(CLASS_X)));
+            }
+            _ => self.class_test(level),
         }
     }
 
@@ -1914,6 +2297,7 @@ impl<'a, 'u> Gen<'a, 'u> {
             if deeper { 1 } else { 0 },                        // dup
             2,                                                 // conv.i8 / conv.u8 of an int32
             if deeper && !peers.is_empty() { 2 } else { 0 },   // call a generated method
+            if self.struct_on() { 2 } else { 0 },              // S::b
         ];
         match self.weighted(&weights) {
             0 => self.constant(ValType::I8),
@@ -1943,6 +2327,7 @@ impl<'a, 'u> Gen<'a, 'u> {
                 let k = self.one_of_index(&peers);
                 self.peer_call(k, level);
             }
+            11 => self.struct_field(level, STRUCT_B),
             _ => {
                 // A leaf operand keeps a lean stack at one slot.
                 let operand = if deeper {
@@ -1973,15 +2358,17 @@ impl<'a, 'u> Gen<'a, 'u> {
     fn divide(&mut self, level: u32, t: ValType) {
         self.expr_of(level + 1, t);
         self.expr_of(level + 1, t);
-        match t {
-            ValType::I4 => self.ldc(7),
-            ValType::I8 => self.ldc8(7),
+        if t == ValType::I8 {
+            self.ldc8(7);
+        } else {
+            self.ldc(7);
         }
         self.op(Opcode::And);
         self.pop_depth(1);
-        match t {
-            ValType::I4 => self.ldc(1),
-            ValType::I8 => self.ldc8(1),
+        if t == ValType::I8 {
+            self.ldc8(1);
+        } else {
+            self.ldc(1);
         }
         self.op(Opcode::Add);
         self.pop_depth(1);

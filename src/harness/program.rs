@@ -13,7 +13,14 @@
 //! @ M4#0 void trace 0
 //! @ M5#0 exception System.InvalidProgramException trace 0
 //! @ M6#0 ret -9000000000 trace 0 ref 7 ref -3
+//! @ M7#0 ret S 5 -81604378619 trace 0
+//! @ M8#1 ret C -12 trace 0
 //! ```
+//!
+//! A result of the value type `S` prints as `ret S A B` (its fields `a`, `b`), one of the class
+//! `C` as `ret C X` (its field `x`); an `S` argument is built from its input `V` (`a` its low 32
+//! bits, `b` all of it), a `C` argument is a new `C` with `x` = `V`. Every program defines `S`
+//! and `C` at the tokens the generator uses, whether its methods use them or not.
 //!
 //! A method with `int32&` arguments is passed the addresses of `int32` locals of its runner,
 //! set from its inputs; the line ends with their final values (` ref V`, in argument order),
@@ -34,8 +41,9 @@ use crate::body::{Body, Clause};
 use crate::generate::interp::PeerCode;
 use crate::generate::interp::{self, Env, Outcome as RunOutcome, call_hash};
 use crate::generate::valid::{
-    ArgType, Callee, EXCEPTION_CLASS, EXCEPTION_CTOR, EXCEPTION_VALUE, FIRST_CALLEE, Generated,
-    OTHER_CLASS, Peer, ValType, generate_calling,
+    ArgType, CLASS_CTOR, CLASS_TYPE, CLASS_X, Callee, EXCEPTION_CLASS, EXCEPTION_CTOR,
+    EXCEPTION_VALUE, FIRST_CALLEE, Generated, OTHER_CLASS, Peer, STRUCT_A, STRUCT_B, STRUCT_TYPE,
+    ValType, generate_calling,
 };
 use crate::generate::{Config, generate_from_bytes};
 use crate::image::emit::AssemblyIdentity;
@@ -420,6 +428,11 @@ pub fn expected_lines(
 /// The references and members every program uses.
 struct Common {
     exception: Token,
+    /// `System.Object::.ctor`, which `C`'s constructor calls.
+    object_ctor: Token,
+    s_space: Token,
+    s_struct: Token,
+    s_class: Token,
     trace: Token,
     exception_ctor: Token,
     int_to_string: Token,
@@ -461,8 +474,13 @@ pub fn build_program(
     let console = b.type_ref(corlib, "System", "Console")?;
     let type_ = b.type_ref(corlib, "System", "Type")?;
     let void_ctor = method_sig(true, SigType::Void, &[])?;
+    let value_type = b.type_ref(corlib, "System", "ValueType")?;
     let c = Common {
         exception,
+        object_ctor: b.member_ref(object, ".ctor", &void_ctor)?,
+        s_space: b.user_string(" ")?,
+        s_struct: b.user_string("ret S ")?,
+        s_class: b.user_string("ret C ")?,
         trace: Token(0),
         exception_ctor: b.member_ref(exception, ".ctor", &void_ctor)?,
         int_to_string: b.member_ref(int32, "ToString", &method_sig(true, SigType::String, &[])?)?,
@@ -532,6 +550,25 @@ pub fn build_program(
         &exception_ctor_body(&c, value)?,
     )?;
     let other = b.type_def(public_class, "Ilcheck", "OtherException", Some(exception))?;
+    // TypeDef 4 the value type `S`, Fields 2 and 3 its `a` and `b`; TypeDef 5 the class `C`,
+    // Field 4 its `x`, MethodDef 2 its constructor. Every program has them, used or not, so
+    // that their tokens are fixed.
+    let s_type = b.type_def(
+        flags::TYPE_PUBLIC | flags::TYPE_SEQUENTIAL_LAYOUT | flags::TYPE_SEALED,
+        "Ilcheck",
+        "S",
+        Some(value_type),
+    )?;
+    let s_a = b.field(flags::FIELD_PUBLIC, "a", &field_sig(SigType::I4)?)?;
+    let s_b = b.field(flags::FIELD_PUBLIC, "b", &field_sig(SigType::I8)?)?;
+    let c_type = b.type_def(public_class, "Ilcheck", "C", Some(object))?;
+    let c_x = b.field(flags::FIELD_PUBLIC, "x", &field_sig(SigType::I4)?)?;
+    let c_ctor = b.method(
+        ctor_flags,
+        ".ctor",
+        &method_sig(true, SigType::Void, &[SigType::I4])?,
+        &class_ctor_body(&c, c_x)?,
+    )?;
     debug_assert_eq!(
         (gen_exception.0, other.0, value.0, ctor.0),
         (
@@ -539,6 +576,17 @@ pub fn build_program(
             OTHER_CLASS,
             EXCEPTION_VALUE,
             EXCEPTION_CTOR
+        )
+    );
+    debug_assert_eq!(
+        (s_type.0, s_a.0, s_b.0, c_type.0, c_x.0, c_ctor.0),
+        (
+            STRUCT_TYPE,
+            STRUCT_A,
+            STRUCT_B,
+            CLASS_TYPE,
+            CLASS_X,
+            CLASS_CTOR
         )
     );
 
@@ -599,7 +647,13 @@ pub fn build_program(
                 let name = format!("Gone_M{}_{}", p.index, stubs.len());
                 let params: Vec<SigType> = p.args.iter().map(|&a| arg_sig(a)).collect();
                 let ret = p.ret.map_or(SigType::Void, val_sig);
-                let mut k = Code::new(8, Token(0));
+                // An `S` to return is zeroed in a local.
+                let locals = if p.ret == Some(ValType::Struct) {
+                    b.standalone_sig(&locals_sig(&[val_sig(ValType::Struct)])?)?
+                } else {
+                    Token(0)
+                };
+                let mut k = Code::new(8, locals);
                 match p.ret {
                     None => {}
                     Some(ValType::I4) => {
@@ -607,6 +661,14 @@ pub fn build_program(
                     }
                     Some(ValType::I8) => {
                         k.0.push(Instr::new(Opcode::Ldc_I8, Operand::Int64(0)));
+                    }
+                    Some(ValType::Struct) => {
+                        k.var(Opcode::Ldloca, 0)
+                            .tok(Opcode::Initobj, Token(STRUCT_TYPE))
+                            .var(Opcode::Ldloc, 0);
+                    }
+                    Some(ValType::Class) => {
+                        k.i4(0).tok(Opcode::Newobj, Token(CLASS_CTOR));
                     }
                 }
                 k.op(Opcode::Ret);
@@ -705,6 +767,8 @@ pub fn build_program(
             SigType::I8,
         ];
         runner_locals.extend(std::iter::repeat_n(SigType::I4, refs));
+        // An `S` argument is built, and an `S` result read, in the last local.
+        runner_locals.push(val_sig(ValType::Struct));
         let runner_locals = b.standalone_sig(&locals_sig(&runner_locals)?)?;
         let body = runner_body(&c, g, method_token, runner_locals, &labels).map_err(layout_err)?;
         let runner = b.method(
@@ -781,6 +845,8 @@ fn val_sig(t: ValType) -> SigType {
     match t {
         ValType::I4 => SigType::I4,
         ValType::I8 => SigType::I8,
+        ValType::Struct => SigType::ValueType(Token(STRUCT_TYPE)),
+        ValType::Class => SigType::Class(Token(CLASS_TYPE)),
     }
 }
 
@@ -810,6 +876,21 @@ fn exception_ctor_body(c: &Common, value: Token) -> Result<Vec<u8>, ProgramError
         .op(Opcode::Ret);
     k.done().map_err(|source| ProgramError::Layout {
         method: "GeneratedException::.ctor".into(),
+        source,
+    })
+}
+
+/// `C::.ctor(int32)`: the base constructor, then the field.
+fn class_ctor_body(c: &Common, x: Token) -> Result<Vec<u8>, ProgramError> {
+    let mut k = Code::new(8, Token(0));
+    k.var(Opcode::Ldarg, 0)
+        .tok(Opcode::Call, c.object_ctor)
+        .var(Opcode::Ldarg, 0)
+        .var(Opcode::Ldarg, 1)
+        .tok(Opcode::Stfld, x)
+        .op(Opcode::Ret);
+    k.done().map_err(|source| ProgramError::Layout {
+        method: "C::.ctor".into(),
         source,
     })
 }
@@ -866,7 +947,9 @@ fn callee_body(c: &Common, callee: &Callee) -> Result<Vec<u8>, crate::ir::Layout
 
 /// `Run_M`: calls the method on each input and prints one result line per call. Its locals:
 /// 0 an `int32` to format, 1 the exception caught, 2 the outcome's text, 3 an `int64` to
-/// format, then one `int32` per `int32&` argument, which the call gets the address of.
+/// format, then one `int32` per `int32&` argument, which the call gets the address of, then
+/// an `S` (an `S` argument is built in it from its input, `a` the low 32 bits and `b` all of
+/// it; an `S` result is stored there to read its fields).
 fn runner_body(
     c: &Common,
     g: &Generated,
@@ -884,6 +967,7 @@ fn runner_body(
             cells.push((a, 4 + cells.len() as u16));
         }
     }
+    let s_local = 4 + cells.len() as u16;
     for (args, &label) in g.inputs.iter().zip(labels) {
         let (try_start, try_end, handler, other, after) = (
             k.0.new_label(),
@@ -904,6 +988,20 @@ fn runner_body(
                 }
                 ArgType::Val(ValType::I8) => {
                     k.0.push(Instr::new(Opcode::Ldc_I8, Operand::Int64(v)));
+                }
+                ArgType::Val(ValType::Struct) => {
+                    k.var(Opcode::Ldloca, s_local)
+                        .tok(Opcode::Initobj, Token(STRUCT_TYPE))
+                        .var(Opcode::Ldloca, s_local)
+                        .i4(v as i32)
+                        .tok(Opcode::Stfld, Token(STRUCT_A))
+                        .var(Opcode::Ldloca, s_local);
+                    k.0.push(Instr::new(Opcode::Ldc_I8, Operand::Int64(v)));
+                    k.tok(Opcode::Stfld, Token(STRUCT_B))
+                        .var(Opcode::Ldloc, s_local);
+                }
+                ArgType::Val(ValType::Class) => {
+                    k.i4(v as i32).tok(Opcode::Newobj, Token(CLASS_CTOR));
                 }
                 ArgType::RefI4 => {
                     let cell = cells.iter().find(|(x, _)| *x == a).map_or(0, |&(_, l)| l);
@@ -928,6 +1026,32 @@ fn runner_body(
                     .tok(Opcode::Ldstr, ret)
                     .var(Opcode::Ldloca, 3)
                     .tok(Opcode::Call, c.long_to_string)
+                    .tok(Opcode::Call, c.concat2);
+            }
+            // `ret S a b`.
+            Some(ValType::Struct) => {
+                k.var(Opcode::Stloc, s_local)
+                    .var(Opcode::Ldloca, s_local)
+                    .tok(Opcode::Ldfld, Token(STRUCT_A))
+                    .var(Opcode::Stloc, 0)
+                    .var(Opcode::Ldloca, s_local)
+                    .tok(Opcode::Ldfld, Token(STRUCT_B))
+                    .var(Opcode::Stloc, 3)
+                    .tok(Opcode::Ldstr, c.s_struct)
+                    .var(Opcode::Ldloca, 0)
+                    .tok(Opcode::Call, c.int_to_string)
+                    .tok(Opcode::Ldstr, c.s_space)
+                    .var(Opcode::Ldloca, 3)
+                    .tok(Opcode::Call, c.long_to_string)
+                    .tok(Opcode::Call, c.concat4);
+            }
+            // `ret C x`.
+            Some(ValType::Class) => {
+                k.tok(Opcode::Ldfld, Token(CLASS_X))
+                    .var(Opcode::Stloc, 0)
+                    .tok(Opcode::Ldstr, c.s_class)
+                    .var(Opcode::Ldloca, 0)
+                    .tok(Opcode::Call, c.int_to_string)
                     .tok(Opcode::Call, c.concat2);
             }
         }

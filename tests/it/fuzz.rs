@@ -33,7 +33,8 @@ fn text(o: &ilcheck::harness::Outcome) -> String {
 /// 10,000 generated methods (50 programs of 200) print exactly their manifest's lines under
 /// CoreCLR and under mono — but for programs mono's optimiser gets wrong (a wrong result, or a
 /// JIT assertion), which must then print the expected lines with mono's optimisations off —
-/// and verify clean.
+/// and verify clean, unverifiable code included (structure and types). Their results include
+/// `int64`s, `S` values and `C` objects.
 #[test]
 fn ten_thousand_generated_methods_run_as_their_manifests_say() {
     let test = "ten_thousand_generated_methods_run_as_their_manifests_say";
@@ -57,7 +58,11 @@ fn ten_thousand_generated_methods_run_as_their_manifests_say() {
             .arg(&dir),
     );
     assert!(o.success(), "{}", text(&o));
-    let v = support::run(ilcheck().arg("verify").arg(&dir));
+    let v = support::run(
+        ilcheck()
+            .args(["verify", "--level", "unverifiable"])
+            .arg(&dir),
+    );
     assert!(
         v.success(),
         "generated programs must verify clean: {}",
@@ -66,8 +71,9 @@ fn ten_thousand_generated_methods_run_as_their_manifests_say() {
 
     let mut methods = 0;
     let mut mono_miscompiled = Vec::new();
-    // Lines that show an `int32&` argument's final value, and `int64` results.
+    // Lines that show an `int32&` argument's final value, `int64` results, `S` and `C` results.
     let (mut ref_lines, mut wide_results) = (0, 0);
+    let (mut struct_results, mut class_results) = (0, 0);
     for k in 0..50 {
         let exe = dir.join(format!("g{}.exe", 7000 + k));
         let manifest: Manifest = serde_json::from_str(
@@ -78,6 +84,8 @@ fn ten_thousand_generated_methods_run_as_their_manifests_say() {
         let expected = manifest.expected_lines();
         for l in &expected {
             ref_lines += l.contains(" ref ") as usize;
+            struct_results += l.contains(" ret S ") as usize;
+            class_results += l.contains(" ret C ") as usize;
             let value = l.split(' ').skip_while(|w| *w != "ret").nth(1);
             wide_results += value
                 .and_then(|v| v.parse::<i64>().ok())
@@ -125,11 +133,13 @@ fn ten_thousand_generated_methods_run_as_their_manifests_say() {
     }
     assert_eq!(methods, 10_000);
     assert!(
-        ref_lines > 500 && wide_results > 200,
-        "{ref_lines} lines with int32& values, {wide_results} int64 results"
+        ref_lines > 500 && wide_results > 200 && struct_results > 200 && class_results > 200,
+        "{ref_lines} lines with int32& values, {wide_results} int64 results, \
+         {struct_results} S results, {class_results} C results"
     );
     eprintln!(
-        "{methods} methods; mono's optimiser miscompiles results in {} program(s):\n{}",
+        "{methods} methods ({struct_results} S results, {class_results} C results); mono's \
+         optimiser miscompiles results in {} program(s):\n{}",
         mono_miscompiled.len(),
         mono_miscompiled.join("\n")
     );
@@ -158,12 +168,33 @@ fn callers_without_their_callees_run_as_their_manifests_say() {
         .cloned()
         .collect();
     assert!(callers.len() >= 10, "{} callers", callers.len());
+    // Stubs of every result type: `S` and `C` ones too.
+    use ilcheck::generate::valid::ValType;
+    for t in [ValType::Struct, ValType::Class] {
+        let n = callers
+            .iter()
+            .filter(|m| {
+                let g = &m.generated;
+                g.peers.iter().filter(|p| p.ret == Some(t)).any(|p| {
+                    g.method
+                        .instrs
+                        .iter()
+                        .any(|i| i.operand == ilcheck::ir::Operand::Token(p.token()))
+                })
+            })
+            .count();
+        assert!(n >= 1, "no caller calls a peer returning {t:?}");
+    }
     for (name, set) in [("whole", &methods), ("callers", &callers)] {
         let p = build_program(name, set, &config).unwrap();
         let exe = p.write_to(&dir).unwrap();
         let has_stub = p.bytes.windows(6).any(|w| w == b"Gone_M");
         assert_eq!(has_stub, name == "callers", "{name}");
-        let v = support::run(ilcheck().arg("verify").arg(&exe));
+        let v = support::run(
+            ilcheck()
+                .args(["verify", "--level", "unverifiable"])
+                .arg(&exe),
+        );
         assert!(v.success(), "{name} must verify clean: {}", text(&v));
         let expected = p.manifest.expected_lines();
         for rt in &runtimes {
@@ -631,5 +662,34 @@ fn the_loop_attributes_misbehaving_programs_as_without_servers() {
             format!("{crashed}-2"),
         ]
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A program whose methods compute with the value type `S` and the class `C` (arguments,
+/// locals, results, calls between its methods) verifies with no finding at the unverifiable
+/// level, structural and type alike; no runtime needed.
+#[test]
+fn programs_with_structs_and_classes_verify_clean_as_unverifiable() {
+    use ilcheck::harness::program::generate_program;
+    let dir = scratch("typed");
+    let p = generate_program("typed", 3, 300, &ilcheck::generate::Config::default()).unwrap();
+    let lines = p.manifest.expected_lines();
+    for what in [" ret S ", " ret C "] {
+        let n = lines.iter().filter(|l| l.contains(what)).count();
+        assert!(n >= 10, "only {n} lines with{what}");
+    }
+    let exe = p.write_to(&dir).unwrap();
+    let v = support::run(
+        ilcheck()
+            .args(["verify", "--level", "unverifiable"])
+            .arg(&exe),
+    );
+    let out = String::from_utf8_lossy(&v.stdout);
+    assert!(v.success(), "{}", text(&v));
+    assert!(
+        out.contains("0 invalid, 0 unverifiable") && out.contains("\n0 findings"),
+        "{out}"
+    );
+    eprintln!("{out}");
     let _ = std::fs::remove_dir_all(&dir);
 }

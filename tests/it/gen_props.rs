@@ -476,12 +476,146 @@ fn typed_value_knobs_switch_them_off() {
         }
         bodies
     };
+    // `S::b` is an `int64`: the struct knob off too.
     let off = Config {
         byref_percent: 0,
         int64_percent: 0,
+        struct_percent: 0,
+        object_percent: 0,
         ..Config::everything()
     };
     assert_eq!(typed(&off), 0);
     let on = typed(&Config::default());
     assert!(on >= 100, "only {on} of 300 bodies use int32& or int64");
+}
+
+/// Per body of `config` over `n` seeds: whether it computes with `S` (a token of `S` or one of
+/// its fields in the code) and with `C` (a token of `C`, its field or its constructor); the
+/// opcodes of those instructions seen, and how many `isinst C` test a boxed `S`.
+fn struct_and_class_use(
+    config: &Config,
+    n: u64,
+) -> (usize, usize, std::collections::BTreeSet<Opcode>, usize) {
+    use ilcheck::generate::valid::{
+        CLASS_CTOR, CLASS_TYPE, CLASS_X, STRUCT_A, STRUCT_B, STRUCT_TYPE,
+    };
+    let (mut with_s, mut with_c, mut boxed_tests) = (0, 0, 0);
+    let mut ops = std::collections::BTreeSet::new();
+    for k in 0..n {
+        let bytes = ilcheck::harness::program::seed_bytes(k, 4096);
+        let g = ilcheck::generate::generate_from_bytes(&bytes, config);
+        let (mut s, mut c) = (false, false);
+        boxed_tests += g
+            .method
+            .instrs
+            .windows(2)
+            .filter(|w| {
+                (w[0].opcode, w[0].operand, w[1].opcode, w[1].operand)
+                    == (
+                        Opcode::Box,
+                        ilcheck::ir::Operand::Token(STRUCT_TYPE),
+                        Opcode::Isinst,
+                        ilcheck::ir::Operand::Token(CLASS_TYPE),
+                    )
+            })
+            .count();
+        for i in &g.method.instrs {
+            if let ilcheck::ir::Operand::Token(t) = i.operand {
+                if [STRUCT_TYPE, STRUCT_A, STRUCT_B].contains(&t) {
+                    s = true;
+                    ops.insert(i.opcode);
+                }
+                if [CLASS_TYPE, CLASS_X, CLASS_CTOR].contains(&t) {
+                    c = true;
+                    ops.insert(i.opcode);
+                }
+            }
+        }
+        with_s += s as usize;
+        with_c += c as usize;
+    }
+    (with_s, with_c, ops, boxed_tests)
+}
+
+/// The defaults compute with the value type `S` and the class `C` in a good share of bodies,
+/// with every operation the generator promises on them; at 0 the knobs switch them off.
+#[test]
+fn struct_and_class_values_appear_at_their_rates() {
+    let (s, c, ops, boxed_tests) = struct_and_class_use(&Config::default(), 500);
+    eprintln!(
+        "of 500 bodies: {s} use S, {c} use C; opcodes {ops:?}; {boxed_tests} isinst C of a \
+         boxed S"
+    );
+    assert!(s >= 150, "only {s} of 500 bodies use S");
+    assert!(c >= 100, "only {c} of 500 bodies use C");
+    assert!(
+        boxed_tests >= 10,
+        "only {boxed_tests} isinst C of a boxed S"
+    );
+    for want in [
+        Opcode::Initobj,
+        Opcode::Stfld,
+        Opcode::Ldfld,
+        Opcode::Box,
+        Opcode::Unbox_Any,
+        Opcode::Unbox,
+        Opcode::Ldobj,
+        Opcode::Newobj,
+        Opcode::Castclass,
+        Opcode::Isinst,
+    ] {
+        assert!(ops.contains(&want), "{want:?} never applied to S or C");
+    }
+    let off = Config {
+        struct_percent: 0,
+        object_percent: 0,
+        ..Config::default()
+    };
+    let (s, c, _, _) = struct_and_class_use(&off, 300);
+    assert_eq!((s, c), (0, 0));
+}
+
+/// `S` and `C` as arguments, locals and return types, and calls between generated methods
+/// passing and returning them, all appear in programs.
+#[test]
+fn struct_and_class_signatures_appear() {
+    use ilcheck::generate::valid::{ArgType, ValType};
+    let methods = ilcheck::harness::program::generate_methods(11, 400, &Config::default());
+    let mut seen = std::collections::BTreeSet::new();
+    for m in &methods {
+        let g = &m.generated;
+        for (t, name) in [(ValType::Struct, "S"), (ValType::Class, "C")] {
+            if g.shape.arg_types.contains(&ArgType::Val(t)) {
+                seen.insert(format!("{name} argument"));
+            }
+            if g.shape.local_types.contains(&t) {
+                seen.insert(format!("{name} local"));
+            }
+            if g.shape.returns() == Some(t) {
+                seen.insert(format!("{name} return"));
+            }
+            if g.calls_peers
+                && g.peers
+                    .iter()
+                    .any(|p| p.ret == Some(t) || p.args.contains(&ArgType::Val(t)))
+            {
+                seen.insert(format!("{name} offered to a peer call"));
+            }
+        }
+    }
+    for want in [
+        "S argument",
+        "S local",
+        "S return",
+        "S offered to a peer call",
+        "C argument",
+        "C local",
+        "C return",
+        "C offered to a peer call",
+    ] {
+        assert!(
+            seen.contains(want),
+            "never generated: {want} (saw {seen:?})"
+        );
+    }
 }

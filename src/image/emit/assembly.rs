@@ -49,6 +49,8 @@ pub enum SigType {
     Object,
     /// A class by its TypeDef or TypeRef.
     Class(Token),
+    /// A value type by its TypeDef or TypeRef.
+    ValueType(Token),
     /// A single-dimensional, zero-based array of a type without a token (`uint8[]`,
     /// `string[]`, `object[]`).
     SzArray(&'static SigType),
@@ -72,6 +74,10 @@ impl SigType {
             SigType::Object => out.push(0x1C),
             SigType::Class(t) => {
                 out.push(0x12);
+                write_type_token(t, out)?;
+            }
+            SigType::ValueType(t) => {
+                out.push(0x11);
                 write_type_token(t, out)?;
             }
             SigType::SzArray(element) => {
@@ -143,6 +149,8 @@ pub mod flags {
     pub const TYPE_ABSTRACT: u32 = 0x0000_0080;
     /// TypeAttributes: sealed.
     pub const TYPE_SEALED: u32 = 0x0000_0100;
+    /// TypeAttributes: sequential layout (fields laid out in order, as a value type's are).
+    pub const TYPE_SEQUENTIAL_LAYOUT: u32 = 0x0000_0008;
     /// TypeAttributes: the type's static constructor may run lazily.
     pub const TYPE_BEFORE_FIELD_INIT: u32 = 0x0010_0000;
     /// MethodAttributes: public.
