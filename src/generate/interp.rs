@@ -1254,7 +1254,8 @@ mod tests {
         }
     }
 
-    fn exec(m: &Method) -> Run {
+    /// `m` laid out with its declared MaxStack, unverified: its code and clauses.
+    fn laid_out(m: &Method) -> (Vec<u8>, Vec<Clause>) {
         let mut layout = crate::ir::Layout::new();
         let opts = LayoutOptions {
             max_stack: MaxStackPolicy::Declared,
@@ -1264,8 +1265,13 @@ mod tests {
         layout
             .run(m, &opts, &NoResolver, &mut Vec::new())
             .expect("lays out");
+        (layout.code().to_vec(), layout.clauses().to_vec())
+    }
+
+    fn exec(m: &Method) -> Run {
+        let (code, clauses) = laid_out(m);
         let env = Env::new(CALLEES, 10_000);
-        run(layout.code(), layout.clauses(), &[], &env)
+        run(&code, &clauses, &[], &env)
     }
 
     fn tokens(r: &Run) -> Vec<u32> {
@@ -1399,16 +1405,8 @@ mod tests {
     }
 
     fn exec_with(m: &Method, args: &[i64], env: &Env<'_>) -> Run {
-        let mut layout = crate::ir::Layout::new();
-        let opts = LayoutOptions {
-            max_stack: MaxStackPolicy::Declared,
-            verify: false,
-            ..LayoutOptions::default()
-        };
-        layout
-            .run(m, &opts, &NoResolver, &mut Vec::new())
-            .expect("lays out");
-        run(layout.code(), layout.clauses(), args, env)
+        let (code, clauses) = laid_out(m);
+        run(&code, &clauses, args, env)
     }
 
     fn ldc8(v: i64) -> Instr {
@@ -1526,14 +1524,7 @@ mod tests {
         p.push(op(Opcode::Ldc_I4_7));
         p.push(op(Opcode::Stind_I4));
         throw(&mut p, 5);
-        let mut layout = crate::ir::Layout::new();
-        let opts = LayoutOptions {
-            max_stack: MaxStackPolicy::Declared,
-            verify: false,
-            ..LayoutOptions::default()
-        };
-        layout.run(&p, &opts, &NoResolver, &mut Vec::new()).unwrap();
-        let (p_code, p_clauses) = (layout.code().to_vec(), layout.clauses().to_vec());
+        let (p_code, p_clauses) = laid_out(&p);
         let p_args = [ArgType::RefI4];
         let p_env = Env {
             args: &p_args,
@@ -1836,14 +1827,7 @@ mod tests {
         ] {
             p.push(i);
         }
-        let mut layout = crate::ir::Layout::new();
-        let opts = LayoutOptions {
-            max_stack: MaxStackPolicy::Declared,
-            verify: false,
-            ..LayoutOptions::default()
-        };
-        layout.run(&p, &opts, &NoResolver, &mut Vec::new()).unwrap();
-        let (p_code, p_clauses) = (layout.code().to_vec(), layout.clauses().to_vec());
+        let (p_code, p_clauses) = laid_out(&p);
         let p_args = [ArgType::Val(ValType::Struct), ArgType::Val(ValType::Class)];
         let p_env = Env {
             args: &p_args,

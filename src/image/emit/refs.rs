@@ -73,12 +73,23 @@ impl MetadataBuilder<'_, '_> {
         Ok(None)
     }
 
-    /// Whether `token` names a row this builder added: no original row can refer to it, so a
-    /// reference through it needs no search of the original rows.
-    fn is_added(&self, token: Token) -> bool {
-        token
+    /// The first original row of `table` whose first column is `key`, the coded index of
+    /// `through`, and whose stored values satisfy `matches`; none without a search when
+    /// `through` is a row this builder added, to which no original row can refer.
+    fn find_original_through(
+        &self,
+        table: Table,
+        through: Token,
+        key: u32,
+        mut matches: impl FnMut(&[u32; MAX_COLUMNS]) -> bool,
+    ) -> Result<Option<Token>, EmitError> {
+        let added = through
             .table()
-            .is_some_and(|t| token.rid() > self.image.tables_header().rows(t))
+            .is_some_and(|t| through.rid() > self.image.tables_header().rows(t));
+        if added {
+            return Ok(None);
+        }
+        self.find_original(table, |r| r[0] == key && matches(r))
     }
 
     /// Looks `values` up among the added rows, else adds them.
@@ -142,13 +153,9 @@ impl MetadataBuilder<'_, '_> {
         let scope_value = CodedIndex::ResolutionScope
             .encode(scope)
             .ok_or(EmitError::BadToken { token: scope })?;
-        let found = if self.is_added(scope) {
-            None
-        } else {
-            self.find_original(Table::TypeRef, |r| {
-                r[0] == scope_value && self.string_is(r[1], name) && self.string_is(r[2], namespace)
-            })?
-        };
+        let found = self.find_original_through(Table::TypeRef, scope, scope_value, |r| {
+            self.string_is(r[1], name) && self.string_is(r[2], namespace)
+        })?;
         if let Some(t) = found {
             return Ok(t);
         }
@@ -168,13 +175,9 @@ impl MetadataBuilder<'_, '_> {
         let parent_value = CodedIndex::MemberRefParent
             .encode(parent)
             .ok_or(EmitError::BadToken { token: parent })?;
-        let found = if self.is_added(parent) {
-            None
-        } else {
-            self.find_original(Table::MemberRef, |r| {
-                r[0] == parent_value && self.string_is(r[1], name) && self.blob_is(r[2], signature)
-            })?
-        };
+        let found = self.find_original_through(Table::MemberRef, parent, parent_value, |r| {
+            self.string_is(r[1], name) && self.blob_is(r[2], signature)
+        })?;
         if let Some(t) = found {
             return Ok(t);
         }
@@ -208,13 +211,9 @@ impl MetadataBuilder<'_, '_> {
         let method_value = CodedIndex::MethodDefOrRef
             .encode(method)
             .ok_or(EmitError::BadToken { token: method })?;
-        let found = if self.is_added(method) {
-            None
-        } else {
-            self.find_original(Table::MethodSpec, |r| {
-                r[0] == method_value && self.blob_is(r[1], instantiation)
-            })?
-        };
+        let found = self.find_original_through(Table::MethodSpec, method, method_value, |r| {
+            self.blob_is(r[1], instantiation)
+        })?;
         if let Some(t) = found {
             return Ok(t);
         }
