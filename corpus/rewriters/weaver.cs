@@ -45,6 +45,9 @@
 //   probe-arg-type          the prologue passes the method token as an int64 (`ldc.i8`) to the
 //                           probe's int32 parameter: a probe called with arguments of another
 //                           type than its signature (the runtime may reject or truncate it)
+//   result-local-object     the return value's local is `object` when the method returns a value
+//                           type other than a primitive, as if every result were a reference:
+//                           a struct is stored where an object reference is expected
 using System;
 using System.Collections.Generic;
 using System.IO;
@@ -58,7 +61,7 @@ static class Weaver
     {
         "short-branches", "retarget-to-probe", "ret-in-try", "handler-end-off-by-one",
         "enclosing-first", "max-stack-kept", "tail-calls-kept", "clause-grown",
-        "probe-arg-type",
+        "probe-arg-type", "result-local-object",
     };
 
     static int Main(string[] args)
@@ -211,7 +214,10 @@ static class Weaver
         VariableDefinition result = null;
         if (!isVoid)
         {
-            result = new VariableDefinition(m.ReturnType);
+            var type = m.ReturnType;
+            if (bug == "result-local-object" && type.IsValueType && !type.IsPrimitive)
+                type = m.Module.TypeSystem.Object;
+            result = new VariableDefinition(type);
             body.Variables.Add(result);
         }
 

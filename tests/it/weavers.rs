@@ -330,7 +330,7 @@ fn woven_generated_programs_print_the_same_lines() {
 }
 
 /// The methods of `weaver_triggers.il` each bug is shown on.
-const TRIGGERS: [&str; 8] = [
+const TRIGGERS: [&str; 9] = [
     "ShortBranchOverReturns",
     "LoopAtEntry",
     "TryAtEntry",
@@ -339,6 +339,7 @@ const TRIGGERS: [&str; 8] = [
     "TailCaller",
     "TailFirst",
     "CatchAtEnd",
+    "StructResult",
 ];
 
 #[test]
@@ -388,8 +389,7 @@ fn woven_triggers_run_unchanged_with_no_new_finding() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
-/// What a runtime does when a trigger a bug broke is called. CoreCLR 3.1 rejects every one;
-/// mono 6.8 does one of the three.
+/// What a runtime does when a trigger a bug broke is called.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Behaviour {
     /// Every call throws InvalidProgramException (the method does not compile).
@@ -398,6 +398,9 @@ enum Behaviour {
     Crashes,
     /// Every call returns what the original returned: only the verifier sees the bug.
     Runs,
+    /// Every call returns, some with another value than the original's: the runtime runs the
+    /// broken code and the wrong results go unnoticed but for the verifier.
+    Corrupts,
 }
 
 /// One seeded bug: the trigger it shows on, the verifier's code for it there, and what mono
@@ -406,15 +409,18 @@ struct Case {
     bug: &'static str,
     trigger: &'static str,
     code: &'static str,
+    /// The method the finding is on, when not the trigger itself (a method it calls).
+    found_in: Option<&'static str>,
     mono: Behaviour,
     coreclr: Behaviour,
 }
 
-const CASES: [Case; 11] = [
+const CASES: [Case; 12] = [
     Case {
         bug: "short-branches",
         trigger: "ShortBranchOverReturns",
         code: "BadBranch",
+        found_in: None,
         mono: Behaviour::Rejects,
         coreclr: Behaviour::Rejects,
     },
@@ -422,6 +428,7 @@ const CASES: [Case; 11] = [
         bug: "retarget-to-probe",
         trigger: "LoopAtEntry",
         code: "BranchOutOfTry",
+        found_in: None,
         mono: Behaviour::Runs,
         coreclr: Behaviour::Rejects,
     },
@@ -429,6 +436,7 @@ const CASES: [Case; 11] = [
         bug: "retarget-to-probe",
         trigger: "TryAtEntry",
         code: "EHOverlap",
+        found_in: None,
         mono: Behaviour::Runs,
         coreclr: Behaviour::Rejects,
     },
@@ -436,6 +444,7 @@ const CASES: [Case; 11] = [
         bug: "ret-in-try",
         trigger: "TwoReturns",
         code: "ReturnFromTry",
+        found_in: None,
         mono: Behaviour::Runs,
         coreclr: Behaviour::Rejects,
     },
@@ -443,6 +452,7 @@ const CASES: [Case; 11] = [
         bug: "handler-end-off-by-one",
         trigger: "TwoReturns",
         code: "Endfinally",
+        found_in: None,
         mono: Behaviour::Crashes,
         coreclr: Behaviour::Rejects,
     },
@@ -450,6 +460,7 @@ const CASES: [Case; 11] = [
         bug: "enclosing-first",
         trigger: "TryAtEntry",
         code: "EHOrderInnerAfterOuter",
+        found_in: None,
         mono: Behaviour::Runs,
         coreclr: Behaviour::Rejects,
     },
@@ -457,6 +468,7 @@ const CASES: [Case; 11] = [
         bug: "max-stack-kept",
         trigger: "MaxStackOne",
         code: "StackOverflow",
+        found_in: None,
         mono: Behaviour::Rejects,
         coreclr: Behaviour::Rejects,
     },
@@ -464,6 +476,7 @@ const CASES: [Case; 11] = [
         bug: "tail-calls-kept",
         trigger: "TailCaller",
         code: "TailRet",
+        found_in: None,
         mono: Behaviour::Crashes,
         coreclr: Behaviour::Rejects,
     },
@@ -471,6 +484,7 @@ const CASES: [Case; 11] = [
         bug: "tail-calls-kept",
         trigger: "TailFirst",
         code: "TailCallInsideER",
+        found_in: None,
         mono: Behaviour::Crashes,
         coreclr: Behaviour::Rejects,
     },
@@ -478,6 +492,7 @@ const CASES: [Case; 11] = [
         bug: "clause-grown",
         trigger: "CatchAtEnd",
         code: "EHOverlap",
+        found_in: None,
         mono: Behaviour::Runs,
         coreclr: Behaviour::Rejects,
     },
@@ -485,9 +500,20 @@ const CASES: [Case; 11] = [
         bug: "probe-arg-type",
         trigger: "TwoReturns",
         code: "StackUnexpected",
+        found_in: None,
         mono: Behaviour::Rejects,
         // CoreCLR truncates the int64 and runs: only the verifier sees the bug.
         coreclr: Behaviour::Runs,
+    },
+    Case {
+        bug: "result-local-object",
+        trigger: "StructResult",
+        code: "StackUnexpected",
+        found_in: Some("MakePair"),
+        mono: Behaviour::Rejects,
+        // CoreCLR 3.1 compiles the struct's store into the `object` local and returns wrong
+        // sums: only the verifier sees the bug.
+        coreclr: Behaviour::Corrupts,
     },
 ];
 
@@ -518,7 +544,10 @@ fn seeded_bug(bug: &str) {
     let cases: Vec<&Case> = CASES.iter().filter(|c| c.bug == bug).collect();
     assert!(!cases.is_empty(), "{bug}: no case");
     for case in &cases {
-        let method = format!("Weaver.Triggers::{}(int32)", case.trigger);
+        let method = format!(
+            "Weaver.Triggers::{}(int32)",
+            case.found_in.unwrap_or(case.trigger)
+        );
         assert!(
             findings.contains(&(method.clone(), case.code.to_string())),
             "{bug}: expected {} on {method}; new findings: {findings:?}",
@@ -559,6 +588,15 @@ fn seeded_bug(bug: &str) {
                 Behaviour::Runs => {
                     assert!(after.success(), "{what}: {}", after.describe());
                     assert_eq!(woven_lines, original, "{what}");
+                }
+                Behaviour::Corrupts => {
+                    assert!(after.success(), "{what}: {}", after.describe());
+                    assert_eq!(woven_lines.len(), original.len(), "{what}: {woven_lines:?}");
+                    assert!(
+                        woven_lines.iter().all(|l| !l.contains(" = threw ")),
+                        "{what}: {woven_lines:?}"
+                    );
+                    assert_ne!(woven_lines, original, "{what}: the results did not change");
                 }
                 Behaviour::Crashes => {
                     assert!(
@@ -617,6 +655,11 @@ fn bug_clause_grown() {
 #[test]
 fn bug_probe_arg_type() {
     seeded_bug("probe-arg-type");
+}
+
+#[test]
+fn bug_result_local_object() {
+    seeded_bug("result-local-object");
 }
 
 /// The command line: a usage error exits 2 and writes nothing; an input that is not an assembly
