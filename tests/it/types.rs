@@ -65,10 +65,8 @@ fn expected_codes(method: &str) -> Option<BTreeSet<String>> {
     None
 }
 
-#[test]
-fn type_cases_report_exactly_their_codes() {
-    let dll = repo().join("corpus/bin/type_cases.dll");
-    let report = verify(std::slice::from_ref(&dll), Level::Unverifiable);
+/// The codes reported on each method of `report` (a run with no image error).
+fn codes_by_method(report: &corpus::VerifyReport) -> BTreeMap<String, BTreeSet<String>> {
     assert!(report.image_errors.is_empty(), "{:?}", report.image_errors);
     let mut found: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for f in &report.findings {
@@ -77,6 +75,14 @@ fn type_cases_report_exactly_their_codes() {
             .or_default()
             .insert(f.code.clone());
     }
+    found
+}
+
+#[test]
+fn type_cases_report_exactly_their_codes() {
+    let dll = repo().join("corpus/bin/type_cases.dll");
+    let report = verify(std::slice::from_ref(&dll), Level::Unverifiable);
+    let mut found = codes_by_method(&report);
     let image = ilcheck::image::Image::open(&dll).unwrap();
     let mut cases = 0;
     for m in image.methods() {
@@ -494,14 +500,7 @@ fn runtime_async_methods_return_their_tasks_result() {
 
     let codes = |dll: &Path| {
         let report = verify(&[dll.to_path_buf()], Level::Unverifiable);
-        assert!(report.image_errors.is_empty(), "{:?}", report.image_errors);
-        let mut found: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-        for f in &report.findings {
-            found
-                .entry(f.method.clone())
-                .or_default()
-                .insert(f.code.clone());
-        }
+        let found = codes_by_method(&report);
         assert_eq!(report.types.unwrap().methods_in_part, 0);
         found
     };

@@ -579,7 +579,10 @@ mod tests {
                 let b = indexed.intern(ask).unwrap();
                 assert_eq!(a, b, "{kind:?} ask {k} {ask:?}");
             }
-            assert!(walked.walked as usize <= asks.len());
+            assert_eq!(
+                walked.walked, WALKED_LOOKUPS,
+                "the first lookups are walked"
+            );
             assert!(
                 walked.index.is_some(),
                 "past the walked lookups the index is built"
