@@ -587,6 +587,20 @@ pub struct FullNames {
 
 type FxBuild = std::hash::BuildHasherDefault<crate::verify::types::fx::FxHasher>;
 
+impl FullNames {
+    /// An empty cache with room for the parameter lists of `methods` methods' names (they
+    /// share signatures: about one for every three methods in mono 4.5).
+    pub fn with_capacity(methods: usize) -> Self {
+        Self {
+            params: std::collections::HashMap::with_capacity_and_hasher(
+                methods / 3,
+                FxBuild::default(),
+            ),
+            ..Self::default()
+        }
+    }
+}
+
 /// A method's full name in three pieces ([`Method::full_name_parts`]): `prefix`, `name` and
 /// `params` joined are [`Method::full_name`].
 #[derive(Debug, Clone, Copy)]
@@ -687,10 +701,14 @@ impl<'i> Method<'i> {
     ) -> Result<FullNameParts<'n, 'i>, ImageError> {
         let image = std::ptr::from_ref(self.image) as usize;
         if names.image != image {
-            *names = FullNames {
-                image,
-                ..FullNames::default()
-            };
+            // Emptied in place: a cache made with room keeps it.
+            names.image = image;
+            names.owner = None;
+            names.span = None;
+            names.sorted = None;
+            names.prefix.clear();
+            names.params.clear();
+            names.types.clear();
         }
         let owner = match names.span {
             // Methods in rid order: the type of the last one, until its rows end.

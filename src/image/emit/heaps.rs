@@ -3,8 +3,6 @@
 //! value (II.24.2.3–II.24.2.5).
 
 use super::EmitError;
-use crate::verify::types::fx::FxHasher;
-use std::hash::Hasher;
 
 /// A heap of the image plus what is appended to it.
 #[derive(Debug)]
@@ -113,12 +111,52 @@ impl EntryIndex {
     }
 }
 
-/// The hash of an entry's content.
+/// The hash of an entry's content: multiply-rotate over four words at a time, one per lane, so
+/// that the lanes' multiplies overlap (a name is ~100 bytes, hashed once per probe literal).
 fn content_hash(content: &[u8]) -> u32 {
-    let mut h = FxHasher::default();
-    h.write(content);
-    let h = h.finish();
+    const K: u64 = 0xf135_7aea_2e62_a9c5;
+    let mix = |h: u64, w: u64| (h.rotate_left(26) ^ w).wrapping_mul(K);
+    // The length goes in first: the zero padding of the last word then cannot collide.
+    let mut lanes = [content.len() as u64, 1, 2, 3];
+    let mut blocks = content.chunks_exact(32);
+    for block in &mut blocks {
+        for (lane, w) in lanes.iter_mut().zip(block.chunks_exact(8)) {
+            *lane = mix(*lane, word(w));
+        }
+    }
+    let mut words = blocks.remainder().chunks_exact(8);
+    for (lane, w) in lanes.iter_mut().zip(&mut words) {
+        *lane = mix(*lane, word(w));
+    }
+    if content.len() % 8 != 0 {
+        // At most three whole words are left, so the fourth lane is free.
+        lanes[3] = mix(lanes[3], tail_word(content, 0));
+    }
+    let h = mix(mix(mix(lanes[0], lanes[1]), lanes[2]), lanes[3]);
     (h >> 32) as u32 ^ h as u32
+}
+
+/// Eight bytes as a little-endian word (`bytes` holds eight).
+#[inline]
+fn word(bytes: &[u8]) -> u64 {
+    <[u8; 8]>::try_from(bytes).map_or(0, u64::from_le_bytes)
+}
+
+/// The last `bytes.len() % 8` bytes of `bytes` as the low bytes of a word, the others `pad`.
+/// With eight bytes or more they are read as one (overlapping) word and shifted: assembled in
+/// a stack buffer byte by byte, the word's load would wait for the stores.
+#[inline]
+fn tail_word(bytes: &[u8], pad: u8) -> u64 {
+    let r = bytes.len() % 8;
+    let pad = u64::from_le_bytes([pad; 8]);
+    if r == 0 {
+        return pad;
+    }
+    let low = match bytes.len().checked_sub(8) {
+        Some(at) => word(&bytes[at..]) >> (8 * (8 - r)),
+        None => bytes.iter().rev().fold(0, |w, &b| w << 8 | u64::from(b)),
+    };
+    low | pad << (8 * r)
 }
 
 /// A heap's memory between images: its appended bytes and its index's slots.
@@ -476,19 +514,15 @@ pub(super) fn widen_user_string(s: &str, out: &mut Vec<u8>) -> bool {
         };
         let mut maybe = 0;
         let mut words = bytes.chunks_exact(8);
-        for word in &mut words {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(word);
-            let w = u64::from_le_bytes(w);
+        for w in &mut words {
+            let w = word(w);
             out.extend_from_slice(&wide(w));
             maybe |= maybe_special(w);
         }
-        let rest = words.remainder();
-        if !rest.is_empty() {
-            let mut w = [b'A'; 8];
-            w[..rest.len()].copy_from_slice(rest);
-            let w = u64::from_le_bytes(w);
-            out.extend_from_slice(&wide(w)[..rest.len() * 2]);
+        let rest = words.remainder().len();
+        if rest != 0 {
+            let w = tail_word(bytes, b'A');
+            out.extend_from_slice(&wide(w)[..rest * 2]);
             maybe |= maybe_special(w);
         }
         return maybe != 0 && bytes.iter().any(|&b| special_unit(u16::from(b)));
@@ -525,6 +559,45 @@ fn maybe_special(w: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Changing any one byte of a content of length 0–79 changes its hash, and so does one
+    /// more zero byte (the last word's padding): the lanes and the tail lose nothing.
+    #[test]
+    fn content_hash_sees_every_byte_and_the_length() {
+        for len in 0..80usize {
+            let base: Vec<u8> = (0..len).map(|i| (i * 7 + 3) as u8).collect();
+            let hash = content_hash(&base);
+            for at in 0..len {
+                let mut other = base.clone();
+                other[at] ^= 0x40;
+                assert_ne!(content_hash(&other), hash, "length {len}, byte {at}");
+            }
+            let mut longer = base.clone();
+            longer.push(0);
+            assert_ne!(
+                content_hash(&longer),
+                hash,
+                "length {len} and one zero more"
+            );
+        }
+    }
+
+    /// The tail word holds the last `len % 8` bytes in order, then the padding, whether read
+    /// as an overlapping word or assembled.
+    #[test]
+    fn tail_word_is_the_last_bytes_then_padding() {
+        for len in 0..20usize {
+            let bytes: Vec<u8> = (1..=len as u8).collect();
+            let r = len % 8;
+            let mut expect = [b'A'; 8];
+            expect[..r].copy_from_slice(&bytes[len - r..]);
+            assert_eq!(
+                tail_word(&bytes, b'A'),
+                u64::from_le_bytes(expect),
+                "length {len}"
+            );
+        }
+    }
 
     #[test]
     fn strings_are_reused_or_appended_after_the_original() {
