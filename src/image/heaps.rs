@@ -26,7 +26,7 @@ impl<'a> StringHeap<'a> {
                 heap_size: self.data.len(),
             });
         };
-        let Some(len) = memchr::memchr(0, rest) else {
+        let Some(len) = first_nul(rest) else {
             return Err(ImageError::BadHeapEntry {
                 heap: "#Strings",
                 offset: self.offset + start,
@@ -48,6 +48,30 @@ impl<'a> StringHeap<'a> {
             reason: "string is not UTF-8",
         })
     }
+}
+
+/// Where the first NUL of `bytes` is: a word at a time over the first 32 bytes (most names are
+/// shorter, and a `memchr` call costs more than its search there), then by `memchr`.
+fn first_nul(bytes: &[u8]) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let mut at = 0;
+    while at < 32 {
+        let Some(w) = bytes
+            .get(at..at + 8)
+            .and_then(|w| <[u8; 8]>::try_from(w).ok())
+        else {
+            break;
+        };
+        let w = u64::from_le_bytes(w);
+        // The lowest flagged byte is the first zero one (a borrow only flags bytes above it).
+        let zero = w.wrapping_sub(ONES) & !w & HIGH;
+        if zero != 0 {
+            return Some(at + zero.trailing_zeros() as usize / 8);
+        }
+        at += 8;
+    }
+    memchr::memchr(0, bytes.get(at..)?).map(|n| at + n)
 }
 
 /// Shared by `#Blob` and `#US`: entries are a compressed length followed by that many bytes.
@@ -178,6 +202,30 @@ impl<'a> GuidHeap<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The word-wise search finds the first NUL wherever it lies (inside the first words,
+    /// past them, in a short tail), with other NULs and bytes with borrows around it, and
+    /// none in a slice without one.
+    #[test]
+    fn first_nul_is_the_first_zero_byte() {
+        for len in 0..48usize {
+            for fill in [b'a', 0x01, 0x80, 0xFF] {
+                let mut bytes = vec![fill; len];
+                assert_eq!(first_nul(&bytes), None, "length {len}");
+                for at in 0..len {
+                    bytes[at] = 0;
+                    assert_eq!(first_nul(&bytes), Some(at), "length {len}, NUL at {at}");
+                    // A second NUL after the first changes nothing.
+                    if at + 1 < len {
+                        bytes[at + 1] = 0;
+                        assert_eq!(first_nul(&bytes), Some(at));
+                        bytes[at + 1] = fill;
+                    }
+                    bytes[at] = fill;
+                }
+            }
+        }
+    }
 
     #[test]
     fn strings() {

@@ -579,8 +579,8 @@ pub struct FullNames {
     sorted: Option<bool>,
     /// `Namespace.Type::`.
     prefix: String,
-    /// `(params)` by signature blob index.
-    params: std::collections::HashMap<u32, String, FxBuild>,
+    /// `(params)` and its number (in order of first use) by signature blob index.
+    params: std::collections::HashMap<u32, (String, u32), FxBuild>,
     /// The names of the types those parameter lists name.
     types: names::KnownNames,
 }
@@ -615,6 +615,10 @@ pub struct FullNameParts<'n, 'i> {
     pub signature: u32,
     /// `(int32,string)`.
     pub params: &'n str,
+    /// The number of `params` in the [`FullNames`] that made these parts (0, 1, 2, … in
+    /// order of first use): the same for the same `signature`, so a caller can keep what it
+    /// derives from a parameter list in a table by number instead of a map.
+    pub params_id: u32,
 }
 
 impl<'i> Method<'i> {
@@ -743,7 +747,8 @@ impl<'i> Method<'i> {
         }
         let name = self.name()?;
         let signature = self.row.signature;
-        let params = match names.params.entry(signature) {
+        let next = names.params.len() as u32;
+        let (params, params_id) = match names.params.entry(signature) {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
             std::collections::hash_map::Entry::Vacant(slot) => {
                 let (blob, offset) = self.image.sig_blob(signature)?;
@@ -757,7 +762,7 @@ impl<'i> Method<'i> {
                 let rendered = sig::render_method_params(blob, &sig_names, &mut params);
                 names.types = sig_names.into_known();
                 rendered.map_err(|source| ImageError::Sig { offset, source })?;
-                slot.insert(params)
+                slot.insert((params, next))
             }
         };
         Ok(FullNameParts {
@@ -766,6 +771,7 @@ impl<'i> Method<'i> {
             name,
             signature,
             params,
+            params_id: *params_id,
         })
     }
 

@@ -16,6 +16,9 @@ pub(super) struct GrowingHeap<'a> {
     spare_slots: Vec<(u32, u32)>,
     /// Lookups answered by [`GrowingHeap::walk_find`] before the index was built.
     walked: u32,
+    /// A bit per appended byte, set where a kept entry starts (the verifier's check of added
+    /// `ldstr` tokens), recorded as entries are kept rather than found by a walk of the heap.
+    starts: Vec<u64>,
     kind: HeapKind,
 }
 
@@ -128,7 +131,7 @@ fn content_hash(content: &[u8]) -> u32 {
     for (lane, w) in lanes.iter_mut().zip(&mut words) {
         *lane = mix(*lane, word(w));
     }
-    if content.len() % 8 != 0 {
+    if !content.len().is_multiple_of(8) {
         // At most three whole words are left, so the fourth lane is free.
         lanes[3] = mix(lanes[3], tail_word(content, 0));
     }
@@ -193,6 +196,7 @@ impl<'a> GrowingHeap<'a> {
             index: None,
             spare_slots,
             walked: 0,
+            starts: Vec::new(),
             kind,
         }
     }
@@ -233,6 +237,7 @@ impl<'a> GrowingHeap<'a> {
     }
 
     /// The entries appended, as they will follow the stored heap.
+    #[cfg(test)]
     pub(super) fn appended(&self) -> &[u8] {
         &self.appended
     }
@@ -435,7 +440,22 @@ impl<'a> GrowingHeap<'a> {
         if let (Some(m), Some(hash)) = (self.index.as_mut(), hash) {
             m.insert(hash, at);
         }
+        let word = mark / 64;
+        if self.starts.len() <= word {
+            self.starts.resize(word + 1, 0);
+        }
+        self.starts[word] |= 1 << (mark % 64);
         Ok(at)
+    }
+
+    /// Where the appended entries start: a bit per byte of [`Self::appended`] (in words of
+    /// 64), set at each entry's first byte.
+    pub(super) fn appended_starts(&self) -> Vec<u64> {
+        let words = self.appended.len().div_ceil(64);
+        let mut bits = Vec::with_capacity(words);
+        bits.extend_from_slice(&self.starts);
+        bits.resize(words, 0);
+        bits
     }
 
     /// The index of the `#US` entry of the literal `s` (see [`user_string_bytes`]), appending
@@ -498,36 +518,41 @@ fn append_user_string(s: &str, out: &mut Vec<u8>) {
 /// Appends `s` as UTF-16LE code units to `out` (a `#US` entry's content without its final
 /// byte); whether any unit is one II.24.2.4 flags (the final byte's value).
 pub(super) fn widen_user_string(s: &str, out: &mut Vec<u8>) -> bool {
+    const HIGH: u64 = 0x8080_8080_8080_8080;
     let special_unit =
         |unit: u16| unit > 0x7F || matches!(unit, 0x01..=0x08 | 0x0E..=0x1F | 0x27 | 0x2D | 0x7F);
-    if s.is_ascii() {
-        // Names are ASCII nearly always: each byte is a code unit, widened eight at a time,
-        // the last few as a word padded with a character never flagged. The flag's test is a
-        // word-wide one for "maybe", made exact only then.
-        let bytes = s.as_bytes();
-        out.reserve(bytes.len() * 2);
-        let wide = |w: u64| {
-            let mut units = [0u8; 16];
-            units[..8].copy_from_slice(&widen(w as u32).to_le_bytes());
-            units[8..].copy_from_slice(&widen((w >> 32) as u32).to_le_bytes());
-            units
-        };
-        let mut maybe = 0;
-        let mut words = bytes.chunks_exact(8);
-        for w in &mut words {
-            let w = word(w);
-            out.extend_from_slice(&wide(w));
-            maybe |= maybe_special(w);
-        }
-        let rest = words.remainder().len();
-        if rest != 0 {
-            let w = tail_word(bytes, b'A');
-            out.extend_from_slice(&wide(w)[..rest * 2]);
-            maybe |= maybe_special(w);
-        }
+    // Names are ASCII nearly always: each byte is a code unit, widened eight at a time, the
+    // last few as a word padded with a character never flagged. A byte with its high bit set
+    // sends the string back to the unit-by-unit path (checked as the words go, not in a pass
+    // before). The flag's test is a word-wide one for "maybe", made exact only then.
+    let bytes = s.as_bytes();
+    let mark = out.len();
+    out.reserve(bytes.len() * 2);
+    let wide = |w: u64| {
+        let mut units = [0u8; 16];
+        units[..8].copy_from_slice(&widen(w as u32).to_le_bytes());
+        units[8..].copy_from_slice(&widen((w >> 32) as u32).to_le_bytes());
+        units
+    };
+    let (mut maybe, mut high) = (0, 0);
+    let mut words = bytes.chunks_exact(8);
+    for w in &mut words {
+        let w = word(w);
+        out.extend_from_slice(&wide(w));
+        maybe |= maybe_special(w);
+        high |= w;
+    }
+    let rest = words.remainder().len();
+    if rest != 0 {
+        let w = tail_word(bytes, b'A');
+        out.extend_from_slice(&wide(w)[..rest * 2]);
+        maybe |= maybe_special(w);
+        high |= w;
+    }
+    if high & HIGH == 0 {
         return maybe != 0 && bytes.iter().any(|&b| special_unit(u16::from(b)));
     }
-    out.reserve(s.len() * 2);
+    out.truncate(mark);
     let mut special = false;
     for unit in s.encode_utf16() {
         out.extend_from_slice(&unit.to_le_bytes());
@@ -559,6 +584,33 @@ fn maybe_special(w: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The starts recorded as entries are kept are those a walk of the appended bytes finds,
+    /// with entries reused (not appended) and entries of every length-prefix size among them.
+    #[test]
+    fn recorded_starts_are_the_walked_entry_starts() {
+        let original = b"\0\x03ab\0";
+        let mut h = GrowingHeap::new(original, HeapKind::LengthPrefixed);
+        let long = "x".repeat(100);
+        let longer = "y".repeat(9000);
+        let strings = ["a", "b", "a", &long, "b", "", &longer, "c", &long, "d"];
+        for s in strings.iter().cycle().take(40) {
+            h.intern_user_string(s).unwrap();
+        }
+        let heap = h.appended();
+        let mut walked = vec![0u64; heap.len().div_ceil(64)];
+        let mut at = 0;
+        let mut entries = 0;
+        while at < heap.len() {
+            let (len, used) = crate::image::sig::decompress_u32(&heap[at..]).unwrap();
+            walked[at / 64] |= 1 << (at % 64);
+            at += used + len as usize;
+            entries += 1;
+        }
+        assert_eq!(at, heap.len());
+        assert_eq!(entries, 7, "each distinct string once");
+        assert_eq!(h.appended_starts(), walked);
+    }
 
     /// Changing any one byte of a content of length 0–79 changes its hash, and so does one
     /// more zero byte (the last word's padding): the lanes and the tail lose nothing.
@@ -686,8 +738,8 @@ mod tests {
 
     #[test]
     fn ascii_strings_widen_and_flag_as_unit_by_unit() {
-        // Every length around the eight-byte steps, with each flagged or unflagged character
-        // at each position.
+        // Every length around the eight-byte steps, with each flagged or unflagged character,
+        // or one outside ASCII (two, three and four bytes of UTF-8), at each position.
         let reference = |s: &str| {
             let mut out = Vec::new();
             let mut special = false;
@@ -701,7 +753,8 @@ mod tests {
         };
         for len in 0..=19 {
             for odd in [
-                '\0', '\t', '\n', '\r', '\x01', '\x1f', '\'', '-', '\x7f', ' ', '~', 'z',
+                '\0', '\t', '\n', '\r', '\x01', '\x1f', '\'', '-', '\x7f', ' ', '~', 'z', 'é', '€',
+                '𝄞',
             ] {
                 for at in 0..len.max(1) {
                     let s: String = (0..len)
@@ -714,6 +767,12 @@ mod tests {
                         })
                         .collect();
                     assert_eq!(user_string_bytes(&s), reference(&s), "{s:?}");
+                    // After bytes already there (a non-ASCII string is widened again, unit
+                    // by unit, from where it started).
+                    let mut out = b"xyz".to_vec();
+                    append_user_string(&s, &mut out);
+                    assert_eq!(out[..3], *b"xyz");
+                    assert_eq!(out[3..], reference(&s), "{s:?} after three bytes");
                 }
             }
         }

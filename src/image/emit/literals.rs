@@ -7,7 +7,6 @@ use super::heaps::widen_user_string;
 use super::{EmitError, MetadataBuilder};
 use crate::image::FullNameParts;
 use crate::image::tables::Token;
-use crate::verify::types::fx::FxMap;
 
 /// The widened pieces of the names of one image's methods, reused from method to method.
 #[derive(Debug, Default)]
@@ -17,15 +16,16 @@ pub struct MethodNameLiterals {
     owner: Option<Option<u32>>,
     prefix: Vec<u8>,
     prefix_special: bool,
-    /// `(start, end, special)` in `pool` of each signature's parameter list, by `#Blob` index.
-    params: FxMap<u32, (usize, usize, bool)>,
+    /// `(start, end, special)` in `pool` of each parameter list, by
+    /// [`FullNameParts::params_id`].
+    params: Vec<Option<(usize, usize, bool)>>,
     pool: Vec<u8>,
     name: Vec<u8>,
 }
 
 impl MethodNameLiterals {
     /// Pieces for the methods of one image (another image needs another one: owners and
-    /// signatures are numbered per image).
+    /// parameter lists are numbered per image).
     pub fn new() -> Self {
         Self::default()
     }
@@ -35,7 +35,7 @@ impl MethodNameLiterals {
     pub fn with_capacity(methods: usize) -> Self {
         let signatures = methods / 3;
         Self {
-            params: FxMap::with_capacity_and_hasher(signatures, Default::default()),
+            params: Vec::with_capacity(signatures),
             pool: Vec::with_capacity(signatures * 32),
             ..Self::default()
         }
@@ -53,13 +53,24 @@ impl MethodNameLiterals {
             self.prefix_special = widen_user_string(parts.prefix, &mut self.prefix);
             self.owner = Some(parts.owner);
         }
-        let pool = &mut self.pool;
-        let &mut (start, end, params_special) =
-            self.params.entry(parts.signature).or_insert_with(|| {
-                let start = pool.len();
-                let special = widen_user_string(parts.params, pool);
-                (start, pool.len(), special)
-            });
+        // Numbers are dense (one per list met); one far past them is widened without a slot.
+        let id = parts.params_id as usize;
+        if self.params.len() <= id && id < self.params.len() + (1 << 20) {
+            self.params.resize(id + 1, None);
+        }
+        let (start, end, params_special) = match self.params.get_mut(id) {
+            Some(Some(piece)) => *piece,
+            None => {
+                let start = self.pool.len();
+                let special = widen_user_string(parts.params, &mut self.pool);
+                (start, self.pool.len(), special)
+            }
+            Some(slot @ None) => {
+                let start = self.pool.len();
+                let special = widen_user_string(parts.params, &mut self.pool);
+                *slot.insert((start, self.pool.len(), special))
+            }
+        };
         self.name.clear();
         let name_special = widen_user_string(parts.name, &mut self.name);
         builder.user_string_parts(

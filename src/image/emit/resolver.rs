@@ -32,7 +32,7 @@ impl MetadataBuilder<'_, '_> {
             original_rows: [0; TABLE_COUNT],
             rows: [0; TABLE_COUNT],
             user_strings_base: self.user_strings.appended_at() as u32,
-            user_string_starts: entry_starts(self.user_strings.appended()),
+            user_string_starts: self.user_strings.appended_starts(),
             calls: Vec::new(),
         };
         for t in Table::ALL {
@@ -97,25 +97,6 @@ impl Additions {
             .get(at / 64)
             .is_some_and(|w| w & (1 << (at % 64)) != 0)
     }
-}
-
-/// Where the length-prefixed entries of `heap` start, one bit per byte; a bit per entry that
-/// lies wholly inside it.
-fn entry_starts(heap: &[u8]) -> Vec<u64> {
-    let mut bits = vec![0u64; heap.len().div_ceil(64)];
-    let mut at = 0;
-    while at < heap.len() {
-        let Ok((len, used)) = crate::image::sig::decompress_u32(&heap[at..]) else {
-            break;
-        };
-        let end = at + used + len as usize;
-        if end > heap.len() {
-            break;
-        }
-        bits[at / 64] |= 1 << (at % 64);
-        at = end;
-    }
-    bits
 }
 
 /// A resolver over another one (usually the image's) that also knows the additions, and the

@@ -397,9 +397,21 @@ fn method_name_literals_are_the_joined_names_literals() {
                 name: method,
                 signature: u32::MAX - u32::from(params.len() as u8),
                 params,
+                params_id: 0,
             };
             let mut fresh = MethodNameLiterals::new();
             let a = fresh.literal(&mut pieces, &parts).unwrap();
+            // A list number far past those met is widened without a slot, to the same entry.
+            let far = crate::image::FullNameParts {
+                params_id: u32::MAX,
+                ..parts
+            };
+            assert_eq!(
+                MethodNameLiterals::new()
+                    .literal(&mut pieces, &far)
+                    .unwrap(),
+                a
+            );
             let b = joined
                 .user_string(&format!("{prefix}{method}{params}"))
                 .unwrap();
