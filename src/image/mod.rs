@@ -579,8 +579,13 @@ pub struct FullNames {
     sorted: Option<bool>,
     /// `Namespace.Type::`.
     prefix: String,
-    /// `(params)` and its number (in order of first use) by signature blob index.
-    params: std::collections::HashMap<u32, (String, u32), FxBuild>,
+    /// Where `(params)` lies in `pool`, and its number (in order of first use), by signature
+    /// blob index.
+    params: std::collections::HashMap<u32, (usize, usize, u32), FxBuild>,
+    /// The parameter lists, one after another (a string each would be an allocation each).
+    pool: String,
+    /// Where a parameter list is rendered before it joins `pool`.
+    scratch: String,
     /// The names of the types those parameter lists name.
     types: names::KnownNames,
 }
@@ -712,6 +717,7 @@ impl<'i> Method<'i> {
             names.sorted = None;
             names.prefix.clear();
             names.params.clear();
+            names.pool.clear();
             names.types.clear();
         }
         let owner = match names.span {
@@ -748,8 +754,8 @@ impl<'i> Method<'i> {
         let name = self.name()?;
         let signature = self.row.signature;
         let next = names.params.len() as u32;
-        let (params, params_id) = match names.params.entry(signature) {
-            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+        let (start, end, params_id) = match names.params.entry(signature) {
+            std::collections::hash_map::Entry::Occupied(e) => *e.get(),
             std::collections::hash_map::Entry::Vacant(slot) => {
                 let (blob, offset) = self.image.sig_blob(signature)?;
                 let sig_names = SigNames::remembering(
@@ -757,21 +763,25 @@ impl<'i> Method<'i> {
                     sig::Style::Compact,
                     std::mem::take(&mut names.types),
                 );
-                // Room for most lists: growing a string from empty reallocates it three times.
-                let mut params = String::with_capacity(64);
-                let rendered = sig::render_method_params(blob, &sig_names, &mut params);
+                // Rendered on its own (the renderer bounds the length of what it writes),
+                // then kept in the pool.
+                names.scratch.clear();
+                let rendered = sig::render_method_params(blob, &sig_names, &mut names.scratch);
                 names.types = sig_names.into_known();
                 rendered.map_err(|source| ImageError::Sig { offset, source })?;
-                slot.insert((params, next))
+                let start = names.pool.len();
+                names.pool.push_str(&names.scratch);
+                *slot.insert((start, names.pool.len(), next))
             }
         };
+        let params = &names.pool[start..end];
         Ok(FullNameParts {
             owner,
             prefix: &names.prefix,
             name,
             signature,
             params,
-            params_id: *params_id,
+            params_id,
         })
     }
 

@@ -162,8 +162,8 @@ fn tail_word(bytes: &[u8], pad: u8) -> u64 {
     low | pad << (8 * r)
 }
 
-/// A heap's memory between images: its appended bytes and its index's slots.
-pub(super) type HeapBuffers = (Vec<u8>, Vec<(u32, u32)>);
+/// A heap's memory between images: its appended bytes, its index's slots and its entry starts.
+pub(super) type HeapBuffers = (Vec<u8>, Vec<(u32, u32)>, Vec<u64>);
 
 /// How a heap's entries are delimited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -183,20 +183,21 @@ pub(super) const MAX_USER_STRING_INDEX: usize = 0x00FF_FFFF;
 
 impl<'a> GrowingHeap<'a> {
     pub(super) fn new(original: &'a [u8], kind: HeapKind) -> Self {
-        Self::with_buffers(original, kind, (Vec::new(), Vec::new()))
+        Self::with_buffers(original, kind, HeapBuffers::default())
     }
 
     /// [`Self::new`] working in memory from an earlier heap ([`Self::into_buffers`]).
     pub(super) fn with_buffers(original: &'a [u8], kind: HeapKind, buffers: HeapBuffers) -> Self {
-        let (mut appended, spare_slots) = buffers;
+        let (mut appended, spare_slots, mut starts) = buffers;
         appended.clear();
+        starts.clear();
         GrowingHeap {
             original,
             appended,
             index: None,
             spare_slots,
             walked: 0,
-            starts: Vec::new(),
+            starts,
             kind,
         }
     }
@@ -207,7 +208,7 @@ impl<'a> GrowingHeap<'a> {
             Some(index) => index.slots,
             None => self.spare_slots,
         };
-        (self.appended, slots)
+        (self.appended, slots, self.starts)
     }
 
     /// Whether anything was appended.
@@ -224,6 +225,11 @@ impl<'a> GrowingHeap<'a> {
     /// does not copy the heap and its index as they grow.
     pub(super) fn reserve(&mut self, entries: usize, bytes: usize) {
         self.appended.reserve(bytes);
+        self.starts.reserve(
+            (self.appended.len() + bytes)
+                .div_ceil(64)
+                .saturating_sub(self.starts.len()),
+        );
         let index = match self.index.take() {
             Some(index) => index.reserved(entries),
             None => self.scan(entries, self.appended.len()),
