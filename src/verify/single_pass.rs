@@ -43,11 +43,10 @@ pub(super) struct SinglePass {
     marks: Vec<u16>,
     /// (branch, target) of every branch but `switch`, in code order.
     edges: Vec<(u32, u32)>,
-    /// (`switch`, first entry of `cases`) of every `switch`, in code order: its targets are
-    /// kept once, not each beside the `switch`'s offset.
-    switches: Vec<(u32, u32)>,
-    /// The targets of every `switch`.
-    cases: Vec<u32>,
+    /// Every `switch`, in code order. Its targets are read from its table again when needed
+    /// ([`switch_targets`]): the table of a hostile `switch` holds a target per four bytes of
+    /// code, which kept would take as much memory again as the code.
+    switches: Vec<u32>,
     /// (first byte, first entry of `edges`, first entry of `switches`) of each run of code
     /// entered other than by falling through: the entry point and each instruction after an
     /// unconditional transfer.
@@ -92,7 +91,6 @@ impl SinglePass {
         }
         self.edges.clear();
         self.switches.clear();
-        self.cases.clear();
         self.runs.clear();
         let (max, pending, ntok) = if lens {
             self.scan::<R, true>(buf, len, ctx, r)?
@@ -101,12 +99,18 @@ impl SinglePass {
         };
         // Every target must be an instruction start that does not follow a prefix; backward
         // ones were checked as they were met, forward ones can only be checked now.
-        let marks = &self.marks[..len];
-        let start = |t: u32| marks[t as usize] & (START | AFTER_PREFIX) == START;
-        if !self.edges.iter().all(|&(_, t)| start(t)) || !self.cases.iter().all(|&t| start(t)) {
+        let (marks, code) = (&self.marks[..len], &buf[..len]);
+        let start =
+            |t: u32| marks.get(t as usize).map(|&m| m & (START | AFTER_PREFIX)) == Some(START);
+        if !self.edges.iter().all(|&(_, t)| start(t))
+            || !self
+                .switches
+                .iter()
+                .all(|&s| switch_targets(code, s).all(start))
+        {
             return None;
         }
-        if pending && !self.all_runs_reached() {
+        if pending && !self.all_runs_reached(code) {
             return None;
         }
         if !r.tokens_pass(&self.tokens[..ntok]) {
@@ -146,7 +150,6 @@ impl SinglePass {
         let mut st = Scan {
             edges: &mut self.edges,
             switches: &mut self.switches,
-            cases: &mut self.cases,
             runs: &mut self.runs,
             d: 0,
             max: 0,
@@ -224,9 +227,8 @@ impl SinglePass {
     /// that only unreachable code branches to would count towards MaxStack, which the full
     /// passes (which walk reachable code only) would not do. Each edge is followed once.
     #[inline(never)]
-    fn all_runs_reached(&mut self) -> bool {
-        let (runs, edges) = (&self.runs, &self.edges);
-        let (switches, cases) = (&self.switches, &self.cases);
+    fn all_runs_reached(&mut self, code: &[u8]) -> bool {
+        let (runs, edges, switches) = (&self.runs, &self.edges, &self.switches);
         self.low.clear();
         self.low.resize(runs.len(), u32::MAX);
         self.low[0] = 0;
@@ -243,16 +245,13 @@ impl SinglePass {
             let first = runs[k].2 as usize;
             let end = runs.get(k + 1).map_or(switches.len(), |r| r.2 as usize);
             let run_switches = &switches[first..end];
-            let sa = first + run_switches.partition_point(|s| s.0 < lo);
-            let sb = first + run_switches.partition_point(|s| s.0 < hi);
-            let switch_cases = |j: usize| {
-                let to = switches.get(j + 1).map_or(cases.len(), |s| s.1 as usize);
-                &cases[switches[j].1 as usize..to]
-            };
-            let targets = run_edges[a..b]
-                .iter()
-                .map(|e| e.1)
-                .chain((sa..sb).flat_map(|j| switch_cases(j).iter().copied()));
+            let sa = first + run_switches.partition_point(|&s| s < lo);
+            let sb = first + run_switches.partition_point(|&s| s < hi);
+            let targets = run_edges[a..b].iter().map(|e| e.1).chain(
+                switches[sa..sb]
+                    .iter()
+                    .flat_map(|&s| switch_targets(code, s)),
+            );
             for t in targets {
                 let j = runs.partition_point(|r| r.0 <= t) - 1;
                 if t < self.low[j] {
@@ -269,8 +268,7 @@ impl SinglePass {
 /// targets) update.
 struct Scan<'a> {
     edges: &'a mut Vec<(u32, u32)>,
-    switches: &'a mut Vec<(u32, u32)>,
-    cases: &'a mut Vec<u32>,
+    switches: &'a mut Vec<u32>,
     runs: &'a mut Vec<(u32, u32, u32)>,
     d: u32,
     max: u32,
@@ -365,11 +363,10 @@ impl Scan<'_> {
                     }
                     let table = &buf[next..next + 4 * count];
                     next += table.len();
-                    self.switches.push((pos as u32, self.cases.len() as u32));
+                    self.switches.push(pos as u32);
                     for c in table.chunks_exact(4) {
                         let disp = i32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-                        let t = self.branch(marks, pos, next as i64 + disp as i64, d)?;
-                        self.cases.push(t);
+                        self.branch(marks, pos, next as i64 + disp as i64, d)?;
                     }
                     return Some(next);
                 }
@@ -419,6 +416,20 @@ impl Scan<'_> {
         }
         Some(t as u32)
     }
+}
+
+/// The targets of the `switch` at byte `pos` of `code`, as byte offsets (the scan checked them
+/// when it met the `switch`).
+fn switch_targets(code: &[u8], pos: u32) -> impl Iterator<Item = u32> + '_ {
+    let table = pos as usize + 5;
+    let count = code
+        .get(pos as usize + 1..table)
+        .map_or(0, |c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as usize);
+    let next = table + 4 * count;
+    code.get(table..next)
+        .unwrap_or(&[])
+        .chunks_exact(4)
+        .map(move |c| (next as i64 + i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as i64) as u32)
 }
 
 /// The depth a `ret` needs: 0 in a void method, 1 otherwise (anything when the signature is
