@@ -1259,6 +1259,23 @@ impl Verifier {
         self.single_pass_off = !on;
     }
 
+    /// Lets go of the buffers of the last run if its code was longer than [`RELEASE_OVER`]
+    /// bytes (its findings, MaxStack and completeness stay): for a caller about to hold
+    /// something as large, such as a rewriter writing out the body it has just verified. The
+    /// next body that long allocates them again.
+    pub(crate) fn release_large(&mut self) {
+        if self.code_len > RELEASE_OVER {
+            let keep = Verifier {
+                out: std::mem::take(&mut self.out),
+                single_pass_off: self.single_pass_off,
+                incomplete: self.incomplete,
+                max: self.max,
+                ..Verifier::default()
+            };
+            *self = keep;
+        }
+    }
+
     /// Findings of the last run.
     pub fn diagnostics(&self) -> &[Diagnostic] {
         &self.out.diags
@@ -1329,7 +1346,9 @@ impl Verifier {
         }
         // Most bodies are accepted by one forward pass; the rest (and every fault) take the
         // full passes, which alone report.
-        if clauses.is_empty() && !self.single_pass_off {
+        // Code so sparse in instructions that the full passes take less memory than the
+        // single pass's two bytes a byte goes straight to them.
+        if clauses.is_empty() && !self.single_pass_off && !sparse(buf, code.len()) {
             if let Some(max) = self.single.accept(buf, code.len(), &ctx, resolver) {
                 self.max = max;
                 return;
@@ -1420,6 +1439,49 @@ impl Verifier {
         self.region.get(i).copied().unwrap_or(NONE)
     }
 }
+
+/// Code longer than this is looked at by [`sparse`] before the single pass.
+const COUNT_OVER: usize = 1 << 20;
+
+/// Code with fewer instructions than one per this many bytes is sparse: the full passes hold
+/// about 24 bytes an instruction (the instruction, its depth, its share of the start index and
+/// of the branch lists), the single pass two bytes a byte of code.
+const SPARSE: usize = 16;
+
+/// Whether `buf[..len]` is longer than [`COUNT_OVER`] and has fewer instructions than one per
+/// [`SPARSE`] bytes (long `switch` tables, long operands), so that the full passes take less
+/// memory than the single pass. The walk stops as soon as the count shows the code is not
+/// sparse, or at anything that does not decode (which the single pass hands on at once).
+fn sparse(buf: &[u8], len: usize) -> bool {
+    if len <= COUNT_OVER {
+        return false;
+    }
+    let most = len / SPARSE;
+    let (mut pos, mut n) = (0, 0);
+    while pos < len {
+        if n > most {
+            return false;
+        }
+        let w = flow::window(buf, pos);
+        let Some(d) = flow::entry(w, len - pos) else {
+            return false;
+        };
+        let mut next = pos + d.len as usize;
+        if d.arg == fx::arg::SWITCH {
+            let count = (w >> 8) as u32 as usize;
+            if count > (len - next) / 4 {
+                return false;
+            }
+            next += 4 * count;
+        }
+        pos = next;
+        n += 1;
+    }
+    true
+}
+
+/// Code longer than this leaves no buffers behind after [`Verifier::release_large`].
+const RELEASE_OVER: usize = 1 << 16;
 
 /// The targets of the branching instructions of `code`, for the passes after
 /// `flow::resolve_targets`: a branch's (and `leave`'s) are stored in `list`; a `switch`'s are

@@ -27,8 +27,8 @@ const DEPTH: u16 = FORWARD - 1;
 const MAX_DEPTH: u32 = DEPTH as u32;
 /// Longer code goes to the full passes, so that offsets fit in `u32` with room to spare.
 const MAX_LEN: usize = 1 << 28;
-/// Code up to this long is walked with [`crate::instr::fill_lengths`]'s table.
-const LENS_UP_TO: usize = 1 << 20;
+/// Bytes of code the lengths table covers at a time.
+const LENS_WINDOW: usize = 1 << 16;
 /// Token operands checked in one [`Resolver::tokens_pass`] call: passed in batches of this
 /// many as they are met, so that their buffer does not grow with the code.
 const TOKEN_BATCH: usize = 4096;
@@ -55,7 +55,7 @@ pub(super) struct SinglePass {
     low: Vec<u32>,
     work: Vec<(u32, u32, u32)>,
     tokens: Vec<(OperandKind, u32)>,
-    /// [`crate::instr::fill_lengths`] of the code, when it is at most [`LENS_UP_TO`] long.
+    /// [`crate::instr::fill_lengths`] of a window of the code, [`LENS_WINDOW`] bytes at most.
     lens: Vec<u8>,
 }
 
@@ -77,14 +77,10 @@ impl SinglePass {
             self.marks.resize(len, 0);
         }
         self.marks[..len].fill(0);
-        // The lengths table saves a load per instruction and costs a byte per byte of code:
-        // longer code goes without.
-        let lens = len <= LENS_UP_TO;
-        if lens {
-            if self.lens.len() < len {
-                self.lens.resize(len, 0);
-            }
-            crate::instr::fill_lengths(&buf[..len], &mut self.lens);
+        // The lengths table saves a load per instruction; it covers a window of the code at a
+        // time, since one of the whole code would take a byte per byte of it.
+        if self.lens.len() < len.min(LENS_WINDOW) {
+            self.lens.resize(len.min(LENS_WINDOW), 0);
         }
         if self.tokens.len() < TOKEN_BATCH {
             self.tokens.resize(TOKEN_BATCH, (OperandKind::None, 0));
@@ -92,11 +88,7 @@ impl SinglePass {
         self.edges.clear();
         self.switches.clear();
         self.runs.clear();
-        let (max, pending, ntok) = if lens {
-            self.scan::<R, true>(buf, len, ctx, r)?
-        } else {
-            self.scan::<R, false>(buf, len, ctx, r)?
-        };
+        let (max, pending, ntok) = self.scan(buf, len, ctx, r)?;
         // Every target must be an instruction start that does not follow a prefix; backward
         // ones were checked as they were met, forward ones can only be checked now.
         let (marks, code) = (&self.marks[..len], &buf[..len]);
@@ -132,7 +124,7 @@ impl SinglePass {
     /// as 0, and whether anything reaches it is left to [`Self::all_runs_reached`]), and the
     /// number of token operands left in `tokens`.
     #[inline(never)]
-    fn scan<R: Resolver + ?Sized, const LENS: bool>(
+    fn scan<R: Resolver + ?Sized>(
         &mut self,
         buf: &[u8],
         len: usize,
@@ -140,7 +132,9 @@ impl SinglePass {
         r: &R,
     ) -> Option<(u32, bool, usize)> {
         let marks = &mut self.marks[..len];
-        let lens = if LENS { &self.lens[..len] } else { &[][..] };
+        // The lengths of the window `buf[base..end]`.
+        let lens = &mut self.lens[..len.min(LENS_WINDOW)];
+        let (mut base, mut end) = (0, 0);
         // Written by index; a full batch is passed to the resolver and the buffer reused.
         let tokens = &mut self.tokens[..TOKEN_BATCH];
         let locals = ctx.locals.unwrap_or(u32::MAX);
@@ -169,7 +163,11 @@ impl SinglePass {
             let e = entry(w, len - pos)?;
             // The same length as `e`'s where it is not 0; the next step waits for this load
             // only, not for the window and then the table.
-            let l = if LENS { lens[pos] as usize } else { 0 };
+            if pos >= end {
+                (base, end) = (pos, len.min(pos + lens.len()));
+                crate::instr::fill_lengths(&buf[base..end], lens);
+            }
+            let l = lens[pos - base] as usize;
             let next = pos + if l != 0 { l } else { e.len as usize };
             let arg = (w >> e.shift) as u32 & e.mask;
             if (arg & e.vmask) + e.imm as u32 >= limits[e.var as usize & 3] {

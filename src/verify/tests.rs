@@ -2619,3 +2619,35 @@ fn switch_targets_read_from_the_table_resolve_as_a_decode_does() {
     }
     assert!(good > 1_000 && bad > 1_000, "{good} {bad}");
 }
+
+/// Code over 1 MiB with long `switch` tables is sparse and goes straight to the full passes;
+/// dense code of the same length is not; and a sparse body gets the same answer either way.
+#[test]
+fn sparse_code_goes_to_the_full_passes_with_the_same_answer() {
+    // `ldc.i4.0; switch (60 targets, each the next instruction)`, repeated; then `ret`.
+    let mut code = Vec::new();
+    while code.len() <= COUNT_OVER {
+        code.extend([0x16, 0x45]);
+        code.extend(60u32.to_le_bytes());
+        code.extend([0; 4 * 60]);
+    }
+    code.push(0x2A);
+    assert!(sparse(&code, code.len()));
+    let dense = vec![0x00; COUNT_OVER + 1];
+    assert!(!sparse(&dense, dense.len()));
+    assert!(!sparse(&code[..COUNT_OVER], COUNT_OVER));
+    let subject = || Subject::Code {
+        code: &code,
+        clauses: &[],
+        declared_max_stack: Some(1),
+    };
+    let mut on = Verifier::new();
+    let mut off = Verifier::new();
+    off.set_single_pass(false);
+    assert!(on.verify(subject(), &NoResolver, &Options::ALL).is_empty());
+    assert!(off.verify(subject(), &NoResolver, &Options::ALL).is_empty());
+    assert_eq!(on.needed_max_stack(), off.needed_max_stack());
+    assert_eq!(on.needed_max_stack(), Ok(1));
+    // The full passes ran: their instruction buffer holds the body's.
+    assert_eq!(on.n, 2 * (code.len() / 246) + 1);
+}
