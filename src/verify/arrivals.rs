@@ -25,7 +25,7 @@ fn explained(code: Code) -> bool {
 
 /// Adds the arrivals to every finding of an [`explained`] code, and a summary of them to its
 /// message.
-pub(super) fn explain<R: Resolver + ?Sized>(v: &mut Verifier, r: &R) {
+pub(super) fn explain<R: Resolver + ?Sized>(v: &mut Verifier, code: &[u8], r: &R) {
     if !v.out.diags.iter().any(|d| explained(d.code)) {
         return;
     }
@@ -68,7 +68,8 @@ pub(super) fn explain<R: Resolver + ?Sized>(v: &mut Verifier, r: &R) {
         }
         if branches.binary_search(&(k as u32)).is_ok() {
             seen.clear();
-            for &t in v.targets_of(k) {
+            let targets = v.targets_in(code);
+            for t in (0..targets.count(x)).map(|j| targets.get(ins, x, j)) {
                 // A `switch` may name one target many times: one arrival.
                 if t != NONE && !seen.contains(&t) {
                     seen.push(t);

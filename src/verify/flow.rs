@@ -118,11 +118,14 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
     // left), since code of long instructions would leave most of more untouched; at most one
     // instruction per byte. A buffer that fills up grows to what the rest of the code needs
     // at the rate of the code so far, so that it ends close to the size the body needs.
+    // Branches and special instructions are rarer: their first stretch is smaller still
+    // (resizing writes every entry, so room never used would be resident).
     let first = (len / 16).max(64);
+    let rare = (len / 128).max(64);
     grow(&mut v.ins, 0, first, first, len, fx::DEC[0].ins);
-    grow(&mut v.special, 0, first, first, len, 0);
-    grow(&mut v.branches, 0, first, first, len / 2 + 1, 0);
-    grow(&mut v.targets, 0, 2 * first, 2 * first, len, 0);
+    grow(&mut v.special, 0, rare, rare, len, 0);
+    grow(&mut v.branches, 0, rare, rare, len / 2 + 1, 0);
+    grow(&mut v.targets, 0, 2 * rare, 2 * rare, len, 0);
     grow(
         &mut v.tokens,
         0,
@@ -131,8 +134,6 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
         TOKEN_BATCH,
         (OperandKind::None, 0),
     );
-    // The room a switch's targets need when they did not fit.
-    let mut switch_room = 0;
     let mut more = false;
     'stretches: loop {
         if std::mem::replace(&mut more, true) {
@@ -140,9 +141,7 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
             grow(&mut v.ins, n, 1, want(n), len, fx::DEC[0].ins);
             grow(&mut v.special, ns, 1, want(ns), len, 0);
             grow(&mut v.branches, nb, 1, want(nb), len / 2 + 1, 0);
-            let min = switch_room.max(2);
-            grow(&mut v.targets, nt, min, want(nt).max(min), len, 0);
-            switch_room = 0;
+            grow(&mut v.targets, nt, 2, want(nt).max(2), len, 0);
         }
         // Borrowed apart from the findings, so that reporting does not force the buffers'
         // headers to be reloaded after every call.
@@ -228,7 +227,9 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
                         }
                         _ => {
                             // switch: the count is checked against the bytes left before any
-                            // is read.
+                            // is read. Its targets stay in its table, which the passes re-read
+                            // (`Verifier::target`): kept here they would take four bytes per
+                            // four bytes of table. `arg` is the count.
                             let count = (w >> 8) as u32;
                             if count as usize > (len - next) / 4 {
                                 if REPORT {
@@ -237,29 +238,14 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
                                 ok = false;
                                 break;
                             }
-                            // Targets that do not fit: the switch is decoded again after the
-                            // buffers grow (nothing of it is kept yet: a switch has no index
-                            // and no token).
-                            if targets_buf.len() - nt < 1 + count as usize {
-                                switch_room = 1 + count as usize;
-                                carry = flags;
-                                continue 'stretches;
-                            }
-                            let table = &code[next..next + 4 * count as usize];
-                            next += table.len();
-                            targets_buf[nt] = count;
-                            nt += 1;
-                            for (slot, c) in targets_buf[nt..nt + count as usize]
-                                .iter_mut()
-                                .zip(table.chunks_exact(4))
-                            {
-                                let disp = le32(c, 0) as i32;
-                                *slot = target_offset(next as i64 + disp as i64, len);
-                            }
-                            nt += count as usize;
+                            next += 4 * count as usize;
                         }
                     }
-                    arg = start as u32;
+                    arg = if d.arg == fx::arg::SWITCH {
+                        (w >> 8) as u32
+                    } else {
+                        start as u32
+                    };
                     branches_buf[nb] = idx;
                     nb += 1;
                 }
@@ -327,16 +313,8 @@ fn decode_error(v: &mut Out, code: &[u8], pos: usize) -> bool {
     false
 }
 
-/// The little-endian `u32` at `b[at..at + 4]` (in range: the caller checked the length).
-#[inline(always)]
-fn le32(b: &[u8], at: usize) -> u32 {
-    let mut a = [0; 4];
-    a.copy_from_slice(&b[at..at + 4]);
-    u32::from_le_bytes(a)
-}
-
 /// A target as a byte offset inside the code, or [`NONE`] when it lies outside.
-fn target_offset(t: i64, len: usize) -> u32 {
+pub(super) fn target_offset(t: i64, len: usize) -> u32 {
     if t >= 0 && (t as u64) < len as u64 {
         t as u32
     } else {
@@ -345,33 +323,44 @@ fn target_offset(t: i64, len: usize) -> u32 {
 }
 
 /// Turns target offsets into instruction indices, reporting bad ones (left as [`NONE`]), and
-/// marks forward targets.
-pub(super) fn resolve_targets(v: &mut Verifier) {
-    let (mut b, mut k) = (0, None);
+/// marks the instructions targets reach. A `switch`'s targets are read from its table in
+/// `code` (see [`Targets`](super::Targets)).
+pub(super) fn resolve_targets(v: &mut Verifier, code: &[u8]) {
+    let (mut b, mut k) = (0, 0);
     loop {
         // Every target that resolves goes through the fast loop; each fault is reported here
         // and the loop resumes after it.
-        let Some((fb, fk)) = resolve_from(v, b, k) else {
+        let Some((fb, fk)) = resolve_from(v, code, b, k) else {
             return;
         };
-        let i = v.branches[fb] as usize;
-        let ins = v.ins[i];
-        let off = v.targets[fk];
+        let ins = v.ins[v.branches[fb] as usize];
+        let off = if ins.op == Opcode::Switch {
+            v.targets_in(code).switch_offset(&ins, fk)
+        } else {
+            v.targets[ins.arg as usize + 1 + fk]
+        };
         if off == NONE {
             bad_branch(v, ins);
         } else {
             bad_jump_target(v, ins, off);
-            v.targets[fk] = NONE;
+            if ins.op != Opcode::Switch {
+                v.targets[ins.arg as usize + 1 + fk] = NONE;
+            }
         }
-        (b, k) = (fb, Some(fk + 1));
+        (b, k) = (fb, fk + 1);
     }
 }
 
-/// Resolves targets from branch `b` (from its target slot `k` when given) to instruction
-/// indices and marks the instructions they reach, over plain slices so that nothing the loop
-/// stores forces its bounds to be reloaded. Stops at the first target that is outside the code
-/// or not an instruction start, returning (branch, slot) for the caller to report.
-fn resolve_from(v: &mut Verifier, from: usize, resume: Option<usize>) -> Option<(usize, usize)> {
+/// Resolves targets from branch `from` (from its target `resume`) to instruction indices and
+/// marks the instructions they reach, over plain slices so that nothing the loop stores forces
+/// its bounds to be reloaded. Stops at the first target that is outside the code or not an
+/// instruction start, returning (branch, target) for the caller to report.
+fn resolve_from(
+    v: &mut Verifier,
+    code: &[u8],
+    from: usize,
+    resume: usize,
+) -> Option<(usize, usize)> {
     let (n, code_len) = (v.n, v.code_len);
     let Verifier {
         ins,
@@ -384,16 +373,26 @@ fn resolve_from(v: &mut Verifier, from: usize, resume: Option<usize>) -> Option<
     let ins = &mut ins[..n];
     for (b, &i) in branches[..*nb].iter().enumerate().skip(from) {
         let i = i as usize;
-        let start = ins[i].arg as usize;
-        let count = targets[start] as usize;
-        let first = match resume {
-            Some(k) if b == from => k,
-            _ => start + 1,
+        let x = ins[i];
+        let first = if b == from { resume } else { 0 };
+        let view = super::Targets {
+            list: &[],
+            code,
+            starts,
         };
-        for (j, slot) in targets[first..start + 1 + count].iter_mut().enumerate() {
-            let k = first + j;
-            let off = *slot;
+        let switch = x.op == Opcode::Switch;
+        let count = if switch {
+            x.arg as usize
+        } else {
+            targets[x.arg as usize] as usize
+        };
+        for k in first..count {
             // The decoder left `NONE` for targets outside the code.
+            let off = if switch {
+                view.switch_offset(&x, k)
+            } else {
+                targets[x.arg as usize + 1 + k]
+            };
             let t = match starts.get(off) {
                 Some(t) if (off as usize) < code_len => t,
                 _ => return Some((b, k)),
@@ -401,7 +400,9 @@ fn resolve_from(v: &mut Verifier, from: usize, resume: Option<usize>) -> Option<
             if ins[t as usize].flags & flag::AFTER_PREFIX != 0 {
                 return Some((b, k));
             }
-            *slot = t;
+            if !switch {
+                targets[x.arg as usize + 1 + k] = t;
+            }
             ins[t as usize].flags |= if t as usize > i {
                 flag::JOIN | flag::FORWARD_TARGET
             } else {
@@ -567,9 +568,8 @@ fn check_tail_call(v: &mut Verifier, prefix: usize, call: usize, eh_ok: bool) {
     let ok = is_ret(next)
         || ins.get(next).is_some_and(|x| {
             matches!(x.op, Opcode::Br | Opcode::Br_S)
-                && v.targets_of(next)
-                    .first()
-                    .is_some_and(|&t| is_ret(t as usize))
+                // A `br`'s one target (`[1, target]`).
+                && is_ret(v.targets[x.arg as usize + 1] as usize)
         });
     if !ok {
         v.report(
@@ -597,9 +597,9 @@ enum Transfer {
 /// Region rules for every branch, `leave` and fall-through; placement of `ret`, `jmp`,
 /// `endfinally`, `endfilter` and `rethrow`; falling off the end of the code.
 #[inline(always)]
-pub(super) fn check_transfers(v: &mut Verifier, eh_ok: bool) {
+pub(super) fn check_transfers(v: &mut Verifier, code: &[u8], eh_ok: bool) {
     if !v.nodes.is_empty() {
-        transfers_in_regions(v, eh_ok);
+        transfers_in_regions(v, code, eh_ok);
     } else {
         // No regions: only the placement rules and the end of the code apply, and of those
         // only the handler instructions' (`ret`, `jmp` and prefixes are fine outside regions).
@@ -636,7 +636,7 @@ fn fallthrough_at_end(v: &mut Verifier, off: u32) {
 /// last instruction before a region boundary can break a rule; they are visited in code order
 /// (as a scan of every instruction would), so findings come in the same order.
 #[inline(never)]
-fn transfers_in_regions(v: &mut Verifier, eh_ok: bool) {
+fn transfers_in_regions(v: &mut Verifier, code: &[u8], eh_ok: bool) {
     let n = v.n;
     let mut edges = std::mem::take(&mut v.edges);
     edges.clear();
@@ -659,7 +659,7 @@ fn transfers_in_regions(v: &mut Verifier, eh_ok: bool) {
         b += (next(branches, b) == i) as usize;
         s += (next(special, s) == i) as usize;
         e += (next(&edges, e) == i) as usize;
-        transfers_from(v, i as usize, eh_ok);
+        transfers_from(v, code, i as usize, eh_ok);
         if v.stop() {
             break;
         }
@@ -671,7 +671,7 @@ fn transfers_in_regions(v: &mut Verifier, eh_ok: bool) {
 
 /// The region rules for instruction `i`: its branch targets, its placement, and its fall
 /// through into the next instruction.
-fn transfers_from(v: &mut Verifier, i: usize, eh_ok: bool) {
+fn transfers_from(v: &mut Verifier, code: &[u8], i: usize, eh_ok: bool) {
     let n = v.n;
     let ins = v.ins[i];
     if ins.fx.kind & fx::TARGETS != 0 {
@@ -680,10 +680,9 @@ fn transfers_from(v: &mut Verifier, i: usize, eh_ok: bool) {
         } else {
             Transfer::Branch
         };
-        let start = ins.arg as usize + 1;
-        let count = v.targets[ins.arg as usize] as usize;
-        for k in start..start + count {
-            let t = v.targets[k];
+        let count = v.targets_in(code).count(&ins);
+        for k in 0..count {
+            let t = v.targets_in(code).get(&v.ins, &ins, k);
             if t != NONE && transfer(v, i, t as usize, kind) {
                 break;
             }

@@ -771,8 +771,9 @@ pub(crate) const NONE: u32 = u32::MAX;
 #[repr(C)]
 struct Ins {
     off: u32,
-    /// Local or argument index, token, `ShortI` byte, or for branches and `switch` the index of
-    /// `[count, target…]` in `Verifier::targets`.
+    /// Local or argument index, token, `ShortI` byte; for a branch the index of `[1, target]`
+    /// in `Verifier::targets`; for a `switch` its count (its targets stay in its table: see
+    /// [`Targets`]).
     arg: u32,
     op: Opcode,
     flags: u16,
@@ -1142,9 +1143,9 @@ pub struct Verifier {
     /// them by index.
     ins: Vec<Ins>,
     n: usize,
-    /// Branch and switch targets: `[count, target…]` per branching instruction; targets are
-    /// byte offsets after decoding and instruction indices (or [`NONE`]) once resolved.
-    /// `targets[..nt]` are this body's.
+    /// Branch targets: `[1, target]` per branching instruction but `switch` (whose targets
+    /// are read from its table: [`Targets`]); targets are byte offsets after decoding and
+    /// instruction indices (or [`NONE`]) once resolved. `targets[..nt]` are this body's.
     targets: Vec<u32>,
     nt: usize,
     /// `special[..ns]`: indices of instructions with [`fx::SPECIAL`] placement rules.
@@ -1258,6 +1259,23 @@ impl Verifier {
         self.single_pass_off = !on;
     }
 
+    /// Lets go of the buffers of the last run if its code was longer than [`RELEASE_OVER`]
+    /// bytes (its findings, MaxStack and completeness stay): for a caller about to hold
+    /// something as large, such as a rewriter writing out the body it has just verified. The
+    /// next body that long allocates them again.
+    pub(crate) fn release_large(&mut self) {
+        if self.code_len > RELEASE_OVER {
+            let keep = Verifier {
+                out: std::mem::take(&mut self.out),
+                single_pass_off: self.single_pass_off,
+                incomplete: self.incomplete,
+                max: self.max,
+                ..Verifier::default()
+            };
+            *self = keep;
+        }
+    }
+
     /// Findings of the last run.
     pub fn diagnostics(&self) -> &[Diagnostic] {
         &self.out.diags
@@ -1328,7 +1346,9 @@ impl Verifier {
         }
         // Most bodies are accepted by one forward pass; the rest (and every fault) take the
         // full passes, which alone report.
-        if clauses.is_empty() && !self.single_pass_off {
+        // Code so sparse in instructions that the full passes take less memory than the
+        // single pass's two bytes a byte goes straight to them.
+        if clauses.is_empty() && !self.single_pass_off && !sparse(buf, code.len()) {
             if let Some(max) = self.single.accept(buf, code.len(), &ctx, resolver) {
                 self.max = max;
                 return;
@@ -1342,7 +1362,7 @@ impl Verifier {
         }
         // Straight-line code without regions (most bodies) skips these passes and their setup.
         if self.nb != 0 {
-            flow::resolve_targets(self);
+            flow::resolve_targets(self, code);
             if self.stop() {
                 return;
             }
@@ -1352,14 +1372,14 @@ impl Verifier {
             return;
         }
         flow::check_prefixes(self, eh_ok);
-        flow::check_transfers(self, eh_ok);
+        flow::check_transfers(self, code, eh_ok);
         if self.stop() {
             return;
         }
-        stack::run(self, &ctx, resolver, eh_ok);
+        stack::run(self, code, &ctx, resolver, eh_ok);
         // Only a body with findings pays for saying how paths reach a join.
         if !self.out.first_only && !self.out.diags.is_empty() {
-            arrivals::explain(self, resolver);
+            arrivals::explain(self, code, resolver);
         }
         if !self.out.first_only && self.out.diags.len() > 1 {
             self.out.diags.sort_by_key(|d| (d.offset, d.code));
@@ -1391,15 +1411,12 @@ impl Verifier {
         self.out.stop()
     }
 
-    /// The `[target…]` slice of a branching instruction.
-    fn targets_of(&self, i: usize) -> &[u32] {
-        let ins = self.ins[i];
-        if ins.fx.kind & fx::TARGETS != 0 {
-            let start = ins.arg as usize;
-            let count = self.targets[start] as usize;
-            &self.targets[start + 1..start + 1 + count]
-        } else {
-            &[]
+    /// Where the passes after decoding find the targets of `code`'s branching instructions.
+    fn targets_in<'a>(&'a self, code: &'a [u8]) -> Targets<'a> {
+        Targets {
+            list: &self.targets,
+            code,
+            starts: &self.starts,
         }
     }
 
@@ -1420,6 +1437,103 @@ impl Verifier {
     /// The innermost region of instruction `i`, or [`NONE`].
     fn region_of(&self, i: usize) -> u32 {
         self.region.get(i).copied().unwrap_or(NONE)
+    }
+}
+
+/// Code longer than this is looked at by [`sparse`] before the single pass.
+const COUNT_OVER: usize = 1 << 20;
+
+/// Code with fewer instructions than one per this many bytes is sparse: the full passes hold
+/// about 24 bytes an instruction (the instruction, its depth, its share of the start index and
+/// of the branch lists), the single pass two bytes a byte of code.
+const SPARSE: usize = 16;
+
+/// Whether `buf[..len]` is longer than [`COUNT_OVER`] and has fewer instructions than one per
+/// [`SPARSE`] bytes (long `switch` tables, long operands), so that the full passes take less
+/// memory than the single pass. The walk stops as soon as the count shows the code is not
+/// sparse, or at anything that does not decode (which the single pass hands on at once).
+fn sparse(buf: &[u8], len: usize) -> bool {
+    if len <= COUNT_OVER {
+        return false;
+    }
+    let most = len / SPARSE;
+    let (mut pos, mut n) = (0, 0);
+    while pos < len {
+        if n > most {
+            return false;
+        }
+        let w = flow::window(buf, pos);
+        let Some(d) = flow::entry(w, len - pos) else {
+            return false;
+        };
+        let mut next = pos + d.len as usize;
+        if d.arg == fx::arg::SWITCH {
+            let count = (w >> 8) as u32 as usize;
+            if count > (len - next) / 4 {
+                return false;
+            }
+            next += 4 * count;
+        }
+        pos = next;
+        n += 1;
+    }
+    true
+}
+
+/// Code longer than this leaves no buffers behind after [`Verifier::release_large`].
+const RELEASE_OVER: usize = 1 << 16;
+
+/// The targets of the branching instructions of `code`, for the passes after
+/// `flow::resolve_targets`: a branch's (and `leave`'s) are stored in `list`; a `switch`'s are
+/// read from its table in the code each time they are needed, and resolved through `starts`,
+/// since the `switch` tables of hostile code hold a target per four bytes, and a stored copy
+/// would take as much memory again as the code.
+#[derive(Clone, Copy)]
+struct Targets<'a> {
+    list: &'a [u32],
+    code: &'a [u8],
+    starts: &'a StartIndex,
+}
+
+impl Targets<'_> {
+    /// How many targets branching instruction `x` has.
+    #[inline]
+    fn count(&self, x: &Ins) -> usize {
+        if x.op == Opcode::Switch {
+            x.arg as usize
+        } else {
+            self.list[x.arg as usize] as usize
+        }
+    }
+
+    /// The byte offset case `k` of the `switch` `x` jumps to, or [`NONE`] outside the code.
+    #[inline]
+    fn switch_offset(&self, x: &Ins, k: usize) -> u32 {
+        let table = x.off as usize + 5;
+        let next = table + 4 * x.arg as usize;
+        match self.code.get(table + 4 * k..table + 4 * k + 4) {
+            Some(c) => {
+                let disp = i32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+                flow::target_offset(next as i64 + disp as i64, self.code.len())
+            }
+            None => NONE,
+        }
+    }
+
+    /// The instruction target `k` of branching instruction `x` reaches, or [`NONE`] for a
+    /// target that is not an instruction start outside a prefix run (reported by
+    /// `flow::resolve_targets`, and skipped by the passes after it). `ins` are the decoded
+    /// instructions.
+    #[inline]
+    fn get(&self, ins: &[Ins], x: &Ins, k: usize) -> u32 {
+        if x.op != Opcode::Switch {
+            return self.list[x.arg as usize + 1 + k];
+        }
+        let off = self.switch_offset(x, k);
+        match self.starts.get(off) {
+            Some(t) if ins[t as usize].flags & flag::AFTER_PREFIX == 0 => t,
+            _ => NONE,
+        }
     }
 }
 

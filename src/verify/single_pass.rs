@@ -27,8 +27,8 @@ const DEPTH: u16 = FORWARD - 1;
 const MAX_DEPTH: u32 = DEPTH as u32;
 /// Longer code goes to the full passes, so that offsets fit in `u32` with room to spare.
 const MAX_LEN: usize = 1 << 28;
-/// Code up to this long is walked with [`crate::instr::fill_lengths`]'s table.
-const LENS_UP_TO: usize = 1 << 20;
+/// Bytes of code the lengths table covers at a time.
+const LENS_WINDOW: usize = 1 << 16;
 /// Token operands checked in one [`Resolver::tokens_pass`] call: passed in batches of this
 /// many as they are met, so that their buffer does not grow with the code.
 const TOKEN_BATCH: usize = 4096;
@@ -43,11 +43,10 @@ pub(super) struct SinglePass {
     marks: Vec<u16>,
     /// (branch, target) of every branch but `switch`, in code order.
     edges: Vec<(u32, u32)>,
-    /// (`switch`, first entry of `cases`) of every `switch`, in code order: its targets are
-    /// kept once, not each beside the `switch`'s offset.
-    switches: Vec<(u32, u32)>,
-    /// The targets of every `switch`.
-    cases: Vec<u32>,
+    /// Every `switch`, in code order. Its targets are read from its table again when needed
+    /// ([`switch_targets`]): the table of a hostile `switch` holds a target per four bytes of
+    /// code, which kept would take as much memory again as the code.
+    switches: Vec<u32>,
     /// (first byte, first entry of `edges`, first entry of `switches`) of each run of code
     /// entered other than by falling through: the entry point and each instruction after an
     /// unconditional transfer.
@@ -56,7 +55,7 @@ pub(super) struct SinglePass {
     low: Vec<u32>,
     work: Vec<(u32, u32, u32)>,
     tokens: Vec<(OperandKind, u32)>,
-    /// [`crate::instr::fill_lengths`] of the code, when it is at most [`LENS_UP_TO`] long.
+    /// [`crate::instr::fill_lengths`] of a window of the code, [`LENS_WINDOW`] bytes at most.
     lens: Vec<u8>,
 }
 
@@ -78,35 +77,32 @@ impl SinglePass {
             self.marks.resize(len, 0);
         }
         self.marks[..len].fill(0);
-        // The lengths table saves a load per instruction and costs a byte per byte of code:
-        // longer code goes without.
-        let lens = len <= LENS_UP_TO;
-        if lens {
-            if self.lens.len() < len {
-                self.lens.resize(len, 0);
-            }
-            crate::instr::fill_lengths(&buf[..len], &mut self.lens);
+        // The lengths table saves a load per instruction; it covers a window of the code at a
+        // time, since one of the whole code would take a byte per byte of it.
+        if self.lens.len() < len.min(LENS_WINDOW) {
+            self.lens.resize(len.min(LENS_WINDOW), 0);
         }
         if self.tokens.len() < TOKEN_BATCH {
             self.tokens.resize(TOKEN_BATCH, (OperandKind::None, 0));
         }
         self.edges.clear();
         self.switches.clear();
-        self.cases.clear();
         self.runs.clear();
-        let (max, pending, ntok) = if lens {
-            self.scan::<R, true>(buf, len, ctx, r)?
-        } else {
-            self.scan::<R, false>(buf, len, ctx, r)?
-        };
+        let (max, pending, ntok) = self.scan(buf, len, ctx, r)?;
         // Every target must be an instruction start that does not follow a prefix; backward
         // ones were checked as they were met, forward ones can only be checked now.
-        let marks = &self.marks[..len];
-        let start = |t: u32| marks[t as usize] & (START | AFTER_PREFIX) == START;
-        if !self.edges.iter().all(|&(_, t)| start(t)) || !self.cases.iter().all(|&t| start(t)) {
+        let (marks, code) = (&self.marks[..len], &buf[..len]);
+        let start =
+            |t: u32| marks.get(t as usize).map(|&m| m & (START | AFTER_PREFIX)) == Some(START);
+        if !self.edges.iter().all(|&(_, t)| start(t))
+            || !self
+                .switches
+                .iter()
+                .all(|&s| switch_targets(code, s).all(start))
+        {
             return None;
         }
-        if pending && !self.all_runs_reached() {
+        if pending && !self.all_runs_reached(code) {
             return None;
         }
         if !r.tokens_pass(&self.tokens[..ntok]) {
@@ -128,7 +124,7 @@ impl SinglePass {
     /// as 0, and whether anything reaches it is left to [`Self::all_runs_reached`]), and the
     /// number of token operands left in `tokens`.
     #[inline(never)]
-    fn scan<R: Resolver + ?Sized, const LENS: bool>(
+    fn scan<R: Resolver + ?Sized>(
         &mut self,
         buf: &[u8],
         len: usize,
@@ -136,7 +132,9 @@ impl SinglePass {
         r: &R,
     ) -> Option<(u32, bool, usize)> {
         let marks = &mut self.marks[..len];
-        let lens = if LENS { &self.lens[..len] } else { &[][..] };
+        // The lengths of the window `buf[base..end]`.
+        let lens = &mut self.lens[..len.min(LENS_WINDOW)];
+        let (mut base, mut end) = (0, 0);
         // Written by index; a full batch is passed to the resolver and the buffer reused.
         let tokens = &mut self.tokens[..TOKEN_BATCH];
         let locals = ctx.locals.unwrap_or(u32::MAX);
@@ -146,7 +144,6 @@ impl SinglePass {
         let mut st = Scan {
             edges: &mut self.edges,
             switches: &mut self.switches,
-            cases: &mut self.cases,
             runs: &mut self.runs,
             d: 0,
             max: 0,
@@ -166,7 +163,11 @@ impl SinglePass {
             let e = entry(w, len - pos)?;
             // The same length as `e`'s where it is not 0; the next step waits for this load
             // only, not for the window and then the table.
-            let l = if LENS { lens[pos] as usize } else { 0 };
+            if pos >= end {
+                (base, end) = (pos, len.min(pos + lens.len()));
+                crate::instr::fill_lengths(&buf[base..end], lens);
+            }
+            let l = lens[pos - base] as usize;
             let next = pos + if l != 0 { l } else { e.len as usize };
             let arg = (w >> e.shift) as u32 & e.mask;
             if (arg & e.vmask) + e.imm as u32 >= limits[e.var as usize & 3] {
@@ -224,9 +225,8 @@ impl SinglePass {
     /// that only unreachable code branches to would count towards MaxStack, which the full
     /// passes (which walk reachable code only) would not do. Each edge is followed once.
     #[inline(never)]
-    fn all_runs_reached(&mut self) -> bool {
-        let (runs, edges) = (&self.runs, &self.edges);
-        let (switches, cases) = (&self.switches, &self.cases);
+    fn all_runs_reached(&mut self, code: &[u8]) -> bool {
+        let (runs, edges, switches) = (&self.runs, &self.edges, &self.switches);
         self.low.clear();
         self.low.resize(runs.len(), u32::MAX);
         self.low[0] = 0;
@@ -243,16 +243,13 @@ impl SinglePass {
             let first = runs[k].2 as usize;
             let end = runs.get(k + 1).map_or(switches.len(), |r| r.2 as usize);
             let run_switches = &switches[first..end];
-            let sa = first + run_switches.partition_point(|s| s.0 < lo);
-            let sb = first + run_switches.partition_point(|s| s.0 < hi);
-            let switch_cases = |j: usize| {
-                let to = switches.get(j + 1).map_or(cases.len(), |s| s.1 as usize);
-                &cases[switches[j].1 as usize..to]
-            };
-            let targets = run_edges[a..b]
-                .iter()
-                .map(|e| e.1)
-                .chain((sa..sb).flat_map(|j| switch_cases(j).iter().copied()));
+            let sa = first + run_switches.partition_point(|&s| s < lo);
+            let sb = first + run_switches.partition_point(|&s| s < hi);
+            let targets = run_edges[a..b].iter().map(|e| e.1).chain(
+                switches[sa..sb]
+                    .iter()
+                    .flat_map(|&s| switch_targets(code, s)),
+            );
             for t in targets {
                 let j = runs.partition_point(|r| r.0 <= t) - 1;
                 if t < self.low[j] {
@@ -269,8 +266,7 @@ impl SinglePass {
 /// targets) update.
 struct Scan<'a> {
     edges: &'a mut Vec<(u32, u32)>,
-    switches: &'a mut Vec<(u32, u32)>,
-    cases: &'a mut Vec<u32>,
+    switches: &'a mut Vec<u32>,
     runs: &'a mut Vec<(u32, u32, u32)>,
     d: u32,
     max: u32,
@@ -365,11 +361,10 @@ impl Scan<'_> {
                     }
                     let table = &buf[next..next + 4 * count];
                     next += table.len();
-                    self.switches.push((pos as u32, self.cases.len() as u32));
+                    self.switches.push(pos as u32);
                     for c in table.chunks_exact(4) {
                         let disp = i32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-                        let t = self.branch(marks, pos, next as i64 + disp as i64, d)?;
-                        self.cases.push(t);
+                        self.branch(marks, pos, next as i64 + disp as i64, d)?;
                     }
                     return Some(next);
                 }
@@ -419,6 +414,20 @@ impl Scan<'_> {
         }
         Some(t as u32)
     }
+}
+
+/// The targets of the `switch` at byte `pos` of `code`, as byte offsets (the scan checked them
+/// when it met the `switch`).
+fn switch_targets(code: &[u8], pos: u32) -> impl Iterator<Item = u32> + '_ {
+    let table = pos as usize + 5;
+    let count = code
+        .get(pos as usize + 1..table)
+        .map_or(0, |c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as usize);
+    let next = table + 4 * count;
+    code.get(table..next)
+        .unwrap_or(&[])
+        .chunks_exact(4)
+        .map(move |c| (next as i64 + i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as i64) as u32)
 }
 
 /// The depth a `ret` needs: 0 in a void method, 1 otherwise (anything when the signature is

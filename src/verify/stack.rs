@@ -6,10 +6,16 @@
 //! already known, where the depths must agree. Each instruction is visited once.
 
 use super::eh::{self, RegionKind};
-use super::{CallSig, Code, Ctx, Ins, NONE, Out, Resolver, Verifier, flag, fx};
+use super::{CallSig, Code, Ctx, Ins, NONE, Out, Resolver, Targets, Verifier, flag, fx};
 use crate::opcode::Opcode;
 
-pub(super) fn run<R: Resolver + ?Sized>(v: &mut Verifier, ctx: &Ctx, r: &R, eh_ok: bool) {
+pub(super) fn run<R: Resolver + ?Sized>(
+    v: &mut Verifier,
+    code: &[u8],
+    ctx: &Ctx,
+    r: &R,
+    eh_ok: bool,
+) {
     // The instruction and target buffers are only read here; borrowed apart from what the
     // pass updates, so that reporting does not force them to be reloaded.
     let Verifier {
@@ -17,6 +23,7 @@ pub(super) fn run<R: Resolver + ?Sized>(v: &mut Verifier, ctx: &Ctx, r: &R, eh_o
         n,
         nb,
         targets,
+        starts,
         depth,
         nodes,
         work,
@@ -26,7 +33,11 @@ pub(super) fn run<R: Resolver + ?Sized>(v: &mut Verifier, ctx: &Ctx, r: &R, eh_o
         ..
     } = v;
     let ins = &ins[..*n];
-    let targets = &targets[..];
+    let targets = Targets {
+        list: targets,
+        code,
+        starts,
+    };
     let mut st = St {
         out,
         work,
@@ -37,7 +48,7 @@ pub(super) fn run<R: Resolver + ?Sized>(v: &mut Verifier, ctx: &Ctx, r: &R, eh_o
     if *nb == 0 && nodes.is_empty() {
         // Straight-line code: one path from the entry, each instruction reached once and only
         // by falling through, so no depth table is needed.
-        walk::<R, false>(v, ins, targets, &mut [], 0, 0, ctx, r);
+        walk::<R, false>(v, ins, &targets, &mut [], 0, 0, ctx, r);
     } else {
         depth.clear();
         depth.resize(ins.len(), NONE);
@@ -66,7 +77,7 @@ pub(super) fn run<R: Resolver + ?Sized>(v: &mut Verifier, ctx: &Ctx, r: &R, eh_o
         }
         while let Some(start) = v.work.pop() {
             let d = depth[start as usize];
-            walk::<R, true>(v, ins, targets, depth, start as usize, d, ctx, r);
+            walk::<R, true>(v, ins, &targets, depth, start as usize, d, ctx, r);
             if v.stop() {
                 break;
             }
@@ -145,7 +156,7 @@ fn path_mismatch(v: &mut St<'_>, off: u32, known: u32, d: u32) {
 fn walk<R: Resolver + ?Sized, const TRACK: bool>(
     v: &mut St<'_>,
     ins: &[Ins],
-    targets: &[u32],
+    targets: &Targets<'_>,
     depth: &mut [u32],
     mut i: usize,
     mut d: u32,
@@ -220,7 +231,7 @@ fn step<R: Resolver + ?Sized, const TRACK: bool>(
     v: &mut St<'_>,
     ins: &[Ins],
     x: Ins,
-    targets: &[u32],
+    targets: &Targets<'_>,
     depth: &mut [u32],
     d: &mut u32,
     watch: &mut u32,
@@ -298,9 +309,8 @@ fn step<R: Resolver + ?Sized, const TRACK: bool>(
             *watch = v.max.min(limit);
         }
         if TRACK && fx.kind & fx::TARGETS != 0 {
-            let start = x.arg as usize + 1;
-            let count = targets[x.arg as usize] as usize;
-            for &t in &targets[start..start + count] {
+            for k in 0..targets.count(&x) {
+                let t = targets.get(ins, &x, k);
                 if t != NONE {
                     merge(v, ins, depth, t as usize, *d);
                 }

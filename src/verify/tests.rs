@@ -2539,3 +2539,115 @@ fn arrivals_at_many_joins_are_found_in_one_pass() {
         );
     }
 }
+
+/// The targets of a `switch`, read again from its table whenever a pass needs them, are the
+/// ones resolving them once would give: the instruction each reaches, or `NONE` for a target
+/// outside the code, inside an instruction or after a prefix, which is reported (as
+/// `BadBranch` or `BadJumpTarget`) at the `switch` and nowhere else.
+#[test]
+fn switch_targets_read_from_the_table_resolve_as_a_decode_does() {
+    let mut rnd = xorshift(0x5EED_0F5C_A1AB_1E17);
+    let (mut good, mut bad) = (0, 0);
+    for _ in 0..3_000 {
+        // (offset, after a prefix) of each instruction, and the raw targets of each switch.
+        let mut code = Vec::new();
+        let mut starts: Vec<(usize, bool)> = Vec::new();
+        let mut switches: Vec<(usize, Vec<i64>)> = Vec::new();
+        let mut after_prefix = false;
+        for _ in 0..(rnd() % 24 + 2) {
+            starts.push((code.len(), after_prefix));
+            after_prefix = false;
+            match rnd() % 6 {
+                0 => code.push(0x00),           // nop
+                1 => code.extend([0x16, 0x26]), // ldc.i4.0; pop (two)
+                2 => {
+                    code.extend([0xFE, 0x13]); // volatile.
+                    after_prefix = true;
+                }
+                3 => code.extend([0x2B, (rnd() % 16) as u8]), // br.s
+                _ => {
+                    let count = rnd() % 5;
+                    let at = code.len();
+                    let next = (at + 5 + 4 * count as usize) as i64;
+                    code.push(0x45);
+                    code.extend((count as u32).to_le_bytes());
+                    let mut targets = Vec::new();
+                    for _ in 0..count {
+                        let t = (rnd() % 80) as i64 - 10;
+                        code.extend(((t - next) as i32).to_le_bytes());
+                        targets.push(t);
+                    }
+                    switches.push((at, targets));
+                }
+            }
+            if matches!(starts.last(), Some(&(o, _)) if code[o] == 0x16) {
+                // `pop` is an instruction of its own.
+                starts.push((code.len() - 1, false));
+            }
+        }
+        starts.push((code.len(), after_prefix));
+        code.push(0x2A); // ret
+        let mut v = Verifier::new();
+        v.set_single_pass(false);
+        let subject = Subject::Code {
+            code: &code,
+            clauses: &[],
+            declared_max_stack: None,
+        };
+        let diags = v.verify(subject, &NoResolver, &Options::ALL).to_vec();
+        assert_eq!(v.n, starts.len(), "{code:02x?}");
+        let targets = v.targets_in(&code);
+        for (at, raw) in &switches {
+            let i = starts.iter().position(|&(o, _)| o == *at).unwrap();
+            let x = v.ins[i];
+            assert_eq!((x.op, targets.count(&x)), (Opcode::Switch, raw.len()));
+            let mut any_bad = false;
+            for (k, &t) in raw.iter().enumerate() {
+                let want = starts
+                    .iter()
+                    .position(|&(o, p)| o as i64 == t && !p)
+                    .map_or(NONE, |j| j as u32);
+                assert_eq!(targets.get(&v.ins[..v.n], &x, k), want, "{code:02x?}");
+                any_bad |= want == NONE;
+                if want == NONE { bad += 1 } else { good += 1 }
+            }
+            let reported = diags.iter().any(|d| {
+                d.offset == *at as u32 && matches!(d.code, Code::BadBranch | Code::BadJumpTarget)
+            });
+            assert_eq!(reported, any_bad, "{code:02x?}: {diags:?}");
+        }
+    }
+    assert!(good > 1_000 && bad > 1_000, "{good} {bad}");
+}
+
+/// Code over 1 MiB with long `switch` tables is sparse and goes straight to the full passes;
+/// dense code of the same length is not; and a sparse body gets the same answer either way.
+#[test]
+fn sparse_code_goes_to_the_full_passes_with_the_same_answer() {
+    // `ldc.i4.0; switch (60 targets, each the next instruction)`, repeated; then `ret`.
+    let mut code = Vec::new();
+    while code.len() <= COUNT_OVER {
+        code.extend([0x16, 0x45]);
+        code.extend(60u32.to_le_bytes());
+        code.extend([0; 4 * 60]);
+    }
+    code.push(0x2A);
+    assert!(sparse(&code, code.len()));
+    let dense = vec![0x00; COUNT_OVER + 1];
+    assert!(!sparse(&dense, dense.len()));
+    assert!(!sparse(&code[..COUNT_OVER], COUNT_OVER));
+    let subject = || Subject::Code {
+        code: &code,
+        clauses: &[],
+        declared_max_stack: Some(1),
+    };
+    let mut on = Verifier::new();
+    let mut off = Verifier::new();
+    off.set_single_pass(false);
+    assert!(on.verify(subject(), &NoResolver, &Options::ALL).is_empty());
+    assert!(off.verify(subject(), &NoResolver, &Options::ALL).is_empty());
+    assert_eq!(on.needed_max_stack(), off.needed_max_stack());
+    assert_eq!(on.needed_max_stack(), Ok(1));
+    // The full passes ran: their instruction buffer holds the body's.
+    assert_eq!(on.n, 2 * (code.len() / 246) + 1);
+}

@@ -48,8 +48,10 @@ enum Kind {
         was_long: bool,
         long: bool,
     },
-    /// A `switch` whose old targets are `targets[first..first + count]`.
-    Switch { first: u32, count: u32 },
+    /// A `switch` with `count` targets, read from its table in the old code when needed
+    /// ([`switch_targets`]): a hostile `switch` has a target per four bytes of code, which
+    /// kept would take as much memory again as the code.
+    Switch { count: u32 },
     /// A `ret`: `tail` when it completes a `tail.` call. An epilogue goes before each
     /// `epilogue` one.
     Ret { tail: bool, epilogue: bool },
@@ -74,13 +76,11 @@ pub(super) struct Scratch {
     /// Which bytes of the code start an instruction (its first prefix): bit `o % 64` of word
     /// `o / 64`. A bit per byte of code, cleared for each body.
     starts: Vec<u64>,
-    /// [`instr::fill_lengths`] of the code.
+    /// [`instr::fill_lengths`] of a window of the code ([`LENS_WINDOW`] bytes at most).
     lens: Vec<u8>,
     events: Vec<Event>,
     /// Growth of `events[..k]`, at `k`.
     cum: Vec<u32>,
-    /// Old targets of every `switch`, flat.
-    targets: Vec<u32>,
     snippets: Snippets,
 }
 
@@ -167,6 +167,15 @@ struct Plan {
 }
 
 impl Scratch {
+    /// Lets go of every buffer but the snippets' (which every body of a run shares).
+    fn release(&mut self) {
+        let snippets = std::mem::take(&mut self.snippets);
+        *self = Scratch {
+            snippets,
+            ..Scratch::default()
+        };
+    }
+
     /// Growth of the events before old offset `p`.
     fn growth_before(&self, p: u32) -> u32 {
         self.cum[self.events.partition_point(|e| e.at < p)]
@@ -236,37 +245,46 @@ impl Scratch {
         self.starts.clear();
         self.starts.resize(len.div_ceil(64), 0);
         self.events.clear();
-        self.targets.clear();
-        if self.lens.len() < len {
-            self.lens.resize(len, 0);
+        // The lengths table covers a window of the code at a time: a table of the whole code
+        // would take a byte per byte of it.
+        let window = len.clamp(1, LENS_WINDOW);
+        if self.lens.len() < window {
+            self.lens.resize(window, 0);
         }
-        instr::fill_lengths(code, &mut self.lens);
         // Taken out for the walk (`slow` borrows the rest), and put back after it.
-        let lens_buf = std::mem::take(&mut self.lens);
-        let walked = self.walk(code, &lens_buf[..len]);
+        let mut lens_buf = std::mem::take(&mut self.lens);
+        let walked = self.walk(code, &mut lens_buf[..window]);
         self.lens = lens_buf;
         let n = walked?;
         // Every target must be an instruction start.
         let is_start = |t: u32| self.is_start(t);
-        let branches_ok = self.events.iter().all(|e| match e.kind {
+        let targets_ok = self.events.iter().all(|e| match e.kind {
             Kind::Branch { target, .. } => is_start(target),
-            _ => true,
+            Kind::Switch { count } => {
+                switch_targets(code, e.at, count).all(|t| t.is_some_and(is_start))
+            }
+            Kind::Ret { .. } => true,
         });
-        if !branches_ok || !self.targets.iter().all(|&t| is_start(t)) {
-            return None;
-        }
-        Some(n)
+        targets_ok.then_some(n)
     }
 
-    /// The decoding loop of [`Self::decode`], with the lengths of `code` in `lens`.
-    fn walk(&mut self, code: &[u8], lens: &[u8]) -> Option<usize> {
+    /// The decoding loop of [`Self::decode`]: `lens` holds [`instr::fill_lengths`] of the
+    /// window `code[base..end]`, filled again from the next instruction when the walk leaves
+    /// it (a length at the window's end may be 0, as at the code's end: the instruction then
+    /// takes the decoder's way).
+    fn walk(&mut self, code: &[u8], lens: &mut [u8]) -> Option<usize> {
         let len = code.len();
         let (mut pos, mut n) = (0usize, 0usize);
+        let (mut base, mut end) = (0usize, 0usize);
         // Whether the instruction just decoded carries `tail.`.
         let mut tail = false;
         while pos < len {
+            if pos >= end {
+                (base, end) = (pos, len.min(pos + lens.len()));
+                instr::fill_lengths(&code[base..end], lens);
+            }
             // The walk from one instruction to the next is this one load.
-            let size = lens[pos] as usize;
+            let size = lens[pos - base] as usize;
             self.starts[pos / 64] |= 1 << (pos % 64);
             n += 1;
             let first = code[pos];
@@ -330,15 +348,9 @@ impl Scratch {
             }
             match i.operand {
                 RawOperand::Switch(ref t) if !prefixed => {
-                    let first = self.targets.len() as u32;
-                    for d in t.iter() {
-                        self.targets
-                            .push(u32::try_from(next as i64 + d as i64).ok()?);
-                    }
                     self.events.push(Event {
                         at: pos as u32,
                         kind: Kind::Switch {
-                            first,
                             count: t.len() as u32,
                         },
                     });
@@ -483,7 +495,7 @@ impl Scratch {
                     let old = if was_long { 5 } else { 2 };
                     (opcode, self.target(plan, target) as i64, long, old)
                 }
-                Kind::Switch { first, count } => {
+                Kind::Switch { count } => {
                     put(out, &mut dst, code.get(src..at)?)?;
                     src = at;
                     let size = 5 + 4 * count as usize;
@@ -491,9 +503,8 @@ impl Scratch {
                     put(out, &mut dst, code.get(src..src + size)?)?;
                     src += size;
                     let next = dst as i64;
-                    let targets = self.targets.get(first as usize..(first + count) as usize)?;
-                    for (k, &t) in targets.iter().enumerate() {
-                        let d = i32::try_from(self.target(plan, t) as i64 - next).ok()?;
+                    for (k, t) in switch_targets(code, e.at, count).enumerate() {
+                        let d = i32::try_from(self.target(plan, t?) as i64 - next).ok()?;
                         out.get_mut(table_at + 4 * k..table_at + 4 * k + 4)?
                             .copy_from_slice(&d.to_le_bytes());
                     }
@@ -561,6 +572,27 @@ impl Scratch {
         }
         Some(())
     }
+}
+
+/// Code longer than this has the scratch it needed let go before its result is verified.
+const KEEP_LARGEST: usize = 1 << 16;
+
+/// Bytes of code the lengths table covers at a time.
+const LENS_WINDOW: usize = 1 << 16;
+
+/// The old targets of the `switch` at old offset `at` with `count` targets, read from its
+/// table in `code` (`None` for one below 0 or past `u32`; the decoder checked the table is in
+/// the code).
+fn switch_targets(code: &[u8], at: u32, count: u32) -> impl Iterator<Item = Option<u32>> + '_ {
+    let table = at as usize + 5;
+    let next = table + 4 * count as usize;
+    code.get(table..next)
+        .unwrap_or(&[])
+        .chunks_exact(4)
+        .map(move |c| {
+            let disp = i32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+            u32::try_from(next as i64 + disp as i64).ok()
+        })
 }
 
 /// Writes `bytes` at `out[*dst..]` and moves `dst` past them.
@@ -681,6 +713,12 @@ impl Layout {
         self.code_len = total;
         s.clauses(&plan, body, &mut self.clauses)
             .ok_or(D::Clauses)?;
+        // A giant body's tables go before the result is verified, and the verifier's before
+        // the result is written out.
+        if code.len() > KEEP_LARGEST {
+            s.release();
+            self.relax = Default::default();
+        }
         let mut header = HeaderInfo {
             max_stack: body.max_stack(),
             init_locals: body.init_locals(),
@@ -692,9 +730,9 @@ impl Layout {
             header.local_sig = new.local_sig;
             header.init_locals |= new.init_locals;
         }
-        let max_stack = self
-            .check(header.max_stack, opts, resolver)
-            .map_err(|_| D::Refused)?;
+        let max_stack = self.check(header.max_stack, opts, resolver);
+        self.verifier.release_large();
+        let max_stack = max_stack.map_err(|_| D::Refused)?;
         self.write_body(max_stack, &header, Vec::new(), out)
             .map_err(|_| D::Refused)?;
         let outcome = if prologue || epilogue {
