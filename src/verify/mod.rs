@@ -28,7 +28,7 @@ mod detail;
 mod eh;
 mod flow;
 mod operand;
-mod resolver;
+pub(crate) mod resolver;
 mod single_pass;
 mod stack;
 #[cfg(test)]
@@ -38,7 +38,8 @@ pub mod types;
 pub use align::{AlignStats, Aligner, Key, Unchecked, key};
 pub use detail::{Arrival, ArrivalKind, Detail, MAX_ARRIVALS};
 pub use resolver::{
-    CallSig, ImageResolver, MethodSig, NoResolver, Resolver, SyntheticResolver, token_table_fits,
+    CallSig, ImageResolver, MethodSig, NoResolver, Resolver, SyntheticResolver, TokenLimits,
+    token_table_fits, tokens_pass_by_counts,
 };
 
 use crate::body::{Body, Clause};

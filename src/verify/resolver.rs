@@ -124,13 +124,52 @@ pub trait Resolver {
             .iter()
             .all(|&(kind, token)| token_passes(self, kind, token))
     }
+
+    /// The row counts and `#US` heap this resolver's [`Self::tokens_pass`] answers from, when
+    /// it answers from nothing else (with the default [`Self::token_fits`]): a resolver over
+    /// this one that knows more rows and strings can then check every token in one loop
+    /// ([`tokens_pass_by_counts`]). `None` (the default) when it answers otherwise.
+    fn token_limits(&self) -> Option<TokenLimits<'_>> {
+        None
+    }
+}
+
+/// What a resolver's [`Resolver::tokens_pass`] reads when it answers from counts alone.
+#[derive(Clone, Copy, Debug)]
+pub struct TokenLimits<'a> {
+    /// Rows of each table, by table number (0 for numbers no table has).
+    pub rows: &'a [u32; 64],
+    /// The `#US` heap's bytes.
+    pub user_strings: &'a [u8],
+}
+
+/// [`Resolver::tokens_pass`] from row counts by table number and a test of `ldstr` offsets;
+/// `other` answers operands that are neither (the verifier batches none such).
+#[inline]
+pub fn tokens_pass_by_counts(
+    tokens: &[(OperandKind, u32)],
+    rows: &[u32; 64],
+    string_ok: impl Fn(u32) -> bool,
+    other: impl Fn(OperandKind, u32) -> bool,
+) -> bool {
+    tokens.iter().all(|&(kind, token)| {
+        let (t, rid) = ((token >> 24) as usize, token & 0x00FF_FFFF);
+        if kind == OperandKind::String {
+            t == USER_STRING_TABLE as usize && string_ok(rid)
+        } else if kind.is_token() {
+            // No other kind admits `#US` or a table number above 63.
+            t < 64 && FITS[kind as usize & 31] & (1 << t) != 0 && rid != 0 && rid <= rows[t]
+        } else {
+            other(kind, token)
+        }
+    })
 }
 
 /// As [`UserStringHeap::contains`]: `index` starts a length prefix (II.24.2.4, compressed as
 /// in II.23.2) whose entry ends inside the heap. Inline, as `ldstr` is among the commonest
 /// token operands.
 #[inline]
-fn us_entry_fits(heap: &[u8], index: u32) -> bool {
+pub(crate) fn us_entry_fits(heap: &[u8], index: u32) -> bool {
     let rest = heap.get(index as usize..).unwrap_or(&[]);
     let (len, used) = match *rest {
         [b0, ..] if b0 & 0x80 == 0 => (b0 as usize, 1),
@@ -145,7 +184,7 @@ fn us_entry_fits(heap: &[u8], index: u32) -> bool {
 }
 
 /// The operand rules for one token, as the verifier applies them (see [`Resolver::tokens_pass`]).
-fn token_passes<R: Resolver + ?Sized>(r: &R, kind: OperandKind, token: u32) -> bool {
+pub(crate) fn token_passes<R: Resolver + ?Sized>(r: &R, kind: OperandKind, token: u32) -> bool {
     r.token_fits(kind, token)
         && if kind == OperandKind::String {
             r.string_exists(token) != Some(false)
@@ -683,19 +722,18 @@ impl Resolver for ImageResolver<'_> {
 
     /// The default's answer from a kind mask and the row counts, without a call per token.
     fn tokens_pass(&self, tokens: &[(OperandKind, u32)]) -> bool {
-        tokens.iter().all(|&(kind, token)| {
-            let (t, rid) = ((token >> 24) as usize, token & 0x00FF_FFFF);
-            if kind == OperandKind::String {
-                t == USER_STRING_TABLE as usize && us_entry_fits(self.user_strings.data, rid)
-            } else if kind.is_token() {
-                // No other kind admits `#US` or a table number above 63.
-                t < 64
-                    && FITS[kind as usize & 31] & (1 << t) != 0
-                    && rid != 0
-                    && rid <= self.rows[t]
-            } else {
-                token_passes(self, kind, token)
-            }
+        tokens_pass_by_counts(
+            tokens,
+            &self.rows,
+            |rid| us_entry_fits(self.user_strings.data, rid),
+            |kind, token| token_passes(self, kind, token),
+        )
+    }
+
+    fn token_limits(&self) -> Option<TokenLimits<'_>> {
+        Some(TokenLimits {
+            rows: &self.rows,
+            user_strings: self.user_strings.data,
         })
     }
 }

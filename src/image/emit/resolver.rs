@@ -5,7 +5,8 @@
 use super::MetadataBuilder;
 use crate::image::tables::{TABLE_COUNT, Table, Token, USER_STRING_TABLE};
 use crate::opcode::{Opcode, OperandKind};
-use crate::verify::{CallSig, MethodSig, Resolver};
+use crate::verify::resolver::{token_passes, us_entry_fits};
+use crate::verify::{CallSig, MethodSig, Resolver, tokens_pass_by_counts};
 
 /// What verification needs to know of a builder's additions, taken once they are all made.
 #[derive(Debug, Clone)]
@@ -22,6 +23,9 @@ pub struct Additions {
     /// The call signatures of added MemberRefs, by row past the image's last (a probe run
     /// adds a handful, asked about on every call instruction: no hashing).
     calls: Vec<Option<CallSig>>,
+    /// `original_rows` and `rows` by table number below 64, as [`crate::verify::TokenLimits`] has them.
+    original64: [u32; 64],
+    rows64: [u32; 64],
 }
 
 impl MetadataBuilder<'_, '_> {
@@ -34,10 +38,14 @@ impl MetadataBuilder<'_, '_> {
             user_strings_base: self.user_strings.appended_at() as u32,
             user_string_starts: self.user_strings.appended_starts(),
             calls: Vec::new(),
+            original64: [0; 64],
+            rows64: [0; 64],
         };
         for t in Table::ALL {
             a.original_rows[t as usize] = h.rows(t);
             a.rows[t as usize] = self.rows(t);
+            a.original64[t as usize] = h.rows(t);
+            a.rows64[t as usize] = self.rows(t);
         }
         let first = a.original_rows[Table::MemberRef as usize];
         a.calls = vec![None; (a.rows[Table::MemberRef as usize] - first) as usize];
@@ -156,6 +164,26 @@ impl<R: Resolver + ?Sized> Resolver for EmitResolver<'_, R> {
     /// The default's answer, with the image's tokens left to the inner resolver's batch (the
     /// image resolver answers those from row counts without a call per token), in runs.
     fn tokens_pass(&self, tokens: &[(OperandKind, u32)]) -> bool {
+        // An inner resolver that answers from counts, for the same tables: one loop over
+        // counts that include the added rows, with added strings told by their start bits.
+        let a = self.additions;
+        if let Some(limits) = self.inner.token_limits()
+            && *limits.rows == a.original64
+        {
+            let string = u32::from(USER_STRING_TABLE) << 24;
+            return tokens_pass_by_counts(
+                tokens,
+                &a.rows64,
+                |rid| {
+                    if rid < a.user_strings_base {
+                        us_entry_fits(limits.user_strings, rid)
+                    } else {
+                        a.is_added_string(string | rid)
+                    }
+                },
+                |kind, token| token_passes(self, kind, token),
+            );
+        }
         const RUN: usize = 32;
         let mut run = [(OperandKind::None, 0u32); RUN];
         let mut n = 0;

@@ -253,11 +253,43 @@ fn the_emit_resolvers_token_batches_answer_as_token_by_token() {
     let text = b.user_string("N.C::M()").unwrap();
     let additions = b.additions();
     let inner = crate::verify::ImageResolver::new(&image);
-    let r = EmitResolver {
-        inner: &inner,
-        additions: &additions,
-        locals: None,
-    };
+    // The image resolver answers from counts, so the emit resolver checks in one loop; an
+    // inner resolver that does not say so has its tokens split off into runs.
+    struct Opaque<'a>(&'a crate::verify::ImageResolver<'a>);
+    impl Resolver for Opaque<'_> {
+        fn token_exists(&self, token: u32) -> Option<bool> {
+            self.0.token_exists(token)
+        }
+        fn string_exists(&self, token: u32) -> Option<bool> {
+            self.0.string_exists(token)
+        }
+        fn tokens_pass(&self, tokens: &[(OperandKind, u32)]) -> bool {
+            self.0.tokens_pass(tokens)
+        }
+    }
+    let opaque = Opaque(&inner);
+    assert!(inner.token_limits().is_some() && opaque.token_limits().is_none());
+    for inner in [&inner as &dyn Resolver, &opaque] {
+        check_token_batches(
+            &EmitResolver {
+                inner,
+                additions: &additions,
+                locals: None,
+            },
+            &image,
+            &b,
+            [enter, ty, scope, text],
+        );
+    }
+}
+
+fn check_token_batches(
+    r: &dyn crate::verify::Resolver,
+    image: &Image<'_>,
+    b: &MetadataBuilder<'_, '_>,
+    [enter, ty, scope, text]: [Token; 4],
+) {
+    use crate::opcode::OperandKind;
     let h = image.tables_header();
     let mut tokens = Vec::new();
     for t in [
