@@ -1096,3 +1096,62 @@ fn an_unverifiable_localloc_is_rewritten_and_stays_unverifiable() {
     }
     splice_equals_ir(&body, "localloc");
 }
+
+/// One rewriter spliced with snippets that change from body to body — operands only (as probes
+/// by name do), back to earlier ones, the same again, another shape — writes what a fresh
+/// rewriter writes each time: the snippet cache never answers with an earlier body's operands.
+#[test]
+fn the_splices_snippet_cache_follows_every_change_of_operands() {
+    use ilcheck::ir::{EntryExit, Rewriter};
+    // if (arg) return 1; return 2; under a tiny header.
+    let code = [0x02, 0x2C, 0x02, 0x17, 0x2A, 0x18, 0x2A];
+    let mut bytes = vec![((code.len() as u8) << 2) | 0x2];
+    bytes.extend_from_slice(&code);
+    let body = Body::parse(&bytes).unwrap();
+    let probe = |name: u32, token: i32| TransformOptions {
+        prologue: vec![
+            Instr::new(Opcode::Ldstr, Operand::Token(name)),
+            Instr::new(Opcode::Ldc_I4, Operand::Int32(token)),
+            Instr::new(Opcode::Call, Operand::Token(0x0A00_0001)),
+        ],
+        epilogue: vec![
+            Instr::new(Opcode::Ldstr, Operand::Token(name)),
+            Instr::new(Opcode::Call, Operand::Token(0x0A00_0002)),
+        ],
+        ..TransformOptions::default()
+    };
+    let other = TransformOptions {
+        prologue: vec![Instr::new(Opcode::Call, Operand::Token(0x0A00_0003))],
+        ..TransformOptions::default()
+    };
+    let resolver = SyntheticResolver::new()
+        .method(1, false)
+        .call(0x0A00_0001, CallSig::static_method(2, true))
+        .call(0x0A00_0002, CallSig::static_method(1, true))
+        .call(0x0A00_0003, CallSig::static_method(0, true))
+        .string(0x7000_0001)
+        .string(0x7000_0010)
+        .string(0x7000_0100);
+    let (a, b, c) = (
+        probe(0x7000_0001, 0x0600_0001),
+        probe(0x7000_0010, 0x0600_0002),
+        probe(0x7000_0100, 0x0600_0003),
+    );
+    let which = EntryExit::PrologueEpilogue;
+    let lopts = LayoutOptions::default();
+    let run = |rw: &mut Rewriter, opts: &TransformOptions| {
+        let mut out = Vec::new();
+        rw.rewrite(&body, which.transform(), opts, &lopts, &resolver, &mut out)
+            .unwrap();
+        out
+    };
+    let mut reused = Rewriter::new();
+    let mut outputs = Vec::new();
+    for opts in [&a, &b, &a, &a, &c, &other, &a, &b, &b] {
+        let out = run(&mut reused, opts);
+        assert_eq!(out, run(&mut Rewriter::new(), opts));
+        outputs.push(out);
+    }
+    assert_ne!(outputs[0], outputs[1], "the operands show in the bytes");
+    assert_eq!(outputs[0], outputs[2]);
+}

@@ -94,6 +94,10 @@ struct Snippets {
     raw_epilogue: Vec<Instr>,
     /// The code before each `ret` ([`TransformOptions::epilogue_code`]).
     epilogue: Vec<Instr>,
+    /// The bytes hold operands re-encoded from later snippets than the ones kept above (of
+    /// the same shape): they no longer say what the bytes are, so equality with them proves
+    /// nothing until the next full update.
+    reencoded: bool,
     /// The encoded prologue and epilogue.
     pro: Vec<u8>,
     epi: Vec<u8>,
@@ -107,7 +111,7 @@ impl Snippets {
         if let Some((w, ok)) = self.checked
             && w == which
         {
-            if self.prologue == opts.prologue && *self.epilogue == *epilogue {
+            if !self.reencoded && self.prologue == opts.prologue && *self.epilogue == *epilogue {
                 return ok;
             }
             // Probes by name: each method's snippets are the last one's instructions with its
@@ -120,13 +124,13 @@ impl Snippets {
                 && reencode_plain(&opts.prologue, &mut self.pro)
                 && reencode_plain(&epilogue, &mut self.epi)
             {
-                self.prologue.clone_from(&opts.prologue);
-                self.raw_epilogue.clone_from(&opts.epilogue);
-                self.epilogue.clear();
-                self.epilogue.extend_from_slice(&epilogue);
+                // The kept snippets still give the shape, which is all the next call
+                // compares once this is set: copying each body's snippets would cost more.
+                self.reencoded = true;
                 return true;
             }
         }
+        self.reencoded = false;
         self.prologue.clone_from(&opts.prologue);
         self.raw_epilogue.clone_from(&opts.epilogue);
         self.epilogue.clear();
