@@ -375,35 +375,11 @@ fn encode_plain(ins: &Instr, out: &mut Vec<u8>) -> Option<()> {
     Some(())
 }
 
-/// Writes the operands of `code` over `bytes`, an encoding by [`encode_plain`] of instructions
-/// with the same opcodes (so each sits where it did): false, with `bytes` in part rewritten,
-/// when an operand does not fit or the lengths differ.
-fn reencode_plain(code: &[Instr], bytes: &mut [u8]) -> bool {
-    let mut at = 0;
-    for ins in code {
-        let e = &ENC[enc_key(ins.opcode)];
-        let Some(value) = operand_value(&ins.operand).filter(|_| operand_fits(ins, e)) else {
-            return false;
-        };
-        let (ops, len) = (at + e.ops as usize, at + e.len as usize);
-        let Some(dst) = bytes.get_mut(ops..len) else {
-            return false;
-        };
-        let value = value.to_le_bytes();
-        // Fixed-size copies: operands are 0, 1, 2, 4 or 8 bytes.
-        match dst.len() {
-            0 => {}
-            1 => dst[0] = value[0],
-            2 => dst.copy_from_slice(&value[..2]),
-            4 => dst.copy_from_slice(&value[..4]),
-            n => match value.get(..n) {
-                Some(v) => dst.copy_from_slice(v),
-                None => return false,
-            },
-        }
-        at = len;
-    }
-    at == bytes.len()
+/// Where [`encode_plain`] puts the operand of an instruction with `ins`'s opcode: its offset
+/// past the opcode bytes, its width, and whether a `Var` above 255 does not fit it.
+fn plain_operand_slot(ins: &Instr) -> (u8, u8, bool) {
+    let e = &ENC[enc_key(ins.opcode)];
+    (e.ops, e.len - e.ops, e.short_var)
 }
 
 /// A prefix with its operand, little-endian.

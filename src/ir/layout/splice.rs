@@ -18,7 +18,7 @@
 //! path's; `tests/it/rewrite_corpus.rs` compares the two on every body of the corpus.
 
 use super::relax::{Jump, Relax};
-use super::{Layout, LayoutInfo, LayoutOptions, encode_plain, reencode_plain};
+use super::{Layout, LayoutInfo, LayoutOptions, encode_plain, operand_value, plain_operand_slot};
 use crate::body::{Body, Clause, ClauseKind, SectionContent};
 use crate::instr::{self, Operand as RawOperand};
 use crate::ir::edit::{Regions, Targets};
@@ -98,6 +98,11 @@ struct Snippets {
     /// the same shape): they no longer say what the bytes are, so equality with them proves
     /// nothing until the next full update.
     reencoded: bool,
+    /// Where each instruction's operand lies in `pro` and `epi`: offset, width, and whether
+    /// it takes only a one-byte `Var` (so that new operands are written without looking the
+    /// opcodes up again).
+    pro_slots: Vec<OperandSlot>,
+    epi_slots: Vec<OperandSlot>,
     /// The encoded prologue and epilogue.
     pro: Vec<u8>,
     epi: Vec<u8>,
@@ -121,8 +126,8 @@ impl Snippets {
                 && same_shape(&self.prologue, &opts.prologue)
                 && same_shape(&self.raw_epilogue, &opts.epilogue)
                 && same_shape(&self.epilogue, &epilogue)
-                && reencode_plain(&opts.prologue, &mut self.pro)
-                && reencode_plain(&epilogue, &mut self.epi)
+                && reencode_at(&opts.prologue, &self.pro_slots, &mut self.pro)
+                && reencode_at(&epilogue, &self.epi_slots, &mut self.epi)
             {
                 // The kept snippets still give the shape, which is all the next call
                 // compares once this is set: copying each body's snippets would cost more.
@@ -145,9 +150,64 @@ impl Snippets {
             && epilogue
                 .iter()
                 .all(|i| encode_plain(i, &mut self.epi).is_some());
+        self.pro_slots.clear();
+        self.epi_slots.clear();
+        if ok {
+            operand_slots(&opts.prologue, &mut self.pro_slots);
+            operand_slots(&epilogue, &mut self.epi_slots);
+        }
         self.checked = Some((which, ok));
         ok
     }
+}
+
+/// Where an operand lies in an encoded snippet: offset, width, and whether only a one-byte
+/// `Var` fits it.
+type OperandSlot = (u32, u8, bool);
+
+/// The operand slots of `code` as [`encode_plain`] encodes it, one after another.
+fn operand_slots(code: &[Instr], slots: &mut Vec<OperandSlot>) {
+    let mut at = 0u32;
+    for ins in code {
+        let (ops, width, short_var) = plain_operand_slot(ins);
+        slots.push((at + u32::from(ops), width, short_var));
+        at += u32::from(ops) + u32::from(width);
+    }
+}
+
+/// Writes the operands of `code` at `slots` (those of an encoding of instructions with the
+/// same opcodes and operand kinds): false, with the bytes in part rewritten, when an operand
+/// does not fit or a slot is not in `bytes`.
+fn reencode_at(code: &[Instr], slots: &[OperandSlot], bytes: &mut [u8]) -> bool {
+    code.len() == slots.len()
+        && code
+            .iter()
+            .zip(slots)
+            .all(|(ins, &(at, width, short_var))| {
+                let Some(value) = operand_value(&ins.operand) else {
+                    return false;
+                };
+                if short_var && matches!(ins.operand, crate::ir::Operand::Var(v) if v > 0xFF) {
+                    return false;
+                }
+                let (at, width) = (at as usize, width as usize);
+                let Some(dst) = bytes.get_mut(at..at + width) else {
+                    return false;
+                };
+                let value = value.to_le_bytes();
+                // Fixed-size copies: operands are 0, 1, 2, 4 or 8 bytes.
+                match width {
+                    0 => {}
+                    1 => dst[0] = value[0],
+                    2 => dst.copy_from_slice(&value[..2]),
+                    4 => dst.copy_from_slice(&value[..4]),
+                    _ => match value.get(..width) {
+                        Some(v) => dst.copy_from_slice(v),
+                        None => return false,
+                    },
+                }
+                true
+            })
 }
 
 /// Whether two snippets have the same opcodes, prefixes and operand kinds (values aside).
