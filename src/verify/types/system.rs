@@ -13,7 +13,7 @@ use super::vtype::V;
 use crate::image::Image;
 use crate::image::sig::{SigReader, element};
 use crate::image::tables::{CodedIndex, Table, Token};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -42,9 +42,9 @@ struct ModuleIndex {
     /// ExportedTypes by namespace and name: the Implementation token.
     exported: OnceLock<ByName<Token>>,
     /// Interfaces by TypeDef.
-    interfaces: OnceLock<HashMap<u32, Vec<Token>>>,
+    interfaces: OnceLock<FxMap<u32, Vec<Token>>>,
     /// GenericParam flags by owner (TypeDef or MethodDef token), in parameter order.
-    generics: OnceLock<HashMap<Token, Vec<u16>>>,
+    generics: OnceLock<FxMap<Token, Vec<u16>>>,
     /// Whether the module defines `System.Object` without a base: the core library.
     corlib: OnceLock<bool>,
 }
@@ -54,7 +54,7 @@ impl ModuleIndex {
         self.top.get_or_init(|| {
             let t = img.tables();
             let s = img.strings();
-            let mut nested = HashSet::new();
+            let mut nested = FxSet::default();
             for r in 1..=t.rows(Table::NestedClass) {
                 if let Ok(n) = t.nested_class(r) {
                     nested.insert(n.nested_class);
@@ -125,10 +125,10 @@ impl ModuleIndex {
             map
         })
     }
-    fn interfaces(&self, img: &Image<'_>) -> &HashMap<u32, Vec<Token>> {
+    fn interfaces(&self, img: &Image<'_>) -> &FxMap<u32, Vec<Token>> {
         self.interfaces.get_or_init(|| {
             let t = img.tables();
-            let mut map: HashMap<u32, Vec<Token>> = HashMap::new();
+            let mut map: FxMap<u32, Vec<Token>> = FxMap::default();
             for rid in 1..=t.rows(Table::InterfaceImpl) {
                 if let (Ok(class), Ok(iface)) = (
                     t.cell(Table::InterfaceImpl, rid, 0),
@@ -142,10 +142,10 @@ impl ModuleIndex {
         })
     }
 
-    fn generics(&self, img: &Image<'_>) -> &HashMap<Token, Vec<u16>> {
+    fn generics(&self, img: &Image<'_>) -> &FxMap<Token, Vec<u16>> {
         self.generics.get_or_init(|| {
             let t = img.tables();
-            let mut map: HashMap<Token, Vec<(u16, u16)>> = HashMap::new();
+            let mut map: FxMap<Token, Vec<(u16, u16)>> = FxMap::default();
             for rid in 1..=t.rows(Table::GenericParam) {
                 if let (Ok(number), Ok(flags), Ok(owner)) = (
                     t.cell(Table::GenericParam, rid, 0),
@@ -461,7 +461,7 @@ pub struct TypeSystem<'a> {
     current_name: String,
     current_index: ModuleIndex,
     refs: Vec<Arc<Loaded>>,
-    by_name: HashMap<String, Option<u32>>,
+    by_name: FxMap<String, Option<u32>>,
     /// The interned types.
     pub tys: Interner,
     typerefs: FxMap<(u32, u32), TyId>,
@@ -501,9 +501,9 @@ pub struct TypeSystem<'a> {
     /// How each type is held on the stack, by type id (see [`super::vtype::stack_of`]).
     pub(super) forms: Vec<Option<V>>,
     /// TypeDefs of the well-known types the interner spells without a key.
-    wk_keys: HashMap<TyId, TypeKey>,
+    wk_keys: FxMap<TyId, TypeKey>,
     /// Well-known types by name, looked up once.
-    wk: HashMap<&'static str, TyId>,
+    wk: FxMap<&'static str, TyId>,
 }
 
 impl std::fmt::Debug for TypeSystem<'_> {
@@ -520,7 +520,7 @@ impl<'a> TypeSystem<'a> {
     /// The type system of `image` (read from `path`, whose directory is searched first).
     pub fn new(store: &'a ModuleStore, image: &'a Image<'a>, path: Option<&Path>) -> Self {
         let current_name = assembly_name(image).unwrap_or_default();
-        let mut by_name = HashMap::new();
+        let mut by_name = FxMap::default();
         by_name.insert(current_name.to_ascii_lowercase(), Some(0));
         TypeSystem {
             store,
@@ -549,8 +549,8 @@ impl<'a> TypeSystem<'a> {
             overridable: FxMap::default(),
             field_owners: None,
             forms: Vec::new(),
-            wk_keys: HashMap::new(),
-            wk: HashMap::new(),
+            wk_keys: FxMap::default(),
+            wk: FxMap::default(),
         }
     }
 
