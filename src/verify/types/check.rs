@@ -344,11 +344,12 @@ impl TypeChecker {
             None
         };
         let ctor_unknown = instance_ctor && ctor.is_none() && ts.is_value_type(parent).is_none();
-        let ret = if ts
+        // The ImplFlags column alone (a whole row costs a read per column).
+        let impl_flags = ts
             .image()
-            .method(rid)
-            .is_ok_and(|m| m.impl_flags() & crate::image::sig::IMPL_ASYNC != 0)
-        {
+            .tables()
+            .cell(crate::image::tables::Table::MethodDef, rid, 1);
+        let ret = if impl_flags.is_ok_and(|f| f & u32::from(crate::image::sig::IMPL_ASYNC) != 0) {
             async_result(ts, sig.ret)
         } else {
             sig.ret
@@ -708,12 +709,13 @@ impl TypeChecker {
         }
         let mut k = i;
         let mut prefix = Prefixes::default();
+        // Set only by a step after which the block ends: cleared once per block.
+        self.abandon = false;
         while let Some(&x) = self.ins.get(k) {
             let flow = x.flow;
             if flow == Flow::Prefix {
                 prefix.add(ts, x);
             } else {
-                self.abandon = false;
                 if track {
                     let (depth, init) = (stack.len(), self.init);
                     if let Some(c) = ctor {

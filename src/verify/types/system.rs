@@ -859,8 +859,9 @@ impl<'a> TypeSystem<'a> {
                     args.push(self.read_type(m, r, depth + 1)?);
                 }
                 let def = self.type_token_at(m, tok, depth + 1, Some(kind == VALUETYPE));
+                // The key alone (no clone of an instance's arguments).
                 let (TyNode::Class(def) | TyNode::Value(def) | TyNode::Inst { def, .. }) =
-                    self.tys.node(def).clone()
+                    *self.tys.node(def)
                 else {
                     return Some(TyId::UNKNOWN);
                 };
@@ -972,14 +973,15 @@ impl<'a> TypeSystem<'a> {
                 let (index, blob, parent) = {
                     let img = md.img();
                     let t = img.tables();
-                    let row = t.method_def(token.rid()).ok()?;
-                    let blob = img.blobs().get(row.signature).ok()?;
+                    // The Signature column alone (a whole row costs a read per column).
+                    let signature = t.cell(Table::MethodDef, token.rid(), 4).ok()?;
+                    let blob = img.blobs().get(signature).ok()?;
                     let parent = if m == 0 {
                         self.owner(token.rid(), false)
                     } else {
                         t.declaring_type(token.rid())
                     };
-                    (row.signature, blob, parent.ok()?)
+                    (signature, blob, parent.ok()?)
                 };
                 let sig = self.method_sig(m, index, blob)?;
                 let parent = match parent {
@@ -1300,7 +1302,9 @@ impl<'a> TypeSystem<'a> {
         // Mark first: a base chain that loops back ends here.
         self.infos.insert(key, None);
         let info = self.read_info(key).map(Rc::new);
-        self.infos.insert(key, info.clone());
+        if let Some(slot) = self.infos.get_mut(&key) {
+            slot.clone_from(&info);
+        }
         info
     }
 

@@ -212,7 +212,8 @@ pub fn byref_targets_match(ts: &mut TypeSystem<'_>, a: TyId, b: TyId) -> bool {
 
 /// The primitive a type is held as in memory (enums: their underlying type).
 pub fn prim_of(ts: &mut TypeSystem<'_>, t: TyId) -> Option<Prim> {
-    match ts.tys.node(t).clone() {
+    // Matched in place: an instance's arguments are not cloned.
+    match *ts.tys.node(t) {
         TyNode::Prim(p) => Some(p),
         TyNode::Value(_) | TyNode::Inst { value: true, .. } => match ts.kind(t) {
             Some(Kind::Enum(p)) => p,
