@@ -464,11 +464,22 @@ pub struct TypeSystem<'a> {
     by_name: FxMap<String, Option<u32>>,
     /// The interned types.
     pub tys: Interner,
+    /// TypeRefs of referenced modules resolved, by (module, row); the image's own are in
+    /// `own_typerefs`.
     typerefs: FxMap<(u32, u32), TyId>,
+    /// TypeRefs of the image being verified resolved, by row (no hashing: signatures name
+    /// them most).
+    own_typerefs: PerRow<TyId>,
     typespecs: FxMap<(u32, u32), TyId>,
+    /// What [`TypeSystem::info`] read of the TypeDefs of referenced modules (`None`: being
+    /// read, or unreadable); the image's own are in `own_infos`.
     infos: FxMap<TypeKey, Option<Rc<TypeInfo>>>,
+    /// The same for the TypeDefs of the image being verified, by row.
+    own_infos: PerRow<Option<Rc<TypeInfo>>>,
     /// TypeDefs as the interner spells them.
     key_types: FxMap<TypeKey, TyId>,
+    /// The same for the TypeDefs of the image being verified, by row.
+    own_key_types: PerRow<TyId>,
     /// Answers of [`TypeSystem::assignable`].
     assignable_cache: FxMap<(TyId, TyId), Ans>,
     /// Whether each type is a value type, by type id (see [`TypeSystem::is_value_type`]).
@@ -532,9 +543,12 @@ impl<'a> TypeSystem<'a> {
             by_name,
             tys: Interner::default(),
             typerefs: FxMap::default(),
+            own_typerefs: PerRow::default(),
             typespecs: FxMap::default(),
             infos: FxMap::default(),
+            own_infos: PerRow::default(),
             key_types: FxMap::default(),
+            own_key_types: PerRow::default(),
             assignable_cache: FxMap::default(),
             value_types: Vec::new(),
             methods: Default::default(),
@@ -618,14 +632,25 @@ impl<'a> TypeSystem<'a> {
                 value,
             ),
             Some(Table::TypeRef) => {
-                if let Some(&t) = self.typerefs.get(&(m, token.rid())) {
+                let cached = if m == 0 {
+                    self.own_typerefs.get(token.rid()).copied()
+                } else {
+                    self.typerefs.get(&(m, token.rid())).copied()
+                };
+                if let Some(t) = cached {
                     return self.with_kind(t, value);
                 }
                 let t = match self.resolve_typeref(m, token.rid(), depth) {
                     Some(key) => self.key_type(key, value),
                     None => TyId::UNKNOWN,
                 };
-                self.typerefs.insert((m, token.rid()), t);
+                if m == 0 {
+                    // A row past the table is not kept (it resolves to nothing again).
+                    let rows = self.current.tables().rows(Table::TypeRef);
+                    self.own_typerefs.put(token.rid(), rows, t);
+                } else {
+                    self.typerefs.insert((m, token.rid()), t);
+                }
                 t
             }
             Some(Table::TypeSpec) => {
@@ -729,14 +754,24 @@ impl<'a> TypeSystem<'a> {
 
     /// The interned type of a TypeDef, spelled as the well-known type when it is one.
     fn key_type(&mut self, key: TypeKey, value: Option<bool>) -> TyId {
-        if let Some(&t) = self.key_types.get(&key) {
+        let cached = if key.module == 0 {
+            self.own_key_types.get(key.rid).copied()
+        } else {
+            self.key_types.get(&key).copied()
+        };
+        if let Some(t) = cached {
             return t;
         }
         let t = self.key_type_uncached(key, value);
         // Only answers that do not depend on the signature's marker are kept: the definition
         // was read (not still being read, as inside its own base chain).
-        if self.infos.get(&key).is_some_and(Option::is_some) || self.wk_keys.get(&t) == Some(&key) {
-            self.key_types.insert(key, t);
+        if self.info_kept(key).is_some_and(Option::is_some) || self.wk_keys.get(&t) == Some(&key) {
+            if key.module == 0 {
+                let rows = self.current.tables().rows(Table::TypeDef);
+                self.own_key_types.put(key.rid, rows, t);
+            } else {
+                self.key_types.insert(key, t);
+            }
         }
         t
     }
@@ -1296,16 +1331,34 @@ impl<'a> TypeSystem<'a> {
 
     /// What is known of a TypeDef; `None` when its row cannot be read.
     pub fn info(&mut self, key: TypeKey) -> Option<Rc<TypeInfo>> {
-        if let Some(i) = self.infos.get(&key) {
+        if let Some(i) = self.info_kept(key) {
             return i.clone();
         }
         // Mark first: a base chain that loops back ends here.
-        self.infos.insert(key, None);
+        self.keep_info(key, None);
         let info = self.read_info(key).map(Rc::new);
-        if let Some(slot) = self.infos.get_mut(&key) {
-            slot.clone_from(&info);
-        }
+        self.keep_info(key, info.clone());
         info
+    }
+
+    /// What [`TypeSystem::info`] kept for `key`: `None` when it was never asked.
+    #[inline]
+    fn info_kept(&self, key: TypeKey) -> Option<&Option<Rc<TypeInfo>>> {
+        if key.module == 0 {
+            self.own_infos.get(key.rid)
+        } else {
+            self.infos.get(&key)
+        }
+    }
+
+    /// Keeps `info` for `key` (a row past its table is not kept: it cannot be read).
+    fn keep_info(&mut self, key: TypeKey, info: Option<Rc<TypeInfo>>) {
+        if key.module == 0 {
+            let rows = self.current.tables().rows(Table::TypeDef);
+            self.own_infos.put(key.rid, rows, info);
+        } else {
+            self.infos.insert(key, info);
+        }
     }
 
     fn read_info(&mut self, key: TypeKey) -> Option<TypeInfo> {
