@@ -489,6 +489,10 @@ pub struct TypeSystem<'a> {
     methods: [Vec<Option<Option<MethodSig>>>; 3],
     /// The parameter types of every [`MethodSig`], one run each.
     params: Vec<TyId>,
+    /// Parameter types being read ([`TypeSystem::read_method_kept`]), a stack.
+    scratch: Vec<TyId>,
+    /// A declaring type's arguments, while a MemberRef's signature is instantiated.
+    class_args: Vec<TyId>,
     /// The StandAloneMethodSigs of `calli` tokens, resolved.
     standalone: FxMap<u32, Option<MethodSig>>,
     /// Field tokens of the image being verified, resolved: Field and MemberRef rows.
@@ -553,6 +557,8 @@ impl<'a> TypeSystem<'a> {
             value_types: Vec::new(),
             methods: Default::default(),
             params: Vec::new(),
+            scratch: Vec::new(),
+            class_args: Vec::new(),
             standalone: FxMap::default(),
             fields: Default::default(),
             locals_by_row: PerRow::default(),
@@ -986,21 +992,6 @@ impl<'a> TypeSystem<'a> {
         self.params.get(start..start + len).unwrap_or(&[])
     }
 
-    /// Keeps `sig` with its parameters in the pool.
-    fn keep(&mut self, sig: &MethodTy, parent: TyId) -> MethodSig {
-        let start = self.params.len() as u32;
-        self.params.extend_from_slice(&sig.params);
-        MethodSig {
-            has_this: sig.has_this,
-            explicit_this: sig.explicit_this,
-            vararg: sig.vararg,
-            generic_params: sig.generic_params,
-            ret: sig.ret,
-            parent,
-            params: (start, sig.params.len() as u32),
-        }
-    }
-
     fn method_in(&mut self, m: u32, token: Token, method_args: &[TyId]) -> Option<MethodSig> {
         match token.table()? {
             Table::MethodDef => {
@@ -1044,8 +1035,15 @@ impl<'a> TypeSystem<'a> {
                     Some(Table::MethodDef) => self.method_in(m, class, &[])?.parent,
                     _ => TyId::UNKNOWN,
                 };
-                let class_args = self.args_of(parent);
-                Some(self.subst_sig(sig, parent, &class_args, method_args))
+                // The arguments copied into a buffer kept between calls (no `Vec` per call).
+                let mut class_args = std::mem::take(&mut self.class_args);
+                class_args.clear();
+                if let TyNode::Inst { args, .. } = self.tys.node(parent) {
+                    class_args.extend_from_slice(args);
+                }
+                let out = self.subst_sig(sig, parent, &class_args, method_args);
+                self.class_args = class_args;
+                Some(out)
             }
             Table::MethodSpec => {
                 let md = self.handle(m)?;
@@ -1079,11 +1077,56 @@ impl<'a> TypeSystem<'a> {
         if let Some(sig) = self.method_sigs.get(&(m, index)) {
             return *sig;
         }
-        let sig = self
-            .read_method(m, &mut SigReader::new(blob), 0)
-            .map(|s| self.keep(&s, TyId::UNKNOWN));
+        let sig = self.read_method_kept(m, &mut SigReader::new(blob));
         self.method_sigs.insert((m, index), sig);
         sig
+    }
+
+    /// [`TypeSystem::read_method`] kept with its parameters in the pool (declared by
+    /// [`TyId::UNKNOWN`]), its parameters read without a `Vec` of their own: onto `scratch`, a
+    /// stack on which a nested read stays above this one's run and is gone when it returns.
+    fn read_method_kept(&mut self, m: u32, r: &mut SigReader<'_>) -> Option<MethodSig> {
+        let base = self.scratch.len();
+        let read = self.read_method_onto(m, r);
+        let sig = read.map(|(cc, generic_params, ret)| {
+            let start = self.params.len() as u32;
+            self.params.extend_from_slice(&self.scratch[base..]);
+            MethodSig {
+                has_this: cc & 0x20 != 0,
+                explicit_this: cc & 0x40 != 0,
+                vararg: cc & 0x0F == 0x05,
+                generic_params,
+                ret,
+                parent: TyId::UNKNOWN,
+                params: (start, (self.scratch.len() - base) as u32),
+            }
+        });
+        self.scratch.truncate(base);
+        sig
+    }
+
+    /// The reading of [`TypeSystem::read_method_kept`]: the calling convention, the number of
+    /// generic parameters and the return type; the parameters pushed onto `scratch`.
+    fn read_method_onto(&mut self, m: u32, r: &mut SigReader<'_>) -> Option<(u8, u32, TyId)> {
+        let cc = r.u8().ok()?;
+        let generic_params = if cc & 0x10 != 0 {
+            r.compressed_u32().ok()?
+        } else {
+            0
+        };
+        let count = r.compressed_u32().ok()?;
+        if count as usize > r.remaining() {
+            return None;
+        }
+        let ret = self.read_type(m, r, 1)?;
+        for _ in 0..count {
+            if r.peek().ok()? == element::SENTINEL {
+                r.u8().ok()?;
+            }
+            let t = self.read_type(m, r, 1)?;
+            self.scratch.push(t);
+        }
+        Some((cc, generic_params, ret))
     }
 
     /// The declaring TypeDef of MethodDef (`field`: Field) `rid` of the image being verified,
@@ -1277,9 +1320,7 @@ impl<'a> TypeSystem<'a> {
                 .ok()
                 .and_then(|row| img.blobs().get(row.signature).ok())
         };
-        let sig = blob
-            .and_then(|b| self.read_method(0, &mut SigReader::new(b), 0))
-            .map(|s| self.keep(&s, TyId::UNKNOWN));
+        let sig = blob.and_then(|b| self.read_method_kept(0, &mut SigReader::new(b)));
         self.standalone.insert(token.0, sig);
         sig
     }
