@@ -32,6 +32,8 @@ struct Slot {
     signed_byte: bool,
     /// The operand is a branch displacement or a switch table.
     target: Target,
+    /// The flow ends the block ([`Flow::ends_block`], read from the table once).
+    ends: bool,
 }
 
 /// How an opcode's operand names its targets.
@@ -56,6 +58,7 @@ static SLOTS: [Slot; 512] = {
         mask: 0,
         signed_byte: false,
         target: Target::No,
+        ends: false,
     }; 512];
     let mut i = 0;
     while i < ALL.len() {
@@ -96,6 +99,7 @@ static SLOTS: [Slot; 512] = {
             mask,
             signed_byte,
             target,
+            ends: info.flow.ends_block(),
         };
         i += 1;
     }
@@ -144,6 +148,9 @@ struct Ins {
     arg: u32,
     /// Number of targets in `targets` from `arg` (branches and `switch`).
     ntargets: u32,
+    /// A block start: a target, or after a transfer (where states merge; handler entries
+    /// are seeded).
+    start: bool,
 }
 
 /// What the method's own signature and locals say.
@@ -203,7 +210,8 @@ pub struct TypeChecker {
     targets: Vec<u32>,
     /// Instruction index by byte offset (`u32::MAX` inside an instruction).
     at: Vec<u32>,
-    start: Vec<bool>,
+    /// How many instructions are block starts.
+    starts: usize,
     /// Entry state of each instruction that has one: `(start, len)` in `pool`, `start` of
     /// [`NO_ENTRY`] when none yet.
     entry: Vec<(u32, u32)>,
@@ -336,11 +344,12 @@ impl TypeChecker {
             None
         };
         let ctor_unknown = instance_ctor && ctor.is_none() && ts.is_value_type(parent).is_none();
-        let ret = if ts
+        // The ImplFlags column alone (a whole row costs a read per column).
+        let impl_flags = ts
             .image()
-            .method(rid)
-            .is_ok_and(|m| m.impl_flags() & crate::image::sig::IMPL_ASYNC != 0)
-        {
+            .tables()
+            .cell(crate::image::tables::Table::MethodDef, rid, 1);
+        let ret = if impl_flags.is_ok_and(|f| f & u32::from(crate::image::sig::IMPL_ASYNC) != 0) {
             async_result(ts, sig.ret)
         } else {
             sig.ret
@@ -417,7 +426,7 @@ impl TypeChecker {
                 self.seed(i, stack.as_slice());
             }
         }
-        let limit = VISITS_PER_BLOCK * (self.start.iter().filter(|&&s| s).count() + 1);
+        let limit = VISITS_PER_BLOCK * (self.starts + 1);
         let mut visits = 0;
         while let Some(i) = self.work.pop() {
             visits += 1;
@@ -507,7 +516,7 @@ impl TypeChecker {
         self.targets.clear();
         // Block starts: targets, the instruction after a transfer (marked as it is decoded);
         // handler entries are seeded. A start is where states merge.
-        self.start.clear();
+        self.starts = 0;
         let mut after_transfer = false;
         if self.at.len() <= code.len() {
             self.at.resize(code.len() + 1, u32::MAX);
@@ -578,23 +587,26 @@ impl TypeChecker {
             if let Some(a) = self.at.get_mut(pos) {
                 *a = self.ins.len() as u32;
             }
-            let flow = slot.flow;
+            self.starts += usize::from(after_transfer);
             self.ins.push(Ins {
                 off: pos as u32,
                 op,
-                flow,
+                flow: slot.flow,
                 arg,
                 ntargets,
+                start: after_transfer,
             });
-            self.start.push(after_transfer);
-            after_transfer = ntargets > 0 || flow.ends_block();
+            after_transfer = ntargets > 0 || slot.ends;
             pos += len;
         }
         // Targets as instruction indices, and the starts they make.
         for k in 0..self.targets.len() {
             let i = self.index(self.targets[k]);
-            if let Some(i) = i {
-                self.start[i] = true;
+            if let Some(x) = i.and_then(|i| self.ins.get_mut(i))
+                && !x.start
+            {
+                x.start = true;
+                self.starts += 1;
             }
             self.targets[k] = i.map_or(u32::MAX, |i| i as u32);
         }
@@ -697,12 +709,13 @@ impl TypeChecker {
         }
         let mut k = i;
         let mut prefix = Prefixes::default();
+        // Set only by a step after which the block ends: cleared once per block.
+        self.abandon = false;
         while let Some(&x) = self.ins.get(k) {
             let flow = x.flow;
             if flow == Flow::Prefix {
                 prefix.add(ts, x);
             } else {
-                self.abandon = false;
                 if track {
                     let (depth, init) = (stack.len(), self.init);
                     if let Some(c) = ctor {
@@ -738,7 +751,7 @@ impl TypeChecker {
             if k >= self.ins.len() {
                 break;
             }
-            if self.start[k] {
+            if self.ins[k].start {
                 self.flow_to(ts, k as u32, &stack);
                 break;
             }
@@ -754,9 +767,10 @@ fn is_ctor_token(ts: &TypeSystem<'_>, token: Token) -> bool {
     use crate::image::tables::Table;
     let image = ts.image();
     let tables = image.tables();
+    // The name column alone: a whole row costs a read per column.
     let name = match token.table() {
-        Some(Table::MethodDef) => tables.method_def(token.rid()).map(|r| r.name),
-        Some(Table::MemberRef) => tables.member_ref(token.rid()).map(|r| r.name),
+        Some(Table::MethodDef) => tables.cell(Table::MethodDef, token.rid(), 3),
+        Some(Table::MemberRef) => tables.cell(Table::MemberRef, token.rid(), 1),
         _ => return false,
     };
     // `.ctor` and its NUL, compared in place: no scan for the end of a longer name.
@@ -955,7 +969,9 @@ impl TypeChecker {
         v
     }
 
-    #[inline]
+    // Inlined for its first test: most values are of the stack form expected, of a known
+    // type (an argument, a local, a field), and need nothing more.
+    #[inline(always)]
     fn expect(
         &mut self,
         ts: &mut TypeSystem<'_>,
@@ -964,12 +980,31 @@ impl TypeChecker {
         want: TyId,
         what: impl Into<What>,
     ) {
+        let form = stack_of(ts, want);
+        // `Unknown` is noted and `Null` is never a type's form: both take the full path.
+        if found == form && !matches!(found, V::Unknown | V::Null) && !ts.tys.has_unknown(want) {
+            return;
+        }
+        self.expect_slow(ts, off, found, want, form, what.into());
+    }
+
+    /// [`TypeChecker::expect`] past its first test (`form`: `want`'s stack form).
+    #[inline(never)]
+    fn expect_slow(
+        &mut self,
+        ts: &mut TypeSystem<'_>,
+        off: u32,
+        found: V,
+        want: TyId,
+        form: V,
+        what: What,
+    ) {
         if ts.tys.has_unknown(want) {
             self.part(Partial::UnresolvedType);
         }
         self.note(found);
-        if let Err(code) = fits(ts, found, want) {
-            self.misfit(ts, code, off, found, want, what.into());
+        if let Err(code) = fits_v(ts, found, form) {
+            self.misfit(ts, code, off, found, want, what);
         }
     }
 
@@ -1361,7 +1396,7 @@ impl TypeChecker {
         let (Some(k), n) = (self.index(x.off), n as usize) else {
             return false;
         };
-        if !self.frame.has_this || k < n + 1 || (k - n..=k).any(|j| self.start[j]) {
+        if !self.frame.has_this || k < n + 1 || self.ins[k - n..=k].iter().any(|x| x.start) {
             return false;
         }
         // From the opcode table: one value pushed, nothing popped, control falls through.
@@ -1555,7 +1590,7 @@ impl TypeChecker {
     /// index: where a delegate's `newobj` takes its method from.
     fn function_pointer(&self, x: Ins) -> Option<(usize, Ins)> {
         let k = self.index(x.off)?;
-        if k == 0 || self.start[k] {
+        if k == 0 || self.ins[k].start {
             return None;
         }
         let f = self.ins[k - 1];
@@ -1572,7 +1607,7 @@ impl TypeChecker {
         let ldftn = self.function_pointer(x).map(|(_, f)| f.op);
         let ok = match ldftn {
             Some(Opcode::Ldftn) => true,
-            Some(_) => k >= 2 && !self.start[k - 1] && self.ins[k - 2].op == Opcode::Dup,
+            Some(_) => k >= 2 && !self.ins[k - 1].start && self.ins[k - 2].op == Opcode::Dup,
             None => false,
         };
         if !ok {
@@ -2615,7 +2650,9 @@ mod tests {
                         starts[k + 1] = true;
                     }
                 }
-                assert_eq!(checker.start, starts, "{name} {}", m.rid());
+                let got: Vec<bool> = checker.ins.iter().map(|x| x.start).collect();
+                assert_eq!(got, starts, "{name} {}", m.rid());
+                assert_eq!(checker.starts, starts.iter().filter(|&&s| s).count());
             }
         }
         assert!(bodies > 100, "the embedded corpus has bodies ({bodies})");

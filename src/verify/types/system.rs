@@ -13,7 +13,7 @@ use super::vtype::V;
 use crate::image::Image;
 use crate::image::sig::{SigReader, element};
 use crate::image::tables::{CodedIndex, Table, Token};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -42,9 +42,9 @@ struct ModuleIndex {
     /// ExportedTypes by namespace and name: the Implementation token.
     exported: OnceLock<ByName<Token>>,
     /// Interfaces by TypeDef.
-    interfaces: OnceLock<HashMap<u32, Vec<Token>>>,
+    interfaces: OnceLock<FxMap<u32, Vec<Token>>>,
     /// GenericParam flags by owner (TypeDef or MethodDef token), in parameter order.
-    generics: OnceLock<HashMap<Token, Vec<u16>>>,
+    generics: OnceLock<FxMap<Token, Vec<u16>>>,
     /// Whether the module defines `System.Object` without a base: the core library.
     corlib: OnceLock<bool>,
 }
@@ -54,7 +54,7 @@ impl ModuleIndex {
         self.top.get_or_init(|| {
             let t = img.tables();
             let s = img.strings();
-            let mut nested = HashSet::new();
+            let mut nested = FxSet::default();
             for r in 1..=t.rows(Table::NestedClass) {
                 if let Ok(n) = t.nested_class(r) {
                     nested.insert(n.nested_class);
@@ -125,10 +125,10 @@ impl ModuleIndex {
             map
         })
     }
-    fn interfaces(&self, img: &Image<'_>) -> &HashMap<u32, Vec<Token>> {
+    fn interfaces(&self, img: &Image<'_>) -> &FxMap<u32, Vec<Token>> {
         self.interfaces.get_or_init(|| {
             let t = img.tables();
-            let mut map: HashMap<u32, Vec<Token>> = HashMap::new();
+            let mut map: FxMap<u32, Vec<Token>> = FxMap::default();
             for rid in 1..=t.rows(Table::InterfaceImpl) {
                 if let (Ok(class), Ok(iface)) = (
                     t.cell(Table::InterfaceImpl, rid, 0),
@@ -142,10 +142,10 @@ impl ModuleIndex {
         })
     }
 
-    fn generics(&self, img: &Image<'_>) -> &HashMap<Token, Vec<u16>> {
+    fn generics(&self, img: &Image<'_>) -> &FxMap<Token, Vec<u16>> {
         self.generics.get_or_init(|| {
             let t = img.tables();
-            let mut map: HashMap<Token, Vec<(u16, u16)>> = HashMap::new();
+            let mut map: FxMap<Token, Vec<(u16, u16)>> = FxMap::default();
             for rid in 1..=t.rows(Table::GenericParam) {
                 if let (Ok(number), Ok(flags), Ok(owner)) = (
                     t.cell(Table::GenericParam, rid, 0),
@@ -461,14 +461,25 @@ pub struct TypeSystem<'a> {
     current_name: String,
     current_index: ModuleIndex,
     refs: Vec<Arc<Loaded>>,
-    by_name: HashMap<String, Option<u32>>,
+    by_name: FxMap<String, Option<u32>>,
     /// The interned types.
     pub tys: Interner,
+    /// TypeRefs of referenced modules resolved, by (module, row); the image's own are in
+    /// `own_typerefs`.
     typerefs: FxMap<(u32, u32), TyId>,
+    /// TypeRefs of the image being verified resolved, by row (no hashing: signatures name
+    /// them most).
+    own_typerefs: PerRow<TyId>,
     typespecs: FxMap<(u32, u32), TyId>,
+    /// What [`TypeSystem::info`] read of the TypeDefs of referenced modules (`None`: being
+    /// read, or unreadable); the image's own are in `own_infos`.
     infos: FxMap<TypeKey, Option<Rc<TypeInfo>>>,
+    /// The same for the TypeDefs of the image being verified, by row.
+    own_infos: PerRow<Option<Rc<TypeInfo>>>,
     /// TypeDefs as the interner spells them.
     key_types: FxMap<TypeKey, TyId>,
+    /// The same for the TypeDefs of the image being verified, by row.
+    own_key_types: PerRow<TyId>,
     /// Answers of [`TypeSystem::assignable`].
     assignable_cache: FxMap<(TyId, TyId), Ans>,
     /// Whether each type is a value type, by type id (see [`TypeSystem::is_value_type`]).
@@ -478,6 +489,10 @@ pub struct TypeSystem<'a> {
     methods: [Vec<Option<Option<MethodSig>>>; 3],
     /// The parameter types of every [`MethodSig`], one run each.
     params: Vec<TyId>,
+    /// Parameter types being read ([`TypeSystem::read_method_kept`]), a stack.
+    scratch: Vec<TyId>,
+    /// A declaring type's arguments, while a MemberRef's signature is instantiated.
+    class_args: Vec<TyId>,
     /// The StandAloneMethodSigs of `calli` tokens, resolved.
     standalone: FxMap<u32, Option<MethodSig>>,
     /// Field tokens of the image being verified, resolved: Field and MemberRef rows.
@@ -501,9 +516,9 @@ pub struct TypeSystem<'a> {
     /// How each type is held on the stack, by type id (see [`super::vtype::stack_of`]).
     pub(super) forms: Vec<Option<V>>,
     /// TypeDefs of the well-known types the interner spells without a key.
-    wk_keys: HashMap<TyId, TypeKey>,
+    wk_keys: FxMap<TyId, TypeKey>,
     /// Well-known types by name, looked up once.
-    wk: HashMap<&'static str, TyId>,
+    wk: FxMap<&'static str, TyId>,
 }
 
 impl std::fmt::Debug for TypeSystem<'_> {
@@ -520,7 +535,7 @@ impl<'a> TypeSystem<'a> {
     /// The type system of `image` (read from `path`, whose directory is searched first).
     pub fn new(store: &'a ModuleStore, image: &'a Image<'a>, path: Option<&Path>) -> Self {
         let current_name = assembly_name(image).unwrap_or_default();
-        let mut by_name = HashMap::new();
+        let mut by_name = FxMap::default();
         by_name.insert(current_name.to_ascii_lowercase(), Some(0));
         TypeSystem {
             store,
@@ -532,13 +547,18 @@ impl<'a> TypeSystem<'a> {
             by_name,
             tys: Interner::default(),
             typerefs: FxMap::default(),
+            own_typerefs: PerRow::default(),
             typespecs: FxMap::default(),
             infos: FxMap::default(),
+            own_infos: PerRow::default(),
             key_types: FxMap::default(),
+            own_key_types: PerRow::default(),
             assignable_cache: FxMap::default(),
             value_types: Vec::new(),
             methods: Default::default(),
             params: Vec::new(),
+            scratch: Vec::new(),
+            class_args: Vec::new(),
             standalone: FxMap::default(),
             fields: Default::default(),
             locals_by_row: PerRow::default(),
@@ -549,8 +569,8 @@ impl<'a> TypeSystem<'a> {
             overridable: FxMap::default(),
             field_owners: None,
             forms: Vec::new(),
-            wk_keys: HashMap::new(),
-            wk: HashMap::new(),
+            wk_keys: FxMap::default(),
+            wk: FxMap::default(),
         }
     }
 
@@ -618,14 +638,25 @@ impl<'a> TypeSystem<'a> {
                 value,
             ),
             Some(Table::TypeRef) => {
-                if let Some(&t) = self.typerefs.get(&(m, token.rid())) {
+                let cached = if m == 0 {
+                    self.own_typerefs.get(token.rid()).copied()
+                } else {
+                    self.typerefs.get(&(m, token.rid())).copied()
+                };
+                if let Some(t) = cached {
                     return self.with_kind(t, value);
                 }
                 let t = match self.resolve_typeref(m, token.rid(), depth) {
                     Some(key) => self.key_type(key, value),
                     None => TyId::UNKNOWN,
                 };
-                self.typerefs.insert((m, token.rid()), t);
+                if m == 0 {
+                    // A row past the table is not kept (it resolves to nothing again).
+                    let rows = self.current.tables().rows(Table::TypeRef);
+                    self.own_typerefs.put(token.rid(), rows, t);
+                } else {
+                    self.typerefs.insert((m, token.rid()), t);
+                }
                 t
             }
             Some(Table::TypeSpec) => {
@@ -729,14 +760,24 @@ impl<'a> TypeSystem<'a> {
 
     /// The interned type of a TypeDef, spelled as the well-known type when it is one.
     fn key_type(&mut self, key: TypeKey, value: Option<bool>) -> TyId {
-        if let Some(&t) = self.key_types.get(&key) {
+        let cached = if key.module == 0 {
+            self.own_key_types.get(key.rid).copied()
+        } else {
+            self.key_types.get(&key).copied()
+        };
+        if let Some(t) = cached {
             return t;
         }
         let t = self.key_type_uncached(key, value);
         // Only answers that do not depend on the signature's marker are kept: the definition
         // was read (not still being read, as inside its own base chain).
-        if self.infos.get(&key).is_some_and(Option::is_some) || self.wk_keys.get(&t) == Some(&key) {
-            self.key_types.insert(key, t);
+        if self.info_kept(key).is_some_and(Option::is_some) || self.wk_keys.get(&t) == Some(&key) {
+            if key.module == 0 {
+                let rows = self.current.tables().rows(Table::TypeDef);
+                self.own_key_types.put(key.rid, rows, t);
+            } else {
+                self.key_types.insert(key, t);
+            }
         }
         t
     }
@@ -859,8 +900,9 @@ impl<'a> TypeSystem<'a> {
                     args.push(self.read_type(m, r, depth + 1)?);
                 }
                 let def = self.type_token_at(m, tok, depth + 1, Some(kind == VALUETYPE));
+                // The key alone (no clone of an instance's arguments).
                 let (TyNode::Class(def) | TyNode::Value(def) | TyNode::Inst { def, .. }) =
-                    self.tys.node(def).clone()
+                    *self.tys.node(def)
                 else {
                     return Some(TyId::UNKNOWN);
                 };
@@ -950,21 +992,6 @@ impl<'a> TypeSystem<'a> {
         self.params.get(start..start + len).unwrap_or(&[])
     }
 
-    /// Keeps `sig` with its parameters in the pool.
-    fn keep(&mut self, sig: &MethodTy, parent: TyId) -> MethodSig {
-        let start = self.params.len() as u32;
-        self.params.extend_from_slice(&sig.params);
-        MethodSig {
-            has_this: sig.has_this,
-            explicit_this: sig.explicit_this,
-            vararg: sig.vararg,
-            generic_params: sig.generic_params,
-            ret: sig.ret,
-            parent,
-            params: (start, sig.params.len() as u32),
-        }
-    }
-
     fn method_in(&mut self, m: u32, token: Token, method_args: &[TyId]) -> Option<MethodSig> {
         match token.table()? {
             Table::MethodDef => {
@@ -972,14 +999,15 @@ impl<'a> TypeSystem<'a> {
                 let (index, blob, parent) = {
                     let img = md.img();
                     let t = img.tables();
-                    let row = t.method_def(token.rid()).ok()?;
-                    let blob = img.blobs().get(row.signature).ok()?;
+                    // The Signature column alone (a whole row costs a read per column).
+                    let signature = t.cell(Table::MethodDef, token.rid(), 4).ok()?;
+                    let blob = img.blobs().get(signature).ok()?;
                     let parent = if m == 0 {
                         self.owner(token.rid(), false)
                     } else {
                         t.declaring_type(token.rid())
                     };
-                    (row.signature, blob, parent.ok()?)
+                    (signature, blob, parent.ok()?)
                 };
                 let sig = self.method_sig(m, index, blob)?;
                 let parent = match parent {
@@ -1007,8 +1035,15 @@ impl<'a> TypeSystem<'a> {
                     Some(Table::MethodDef) => self.method_in(m, class, &[])?.parent,
                     _ => TyId::UNKNOWN,
                 };
-                let class_args = self.args_of(parent);
-                Some(self.subst_sig(sig, parent, &class_args, method_args))
+                // The arguments copied into a buffer kept between calls (no `Vec` per call).
+                let mut class_args = std::mem::take(&mut self.class_args);
+                class_args.clear();
+                if let TyNode::Inst { args, .. } = self.tys.node(parent) {
+                    class_args.extend_from_slice(args);
+                }
+                let out = self.subst_sig(sig, parent, &class_args, method_args);
+                self.class_args = class_args;
+                Some(out)
             }
             Table::MethodSpec => {
                 let md = self.handle(m)?;
@@ -1042,11 +1077,56 @@ impl<'a> TypeSystem<'a> {
         if let Some(sig) = self.method_sigs.get(&(m, index)) {
             return *sig;
         }
-        let sig = self
-            .read_method(m, &mut SigReader::new(blob), 0)
-            .map(|s| self.keep(&s, TyId::UNKNOWN));
+        let sig = self.read_method_kept(m, &mut SigReader::new(blob));
         self.method_sigs.insert((m, index), sig);
         sig
+    }
+
+    /// [`TypeSystem::read_method`] kept with its parameters in the pool (declared by
+    /// [`TyId::UNKNOWN`]), its parameters read without a `Vec` of their own: onto `scratch`, a
+    /// stack on which a nested read stays above this one's run and is gone when it returns.
+    fn read_method_kept(&mut self, m: u32, r: &mut SigReader<'_>) -> Option<MethodSig> {
+        let base = self.scratch.len();
+        let read = self.read_method_onto(m, r);
+        let sig = read.map(|(cc, generic_params, ret)| {
+            let start = self.params.len() as u32;
+            self.params.extend_from_slice(&self.scratch[base..]);
+            MethodSig {
+                has_this: cc & 0x20 != 0,
+                explicit_this: cc & 0x40 != 0,
+                vararg: cc & 0x0F == 0x05,
+                generic_params,
+                ret,
+                parent: TyId::UNKNOWN,
+                params: (start, (self.scratch.len() - base) as u32),
+            }
+        });
+        self.scratch.truncate(base);
+        sig
+    }
+
+    /// The reading of [`TypeSystem::read_method_kept`]: the calling convention, the number of
+    /// generic parameters and the return type; the parameters pushed onto `scratch`.
+    fn read_method_onto(&mut self, m: u32, r: &mut SigReader<'_>) -> Option<(u8, u32, TyId)> {
+        let cc = r.u8().ok()?;
+        let generic_params = if cc & 0x10 != 0 {
+            r.compressed_u32().ok()?
+        } else {
+            0
+        };
+        let count = r.compressed_u32().ok()?;
+        if count as usize > r.remaining() {
+            return None;
+        }
+        let ret = self.read_type(m, r, 1)?;
+        for _ in 0..count {
+            if r.peek().ok()? == element::SENTINEL {
+                r.u8().ok()?;
+            }
+            let t = self.read_type(m, r, 1)?;
+            self.scratch.push(t);
+        }
+        Some((cc, generic_params, ret))
     }
 
     /// The declaring TypeDef of MethodDef (`field`: Field) `rid` of the image being verified,
@@ -1240,9 +1320,7 @@ impl<'a> TypeSystem<'a> {
                 .ok()
                 .and_then(|row| img.blobs().get(row.signature).ok())
         };
-        let sig = blob
-            .and_then(|b| self.read_method(0, &mut SigReader::new(b), 0))
-            .map(|s| self.keep(&s, TyId::UNKNOWN));
+        let sig = blob.and_then(|b| self.read_method_kept(0, &mut SigReader::new(b)));
         self.standalone.insert(token.0, sig);
         sig
     }
@@ -1294,14 +1372,34 @@ impl<'a> TypeSystem<'a> {
 
     /// What is known of a TypeDef; `None` when its row cannot be read.
     pub fn info(&mut self, key: TypeKey) -> Option<Rc<TypeInfo>> {
-        if let Some(i) = self.infos.get(&key) {
+        if let Some(i) = self.info_kept(key) {
             return i.clone();
         }
         // Mark first: a base chain that loops back ends here.
-        self.infos.insert(key, None);
+        self.keep_info(key, None);
         let info = self.read_info(key).map(Rc::new);
-        self.infos.insert(key, info.clone());
+        self.keep_info(key, info.clone());
         info
+    }
+
+    /// What [`TypeSystem::info`] kept for `key`: `None` when it was never asked.
+    #[inline]
+    fn info_kept(&self, key: TypeKey) -> Option<&Option<Rc<TypeInfo>>> {
+        if key.module == 0 {
+            self.own_infos.get(key.rid)
+        } else {
+            self.infos.get(&key)
+        }
+    }
+
+    /// Keeps `info` for `key` (a row past its table is not kept: it cannot be read).
+    fn keep_info(&mut self, key: TypeKey, info: Option<Rc<TypeInfo>>) {
+        if key.module == 0 {
+            let rows = self.current.tables().rows(Table::TypeDef);
+            self.own_infos.put(key.rid, rows, info);
+        } else {
+            self.infos.insert(key, info);
+        }
     }
 
     fn read_info(&mut self, key: TypeKey) -> Option<TypeInfo> {

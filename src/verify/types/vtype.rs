@@ -149,7 +149,18 @@ pub fn fits(ts: &mut TypeSystem<'_>, found: V, expected: TyId) -> Result<(), Mis
 }
 
 /// [`fits`] against a stack form.
+#[inline]
 pub fn fits_v(ts: &mut TypeSystem<'_>, found: V, want: V) -> Result<(), Misfit> {
+    // Most arguments, locals and fields receive a value of their own stack form: answered
+    // here, without the call (every form but `Null`, never expected, fits itself below).
+    if found == want && want != V::Null {
+        return Ok(());
+    }
+    fits_slow(ts, found, want)
+}
+
+/// [`fits_v`] of two different forms.
+fn fits_slow(ts: &mut TypeSystem<'_>, found: V, want: V) -> Result<(), Misfit> {
     use V::*;
     match (found, want) {
         (Unknown, _) | (_, Unknown) | (Var(_), _) | (_, Var(_)) => Ok(()),
@@ -201,7 +212,8 @@ pub fn byref_targets_match(ts: &mut TypeSystem<'_>, a: TyId, b: TyId) -> bool {
 
 /// The primitive a type is held as in memory (enums: their underlying type).
 pub fn prim_of(ts: &mut TypeSystem<'_>, t: TyId) -> Option<Prim> {
-    match ts.tys.node(t).clone() {
+    // Matched in place: an instance's arguments are not cloned.
+    match *ts.tys.node(t) {
         TyNode::Prim(p) => Some(p),
         TyNode::Value(_) | TyNode::Inst { value: true, .. } => match ts.kind(t) {
             Some(Kind::Enum(p)) => p,
