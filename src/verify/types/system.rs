@@ -931,24 +931,11 @@ impl<'a> TypeSystem<'a> {
 
     /// Reads a method signature (MethodDefSig, MethodRefSig or StandAloneMethodSig).
     pub fn read_method(&mut self, m: u32, r: &mut SigReader<'_>, depth: u32) -> Option<MethodTy> {
-        let cc = r.u8().ok()?;
-        let generic_params = if cc & 0x10 != 0 {
-            r.compressed_u32().ok()?
-        } else {
-            0
-        };
-        let count = r.compressed_u32().ok()?;
-        if count as usize > r.remaining() {
-            return None;
-        }
-        let ret = self.read_type(m, r, depth + 1)?;
-        let mut params = Vec::with_capacity(count as usize);
-        for _ in 0..count {
-            if r.peek().ok()? == element::SENTINEL {
-                r.u8().ok()?;
-            }
-            params.push(self.read_type(m, r, depth + 1)?);
-        }
+        let base = self.scratch.len();
+        let head = self.read_method_onto(m, r, depth + 1);
+        let params = self.scratch[base..].to_vec();
+        self.scratch.truncate(base);
+        let (cc, generic_params, ret) = head?;
         Some(MethodTy {
             has_this: cc & 0x20 != 0,
             explicit_this: cc & 0x40 != 0,
@@ -1087,7 +1074,7 @@ impl<'a> TypeSystem<'a> {
     /// stack on which a nested read stays above this one's run and is gone when it returns.
     fn read_method_kept(&mut self, m: u32, r: &mut SigReader<'_>) -> Option<MethodSig> {
         let base = self.scratch.len();
-        let read = self.read_method_onto(m, r);
+        let read = self.read_method_onto(m, r, 1);
         let sig = read.map(|(cc, generic_params, ret)| {
             let start = self.params.len() as u32;
             self.params.extend_from_slice(&self.scratch[base..]);
@@ -1107,7 +1094,12 @@ impl<'a> TypeSystem<'a> {
 
     /// The reading of [`TypeSystem::read_method_kept`]: the calling convention, the number of
     /// generic parameters and the return type; the parameters pushed onto `scratch`.
-    fn read_method_onto(&mut self, m: u32, r: &mut SigReader<'_>) -> Option<(u8, u32, TyId)> {
+    fn read_method_onto(
+        &mut self,
+        m: u32,
+        r: &mut SigReader<'_>,
+        depth: u32,
+    ) -> Option<(u8, u32, TyId)> {
         let cc = r.u8().ok()?;
         let generic_params = if cc & 0x10 != 0 {
             r.compressed_u32().ok()?
@@ -1118,12 +1110,12 @@ impl<'a> TypeSystem<'a> {
         if count as usize > r.remaining() {
             return None;
         }
-        let ret = self.read_type(m, r, 1)?;
+        let ret = self.read_type(m, r, depth)?;
         for _ in 0..count {
             if r.peek().ok()? == element::SENTINEL {
                 r.u8().ok()?;
             }
-            let t = self.read_type(m, r, 1)?;
+            let t = self.read_type(m, r, depth)?;
             self.scratch.push(t);
         }
         Some((cc, generic_params, ret))
