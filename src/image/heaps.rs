@@ -57,13 +57,9 @@ fn first_nul(bytes: &[u8]) -> Option<usize> {
     const HIGH: u64 = 0x8080_8080_8080_8080;
     let mut at = 0;
     while at < 32 {
-        let Some(w) = bytes
-            .get(at..at + 8)
-            .and_then(|w| <[u8; 8]>::try_from(w).ok())
-        else {
+        let Some(w) = super::read::le_u64(bytes, at) else {
             break;
         };
-        let w = u64::from_le_bytes(w);
         // The lowest flagged byte is the first zero one (a borrow only flags bytes above it).
         let zero = w.wrapping_sub(ONES) & !w & HIGH;
         if zero != 0 {

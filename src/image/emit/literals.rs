@@ -58,17 +58,16 @@ impl MethodNameLiterals {
         if self.params.len() <= id && id < self.params.len() + (1 << 20) {
             self.params.resize(id + 1, None);
         }
-        let (start, end, params_special) = match self.params.get_mut(id) {
+        let (start, end, params_special) = match self.params.get(id) {
             Some(Some(piece)) => *piece,
-            None => {
+            _ => {
                 let start = self.pool.len();
                 let special = widen_user_string(parts.params, &mut self.pool);
-                (start, self.pool.len(), special)
-            }
-            Some(slot @ None) => {
-                let start = self.pool.len();
-                let special = widen_user_string(parts.params, &mut self.pool);
-                *slot.insert((start, self.pool.len(), special))
+                let piece = (start, self.pool.len(), special);
+                if let Some(slot) = self.params.get_mut(id) {
+                    *slot = Some(piece);
+                }
+                piece
             }
         };
         self.name.clear();

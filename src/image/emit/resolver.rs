@@ -3,7 +3,7 @@
 //! given it a new local signature. Everything else is the image's resolver's answer.
 
 use super::MetadataBuilder;
-use crate::image::tables::{TABLE_COUNT, Table, Token, USER_STRING_TABLE};
+use crate::image::tables::{Table, Token, USER_STRING_TABLE};
 use crate::opcode::{Opcode, OperandKind};
 use crate::verify::resolver::{token_passes, us_entry_fits};
 use crate::verify::{CallSig, MethodSig, Resolver, tokens_pass_by_counts};
@@ -11,10 +11,11 @@ use crate::verify::{CallSig, MethodSig, Resolver, tokens_pass_by_counts};
 /// What verification needs to know of a builder's additions, taken once they are all made.
 #[derive(Debug, Clone)]
 pub struct Additions {
-    /// Row counts of the image's tables.
-    original_rows: [u32; TABLE_COUNT],
-    /// Row counts with the added rows.
-    rows: [u32; TABLE_COUNT],
+    /// Row counts of the image's tables, by table number below 64 (0 where no table is), as
+    /// [`crate::verify::TokenLimits`] has them.
+    original_rows: [u32; 64],
+    /// Row counts with the added rows, the same way.
+    rows: [u32; 64],
     /// Size of the image's `#US` heap: `ldstr` offsets from here on are added entries.
     user_strings_base: u32,
     /// One bit per byte of the `#US` heap's added part (from `user_strings_base` on): set
@@ -23,9 +24,6 @@ pub struct Additions {
     /// The call signatures of added MemberRefs, by row past the image's last (a probe run
     /// adds a handful, asked about on every call instruction: no hashing).
     calls: Vec<Option<CallSig>>,
-    /// `original_rows` and `rows` by table number below 64, as [`crate::verify::TokenLimits`] has them.
-    original64: [u32; 64],
-    rows64: [u32; 64],
 }
 
 impl MetadataBuilder<'_, '_> {
@@ -33,19 +31,15 @@ impl MetadataBuilder<'_, '_> {
     pub fn additions(&self) -> Additions {
         let h = self.image.tables_header();
         let mut a = Additions {
-            original_rows: [0; TABLE_COUNT],
-            rows: [0; TABLE_COUNT],
+            original_rows: [0; 64],
+            rows: [0; 64],
             user_strings_base: self.user_strings.appended_at() as u32,
             user_string_starts: self.user_strings.appended_starts(),
             calls: Vec::new(),
-            original64: [0; 64],
-            rows64: [0; 64],
         };
         for t in Table::ALL {
             a.original_rows[t as usize] = h.rows(t);
             a.rows[t as usize] = self.rows(t);
-            a.original64[t as usize] = h.rows(t);
-            a.rows64[t as usize] = self.rows(t);
         }
         let first = a.original_rows[Table::MemberRef as usize];
         a.calls = vec![None; (a.rows[Table::MemberRef as usize] - first) as usize];
@@ -90,7 +84,7 @@ impl Additions {
     pub fn is_added_row(&self, token: u32) -> bool {
         // `Table` numbers are the token's table byte.
         let (t, rid) = ((token >> 24) as usize, token & 0x00FF_FFFF);
-        t < TABLE_COUNT && rid > self.original_rows[t] && rid <= self.rows[t]
+        t < 64 && rid > self.original_rows[t] && rid <= self.rows[t]
     }
 
     /// Whether `token` is an `ldstr` token of an added `#US` entry.
@@ -168,12 +162,12 @@ impl<R: Resolver + ?Sized> Resolver for EmitResolver<'_, R> {
         // counts that include the added rows, with added strings told by their start bits.
         let a = self.additions;
         if let Some(limits) = self.inner.token_limits()
-            && *limits.rows == a.original64
+            && *limits.rows == a.original_rows
         {
             let string = u32::from(USER_STRING_TABLE) << 24;
             return tokens_pass_by_counts(
                 tokens,
-                &a.rows64,
+                &a.rows,
                 |rid| {
                     if rid < a.user_strings_base {
                         us_entry_fits(limits.user_strings, rid)
