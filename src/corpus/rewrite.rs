@@ -285,15 +285,9 @@ impl<'i, 'a> EmitPlan<'i, 'a> {
         Ok(plan)
     }
 
-    /// The probe calls of every selected method: a reference to each probe, and per method
-    /// its arguments (a string literal of its name, its token, its arguments, its return
-    /// value) and the call.
-    /// The plan's memory, with that of the metadata built from it, for the next image.
-    fn into_buffers(self, built: Option<crate::image::emit::BuiltMetadata>) -> PlanBuffers {
-        let mut emit = self.builder.into_buffers();
-        if let Some(built) = built {
-            emit.recycle(built);
-        }
+    /// The plan's memory, for the next image.
+    fn into_buffers(self) -> PlanBuffers {
+        let emit = self.builder.into_buffers();
         PlanBuffers {
             emit,
             locals: self.locals,
@@ -302,6 +296,9 @@ impl<'i, 'a> EmitPlan<'i, 'a> {
         }
     }
 
+    /// The probe calls of every selected method: a reference to each probe, and per method
+    /// its arguments (a string literal of its name, its token, its arguments, its return
+    /// value) and the call.
     fn plan_probes(&mut self, image: &Image<'_>, opts: &RewriteOptions) -> Result<(), EmitError> {
         use crate::ir::transforms::{as_object, fits_object, ldloc, return_value_bytes};
         const VOID: u8 = 0x01;
@@ -1005,12 +1002,24 @@ pub fn rewrite_image_with(
             .iter()
             .map(|&t| u64::from(plan.builder.rows(t) - image.tables_header().rows(t)))
             .sum();
-        writer.set_metadata(plan.builder.build()?);
     }
-    let finished = writer.finish_into(out);
-    let metadata = writer.take_metadata();
+    // The metadata is laid out, then written straight into the image (no root of its own).
+    let prepared = if plan.builder.is_empty() {
+        None
+    } else {
+        Some(plan.builder.prepare()?)
+    };
+    let finished = writer.finish_into_with(
+        out,
+        prepared
+            .as_ref()
+            .map(|m| m as &dyn crate::image::writer::NewMetadata),
+    );
+    if let Some(prepared) = prepared {
+        prepared.recycle();
+    }
     scratch.writer = writer.into_buffers();
-    scratch.plan = owned.into_buffers(metadata);
+    scratch.plan = owned.into_buffers();
     let (summary, _) = finished?;
     report.write_seconds += start.elapsed().as_secs_f64();
     report.write = Some(summary);

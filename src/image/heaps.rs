@@ -16,6 +16,11 @@ pub struct StringHeap<'a> {
 impl<'a> StringHeap<'a> {
     /// The bytes of the string at `index`, without the terminating NUL.
     pub fn get_bytes(&self, index: u32) -> Result<&'a [u8], ImageError> {
+        self.entry(index).map(|(bytes, _)| bytes)
+    }
+
+    /// The bytes of the string at `index` and whether they are all ASCII.
+    fn entry(&self, index: u32) -> Result<(&'a [u8], bool), ImageError> {
         // Errors are built only on failure: `ImageError` has drop glue (see `length_prefixed`).
         let start = index as usize;
         let Some(rest) = self.data.get(start..).filter(|r| !r.is_empty()) else {
@@ -26,14 +31,14 @@ impl<'a> StringHeap<'a> {
                 heap_size: self.data.len(),
             });
         };
-        let Some(len) = first_nul(rest) else {
+        let Some((len, ascii)) = first_nul(rest) else {
             return Err(ImageError::BadHeapEntry {
                 heap: "#Strings",
                 offset: self.offset + start,
                 reason: "string runs to the end of the heap without a NUL",
             });
         };
-        Ok(&rest[..len])
+        Ok((&rest[..len], ascii))
     }
 
     /// The string at `index`. Index 0 is the empty string when the heap is empty too.
@@ -41,7 +46,13 @@ impl<'a> StringHeap<'a> {
         if index == 0 && self.data.is_empty() {
             return Ok("");
         }
-        let bytes = self.get_bytes(index)?;
+        let (bytes, ascii) = self.entry(index)?;
+        if ascii {
+            // SAFETY: every byte is below 0x80 (checked by `first_nul` as it searched), and
+            // ASCII is valid UTF-8. Names are read by the hundred thousand, and the general
+            // check costs several times the search on short strings.
+            return Ok(unsafe { std::str::from_utf8_unchecked(bytes) });
+        }
         std::str::from_utf8(bytes).map_err(|_| ImageError::BadHeapEntry {
             heap: "#Strings",
             offset: self.offset + index as usize,
@@ -50,12 +61,14 @@ impl<'a> StringHeap<'a> {
     }
 }
 
-/// Where the first NUL of `bytes` is: a word at a time over the first 32 bytes (most names are
-/// shorter, and a `memchr` call costs more than its search there), then by `memchr`.
-fn first_nul(bytes: &[u8]) -> Option<usize> {
+/// Where the first NUL of `bytes` is, and whether every byte before it is ASCII: a word at a
+/// time over the first 32 bytes (most names are shorter, and a `memchr` call costs more than
+/// its search there), then by `memchr`.
+fn first_nul(bytes: &[u8]) -> Option<(usize, bool)> {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
     let mut at = 0;
+    let mut high = 0;
     while at < 32 {
         let Some(w) = super::read::le_u64(bytes, at) else {
             break;
@@ -63,11 +76,17 @@ fn first_nul(bytes: &[u8]) -> Option<usize> {
         // The lowest flagged byte is the first zero one (a borrow only flags bytes above it).
         let zero = w.wrapping_sub(ONES) & !w & HIGH;
         if zero != 0 {
-            return Some(at + zero.trailing_zeros() as usize / 8);
+            let first = zero.trailing_zeros() as usize / 8;
+            // The bytes below the NUL (little-endian: the low ones).
+            let below = (1u64 << (first * 8)) - 1;
+            return Some((at + first, (high | (w & below)) & HIGH == 0));
         }
+        high |= w;
         at += 8;
     }
-    memchr::memchr(0, bytes.get(at..)?).map(|n| at + n)
+    let rest = bytes.get(at..)?;
+    let n = memchr::memchr(0, rest)?;
+    Some((at + n, high & HIGH == 0 && rest[..n].is_ascii()))
 }
 
 /// Shared by `#Blob` and `#US`: entries are a compressed length followed by that many bytes.
@@ -201,7 +220,8 @@ mod tests {
 
     /// The word-wise search finds the first NUL wherever it lies (inside the first words,
     /// past them, in a short tail), with other NULs and bytes with borrows around it, and
-    /// none in a slice without one.
+    /// none in a slice without one; it says whether the bytes before it are ASCII, whatever
+    /// follows.
     #[test]
     fn first_nul_is_the_first_zero_byte() {
         for len in 0..48usize {
@@ -210,12 +230,27 @@ mod tests {
                 assert_eq!(first_nul(&bytes), None, "length {len}");
                 for at in 0..len {
                     bytes[at] = 0;
-                    assert_eq!(first_nul(&bytes), Some(at), "length {len}, NUL at {at}");
+                    let ascii = fill < 0x80 || at == 0;
+                    assert_eq!(
+                        first_nul(&bytes),
+                        Some((at, ascii)),
+                        "length {len}, NUL at {at}"
+                    );
                     // A second NUL after the first changes nothing.
                     if at + 1 < len {
                         bytes[at + 1] = 0;
-                        assert_eq!(first_nul(&bytes), Some(at));
+                        assert_eq!(first_nul(&bytes), Some((at, ascii)));
                         bytes[at + 1] = fill;
+                    }
+                    // One byte above ASCII before the NUL is seen; after it, it is not.
+                    if fill < 0x80 {
+                        for high in 0..len {
+                            if high != at {
+                                bytes[high] = 0xC3;
+                                assert_eq!(first_nul(&bytes), Some((at, high > at)));
+                                bytes[high] = fill;
+                            }
+                        }
                     }
                     bytes[at] = fill;
                 }

@@ -438,34 +438,41 @@ impl<'a> Image<'a> {
                 None => break,
             }
         }
-        // Everything is read before anything is written, so a failure leaves `out` as it was.
-        let mut text = String::new();
-        if style == sig::Style::Ilasm
-            && let Some(s) = scope
-        {
-            self.write_scope(s, &mut text)?;
-        }
-        for (i, &(ns, name)) in chain[..len].iter().rev().enumerate() {
-            if i > 0 {
-                text.push('/');
-            } else {
-                let ns = strings.get(ns)?;
-                if !ns.is_empty() {
-                    match style {
-                        sig::Style::Compact => text.push_str(ns),
-                        sig::Style::Ilasm => names::write_ilasm_name(&mut text, ns),
+        // Written straight into `out` (no string of its own: a full name is made per type);
+        // a failure cuts `out` back to what it was.
+        let mark = out.len();
+        let write = |text: &mut String| -> Result<(), ImageError> {
+            if style == sig::Style::Ilasm
+                && let Some(s) = scope
+            {
+                self.write_scope(s, text)?;
+            }
+            for (i, &(ns, name)) in chain[..len].iter().rev().enumerate() {
+                if i > 0 {
+                    text.push('/');
+                } else {
+                    let ns = strings.get(ns)?;
+                    if !ns.is_empty() {
+                        match style {
+                            sig::Style::Compact => text.push_str(ns),
+                            sig::Style::Ilasm => names::write_ilasm_name(text, ns),
+                        }
+                        text.push('.');
                     }
-                    text.push('.');
+                }
+                let name = strings.get(name)?;
+                match style {
+                    sig::Style::Compact => text.push_str(name),
+                    sig::Style::Ilasm => names::write_ilasm_name(text, name),
                 }
             }
-            let name = strings.get(name)?;
-            match style {
-                sig::Style::Compact => text.push_str(name),
-                sig::Style::Ilasm => names::write_ilasm_name(&mut text, name),
-            }
+            Ok(())
+        };
+        let written = write(out);
+        if written.is_err() {
+            out.truncate(mark);
         }
-        out.push_str(&text);
-        Ok(())
+        written
     }
 
     /// `[assembly]` or `[.module name]` for a TypeRef's resolution scope; nothing for this

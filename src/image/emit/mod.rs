@@ -210,37 +210,94 @@ impl std::fmt::Debug for MetadataBuilder<'_, '_> {
     }
 }
 
-/// A stream of the new root: bytes as they are, a heap with what it grew by, or the GUIDs
-/// stored and added.
-enum Stream<'b> {
-    Bytes(&'b [u8]),
-    Heap(&'b GrowingHeap<'b>),
-    Guids(&'b [u8], &'b [[u8; 16]]),
+/// Where a stream of the new root comes from: the new table stream, a heap with what it
+/// grew by, the GUIDs stored (at that range of the file) and added, or the stream's bytes as
+/// stored (at that range of the file).
+#[derive(Debug, Clone)]
+enum StreamSource {
+    Tables,
+    Strings,
+    Blobs,
+    UserStrings,
+    Guids(std::ops::Range<usize>),
+    Original(std::ops::Range<usize>),
 }
 
-impl Stream<'_> {
-    /// Its size before padding.
-    fn len(&self) -> usize {
-        match self {
-            Stream::Bytes(b) => b.len(),
-            Stream::Heap(h) => h.len(),
-            Stream::Guids(stored, added) => stored.len() + 16 * added.len(),
-        }
+/// New metadata laid out and ready to be written ([`MetadataBuilder::prepare`]).
+#[derive(Debug)]
+pub struct PreparedMetadata<'b, 'i, 'a> {
+    builder: &'b MetadataBuilder<'i, 'a>,
+    /// The root's fixed part, version string, stream count and stream headers.
+    head: Vec<u8>,
+    /// Each stream's source and unpadded size, in order.
+    streams: Vec<(StreamSource, usize)>,
+    tables_stream: Vec<u8>,
+    /// The table stream's layout, with offsets from the stream's start.
+    tables: TablesHeader,
+    /// Where the table stream starts in the root.
+    tables_at: usize,
+    /// The root's size (a multiple of 4).
+    len: usize,
+}
+
+impl PreparedMetadata<'_, '_, '_> {
+    /// The size of the root in bytes (a multiple of 4).
+    pub fn size(&self) -> usize {
+        self.len
     }
 
-    /// Appends its bytes (unpadded) to `out`.
-    fn write(&self, out: &mut Vec<u8>) {
-        match self {
-            Stream::Bytes(b) => out.extend_from_slice(b),
-            Stream::Heap(h) => h.write_unpadded(out),
-            Stream::Guids(stored, added) => {
-                out.extend_from_slice(stored);
-                for g in *added {
-                    out.extend_from_slice(g);
+    /// Offset in the root and width of column `col` of row `rid` of `table`.
+    pub fn cell_at(&self, table: Table, rid: u32, col: usize) -> Option<(usize, usize)> {
+        let (at, width) = cell_in(&self.tables, table, rid, col)?;
+        Some((self.tables_at + at, width))
+    }
+
+    /// Appends the root's [`Self::size`] bytes to `out`.
+    pub fn write_to(&self, out: &mut Vec<u8>) {
+        let builder = self.builder;
+        let file = builder.image.bytes();
+        let start = out.len();
+        out.extend_from_slice(&self.head);
+        for (content, _) in &self.streams {
+            match content {
+                StreamSource::Tables => out.extend_from_slice(&self.tables_stream),
+                StreamSource::Strings => builder.strings.write_unpadded(out),
+                StreamSource::Blobs => builder.blobs.write_unpadded(out),
+                StreamSource::UserStrings => builder.user_strings.write_unpadded(out),
+                StreamSource::Guids(stored) => {
+                    // The range was read from the root's stream headers, inside the file.
+                    out.extend_from_slice(file.get(stored.clone()).unwrap_or(&[]));
+                    for g in &builder.guids {
+                        out.extend_from_slice(g);
+                    }
+                }
+                StreamSource::Original(range) => {
+                    out.extend_from_slice(file.get(range.clone()).unwrap_or(&[]));
                 }
             }
+            let end = start + (out.len() - start).next_multiple_of(4);
+            out.resize(end, 0);
         }
+        debug_assert_eq!(out.len() - start, self.len);
     }
+
+    /// Gives the table stream's memory back to the builder, for its next build.
+    pub fn recycle(self) {
+        self.builder.spare_tables.set(self.tables_stream);
+    }
+}
+
+/// Offset from the table stream's layout origin and width of a cell.
+fn cell_in(tables: &TablesHeader, table: Table, rid: u32, col: usize) -> Option<(usize, usize)> {
+    let info = tables.info(table);
+    if rid == 0 || rid > info.rows {
+        return None;
+    }
+    let (off, width) = info.column(col)?;
+    Some((
+        info.offset + (rid as usize - 1) * info.row_size as usize + off,
+        width,
+    ))
 }
 
 /// New metadata: the bytes of a whole metadata root and the layout of its tables.
@@ -255,15 +312,7 @@ pub struct BuiltMetadata {
 impl BuiltMetadata {
     /// Offset into [`Self::bytes`] and width of column `col` of row `rid` of `table`.
     pub fn cell_at(&self, table: Table, rid: u32, col: usize) -> Option<(usize, usize)> {
-        let info = self.tables.info(table);
-        if rid == 0 || rid > info.rows {
-            return None;
-        }
-        let (off, width) = info.column(col)?;
-        Some((
-            info.offset + (rid as usize - 1) * info.row_size as usize + off,
-            width,
-        ))
+        cell_in(&self.tables, table, rid, col)
     }
 }
 
@@ -437,6 +486,25 @@ impl<'i, 'a> MetadataBuilder<'i, 'a> {
 
     /// The new metadata root (see the module documentation).
     pub fn build(&self) -> Result<BuiltMetadata, EmitError> {
+        let prepared = self.prepare()?;
+        let mut out = self.spare_root.take();
+        out.reserve(prepared.len);
+        prepared.write_to(&mut out);
+        let tables = TablesHeader::parse(
+            &out,
+            prepared.tables_at,
+            prepared.tables_stream.len(),
+            self.image.tables_header().uncompressed,
+        )?;
+        prepared.recycle();
+        Ok(BuiltMetadata { bytes: out, tables })
+    }
+
+    /// The new metadata root laid out but not written: its size and the place of every
+    /// table cell are known, and [`PreparedMetadata::write_to`] writes it straight into the
+    /// caller's buffer (an image writer places it with no copy of its own first: with a
+    /// `#US` literal for every method the heaps run to megabytes).
+    pub fn prepare(&self) -> Result<PreparedMetadata<'_, 'i, 'a>, EmitError> {
         let image = self.image;
         let file = image.bytes();
         let md = image.metadata();
@@ -454,30 +522,29 @@ impl<'i, 'a> MetadataBuilder<'i, 'a> {
             })?;
 
         // Each stream's new contents, in the original order; heaps that grew from nothing
-        // are added at the end. Contents are written once, straight into the root.
-        let mut streams: Vec<(&str, Stream<'_>)> = Vec::new();
+        // are added at the end.
+        let mut streams: Vec<(&str, StreamSource)> = Vec::new();
         let mut seen = [false; 4];
         for s in &md.streams {
-            let original = file.get(s.offset..s.offset + s.size).unwrap_or(&[]);
             let content = match s.name.as_str() {
-                "#~" | "#-" if s.offset == md.tables.offset => Stream::Bytes(&tables_stream),
+                "#~" | "#-" if s.offset == md.tables.offset => StreamSource::Tables,
                 "#Strings" if s.offset == md.strings.offset => {
                     seen[0] = true;
-                    Stream::Heap(&self.strings)
+                    StreamSource::Strings
                 }
                 "#Blob" if s.offset == md.blob.offset => {
                     seen[1] = true;
-                    Stream::Heap(&self.blobs)
+                    StreamSource::Blobs
                 }
                 "#US" if s.offset == md.user_strings.offset => {
                     seen[2] = true;
-                    Stream::Heap(&self.user_strings)
+                    StreamSource::UserStrings
                 }
                 "#GUID" if s.offset == md.guid.offset => {
                     seen[3] = true;
-                    Stream::Guids(original, &self.guids)
+                    StreamSource::Guids(s.offset..s.offset + s.size)
                 }
-                _ => Stream::Bytes(original),
+                _ => StreamSource::Original(s.offset..s.offset + s.size),
             };
             streams.push((s.name.as_str(), content));
         }
@@ -492,10 +559,10 @@ impl<'i, 'a> MetadataBuilder<'i, 'a> {
         {
             if grew && !seen[i] {
                 let content = match i {
-                    0 => Stream::Heap(&self.strings),
-                    1 => Stream::Heap(&self.blobs),
-                    2 => Stream::Heap(&self.user_strings),
-                    _ => Stream::Guids(&[], &self.guids),
+                    0 => StreamSource::Strings,
+                    1 => StreamSource::Blobs,
+                    2 => StreamSource::UserStrings,
+                    _ => StreamSource::Guids(0..0),
                 };
                 streams.push((name, content));
             }
@@ -509,46 +576,55 @@ impl<'i, 'a> MetadataBuilder<'i, 'a> {
             .iter()
             .map(|(name, _)| 8 + (name.len() + 1).next_multiple_of(4))
             .sum();
-        let mut out = self.spare_root.take();
-        out.reserve(
-            prefix.len()
-                + 2
-                + headers_len
-                + streams
-                    .iter()
-                    .map(|s| s.1.len().next_multiple_of(4))
-                    .sum::<usize>(),
-        );
-        out.extend_from_slice(prefix);
-        out.extend_from_slice(&count.to_le_bytes());
-        let mut at = out.len() + headers_len;
-        for (name, content) in &streams {
-            let size = content.len().next_multiple_of(4);
-            let heap_full = || EmitError::HeapFull { heap: "metadata" };
-            out.extend_from_slice(&u32::try_from(at).map_err(|_| heap_full())?.to_le_bytes());
-            out.extend_from_slice(&u32::try_from(size).map_err(|_| heap_full())?.to_le_bytes());
-            out.extend_from_slice(name.as_bytes());
-            let padded = (name.len() + 1).next_multiple_of(4);
-            out.resize(out.len() + padded - name.len(), 0);
-            at += size;
-        }
+        let mut head = Vec::with_capacity(prefix.len() + 2 + headers_len);
+        head.extend_from_slice(prefix);
+        head.extend_from_slice(&count.to_le_bytes());
+        let mut at = head.len() + headers_len;
         let mut tables_at = 0;
-        for (name, content) in &streams {
-            if *name == "#~" || *name == "#-" {
-                tables_at = out.len();
+        let mut sources = Vec::with_capacity(streams.len());
+        for (name, content) in streams {
+            let len = self.stream_len(&content, tables_stream.len());
+            let size = len.next_multiple_of(4);
+            if matches!(content, StreamSource::Tables) {
+                tables_at = at;
             }
-            content.write(&mut out);
-            out.resize(out.len().next_multiple_of(4), 0);
+            let heap_full = || EmitError::HeapFull { heap: "metadata" };
+            head.extend_from_slice(&u32::try_from(at).map_err(|_| heap_full())?.to_le_bytes());
+            head.extend_from_slice(&u32::try_from(size).map_err(|_| heap_full())?.to_le_bytes());
+            head.extend_from_slice(name.as_bytes());
+            let padded = (name.len() + 1).next_multiple_of(4);
+            head.resize(head.len() + padded - name.len(), 0);
+            at += size;
+            sources.push((content, len));
         }
+        // Where each table's rows lie, relative to the table stream for now.
         let tables = TablesHeader::parse(
-            &out,
-            tables_at,
+            &tables_stream,
+            0,
             tables_stream.len(),
             image.tables_header().uncompressed,
         )?;
-        drop(streams);
-        self.spare_tables.set(tables_stream);
-        Ok(BuiltMetadata { bytes: out, tables })
+        Ok(PreparedMetadata {
+            builder: self,
+            head,
+            streams: sources,
+            tables_stream,
+            tables,
+            tables_at,
+            len: at,
+        })
+    }
+
+    /// The unpadded size of a stream of the new root.
+    fn stream_len(&self, content: &StreamSource, tables_len: usize) -> usize {
+        match content {
+            StreamSource::Tables => tables_len,
+            StreamSource::Strings => self.strings.len(),
+            StreamSource::Blobs => self.blobs.len(),
+            StreamSource::UserStrings => self.user_strings.len(),
+            StreamSource::Guids(stored) => stored.len() + 16 * self.guids.len(),
+            StreamSource::Original(range) => range.len(),
+        }
     }
 
     /// The table stream with the added rows and re-sized columns.

@@ -379,6 +379,42 @@ pub struct ImageWriter<'i, 'a> {
     keep_ready_to_run: bool,
 }
 
+/// New metadata an [`ImageWriter`] places after the relocated bodies: built
+/// ([`crate::image::emit::BuiltMetadata`]) or only laid out
+/// ([`crate::image::emit::PreparedMetadata`]).
+pub trait NewMetadata {
+    /// Its size in bytes (a multiple of 4).
+    fn size(&self) -> usize;
+    /// Offset in it and width of column `col` of row `rid` of `table`.
+    fn cell_at(&self, table: Table, rid: u32, col: usize) -> Option<(usize, usize)>;
+    /// Appends its [`Self::size`] bytes to `out`.
+    fn write_to(&self, out: &mut Vec<u8>);
+}
+
+impl NewMetadata for crate::image::emit::BuiltMetadata {
+    fn size(&self) -> usize {
+        self.bytes.len()
+    }
+    fn cell_at(&self, table: Table, rid: u32, col: usize) -> Option<(usize, usize)> {
+        crate::image::emit::BuiltMetadata::cell_at(self, table, rid, col)
+    }
+    fn write_to(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.bytes);
+    }
+}
+
+impl NewMetadata for crate::image::emit::PreparedMetadata<'_, '_, '_> {
+    fn size(&self) -> usize {
+        crate::image::emit::PreparedMetadata::size(self)
+    }
+    fn cell_at(&self, table: Table, rid: u32, col: usize) -> Option<(usize, usize)> {
+        crate::image::emit::PreparedMetadata::cell_at(self, table, rid, col)
+    }
+    fn write_to(&self, out: &mut Vec<u8>) {
+        crate::image::emit::PreparedMetadata::write_to(self, out);
+    }
+}
+
 /// The memory an [`ImageWriter`] fills (new bodies, their index, the RVA column), handed
 /// from one writer to the next with [`ImageWriter::into_buffers`] and
 /// [`ImageWriter::with_buffers`].
@@ -603,6 +639,18 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
         &self,
         out: &mut Vec<u8>,
     ) -> Result<(WriteSummary, Vec<(u32, Placement)>), WriteError> {
+        let metadata = self.metadata.as_ref().map(|m| m as &dyn NewMetadata);
+        self.finish_into_with(out, metadata)
+    }
+
+    /// [`Self::finish_into`] with `metadata` as the new metadata, in place of any given by
+    /// [`Self::set_metadata`]: metadata that is only laid out
+    /// ([`crate::image::emit::PreparedMetadata`]) is written straight into `out`.
+    pub fn finish_into_with(
+        &self,
+        out: &mut Vec<u8>,
+        metadata: Option<&dyn NewMetadata>,
+    ) -> Result<(WriteSummary, Vec<(u32, Placement)>), WriteError> {
         let input = self.image.bytes();
         let headers = Headers::of(self.image)?;
         let mut summary = WriteSummary {
@@ -683,9 +731,9 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
         }
         summary.unchanged = summary.method_defs - summary.in_place - summary.relocated;
         // New metadata follows the bodies, 4-byte aligned (II.24.2.1).
-        let metadata_at = self.metadata.as_ref().map(|md| {
+        let metadata_at = metadata.map(|md| {
             let at = section_len.next_multiple_of(4);
-            section_len = at + md.bytes.len();
+            section_len = at + md.size();
             at
         });
 
@@ -723,9 +771,9 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
                         out.extend_from_slice(bytes);
                     }
                 }
-                if let (Some(md), Some(at)) = (&self.metadata, metadata_at) {
+                if let (Some(md), Some(at)) = (metadata, metadata_at) {
                     out.resize(base + at, 0);
-                    out.extend_from_slice(&md.bytes);
+                    md.write_to(out);
                 }
             };
             let new = place_relocated(&headers, out, section_len, write_bodies, cert, self.target)?;
@@ -751,7 +799,7 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
                 })?;
                 // The row lies in the table stream: the reader checked rows × row_size (and
                 // the new metadata's layout was read back from its bytes).
-                let at = match (&self.metadata, metadata_file_at) {
+                let at = match (metadata, metadata_file_at) {
                     (Some(md), Some(base)) => {
                         let (at, _) = md
                             .cell_at(Table::MethodDef, *rid, 0)
@@ -762,11 +810,11 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
                 };
                 out[at..at + 4].copy_from_slice(&new_rva.to_le_bytes());
             }
-            if let (Some(md), Some(at)) = (&self.metadata, metadata_at) {
+            if let (Some(md), Some(at)) = (metadata, metadata_at) {
                 let rva = new.rva.checked_add(at as u32).ok_or(WriteError::Overflow {
                     what: "metadata RVA",
                 })?;
-                let size = u32::try_from(md.bytes.len()).map_err(|_| WriteError::Overflow {
+                let size = u32::try_from(md.size()).map_err(|_| WriteError::Overflow {
                     what: "metadata size",
                 })?;
                 // The CLI header's MetaData directory (II.25.3.3), at offset 8.
