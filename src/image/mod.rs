@@ -586,9 +586,11 @@ pub struct FullNames {
     sorted: Option<bool>,
     /// `Namespace.Type::`.
     prefix: String,
-    /// Where `(params)` lies in `pool`, and its number (in order of first use), by signature
-    /// blob index.
-    params: std::collections::HashMap<u32, (usize, usize, u32), FxBuild>,
+    /// The number of each signature's `(params)` (in order of first use), by signature blob
+    /// index: a small entry, so the table stays in the cache.
+    params: std::collections::HashMap<u32, u32, FxBuild>,
+    /// Where each `(params)` lies in `pool`, by number.
+    ranges: Vec<(usize, usize)>,
     /// The parameter lists, one after another (a string each would be an allocation each).
     pool: String,
     /// Where a parameter list is rendered before it joins `pool`.
@@ -608,6 +610,7 @@ impl FullNames {
                 methods / 3,
                 FxBuild::default(),
             ),
+            ranges: Vec::with_capacity(methods / 3),
             ..Self::default()
         }
     }
@@ -724,6 +727,7 @@ impl<'i> Method<'i> {
             names.sorted = None;
             names.prefix.clear();
             names.params.clear();
+            names.ranges.clear();
             names.pool.clear();
             names.types.clear();
         }
@@ -760,8 +764,8 @@ impl<'i> Method<'i> {
         }
         let name = self.name()?;
         let signature = self.row.signature;
-        let next = names.params.len() as u32;
-        let (start, end, params_id) = match names.params.entry(signature) {
+        let next = names.ranges.len() as u32;
+        let params_id = match names.params.entry(signature) {
             std::collections::hash_map::Entry::Occupied(e) => *e.get(),
             std::collections::hash_map::Entry::Vacant(slot) => {
                 let (blob, offset) = self.image.sig_blob(signature)?;
@@ -778,9 +782,12 @@ impl<'i> Method<'i> {
                 rendered.map_err(|source| ImageError::Sig { offset, source })?;
                 let start = names.pool.len();
                 names.pool.push_str(&names.scratch);
-                *slot.insert((start, names.pool.len(), next))
+                names.ranges.push((start, names.pool.len()));
+                *slot.insert(next)
             }
         };
+        // Numbers are handed out with their range.
+        let (start, end) = names.ranges[params_id as usize];
         let params = &names.pool[start..end];
         Ok(FullNameParts {
             owner,

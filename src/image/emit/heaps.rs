@@ -292,12 +292,19 @@ impl<'a> GrowingHeap<'a> {
     /// Every entry of the original heap and of the first `appended` bytes appended by its
     /// content (the first index holding it), in a table with room for `more` entries.
     fn scan(&mut self, more: usize, appended: usize) -> EntryIndex {
-        // Names and signatures are short: sized for an entry per 10 bytes, the table seldom
-        // doubles (each doubling moves every entry).
-        let slots = std::mem::take(&mut self.spare_slots);
-        let mut index = EntryIndex::in_buffer(self.original.len() / 10 + more, slots);
+        // Sized by a count of the entries first: a table larger than needed misses the cache
+        // on more of its lookups (one per probe literal), and a doubling moves every entry.
         let base = self.original.len();
         let parts = [(self.original, 0), (&self.appended[..appended], base)];
+        let mut entries = more;
+        for (data, _) in parts {
+            self.for_each_entry(data, |_, _| {
+                entries += 1;
+                false
+            });
+        }
+        let slots = std::mem::take(&mut self.spare_slots);
+        let mut index = EntryIndex::in_buffer(entries, slots);
         for (data, base) in parts {
             self.for_each_entry(data, |content, at| {
                 index.insert_first(content_hash(content), (base + at) as u32, |i| {
