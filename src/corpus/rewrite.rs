@@ -564,6 +564,7 @@ fn thread_count(requested: usize, methods: usize) -> usize {
 }
 
 /// One rewritten method, its new body in [`Part::bodies`].
+#[derive(Debug)]
 struct Done {
     rid: u32,
     body: std::ops::Range<usize>,
@@ -574,7 +575,7 @@ struct Done {
 }
 
 /// What one chunk of methods produced, merged in rid order afterwards.
-#[derive(Default)]
+#[derive(Debug, Default)]
 struct Part {
     report: RewriteReport,
     /// (rid, entry) of listed methods, to be merged in rid order.
@@ -585,6 +586,18 @@ struct Part {
     /// Original lengths of bodies that decoded, for the writer.
     lens: Vec<(u32, u32)>,
     bodies: Vec<u8>,
+}
+
+impl Part {
+    /// Empties the part, keeping its memory.
+    fn clear(&mut self) {
+        self.report = RewriteReport::default();
+        self.listed.clear();
+        self.skipped.clear();
+        self.done.clear();
+        self.lens.clear();
+        self.bodies.clear();
+    }
 }
 
 /// One thread's rewriting machinery: lifter, editor and layout scratch, verifier.
@@ -605,6 +618,9 @@ pub struct RewriteScratch {
     engines: Vec<Engine>,
     writer: WriterBuffers,
     plan: PlanBuffers,
+    /// The chunks' parts, once written: a part's memory freed after each image would be
+    /// given back to the system and faulted in again by the next image's chunks.
+    parts: Vec<Part>,
 }
 
 /// A thread's rewriting engine with the image it works on: buffers and caches kept from one
@@ -675,9 +691,10 @@ impl<'i, 'o> Worker<'i, 'o> {
         }
     }
 
-    /// Rewrites the selected methods among `rids`.
-    fn run(&mut self, rids: std::ops::Range<u32>) -> Part {
-        let mut part = Part::default();
+    /// Rewrites the selected methods among `rids`, into `part` (emptied first: its memory is
+    /// an earlier chunk's).
+    fn run(&mut self, rids: std::ops::Range<u32>, mut part: Part) -> Part {
+        part.clear();
         // Bodies average well under 100 bytes: most chunks never grow this. Probes add their
         // instructions (~5 bytes each) at the entry and before each return (counted twice).
         let probes = 10 * self.probe_code.len() / self.probe_calls.len().max(1);
@@ -908,15 +925,29 @@ pub fn rewrite_image_with(
     let plan = &owned;
     let mut parts: Vec<(usize, Part)> = if threads == 1 {
         let mut worker = Worker::new(image, opts, plan, scratch.engines.pop().unwrap_or_default());
+        let spare = &mut scratch.parts;
         let parts = (0..chunks)
-            .map(|k| (k, worker.run(chunk_rids(k))))
+            .map(|k| {
+                (
+                    k,
+                    worker.run(chunk_rids(k), spare.pop().unwrap_or_default()),
+                )
+            })
             .collect();
         scratch.engines.push(worker.into_engine());
         parts
     } else {
         let next = std::sync::atomic::AtomicUsize::new(0);
         let engines = std::sync::Mutex::new(std::mem::take(&mut scratch.engines));
+        let spare = std::sync::Mutex::new(std::mem::take(&mut scratch.parts));
         let take = || engines.lock().ok().and_then(|mut e| e.pop());
+        let take_part = || {
+            spare
+                .lock()
+                .ok()
+                .and_then(|mut p| p.pop())
+                .unwrap_or_default()
+        };
         let work = || {
             let mut worker = Worker::new(image, opts, plan, take().unwrap_or_default());
             let mut done = Vec::new();
@@ -925,7 +956,7 @@ pub fn rewrite_image_with(
                 if k >= chunks {
                     break;
                 }
-                done.push((k, worker.run(chunk_rids(k))));
+                done.push((k, worker.run(chunk_rids(k), take_part())));
             }
             if let Ok(mut e) = engines.lock() {
                 e.push(worker.into_engine());
@@ -942,6 +973,7 @@ pub fn rewrite_image_with(
             all
         });
         scratch.engines = engines.into_inner().unwrap_or_default();
+        scratch.parts = spare.into_inner().unwrap_or_default();
         parts
     };
     parts.sort_unstable_by_key(|(k, _)| *k);
@@ -951,13 +983,13 @@ pub fn rewrite_image_with(
     writer.reserve(parts.iter().map(|(_, p)| p.bodies.len()).sum());
     let mut listed = Vec::new();
     let mut skipped = Vec::new();
-    for (_, part) in parts {
+    for (_, mut part) in parts {
         merge_counts(report, &part.report);
-        skipped.extend(part.skipped);
+        skipped.append(&mut part.skipped);
         for &(rid, len) in &part.lens {
             writer.original_len(rid, len as usize);
         }
-        listed.extend(part.listed);
+        listed.append(&mut part.listed);
         for d in &part.done {
             let written = if d.differs {
                 writer.replace_laid_out_body(d.rid, &part.bodies[d.body.clone()])
@@ -985,6 +1017,7 @@ pub fn rewrite_image_with(
             }
             report.il_bytes_out += u64::from(d.code_size);
         }
+        scratch.parts.push(part);
     }
     listed.sort_by_key(|(rid, _)| *rid);
     listed.truncate(opts.max_listed);
