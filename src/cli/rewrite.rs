@@ -227,7 +227,7 @@ fn rewrite_to_temp(
     buffers: &mut Buffers,
 ) -> Result<(RewriteReport, ilcheck::fsio::AtomicFile)> {
     let image =
-        ilcheck::image::Image::open(input).with_context(|| format!("{}", input.display()))?;
+        ilcheck::image::Image::open_whole(input).with_context(|| format!("{}", input.display()))?;
     let mut report = RewriteReport {
         input: input.display().to_string(),
         output: output.display().to_string(),

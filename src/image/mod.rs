@@ -56,14 +56,32 @@ impl std::fmt::Debug for Image<'_> {
     }
 }
 
+/// Files up to this size are mapped with every page read in at once by [`Image::open_whole`].
+const POPULATE_LIMIT: u64 = 64 << 20;
+
 impl Image<'static> {
     /// Memory-maps and parses the file at `path`. Only regular files are opened: a FIFO or a
     /// device is an [`ImageError::Io`] saying what it is, never a read that blocks.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, ImageError> {
-        let file = crate::fsio::open_regular(path.as_ref())?;
+        Self::open_mapped(path.as_ref(), false)
+    }
+
+    /// [`Self::open`] for a caller that reads every byte (a rewrite copies the whole file):
+    /// a file of ordinary size (up to 64 MiB) has all its pages mapped by one call, for less
+    /// than a page fault per 64 KiB as it is read.
+    pub fn open_whole(path: impl AsRef<Path>) -> Result<Self, ImageError> {
+        Self::open_mapped(path.as_ref(), true)
+    }
+
+    fn open_mapped(path: &Path, whole: bool) -> Result<Self, ImageError> {
+        let file = crate::fsio::open_regular(path)?;
+        let mut options = memmap2::MmapOptions::new();
+        if whole && file.metadata().is_ok_and(|m| m.len() <= POPULATE_LIMIT) {
+            options.populate();
+        }
         // SAFETY: the map is read-only and private to this Image. Another process truncating
         // the file while it is mapped would fault; that is the accepted cost of mapping.
-        let map = unsafe { memmap2::Mmap::map(&file)? };
+        let map = unsafe { options.map(&file)? };
         let (pe, metadata, tables) = layout(&map)?;
         Ok(Image {
             backing: Backing::Mapped(map),
