@@ -105,7 +105,7 @@ pub(super) fn explain<R: Resolver + ?Sized>(v: &mut Verifier, code: &[u8], r: &R
             node.first,
             Arrival {
                 kind: ArrivalKind::Handler,
-                from: node.start,
+                from: ins[node.first as usize].off,
                 depth,
             },
         );

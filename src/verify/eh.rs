@@ -47,37 +47,27 @@ impl fmt::Display for RegionKind {
 /// when their pass is done, so that a giant body's peak does not hold them all at once.
 pub(super) const KEEP_LARGEST: usize = 1 << 16;
 
-/// One region as a byte interval, before the sweep.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Interval {
-    start: u32,
-    end: u32,
-    kind: RegionKind,
-    clause: u32,
-}
-
 /// A node of the region tree. A try shared by several clauses is one node.
+///
+/// Nodes are first written one per region in place, sorted, and the sweep that builds the
+/// tree compacts them where they lie, so that no second list of regions is held beside them;
+/// the bounds are byte offsets until the tree is built and instruction indices after.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Node {
     pub kind: RegionKind,
-    /// Byte offsets.
-    pub start: u32,
-    pub end: u32,
-    /// Instruction indices: first, and one past the last.
+    /// First instruction (a byte offset while the tree is built).
     pub first: u32,
+    /// One past the last instruction (a byte offset while the tree is built).
     pub end_idx: u32,
-    /// Enclosing node or [`NONE`].
-    pub parent: u32,
-    /// Lowest and highest clause index owning this block (equal unless a shared try).
+    /// Lowest clause index owning this block (of several for a shared try).
     pub min_clause: u32,
-    max_clause: u32,
-    /// A shared try with a finally or fault among its clauses.
-    has_finally: bool,
     /// Shortcuts up the tree, each to the nearest node at or above this one (or [`NONE`]) that
     /// a walk up from here for one rule stops at, so that the walk is one step:
-    /// not a try ([`Node::handler`]);
+    /// not a try ([`Node::handler`]); for a filter, the one above it, since a filter is
+    /// looked through (a filter holds no region, so no other node leads to one);
     pub handler: u32,
-    /// a finally, fault or filter, which a `leave` may not exit ([`Node::leave_stop`]);
+    /// a finally or fault, which a `leave` may not exit ([`Node::leave_stop`]); for a filter,
+    /// the one above it (the filter itself is a stop the rules check on their own);
     pub leave_stop: u32,
     /// a try ([`Node::try_stop`]);
     pub try_stop: u32,
@@ -90,6 +80,20 @@ impl Node {
     /// Whether instruction `i` lies in this region.
     pub fn holds(&self, i: u32) -> bool {
         self.first <= i && i < self.end_idx
+    }
+
+    /// A region as the table gives it, in byte offsets, before the sweep.
+    fn region(start: u32, end: u32, kind: RegionKind, clause: u32) -> Node {
+        Node {
+            kind,
+            first: start,
+            end_idx: end,
+            min_clause: clause,
+            handler: NONE,
+            leave_stop: NONE,
+            try_stop: NONE,
+            try_entry_stop: NONE,
+        }
     }
 }
 
@@ -111,14 +115,14 @@ pub(super) fn check<R: Resolver + ?Sized>(
     if !ok || v.stop() {
         return false;
     }
-    let mut intervals = std::mem::take(&mut v.intervals);
-    intervals.clear();
+    let mut nodes = std::mem::take(&mut v.nodes);
+    nodes.clear();
     // Exactly as many as the clauses' regions, not the next power of two.
     let filters = clauses
         .iter()
         .filter(|c| c.kind() == ClauseKind::Filter)
         .count();
-    intervals.reserve_exact(2 * clauses.len() + filters);
+    nodes.reserve_exact(2 * clauses.len() + filters);
     for (ci, c) in clauses.iter().enumerate() {
         let clause = ci as u32;
         let handler = match c.kind() {
@@ -127,39 +131,34 @@ pub(super) fn check<R: Resolver + ?Sized>(
             ClauseKind::Finally => RegionKind::Finally,
             _ => RegionKind::Fault,
         };
-        intervals.push(Interval {
-            start: c.try_offset,
-            end: c.try_end() as u32,
-            kind: RegionKind::Try,
-            clause,
-        });
-        intervals.push(Interval {
-            start: c.handler_offset,
-            end: c.handler_end() as u32,
-            kind: handler,
-            clause,
-        });
+        let try_end = c.try_end() as u32;
+        nodes.push(Node::region(c.try_offset, try_end, RegionKind::Try, clause));
+        let handler_end = c.handler_end() as u32;
+        nodes.push(Node::region(c.handler_offset, handler_end, handler, clause));
         if c.kind() == ClauseKind::Filter {
-            intervals.push(Interval {
-                start: c.class_or_filter,
-                end: c.handler_offset,
-                kind: RegionKind::Filter,
-                clause,
-            });
+            let (start, end) = (c.class_or_filter, c.handler_offset);
+            nodes.push(Node::region(start, end, RegionKind::Filter, clause));
         }
     }
-    intervals.sort_unstable_by_key(|x| (x.start, Reverse(x.end), x.kind, x.clause));
-    let ok = build_tree(v, &intervals, clauses);
-    // Kept for the next body unless large: the passes after this one would hold it too.
-    if intervals.capacity() <= KEEP_LARGEST {
-        v.intervals = intervals;
-    }
+    nodes.sort_unstable_by_key(|x| (x.first, Reverse(x.end_idx), x.kind, x.min_clause));
+    v.nodes = nodes;
+    let ok = build_tree(v, clauses);
+    // Scratch of the sweep, let go when large: the passes after it do not need it.
+    release_large(&mut v.try_node);
     if !ok {
         v.nodes.clear();
         return false;
     }
     assign_regions(v);
+    release_large(&mut v.open);
     true
+}
+
+/// Lets go of `list` if it is larger than [`KEEP_LARGEST`].
+pub(super) fn release_large<T>(list: &mut Vec<T>) {
+    if list.capacity() > KEEP_LARGEST {
+        *list = Vec::new();
+    }
 }
 
 /// Rules about one clause on its own. Returns false if its regions cannot be placed.
@@ -279,18 +278,20 @@ fn is_boundary(v: &Verifier, off: u64, len: usize) -> bool {
     }
 }
 
-/// The sweep over sorted intervals; fills `v.nodes` in sorted order. Returns false on any
-/// finding.
-fn build_tree(v: &mut Verifier, intervals: &[Interval], clauses: &[Clause]) -> bool {
+/// The sweep over the regions in `v.nodes`, sorted by start (outer first on ties): compacts
+/// them in place into the tree's nodes (a node is written at or before the slot its region was
+/// read from), each linked to the nodes above it. The open regions, innermost last, are the
+/// ancestors of the next node. Returns false on any finding.
+fn build_tree(v: &mut Verifier, clauses: &[Clause]) -> bool {
     let mut ok = true;
     v.open.clear();
     v.try_node.clear();
     v.try_node.resize(clauses.len(), NONE);
-    // A node per interval at most.
-    v.nodes.reserve_exact(intervals.len());
-    for x in intervals {
+    let mut written = 0;
+    for k in 0..v.nodes.len() {
+        let x = v.nodes[k];
         while let Some(&top) = v.open.last() {
-            if v.nodes[top as usize].end <= x.start {
+            if v.nodes[top as usize].end_idx <= x.first {
                 v.open.pop();
             } else {
                 break;
@@ -299,69 +300,103 @@ fn build_tree(v: &mut Verifier, intervals: &[Interval], clauses: &[Clause]) -> b
         let parent = v.open.last().copied().unwrap_or(NONE);
         if parent != NONE {
             let p = v.nodes[parent as usize];
-            if p.start == x.start && p.end == x.end {
-                ok &= join_equal(v, parent, x, clauses);
+            if p.first == x.first && p.end_idx == x.end_idx {
+                ok &= join_equal(v, parent, &x, clauses);
                 continue;
             }
-            if x.end > p.end {
+            if x.end_idx > p.end_idx {
                 v.report_clause(
                     Code::EHOverlap,
-                    x.start,
+                    x.first,
                     format!(
                         "clause {}: its {} [IL_{:04x}, IL_{:04x}) overlaps the {} \
                          [IL_{:04x}, IL_{:04x}) of clause {}",
-                        x.clause, x.kind, x.start, x.end, p.kind, p.start, p.end, p.min_clause
+                        x.min_clause,
+                        x.kind,
+                        x.first,
+                        x.end_idx,
+                        p.kind,
+                        p.first,
+                        p.end_idx,
+                        p.min_clause
                     ),
-                    x.clause,
+                    x.min_clause,
                     Some(p.min_clause),
                 );
                 ok = false;
                 continue;
             }
-            ok &= check_nesting(v, parent, x);
+            ok &= check_nesting(v, parent, &x);
         }
+        let me = written as u32;
         if x.kind == RegionKind::Try {
-            v.try_node[x.clause as usize] = v.nodes.len() as u32;
+            v.try_node[x.min_clause as usize] = me;
         }
-        v.nodes.push(Node {
-            kind: x.kind,
-            start: x.start,
-            end: x.end,
-            first: NONE,
-            end_idx: NONE,
-            parent,
-            min_clause: x.clause,
-            max_clause: x.clause,
-            has_finally: x.kind == RegionKind::Try
-                && matches!(
-                    clauses[x.clause as usize].kind(),
-                    ClauseKind::Finally | ClauseKind::Fault
-                ),
-            handler: NONE,
-            leave_stop: NONE,
-            try_stop: NONE,
-            try_entry_stop: NONE,
-        });
-        v.open.push(v.nodes.len() as u32 - 1);
+        v.nodes[written] = linked(x, me, v.nodes.get(parent as usize));
+        v.open.push(me);
+        written += 1;
     }
+    v.nodes.truncate(written);
     ok
 }
 
-/// `x` is the same block as node `n`: allowed only for a try shared by catch and filter clauses.
-fn join_equal(v: &mut Verifier, n: u32, x: &Interval, clauses: &[Clause]) -> bool {
+/// `x`, numbered `me`, with its shortcuts up the tree from those of its parent.
+fn linked(mut x: Node, me: u32, parent: Option<&Node>) -> Node {
+    let up = |pick: fn(&Node) -> u32| parent.map_or(NONE, pick);
+    x.handler = match x.kind {
+        RegionKind::Try | RegionKind::Filter => up(|p| p.handler),
+        RegionKind::Catch | RegionKind::FilterHandler | RegionKind::Finally | RegionKind::Fault => {
+            me
+        }
+    };
+    x.leave_stop = match x.kind {
+        RegionKind::Finally | RegionKind::Fault => me,
+        RegionKind::Try | RegionKind::Filter | RegionKind::Catch | RegionKind::FilterHandler => {
+            up(|p| p.leave_stop)
+        }
+    };
+    x.try_stop = if x.kind == RegionKind::Try {
+        me
+    } else {
+        up(|p| p.try_stop)
+    };
+    // An entry at this node's first instruction passes the tries that start there too; every
+    // node above a parent that starts elsewhere starts before this one.
+    x.try_entry_stop = match parent {
+        Some(p) if p.first == x.first => p.try_entry_stop,
+        Some(p) => p.try_stop,
+        None => NONE,
+    };
+    x
+}
+
+/// A shared try with a finally or fault among its clauses: a try node's clauses are all
+/// catches and filters once a second joins it, so its lowest clause tells.
+fn has_finally(node: &Node, clauses: &[Clause]) -> bool {
+    node.kind == RegionKind::Try
+        && matches!(
+            clauses[node.min_clause as usize].kind(),
+            ClauseKind::Finally | ClauseKind::Fault
+        )
+}
+
+/// `x` is the same block as node `n` (the innermost open one): allowed only for a try shared
+/// by catch and filter clauses.
+fn join_equal(v: &mut Verifier, n: u32, x: &Node, clauses: &[Clause]) -> bool {
     let node = v.nodes[n as usize];
+    let clause = x.min_clause;
     let (code, msg) = match (node.kind, x.kind) {
         (RegionKind::Try, RegionKind::Try) => {
             let fin = matches!(
-                clauses[x.clause as usize].kind(),
+                clauses[clause as usize].kind(),
                 ClauseKind::Finally | ClauseKind::Fault
             );
-            if !(fin || node.has_finally) {
-                let parent = node.parent;
+            if !(fin || has_finally(&node, clauses)) {
+                // The open node below `n` is its parent.
+                let parent = v.open.len().checked_sub(2).map_or(NONE, |k| v.open[k]);
                 let node = &mut v.nodes[n as usize];
-                node.min_clause = node.min_clause.min(x.clause);
-                node.max_clause = node.max_clause.max(x.clause);
-                v.try_node[x.clause as usize] = n;
+                node.min_clause = node.min_clause.min(clause);
+                v.try_node[clause as usize] = n;
                 // The newcomer must also come before whatever encloses the shared try.
                 return parent == NONE || check_order(v, parent, x);
             }
@@ -382,84 +417,89 @@ fn join_equal(v: &mut Verifier, n: u32, x: &Interval, clauses: &[Clause]) -> boo
     let other = node.min_clause;
     v.report_clause(
         code,
-        x.start,
-        format!("clause {}: {msg} (clause {other})", x.clause),
-        x.clause,
+        x.first,
+        format!("clause {clause}: {msg} (clause {other})"),
+        clause,
         Some(other),
     );
     false
 }
 
-/// Rules for `x` nested directly in node `parent`.
-fn check_nesting(v: &mut Verifier, parent: u32, x: &Interval) -> bool {
+/// Rules for `x` nested directly in node `parent` (the innermost open one).
+fn check_nesting(v: &mut Verifier, parent: u32, x: &Node) -> bool {
     let p = v.nodes[parent as usize];
+    let clause = x.min_clause;
     if p.kind == RegionKind::Filter {
         v.report_clause(
             Code::EHFilterContainsRegion,
-            x.start,
+            x.first,
             format!(
-                "clause {}: its {} lies inside the filter of clause {} at IL_{:04x}",
-                x.clause, x.kind, p.min_clause, p.start
+                "clause {clause}: its {} lies inside the filter of clause {} at IL_{:04x}",
+                x.kind, p.min_clause, p.first
             ),
-            x.clause,
+            clause,
             Some(p.min_clause),
         );
         return false;
     }
     let own = if x.kind == RegionKind::Try {
-        p.kind != RegionKind::Try && p.min_clause == x.clause
+        p.kind != RegionKind::Try && p.min_clause == clause
     } else {
-        v.try_node[x.clause as usize] == parent
+        v.try_node[clause as usize] == parent
     };
     if own {
         v.report_clause(
             Code::EHOverlap,
-            x.start,
+            x.first,
             format!(
-                "clause {}: its {} lies inside its own {}",
-                x.clause, x.kind, p.kind
+                "clause {clause}: its {} lies inside its own {}",
+                x.kind, p.kind
             ),
-            x.clause,
+            clause,
             None,
         );
         return false;
     }
     if x.kind.is_handler_like() {
-        // Two handlers (or filters) starting together, however nested, are ambiguous.
-        let mut q = parent;
-        while q != NONE && v.nodes[q as usize].start == x.start {
-            let n = v.nodes[q as usize];
-            if n.kind.is_handler_like() {
-                v.report_clause(
-                    Code::EHDuplicateHandlerStart,
-                    x.start,
-                    format!(
-                        "clause {}: its {} starts where the {} of clause {} starts",
-                        x.clause, x.kind, n.kind, n.min_clause
-                    ),
-                    x.clause,
-                    Some(n.min_clause),
-                );
-                return false;
-            }
-            q = n.parent;
+        // Two handlers (or filters) starting together, however nested, are ambiguous. The
+        // nodes around `x` are the open ones, innermost last.
+        let nodes = &v.nodes;
+        let same = v
+            .open
+            .iter()
+            .rev()
+            .map(|&q| nodes[q as usize])
+            .take_while(|n| n.first == x.first)
+            .find(|n| n.kind.is_handler_like());
+        if let Some(n) = same {
+            v.report_clause(
+                Code::EHDuplicateHandlerStart,
+                x.first,
+                format!(
+                    "clause {clause}: its {} starts where the {} of clause {} starts",
+                    x.kind, n.kind, n.min_clause
+                ),
+                clause,
+                Some(n.min_clause),
+            );
+            return false;
         }
     }
     check_order(v, parent, x)
 }
 
 /// Inner clauses come first: `x`, nested in `parent`, must belong to an earlier clause.
-fn check_order(v: &mut Verifier, parent: u32, x: &Interval) -> bool {
+fn check_order(v: &mut Verifier, parent: u32, x: &Node) -> bool {
     let p = v.nodes[parent as usize];
-    if x.clause > p.min_clause {
+    if x.min_clause > p.min_clause {
         v.report_clause(
             Code::EHOrderInnerAfterOuter,
-            x.start,
+            x.first,
             format!(
                 "clause {} is nested in the {} of clause {} but listed after it",
-                x.clause, p.kind, p.min_clause
+                x.min_clause, p.kind, p.min_clause
             ),
-            x.clause,
+            x.min_clause,
             Some(p.min_clause),
         );
         return false;
@@ -467,48 +507,20 @@ fn check_order(v: &mut Verifier, parent: u32, x: &Interval) -> bool {
     true
 }
 
-/// Gives each node its instruction range, its shortcuts up the tree, and each instruction its
-/// innermost node; marks handler starts; checks that filters end in `endfilter`.
+/// Turns each node's bounds into instruction indices, gives each instruction its innermost
+/// node, marks handler starts; checks that filters end in `endfilter`.
 fn assign_regions(v: &mut Verifier) {
-    // A parent comes before its children (nodes are sorted by start, outer first), so its
-    // range and shortcuts are known when a child's are computed.
     for k in 0..v.nodes.len() {
         let node = v.nodes[k];
-        let first = v.index_at(node.start);
-        let end_idx = v.index_at(node.end);
+        let first = v.index_at(node.first);
+        let end_idx = v.index_at(node.end_idx);
         v.ins[first as usize].flags |= if node.kind.is_handler_like() {
             flag::JOIN | flag::HANDLER_START
         } else {
             flag::JOIN
         };
-        let parent = v.nodes.get(node.parent as usize).copied();
-        let me = k as u32;
-        let up = |pick: fn(&Node) -> u32| parent.as_ref().map_or(NONE, pick);
-        let handler = if node.kind == RegionKind::Try {
-            up(|p| p.handler)
-        } else {
-            me
-        };
-        let leave_stop = match node.kind {
-            RegionKind::Finally | RegionKind::Fault | RegionKind::Filter => me,
-            _ => up(|p| p.leave_stop),
-        };
-        let try_stop = if node.kind == RegionKind::Try {
-            me
-        } else {
-            up(|p| p.try_stop)
-        };
-        // An entry at this node's first instruction passes the tries that start there too;
-        // every node above a parent that starts elsewhere starts before this one.
-        let try_entry_stop = match parent {
-            Some(p) if p.first == first => p.try_entry_stop,
-            Some(p) => p.try_stop,
-            None => NONE,
-        };
         let n = &mut v.nodes[k];
         (n.first, n.end_idx) = (first, end_idx);
-        (n.handler, n.leave_stop) = (handler, leave_stop);
-        (n.try_stop, n.try_entry_stop) = (try_stop, try_entry_stop);
     }
     fill_regions(v);
     for k in 0..v.nodes.len() {
@@ -521,7 +533,7 @@ fn assign_regions(v: &mut Verifier) {
                     last.off,
                     format!(
                         "the filter of clause {} at IL_{:04x} ends with {}, not endfilter",
-                        node.min_clause, node.start, last.op
+                        node.min_clause, v.ins[node.first as usize].off, last.op
                     ),
                     node.min_clause,
                     None,

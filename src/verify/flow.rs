@@ -45,10 +45,13 @@ fn grow<T: Copy>(buf: &mut Vec<T>, used: usize, min: usize, want: usize, cap: us
 
 /// The entries a buffer that holds `used` for the first `pos` bytes of `len` needs for the
 /// rest, at the same rate, with an eighth to spare; at least half of `used` (so a buffer grows
-/// geometrically however the code changes) and 64.
+/// geometrically however the code changes) and 64, and at most three times `used` (or 64):
+/// a dense stretch at the start (a run of `nop`s before long instructions) does not make a
+/// buffer for the whole code resident at its rate, while uniform code still gets its size in
+/// a few steps.
 fn projected(used: usize, pos: usize, len: usize) -> usize {
     let rest = (used as u128 * (len - pos) as u128 / pos.max(1) as u128) as usize;
-    (rest + rest / 8).max(used / 2).max(64)
+    (rest + rest / 8).clamp((used / 2).max(64), 3 * used.max(64))
 }
 
 /// The eight bytes at `code[pos..]`, zero-padded past the end.
@@ -638,35 +641,36 @@ fn fallthrough_at_end(v: &mut Verifier, off: u32) {
 #[inline(never)]
 fn transfers_in_regions(v: &mut Verifier, code: &[u8], eh_ok: bool) {
     let n = v.n;
-    let mut edges = std::mem::take(&mut v.edges);
-    edges.clear();
-    edges.reserve_exact(2 * v.nodes.len());
-    for node in &v.nodes {
-        // Control can only cross into or out of a region from the instruction before its
-        // first or its end.
-        edges.extend([node.first.wrapping_sub(1), node.end_idx.wrapping_sub(1)]);
-    }
-    edges.sort_unstable();
-    edges.dedup();
-    let (mut b, mut s, mut e) = (0, 0, 0);
+    let (mut b, mut s) = (0, 0);
+    let mut e = next_boundary(&v.region[..n], 0);
     loop {
         let next = |list: &[u32], k: usize| list.get(k).map_or(u32::MAX, |&i| i);
         let (branches, special) = (&v.branches[..v.nb], &v.special[..v.ns]);
-        let i = next(branches, b).min(next(special, s)).min(next(&edges, e));
+        let i = next(branches, b).min(next(special, s)).min(e);
         if i as usize >= n {
             break;
         }
         b += (next(branches, b) == i) as usize;
         s += (next(special, s) == i) as usize;
-        e += (next(&edges, e) == i) as usize;
+        if e == i {
+            e = next_boundary(&v.region[..n], i as usize + 1);
+        }
         transfers_from(v, code, i as usize, eh_ok);
         if v.stop() {
             break;
         }
     }
-    if edges.capacity() <= super::eh::KEEP_LARGEST {
-        v.edges = edges;
-    }
+}
+
+/// The first instruction from `from` on that is the last before a region boundary (its
+/// innermost region is not the next one's), or `u32::MAX`: control can only cross into or out
+/// of a region from such an instruction. A scan of the region table, which a list of the
+/// nodes' bounds would take more memory than.
+fn next_boundary(region: &[u32], from: usize) -> u32 {
+    region
+        .get(from..)
+        .and_then(|rest| rest.windows(2).position(|w| w[0] != w[1]))
+        .map_or(u32::MAX, |k| (from + k) as u32)
 }
 
 /// The region rules for instruction `i`: its branch targets, its placement, and its fall
@@ -769,8 +773,12 @@ fn placement(v: &mut Verifier, i: usize, eh_ok: bool) {
 /// The innermost handler-like region around instruction `i`, looking through tries (a catch may
 /// hold a try whose body rethrows).
 fn enclosing_handler(v: &Verifier, i: usize) -> Option<RegionKind> {
-    let r = v.nodes.get(v.region_of(i) as usize)?.handler;
-    v.nodes.get(r as usize).map(|n| n.kind)
+    let node = v.nodes.get(v.region_of(i) as usize)?;
+    if node.kind == RegionKind::Filter {
+        // A filter's handler shortcut looks through it.
+        return Some(RegionKind::Filter);
+    }
+    v.nodes.get(node.handler as usize).map(|n| n.kind)
 }
 
 /// Checks one transfer from instruction `from` to `to` against the rules for leaving and
@@ -857,7 +865,7 @@ fn transfer(v: &mut Verifier, from: usize, to: usize, kind: Transfer) -> bool {
                 "{} enters the {} starting at IL_{:04x} at IL_{:04x}",
                 describe(v, from, kind),
                 node.kind,
-                node.start,
+                v.ins[node.first as usize].off,
                 v.ins[to].off
             )
         } else {
@@ -865,7 +873,7 @@ fn transfer(v: &mut Verifier, from: usize, to: usize, kind: Transfer) -> bool {
                 "{} leaves the {} starting at IL_{:04x}",
                 describe(v, from, kind),
                 node.kind,
-                node.start
+                v.ins[node.first as usize].off
             )
         };
         v.report_clause(code, v.ins[from].off, msg, node.min_clause, None);
@@ -946,23 +954,10 @@ fn filter_at(v: &Verifier, r: u32) -> u32 {
 
 /// The innermost catch, filter handler, finally or fault (a filter is looked through).
 fn handler_around(v: &Verifier, r: u32) -> u32 {
-    let h = v.nodes.get(r as usize).map_or(NONE, |n| n.handler);
-    match v.nodes.get(h as usize) {
-        Some(n) if n.kind == RegionKind::Filter => {
-            v.nodes.get(n.parent as usize).map_or(NONE, |p| p.handler)
-        }
-        _ => h,
-    }
+    v.nodes.get(r as usize).map_or(NONE, |n| n.handler)
 }
 
 /// The innermost finally or fault (a filter is looked through).
 fn finally_around(v: &Verifier, r: u32) -> u32 {
-    let s = v.nodes.get(r as usize).map_or(NONE, |n| n.leave_stop);
-    match v.nodes.get(s as usize) {
-        Some(n) if n.kind == RegionKind::Filter => v
-            .nodes
-            .get(n.parent as usize)
-            .map_or(NONE, |p| p.leave_stop),
-        _ => s,
-    }
+    v.nodes.get(r as usize).map_or(NONE, |n| n.leave_stop)
 }

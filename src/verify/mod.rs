@@ -1165,11 +1165,8 @@ pub struct Verifier {
     /// Innermost region per instruction; empty when the body has no regions.
     region: Vec<u32>,
     nodes: Vec<eh::Node>,
-    intervals: Vec<eh::Interval>,
     try_node: Vec<u32>,
     open: Vec<u32>,
-    /// Instructions just before a region boundary (for the transfer rules).
-    edges: Vec<u32>,
     work: Vec<u32>,
     clauses: Vec<Clause>,
     single: single_pass::SinglePass,
@@ -1374,6 +1371,8 @@ impl Verifier {
         }
         flow::check_prefixes(self, eh_ok);
         flow::check_transfers(self, code, eh_ok);
+        // The passes after these do not look at regions per instruction.
+        eh::release_large(&mut self.region);
         if self.stop() {
             return;
         }

@@ -83,7 +83,7 @@ pub(super) fn run<R: Resolver + ?Sized>(
             }
         }
         if !v.stop() {
-            post_checks(v, nodes, depth);
+            post_checks(v, ins, nodes, depth);
         }
     }
     *max = st.max;
@@ -378,7 +378,7 @@ fn check_ret(v: &mut St<'_>, off: u32, d: u32, ctx: &Ctx) {
 /// object the runtime pushes, which ILVerify accepts (its try-start check sees the handler
 /// block before the exception object is placed on its entry stack). A wrong depth arriving
 /// there by a branch is a branch into the handler, reported by the flow rules.
-fn post_checks(v: &mut St<'_>, nodes: &[eh::Node], depth: &[u32]) {
+fn post_checks(v: &mut St<'_>, ins: &[Ins], nodes: &[eh::Node], depth: &[u32]) {
     // First instructions of the blocks entered with the exception object, sorted; built only
     // when some try is entered with a non-empty stack.
     let mut receives_exception: Option<Vec<u32>> = None;
@@ -407,7 +407,7 @@ fn post_checks(v: &mut St<'_>, nodes: &[eh::Node], depth: &[u32]) {
             }
             v.out.report_with(
                 Code::TryNonEmptyStack,
-                node.start,
+                ins[node.first as usize].off,
                 format!("the try is entered with {d} items on the stack"),
                 super::Detail::clause(node.min_clause, None),
             );
