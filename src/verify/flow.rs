@@ -7,7 +7,8 @@ use crate::instr::{InstrError, decode_with_len};
 use crate::opcode::OperandKind;
 use crate::opcode::{Flow, Opcode};
 
-/// Decodes `code` into `v.ins`, records branch targets as byte offsets, and checks operands.
+/// Decodes `code` into `v.ins`, records branch targets as byte offsets (in the branch's
+/// `arg`), and checks operands.
 /// Returns false (after reporting) when the stream does not decode to the end.
 ///
 /// A fast pass decodes code that has no findings without reporting anything; at anything
@@ -112,7 +113,7 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
     let locals = ctx.locals.unwrap_or(u32::MAX);
     let args = ctx.method.map_or(u32::MAX, |m| m.arg_count as u32);
     let limits = [u32::MAX, locals, args, u32::MAX];
-    let (mut n, mut nt, mut nb, mut ns, mut ntok) = (0, 0, 0, 0, 0);
+    let (mut n, mut nb, mut ns, mut ntok) = (0, 0, 0, 0);
     let mut ok = true;
     let mut pos = 0;
     // Flags for the next instruction from the prefixes before it: AFTER_PREFIX, TAIL.
@@ -128,7 +129,6 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
     grow(&mut v.ins, 0, first, first, len, fx::DEC[0].ins);
     grow(&mut v.special, 0, rare, rare, len, 0);
     grow(&mut v.branches, 0, rare, rare, len / 2 + 1, 0);
-    grow(&mut v.targets, 0, 2 * rare, 2 * rare, len, 0);
     grow(
         &mut v.tokens,
         0,
@@ -144,28 +144,25 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
             grow(&mut v.ins, n, 1, want(n), len, fx::DEC[0].ins);
             grow(&mut v.special, ns, 1, want(ns), len, 0);
             grow(&mut v.branches, nb, 1, want(nb), len / 2 + 1, 0);
-            grow(&mut v.targets, nt, 2, want(nt).max(2), len, 0);
         }
         // Borrowed apart from the findings, so that reporting does not force the buffers'
         // headers to be reloaded after every call.
         let Verifier {
             ins,
-            targets,
             branches,
             special,
             tokens,
             out,
             ..
         } = &mut *v;
-        let (ins_buf, targets_buf) = (&mut ins[..], &mut targets[..]);
+        let ins_buf = &mut ins[..];
         let (branches_buf, special_buf) = (&mut branches[..], &mut special[..]);
         // Batches of tokens are checked as they fill; reported ones are not kept.
         let tokens_buf = &mut tokens[..];
         // The stretch ends when `ins` is full, or before an instruction off the fast path
-        // when `special`, `branches` or `targets` (two entries; a switch more, checked at the
-        // switch) might not have room for it.
+        // when `special` or `branches` might not have room for it.
         let end = ins_buf.len();
-        let slow_end = (special_buf.len(), branches_buf.len(), targets_buf.len() - 1);
+        let slow_end = (special_buf.len(), branches_buf.len());
         while pos < len {
             if n == end {
                 continue 'stretches;
@@ -184,7 +181,7 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
             let mut arg = (w >> d.shift) as u32 & d.mask;
             let off = pos as u32;
             let mut flags = carry;
-            if d.slow && (ns == slow_end.0 || nb == slow_end.1 || nt >= slow_end.2) {
+            if d.slow && (ns == slow_end.0 || nb == slow_end.1) {
                 continue 'stretches;
             }
             carry = 0;
@@ -214,24 +211,20 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
                     operand::token(out, off, d.ins.op, d.operand, arg, r);
                 }
                 if kind & fx::TARGETS != 0 {
-                    let start = nt;
                     match d.arg {
+                        // A branch's one target, as a byte offset, is its `arg`.
                         fx::arg::BR8 => {
                             let target = next as i64 + (w >> 8) as u8 as i8 as i64;
-                            targets_buf[nt] = 1;
-                            targets_buf[nt + 1] = target_offset(target, len);
-                            nt += 2;
+                            arg = target_offset(target, len);
                         }
                         fx::arg::BR32 => {
                             let disp = (w >> 8) as u32 as i32;
-                            targets_buf[nt] = 1;
-                            targets_buf[nt + 1] = target_offset(next as i64 + disp as i64, len);
-                            nt += 2;
+                            arg = target_offset(next as i64 + disp as i64, len);
                         }
                         _ => {
                             // switch: the count is checked against the bytes left before any
                             // is read. Its targets stay in its table, which the passes re-read
-                            // (`Verifier::target`): kept here they would take four bytes per
+                            // (`Targets`): kept here they would take four bytes per
                             // four bytes of table. `arg` is the count.
                             let count = (w >> 8) as u32;
                             if count as usize > (len - next) / 4 {
@@ -242,13 +235,9 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
                                 break;
                             }
                             next += 4 * count as usize;
+                            arg = count;
                         }
                     }
-                    arg = if d.arg == fx::arg::SWITCH {
-                        (w >> 8) as u32
-                    } else {
-                        start as u32
-                    };
                     branches_buf[nb] = idx;
                     nb += 1;
                 }
@@ -280,7 +269,6 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
     v.n = n;
     v.nb = nb;
     v.ns = ns;
-    v.nt = nt;
     ok.then_some(ntok)
 }
 
@@ -336,18 +324,19 @@ pub(super) fn resolve_targets(v: &mut Verifier, code: &[u8]) {
         let Some((fb, fk)) = resolve_from(v, code, b, k) else {
             return;
         };
-        let ins = v.ins[v.branches[fb] as usize];
+        let branch = v.branches[fb] as usize;
+        let ins = v.ins[branch];
         let off = if ins.op == Opcode::Switch {
             v.targets_in(code).switch_offset(&ins, fk)
         } else {
-            v.targets[ins.arg as usize + 1 + fk]
+            ins.arg
         };
         if off == NONE {
             bad_branch(v, ins);
         } else {
             bad_jump_target(v, ins, off);
             if ins.op != Opcode::Switch {
-                v.targets[ins.arg as usize + 1 + fk] = NONE;
+                v.ins[branch].arg = NONE;
             }
         }
         (b, k) = (fb, fk + 1);
@@ -368,7 +357,6 @@ fn resolve_from(
     let Verifier {
         ins,
         starts,
-        targets,
         branches,
         nb,
         ..
@@ -378,23 +366,15 @@ fn resolve_from(
         let i = i as usize;
         let x = ins[i];
         let first = if b == from { resume } else { 0 };
-        let view = super::Targets {
-            list: &[],
-            code,
-            starts,
-        };
+        let view = super::Targets { code, starts };
         let switch = x.op == Opcode::Switch;
-        let count = if switch {
-            x.arg as usize
-        } else {
-            targets[x.arg as usize] as usize
-        };
+        let count = if switch { x.arg as usize } else { 1 };
         for k in first..count {
             // The decoder left `NONE` for targets outside the code.
             let off = if switch {
                 view.switch_offset(&x, k)
             } else {
-                targets[x.arg as usize + 1 + k]
+                x.arg
             };
             let t = match starts.get(off) {
                 Some(t) if (off as usize) < code_len => t,
@@ -404,7 +384,7 @@ fn resolve_from(
                 return Some((b, k));
             }
             if !switch {
-                targets[x.arg as usize + 1 + k] = t;
+                ins[i].arg = t;
             }
             ins[t as usize].flags |= if t as usize > i {
                 flag::JOIN | flag::FORWARD_TARGET
@@ -571,8 +551,8 @@ fn check_tail_call(v: &mut Verifier, prefix: usize, call: usize, eh_ok: bool) {
     let ok = is_ret(next)
         || ins.get(next).is_some_and(|x| {
             matches!(x.op, Opcode::Br | Opcode::Br_S)
-                // A `br`'s one target (`[1, target]`).
-                && is_ret(v.targets[x.arg as usize + 1] as usize)
+                // A `br`'s one target, resolved.
+                && is_ret(x.arg as usize)
         });
     if !ok {
         v.report(

@@ -772,9 +772,9 @@ pub(crate) const NONE: u32 = u32::MAX;
 #[repr(C)]
 struct Ins {
     off: u32,
-    /// Local or argument index, token, `ShortI` byte; for a branch the index of `[1, target]`
-    /// in `Verifier::targets`; for a `switch` its count (its targets stay in its table: see
-    /// [`Targets`]).
+    /// Local or argument index, token, `ShortI` byte; for a branch its one target (a byte
+    /// offset after decoding, an instruction index or [`NONE`] once resolved); for a `switch`
+    /// its count (its targets stay in its table: see [`Targets`]).
     arg: u32,
     op: Opcode,
     flags: u16,
@@ -1144,11 +1144,6 @@ pub struct Verifier {
     /// them by index.
     ins: Vec<Ins>,
     n: usize,
-    /// Branch targets: `[1, target]` per branching instruction but `switch` (whose targets
-    /// are read from its table: [`Targets`]); targets are byte offsets after decoding and
-    /// instruction indices (or [`NONE`]) once resolved. `targets[..nt]` are this body's.
-    targets: Vec<u32>,
-    nt: usize,
     /// `special[..ns]`: indices of instructions with [`fx::SPECIAL`] placement rules.
     special: Vec<u32>,
     ns: usize,
@@ -1321,7 +1316,6 @@ impl Verifier {
         self.n = 0;
         self.ns = 0;
         self.nb = 0;
-        self.nt = 0;
         self.starts.bits.clear();
         self.region.clear();
         self.nodes.clear();
@@ -1414,7 +1408,6 @@ impl Verifier {
     /// Where the passes after decoding find the targets of `code`'s branching instructions.
     fn targets_in<'a>(&'a self, code: &'a [u8]) -> Targets<'a> {
         Targets {
-            list: &self.targets,
             code,
             starts: &self.starts,
         }
@@ -1484,13 +1477,12 @@ fn sparse(buf: &[u8], len: usize) -> bool {
 const RELEASE_OVER: usize = 1 << 16;
 
 /// The targets of the branching instructions of `code`, for the passes after
-/// `flow::resolve_targets`: a branch's (and `leave`'s) are stored in `list`; a `switch`'s are
+/// `flow::resolve_targets`: a branch's (and `leave`'s) one target is its `arg`; a `switch`'s are
 /// read from its table in the code each time they are needed, and resolved through `starts`,
 /// since the `switch` tables of hostile code hold a target per four bytes, and a stored copy
 /// would take as much memory again as the code.
 #[derive(Clone, Copy)]
 struct Targets<'a> {
-    list: &'a [u32],
     code: &'a [u8],
     starts: &'a StartIndex,
 }
@@ -1502,7 +1494,7 @@ impl Targets<'_> {
         if x.op == Opcode::Switch {
             x.arg as usize
         } else {
-            self.list[x.arg as usize] as usize
+            1
         }
     }
 
@@ -1527,7 +1519,7 @@ impl Targets<'_> {
     #[inline]
     fn get(&self, ins: &[Ins], x: &Ins, k: usize) -> u32 {
         if x.op != Opcode::Switch {
-            return self.list[x.arg as usize + 1 + k];
+            return x.arg;
         }
         let off = self.switch_offset(x, k);
         match self.starts.get(off) {

@@ -22,7 +22,6 @@ pub(super) fn run<R: Resolver + ?Sized>(
         ins,
         n,
         nb,
-        targets,
         starts,
         depth,
         nodes,
@@ -33,11 +32,7 @@ pub(super) fn run<R: Resolver + ?Sized>(
         ..
     } = v;
     let ins = &ins[..*n];
-    let targets = Targets {
-        list: targets,
-        code,
-        starts,
-    };
+    let targets = Targets { code, starts };
     let mut st = St {
         out,
         work,
