@@ -84,7 +84,7 @@ pub(super) fn explain<R: Resolver + ?Sized>(v: &mut Verifier, code: &[u8], r: &R
                 }
             }
         }
-        if k + 1 < n && !x.fx.flow.ends_block() {
+        if k + 1 < n && !x.fx().flow.ends_block() {
             found.add(
                 k as u32 + 1,
                 Arrival {
@@ -174,7 +174,7 @@ fn depths_after<R: Resolver + ?Sized>(v: &Verifier, r: &R) -> Vec<u32> {
         // elsewhere only falling through reaches an instruction.
         let before = if v.depth[k] != NONE {
             v.depth[k]
-        } else if k > 0 && !ins[k - 1].fx.flow.ends_block() {
+        } else if k > 0 && !ins[k - 1].fx().flow.ends_block() {
             after[k - 1]
         } else {
             NONE
@@ -189,7 +189,7 @@ fn effect<R: Resolver + ?Sized>(x: Ins, before: u32, r: &R) -> u32 {
     if before == NONE {
         return NONE;
     }
-    let fx = x.fx;
+    let fx = x.fx();
     let (pops, pushes) = if fx.pops < fx::SIG && fx.pushes < fx::SIG {
         (fx.pops as u32, fx.pushes as u32)
     } else if fx.pops == fx::POP_ALL {

@@ -196,7 +196,7 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
                 bad_index(out, off, d, index, ctx);
             }
             if d.slow {
-                let kind = d.ins.fx.kind;
+                let kind = d.fx.kind;
                 if d.check == fx::check::TOKEN && !REPORT {
                     if ntok == tokens_buf.len() {
                         if !r.tokens_pass(tokens_buf) {
@@ -244,7 +244,7 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
                 if kind & fx::SPECIAL != 0 {
                     special_buf[ns] = idx;
                     ns += 1;
-                    if d.ins.fx.flow == Flow::Prefix {
+                    if d.fx.flow == Flow::Prefix {
                         // A prefix is itself only marked as following a prefix; what it
                         // modifies carries its flags.
                         carry = flags | flag::AFTER_PREFIX;
@@ -496,7 +496,7 @@ pub(super) fn check_prefixes(v: &mut Verifier, eh_ok: bool) {
     let (ins, special) = (&v.ins, &v.special[..v.ns]);
     if let Some(first) = special
         .iter()
-        .position(|&i| ins[i as usize].fx.flow == Flow::Prefix)
+        .position(|&i| ins[i as usize].fx().flow == Flow::Prefix)
     {
         prefixes_from(v, first, eh_ok);
     }
@@ -510,12 +510,12 @@ fn prefixes_from(v: &mut Verifier, first: usize, eh_ok: bool) {
     let mut next = 0;
     for s in first..v.ns {
         let i = v.special[s] as usize;
-        if i < next || v.ins[i].fx.flow != Flow::Prefix {
+        if i < next || v.ins[i].fx().flow != Flow::Prefix {
             continue;
         }
         // The prefix run i..j and the instruction j it modifies.
         let mut j = i;
-        while j < n && v.ins[j].fx.flow == Flow::Prefix {
+        while j < n && v.ins[j].fx().flow == Flow::Prefix {
             j += 1;
         }
         if j == n {
@@ -600,7 +600,7 @@ pub(super) fn check_transfers(v: &mut Verifier, code: &[u8], eh_ok: bool) {
     let Some(&last) = v.ins[..v.n].last() else {
         return;
     };
-    if !last.fx.flow.ends_block() && last.fx.flow != Flow::Prefix {
+    if !last.fx().flow.ends_block() && last.fx().flow != Flow::Prefix {
         fallthrough_at_end(v, last.off);
     }
 }
@@ -658,7 +658,7 @@ fn next_boundary(region: &[u32], from: usize) -> u32 {
 fn transfers_from(v: &mut Verifier, code: &[u8], i: usize, eh_ok: bool) {
     let n = v.n;
     let ins = v.ins[i];
-    if ins.fx.kind & fx::TARGETS != 0 {
+    if ins.fx().kind & fx::TARGETS != 0 {
         let kind = if matches!(ins.op, Opcode::Leave | Opcode::Leave_S) {
             Transfer::Leave
         } else {
@@ -672,11 +672,11 @@ fn transfers_from(v: &mut Verifier, code: &[u8], i: usize, eh_ok: bool) {
             }
         }
     }
-    if ins.fx.kind & fx::SPECIAL != 0 {
+    if ins.fx().kind & fx::SPECIAL != 0 {
         placement(v, i, eh_ok);
     }
     let r = v.region_of(i);
-    if i + 1 < n && !ins.fx.flow.ends_block() && r != v.region_of(i + 1) {
+    if i + 1 < n && !ins.fx().flow.ends_block() && r != v.region_of(i + 1) {
         // A filter that does not end in endfilter is reported once, by the table rules.
         let filter_end = r != NONE && {
             let node = &v.nodes[r as usize];

@@ -766,8 +766,8 @@ impl fmt::Display for Diagnostic {
 /// Marks "no instruction", "no region" and "no depth yet".
 pub(crate) const NONE: u32 = u32::MAX;
 
-/// One decoded instruction, compactly. `repr(C)` keeps the opcode facts in the last eight
-/// bytes, which the decoder copies from its table in one move.
+/// One decoded instruction, compactly: 12 bytes, since the full passes hold one per
+/// instruction. The opcode's facts are looked up by opcode ([`Ins::fx`]) rather than kept.
 #[derive(Clone, Copy, Debug)]
 #[repr(C)]
 struct Ins {
@@ -778,7 +778,14 @@ struct Ins {
     arg: u32,
     op: Opcode,
     flags: u16,
-    fx: Fx,
+}
+
+impl Ins {
+    /// The opcode's facts.
+    #[inline(always)]
+    fn fx(&self) -> Fx {
+        fx::of(self.op)
+    }
 }
 
 /// An opcode's facts in the form the hot loops want, derived from [`crate::opcode::ALL`].
@@ -814,7 +821,26 @@ mod fx {
     /// pushes from the callee's signature.
     pub const CALL: u8 = 16;
 
-    const fn of(i: usize) -> Fx {
+    /// The facts of opcode `op`.
+    #[inline(always)]
+    pub fn of(op: Opcode) -> Fx {
+        let code = op as u16;
+        // Indexed like [`DEC`]: the low byte, plus 256 for the `FE xx` opcodes.
+        FX[(code as u8 as usize) | ((code >> 15) as usize) << 8]
+    }
+
+    /// Every opcode's facts, indexed like [`DEC`] (undefined encodings hold `nop`'s).
+    static FX: [Fx; 512] = {
+        let mut t = [DEC[0].fx; 512];
+        let mut i = 0;
+        while i < 512 {
+            t[i] = DEC[i].fx;
+            i += 1;
+        }
+        t
+    };
+
+    const fn facts(i: usize) -> Fx {
         let info = &ALL[i];
         let pops = match info.pops {
             Pops::Fixed(n) => n,
@@ -891,8 +917,10 @@ mod fx {
     #[derive(Clone, Copy, Debug)]
     #[repr(C, align(32))]
     pub struct Dec {
-        /// The instruction with its opcode facts filled in; the decoder sets the rest.
+        /// The instruction with its opcode filled in; the decoder sets the rest.
         pub ins: Ins,
+        /// The opcode's facts.
+        pub fx: Fx,
         /// The operand bits `Ins::arg` keeps (0 when it keeps none, and for targets).
         pub mask: u32,
         /// The bits of `Ins::arg` that are a local or argument index (0 when none are).
@@ -927,12 +955,12 @@ mod fx {
                 arg: 0,
                 op: Opcode::Nop,
                 flags: 0,
-                fx: Fx {
-                    pops: 0,
-                    pushes: 0,
-                    flow: Flow::Next,
-                    kind: 0,
-                },
+            },
+            fx: Fx {
+                pops: 0,
+                pushes: 0,
+                flow: Flow::Next,
+                kind: 0,
             },
             mask: 0,
             vmask: 0,
@@ -1007,8 +1035,8 @@ mod fx {
                     arg: 0,
                     op: info.opcode,
                     flags: 0,
-                    fx: of(i),
                 },
+                fx: facts(i),
                 mask: match arg {
                     arg::U8 => 0xFF,
                     arg::U16 => 0xFFFF,
@@ -1023,7 +1051,7 @@ mod fx {
                 len: (if two { 2 } else { 1 } + operand_len) as u8,
                 arg,
                 shift: if two { 16 } else { 8 },
-                slow: check == check::TOKEN || of(i).kind & (TARGETS | SPECIAL) != 0,
+                slow: check == check::TOKEN || facts(i).kind & (TARGETS | SPECIAL) != 0,
                 check,
                 var: match check {
                     check::LOCAL | check::LOCAL_IMM => var::LOCAL as u8,

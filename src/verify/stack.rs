@@ -114,7 +114,7 @@ fn merge(v: &mut St<'_>, ins: &[Ins], depth: &mut [u32], t: usize, d: u32) {
         // scan's assumption (0) is kept, so the fault is reported once.
         if d != 0
             && t > 0
-            && ins[t - 1].fx.flow.ends_block()
+            && ins[t - 1].fx().flow.ends_block()
             && ins[t].flags & (flag::FORWARD_TARGET | flag::HANDLER_START) == 0
         {
             v.report(
@@ -165,7 +165,7 @@ fn walk<R: Resolver + ?Sized, const TRACK: bool>(
     while i < ins.len() {
         // Fields are read in place: copying the whole instruction out costs a spill per step.
         let x = &ins[i];
-        let fx = x.fx;
+        let fx = x.fx();
         // Most instructions (and calls without `tail.`, with the counts from the callee's
         // signature) just adjust the depth and fall through; only the overflow check can report
         // here, and it checks for first-only mode itself. Everything else (branches, returns,
@@ -234,7 +234,7 @@ fn step<R: Resolver + ?Sized, const TRACK: bool>(
     ctx: &Ctx,
     r: &R,
 ) -> bool {
-    let fx = x.fx;
+    let fx = x.fx();
     {
         let (pops, pushes) = if fx.pops < fx::SIG && fx.pushes < fx::SIG {
             (fx.pops as u32, fx.pushes as u32)

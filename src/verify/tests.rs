@@ -2131,7 +2131,7 @@ fn decode_table_agrees_with_the_codec() {
                 assert_eq!(d.ins.op, op, "key {key:#x}");
                 assert_eq!(d.len, e.len, "{op}");
                 assert_eq!(d.operand, e.operand, "{op}");
-                let operand_rule = d.ins.fx.kind & fx::OPERAND != 0;
+                let operand_rule = d.fx.kind & fx::OPERAND != 0;
                 assert_eq!(d.check != fx::check::NONE, operand_rule, "{op}");
             }
             _ => assert_eq!(d.len, 0, "key {key:#x} is undefined"),
