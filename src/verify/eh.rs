@@ -47,51 +47,109 @@ impl fmt::Display for RegionKind {
 /// when their pass is done, so that a giant body's peak does not hold them all at once.
 pub(super) const KEEP_LARGEST: usize = 1 << 16;
 
-/// A node of the region tree. A try shared by several clauses is one node.
+/// A node of the region tree: 20 bytes, since a body may have a million of them. A try shared
+/// by several clauses is one node.
 ///
 /// Nodes are first written one per region in place, sorted, and the sweep that builds the
-/// tree compacts them where they lie, so that no second list of regions is held beside them;
-/// the bounds are byte offsets until the tree is built and instruction indices after.
+/// tree compacts them where they lie, so that no second list of regions is held beside them.
+/// A node's end is not kept: its clause gives it ([`block`]).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Node {
     pub kind: RegionKind,
     /// First instruction (a byte offset while the tree is built).
     pub first: u32,
-    /// One past the last instruction (a byte offset while the tree is built).
-    pub end_idx: u32,
     /// Lowest clause index owning this block (of several for a shared try).
     pub min_clause: u32,
-    /// Shortcuts up the tree, each to the nearest node at or above this one (or [`NONE`]) that
-    /// a walk up from here for one rule stops at, so that the walk is one step:
-    /// not a try ([`Node::handler`]); for a filter, the one above it, since a filter is
-    /// looked through (a filter holds no region, so no other node leads to one);
-    pub handler: u32,
-    /// a finally or fault, which a `leave` may not exit ([`Node::leave_stop`]); for a filter,
-    /// the one above it (the filter itself is a stop the rules check on their own);
-    pub leave_stop: u32,
-    /// a try ([`Node::try_stop`]);
-    pub try_stop: u32,
-    /// a try that does not start at this node's first instruction, so that an entry there
-    /// enters it in the middle ([`Node::try_entry_stop`]; this node itself starts there).
+    /// Two shortcuts up the tree, which ones by kind (read through [`stops`]): for a try, the
+    /// nearest handler and finally above it; for a catch or filter handler, the nearest try
+    /// and finally; for a finally or fault, the nearest try (and nothing); for a filter, its
+    /// parent (and nothing), whose shortcuts are the filter's own.
+    up: [u32; 2],
+    /// The nearest try at or above this node that does not start at its first instruction,
+    /// so that an entry there enters it in the middle (or [`NONE`]).
     pub try_entry_stop: u32,
 }
 
-impl Node {
-    /// Whether instruction `i` lies in this region.
-    pub fn holds(&self, i: u32) -> bool {
-        self.first <= i && i < self.end_idx
-    }
+/// The nearest nodes at or above a node that a walk up the tree for one rule stops at (each
+/// [`NONE`] where there is none), so that no rule walks up a deep tree.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Stops {
+    /// Not a try (a filter is looked through).
+    pub handler: u32,
+    /// A finally or fault, which a `leave` may not exit (a filter is looked through: the rules
+    /// check it on their own).
+    pub leave_stop: u32,
+    /// A try.
+    pub try_stop: u32,
+}
 
-    /// A region as the table gives it, in byte offsets, before the sweep.
-    fn region(start: u32, end: u32, kind: RegionKind, clause: u32) -> Node {
+impl Stops {
+    const NONE: Stops = Stops {
+        handler: NONE,
+        leave_stop: NONE,
+        try_stop: NONE,
+    };
+}
+
+/// The [`Stops`] of node `k` (all [`NONE`] for [`NONE`]).
+pub(super) fn stops(nodes: &[Node], k: u32) -> Stops {
+    match nodes.get(k as usize) {
+        Some(n) if n.kind == RegionKind::Filter => match nodes.get(n.up[0] as usize) {
+            // A filter holds no region, so its parent is none (in a sound tree).
+            Some(p) if p.kind != RegionKind::Filter => own_stops(p, n.up[0]),
+            _ => Stops::NONE,
+        },
+        Some(n) => own_stops(n, k),
+        None => Stops::NONE,
+    }
+}
+
+/// [`stops`] of node `n`, numbered `k`, not a filter.
+fn own_stops(n: &Node, k: u32) -> Stops {
+    let [a, b] = n.up;
+    match n.kind {
+        RegionKind::Try => Stops {
+            handler: a,
+            leave_stop: b,
+            try_stop: k,
+        },
+        RegionKind::Catch | RegionKind::FilterHandler => Stops {
+            handler: k,
+            leave_stop: b,
+            try_stop: a,
+        },
+        RegionKind::Finally | RegionKind::Fault => Stops {
+            handler: k,
+            leave_stop: k,
+            try_stop: a,
+        },
+        RegionKind::Filter => Stops::NONE,
+    }
+}
+
+/// The byte bounds of node `n`'s block, from its clause: the try, the handler or the filter.
+pub(super) fn block(n: &Node, clauses: &[Clause]) -> (u32, u32) {
+    let Some(c) = clauses.get(n.min_clause as usize) else {
+        return (NONE, NONE);
+    };
+    // Every bound was checked to lie inside the code (under 4 GiB) before nodes are made.
+    match n.kind {
+        RegionKind::Try => (c.try_offset, c.try_end() as u32),
+        RegionKind::Filter => (c.class_or_filter, c.handler_offset),
+        RegionKind::Catch | RegionKind::FilterHandler | RegionKind::Finally | RegionKind::Fault => {
+            (c.handler_offset, c.handler_end() as u32)
+        }
+    }
+}
+
+impl Node {
+    /// A region of clause `clause` before the sweep: its first instruction a byte offset.
+    fn region(start: u32, kind: RegionKind, clause: u32) -> Node {
         Node {
             kind,
             first: start,
-            end_idx: end,
             min_clause: clause,
-            handler: NONE,
-            leave_stop: NONE,
-            try_stop: NONE,
+            up: [NONE; 2],
             try_entry_stop: NONE,
         }
     }
@@ -131,16 +189,13 @@ pub(super) fn check<R: Resolver + ?Sized>(
             ClauseKind::Finally => RegionKind::Finally,
             _ => RegionKind::Fault,
         };
-        let try_end = c.try_end() as u32;
-        nodes.push(Node::region(c.try_offset, try_end, RegionKind::Try, clause));
-        let handler_end = c.handler_end() as u32;
-        nodes.push(Node::region(c.handler_offset, handler_end, handler, clause));
+        nodes.push(Node::region(c.try_offset, RegionKind::Try, clause));
+        nodes.push(Node::region(c.handler_offset, handler, clause));
         if c.kind() == ClauseKind::Filter {
-            let (start, end) = (c.class_or_filter, c.handler_offset);
-            nodes.push(Node::region(start, end, RegionKind::Filter, clause));
+            nodes.push(Node::region(c.class_or_filter, RegionKind::Filter, clause));
         }
     }
-    nodes.sort_unstable_by_key(|x| (x.first, Reverse(x.end_idx), x.kind, x.min_clause));
+    nodes.sort_unstable_by_key(|x| (x.first, Reverse(block(x, clauses).1), x.kind, x.min_clause));
     v.nodes = nodes;
     let ok = build_tree(v, clauses);
     // Scratch of the sweep, let go when large: the passes after it do not need it.
@@ -149,7 +204,7 @@ pub(super) fn check<R: Resolver + ?Sized>(
         v.nodes.clear();
         return false;
     }
-    assign_regions(v);
+    assign_regions(v, clauses);
     release_large(&mut v.open);
     true
 }
@@ -290,8 +345,9 @@ fn build_tree(v: &mut Verifier, clauses: &[Clause]) -> bool {
     let mut written = 0;
     for k in 0..v.nodes.len() {
         let x = v.nodes[k];
+        let (start, end) = block(&x, clauses);
         while let Some(&top) = v.open.last() {
-            if v.nodes[top as usize].end_idx <= x.first {
+            if block(&v.nodes[top as usize], clauses).1 <= start {
                 v.open.pop();
             } else {
                 break;
@@ -300,25 +356,19 @@ fn build_tree(v: &mut Verifier, clauses: &[Clause]) -> bool {
         let parent = v.open.last().copied().unwrap_or(NONE);
         if parent != NONE {
             let p = v.nodes[parent as usize];
-            if p.first == x.first && p.end_idx == x.end_idx {
+            let (p_start, p_end) = block(&p, clauses);
+            if p_start == start && p_end == end {
                 ok &= join_equal(v, parent, &x, clauses);
                 continue;
             }
-            if x.end_idx > p.end_idx {
+            if end > p_end {
                 v.report_clause(
                     Code::EHOverlap,
-                    x.first,
+                    start,
                     format!(
-                        "clause {}: its {} [IL_{:04x}, IL_{:04x}) overlaps the {} \
-                         [IL_{:04x}, IL_{:04x}) of clause {}",
-                        x.min_clause,
-                        x.kind,
-                        x.first,
-                        x.end_idx,
-                        p.kind,
-                        p.first,
-                        p.end_idx,
-                        p.min_clause
+                        "clause {}: its {} [IL_{start:04x}, IL_{end:04x}) overlaps the {} \
+                         [IL_{p_start:04x}, IL_{p_end:04x}) of clause {}",
+                        x.min_clause, x.kind, p.kind, p.min_clause
                     ),
                     x.min_clause,
                     Some(p.min_clause),
@@ -332,7 +382,7 @@ fn build_tree(v: &mut Verifier, clauses: &[Clause]) -> bool {
         if x.kind == RegionKind::Try {
             v.try_node[x.min_clause as usize] = me;
         }
-        v.nodes[written] = linked(x, me, v.nodes.get(parent as usize));
+        v.nodes[written] = linked(x, &v.nodes[..written], parent);
         v.open.push(me);
         written += 1;
     }
@@ -340,31 +390,21 @@ fn build_tree(v: &mut Verifier, clauses: &[Clause]) -> bool {
     ok
 }
 
-/// `x`, numbered `me`, with its shortcuts up the tree from those of its parent.
-fn linked(mut x: Node, me: u32, parent: Option<&Node>) -> Node {
-    let up = |pick: fn(&Node) -> u32| parent.map_or(NONE, pick);
-    x.handler = match x.kind {
-        RegionKind::Try | RegionKind::Filter => up(|p| p.handler),
-        RegionKind::Catch | RegionKind::FilterHandler | RegionKind::Finally | RegionKind::Fault => {
-            me
-        }
-    };
-    x.leave_stop = match x.kind {
-        RegionKind::Finally | RegionKind::Fault => me,
-        RegionKind::Try | RegionKind::Filter | RegionKind::Catch | RegionKind::FilterHandler => {
-            up(|p| p.leave_stop)
-        }
-    };
-    x.try_stop = if x.kind == RegionKind::Try {
-        me
-    } else {
-        up(|p| p.try_stop)
+/// `x` with its shortcuts up the tree from those of `parent` (an index into `nodes`, or
+/// [`NONE`]).
+fn linked(mut x: Node, nodes: &[Node], parent: u32) -> Node {
+    let p = stops(nodes, parent);
+    x.up = match x.kind {
+        RegionKind::Try => [p.handler, p.leave_stop],
+        RegionKind::Catch | RegionKind::FilterHandler => [p.try_stop, p.leave_stop],
+        RegionKind::Finally | RegionKind::Fault => [p.try_stop, NONE],
+        RegionKind::Filter => [parent, NONE],
     };
     // An entry at this node's first instruction passes the tries that start there too; every
     // node above a parent that starts elsewhere starts before this one.
-    x.try_entry_stop = match parent {
-        Some(p) if p.first == x.first => p.try_entry_stop,
-        Some(p) => p.try_stop,
+    x.try_entry_stop = match nodes.get(parent as usize) {
+        Some(pn) if pn.first == x.first => pn.try_entry_stop,
+        Some(_) => p.try_stop,
         None => NONE,
     };
     x
@@ -509,24 +549,22 @@ fn check_order(v: &mut Verifier, parent: u32, x: &Node) -> bool {
 
 /// Turns each node's bounds into instruction indices, gives each instruction its innermost
 /// node, marks handler starts; checks that filters end in `endfilter`.
-fn assign_regions(v: &mut Verifier) {
+fn assign_regions(v: &mut Verifier, clauses: &[Clause]) {
     for k in 0..v.nodes.len() {
         let node = v.nodes[k];
         let first = v.index_at(node.first);
-        let end_idx = v.index_at(node.end_idx);
         v.ins[first as usize].flags |= if node.kind.is_handler_like() {
             flag::JOIN | flag::HANDLER_START
         } else {
             flag::JOIN
         };
-        let n = &mut v.nodes[k];
-        (n.first, n.end_idx) = (first, end_idx);
+        v.nodes[k].first = first;
     }
-    fill_regions(v);
+    fill_regions(v, clauses);
     for k in 0..v.nodes.len() {
         let node = v.nodes[k];
         if node.kind == RegionKind::Filter {
-            let last = v.ins[node.end_idx as usize - 1];
+            let last = v.ins[v.end_of(&node, clauses) as usize - 1];
             if last.op != Opcode::Endfilter {
                 v.report_clause(
                     Code::EHFilterNoEndfilter,
@@ -546,15 +584,12 @@ fn assign_regions(v: &mut Verifier) {
 /// Gives each instruction its innermost node, in one sweep over instructions and nodes: nodes
 /// are sorted by start, outer before inner, and nest properly (the tree was built), so the
 /// innermost node holding an instruction is the last one opened before it and not yet ended.
-fn fill_regions(v: &mut Verifier) {
-    let Verifier {
-        region,
-        nodes,
-        open,
-        n,
-        ..
-    } = v;
-    let count = *n;
+fn fill_regions(v: &mut Verifier, clauses: &[Clause]) {
+    let mut region = std::mem::take(&mut v.region);
+    let mut open = std::mem::take(&mut v.open);
+    let count = v.n;
+    let nodes = &v.nodes;
+    let end_of = |o: u32| v.end_of(&nodes[o as usize], clauses) as usize;
     region.clear();
     region.resize(count, NONE);
     open.clear();
@@ -565,19 +600,14 @@ fn fill_regions(v: &mut Verifier) {
         // ends of open nodes.
         let to = nodes.get(k).map_or(count, |node| node.first as usize);
         loop {
-            while open
-                .last()
-                .is_some_and(|&o| nodes[o as usize].end_idx as usize <= at)
-            {
+            while open.last().is_some_and(|&o| end_of(o) <= at) {
                 open.pop();
             }
             if at >= to {
                 break;
             }
             let top = open.last().copied().unwrap_or(NONE);
-            let end = open
-                .last()
-                .map_or(to, |&o| (nodes[o as usize].end_idx as usize).min(to));
+            let end = open.last().map_or(to, |&o| end_of(o).min(to));
             region[at..end].fill(top);
             at = end;
         }
@@ -585,4 +615,6 @@ fn fill_regions(v: &mut Verifier) {
             open.push(k as u32);
         }
     }
+    v.region = region;
+    v.open = open;
 }

@@ -1,8 +1,9 @@
 //! Decoding into the compact instruction array, branch targets, prefixes, and the rules for
 //! entering and leaving protected regions.
 
-use super::eh::{Node, RegionKind};
+use super::eh::{Node, RegionKind, stops};
 use super::{Code, Ctx, Ins, NONE, Out, Resolver, Verifier, flag, fx, operand};
+use crate::body::Clause;
 use crate::instr::{InstrError, decode_with_len};
 use crate::opcode::OperandKind;
 use crate::opcode::{Flow, Opcode};
@@ -580,9 +581,9 @@ enum Transfer {
 /// Region rules for every branch, `leave` and fall-through; placement of `ret`, `jmp`,
 /// `endfinally`, `endfilter` and `rethrow`; falling off the end of the code.
 #[inline(always)]
-pub(super) fn check_transfers(v: &mut Verifier, code: &[u8], eh_ok: bool) {
+pub(super) fn check_transfers(v: &mut Verifier, code: &[u8], clauses: &[Clause], eh_ok: bool) {
     if !v.nodes.is_empty() {
-        transfers_in_regions(v, code, eh_ok);
+        transfers_in_regions(v, code, clauses, eh_ok);
     } else {
         // No regions: only the placement rules and the end of the code apply, and of those
         // only the handler instructions' (`ret`, `jmp` and prefixes are fine outside regions).
@@ -592,7 +593,7 @@ pub(super) fn check_transfers(v: &mut Verifier, code: &[u8], eh_ok: bool) {
                 v.ins[i].op,
                 Opcode::Endfinally | Opcode::Rethrow | Opcode::Endfilter
             ) {
-                placement(v, i, eh_ok);
+                placement(v, i, clauses, eh_ok);
             }
         }
     }
@@ -619,7 +620,7 @@ fn fallthrough_at_end(v: &mut Verifier, off: u32) {
 /// last instruction before a region boundary can break a rule; they are visited in code order
 /// (as a scan of every instruction would), so findings come in the same order.
 #[inline(never)]
-fn transfers_in_regions(v: &mut Verifier, code: &[u8], eh_ok: bool) {
+fn transfers_in_regions(v: &mut Verifier, code: &[u8], clauses: &[Clause], eh_ok: bool) {
     let n = v.n;
     let (mut b, mut s) = (0, 0);
     let mut e = next_boundary(&v.region[..n], 0);
@@ -635,7 +636,7 @@ fn transfers_in_regions(v: &mut Verifier, code: &[u8], eh_ok: bool) {
         if e == i {
             e = next_boundary(&v.region[..n], i as usize + 1);
         }
-        transfers_from(v, code, i as usize, eh_ok);
+        transfers_from(v, code, clauses, i as usize, eh_ok);
         if v.stop() {
             break;
         }
@@ -655,7 +656,7 @@ fn next_boundary(region: &[u32], from: usize) -> u32 {
 
 /// The region rules for instruction `i`: its branch targets, its placement, and its fall
 /// through into the next instruction.
-fn transfers_from(v: &mut Verifier, code: &[u8], i: usize, eh_ok: bool) {
+fn transfers_from(v: &mut Verifier, code: &[u8], clauses: &[Clause], i: usize, eh_ok: bool) {
     let n = v.n;
     let ins = v.ins[i];
     if ins.fx().kind & fx::TARGETS != 0 {
@@ -667,29 +668,29 @@ fn transfers_from(v: &mut Verifier, code: &[u8], i: usize, eh_ok: bool) {
         let count = v.targets_in(code).count(&ins);
         for k in 0..count {
             let t = v.targets_in(code).get(&v.ins, &ins, k);
-            if t != NONE && transfer(v, i, t as usize, kind) {
+            if t != NONE && transfer(v, clauses, i, t as usize, kind) {
                 break;
             }
         }
     }
     if ins.fx().kind & fx::SPECIAL != 0 {
-        placement(v, i, eh_ok);
+        placement(v, i, clauses, eh_ok);
     }
     let r = v.region_of(i);
     if i + 1 < n && !ins.fx().flow.ends_block() && r != v.region_of(i + 1) {
         // A filter that does not end in endfilter is reported once, by the table rules.
         let filter_end = r != NONE && {
             let node = &v.nodes[r as usize];
-            node.kind == RegionKind::Filter && node.end_idx == i as u32 + 1
+            node.kind == RegionKind::Filter && v.end_of(node, clauses) == i as u32 + 1
         };
         if !filter_end {
-            transfer(v, i, i + 1, Transfer::Fallthrough);
+            transfer(v, clauses, i, i + 1, Transfer::Fallthrough);
         }
     }
 }
 
 /// Where `ret`, `jmp`, `endfinally`, `endfilter` and `rethrow` may appear.
-fn placement(v: &mut Verifier, i: usize, eh_ok: bool) {
+fn placement(v: &mut Verifier, i: usize, clauses: &[Clause], eh_ok: bool) {
     let ins = v.ins[i];
     match ins.op {
         Opcode::Ret | Opcode::Jmp => {
@@ -735,7 +736,7 @@ fn placement(v: &mut Verifier, i: usize, eh_ok: bool) {
             let r = v.region_of(i);
             let ok = r != NONE && {
                 let node = &v.nodes[r as usize];
-                node.kind == RegionKind::Filter && node.end_idx == i as u32 + 1
+                node.kind == RegionKind::Filter && v.end_of(node, clauses) == i as u32 + 1
             };
             if !ok {
                 v.report(
@@ -753,12 +754,15 @@ fn placement(v: &mut Verifier, i: usize, eh_ok: bool) {
 /// The innermost handler-like region around instruction `i`, looking through tries (a catch may
 /// hold a try whose body rethrows).
 fn enclosing_handler(v: &Verifier, i: usize) -> Option<RegionKind> {
-    let node = v.nodes.get(v.region_of(i) as usize)?;
+    let r = v.region_of(i);
+    let node = v.nodes.get(r as usize)?;
     if node.kind == RegionKind::Filter {
-        // A filter's handler shortcut looks through it.
+        // A filter's shortcuts look through it.
         return Some(RegionKind::Filter);
     }
-    v.nodes.get(node.handler as usize).map(|n| n.kind)
+    v.nodes
+        .get(stops(&v.nodes, r).handler as usize)
+        .map(|n| n.kind)
 }
 
 /// Checks one transfer from instruction `from` to `to` against the rules for leaving and
@@ -781,23 +785,14 @@ fn enclosing_handler(v: &Verifier, i: usize) -> Option<RegionKind> {
 /// - a `leave` may exit tries and catch handlers, so it gets an exit's code only for a filter
 ///   or the innermost finally or fault around `from`, and its entries' codes as well: per
 ///   class the exit's before the entry's.
-fn transfer(v: &mut Verifier, from: usize, to: usize, kind: Transfer) -> bool {
+fn transfer(v: &mut Verifier, clauses: &[Clause], from: usize, to: usize, kind: Transfer) -> bool {
     let (rf, rt) = (v.region_of(from), v.region_of(to));
     if rf == rt {
         return false;
     }
-    let exited = |r: u32| {
-        v.nodes
-            .get(r as usize)
-            .filter(|n| !n.holds(to as u32))
-            .copied()
-    };
-    let entered = |r: u32| {
-        v.nodes
-            .get(r as usize)
-            .filter(|n| !n.holds(from as u32))
-            .copied()
-    };
+    let holds = |n: &Node, i: usize| n.first as usize <= i && i < v.end_of(n, clauses) as usize;
+    let exited = |r: u32| v.nodes.get(r as usize).filter(|n| !holds(n, to)).copied();
+    let entered = |r: u32| v.nodes.get(r as usize).filter(|n| !holds(n, from)).copied();
     let try_entered = entered(try_entered_inside(v, rt, to));
     let filters = (exited(filter_at(v, rf)), entered(filter_at(v, rt)));
     // At most five crossings: a `leave`'s try entry and both sides of the other two classes.
@@ -909,19 +904,16 @@ fn entry_code(kind: Transfer, region: RegionKind) -> Code {
 
 /// The innermost try.
 fn try_around(v: &Verifier, r: u32) -> u32 {
-    v.nodes.get(r as usize).map_or(NONE, |n| n.try_stop)
+    stops(&v.nodes, r).try_stop
 }
 
 /// The innermost try around instruction `to` that does not start at `to`: the one an entry
 /// at `to` enters in the middle, if it enters it.
 fn try_entered_inside(v: &Verifier, r: u32, to: usize) -> u32 {
-    v.nodes.get(r as usize).map_or(NONE, |n| {
-        if n.first == to as u32 {
-            n.try_entry_stop
-        } else {
-            n.try_stop
-        }
-    })
+    match v.nodes.get(r as usize) {
+        Some(n) if n.first == to as u32 => n.try_entry_stop,
+        _ => try_around(v, r),
+    }
 }
 
 /// The filter, if `r` is one.
@@ -934,10 +926,10 @@ fn filter_at(v: &Verifier, r: u32) -> u32 {
 
 /// The innermost catch, filter handler, finally or fault (a filter is looked through).
 fn handler_around(v: &Verifier, r: u32) -> u32 {
-    v.nodes.get(r as usize).map_or(NONE, |n| n.handler)
+    stops(&v.nodes, r).handler
 }
 
 /// The innermost finally or fault (a filter is looked through).
 fn finally_around(v: &Verifier, r: u32) -> u32 {
-    v.nodes.get(r as usize).map_or(NONE, |n| n.leave_stop)
+    stops(&v.nodes, r).leave_stop
 }

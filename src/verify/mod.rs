@@ -1392,7 +1392,7 @@ impl Verifier {
             return;
         }
         flow::check_prefixes(self, eh_ok);
-        flow::check_transfers(self, code, eh_ok);
+        flow::check_transfers(self, code, clauses, eh_ok);
         // The passes after these do not look at regions per instruction.
         eh::release_large(&mut self.region);
         if self.stop() {
@@ -1453,6 +1453,11 @@ impl Verifier {
             return NONE;
         }
         self.starts.get(off).unwrap_or(NONE)
+    }
+
+    /// One past the last instruction of region node `node` (of a tree built from `clauses`).
+    fn end_of(&self, node: &eh::Node, clauses: &[Clause]) -> u32 {
+        self.index_at(eh::block(node, clauses).1)
     }
 
     /// The innermost region of instruction `i`, or [`NONE`].
