@@ -10,8 +10,9 @@
 //! follows from the join before it), then one pass over the branches collects the arrivals.
 
 use super::detail::{Arrival, ArrivalKind, MAX_ARRIVALS};
-use super::eh::RegionKind;
+use super::eh::{self, RegionKind};
 use super::{Code, Ins, NONE, Resolver, Verifier, fx};
+use crate::body::Clause;
 use crate::opcode::Opcode;
 use std::collections::HashMap;
 
@@ -25,7 +26,12 @@ fn explained(code: Code) -> bool {
 
 /// Adds the arrivals to every finding of an [`explained`] code, and a summary of them to its
 /// message.
-pub(super) fn explain<R: Resolver + ?Sized>(v: &mut Verifier, code: &[u8], r: &R) {
+pub(super) fn explain<R: Resolver + ?Sized>(
+    v: &mut Verifier,
+    code: &[u8],
+    clauses: &[Clause],
+    r: &R,
+) {
     if !v.out.diags.iter().any(|d| explained(d.code)) {
         return;
     }
@@ -58,15 +64,14 @@ pub(super) fn explain<R: Resolver + ?Sized>(v: &mut Verifier, code: &[u8], r: &R
         },
     );
     // Predecessors in code order, so that each list is sorted by where control comes from: a
-    // conditional branch's target and its fall-through are both arrivals from it.
-    let mut branches = v.branches[..v.nb].to_vec();
-    branches.sort_unstable();
+    // conditional branch's target and its fall-through are both arrivals from it. (The list of
+    // branches may have been let go after the region rules: each instruction says.)
     let mut seen: Vec<u32> = Vec::new();
     for (k, x) in ins.iter().enumerate() {
         if after[k] == NONE {
             continue;
         }
-        if branches.binary_search(&(k as u32)).is_ok() {
+        if x.fx().kind & fx::TARGETS != 0 {
             seen.clear();
             let targets = v.targets_in(code);
             for t in (0..targets.count(x)).map(|j| targets.get(ins, x, j)) {
@@ -102,10 +107,10 @@ pub(super) fn explain<R: Resolver + ?Sized>(v: &mut Verifier, code: &[u8], r: &R
             RegionKind::Filter | RegionKind::Catch | RegionKind::FilterHandler => 1,
         };
         found.add(
-            node.first,
+            v.first_of(node, clauses),
             Arrival {
                 kind: ArrivalKind::Handler,
-                from: ins[node.first as usize].off,
+                from: eh::block(node, clauses).0,
                 depth,
             },
         );

@@ -52,12 +52,10 @@ pub(super) const KEEP_LARGEST: usize = 1 << 16;
 ///
 /// Nodes are first written one per region in place, sorted, and the sweep that builds the
 /// tree compacts them where they lie, so that no second list of regions is held beside them.
-/// A node's end is not kept: its clause gives it ([`block`]).
+/// A node's bounds are not kept: its clause gives them ([`block`]).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Node {
     pub kind: RegionKind,
-    /// First instruction (a byte offset while the tree is built).
-    pub first: u32,
     /// Lowest clause index owning this block (of several for a shared try).
     pub min_clause: u32,
     /// Two shortcuts up the tree, which ones by kind (read through [`stops`]): for a try, the
@@ -143,11 +141,10 @@ pub(super) fn block(n: &Node, clauses: &[Clause]) -> (u32, u32) {
 }
 
 impl Node {
-    /// A region of clause `clause` before the sweep: its first instruction a byte offset.
-    fn region(start: u32, kind: RegionKind, clause: u32) -> Node {
+    /// A region of clause `clause` before the sweep.
+    fn region(kind: RegionKind, clause: u32) -> Node {
         Node {
             kind,
-            first: start,
             min_clause: clause,
             up: [NONE; 2],
             try_entry_stop: NONE,
@@ -189,13 +186,16 @@ pub(super) fn check<R: Resolver + ?Sized>(
             ClauseKind::Finally => RegionKind::Finally,
             _ => RegionKind::Fault,
         };
-        nodes.push(Node::region(c.try_offset, RegionKind::Try, clause));
-        nodes.push(Node::region(c.handler_offset, handler, clause));
+        nodes.push(Node::region(RegionKind::Try, clause));
+        nodes.push(Node::region(handler, clause));
         if c.kind() == ClauseKind::Filter {
-            nodes.push(Node::region(c.class_or_filter, RegionKind::Filter, clause));
+            nodes.push(Node::region(RegionKind::Filter, clause));
         }
     }
-    nodes.sort_unstable_by_key(|x| (x.first, Reverse(block(x, clauses).1), x.kind, x.min_clause));
+    nodes.sort_unstable_by_key(|x| {
+        let (start, end) = block(x, clauses);
+        (start, Reverse(end), x.kind, x.min_clause)
+    });
     v.nodes = nodes;
     let ok = build_tree(v, clauses);
     // Scratch of the sweep, let go when large: the passes after it do not need it.
@@ -376,13 +376,13 @@ fn build_tree(v: &mut Verifier, clauses: &[Clause]) -> bool {
                 ok = false;
                 continue;
             }
-            ok &= check_nesting(v, parent, &x);
+            ok &= check_nesting(v, parent, &x, clauses);
         }
         let me = written as u32;
         if x.kind == RegionKind::Try {
             v.try_node[x.min_clause as usize] = me;
         }
-        v.nodes[written] = linked(x, &v.nodes[..written], parent);
+        v.nodes[written] = linked(x, &v.nodes[..written], parent, clauses);
         v.open.push(me);
         written += 1;
     }
@@ -392,7 +392,7 @@ fn build_tree(v: &mut Verifier, clauses: &[Clause]) -> bool {
 
 /// `x` with its shortcuts up the tree from those of `parent` (an index into `nodes`, or
 /// [`NONE`]).
-fn linked(mut x: Node, nodes: &[Node], parent: u32) -> Node {
+fn linked(mut x: Node, nodes: &[Node], parent: u32, clauses: &[Clause]) -> Node {
     let p = stops(nodes, parent);
     x.up = match x.kind {
         RegionKind::Try => [p.handler, p.leave_stop],
@@ -403,7 +403,7 @@ fn linked(mut x: Node, nodes: &[Node], parent: u32) -> Node {
     // An entry at this node's first instruction passes the tries that start there too; every
     // node above a parent that starts elsewhere starts before this one.
     x.try_entry_stop = match nodes.get(parent as usize) {
-        Some(pn) if pn.first == x.first => pn.try_entry_stop,
+        Some(pn) if block(pn, clauses).0 == block(&x, clauses).0 => pn.try_entry_stop,
         Some(_) => p.try_stop,
         None => NONE,
     };
@@ -424,6 +424,7 @@ fn has_finally(node: &Node, clauses: &[Clause]) -> bool {
 /// by catch and filter clauses.
 fn join_equal(v: &mut Verifier, n: u32, x: &Node, clauses: &[Clause]) -> bool {
     let node = v.nodes[n as usize];
+    let start = block(x, clauses).0;
     let clause = x.min_clause;
     let (code, msg) = match (node.kind, x.kind) {
         (RegionKind::Try, RegionKind::Try) => {
@@ -438,7 +439,7 @@ fn join_equal(v: &mut Verifier, n: u32, x: &Node, clauses: &[Clause]) -> bool {
                 node.min_clause = node.min_clause.min(clause);
                 v.try_node[clause as usize] = n;
                 // The newcomer must also come before whatever encloses the shared try.
-                return parent == NONE || check_order(v, parent, x);
+                return parent == NONE || check_order(v, parent, x, start);
             }
             (
                 Code::EHSharedTryFinally,
@@ -457,7 +458,7 @@ fn join_equal(v: &mut Verifier, n: u32, x: &Node, clauses: &[Clause]) -> bool {
     let other = node.min_clause;
     v.report_clause(
         code,
-        x.first,
+        start,
         format!("clause {clause}: {msg} (clause {other})"),
         clause,
         Some(other),
@@ -466,16 +467,19 @@ fn join_equal(v: &mut Verifier, n: u32, x: &Node, clauses: &[Clause]) -> bool {
 }
 
 /// Rules for `x` nested directly in node `parent` (the innermost open one).
-fn check_nesting(v: &mut Verifier, parent: u32, x: &Node) -> bool {
+fn check_nesting(v: &mut Verifier, parent: u32, x: &Node, clauses: &[Clause]) -> bool {
     let p = v.nodes[parent as usize];
+    let start = block(x, clauses).0;
     let clause = x.min_clause;
     if p.kind == RegionKind::Filter {
         v.report_clause(
             Code::EHFilterContainsRegion,
-            x.first,
+            start,
             format!(
                 "clause {clause}: its {} lies inside the filter of clause {} at IL_{:04x}",
-                x.kind, p.min_clause, p.first
+                x.kind,
+                p.min_clause,
+                block(&p, clauses).0
             ),
             clause,
             Some(p.min_clause),
@@ -490,7 +494,7 @@ fn check_nesting(v: &mut Verifier, parent: u32, x: &Node) -> bool {
     if own {
         v.report_clause(
             Code::EHOverlap,
-            x.first,
+            start,
             format!(
                 "clause {clause}: its {} lies inside its own {}",
                 x.kind, p.kind
@@ -509,12 +513,12 @@ fn check_nesting(v: &mut Verifier, parent: u32, x: &Node) -> bool {
             .iter()
             .rev()
             .map(|&q| nodes[q as usize])
-            .take_while(|n| n.first == x.first)
+            .take_while(|n| block(n, clauses).0 == start)
             .find(|n| n.kind.is_handler_like());
         if let Some(n) = same {
             v.report_clause(
                 Code::EHDuplicateHandlerStart,
-                x.first,
+                start,
                 format!(
                     "clause {clause}: its {} starts where the {} of clause {} starts",
                     x.kind, n.kind, n.min_clause
@@ -525,16 +529,16 @@ fn check_nesting(v: &mut Verifier, parent: u32, x: &Node) -> bool {
             return false;
         }
     }
-    check_order(v, parent, x)
+    check_order(v, parent, x, start)
 }
 
 /// Inner clauses come first: `x`, nested in `parent`, must belong to an earlier clause.
-fn check_order(v: &mut Verifier, parent: u32, x: &Node) -> bool {
+fn check_order(v: &mut Verifier, parent: u32, x: &Node, start: u32) -> bool {
     let p = v.nodes[parent as usize];
     if x.min_clause > p.min_clause {
         v.report_clause(
             Code::EHOrderInnerAfterOuter,
-            x.first,
+            start,
             format!(
                 "clause {} is nested in the {} of clause {} but listed after it",
                 x.min_clause, p.kind, p.min_clause
@@ -552,13 +556,12 @@ fn check_order(v: &mut Verifier, parent: u32, x: &Node) -> bool {
 fn assign_regions(v: &mut Verifier, clauses: &[Clause]) {
     for k in 0..v.nodes.len() {
         let node = v.nodes[k];
-        let first = v.index_at(node.first);
+        let first = v.first_of(&node, clauses);
         v.ins[first as usize].flags |= if node.kind.is_handler_like() {
             flag::JOIN | flag::HANDLER_START
         } else {
             flag::JOIN
         };
-        v.nodes[k].first = first;
     }
     fill_regions(v, clauses);
     for k in 0..v.nodes.len() {
@@ -571,7 +574,9 @@ fn assign_regions(v: &mut Verifier, clauses: &[Clause]) {
                     last.off,
                     format!(
                         "the filter of clause {} at IL_{:04x} ends with {}, not endfilter",
-                        node.min_clause, v.ins[node.first as usize].off, last.op
+                        node.min_clause,
+                        block(&node, clauses).0,
+                        last.op
                     ),
                     node.min_clause,
                     None,
@@ -598,7 +603,9 @@ fn fill_regions(v: &mut Verifier, clauses: &[Clause]) {
     for k in 0..=nodes.len() {
         // Up to where the next node starts (or the end of the code), run by run between the
         // ends of open nodes.
-        let to = nodes.get(k).map_or(count, |node| node.first as usize);
+        let to = nodes
+            .get(k)
+            .map_or(count, |node| v.first_of(node, clauses) as usize);
         loop {
             while open.last().is_some_and(|&o| end_of(o) <= at) {
                 open.pop();

@@ -1,7 +1,7 @@
 //! Decoding into the compact instruction array, branch targets, prefixes, and the rules for
 //! entering and leaving protected regions.
 
-use super::eh::{Node, RegionKind, stops};
+use super::eh::{Node, RegionKind, block, stops};
 use super::{Code, Ctx, Ins, NONE, Out, Resolver, Verifier, flag, fx, operand};
 use crate::body::Clause;
 use crate::instr::{InstrError, decode_with_len};
@@ -790,10 +790,12 @@ fn transfer(v: &mut Verifier, clauses: &[Clause], from: usize, to: usize, kind: 
     if rf == rt {
         return false;
     }
-    let holds = |n: &Node, i: usize| n.first as usize <= i && i < v.end_of(n, clauses) as usize;
+    let holds = |n: &Node, i: usize| {
+        v.first_of(n, clauses) as usize <= i && i < v.end_of(n, clauses) as usize
+    };
     let exited = |r: u32| v.nodes.get(r as usize).filter(|n| !holds(n, to)).copied();
     let entered = |r: u32| v.nodes.get(r as usize).filter(|n| !holds(n, from)).copied();
-    let try_entered = entered(try_entered_inside(v, rt, to));
+    let try_entered = entered(try_entered_inside(v, clauses, rt, to));
     let filters = (exited(filter_at(v, rf)), entered(filter_at(v, rt)));
     // At most five crossings: a `leave`'s try entry and both sides of the other two classes.
     let mut crossed: [Option<(Node, bool)>; 5] = [None; 5];
@@ -840,7 +842,7 @@ fn transfer(v: &mut Verifier, clauses: &[Clause], from: usize, to: usize, kind: 
                 "{} enters the {} starting at IL_{:04x} at IL_{:04x}",
                 describe(v, from, kind),
                 node.kind,
-                v.ins[node.first as usize].off,
+                block(&node, clauses).0,
                 v.ins[to].off
             )
         } else {
@@ -848,7 +850,7 @@ fn transfer(v: &mut Verifier, clauses: &[Clause], from: usize, to: usize, kind: 
                 "{} leaves the {} starting at IL_{:04x}",
                 describe(v, from, kind),
                 node.kind,
-                v.ins[node.first as usize].off
+                block(&node, clauses).0
             )
         };
         v.report_clause(code, v.ins[from].off, msg, node.min_clause, None);
@@ -909,9 +911,9 @@ fn try_around(v: &Verifier, r: u32) -> u32 {
 
 /// The innermost try around instruction `to` that does not start at `to`: the one an entry
 /// at `to` enters in the middle, if it enters it.
-fn try_entered_inside(v: &Verifier, r: u32, to: usize) -> u32 {
+fn try_entered_inside(v: &Verifier, clauses: &[Clause], r: u32, to: usize) -> u32 {
     match v.nodes.get(r as usize) {
-        Some(n) if n.first == to as u32 => n.try_entry_stop,
+        Some(n) if v.first_of(n, clauses) == to as u32 => n.try_entry_stop,
         _ => try_around(v, r),
     }
 }

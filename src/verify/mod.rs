@@ -1175,7 +1175,8 @@ pub struct Verifier {
     /// `special[..ns]`: indices of instructions with [`fx::SPECIAL`] placement rules.
     special: Vec<u32>,
     ns: usize,
-    /// `branches[..nb]`: indices of instructions with branch or switch targets.
+    /// `branches[..nb]`: indices of instructions with branch or switch targets. This and
+    /// `special` may be let go (their counts stay) once the region rules are done with them.
     branches: Vec<u32>,
     nb: usize,
     /// Token operands of the body, checked in batches by [`Resolver::tokens_pass`].
@@ -1297,6 +1298,16 @@ impl Verifier {
         }
     }
 
+    /// Lets the per-instruction lists' room past this body's entries go.
+    fn trim_lists(&mut self) {
+        self.ins.truncate(self.n);
+        self.ins.shrink_to_fit();
+        self.branches.truncate(self.nb);
+        self.branches.shrink_to_fit();
+        self.special.truncate(self.ns);
+        self.special.shrink_to_fit();
+    }
+
     /// Findings of the last run.
     pub fn diagnostics(&self) -> &[Diagnostic] {
         &self.out.diags
@@ -1380,6 +1391,11 @@ impl Verifier {
         if !flow::decode(self, buf, code.len(), &ctx, resolver) || self.stop() {
             return;
         }
+        if code.len() > RELEASE_OVER {
+            // The decoder's buffers grew ahead of the code; their unused room is resident
+            // (growing writes every entry), and the passes after it hold more beside them.
+            self.trim_lists();
+        }
         // Straight-line code without regions (most bodies) skips these passes and their setup.
         if self.nb != 0 {
             flow::resolve_targets(self, code);
@@ -1393,15 +1409,18 @@ impl Verifier {
         }
         flow::check_prefixes(self, eh_ok);
         flow::check_transfers(self, code, clauses, eh_ok);
-        // The passes after these do not look at regions per instruction.
+        // The passes after these do not look at regions per instruction, nor at the lists of
+        // branches and special instructions (their counts stay).
         eh::release_large(&mut self.region);
+        eh::release_large(&mut self.branches);
+        eh::release_large(&mut self.special);
         if self.stop() {
             return;
         }
-        stack::run(self, code, &ctx, resolver, eh_ok);
+        stack::run(self, code, clauses, &ctx, resolver, eh_ok);
         // Only a body with findings pays for saying how paths reach a join.
         if !self.out.first_only && !self.out.diags.is_empty() {
-            arrivals::explain(self, code, resolver);
+            arrivals::explain(self, code, clauses, resolver);
         }
         if !self.out.first_only && self.out.diags.len() > 1 {
             self.out.diags.sort_by_key(|d| (d.offset, d.code));
@@ -1453,6 +1472,11 @@ impl Verifier {
             return NONE;
         }
         self.starts.get(off).unwrap_or(NONE)
+    }
+
+    /// The first instruction of region node `node` (of a tree built from `clauses`).
+    fn first_of(&self, node: &eh::Node, clauses: &[Clause]) -> u32 {
+        self.index_at(eh::block(node, clauses).0)
     }
 
     /// One past the last instruction of region node `node` (of a tree built from `clauses`).

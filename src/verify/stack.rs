@@ -7,11 +7,13 @@
 
 use super::eh::{self, RegionKind};
 use super::{CallSig, Code, Ctx, Ins, NONE, Out, Resolver, Targets, Verifier, flag, fx};
+use crate::body::Clause;
 use crate::opcode::Opcode;
 
 pub(super) fn run<R: Resolver + ?Sized>(
     v: &mut Verifier,
     code: &[u8],
+    clauses: &[Clause],
     ctx: &Ctx,
     r: &R,
     eh_ok: bool,
@@ -33,6 +35,8 @@ pub(super) fn run<R: Resolver + ?Sized>(
     } = v;
     let ins = &ins[..*n];
     let targets = Targets { code, starts };
+    // Region starts are instruction starts (the table rules checked them).
+    let first = |node: &eh::Node| starts.get(eh::block(node, clauses).0);
     let mut st = St {
         out,
         work,
@@ -56,18 +60,21 @@ pub(super) fn run<R: Resolver + ?Sized>(
                     RegionKind::Finally | RegionKind::Fault => 0,
                     _ => 1,
                 };
+                let Some(at) = first(node) else {
+                    continue;
+                };
                 // The exception object counts against MaxStack before any instruction runs.
                 if let Some(declared) = ctx.declared_max_stack
                     && d > declared as u32
                 {
                     v.report(
                         Code::StackOverflow,
-                        ins[node.first as usize].off,
+                        ins[at as usize].off,
                         format!("handler entry depth {d} exceeds the declared MaxStack {declared}"),
                     );
                 }
                 v.max = v.max.max(d);
-                merge(v, ins, depth, node.first as usize, d);
+                merge(v, ins, depth, at as usize, d);
             }
         }
         while let Some(start) = v.work.pop() {
@@ -78,7 +85,7 @@ pub(super) fn run<R: Resolver + ?Sized>(
             }
         }
         if !v.stop() {
-            post_checks(v, ins, nodes, depth);
+            post_checks(v, nodes, depth, &first, clauses);
         }
     }
     *max = st.max;
@@ -373,15 +380,25 @@ fn check_ret(v: &mut St<'_>, off: u32, d: u32, ctx: &Ctx) {
 /// object the runtime pushes, which ILVerify accepts (its try-start check sees the handler
 /// block before the exception object is placed on its entry stack). A wrong depth arriving
 /// there by a branch is a branch into the handler, reported by the flow rules.
-fn post_checks(v: &mut St<'_>, ins: &[Ins], nodes: &[eh::Node], depth: &[u32]) {
-    // First instructions of the blocks entered with the exception object, sorted; built only
-    // when some try is entered with a non-empty stack.
+fn post_checks(
+    v: &mut St<'_>,
+    nodes: &[eh::Node],
+    depth: &[u32],
+    first: &dyn Fn(&eh::Node) -> Option<u32>,
+    clauses: &[Clause],
+) {
+    // First bytes of the blocks entered with the exception object, sorted; built only when
+    // some try is entered with a non-empty stack.
     let mut receives_exception: Option<Vec<u32>> = None;
     for node in nodes {
         if node.kind != RegionKind::Try {
             continue;
         }
-        let d = depth[node.first as usize];
+        let Some(at) = first(node) else {
+            continue;
+        };
+        let start = eh::block(node, clauses).0;
+        let d = depth[at as usize];
         if d != NONE && d != 0 {
             let starts = receives_exception.get_or_insert_with(|| {
                 let mut s: Vec<u32> = nodes
@@ -392,17 +409,17 @@ fn post_checks(v: &mut St<'_>, ins: &[Ins], nodes: &[eh::Node], depth: &[u32]) {
                             RegionKind::Catch | RegionKind::Filter | RegionKind::FilterHandler
                         )
                     })
-                    .map(|n| n.first)
+                    .map(|n| eh::block(n, clauses).0)
                     .collect();
                 s.sort_unstable();
                 s
             });
-            if d == 1 && starts.binary_search(&node.first).is_ok() {
+            if d == 1 && starts.binary_search(&start).is_ok() {
                 continue;
             }
             v.out.report_with(
                 Code::TryNonEmptyStack,
-                ins[node.first as usize].off,
+                start,
                 format!("the try is entered with {d} items on the stack"),
                 super::Detail::clause(node.min_clause, None),
             );
