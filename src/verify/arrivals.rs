@@ -9,10 +9,10 @@
 //! recorded (each instruction between joins is reached only by falling through, so its depth
 //! follows from the join before it), then one pass over the branches collects the arrivals.
 
+use super::clauses::Clauses;
 use super::detail::{Arrival, ArrivalKind, MAX_ARRIVALS};
 use super::eh::{self, RegionKind};
 use super::{Code, Ins, NONE, Resolver, Verifier, fx};
-use crate::body::Clause;
 use crate::opcode::Opcode;
 use std::collections::HashMap;
 
@@ -29,7 +29,7 @@ fn explained(code: Code) -> bool {
 pub(super) fn explain<R: Resolver + ?Sized>(
     v: &mut Verifier,
     code: &[u8],
-    clauses: &[Clause],
+    clauses: &Clauses<'_>,
     r: &R,
 ) {
     if !v.out.diags.iter().any(|d| explained(d.code)) {
@@ -49,7 +49,7 @@ pub(super) fn explain<R: Resolver + ?Sized>(
             at.entry(i).or_default();
         }
     }
-    let after = depths_after(v, r);
+    let after = depths_after(v, code, r);
     let ins = &v.ins[..n];
     let mut found = Found {
         at,
@@ -170,7 +170,7 @@ fn summary(list: &[Arrival], more: u32) -> String {
 /// The stack depth after each instruction on the path the dataflow followed through it, or
 /// [`NONE`] where it followed none (unreachable code, a path that ended at a fault or at a call
 /// whose signature is unknown, a `ret`).
-fn depths_after<R: Resolver + ?Sized>(v: &Verifier, r: &R) -> Vec<u32> {
+fn depths_after<R: Resolver + ?Sized>(v: &Verifier, code: &[u8], r: &R) -> Vec<u32> {
     let n = v.n;
     let ins = &v.ins[..n];
     let mut after = vec![NONE; n];
@@ -184,13 +184,13 @@ fn depths_after<R: Resolver + ?Sized>(v: &Verifier, r: &R) -> Vec<u32> {
         } else {
             NONE
         };
-        after[k] = effect(ins[k], before, r);
+        after[k] = effect(ins[k], before, code, r);
     }
     after
 }
 
 /// The depth after `x` given the depth before it, as the dataflow's step computes it.
-fn effect<R: Resolver + ?Sized>(x: Ins, before: u32, r: &R) -> u32 {
+fn effect<R: Resolver + ?Sized>(x: Ins, before: u32, code: &[u8], r: &R) -> u32 {
     if before == NONE {
         return NONE;
     }
@@ -202,7 +202,7 @@ fn effect<R: Resolver + ?Sized>(x: Ins, before: u32, r: &R) -> u32 {
     } else if x.op == Opcode::Ret {
         return NONE;
     } else {
-        match r.call_sig(x.op, x.arg) {
+        match r.call_sig(x.op, x.operand(code)) {
             Some(sig) => (sig.pops(x.op), sig.pushes(x.op)),
             None => return NONE,
         }

@@ -7,6 +7,7 @@
 //! placement rules look for, so that no rule walks up a deep tree. Region checks elsewhere run
 //! only when the table is sound.
 
+use super::clauses::Clauses;
 use super::{Code, NONE, Resolver, Verifier, flag};
 use crate::body::{Clause, ClauseKind};
 use crate::opcode::{Opcode, OperandKind};
@@ -61,7 +62,8 @@ pub(super) struct Node {
     /// Two shortcuts up the tree, which ones by kind (read through [`stops`]): for a try, the
     /// nearest handler and finally above it; for a catch or filter handler, the nearest try
     /// and finally; for a finally or fault, the nearest try (and nothing); for a filter, its
-    /// parent (and nothing), whose shortcuts are the filter's own.
+    /// parent (and nothing), whose shortcuts are the filter's own. Before the tree is built,
+    /// the block's byte bounds, so that sorting does not look up clauses.
     up: [u32; 2],
     /// The nearest try at or above this node that does not start at its first instruction,
     /// so that an entry there enters it in the middle (or [`NONE`]).
@@ -126,7 +128,7 @@ fn own_stops(n: &Node, k: u32) -> Stops {
 }
 
 /// The byte bounds of node `n`'s block, from its clause: the try, the handler or the filter.
-pub(super) fn block(n: &Node, clauses: &[Clause]) -> (u32, u32) {
+pub(super) fn block(n: &Node, clauses: &Clauses<'_>) -> (u32, u32) {
     let Some(c) = clauses.get(n.min_clause as usize) else {
         return (NONE, NONE);
     };
@@ -142,13 +144,21 @@ pub(super) fn block(n: &Node, clauses: &[Clause]) -> (u32, u32) {
 
 impl Node {
     /// A region of clause `clause` before the sweep.
-    fn region(kind: RegionKind, clause: u32) -> Node {
-        Node {
+    fn region(kind: RegionKind, clause: u32, clauses: &Clauses<'_>) -> Node {
+        let mut node = Node {
             kind,
             min_clause: clause,
             up: [NONE; 2],
             try_entry_stop: NONE,
-        }
+        };
+        let (start, end) = block(&node, clauses);
+        node.up = [start, end];
+        node
+    }
+
+    /// The byte bounds of a node before the sweep.
+    fn bounds(&self) -> (u32, u32) {
+        (self.up[0], self.up[1])
     }
 }
 
@@ -157,7 +167,7 @@ impl Node {
 pub(super) fn check<R: Resolver + ?Sized>(
     v: &mut Verifier,
     len: usize,
-    clauses: &[Clause],
+    clauses: &Clauses<'_>,
     r: &R,
 ) -> bool {
     if clauses.is_empty() {
@@ -186,14 +196,14 @@ pub(super) fn check<R: Resolver + ?Sized>(
             ClauseKind::Finally => RegionKind::Finally,
             _ => RegionKind::Fault,
         };
-        nodes.push(Node::region(RegionKind::Try, clause));
-        nodes.push(Node::region(handler, clause));
+        nodes.push(Node::region(RegionKind::Try, clause, clauses));
+        nodes.push(Node::region(handler, clause, clauses));
         if c.kind() == ClauseKind::Filter {
-            nodes.push(Node::region(RegionKind::Filter, clause));
+            nodes.push(Node::region(RegionKind::Filter, clause, clauses));
         }
     }
     nodes.sort_unstable_by_key(|x| {
-        let (start, end) = block(x, clauses);
+        let (start, end) = x.bounds();
         (start, Reverse(end), x.kind, x.min_clause)
     });
     v.nodes = nodes;
@@ -337,7 +347,7 @@ fn is_boundary(v: &Verifier, off: u64, len: usize) -> bool {
 /// them in place into the tree's nodes (a node is written at or before the slot its region was
 /// read from), each linked to the nodes above it. The open regions, innermost last, are the
 /// ancestors of the next node. Returns false on any finding.
-fn build_tree(v: &mut Verifier, clauses: &[Clause]) -> bool {
+fn build_tree(v: &mut Verifier, clauses: &Clauses<'_>) -> bool {
     let mut ok = true;
     v.open.clear();
     v.try_node.clear();
@@ -345,7 +355,7 @@ fn build_tree(v: &mut Verifier, clauses: &[Clause]) -> bool {
     let mut written = 0;
     for k in 0..v.nodes.len() {
         let x = v.nodes[k];
-        let (start, end) = block(&x, clauses);
+        let (start, end) = x.bounds();
         while let Some(&top) = v.open.last() {
             if block(&v.nodes[top as usize], clauses).1 <= start {
                 v.open.pop();
@@ -392,7 +402,7 @@ fn build_tree(v: &mut Verifier, clauses: &[Clause]) -> bool {
 
 /// `x` with its shortcuts up the tree from those of `parent` (an index into `nodes`, or
 /// [`NONE`]).
-fn linked(mut x: Node, nodes: &[Node], parent: u32, clauses: &[Clause]) -> Node {
+fn linked(mut x: Node, nodes: &[Node], parent: u32, clauses: &Clauses<'_>) -> Node {
     let p = stops(nodes, parent);
     x.up = match x.kind {
         RegionKind::Try => [p.handler, p.leave_stop],
@@ -412,26 +422,26 @@ fn linked(mut x: Node, nodes: &[Node], parent: u32, clauses: &[Clause]) -> Node 
 
 /// A shared try with a finally or fault among its clauses: a try node's clauses are all
 /// catches and filters once a second joins it, so its lowest clause tells.
-fn has_finally(node: &Node, clauses: &[Clause]) -> bool {
-    node.kind == RegionKind::Try
-        && matches!(
-            clauses[node.min_clause as usize].kind(),
-            ClauseKind::Finally | ClauseKind::Fault
-        )
+fn has_finally(node: &Node, clauses: &Clauses<'_>) -> bool {
+    node.kind == RegionKind::Try && is_finally(clauses, node.min_clause)
+}
+
+/// Whether clause `clause` is a finally or fault clause.
+fn is_finally(clauses: &Clauses<'_>, clause: u32) -> bool {
+    clauses
+        .get(clause as usize)
+        .is_some_and(|c| matches!(c.kind(), ClauseKind::Finally | ClauseKind::Fault))
 }
 
 /// `x` is the same block as node `n` (the innermost open one): allowed only for a try shared
 /// by catch and filter clauses.
-fn join_equal(v: &mut Verifier, n: u32, x: &Node, clauses: &[Clause]) -> bool {
+fn join_equal(v: &mut Verifier, n: u32, x: &Node, clauses: &Clauses<'_>) -> bool {
     let node = v.nodes[n as usize];
     let start = block(x, clauses).0;
     let clause = x.min_clause;
     let (code, msg) = match (node.kind, x.kind) {
         (RegionKind::Try, RegionKind::Try) => {
-            let fin = matches!(
-                clauses[clause as usize].kind(),
-                ClauseKind::Finally | ClauseKind::Fault
-            );
+            let fin = is_finally(clauses, clause);
             if !(fin || has_finally(&node, clauses)) {
                 // The open node below `n` is its parent.
                 let parent = v.open.len().checked_sub(2).map_or(NONE, |k| v.open[k]);
@@ -467,7 +477,7 @@ fn join_equal(v: &mut Verifier, n: u32, x: &Node, clauses: &[Clause]) -> bool {
 }
 
 /// Rules for `x` nested directly in node `parent` (the innermost open one).
-fn check_nesting(v: &mut Verifier, parent: u32, x: &Node, clauses: &[Clause]) -> bool {
+fn check_nesting(v: &mut Verifier, parent: u32, x: &Node, clauses: &Clauses<'_>) -> bool {
     let p = v.nodes[parent as usize];
     let start = block(x, clauses).0;
     let clause = x.min_clause;
@@ -553,7 +563,7 @@ fn check_order(v: &mut Verifier, parent: u32, x: &Node, start: u32) -> bool {
 
 /// Turns each node's bounds into instruction indices, gives each instruction its innermost
 /// node, marks handler starts; checks that filters end in `endfilter`.
-fn assign_regions(v: &mut Verifier, clauses: &[Clause]) {
+fn assign_regions(v: &mut Verifier, clauses: &Clauses<'_>) {
     for k in 0..v.nodes.len() {
         let node = v.nodes[k];
         let first = v.first_of(&node, clauses);
@@ -589,7 +599,7 @@ fn assign_regions(v: &mut Verifier, clauses: &[Clause]) {
 /// Gives each instruction its innermost node, in one sweep over instructions and nodes: nodes
 /// are sorted by start, outer before inner, and nest properly (the tree was built), so the
 /// innermost node holding an instruction is the last one opened before it and not yet ended.
-fn fill_regions(v: &mut Verifier, clauses: &[Clause]) {
+fn fill_regions(v: &mut Verifier, clauses: &Clauses<'_>) {
     let mut region = std::mem::take(&mut v.region);
     let mut open = std::mem::take(&mut v.open);
     let count = v.n;
@@ -607,16 +617,21 @@ fn fill_regions(v: &mut Verifier, clauses: &[Clause]) {
             .get(k)
             .map_or(count, |node| v.first_of(node, clauses) as usize);
         loop {
-            while open.last().is_some_and(|&o| end_of(o) <= at) {
+            // The innermost open node that has not ended, and its end.
+            let mut top = (NONE, to);
+            while let Some(&o) = open.last() {
+                let end = end_of(o);
+                if end > at {
+                    top = (o, end.min(to));
+                    break;
+                }
                 open.pop();
             }
             if at >= to {
                 break;
             }
-            let top = open.last().copied().unwrap_or(NONE);
-            let end = open.last().map_or(to, |&o| end_of(o).min(to));
-            region[at..end].fill(top);
-            at = end;
+            region[at..top.1].fill(top.0);
+            at = top.1;
         }
         if k < nodes.len() {
             open.push(k as u32);

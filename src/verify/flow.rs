@@ -1,15 +1,14 @@
 //! Decoding into the compact instruction array, branch targets, prefixes, and the rules for
 //! entering and leaving protected regions.
 
+use super::clauses::Clauses;
 use super::eh::{Node, RegionKind, block, stops};
 use super::{Code, Ctx, Ins, NONE, Out, Resolver, Verifier, flag, fx, operand};
-use crate::body::Clause;
 use crate::instr::{InstrError, decode_with_len};
 use crate::opcode::OperandKind;
 use crate::opcode::{Flow, Opcode};
 
-/// Decodes `code` into `v.ins`, records branch targets as byte offsets (in the branch's
-/// `arg`), and checks operands.
+/// Decodes `code` into `v.ins`, lists branches and special instructions, and checks operands.
 /// Returns false (after reporting) when the stream does not decode to the end.
 ///
 /// A fast pass decodes code that has no findings without reporting anything; at anything
@@ -179,7 +178,7 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
             };
             let idx = n as u32;
             let mut next = pos + d.len as usize;
-            let mut arg = (w >> d.shift) as u32 & d.mask;
+            let arg = (w >> d.shift) as u32 & d.mask;
             let off = pos as u32;
             let mut flags = carry;
             if d.slow && (ns == slow_end.0 || nb == slow_end.1) {
@@ -212,32 +211,19 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
                     operand::token(out, off, d.ins.op, d.operand, arg, r);
                 }
                 if kind & fx::TARGETS != 0 {
-                    match d.arg {
-                        // A branch's one target, as a byte offset, is its `arg`.
-                        fx::arg::BR8 => {
-                            let target = next as i64 + (w >> 8) as u8 as i8 as i64;
-                            arg = target_offset(target, len);
-                        }
-                        fx::arg::BR32 => {
-                            let disp = (w >> 8) as u32 as i32;
-                            arg = target_offset(next as i64 + disp as i64, len);
-                        }
-                        _ => {
-                            // switch: the count is checked against the bytes left before any
-                            // is read. Its targets stay in its table, which the passes re-read
-                            // (`Targets`): kept here they would take four bytes per
-                            // four bytes of table. `arg` is the count.
-                            let count = (w >> 8) as u32;
-                            if count as usize > (len - next) / 4 {
-                                if REPORT {
-                                    decode_error(out, code, pos);
-                                }
-                                ok = false;
-                                break;
+                    // A branch's target is read again from its operand when needed
+                    // (`Targets`); so are a switch's, from its table, whose count is checked
+                    // against the bytes left before any is read.
+                    if d.arg == fx::arg::SWITCH {
+                        let count = (w >> 8) as u32;
+                        if count as usize > (len - next) / 4 {
+                            if REPORT {
+                                decode_error(out, code, pos);
                             }
-                            next += 4 * count as usize;
-                            arg = count;
+                            ok = false;
+                            break;
                         }
+                        next += 4 * count as usize;
                     }
                     branches_buf[nb] = idx;
                     nb += 1;
@@ -258,7 +244,6 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
             }
             ins_buf[n] = Ins {
                 off,
-                arg,
                 flags,
                 ..d.ins
             };
@@ -325,20 +310,16 @@ pub(super) fn resolve_targets(v: &mut Verifier, code: &[u8]) {
         let Some((fb, fk)) = resolve_from(v, code, b, k) else {
             return;
         };
-        let branch = v.branches[fb] as usize;
-        let ins = v.ins[branch];
+        let ins = v.ins[v.branches[fb] as usize];
         let off = if ins.op == Opcode::Switch {
             v.targets_in(code).switch_offset(&ins, fk)
         } else {
-            ins.arg
+            v.targets_in(code).branch_offset(&ins)
         };
         if off == NONE {
             bad_branch(v, ins);
         } else {
             bad_jump_target(v, ins, off);
-            if ins.op != Opcode::Switch {
-                v.ins[branch].arg = NONE;
-            }
         }
         (b, k) = (fb, fk + 1);
     }
@@ -369,13 +350,13 @@ fn resolve_from(
         let first = if b == from { resume } else { 0 };
         let view = super::Targets { code, starts };
         let switch = x.op == Opcode::Switch;
-        let count = if switch { x.arg as usize } else { 1 };
+        let count = view.count(&x);
         for k in first..count {
-            // The decoder left `NONE` for targets outside the code.
+            // `NONE` for targets outside the code.
             let off = if switch {
                 view.switch_offset(&x, k)
             } else {
-                x.arg
+                view.branch_offset(&x)
             };
             let t = match starts.get(off) {
                 Some(t) if (off as usize) < code_len => t,
@@ -383,9 +364,6 @@ fn resolve_from(
             };
             if ins[t as usize].flags & flag::AFTER_PREFIX != 0 {
                 return Some((b, k));
-            }
-            if !switch {
-                ins[i].arg = t;
             }
             ins[t as usize].flags |= if t as usize > i {
                 flag::JOIN | flag::FORWARD_TARGET
@@ -492,20 +470,20 @@ fn prefix_code(prefix: Opcode) -> Code {
 /// Each prefix must precede (possibly through other prefixes) an instruction it may modify; a
 /// `tail.` call must be followed by `ret` and lie outside protected regions.
 #[inline]
-pub(super) fn check_prefixes(v: &mut Verifier, eh_ok: bool) {
+pub(super) fn check_prefixes(v: &mut Verifier, code: &[u8], eh_ok: bool) {
     // Most bodies have no prefix: look for the first before setting up the pass.
     let (ins, special) = (&v.ins, &v.special[..v.ns]);
     if let Some(first) = special
         .iter()
         .position(|&i| ins[i as usize].fx().flow == Flow::Prefix)
     {
-        prefixes_from(v, first, eh_ok);
+        prefixes_from(v, code, first, eh_ok);
     }
 }
 
 /// [`check_prefixes`] from `v.special[first]`, the first prefix.
 #[inline(never)]
-fn prefixes_from(v: &mut Verifier, first: usize, eh_ok: bool) {
+fn prefixes_from(v: &mut Verifier, code: &[u8], first: usize, eh_ok: bool) {
     let n = v.n;
     // Resume point: prefixes already handled as part of an earlier run.
     let mut next = 0;
@@ -535,7 +513,7 @@ fn prefixes_from(v: &mut Verifier, first: usize, eh_ok: bool) {
                 let off = v.ins[k].off;
                 v.report(prefix_code(p), off, format!("{p} cannot prefix {target}"));
             } else if p == Opcode::Tail {
-                check_tail_call(v, k, j, eh_ok);
+                check_tail_call(v, code, k, j, eh_ok);
             }
         }
         next = j + 1;
@@ -544,16 +522,17 @@ fn prefixes_from(v: &mut Verifier, first: usize, eh_ok: bool) {
 
 /// III.2.4: `tail. call…` is immediately followed by `ret` (a `br` to a `ret` is accepted, as
 /// runtimes do) and transfers control from outside any protected region.
-fn check_tail_call(v: &mut Verifier, prefix: usize, call: usize, eh_ok: bool) {
+fn check_tail_call(v: &mut Verifier, code: &[u8], prefix: usize, call: usize, eh_ok: bool) {
     let off = v.ins[prefix].off;
     let ins = &v.ins[..v.n];
+    let targets = v.targets_in(code);
     let is_ret = |i: usize| ins.get(i).is_some_and(|x| x.op == Opcode::Ret);
     let next = call + 1;
     let ok = is_ret(next)
         || ins.get(next).is_some_and(|x| {
             matches!(x.op, Opcode::Br | Opcode::Br_S)
-                // A `br`'s one target, resolved.
-                && is_ret(x.arg as usize)
+                // A `br`'s one target.
+                && is_ret(targets.get(ins, x, 0) as usize)
         });
     if !ok {
         v.report(
@@ -581,7 +560,7 @@ enum Transfer {
 /// Region rules for every branch, `leave` and fall-through; placement of `ret`, `jmp`,
 /// `endfinally`, `endfilter` and `rethrow`; falling off the end of the code.
 #[inline(always)]
-pub(super) fn check_transfers(v: &mut Verifier, code: &[u8], clauses: &[Clause], eh_ok: bool) {
+pub(super) fn check_transfers(v: &mut Verifier, code: &[u8], clauses: &Clauses<'_>, eh_ok: bool) {
     if !v.nodes.is_empty() {
         transfers_in_regions(v, code, clauses, eh_ok);
     } else {
@@ -620,7 +599,7 @@ fn fallthrough_at_end(v: &mut Verifier, off: u32) {
 /// last instruction before a region boundary can break a rule; they are visited in code order
 /// (as a scan of every instruction would), so findings come in the same order.
 #[inline(never)]
-fn transfers_in_regions(v: &mut Verifier, code: &[u8], clauses: &[Clause], eh_ok: bool) {
+fn transfers_in_regions(v: &mut Verifier, code: &[u8], clauses: &Clauses<'_>, eh_ok: bool) {
     let n = v.n;
     let (mut b, mut s) = (0, 0);
     let mut e = next_boundary(&v.region[..n], 0);
@@ -656,7 +635,7 @@ fn next_boundary(region: &[u32], from: usize) -> u32 {
 
 /// The region rules for instruction `i`: its branch targets, its placement, and its fall
 /// through into the next instruction.
-fn transfers_from(v: &mut Verifier, code: &[u8], clauses: &[Clause], i: usize, eh_ok: bool) {
+fn transfers_from(v: &mut Verifier, code: &[u8], clauses: &Clauses<'_>, i: usize, eh_ok: bool) {
     let n = v.n;
     let ins = v.ins[i];
     if ins.fx().kind & fx::TARGETS != 0 {
@@ -690,7 +669,7 @@ fn transfers_from(v: &mut Verifier, code: &[u8], clauses: &[Clause], i: usize, e
 }
 
 /// Where `ret`, `jmp`, `endfinally`, `endfilter` and `rethrow` may appear.
-fn placement(v: &mut Verifier, i: usize, clauses: &[Clause], eh_ok: bool) {
+fn placement(v: &mut Verifier, i: usize, clauses: &Clauses<'_>, eh_ok: bool) {
     let ins = v.ins[i];
     match ins.op {
         Opcode::Ret | Opcode::Jmp => {
@@ -785,7 +764,13 @@ fn enclosing_handler(v: &Verifier, i: usize) -> Option<RegionKind> {
 /// - a `leave` may exit tries and catch handlers, so it gets an exit's code only for a filter
 ///   or the innermost finally or fault around `from`, and its entries' codes as well: per
 ///   class the exit's before the entry's.
-fn transfer(v: &mut Verifier, clauses: &[Clause], from: usize, to: usize, kind: Transfer) -> bool {
+fn transfer(
+    v: &mut Verifier,
+    clauses: &Clauses<'_>,
+    from: usize,
+    to: usize,
+    kind: Transfer,
+) -> bool {
     let (rf, rt) = (v.region_of(from), v.region_of(to));
     if rf == rt {
         return false;
@@ -911,7 +896,7 @@ fn try_around(v: &Verifier, r: u32) -> u32 {
 
 /// The innermost try around instruction `to` that does not start at `to`: the one an entry
 /// at `to` enters in the middle, if it enters it.
-fn try_entered_inside(v: &Verifier, clauses: &[Clause], r: u32, to: usize) -> u32 {
+fn try_entered_inside(v: &Verifier, clauses: &Clauses<'_>, r: u32, to: usize) -> u32 {
     match v.nodes.get(r as usize) {
         Some(n) if v.first_of(n, clauses) == to as u32 => n.try_entry_stop,
         _ => try_around(v, r),

@@ -24,6 +24,7 @@
 
 mod align;
 mod arrivals;
+mod clauses;
 mod detail;
 mod eh;
 mod flow;
@@ -44,6 +45,7 @@ pub use resolver::{
 
 use crate::body::{Body, Clause};
 use crate::opcode::{Flow, Opcode, OperandKind};
+use clauses::Clauses;
 use serde::Serialize;
 use std::fmt;
 
@@ -766,16 +768,14 @@ impl fmt::Display for Diagnostic {
 /// Marks "no instruction", "no region" and "no depth yet".
 pub(crate) const NONE: u32 = u32::MAX;
 
-/// One decoded instruction, compactly: 12 bytes, since the full passes hold one per
-/// instruction. The opcode's facts are looked up by opcode ([`Ins::fx`]) rather than kept.
+/// One decoded instruction, compactly: 8 bytes, since the full passes hold one per
+/// instruction. The opcode's facts are looked up by opcode ([`Ins::fx`]), and the operands the
+/// passes after decoding need (a callee's token, a `switch`'s count, a branch's target) are
+/// read again from the code ([`Ins::operand`], [`Targets`]), rather than kept.
 #[derive(Clone, Copy, Debug)]
 #[repr(C)]
 struct Ins {
     off: u32,
-    /// Local or argument index, token, `ShortI` byte; for a branch its one target (a byte
-    /// offset after decoding, an instruction index or [`NONE`] once resolved); for a `switch`
-    /// its count (its targets stay in its table: see [`Targets`]).
-    arg: u32,
     op: Opcode,
     flags: u16,
 }
@@ -785,6 +785,17 @@ impl Ins {
     #[inline(always)]
     fn fx(&self) -> Fx {
         fx::of(self.op)
+    }
+
+    /// The four bytes after the opcode in `code` (the code it was decoded from): a token, a
+    /// `switch`'s count, a long branch's displacement; 0 if they are not there.
+    #[inline]
+    fn operand(&self, code: &[u8]) -> u32 {
+        let at = self.off as usize + fx::dec(self.op).shift as usize / 8;
+        match code.get(at..at + 4) {
+            Some(b) => u32::from_le_bytes([b[0], b[1], b[2], b[3]]),
+            None => 0,
+        }
     }
 }
 
@@ -821,12 +832,23 @@ mod fx {
     /// pushes from the callee's signature.
     pub const CALL: u8 = 16;
 
+    /// Where `op` is in [`DEC`] and [`FX`]: its low byte, plus 256 for the `FE xx` opcodes.
+    #[inline(always)]
+    fn key(op: Opcode) -> usize {
+        let code = op as u16;
+        (code as u8 as usize) | ((code >> 15) as usize) << 8
+    }
+
     /// The facts of opcode `op`.
     #[inline(always)]
     pub fn of(op: Opcode) -> Fx {
-        let code = op as u16;
-        // Indexed like [`DEC`]: the low byte, plus 256 for the `FE xx` opcodes.
-        FX[(code as u8 as usize) | ((code >> 15) as usize) << 8]
+        FX[key(op)]
+    }
+
+    /// The decode table's entry for opcode `op`.
+    #[inline(always)]
+    pub fn dec(op: Opcode) -> &'static Dec {
+        &DEC[key(op)]
     }
 
     /// Every opcode's facts, indexed like [`DEC`] (undefined encodings hold `nop`'s).
@@ -886,7 +908,7 @@ mod fx {
         }
     }
 
-    /// How the decoder reads [`super::Ins::arg`].
+    /// How the decoder reads an instruction's operand.
     pub mod arg {
         pub const NONE: u8 = 0;
         pub const U8: u8 = 1;
@@ -921,9 +943,10 @@ mod fx {
         pub ins: Ins,
         /// The opcode's facts.
         pub fx: Fx,
-        /// The operand bits `Ins::arg` keeps (0 when it keeps none, and for targets).
+        /// The operand bits the decoder checks (a local or argument index, a token; 0 when
+        /// none, and for targets).
         pub mask: u32,
-        /// The bits of `Ins::arg` that are a local or argument index (0 when none are).
+        /// The bits of those that are a local or argument index (0 when none are).
         pub vmask: u32,
         /// Opcode plus operand bytes (for `switch`, without its table); 0 when undefined.
         pub len: u8,
@@ -952,7 +975,6 @@ mod fx {
         let mut t = [Dec {
             ins: Ins {
                 off: 0,
-                arg: 0,
                 op: Opcode::Nop,
                 flags: 0,
             },
@@ -1032,7 +1054,6 @@ mod fx {
             t[key] = Dec {
                 ins: Ins {
                     off: 0,
-                    arg: 0,
                     op: info.opcode,
                     flags: 0,
                 },
@@ -1192,7 +1213,6 @@ pub struct Verifier {
     try_node: Vec<u32>,
     open: Vec<u32>,
     work: Vec<u32>,
-    clauses: Vec<Clause>,
     single: single_pass::SinglePass,
     /// Set when bodies without regions skip [`single_pass`] (clear by default: they try it
     /// first).
@@ -1228,7 +1248,10 @@ impl Verifier {
                 code,
                 clauses,
                 declared_max_stack,
-            } => self.run_in(code, code.len(), clauses, declared_max_stack, resolver),
+            } => {
+                let clauses = Clauses::One(clauses);
+                self.run_in(code, code.len(), &clauses, declared_max_stack, resolver);
+            }
         }
         &self.out.diags
     }
@@ -1246,7 +1269,13 @@ impl Verifier {
         opts: &Options,
     ) -> &[Diagnostic] {
         self.out.first_only = opts.first_only;
-        self.run_in(buf, len, clauses, declared_max_stack, resolver);
+        self.run_in(
+            buf,
+            len,
+            &Clauses::One(clauses),
+            declared_max_stack,
+            resolver,
+        );
         &self.out.diags
     }
 
@@ -1326,19 +1355,9 @@ impl Verifier {
 
     fn run_body<R: Resolver + ?Sized>(&mut self, body: &Body<'_>, resolver: &R) {
         let max = Some(body.max_stack());
-        let mut eh = body.sections.iter().filter(|s| s.is_eh());
-        let first = eh.next();
-        if eh.next().is_none() {
-            // The common case (at most one EH section) borrows its clauses: no copy.
-            let clauses = first.map_or(&[][..], |s| s.clauses());
-            self.run_in(body.code, body.code.len(), clauses, max, resolver);
-        } else {
-            let mut clauses = std::mem::take(&mut self.clauses);
-            clauses.clear();
-            clauses.extend(body.clauses().copied());
-            self.run_in(body.code, body.code.len(), &clauses, max, resolver);
-            self.clauses = clauses;
-        }
+        // Borrowed from the sections, however many: no copy.
+        let clauses = Clauses::of(body);
+        self.run_in(body.code, body.code.len(), &clauses, max, resolver);
     }
 
     /// Verifies `buf[..len]`, whose bytes past `len` the decoder may read but never acts on
@@ -1347,7 +1366,7 @@ impl Verifier {
         &mut self,
         buf: &[u8],
         len: usize,
-        clauses: &[Clause],
+        clauses: &Clauses<'_>,
         declared_max_stack: Option<u16>,
         resolver: &R,
     ) {
@@ -1407,7 +1426,7 @@ impl Verifier {
         if self.stop() {
             return;
         }
-        flow::check_prefixes(self, eh_ok);
+        flow::check_prefixes(self, code, eh_ok);
         flow::check_transfers(self, code, clauses, eh_ok);
         // The passes after these do not look at regions per instruction, nor at the lists of
         // branches and special instructions (their counts stay).
@@ -1475,12 +1494,12 @@ impl Verifier {
     }
 
     /// The first instruction of region node `node` (of a tree built from `clauses`).
-    fn first_of(&self, node: &eh::Node, clauses: &[Clause]) -> u32 {
+    fn first_of(&self, node: &eh::Node, clauses: &Clauses<'_>) -> u32 {
         self.index_at(eh::block(node, clauses).0)
     }
 
     /// One past the last instruction of region node `node` (of a tree built from `clauses`).
-    fn end_of(&self, node: &eh::Node, clauses: &[Clause]) -> u32 {
+    fn end_of(&self, node: &eh::Node, clauses: &Clauses<'_>) -> u32 {
         self.index_at(eh::block(node, clauses).1)
     }
 
@@ -1534,10 +1553,10 @@ fn sparse(buf: &[u8], len: usize) -> bool {
 const RELEASE_OVER: usize = 1 << 16;
 
 /// The targets of the branching instructions of `code`, for the passes after
-/// `flow::resolve_targets`: a branch's (and `leave`'s) one target is its `arg`; a `switch`'s are
-/// read from its table in the code each time they are needed, and resolved through `starts`,
-/// since the `switch` tables of hostile code hold a target per four bytes, and a stored copy
-/// would take as much memory again as the code.
+/// `flow::resolve_targets`: read from the code each time they are needed (a branch's from its
+/// operand, a `switch`'s from its table) and resolved through `starts`, since a stored copy
+/// would take as much memory again as the instructions (or, for the `switch` tables of hostile
+/// code, as the code).
 #[derive(Clone, Copy)]
 struct Targets<'a> {
     code: &'a [u8],
@@ -1549,17 +1568,30 @@ impl Targets<'_> {
     #[inline]
     fn count(&self, x: &Ins) -> usize {
         if x.op == Opcode::Switch {
-            x.arg as usize
+            x.operand(self.code) as usize
         } else {
             1
         }
+    }
+
+    /// The byte offset the branch (not `switch`) `x` jumps to, or [`NONE`] outside the code.
+    #[inline]
+    fn branch_offset(&self, x: &Ins) -> u32 {
+        let at = x.off as usize + 1;
+        // Branch opcodes are one byte; the decoder checked that the operand is in the code.
+        let (next, disp) = if fx::dec(x.op).arg == fx::arg::BR8 {
+            (at + 1, self.code.get(at).map_or(0, |&b| b as i8 as i64))
+        } else {
+            (at + 4, x.operand(self.code) as i32 as i64)
+        };
+        flow::target_offset(next as i64 + disp, self.code.len())
     }
 
     /// The byte offset case `k` of the `switch` `x` jumps to, or [`NONE`] outside the code.
     #[inline]
     fn switch_offset(&self, x: &Ins, k: usize) -> u32 {
         let table = x.off as usize + 5;
-        let next = table + 4 * x.arg as usize;
+        let next = table + 4 * x.operand(self.code) as usize;
         match self.code.get(table + 4 * k..table + 4 * k + 4) {
             Some(c) => {
                 let disp = i32::from_le_bytes([c[0], c[1], c[2], c[3]]);
@@ -1575,10 +1607,11 @@ impl Targets<'_> {
     /// instructions.
     #[inline]
     fn get(&self, ins: &[Ins], x: &Ins, k: usize) -> u32 {
-        if x.op != Opcode::Switch {
-            return x.arg;
-        }
-        let off = self.switch_offset(x, k);
+        let off = if x.op == Opcode::Switch {
+            self.switch_offset(x, k)
+        } else {
+            self.branch_offset(x)
+        };
         match self.starts.get(off) {
             Some(t) if ins[t as usize].flags & flag::AFTER_PREFIX == 0 => t,
             _ => NONE,

@@ -5,15 +5,15 @@
 //! instruction by instruction until the flow ends or reaches an instruction whose depth is
 //! already known, where the depths must agree. Each instruction is visited once.
 
+use super::clauses::Clauses;
 use super::eh::{self, RegionKind};
 use super::{CallSig, Code, Ctx, Ins, NONE, Out, Resolver, Targets, Verifier, flag, fx};
-use crate::body::Clause;
 use crate::opcode::Opcode;
 
 pub(super) fn run<R: Resolver + ?Sized>(
     v: &mut Verifier,
     code: &[u8],
-    clauses: &[Clause],
+    clauses: &Clauses<'_>,
     ctx: &Ctx,
     r: &R,
     eh_ok: bool,
@@ -181,7 +181,7 @@ fn walk<R: Resolver + ?Sized, const TRACK: bool>(
             Some((fx.pops as u32, fx.pushes as u32))
         } else if fx.pops == fx::SIG && fx.kind & fx::SPECIAL == 0 && x.flags & flag::TAIL == 0 {
             // An unknown signature ends the path.
-            let Some(sig) = call_effect(v, *x, r) else {
+            let Some(sig) = call_effect(v, *x, targets.code, r) else {
                 return;
             };
             Some((sig.pops(x.op), sig.pushes(x.op)))
@@ -251,7 +251,7 @@ fn step<R: Resolver + ?Sized, const TRACK: bool>(
             check_ret(v, x.off, *d, ctx);
             return false;
         } else {
-            match call_effect(v, x, r) {
+            match call_effect(v, x, targets.code, r) {
                 Some(sig) => (sig.pops(x.op), sig.pushes(x.op)),
                 None => return false,
             }
@@ -345,8 +345,13 @@ fn overflow(v: &mut St<'_>, off: u32, d: u32, declared: u32) {
 /// The signature of the call `x`, or `None` (the path is abandoned) when it is unknown. A bad
 /// token was already reported by the operand rules.
 #[inline]
-fn call_effect<R: Resolver + ?Sized>(v: &mut St<'_>, x: Ins, r: &R) -> Option<CallSig> {
-    let sig = r.call_sig(x.op, x.arg);
+fn call_effect<R: Resolver + ?Sized>(
+    v: &mut St<'_>,
+    x: Ins,
+    code: &[u8],
+    r: &R,
+) -> Option<CallSig> {
+    let sig = r.call_sig(x.op, x.operand(code));
     if sig.is_none() {
         v.incomplete = true;
     }
@@ -385,7 +390,7 @@ fn post_checks(
     nodes: &[eh::Node],
     depth: &[u32],
     first: &dyn Fn(&eh::Node) -> Option<u32>,
-    clauses: &[Clause],
+    clauses: &Clauses<'_>,
 ) {
     // First bytes of the blocks entered with the exception object, sorted; built only when
     // some try is entered with a non-empty stack.

@@ -2265,7 +2265,7 @@ fn fast_decode_matches_reporting_decode() {
         let snapshot = |v: &Verifier| {
             let ins: Vec<_> = v.ins[..v.n]
                 .iter()
-                .map(|x| (x.off, x.arg, x.op, x.flags))
+                .map(|x| (x.off, x.op, x.flags))
                 .collect();
             (ins, v.branches[..v.nb].to_vec(), v.special[..v.ns].to_vec())
         };
