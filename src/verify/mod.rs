@@ -1410,9 +1410,11 @@ impl Verifier {
         if !flow::decode(self, buf, code.len(), &ctx, resolver) || self.stop() {
             return;
         }
-        if code.len() > RELEASE_OVER {
+        if code.len() > RELEASE_OVER && !clauses.is_empty() {
             // The decoder's buffers grew ahead of the code; their unused room is resident
-            // (growing writes every entry), and the passes after it hold more beside them.
+            // (growing writes every entry), and the region passes hold as much again beside
+            // them. (Without regions the passes after add little, and the room given back
+            // would only be a hole the allocator keeps resident.)
             self.trim_lists();
         }
         // Straight-line code without regions (most bodies) skips these passes and their setup.
