@@ -1515,7 +1515,7 @@ impl Verifier {
 const COUNT_OVER: usize = 1 << 20;
 
 /// Code with fewer instructions than one per this many bytes is sparse: the full passes hold
-/// about 24 bytes an instruction (the instruction, its depth, its share of the start index and
+/// about 16 bytes an instruction (the instruction, its depth, its share of the start index and
 /// of the branch lists), the single pass two bytes a byte of code.
 const SPARSE: usize = 16;
 
