@@ -9,8 +9,9 @@
 //! recorded (each instruction between joins is reached only by falling through, so its depth
 //! follows from the join before it), then one pass over the branches collects the arrivals.
 
+use super::clauses::Clauses;
 use super::detail::{Arrival, ArrivalKind, MAX_ARRIVALS};
-use super::eh::RegionKind;
+use super::eh::{self, RegionKind};
 use super::{Code, Ins, NONE, Resolver, Verifier, fx};
 use crate::opcode::Opcode;
 use std::collections::HashMap;
@@ -25,7 +26,12 @@ fn explained(code: Code) -> bool {
 
 /// Adds the arrivals to every finding of an [`explained`] code, and a summary of them to its
 /// message.
-pub(super) fn explain<R: Resolver + ?Sized>(v: &mut Verifier, code: &[u8], r: &R) {
+pub(super) fn explain<R: Resolver + ?Sized>(
+    v: &mut Verifier,
+    code: &[u8],
+    clauses: &Clauses<'_>,
+    r: &R,
+) {
     if !v.out.diags.iter().any(|d| explained(d.code)) {
         return;
     }
@@ -43,7 +49,7 @@ pub(super) fn explain<R: Resolver + ?Sized>(v: &mut Verifier, code: &[u8], r: &R
             at.entry(i).or_default();
         }
     }
-    let after = depths_after(v, r);
+    let after = depths_after(v, code, r);
     let ins = &v.ins[..n];
     let mut found = Found {
         at,
@@ -58,15 +64,14 @@ pub(super) fn explain<R: Resolver + ?Sized>(v: &mut Verifier, code: &[u8], r: &R
         },
     );
     // Predecessors in code order, so that each list is sorted by where control comes from: a
-    // conditional branch's target and its fall-through are both arrivals from it.
-    let mut branches = v.branches[..v.nb].to_vec();
-    branches.sort_unstable();
+    // conditional branch's target and its fall-through are both arrivals from it. (The list of
+    // branches may have been let go after the region rules: each instruction says.)
     let mut seen: Vec<u32> = Vec::new();
     for (k, x) in ins.iter().enumerate() {
         if after[k] == NONE {
             continue;
         }
-        if branches.binary_search(&(k as u32)).is_ok() {
+        if x.fx().kind & fx::TARGETS != 0 {
             seen.clear();
             let targets = v.targets_in(code);
             for t in (0..targets.count(x)).map(|j| targets.get(ins, x, j)) {
@@ -84,7 +89,7 @@ pub(super) fn explain<R: Resolver + ?Sized>(v: &mut Verifier, code: &[u8], r: &R
                 }
             }
         }
-        if k + 1 < n && !x.fx.flow.ends_block() {
+        if k + 1 < n && !x.fx().flow.ends_block() {
             found.add(
                 k as u32 + 1,
                 Arrival {
@@ -102,10 +107,10 @@ pub(super) fn explain<R: Resolver + ?Sized>(v: &mut Verifier, code: &[u8], r: &R
             RegionKind::Filter | RegionKind::Catch | RegionKind::FilterHandler => 1,
         };
         found.add(
-            node.first,
+            v.first_of(node, clauses),
             Arrival {
                 kind: ArrivalKind::Handler,
-                from: node.start,
+                from: eh::block(node, clauses).0,
                 depth,
             },
         );
@@ -165,7 +170,7 @@ fn summary(list: &[Arrival], more: u32) -> String {
 /// The stack depth after each instruction on the path the dataflow followed through it, or
 /// [`NONE`] where it followed none (unreachable code, a path that ended at a fault or at a call
 /// whose signature is unknown, a `ret`).
-fn depths_after<R: Resolver + ?Sized>(v: &Verifier, r: &R) -> Vec<u32> {
+fn depths_after<R: Resolver + ?Sized>(v: &Verifier, code: &[u8], r: &R) -> Vec<u32> {
     let n = v.n;
     let ins = &v.ins[..n];
     let mut after = vec![NONE; n];
@@ -174,22 +179,22 @@ fn depths_after<R: Resolver + ?Sized>(v: &Verifier, r: &R) -> Vec<u32> {
         // elsewhere only falling through reaches an instruction.
         let before = if v.depth[k] != NONE {
             v.depth[k]
-        } else if k > 0 && !ins[k - 1].fx.flow.ends_block() {
+        } else if k > 0 && !ins[k - 1].fx().flow.ends_block() {
             after[k - 1]
         } else {
             NONE
         };
-        after[k] = effect(ins[k], before, r);
+        after[k] = effect(ins[k], before, code, r);
     }
     after
 }
 
 /// The depth after `x` given the depth before it, as the dataflow's step computes it.
-fn effect<R: Resolver + ?Sized>(x: Ins, before: u32, r: &R) -> u32 {
+fn effect<R: Resolver + ?Sized>(x: Ins, before: u32, code: &[u8], r: &R) -> u32 {
     if before == NONE {
         return NONE;
     }
-    let fx = x.fx;
+    let fx = x.fx();
     let (pops, pushes) = if fx.pops < fx::SIG && fx.pushes < fx::SIG {
         (fx.pops as u32, fx.pushes as u32)
     } else if fx.pops == fx::POP_ALL {
@@ -197,7 +202,7 @@ fn effect<R: Resolver + ?Sized>(x: Ins, before: u32, r: &R) -> u32 {
     } else if x.op == Opcode::Ret {
         return NONE;
     } else {
-        match r.call_sig(x.op, x.arg) {
+        match r.call_sig(x.op, x.operand(code)) {
             Some(sig) => (sig.pops(x.op), sig.pushes(x.op)),
             None => return NONE,
         }

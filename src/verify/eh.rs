@@ -7,6 +7,7 @@
 //! placement rules look for, so that no rule walks up a deep tree. Region checks elsewhere run
 //! only when the table is sound.
 
+use super::clauses::Clauses;
 use super::{Code, NONE, Resolver, Verifier, flag};
 use crate::body::{Clause, ClauseKind};
 use crate::opcode::{Opcode, OperandKind};
@@ -47,49 +48,117 @@ impl fmt::Display for RegionKind {
 /// when their pass is done, so that a giant body's peak does not hold them all at once.
 pub(super) const KEEP_LARGEST: usize = 1 << 16;
 
-/// One region as a byte interval, before the sweep.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Interval {
-    start: u32,
-    end: u32,
-    kind: RegionKind,
-    clause: u32,
-}
-
-/// A node of the region tree. A try shared by several clauses is one node.
+/// A node of the region tree: 20 bytes, since a body may have a million of them. A try shared
+/// by several clauses is one node.
+///
+/// Nodes are first written one per region in place, sorted, and the sweep that builds the
+/// tree compacts them where they lie, so that no second list of regions is held beside them.
+/// A node's bounds are not kept: its clause gives them ([`block`]).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Node {
     pub kind: RegionKind,
-    /// Byte offsets.
-    pub start: u32,
-    pub end: u32,
-    /// Instruction indices: first, and one past the last.
-    pub first: u32,
-    pub end_idx: u32,
-    /// Enclosing node or [`NONE`].
-    pub parent: u32,
-    /// Lowest and highest clause index owning this block (equal unless a shared try).
+    /// Lowest clause index owning this block (of several for a shared try).
     pub min_clause: u32,
-    max_clause: u32,
-    /// A shared try with a finally or fault among its clauses.
-    has_finally: bool,
-    /// Shortcuts up the tree, each to the nearest node at or above this one (or [`NONE`]) that
-    /// a walk up from here for one rule stops at, so that the walk is one step:
-    /// not a try ([`Node::handler`]);
-    pub handler: u32,
-    /// a finally, fault or filter, which a `leave` may not exit ([`Node::leave_stop`]);
-    pub leave_stop: u32,
-    /// a try ([`Node::try_stop`]);
-    pub try_stop: u32,
-    /// a try that does not start at this node's first instruction, so that an entry there
-    /// enters it in the middle ([`Node::try_entry_stop`]; this node itself starts there).
+    /// Two shortcuts up the tree, which ones by kind (read through [`stops`]): for a try, the
+    /// nearest handler and finally above it; for a catch or filter handler, the nearest try
+    /// and finally; for a finally or fault, the nearest try (and nothing); for a filter, its
+    /// parent (and nothing), whose shortcuts are the filter's own. Before the tree is built,
+    /// the block's byte bounds, so that sorting does not look up clauses.
+    up: [u32; 2],
+    /// The nearest try at or above this node that does not start at its first instruction,
+    /// so that an entry there enters it in the middle (or [`NONE`]).
     pub try_entry_stop: u32,
 }
 
+/// The nearest nodes at or above a node that a walk up the tree for one rule stops at (each
+/// [`NONE`] where there is none), so that no rule walks up a deep tree.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Stops {
+    /// Not a try (a filter is looked through).
+    pub handler: u32,
+    /// A finally or fault, which a `leave` may not exit (a filter is looked through: the rules
+    /// check it on their own).
+    pub leave_stop: u32,
+    /// A try.
+    pub try_stop: u32,
+}
+
+impl Stops {
+    const NONE: Stops = Stops {
+        handler: NONE,
+        leave_stop: NONE,
+        try_stop: NONE,
+    };
+}
+
+/// The [`Stops`] of node `k` (all [`NONE`] for [`NONE`]).
+pub(super) fn stops(nodes: &[Node], k: u32) -> Stops {
+    match nodes.get(k as usize) {
+        Some(n) if n.kind == RegionKind::Filter => match nodes.get(n.up[0] as usize) {
+            // A filter holds no region, so its parent is none (in a sound tree).
+            Some(p) if p.kind != RegionKind::Filter => own_stops(p, n.up[0]),
+            _ => Stops::NONE,
+        },
+        Some(n) => own_stops(n, k),
+        None => Stops::NONE,
+    }
+}
+
+/// [`stops`] of node `n`, numbered `k`, not a filter.
+fn own_stops(n: &Node, k: u32) -> Stops {
+    let [a, b] = n.up;
+    match n.kind {
+        RegionKind::Try => Stops {
+            handler: a,
+            leave_stop: b,
+            try_stop: k,
+        },
+        RegionKind::Catch | RegionKind::FilterHandler => Stops {
+            handler: k,
+            leave_stop: b,
+            try_stop: a,
+        },
+        RegionKind::Finally | RegionKind::Fault => Stops {
+            handler: k,
+            leave_stop: k,
+            try_stop: a,
+        },
+        RegionKind::Filter => Stops::NONE,
+    }
+}
+
+/// The byte bounds of node `n`'s block, from its clause: the try, the handler or the filter.
+pub(super) fn block(n: &Node, clauses: &Clauses<'_>) -> (u32, u32) {
+    let Some(c) = clauses.get(n.min_clause as usize) else {
+        return (NONE, NONE);
+    };
+    // Every bound was checked to lie inside the code (under 4 GiB) before nodes are made.
+    match n.kind {
+        RegionKind::Try => (c.try_offset, c.try_end() as u32),
+        RegionKind::Filter => (c.class_or_filter, c.handler_offset),
+        RegionKind::Catch | RegionKind::FilterHandler | RegionKind::Finally | RegionKind::Fault => {
+            (c.handler_offset, c.handler_end() as u32)
+        }
+    }
+}
+
 impl Node {
-    /// Whether instruction `i` lies in this region.
-    pub fn holds(&self, i: u32) -> bool {
-        self.first <= i && i < self.end_idx
+    /// A region of clause `clause` before the sweep.
+    fn region(kind: RegionKind, clause: u32, clauses: &Clauses<'_>) -> Node {
+        let mut node = Node {
+            kind,
+            min_clause: clause,
+            up: [NONE; 2],
+            try_entry_stop: NONE,
+        };
+        let (start, end) = block(&node, clauses);
+        node.up = [start, end];
+        node
+    }
+
+    /// The byte bounds of a node before the sweep.
+    fn bounds(&self) -> (u32, u32) {
+        (self.up[0], self.up[1])
     }
 }
 
@@ -98,7 +167,7 @@ impl Node {
 pub(super) fn check<R: Resolver + ?Sized>(
     v: &mut Verifier,
     len: usize,
-    clauses: &[Clause],
+    clauses: &Clauses<'_>,
     r: &R,
 ) -> bool {
     if clauses.is_empty() {
@@ -111,14 +180,14 @@ pub(super) fn check<R: Resolver + ?Sized>(
     if !ok || v.stop() {
         return false;
     }
-    let mut intervals = std::mem::take(&mut v.intervals);
-    intervals.clear();
+    let mut nodes = std::mem::take(&mut v.nodes);
+    nodes.clear();
     // Exactly as many as the clauses' regions, not the next power of two.
     let filters = clauses
         .iter()
         .filter(|c| c.kind() == ClauseKind::Filter)
         .count();
-    intervals.reserve_exact(2 * clauses.len() + filters);
+    nodes.reserve_exact(2 * clauses.len() + filters);
     for (ci, c) in clauses.iter().enumerate() {
         let clause = ci as u32;
         let handler = match c.kind() {
@@ -127,39 +196,34 @@ pub(super) fn check<R: Resolver + ?Sized>(
             ClauseKind::Finally => RegionKind::Finally,
             _ => RegionKind::Fault,
         };
-        intervals.push(Interval {
-            start: c.try_offset,
-            end: c.try_end() as u32,
-            kind: RegionKind::Try,
-            clause,
-        });
-        intervals.push(Interval {
-            start: c.handler_offset,
-            end: c.handler_end() as u32,
-            kind: handler,
-            clause,
-        });
+        nodes.push(Node::region(RegionKind::Try, clause, clauses));
+        nodes.push(Node::region(handler, clause, clauses));
         if c.kind() == ClauseKind::Filter {
-            intervals.push(Interval {
-                start: c.class_or_filter,
-                end: c.handler_offset,
-                kind: RegionKind::Filter,
-                clause,
-            });
+            nodes.push(Node::region(RegionKind::Filter, clause, clauses));
         }
     }
-    intervals.sort_unstable_by_key(|x| (x.start, Reverse(x.end), x.kind, x.clause));
-    let ok = build_tree(v, &intervals, clauses);
-    // Kept for the next body unless large: the passes after this one would hold it too.
-    if intervals.capacity() <= KEEP_LARGEST {
-        v.intervals = intervals;
-    }
+    nodes.sort_unstable_by_key(|x| {
+        let (start, end) = x.bounds();
+        (start, Reverse(end), x.kind, x.min_clause)
+    });
+    v.nodes = nodes;
+    let ok = build_tree(v, clauses);
+    // Scratch of the sweep, let go when large: the passes after it do not need it.
+    release_large(&mut v.try_node);
     if !ok {
         v.nodes.clear();
         return false;
     }
-    assign_regions(v);
+    assign_regions(v, clauses);
+    release_large(&mut v.open);
     true
+}
+
+/// Lets go of `list` if it is larger than [`KEEP_LARGEST`].
+pub(super) fn release_large<T>(list: &mut Vec<T>) {
+    if list.capacity() > KEEP_LARGEST {
+        *list = Vec::new();
+    }
 }
 
 /// Rules about one clause on its own. Returns false if its regions cannot be placed.
@@ -279,18 +343,21 @@ fn is_boundary(v: &Verifier, off: u64, len: usize) -> bool {
     }
 }
 
-/// The sweep over sorted intervals; fills `v.nodes` in sorted order. Returns false on any
-/// finding.
-fn build_tree(v: &mut Verifier, intervals: &[Interval], clauses: &[Clause]) -> bool {
+/// The sweep over the regions in `v.nodes`, sorted by start (outer first on ties): compacts
+/// them in place into the tree's nodes (a node is written at or before the slot its region was
+/// read from), each linked to the nodes above it. The open regions, innermost last, are the
+/// ancestors of the next node. Returns false on any finding.
+fn build_tree(v: &mut Verifier, clauses: &Clauses<'_>) -> bool {
     let mut ok = true;
     v.open.clear();
     v.try_node.clear();
     v.try_node.resize(clauses.len(), NONE);
-    // A node per interval at most.
-    v.nodes.reserve_exact(intervals.len());
-    for x in intervals {
+    let mut written = 0;
+    for k in 0..v.nodes.len() {
+        let x = v.nodes[k];
+        let (start, end) = x.bounds();
         while let Some(&top) = v.open.last() {
-            if v.nodes[top as usize].end <= x.start {
+            if block(&v.nodes[top as usize], clauses).1 <= start {
                 v.open.pop();
             } else {
                 break;
@@ -299,71 +366,90 @@ fn build_tree(v: &mut Verifier, intervals: &[Interval], clauses: &[Clause]) -> b
         let parent = v.open.last().copied().unwrap_or(NONE);
         if parent != NONE {
             let p = v.nodes[parent as usize];
-            if p.start == x.start && p.end == x.end {
-                ok &= join_equal(v, parent, x, clauses);
+            let (p_start, p_end) = block(&p, clauses);
+            if p_start == start && p_end == end {
+                ok &= join_equal(v, parent, &x, clauses);
                 continue;
             }
-            if x.end > p.end {
+            if end > p_end {
                 v.report_clause(
                     Code::EHOverlap,
-                    x.start,
+                    start,
                     format!(
-                        "clause {}: its {} [IL_{:04x}, IL_{:04x}) overlaps the {} \
-                         [IL_{:04x}, IL_{:04x}) of clause {}",
-                        x.clause, x.kind, x.start, x.end, p.kind, p.start, p.end, p.min_clause
+                        "clause {}: its {} [IL_{start:04x}, IL_{end:04x}) overlaps the {} \
+                         [IL_{p_start:04x}, IL_{p_end:04x}) of clause {}",
+                        x.min_clause, x.kind, p.kind, p.min_clause
                     ),
-                    x.clause,
+                    x.min_clause,
                     Some(p.min_clause),
                 );
                 ok = false;
                 continue;
             }
-            ok &= check_nesting(v, parent, x);
+            ok &= check_nesting(v, parent, &x, clauses);
         }
+        let me = written as u32;
         if x.kind == RegionKind::Try {
-            v.try_node[x.clause as usize] = v.nodes.len() as u32;
+            v.try_node[x.min_clause as usize] = me;
         }
-        v.nodes.push(Node {
-            kind: x.kind,
-            start: x.start,
-            end: x.end,
-            first: NONE,
-            end_idx: NONE,
-            parent,
-            min_clause: x.clause,
-            max_clause: x.clause,
-            has_finally: x.kind == RegionKind::Try
-                && matches!(
-                    clauses[x.clause as usize].kind(),
-                    ClauseKind::Finally | ClauseKind::Fault
-                ),
-            handler: NONE,
-            leave_stop: NONE,
-            try_stop: NONE,
-            try_entry_stop: NONE,
-        });
-        v.open.push(v.nodes.len() as u32 - 1);
+        v.nodes[written] = linked(x, &v.nodes[..written], parent, clauses);
+        v.open.push(me);
+        written += 1;
     }
+    v.nodes.truncate(written);
     ok
 }
 
-/// `x` is the same block as node `n`: allowed only for a try shared by catch and filter clauses.
-fn join_equal(v: &mut Verifier, n: u32, x: &Interval, clauses: &[Clause]) -> bool {
+/// `x` with its shortcuts up the tree from those of `parent` (an index into `nodes`, or
+/// [`NONE`]).
+fn linked(mut x: Node, nodes: &[Node], parent: u32, clauses: &Clauses<'_>) -> Node {
+    let p = stops(nodes, parent);
+    x.up = match x.kind {
+        RegionKind::Try => [p.handler, p.leave_stop],
+        RegionKind::Catch | RegionKind::FilterHandler => [p.try_stop, p.leave_stop],
+        RegionKind::Finally | RegionKind::Fault => [p.try_stop, NONE],
+        RegionKind::Filter => [parent, NONE],
+    };
+    // An entry at this node's first instruction passes the tries that start there too; every
+    // node above a parent that starts elsewhere starts before this one.
+    x.try_entry_stop = match nodes.get(parent as usize) {
+        Some(pn) if block(pn, clauses).0 == block(&x, clauses).0 => pn.try_entry_stop,
+        Some(_) => p.try_stop,
+        None => NONE,
+    };
+    x
+}
+
+/// A shared try with a finally or fault among its clauses: a try node's clauses are all
+/// catches and filters once a second joins it, so its lowest clause tells.
+fn has_finally(node: &Node, clauses: &Clauses<'_>) -> bool {
+    node.kind == RegionKind::Try && is_finally(clauses, node.min_clause)
+}
+
+/// Whether clause `clause` is a finally or fault clause.
+fn is_finally(clauses: &Clauses<'_>, clause: u32) -> bool {
+    clauses
+        .get(clause as usize)
+        .is_some_and(|c| matches!(c.kind(), ClauseKind::Finally | ClauseKind::Fault))
+}
+
+/// `x` is the same block as node `n` (the innermost open one): allowed only for a try shared
+/// by catch and filter clauses.
+fn join_equal(v: &mut Verifier, n: u32, x: &Node, clauses: &Clauses<'_>) -> bool {
     let node = v.nodes[n as usize];
+    let start = block(x, clauses).0;
+    let clause = x.min_clause;
     let (code, msg) = match (node.kind, x.kind) {
         (RegionKind::Try, RegionKind::Try) => {
-            let fin = matches!(
-                clauses[x.clause as usize].kind(),
-                ClauseKind::Finally | ClauseKind::Fault
-            );
-            if !(fin || node.has_finally) {
-                let parent = node.parent;
+            let fin = is_finally(clauses, clause);
+            if !(fin || has_finally(&node, clauses)) {
+                // The open node below `n` is its parent.
+                let parent = v.open.len().checked_sub(2).map_or(NONE, |k| v.open[k]);
                 let node = &mut v.nodes[n as usize];
-                node.min_clause = node.min_clause.min(x.clause);
-                node.max_clause = node.max_clause.max(x.clause);
-                v.try_node[x.clause as usize] = n;
+                node.min_clause = node.min_clause.min(clause);
+                v.try_node[clause as usize] = n;
                 // The newcomer must also come before whatever encloses the shared try.
-                return parent == NONE || check_order(v, parent, x);
+                return parent == NONE || check_order(v, parent, x, start);
             }
             (
                 Code::EHSharedTryFinally,
@@ -382,84 +468,92 @@ fn join_equal(v: &mut Verifier, n: u32, x: &Interval, clauses: &[Clause]) -> boo
     let other = node.min_clause;
     v.report_clause(
         code,
-        x.start,
-        format!("clause {}: {msg} (clause {other})", x.clause),
-        x.clause,
+        start,
+        format!("clause {clause}: {msg} (clause {other})"),
+        clause,
         Some(other),
     );
     false
 }
 
-/// Rules for `x` nested directly in node `parent`.
-fn check_nesting(v: &mut Verifier, parent: u32, x: &Interval) -> bool {
+/// Rules for `x` nested directly in node `parent` (the innermost open one).
+fn check_nesting(v: &mut Verifier, parent: u32, x: &Node, clauses: &Clauses<'_>) -> bool {
     let p = v.nodes[parent as usize];
+    let start = block(x, clauses).0;
+    let clause = x.min_clause;
     if p.kind == RegionKind::Filter {
         v.report_clause(
             Code::EHFilterContainsRegion,
-            x.start,
+            start,
             format!(
-                "clause {}: its {} lies inside the filter of clause {} at IL_{:04x}",
-                x.clause, x.kind, p.min_clause, p.start
+                "clause {clause}: its {} lies inside the filter of clause {} at IL_{:04x}",
+                x.kind,
+                p.min_clause,
+                block(&p, clauses).0
             ),
-            x.clause,
+            clause,
             Some(p.min_clause),
         );
         return false;
     }
     let own = if x.kind == RegionKind::Try {
-        p.kind != RegionKind::Try && p.min_clause == x.clause
+        p.kind != RegionKind::Try && p.min_clause == clause
     } else {
-        v.try_node[x.clause as usize] == parent
+        v.try_node[clause as usize] == parent
     };
     if own {
         v.report_clause(
             Code::EHOverlap,
-            x.start,
+            start,
             format!(
-                "clause {}: its {} lies inside its own {}",
-                x.clause, x.kind, p.kind
+                "clause {clause}: its {} lies inside its own {}",
+                x.kind, p.kind
             ),
-            x.clause,
+            clause,
             None,
         );
         return false;
     }
     if x.kind.is_handler_like() {
-        // Two handlers (or filters) starting together, however nested, are ambiguous.
-        let mut q = parent;
-        while q != NONE && v.nodes[q as usize].start == x.start {
-            let n = v.nodes[q as usize];
-            if n.kind.is_handler_like() {
-                v.report_clause(
-                    Code::EHDuplicateHandlerStart,
-                    x.start,
-                    format!(
-                        "clause {}: its {} starts where the {} of clause {} starts",
-                        x.clause, x.kind, n.kind, n.min_clause
-                    ),
-                    x.clause,
-                    Some(n.min_clause),
-                );
-                return false;
-            }
-            q = n.parent;
+        // Two handlers (or filters) starting together, however nested, are ambiguous. The
+        // nodes around `x` are the open ones, innermost last.
+        let nodes = &v.nodes;
+        let same = v
+            .open
+            .iter()
+            .rev()
+            .map(|&q| nodes[q as usize])
+            .take_while(|n| block(n, clauses).0 == start)
+            .find(|n| n.kind.is_handler_like());
+        if let Some(n) = same {
+            v.report_clause(
+                Code::EHDuplicateHandlerStart,
+                start,
+                format!(
+                    "clause {clause}: its {} starts where the {} of clause {} starts",
+                    x.kind, n.kind, n.min_clause
+                ),
+                clause,
+                Some(n.min_clause),
+            );
+            return false;
         }
     }
-    check_order(v, parent, x)
+    check_order(v, parent, x, start)
 }
 
 /// Inner clauses come first: `x`, nested in `parent`, must belong to an earlier clause.
-fn check_order(v: &mut Verifier, parent: u32, x: &Interval) -> bool {
+fn check_order(v: &mut Verifier, parent: u32, x: &Node, start: u32) -> bool {
     let p = v.nodes[parent as usize];
-    if x.clause > p.min_clause {
+    if x.min_clause > p.min_clause {
         v.report_clause(
             Code::EHOrderInnerAfterOuter,
-            x.start,
+            start,
             format!(
                 "clause {} is nested in the {} of clause {} but listed after it",
-                x.clause, p.kind, p.min_clause
+                x.min_clause, p.kind, p.min_clause
             ),
-            x.clause,
+            x.min_clause,
             Some(p.min_clause),
         );
         return false;
@@ -467,61 +561,32 @@ fn check_order(v: &mut Verifier, parent: u32, x: &Interval) -> bool {
     true
 }
 
-/// Gives each node its instruction range, its shortcuts up the tree, and each instruction its
-/// innermost node; marks handler starts; checks that filters end in `endfilter`.
-fn assign_regions(v: &mut Verifier) {
-    // A parent comes before its children (nodes are sorted by start, outer first), so its
-    // range and shortcuts are known when a child's are computed.
+/// Turns each node's bounds into instruction indices, gives each instruction its innermost
+/// node, marks handler starts; checks that filters end in `endfilter`.
+fn assign_regions(v: &mut Verifier, clauses: &Clauses<'_>) {
     for k in 0..v.nodes.len() {
         let node = v.nodes[k];
-        let first = v.index_at(node.start);
-        let end_idx = v.index_at(node.end);
+        let first = v.first_of(&node, clauses);
         v.ins[first as usize].flags |= if node.kind.is_handler_like() {
             flag::JOIN | flag::HANDLER_START
         } else {
             flag::JOIN
         };
-        let parent = v.nodes.get(node.parent as usize).copied();
-        let me = k as u32;
-        let up = |pick: fn(&Node) -> u32| parent.as_ref().map_or(NONE, pick);
-        let handler = if node.kind == RegionKind::Try {
-            up(|p| p.handler)
-        } else {
-            me
-        };
-        let leave_stop = match node.kind {
-            RegionKind::Finally | RegionKind::Fault | RegionKind::Filter => me,
-            _ => up(|p| p.leave_stop),
-        };
-        let try_stop = if node.kind == RegionKind::Try {
-            me
-        } else {
-            up(|p| p.try_stop)
-        };
-        // An entry at this node's first instruction passes the tries that start there too;
-        // every node above a parent that starts elsewhere starts before this one.
-        let try_entry_stop = match parent {
-            Some(p) if p.first == first => p.try_entry_stop,
-            Some(p) => p.try_stop,
-            None => NONE,
-        };
-        let n = &mut v.nodes[k];
-        (n.first, n.end_idx) = (first, end_idx);
-        (n.handler, n.leave_stop) = (handler, leave_stop);
-        (n.try_stop, n.try_entry_stop) = (try_stop, try_entry_stop);
     }
-    fill_regions(v);
+    fill_regions(v, clauses);
     for k in 0..v.nodes.len() {
         let node = v.nodes[k];
         if node.kind == RegionKind::Filter {
-            let last = v.ins[node.end_idx as usize - 1];
+            let last = v.ins[v.end_of(&node, clauses) as usize - 1];
             if last.op != Opcode::Endfilter {
                 v.report_clause(
                     Code::EHFilterNoEndfilter,
                     last.off,
                     format!(
                         "the filter of clause {} at IL_{:04x} ends with {}, not endfilter",
-                        node.min_clause, node.start, last.op
+                        node.min_clause,
+                        block(&node, clauses).0,
+                        last.op
                     ),
                     node.min_clause,
                     None,
@@ -534,15 +599,12 @@ fn assign_regions(v: &mut Verifier) {
 /// Gives each instruction its innermost node, in one sweep over instructions and nodes: nodes
 /// are sorted by start, outer before inner, and nest properly (the tree was built), so the
 /// innermost node holding an instruction is the last one opened before it and not yet ended.
-fn fill_regions(v: &mut Verifier) {
-    let Verifier {
-        region,
-        nodes,
-        open,
-        n,
-        ..
-    } = v;
-    let count = *n;
+fn fill_regions(v: &mut Verifier, clauses: &Clauses<'_>) {
+    let mut region = std::mem::take(&mut v.region);
+    let mut open = std::mem::take(&mut v.open);
+    let count = v.n;
+    let nodes = &v.nodes;
+    let end_of = |o: u32| v.end_of(&nodes[o as usize], clauses) as usize;
     region.clear();
     region.resize(count, NONE);
     open.clear();
@@ -551,26 +613,30 @@ fn fill_regions(v: &mut Verifier) {
     for k in 0..=nodes.len() {
         // Up to where the next node starts (or the end of the code), run by run between the
         // ends of open nodes.
-        let to = nodes.get(k).map_or(count, |node| node.first as usize);
+        let to = nodes
+            .get(k)
+            .map_or(count, |node| v.first_of(node, clauses) as usize);
         loop {
-            while open
-                .last()
-                .is_some_and(|&o| nodes[o as usize].end_idx as usize <= at)
-            {
+            // The innermost open node that has not ended, and its end.
+            let mut top = (NONE, to);
+            while let Some(&o) = open.last() {
+                let end = end_of(o);
+                if end > at {
+                    top = (o, end.min(to));
+                    break;
+                }
                 open.pop();
             }
             if at >= to {
                 break;
             }
-            let top = open.last().copied().unwrap_or(NONE);
-            let end = open
-                .last()
-                .map_or(to, |&o| (nodes[o as usize].end_idx as usize).min(to));
-            region[at..end].fill(top);
-            at = end;
+            region[at..top.1].fill(top.0);
+            at = top.1;
         }
         if k < nodes.len() {
             open.push(k as u32);
         }
     }
+    v.region = region;
+    v.open = open;
 }

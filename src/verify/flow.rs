@@ -1,13 +1,14 @@
 //! Decoding into the compact instruction array, branch targets, prefixes, and the rules for
 //! entering and leaving protected regions.
 
-use super::eh::{Node, RegionKind};
+use super::clauses::Clauses;
+use super::eh::{Node, RegionKind, block, stops};
 use super::{Code, Ctx, Ins, NONE, Out, Resolver, Verifier, flag, fx, operand};
 use crate::instr::{InstrError, decode_with_len};
 use crate::opcode::OperandKind;
 use crate::opcode::{Flow, Opcode};
 
-/// Decodes `code` into `v.ins`, records branch targets as byte offsets, and checks operands.
+/// Decodes `code` into `v.ins`, lists branches and special instructions, and checks operands.
 /// Returns false (after reporting) when the stream does not decode to the end.
 ///
 /// A fast pass decodes code that has no findings without reporting anything; at anything
@@ -45,10 +46,13 @@ fn grow<T: Copy>(buf: &mut Vec<T>, used: usize, min: usize, want: usize, cap: us
 
 /// The entries a buffer that holds `used` for the first `pos` bytes of `len` needs for the
 /// rest, at the same rate, with an eighth to spare; at least half of `used` (so a buffer grows
-/// geometrically however the code changes) and 64.
+/// geometrically however the code changes) and 64, and at most three times `used` (or 64):
+/// a dense stretch at the start (a run of `nop`s before long instructions) does not make a
+/// buffer for the whole code resident at its rate, while uniform code still gets its size in
+/// a few steps.
 fn projected(used: usize, pos: usize, len: usize) -> usize {
     let rest = (used as u128 * (len - pos) as u128 / pos.max(1) as u128) as usize;
-    (rest + rest / 8).max(used / 2).max(64)
+    (rest + rest / 8).clamp((used / 2).max(64), 3 * used.max(64))
 }
 
 /// The eight bytes at `code[pos..]`, zero-padded past the end.
@@ -109,7 +113,7 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
     let locals = ctx.locals.unwrap_or(u32::MAX);
     let args = ctx.method.map_or(u32::MAX, |m| m.arg_count as u32);
     let limits = [u32::MAX, locals, args, u32::MAX];
-    let (mut n, mut nt, mut nb, mut ns, mut ntok) = (0, 0, 0, 0, 0);
+    let (mut n, mut nb, mut ns, mut ntok) = (0, 0, 0, 0);
     let mut ok = true;
     let mut pos = 0;
     // Flags for the next instruction from the prefixes before it: AFTER_PREFIX, TAIL.
@@ -125,7 +129,6 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
     grow(&mut v.ins, 0, first, first, len, fx::DEC[0].ins);
     grow(&mut v.special, 0, rare, rare, len, 0);
     grow(&mut v.branches, 0, rare, rare, len / 2 + 1, 0);
-    grow(&mut v.targets, 0, 2 * rare, 2 * rare, len, 0);
     grow(
         &mut v.tokens,
         0,
@@ -141,28 +144,25 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
             grow(&mut v.ins, n, 1, want(n), len, fx::DEC[0].ins);
             grow(&mut v.special, ns, 1, want(ns), len, 0);
             grow(&mut v.branches, nb, 1, want(nb), len / 2 + 1, 0);
-            grow(&mut v.targets, nt, 2, want(nt).max(2), len, 0);
         }
         // Borrowed apart from the findings, so that reporting does not force the buffers'
         // headers to be reloaded after every call.
         let Verifier {
             ins,
-            targets,
             branches,
             special,
             tokens,
             out,
             ..
         } = &mut *v;
-        let (ins_buf, targets_buf) = (&mut ins[..], &mut targets[..]);
+        let ins_buf = &mut ins[..];
         let (branches_buf, special_buf) = (&mut branches[..], &mut special[..]);
         // Batches of tokens are checked as they fill; reported ones are not kept.
         let tokens_buf = &mut tokens[..];
         // The stretch ends when `ins` is full, or before an instruction off the fast path
-        // when `special`, `branches` or `targets` (two entries; a switch more, checked at the
-        // switch) might not have room for it.
+        // when `special` or `branches` might not have room for it.
         let end = ins_buf.len();
-        let slow_end = (special_buf.len(), branches_buf.len(), targets_buf.len() - 1);
+        let slow_end = (special_buf.len(), branches_buf.len());
         while pos < len {
             if n == end {
                 continue 'stretches;
@@ -178,10 +178,10 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
             };
             let idx = n as u32;
             let mut next = pos + d.len as usize;
-            let mut arg = (w >> d.shift) as u32 & d.mask;
+            let arg = (w >> d.shift) as u32 & d.mask;
             let off = pos as u32;
             let mut flags = carry;
-            if d.slow && (ns == slow_end.0 || nb == slow_end.1 || nt >= slow_end.2) {
+            if d.slow && (ns == slow_end.0 || nb == slow_end.1) {
                 continue 'stretches;
             }
             carry = 0;
@@ -196,7 +196,7 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
                 bad_index(out, off, d, index, ctx);
             }
             if d.slow {
-                let kind = d.ins.fx.kind;
+                let kind = d.fx.kind;
                 if d.check == fx::check::TOKEN && !REPORT {
                     if ntok == tokens_buf.len() {
                         if !r.tokens_pass(tokens_buf) {
@@ -211,48 +211,27 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
                     operand::token(out, off, d.ins.op, d.operand, arg, r);
                 }
                 if kind & fx::TARGETS != 0 {
-                    let start = nt;
-                    match d.arg {
-                        fx::arg::BR8 => {
-                            let target = next as i64 + (w >> 8) as u8 as i8 as i64;
-                            targets_buf[nt] = 1;
-                            targets_buf[nt + 1] = target_offset(target, len);
-                            nt += 2;
-                        }
-                        fx::arg::BR32 => {
-                            let disp = (w >> 8) as u32 as i32;
-                            targets_buf[nt] = 1;
-                            targets_buf[nt + 1] = target_offset(next as i64 + disp as i64, len);
-                            nt += 2;
-                        }
-                        _ => {
-                            // switch: the count is checked against the bytes left before any
-                            // is read. Its targets stay in its table, which the passes re-read
-                            // (`Verifier::target`): kept here they would take four bytes per
-                            // four bytes of table. `arg` is the count.
-                            let count = (w >> 8) as u32;
-                            if count as usize > (len - next) / 4 {
-                                if REPORT {
-                                    decode_error(out, code, pos);
-                                }
-                                ok = false;
-                                break;
+                    // A branch's target is read again from its operand when needed
+                    // (`Targets`); so are a switch's, from its table, whose count is checked
+                    // against the bytes left before any is read.
+                    if d.arg == fx::arg::SWITCH {
+                        let count = (w >> 8) as u32;
+                        if count as usize > (len - next) / 4 {
+                            if REPORT {
+                                decode_error(out, code, pos);
                             }
-                            next += 4 * count as usize;
+                            ok = false;
+                            break;
                         }
+                        next += 4 * count as usize;
                     }
-                    arg = if d.arg == fx::arg::SWITCH {
-                        (w >> 8) as u32
-                    } else {
-                        start as u32
-                    };
                     branches_buf[nb] = idx;
                     nb += 1;
                 }
                 if kind & fx::SPECIAL != 0 {
                     special_buf[ns] = idx;
                     ns += 1;
-                    if d.ins.fx.flow == Flow::Prefix {
+                    if d.fx.flow == Flow::Prefix {
                         // A prefix is itself only marked as following a prefix; what it
                         // modifies carries its flags.
                         carry = flags | flag::AFTER_PREFIX;
@@ -265,7 +244,6 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
             }
             ins_buf[n] = Ins {
                 off,
-                arg,
                 flags,
                 ..d.ins
             };
@@ -277,7 +255,6 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
     v.n = n;
     v.nb = nb;
     v.ns = ns;
-    v.nt = nt;
     ok.then_some(ntok)
 }
 
@@ -337,15 +314,12 @@ pub(super) fn resolve_targets(v: &mut Verifier, code: &[u8]) {
         let off = if ins.op == Opcode::Switch {
             v.targets_in(code).switch_offset(&ins, fk)
         } else {
-            v.targets[ins.arg as usize + 1 + fk]
+            v.targets_in(code).branch_offset(&ins)
         };
         if off == NONE {
             bad_branch(v, ins);
         } else {
             bad_jump_target(v, ins, off);
-            if ins.op != Opcode::Switch {
-                v.targets[ins.arg as usize + 1 + fk] = NONE;
-            }
         }
         (b, k) = (fb, fk + 1);
     }
@@ -365,7 +339,6 @@ fn resolve_from(
     let Verifier {
         ins,
         starts,
-        targets,
         branches,
         nb,
         ..
@@ -375,23 +348,15 @@ fn resolve_from(
         let i = i as usize;
         let x = ins[i];
         let first = if b == from { resume } else { 0 };
-        let view = super::Targets {
-            list: &[],
-            code,
-            starts,
-        };
+        let view = super::Targets { code, starts };
         let switch = x.op == Opcode::Switch;
-        let count = if switch {
-            x.arg as usize
-        } else {
-            targets[x.arg as usize] as usize
-        };
+        let count = view.count(&x);
         for k in first..count {
-            // The decoder left `NONE` for targets outside the code.
+            // `NONE` for targets outside the code.
             let off = if switch {
                 view.switch_offset(&x, k)
             } else {
-                targets[x.arg as usize + 1 + k]
+                view.branch_offset(&x)
             };
             let t = match starts.get(off) {
                 Some(t) if (off as usize) < code_len => t,
@@ -399,9 +364,6 @@ fn resolve_from(
             };
             if ins[t as usize].flags & flag::AFTER_PREFIX != 0 {
                 return Some((b, k));
-            }
-            if !switch {
-                targets[x.arg as usize + 1 + k] = t;
             }
             ins[t as usize].flags |= if t as usize > i {
                 flag::JOIN | flag::FORWARD_TARGET
@@ -508,31 +470,31 @@ fn prefix_code(prefix: Opcode) -> Code {
 /// Each prefix must precede (possibly through other prefixes) an instruction it may modify; a
 /// `tail.` call must be followed by `ret` and lie outside protected regions.
 #[inline]
-pub(super) fn check_prefixes(v: &mut Verifier, eh_ok: bool) {
+pub(super) fn check_prefixes(v: &mut Verifier, code: &[u8], eh_ok: bool) {
     // Most bodies have no prefix: look for the first before setting up the pass.
     let (ins, special) = (&v.ins, &v.special[..v.ns]);
     if let Some(first) = special
         .iter()
-        .position(|&i| ins[i as usize].fx.flow == Flow::Prefix)
+        .position(|&i| ins[i as usize].fx().flow == Flow::Prefix)
     {
-        prefixes_from(v, first, eh_ok);
+        prefixes_from(v, code, first, eh_ok);
     }
 }
 
 /// [`check_prefixes`] from `v.special[first]`, the first prefix.
 #[inline(never)]
-fn prefixes_from(v: &mut Verifier, first: usize, eh_ok: bool) {
+fn prefixes_from(v: &mut Verifier, code: &[u8], first: usize, eh_ok: bool) {
     let n = v.n;
     // Resume point: prefixes already handled as part of an earlier run.
     let mut next = 0;
     for s in first..v.ns {
         let i = v.special[s] as usize;
-        if i < next || v.ins[i].fx.flow != Flow::Prefix {
+        if i < next || v.ins[i].fx().flow != Flow::Prefix {
             continue;
         }
         // The prefix run i..j and the instruction j it modifies.
         let mut j = i;
-        while j < n && v.ins[j].fx.flow == Flow::Prefix {
+        while j < n && v.ins[j].fx().flow == Flow::Prefix {
             j += 1;
         }
         if j == n {
@@ -551,7 +513,7 @@ fn prefixes_from(v: &mut Verifier, first: usize, eh_ok: bool) {
                 let off = v.ins[k].off;
                 v.report(prefix_code(p), off, format!("{p} cannot prefix {target}"));
             } else if p == Opcode::Tail {
-                check_tail_call(v, k, j, eh_ok);
+                check_tail_call(v, code, k, j, eh_ok);
             }
         }
         next = j + 1;
@@ -560,16 +522,17 @@ fn prefixes_from(v: &mut Verifier, first: usize, eh_ok: bool) {
 
 /// III.2.4: `tail. call…` is immediately followed by `ret` (a `br` to a `ret` is accepted, as
 /// runtimes do) and transfers control from outside any protected region.
-fn check_tail_call(v: &mut Verifier, prefix: usize, call: usize, eh_ok: bool) {
+fn check_tail_call(v: &mut Verifier, code: &[u8], prefix: usize, call: usize, eh_ok: bool) {
     let off = v.ins[prefix].off;
     let ins = &v.ins[..v.n];
+    let targets = v.targets_in(code);
     let is_ret = |i: usize| ins.get(i).is_some_and(|x| x.op == Opcode::Ret);
     let next = call + 1;
     let ok = is_ret(next)
         || ins.get(next).is_some_and(|x| {
             matches!(x.op, Opcode::Br | Opcode::Br_S)
-                // A `br`'s one target (`[1, target]`).
-                && is_ret(v.targets[x.arg as usize + 1] as usize)
+                // A `br`'s one target.
+                && is_ret(targets.get(ins, x, 0) as usize)
         });
     if !ok {
         v.report(
@@ -597,9 +560,9 @@ enum Transfer {
 /// Region rules for every branch, `leave` and fall-through; placement of `ret`, `jmp`,
 /// `endfinally`, `endfilter` and `rethrow`; falling off the end of the code.
 #[inline(always)]
-pub(super) fn check_transfers(v: &mut Verifier, code: &[u8], eh_ok: bool) {
+pub(super) fn check_transfers(v: &mut Verifier, code: &[u8], clauses: &Clauses<'_>, eh_ok: bool) {
     if !v.nodes.is_empty() {
-        transfers_in_regions(v, code, eh_ok);
+        transfers_in_regions(v, code, clauses, eh_ok);
     } else {
         // No regions: only the placement rules and the end of the code apply, and of those
         // only the handler instructions' (`ret`, `jmp` and prefixes are fine outside regions).
@@ -609,7 +572,7 @@ pub(super) fn check_transfers(v: &mut Verifier, code: &[u8], eh_ok: bool) {
                 v.ins[i].op,
                 Opcode::Endfinally | Opcode::Rethrow | Opcode::Endfilter
             ) {
-                placement(v, i, eh_ok);
+                placement(v, i, clauses, eh_ok);
             }
         }
     }
@@ -617,7 +580,7 @@ pub(super) fn check_transfers(v: &mut Verifier, code: &[u8], eh_ok: bool) {
     let Some(&last) = v.ins[..v.n].last() else {
         return;
     };
-    if !last.fx.flow.ends_block() && last.fx.flow != Flow::Prefix {
+    if !last.fx().flow.ends_block() && last.fx().flow != Flow::Prefix {
         fallthrough_at_end(v, last.off);
     }
 }
@@ -636,45 +599,46 @@ fn fallthrough_at_end(v: &mut Verifier, off: u32) {
 /// last instruction before a region boundary can break a rule; they are visited in code order
 /// (as a scan of every instruction would), so findings come in the same order.
 #[inline(never)]
-fn transfers_in_regions(v: &mut Verifier, code: &[u8], eh_ok: bool) {
+fn transfers_in_regions(v: &mut Verifier, code: &[u8], clauses: &Clauses<'_>, eh_ok: bool) {
     let n = v.n;
-    let mut edges = std::mem::take(&mut v.edges);
-    edges.clear();
-    edges.reserve_exact(2 * v.nodes.len());
-    for node in &v.nodes {
-        // Control can only cross into or out of a region from the instruction before its
-        // first or its end.
-        edges.extend([node.first.wrapping_sub(1), node.end_idx.wrapping_sub(1)]);
-    }
-    edges.sort_unstable();
-    edges.dedup();
-    let (mut b, mut s, mut e) = (0, 0, 0);
+    let (mut b, mut s) = (0, 0);
+    let mut e = next_boundary(&v.region[..n], 0);
     loop {
         let next = |list: &[u32], k: usize| list.get(k).map_or(u32::MAX, |&i| i);
         let (branches, special) = (&v.branches[..v.nb], &v.special[..v.ns]);
-        let i = next(branches, b).min(next(special, s)).min(next(&edges, e));
+        let i = next(branches, b).min(next(special, s)).min(e);
         if i as usize >= n {
             break;
         }
         b += (next(branches, b) == i) as usize;
         s += (next(special, s) == i) as usize;
-        e += (next(&edges, e) == i) as usize;
-        transfers_from(v, code, i as usize, eh_ok);
+        if e == i {
+            e = next_boundary(&v.region[..n], i as usize + 1);
+        }
+        transfers_from(v, code, clauses, i as usize, eh_ok);
         if v.stop() {
             break;
         }
     }
-    if edges.capacity() <= super::eh::KEEP_LARGEST {
-        v.edges = edges;
-    }
+}
+
+/// The first instruction from `from` on that is the last before a region boundary (its
+/// innermost region is not the next one's), or `u32::MAX`: control can only cross into or out
+/// of a region from such an instruction. A scan of the region table, which a list of the
+/// nodes' bounds would take more memory than.
+fn next_boundary(region: &[u32], from: usize) -> u32 {
+    region
+        .get(from..)
+        .and_then(|rest| rest.windows(2).position(|w| w[0] != w[1]))
+        .map_or(u32::MAX, |k| (from + k) as u32)
 }
 
 /// The region rules for instruction `i`: its branch targets, its placement, and its fall
 /// through into the next instruction.
-fn transfers_from(v: &mut Verifier, code: &[u8], i: usize, eh_ok: bool) {
+fn transfers_from(v: &mut Verifier, code: &[u8], clauses: &Clauses<'_>, i: usize, eh_ok: bool) {
     let n = v.n;
     let ins = v.ins[i];
-    if ins.fx.kind & fx::TARGETS != 0 {
+    if ins.fx().kind & fx::TARGETS != 0 {
         let kind = if matches!(ins.op, Opcode::Leave | Opcode::Leave_S) {
             Transfer::Leave
         } else {
@@ -683,29 +647,29 @@ fn transfers_from(v: &mut Verifier, code: &[u8], i: usize, eh_ok: bool) {
         let count = v.targets_in(code).count(&ins);
         for k in 0..count {
             let t = v.targets_in(code).get(&v.ins, &ins, k);
-            if t != NONE && transfer(v, i, t as usize, kind) {
+            if t != NONE && transfer(v, clauses, i, t as usize, kind) {
                 break;
             }
         }
     }
-    if ins.fx.kind & fx::SPECIAL != 0 {
-        placement(v, i, eh_ok);
+    if ins.fx().kind & fx::SPECIAL != 0 {
+        placement(v, i, clauses, eh_ok);
     }
     let r = v.region_of(i);
-    if i + 1 < n && !ins.fx.flow.ends_block() && r != v.region_of(i + 1) {
+    if i + 1 < n && !ins.fx().flow.ends_block() && r != v.region_of(i + 1) {
         // A filter that does not end in endfilter is reported once, by the table rules.
         let filter_end = r != NONE && {
             let node = &v.nodes[r as usize];
-            node.kind == RegionKind::Filter && node.end_idx == i as u32 + 1
+            node.kind == RegionKind::Filter && v.end_of(node, clauses) == i as u32 + 1
         };
         if !filter_end {
-            transfer(v, i, i + 1, Transfer::Fallthrough);
+            transfer(v, clauses, i, i + 1, Transfer::Fallthrough);
         }
     }
 }
 
 /// Where `ret`, `jmp`, `endfinally`, `endfilter` and `rethrow` may appear.
-fn placement(v: &mut Verifier, i: usize, eh_ok: bool) {
+fn placement(v: &mut Verifier, i: usize, clauses: &Clauses<'_>, eh_ok: bool) {
     let ins = v.ins[i];
     match ins.op {
         Opcode::Ret | Opcode::Jmp => {
@@ -751,7 +715,7 @@ fn placement(v: &mut Verifier, i: usize, eh_ok: bool) {
             let r = v.region_of(i);
             let ok = r != NONE && {
                 let node = &v.nodes[r as usize];
-                node.kind == RegionKind::Filter && node.end_idx == i as u32 + 1
+                node.kind == RegionKind::Filter && v.end_of(node, clauses) == i as u32 + 1
             };
             if !ok {
                 v.report(
@@ -769,8 +733,15 @@ fn placement(v: &mut Verifier, i: usize, eh_ok: bool) {
 /// The innermost handler-like region around instruction `i`, looking through tries (a catch may
 /// hold a try whose body rethrows).
 fn enclosing_handler(v: &Verifier, i: usize) -> Option<RegionKind> {
-    let r = v.nodes.get(v.region_of(i) as usize)?.handler;
-    v.nodes.get(r as usize).map(|n| n.kind)
+    let r = v.region_of(i);
+    let node = v.nodes.get(r as usize)?;
+    if node.kind == RegionKind::Filter {
+        // A filter's shortcuts look through it.
+        return Some(RegionKind::Filter);
+    }
+    v.nodes
+        .get(stops(&v.nodes, r).handler as usize)
+        .map(|n| n.kind)
 }
 
 /// Checks one transfer from instruction `from` to `to` against the rules for leaving and
@@ -793,24 +764,23 @@ fn enclosing_handler(v: &Verifier, i: usize) -> Option<RegionKind> {
 /// - a `leave` may exit tries and catch handlers, so it gets an exit's code only for a filter
 ///   or the innermost finally or fault around `from`, and its entries' codes as well: per
 ///   class the exit's before the entry's.
-fn transfer(v: &mut Verifier, from: usize, to: usize, kind: Transfer) -> bool {
+fn transfer(
+    v: &mut Verifier,
+    clauses: &Clauses<'_>,
+    from: usize,
+    to: usize,
+    kind: Transfer,
+) -> bool {
     let (rf, rt) = (v.region_of(from), v.region_of(to));
     if rf == rt {
         return false;
     }
-    let exited = |r: u32| {
-        v.nodes
-            .get(r as usize)
-            .filter(|n| !n.holds(to as u32))
-            .copied()
+    let holds = |n: &Node, i: usize| {
+        v.first_of(n, clauses) as usize <= i && i < v.end_of(n, clauses) as usize
     };
-    let entered = |r: u32| {
-        v.nodes
-            .get(r as usize)
-            .filter(|n| !n.holds(from as u32))
-            .copied()
-    };
-    let try_entered = entered(try_entered_inside(v, rt, to));
+    let exited = |r: u32| v.nodes.get(r as usize).filter(|n| !holds(n, to)).copied();
+    let entered = |r: u32| v.nodes.get(r as usize).filter(|n| !holds(n, from)).copied();
+    let try_entered = entered(try_entered_inside(v, clauses, rt, to));
     let filters = (exited(filter_at(v, rf)), entered(filter_at(v, rt)));
     // At most five crossings: a `leave`'s try entry and both sides of the other two classes.
     let mut crossed: [Option<(Node, bool)>; 5] = [None; 5];
@@ -857,7 +827,7 @@ fn transfer(v: &mut Verifier, from: usize, to: usize, kind: Transfer) -> bool {
                 "{} enters the {} starting at IL_{:04x} at IL_{:04x}",
                 describe(v, from, kind),
                 node.kind,
-                node.start,
+                block(&node, clauses).0,
                 v.ins[to].off
             )
         } else {
@@ -865,7 +835,7 @@ fn transfer(v: &mut Verifier, from: usize, to: usize, kind: Transfer) -> bool {
                 "{} leaves the {} starting at IL_{:04x}",
                 describe(v, from, kind),
                 node.kind,
-                node.start
+                block(&node, clauses).0
             )
         };
         v.report_clause(code, v.ins[from].off, msg, node.min_clause, None);
@@ -921,19 +891,16 @@ fn entry_code(kind: Transfer, region: RegionKind) -> Code {
 
 /// The innermost try.
 fn try_around(v: &Verifier, r: u32) -> u32 {
-    v.nodes.get(r as usize).map_or(NONE, |n| n.try_stop)
+    stops(&v.nodes, r).try_stop
 }
 
 /// The innermost try around instruction `to` that does not start at `to`: the one an entry
 /// at `to` enters in the middle, if it enters it.
-fn try_entered_inside(v: &Verifier, r: u32, to: usize) -> u32 {
-    v.nodes.get(r as usize).map_or(NONE, |n| {
-        if n.first == to as u32 {
-            n.try_entry_stop
-        } else {
-            n.try_stop
-        }
-    })
+fn try_entered_inside(v: &Verifier, clauses: &Clauses<'_>, r: u32, to: usize) -> u32 {
+    match v.nodes.get(r as usize) {
+        Some(n) if v.first_of(n, clauses) == to as u32 => n.try_entry_stop,
+        _ => try_around(v, r),
+    }
 }
 
 /// The filter, if `r` is one.
@@ -946,23 +913,10 @@ fn filter_at(v: &Verifier, r: u32) -> u32 {
 
 /// The innermost catch, filter handler, finally or fault (a filter is looked through).
 fn handler_around(v: &Verifier, r: u32) -> u32 {
-    let h = v.nodes.get(r as usize).map_or(NONE, |n| n.handler);
-    match v.nodes.get(h as usize) {
-        Some(n) if n.kind == RegionKind::Filter => {
-            v.nodes.get(n.parent as usize).map_or(NONE, |p| p.handler)
-        }
-        _ => h,
-    }
+    stops(&v.nodes, r).handler
 }
 
 /// The innermost finally or fault (a filter is looked through).
 fn finally_around(v: &Verifier, r: u32) -> u32 {
-    let s = v.nodes.get(r as usize).map_or(NONE, |n| n.leave_stop);
-    match v.nodes.get(s as usize) {
-        Some(n) if n.kind == RegionKind::Filter => v
-            .nodes
-            .get(n.parent as usize)
-            .map_or(NONE, |p| p.leave_stop),
-        _ => s,
-    }
+    stops(&v.nodes, r).leave_stop
 }

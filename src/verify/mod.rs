@@ -24,6 +24,7 @@
 
 mod align;
 mod arrivals;
+mod clauses;
 mod detail;
 mod eh;
 mod flow;
@@ -44,6 +45,7 @@ pub use resolver::{
 
 use crate::body::{Body, Clause};
 use crate::opcode::{Flow, Opcode, OperandKind};
+use clauses::Clauses;
 use serde::Serialize;
 use std::fmt;
 
@@ -766,19 +768,35 @@ impl fmt::Display for Diagnostic {
 /// Marks "no instruction", "no region" and "no depth yet".
 pub(crate) const NONE: u32 = u32::MAX;
 
-/// One decoded instruction, compactly. `repr(C)` keeps the opcode facts in the last eight
-/// bytes, which the decoder copies from its table in one move.
+/// One decoded instruction, compactly: 8 bytes, since the full passes hold one per
+/// instruction. The opcode's facts are looked up by opcode ([`Ins::fx`]), and the operands the
+/// passes after decoding need (a callee's token, a `switch`'s count, a branch's target) are
+/// read again from the code ([`Ins::operand`], [`Targets`]), rather than kept.
 #[derive(Clone, Copy, Debug)]
 #[repr(C)]
 struct Ins {
     off: u32,
-    /// Local or argument index, token, `ShortI` byte; for a branch the index of `[1, target]`
-    /// in `Verifier::targets`; for a `switch` its count (its targets stay in its table: see
-    /// [`Targets`]).
-    arg: u32,
     op: Opcode,
     flags: u16,
-    fx: Fx,
+}
+
+impl Ins {
+    /// The opcode's facts.
+    #[inline(always)]
+    fn fx(&self) -> Fx {
+        fx::of(self.op)
+    }
+
+    /// The four bytes after the opcode in `code` (the code it was decoded from): a token, a
+    /// `switch`'s count, a long branch's displacement; 0 if they are not there.
+    #[inline]
+    fn operand(&self, code: &[u8]) -> u32 {
+        let at = self.off as usize + fx::dec(self.op).shift as usize / 8;
+        match code.get(at..at + 4) {
+            Some(b) => u32::from_le_bytes([b[0], b[1], b[2], b[3]]),
+            None => 0,
+        }
+    }
 }
 
 /// An opcode's facts in the form the hot loops want, derived from [`crate::opcode::ALL`].
@@ -814,7 +832,37 @@ mod fx {
     /// pushes from the callee's signature.
     pub const CALL: u8 = 16;
 
-    const fn of(i: usize) -> Fx {
+    /// Where `op` is in [`DEC`] and [`FX`]: its low byte, plus 256 for the `FE xx` opcodes.
+    #[inline(always)]
+    fn key(op: Opcode) -> usize {
+        let code = op as u16;
+        (code as u8 as usize) | ((code >> 15) as usize) << 8
+    }
+
+    /// The facts of opcode `op`.
+    #[inline(always)]
+    pub fn of(op: Opcode) -> Fx {
+        FX[key(op)]
+    }
+
+    /// The decode table's entry for opcode `op`.
+    #[inline(always)]
+    pub fn dec(op: Opcode) -> &'static Dec {
+        &DEC[key(op)]
+    }
+
+    /// Every opcode's facts, indexed like [`DEC`] (undefined encodings hold `nop`'s).
+    static FX: [Fx; 512] = {
+        let mut t = [DEC[0].fx; 512];
+        let mut i = 0;
+        while i < 512 {
+            t[i] = DEC[i].fx;
+            i += 1;
+        }
+        t
+    };
+
+    const fn facts(i: usize) -> Fx {
         let info = &ALL[i];
         let pops = match info.pops {
             Pops::Fixed(n) => n,
@@ -860,7 +908,7 @@ mod fx {
         }
     }
 
-    /// How the decoder reads [`super::Ins::arg`].
+    /// How the decoder reads an instruction's operand.
     pub mod arg {
         pub const NONE: u8 = 0;
         pub const U8: u8 = 1;
@@ -891,11 +939,14 @@ mod fx {
     #[derive(Clone, Copy, Debug)]
     #[repr(C, align(32))]
     pub struct Dec {
-        /// The instruction with its opcode facts filled in; the decoder sets the rest.
+        /// The instruction with its opcode filled in; the decoder sets the rest.
         pub ins: Ins,
-        /// The operand bits `Ins::arg` keeps (0 when it keeps none, and for targets).
+        /// The opcode's facts.
+        pub fx: Fx,
+        /// The operand bits the decoder checks (a local or argument index, a token; 0 when
+        /// none, and for targets).
         pub mask: u32,
-        /// The bits of `Ins::arg` that are a local or argument index (0 when none are).
+        /// The bits of those that are a local or argument index (0 when none are).
         pub vmask: u32,
         /// Opcode plus operand bytes (for `switch`, without its table); 0 when undefined.
         pub len: u8,
@@ -924,15 +975,14 @@ mod fx {
         let mut t = [Dec {
             ins: Ins {
                 off: 0,
-                arg: 0,
                 op: Opcode::Nop,
                 flags: 0,
-                fx: Fx {
-                    pops: 0,
-                    pushes: 0,
-                    flow: Flow::Next,
-                    kind: 0,
-                },
+            },
+            fx: Fx {
+                pops: 0,
+                pushes: 0,
+                flow: Flow::Next,
+                kind: 0,
             },
             mask: 0,
             vmask: 0,
@@ -1004,11 +1054,10 @@ mod fx {
             t[key] = Dec {
                 ins: Ins {
                     off: 0,
-                    arg: 0,
                     op: info.opcode,
                     flags: 0,
-                    fx: of(i),
                 },
+                fx: facts(i),
                 mask: match arg {
                     arg::U8 => 0xFF,
                     arg::U16 => 0xFFFF,
@@ -1023,7 +1072,7 @@ mod fx {
                 len: (if two { 2 } else { 1 } + operand_len) as u8,
                 arg,
                 shift: if two { 16 } else { 8 },
-                slow: check == check::TOKEN || of(i).kind & (TARGETS | SPECIAL) != 0,
+                slow: check == check::TOKEN || facts(i).kind & (TARGETS | SPECIAL) != 0,
                 check,
                 var: match check {
                     check::LOCAL | check::LOCAL_IMM => var::LOCAL as u8,
@@ -1144,15 +1193,11 @@ pub struct Verifier {
     /// them by index.
     ins: Vec<Ins>,
     n: usize,
-    /// Branch targets: `[1, target]` per branching instruction but `switch` (whose targets
-    /// are read from its table: [`Targets`]); targets are byte offsets after decoding and
-    /// instruction indices (or [`NONE`]) once resolved. `targets[..nt]` are this body's.
-    targets: Vec<u32>,
-    nt: usize,
     /// `special[..ns]`: indices of instructions with [`fx::SPECIAL`] placement rules.
     special: Vec<u32>,
     ns: usize,
-    /// `branches[..nb]`: indices of instructions with branch or switch targets.
+    /// `branches[..nb]`: indices of instructions with branch or switch targets. This and
+    /// `special` may be let go (their counts stay) once the region rules are done with them.
     branches: Vec<u32>,
     nb: usize,
     /// Token operands of the body, checked in batches by [`Resolver::tokens_pass`].
@@ -1165,13 +1210,9 @@ pub struct Verifier {
     /// Innermost region per instruction; empty when the body has no regions.
     region: Vec<u32>,
     nodes: Vec<eh::Node>,
-    intervals: Vec<eh::Interval>,
     try_node: Vec<u32>,
     open: Vec<u32>,
-    /// Instructions just before a region boundary (for the transfer rules).
-    edges: Vec<u32>,
     work: Vec<u32>,
-    clauses: Vec<Clause>,
     single: single_pass::SinglePass,
     /// Set when bodies without regions skip [`single_pass`] (clear by default: they try it
     /// first).
@@ -1207,7 +1248,10 @@ impl Verifier {
                 code,
                 clauses,
                 declared_max_stack,
-            } => self.run_in(code, code.len(), clauses, declared_max_stack, resolver),
+            } => {
+                let clauses = Clauses::One(clauses);
+                self.run_in(code, code.len(), &clauses, declared_max_stack, resolver);
+            }
         }
         &self.out.diags
     }
@@ -1225,7 +1269,13 @@ impl Verifier {
         opts: &Options,
     ) -> &[Diagnostic] {
         self.out.first_only = opts.first_only;
-        self.run_in(buf, len, clauses, declared_max_stack, resolver);
+        self.run_in(
+            buf,
+            len,
+            &Clauses::One(clauses),
+            declared_max_stack,
+            resolver,
+        );
         &self.out.diags
     }
 
@@ -1277,6 +1327,16 @@ impl Verifier {
         }
     }
 
+    /// Lets the per-instruction lists' room past this body's entries go.
+    fn trim_lists(&mut self) {
+        self.ins.truncate(self.n);
+        self.ins.shrink_to_fit();
+        self.branches.truncate(self.nb);
+        self.branches.shrink_to_fit();
+        self.special.truncate(self.ns);
+        self.special.shrink_to_fit();
+    }
+
     /// Findings of the last run.
     pub fn diagnostics(&self) -> &[Diagnostic] {
         &self.out.diags
@@ -1295,19 +1355,9 @@ impl Verifier {
 
     fn run_body<R: Resolver + ?Sized>(&mut self, body: &Body<'_>, resolver: &R) {
         let max = Some(body.max_stack());
-        let mut eh = body.sections.iter().filter(|s| s.is_eh());
-        let first = eh.next();
-        if eh.next().is_none() {
-            // The common case (at most one EH section) borrows its clauses: no copy.
-            let clauses = first.map_or(&[][..], |s| s.clauses());
-            self.run_in(body.code, body.code.len(), clauses, max, resolver);
-        } else {
-            let mut clauses = std::mem::take(&mut self.clauses);
-            clauses.clear();
-            clauses.extend(body.clauses().copied());
-            self.run_in(body.code, body.code.len(), &clauses, max, resolver);
-            self.clauses = clauses;
-        }
+        // Borrowed from the sections, however many: no copy.
+        let clauses = Clauses::of(body);
+        self.run_in(body.code, body.code.len(), &clauses, max, resolver);
     }
 
     /// Verifies `buf[..len]`, whose bytes past `len` the decoder may read but never acts on
@@ -1316,7 +1366,7 @@ impl Verifier {
         &mut self,
         buf: &[u8],
         len: usize,
-        clauses: &[Clause],
+        clauses: &Clauses<'_>,
         declared_max_stack: Option<u16>,
         resolver: &R,
     ) {
@@ -1324,7 +1374,6 @@ impl Verifier {
         self.n = 0;
         self.ns = 0;
         self.nb = 0;
-        self.nt = 0;
         self.starts.bits.clear();
         self.region.clear();
         self.nodes.clear();
@@ -1361,6 +1410,13 @@ impl Verifier {
         if !flow::decode(self, buf, code.len(), &ctx, resolver) || self.stop() {
             return;
         }
+        if code.len() > RELEASE_OVER && !clauses.is_empty() {
+            // The decoder's buffers grew ahead of the code; their unused room is resident
+            // (growing writes every entry), and the region passes hold as much again beside
+            // them. (Without regions the passes after add little, and the room given back
+            // would only be a hole the allocator keeps resident.)
+            self.trim_lists();
+        }
         // Straight-line code without regions (most bodies) skips these passes and their setup.
         if self.nb != 0 {
             flow::resolve_targets(self, code);
@@ -1372,15 +1428,20 @@ impl Verifier {
         if self.stop() {
             return;
         }
-        flow::check_prefixes(self, eh_ok);
-        flow::check_transfers(self, code, eh_ok);
+        flow::check_prefixes(self, code, eh_ok);
+        flow::check_transfers(self, code, clauses, eh_ok);
+        // The passes after these do not look at regions per instruction, nor at the lists of
+        // branches and special instructions (their counts stay).
+        eh::release_large(&mut self.region);
+        eh::release_large(&mut self.branches);
+        eh::release_large(&mut self.special);
         if self.stop() {
             return;
         }
-        stack::run(self, code, &ctx, resolver, eh_ok);
+        stack::run(self, code, clauses, &ctx, resolver, eh_ok);
         // Only a body with findings pays for saying how paths reach a join.
         if !self.out.first_only && !self.out.diags.is_empty() {
-            arrivals::explain(self, code, resolver);
+            arrivals::explain(self, code, clauses, resolver);
         }
         if !self.out.first_only && self.out.diags.len() > 1 {
             self.out.diags.sort_by_key(|d| (d.offset, d.code));
@@ -1415,7 +1476,6 @@ impl Verifier {
     /// Where the passes after decoding find the targets of `code`'s branching instructions.
     fn targets_in<'a>(&'a self, code: &'a [u8]) -> Targets<'a> {
         Targets {
-            list: &self.targets,
             code,
             starts: &self.starts,
         }
@@ -1435,6 +1495,16 @@ impl Verifier {
         self.starts.get(off).unwrap_or(NONE)
     }
 
+    /// The first instruction of region node `node` (of a tree built from `clauses`).
+    fn first_of(&self, node: &eh::Node, clauses: &Clauses<'_>) -> u32 {
+        self.index_at(eh::block(node, clauses).0)
+    }
+
+    /// One past the last instruction of region node `node` (of a tree built from `clauses`).
+    fn end_of(&self, node: &eh::Node, clauses: &Clauses<'_>) -> u32 {
+        self.index_at(eh::block(node, clauses).1)
+    }
+
     /// The innermost region of instruction `i`, or [`NONE`].
     fn region_of(&self, i: usize) -> u32 {
         self.region.get(i).copied().unwrap_or(NONE)
@@ -1445,7 +1515,7 @@ impl Verifier {
 const COUNT_OVER: usize = 1 << 20;
 
 /// Code with fewer instructions than one per this many bytes is sparse: the full passes hold
-/// about 24 bytes an instruction (the instruction, its depth, its share of the start index and
+/// about 16 bytes an instruction (the instruction, its depth, its share of the start index and
 /// of the branch lists), the single pass two bytes a byte of code.
 const SPARSE: usize = 16;
 
@@ -1485,13 +1555,12 @@ fn sparse(buf: &[u8], len: usize) -> bool {
 const RELEASE_OVER: usize = 1 << 16;
 
 /// The targets of the branching instructions of `code`, for the passes after
-/// `flow::resolve_targets`: a branch's (and `leave`'s) are stored in `list`; a `switch`'s are
-/// read from its table in the code each time they are needed, and resolved through `starts`,
-/// since the `switch` tables of hostile code hold a target per four bytes, and a stored copy
-/// would take as much memory again as the code.
+/// `flow::resolve_targets`: read from the code each time they are needed (a branch's from its
+/// operand, a `switch`'s from its table) and resolved through `starts`, since a stored copy
+/// would take as much memory again as the instructions (or, for the `switch` tables of hostile
+/// code, as the code).
 #[derive(Clone, Copy)]
 struct Targets<'a> {
-    list: &'a [u32],
     code: &'a [u8],
     starts: &'a StartIndex,
 }
@@ -1501,17 +1570,30 @@ impl Targets<'_> {
     #[inline]
     fn count(&self, x: &Ins) -> usize {
         if x.op == Opcode::Switch {
-            x.arg as usize
+            x.operand(self.code) as usize
         } else {
-            self.list[x.arg as usize] as usize
+            1
         }
+    }
+
+    /// The byte offset the branch (not `switch`) `x` jumps to, or [`NONE`] outside the code.
+    #[inline]
+    fn branch_offset(&self, x: &Ins) -> u32 {
+        let at = x.off as usize + 1;
+        // Branch opcodes are one byte; the decoder checked that the operand is in the code.
+        let (next, disp) = if fx::dec(x.op).arg == fx::arg::BR8 {
+            (at + 1, self.code.get(at).map_or(0, |&b| b as i8 as i64))
+        } else {
+            (at + 4, x.operand(self.code) as i32 as i64)
+        };
+        flow::target_offset(next as i64 + disp, self.code.len())
     }
 
     /// The byte offset case `k` of the `switch` `x` jumps to, or [`NONE`] outside the code.
     #[inline]
     fn switch_offset(&self, x: &Ins, k: usize) -> u32 {
         let table = x.off as usize + 5;
-        let next = table + 4 * x.arg as usize;
+        let next = table + 4 * x.operand(self.code) as usize;
         match self.code.get(table + 4 * k..table + 4 * k + 4) {
             Some(c) => {
                 let disp = i32::from_le_bytes([c[0], c[1], c[2], c[3]]);
@@ -1527,10 +1609,11 @@ impl Targets<'_> {
     /// instructions.
     #[inline]
     fn get(&self, ins: &[Ins], x: &Ins, k: usize) -> u32 {
-        if x.op != Opcode::Switch {
-            return self.list[x.arg as usize + 1 + k];
-        }
-        let off = self.switch_offset(x, k);
+        let off = if x.op == Opcode::Switch {
+            self.switch_offset(x, k)
+        } else {
+            self.branch_offset(x)
+        };
         match self.starts.get(off) {
             Some(t) if ins[t as usize].flags & flag::AFTER_PREFIX == 0 => t,
             _ => NONE,

@@ -187,7 +187,7 @@ impl SinglePass {
             // prefix before it), and the instruction only adjusts the depth, by its opcode or
             // its callee's signature.
             let m = marks[pos];
-            let fx = e.ins.fx;
+            let fx = e.fx;
             if m == 0 && fx.kind & (fx::PLAIN | fx::CALL) != 0 {
                 marks[pos] = START | d as u16;
                 let (pops, pushes) = if fx.kind & fx::PLAIN != 0 {
@@ -296,7 +296,7 @@ impl Scan<'_> {
         ctx: &Ctx,
         r: &R,
     ) -> Option<usize> {
-        let (fx, op, d) = (e.ins.fx, e.ins.op, self.d);
+        let (fx, op, d) = (e.fx, e.ins.op, self.d);
         // A forward branch expects this depth here (after an unconditional transfer, `d` was
         // taken from it).
         if m & FORWARD != 0 && (m & DEPTH) as u32 != d {

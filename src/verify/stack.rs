@@ -5,6 +5,7 @@
 //! instruction by instruction until the flow ends or reaches an instruction whose depth is
 //! already known, where the depths must agree. Each instruction is visited once.
 
+use super::clauses::Clauses;
 use super::eh::{self, RegionKind};
 use super::{CallSig, Code, Ctx, Ins, NONE, Out, Resolver, Targets, Verifier, flag, fx};
 use crate::opcode::Opcode;
@@ -12,6 +13,7 @@ use crate::opcode::Opcode;
 pub(super) fn run<R: Resolver + ?Sized>(
     v: &mut Verifier,
     code: &[u8],
+    clauses: &Clauses<'_>,
     ctx: &Ctx,
     r: &R,
     eh_ok: bool,
@@ -22,7 +24,6 @@ pub(super) fn run<R: Resolver + ?Sized>(
         ins,
         n,
         nb,
-        targets,
         starts,
         depth,
         nodes,
@@ -33,11 +34,9 @@ pub(super) fn run<R: Resolver + ?Sized>(
         ..
     } = v;
     let ins = &ins[..*n];
-    let targets = Targets {
-        list: targets,
-        code,
-        starts,
-    };
+    let targets = Targets { code, starts };
+    // Region starts are instruction starts (the table rules checked them).
+    let first = |node: &eh::Node| starts.get(eh::block(node, clauses).0);
     let mut st = St {
         out,
         work,
@@ -61,18 +60,21 @@ pub(super) fn run<R: Resolver + ?Sized>(
                     RegionKind::Finally | RegionKind::Fault => 0,
                     _ => 1,
                 };
+                let Some(at) = first(node) else {
+                    continue;
+                };
                 // The exception object counts against MaxStack before any instruction runs.
                 if let Some(declared) = ctx.declared_max_stack
                     && d > declared as u32
                 {
                     v.report(
                         Code::StackOverflow,
-                        ins[node.first as usize].off,
+                        ins[at as usize].off,
                         format!("handler entry depth {d} exceeds the declared MaxStack {declared}"),
                     );
                 }
                 v.max = v.max.max(d);
-                merge(v, ins, depth, node.first as usize, d);
+                merge(v, ins, depth, at as usize, d);
             }
         }
         while let Some(start) = v.work.pop() {
@@ -83,7 +85,7 @@ pub(super) fn run<R: Resolver + ?Sized>(
             }
         }
         if !v.stop() {
-            post_checks(v, nodes, depth);
+            post_checks(v, nodes, depth, &first, clauses);
         }
     }
     *max = st.max;
@@ -119,7 +121,7 @@ fn merge(v: &mut St<'_>, ins: &[Ins], depth: &mut [u32], t: usize, d: u32) {
         // scan's assumption (0) is kept, so the fault is reported once.
         if d != 0
             && t > 0
-            && ins[t - 1].fx.flow.ends_block()
+            && ins[t - 1].fx().flow.ends_block()
             && ins[t].flags & (flag::FORWARD_TARGET | flag::HANDLER_START) == 0
         {
             v.report(
@@ -170,7 +172,7 @@ fn walk<R: Resolver + ?Sized, const TRACK: bool>(
     while i < ins.len() {
         // Fields are read in place: copying the whole instruction out costs a spill per step.
         let x = &ins[i];
-        let fx = x.fx;
+        let fx = x.fx();
         // Most instructions (and calls without `tail.`, with the counts from the callee's
         // signature) just adjust the depth and fall through; only the overflow check can report
         // here, and it checks for first-only mode itself. Everything else (branches, returns,
@@ -179,7 +181,7 @@ fn walk<R: Resolver + ?Sized, const TRACK: bool>(
             Some((fx.pops as u32, fx.pushes as u32))
         } else if fx.pops == fx::SIG && fx.kind & fx::SPECIAL == 0 && x.flags & flag::TAIL == 0 {
             // An unknown signature ends the path.
-            let Some(sig) = call_effect(v, *x, r) else {
+            let Some(sig) = call_effect(v, *x, targets.code, r) else {
                 return;
             };
             Some((sig.pops(x.op), sig.pushes(x.op)))
@@ -239,7 +241,7 @@ fn step<R: Resolver + ?Sized, const TRACK: bool>(
     ctx: &Ctx,
     r: &R,
 ) -> bool {
-    let fx = x.fx;
+    let fx = x.fx();
     {
         let (pops, pushes) = if fx.pops < fx::SIG && fx.pushes < fx::SIG {
             (fx.pops as u32, fx.pushes as u32)
@@ -249,7 +251,7 @@ fn step<R: Resolver + ?Sized, const TRACK: bool>(
             check_ret(v, x.off, *d, ctx);
             return false;
         } else {
-            match call_effect(v, x, r) {
+            match call_effect(v, x, targets.code, r) {
                 Some(sig) => (sig.pops(x.op), sig.pushes(x.op)),
                 None => return false,
             }
@@ -343,8 +345,13 @@ fn overflow(v: &mut St<'_>, off: u32, d: u32, declared: u32) {
 /// The signature of the call `x`, or `None` (the path is abandoned) when it is unknown. A bad
 /// token was already reported by the operand rules.
 #[inline]
-fn call_effect<R: Resolver + ?Sized>(v: &mut St<'_>, x: Ins, r: &R) -> Option<CallSig> {
-    let sig = r.call_sig(x.op, x.arg);
+fn call_effect<R: Resolver + ?Sized>(
+    v: &mut St<'_>,
+    x: Ins,
+    code: &[u8],
+    r: &R,
+) -> Option<CallSig> {
+    let sig = r.call_sig(x.op, x.operand(code));
     if sig.is_none() {
         v.incomplete = true;
     }
@@ -378,15 +385,25 @@ fn check_ret(v: &mut St<'_>, off: u32, d: u32, ctx: &Ctx) {
 /// object the runtime pushes, which ILVerify accepts (its try-start check sees the handler
 /// block before the exception object is placed on its entry stack). A wrong depth arriving
 /// there by a branch is a branch into the handler, reported by the flow rules.
-fn post_checks(v: &mut St<'_>, nodes: &[eh::Node], depth: &[u32]) {
-    // First instructions of the blocks entered with the exception object, sorted; built only
-    // when some try is entered with a non-empty stack.
+fn post_checks(
+    v: &mut St<'_>,
+    nodes: &[eh::Node],
+    depth: &[u32],
+    first: &dyn Fn(&eh::Node) -> Option<u32>,
+    clauses: &Clauses<'_>,
+) {
+    // First bytes of the blocks entered with the exception object, sorted; built only when
+    // some try is entered with a non-empty stack.
     let mut receives_exception: Option<Vec<u32>> = None;
     for node in nodes {
         if node.kind != RegionKind::Try {
             continue;
         }
-        let d = depth[node.first as usize];
+        let Some(at) = first(node) else {
+            continue;
+        };
+        let start = eh::block(node, clauses).0;
+        let d = depth[at as usize];
         if d != NONE && d != 0 {
             let starts = receives_exception.get_or_insert_with(|| {
                 let mut s: Vec<u32> = nodes
@@ -397,17 +414,17 @@ fn post_checks(v: &mut St<'_>, nodes: &[eh::Node], depth: &[u32]) {
                             RegionKind::Catch | RegionKind::Filter | RegionKind::FilterHandler
                         )
                     })
-                    .map(|n| n.first)
+                    .map(|n| eh::block(n, clauses).0)
                     .collect();
                 s.sort_unstable();
                 s
             });
-            if d == 1 && starts.binary_search(&node.first).is_ok() {
+            if d == 1 && starts.binary_search(&start).is_ok() {
                 continue;
             }
             v.out.report_with(
                 Code::TryNonEmptyStack,
-                node.start,
+                start,
                 format!("the try is entered with {d} items on the stack"),
                 super::Detail::clause(node.min_clause, None),
             );

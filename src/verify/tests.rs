@@ -2131,7 +2131,7 @@ fn decode_table_agrees_with_the_codec() {
                 assert_eq!(d.ins.op, op, "key {key:#x}");
                 assert_eq!(d.len, e.len, "{op}");
                 assert_eq!(d.operand, e.operand, "{op}");
-                let operand_rule = d.ins.fx.kind & fx::OPERAND != 0;
+                let operand_rule = d.fx.kind & fx::OPERAND != 0;
                 assert_eq!(d.check != fx::check::NONE, operand_rule, "{op}");
             }
             _ => assert_eq!(d.len, 0, "key {key:#x} is undefined"),
@@ -2265,14 +2265,9 @@ fn fast_decode_matches_reporting_decode() {
         let snapshot = |v: &Verifier| {
             let ins: Vec<_> = v.ins[..v.n]
                 .iter()
-                .map(|x| (x.off, x.arg, x.op, x.flags))
+                .map(|x| (x.off, x.op, x.flags))
                 .collect();
-            (
-                ins,
-                v.targets[..v.nt].to_vec(),
-                v.branches[..v.nb].to_vec(),
-                v.special[..v.ns].to_vec(),
-            )
+            (ins, v.branches[..v.nb].to_vec(), v.special[..v.ns].to_vec())
         };
         v.out.diags.clear();
         match flow::decode_into::<_, false>(&mut v, &code, code.len(), &ctx, &r) {
