@@ -16,6 +16,66 @@ pub enum SwitchTargets<'a> {
     Owned(Vec<i32>),
 }
 
+/// A `switch` table read in place from the code, for the passes that keep no decoded
+/// targets: the one reader of its layout (III.3.66: the case count, then a 32-bit
+/// displacement per case, each from the end of the table).
+#[derive(Clone, Copy, Debug)]
+pub struct SwitchTable<'c> {
+    code: &'c [u8],
+    /// Where the displacements start.
+    table: usize,
+    count: usize,
+}
+
+impl<'c> SwitchTable<'c> {
+    /// The table of the `switch` at byte `at` of `code`, with `count` cases (the decoder's
+    /// reading of its operand).
+    #[inline]
+    pub fn new(code: &'c [u8], at: usize, count: u32) -> Self {
+        SwitchTable {
+            code,
+            table: at + 5,
+            count: count as usize,
+        }
+    }
+
+    /// The table of the `switch` at byte `at` of `code`, its count read from the code (no
+    /// cases when the count is not there).
+    #[inline]
+    pub fn read(code: &'c [u8], at: usize) -> Self {
+        let count = code
+            .get(at + 1..at + 5)
+            .map_or(0, |c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]));
+        Self::new(code, at, count)
+    }
+
+    /// Where the instruction after the table starts: the displacements' origin.
+    #[inline]
+    fn next(&self) -> i64 {
+        (self.table + 4 * self.count) as i64
+    }
+
+    /// Case `k`'s target, an offset from the start of the code (outside it when the
+    /// displacement says so); `None` when its displacement is not in the code.
+    #[inline]
+    pub fn target(&self, k: usize) -> Option<i64> {
+        let at = self.table + 4 * k;
+        let c = self.code.get(at..at + 4)?;
+        Some(self.next() + i64::from(i32::from_le_bytes([c[0], c[1], c[2], c[3]])))
+    }
+
+    /// Every case's target in order, as [`Self::target`]; none unless the whole table is in
+    /// the code.
+    pub fn targets(self) -> impl Iterator<Item = i64> + 'c {
+        let next = self.next();
+        self.code
+            .get(self.table..self.table + 4 * self.count)
+            .unwrap_or(&[])
+            .chunks_exact(4)
+            .map(move |c| next + i64::from(i32::from_le_bytes([c[0], c[1], c[2], c[3]])))
+    }
+}
+
 impl SwitchTargets<'_> {
     /// Number of targets (the `switch` count N).
     pub fn len(&self) -> usize {
@@ -591,6 +651,33 @@ pub fn count(code: &[u8]) -> Result<usize, InstrError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A `switch` read in place gives the decoder's targets; a table cut short by the end of
+    /// the code gives its cases in the code one by one, and none as a whole.
+    #[test]
+    fn a_switch_table_read_in_place_is_the_decoded_one() {
+        // nop; switch (3) [-6, 0, 7]; ret
+        let mut code = vec![0x00, 0x45, 3, 0, 0, 0];
+        for d in [-6i32, 0, 7] {
+            code.extend_from_slice(&d.to_le_bytes());
+        }
+        code.push(0x2A);
+        let decoded: Vec<i64> = decode_at(&code, 1).unwrap().targets().collect();
+        let table = SwitchTable::read(&code, 1);
+        assert_eq!(table.targets().collect::<Vec<_>>(), decoded);
+        assert_eq!(decoded, vec![12, 18, 25]);
+        assert_eq!(
+            (0..3).map(|k| table.target(k)).collect::<Vec<_>>(),
+            [12, 18, 25].map(Some)
+        );
+        assert_eq!(table.target(3), None, "past the code");
+        let cut = &code[..14];
+        let short = SwitchTable::new(cut, 1, 3);
+        assert_eq!(short.targets().count(), 0);
+        assert_eq!(short.target(1), Some(18));
+        assert_eq!(short.target(2), None);
+        assert_eq!(SwitchTable::read(&code[..3], 1).targets().count(), 0);
+    }
 
     /// The vector fill gives the table's answer at every byte, for every length around the
     /// 64-byte steps.

@@ -1592,13 +1592,9 @@ impl Targets<'_> {
     /// The byte offset case `k` of the `switch` `x` jumps to, or [`NONE`] outside the code.
     #[inline]
     fn switch_offset(&self, x: &Ins, k: usize) -> u32 {
-        let table = x.off as usize + 5;
-        let next = table + 4 * x.operand(self.code) as usize;
-        match self.code.get(table + 4 * k..table + 4 * k + 4) {
-            Some(c) => {
-                let disp = i32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-                flow::target_offset(next as i64 + disp as i64, self.code.len())
-            }
+        let table = crate::instr::SwitchTable::new(self.code, x.off as usize, x.operand(self.code));
+        match table.target(k) {
+            Some(t) => flow::target_offset(t, self.code.len()),
             None => NONE,
         }
     }

@@ -419,15 +419,10 @@ impl Scan<'_> {
 /// The targets of the `switch` at byte `pos` of `code`, as byte offsets (the scan checked them
 /// when it met the `switch`).
 fn switch_targets(code: &[u8], pos: u32) -> impl Iterator<Item = u32> + '_ {
-    let table = pos as usize + 5;
-    let count = code
-        .get(pos as usize + 1..table)
-        .map_or(0, |c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]) as usize);
-    let next = table + 4 * count;
-    code.get(table..next)
-        .unwrap_or(&[])
-        .chunks_exact(4)
-        .map(move |c| (next as i64 + i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as i64) as u32)
+    // Offsets outside the code wrap to values no instruction starts at.
+    crate::instr::SwitchTable::read(code, pos as usize)
+        .targets()
+        .map(|t| t as u32)
 }
 
 /// The depth a `ret` needs: 0 in a void method, 1 otherwise (anything when the signature is

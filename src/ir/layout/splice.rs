@@ -648,15 +648,9 @@ const LENS_WINDOW: usize = 1 << 16;
 /// table in `code` (`None` for one below 0 or past `u32`; the decoder checked the table is in
 /// the code).
 fn switch_targets(code: &[u8], at: u32, count: u32) -> impl Iterator<Item = Option<u32>> + '_ {
-    let table = at as usize + 5;
-    let next = table + 4 * count as usize;
-    code.get(table..next)
-        .unwrap_or(&[])
-        .chunks_exact(4)
-        .map(move |c| {
-            let disp = i32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-            u32::try_from(next as i64 + disp as i64).ok()
-        })
+    crate::instr::SwitchTable::new(code, at as usize, count)
+        .targets()
+        .map(|t| u32::try_from(t).ok())
 }
 
 /// Writes `bytes` at `out[*dst..]` and moves `dst` past them.
