@@ -41,10 +41,12 @@ struct ModuleIndex {
     nested: OnceLock<FxMap<u32, FxMap<Box<str>, u32>>>,
     /// ExportedTypes by namespace and name: the Implementation token.
     exported: OnceLock<ByName<Token>>,
-    /// Interfaces by TypeDef.
-    interfaces: OnceLock<FxMap<u32, Vec<Token>>>,
-    /// GenericParam flags by owner (TypeDef or MethodDef token), in parameter order.
-    generics: OnceLock<FxMap<Token, Vec<u16>>>,
+    /// InterfaceImpl rows as (class, interface), sorted by class, in row order within one
+    /// (a sorted list: no `Vec` per class; the table is usually sorted already).
+    interfaces: OnceLock<Vec<(u32, Token)>>,
+    /// GenericParam rows as (owner, number, flags), sorted: an owner's flags in parameter
+    /// order.
+    generics: OnceLock<Vec<(Token, u16, u16)>>,
     /// Whether the module defines `System.Object` without a base: the core library.
     corlib: OnceLock<bool>,
 }
@@ -68,10 +70,7 @@ impl ModuleIndex {
                 if let Ok(row) = t.type_def(rid)
                     && let (Ok(ns), Ok(name)) = (s.get(row.namespace), s.get(row.name))
                 {
-                    map.entry(Box::from(ns))
-                        .or_insert_with(FxMap::default)
-                        .entry(Box::from(name))
-                        .or_insert(rid);
+                    insert_by_name(&mut map, ns, name, rid);
                 }
             }
             map
@@ -116,36 +115,41 @@ impl ModuleIndex {
                     s.get(name),
                     CodedIndex::Implementation.decode(imp),
                 ) {
-                    map.entry(Box::from(ns))
-                        .or_insert_with(FxMap::default)
-                        .entry(Box::from(name))
-                        .or_insert(imp);
+                    insert_by_name(&mut map, ns, name, imp);
                 }
             }
             map
         })
     }
-    fn interfaces(&self, img: &Image<'_>) -> &FxMap<u32, Vec<Token>> {
-        self.interfaces.get_or_init(|| {
+    /// The interfaces TypeDef `class` declares, in row order.
+    fn interfaces(&self, img: &Image<'_>, class: u32) -> impl Iterator<Item = Token> + '_ {
+        let all = self.interfaces.get_or_init(|| {
             let t = img.tables();
-            let mut map: FxMap<u32, Vec<Token>> = FxMap::default();
+            // Rows are bounded by the table stream, already read.
+            let mut all = Vec::with_capacity(t.rows(Table::InterfaceImpl) as usize);
             for rid in 1..=t.rows(Table::InterfaceImpl) {
                 if let (Ok(class), Ok(iface)) = (
                     t.cell(Table::InterfaceImpl, rid, 0),
                     t.cell(Table::InterfaceImpl, rid, 1),
                 ) && let Some(tok) = CodedIndex::TypeDefOrRef.decode(iface)
                 {
-                    map.entry(class).or_default().push(tok);
+                    all.push((class, tok));
                 }
             }
-            map
-        })
+            // Stable: one class's interfaces stay in row order.
+            all.sort_by_key(|&(class, _)| class);
+            all
+        });
+        run_of(all, |&(c, _)| c.cmp(&class)).iter().map(|&(_, t)| t)
     }
 
-    fn generics(&self, img: &Image<'_>) -> &FxMap<Token, Vec<u16>> {
-        self.generics.get_or_init(|| {
+    /// The flags of the generic parameters of `owner` (a TypeDef or MethodDef token), in
+    /// parameter order.
+    fn generics(&self, img: &Image<'_>, owner: Token) -> impl Iterator<Item = u16> + '_ {
+        let all = self.generics.get_or_init(|| {
             let t = img.tables();
-            let mut map: FxMap<Token, Vec<(u16, u16)>> = FxMap::default();
+            // Rows are bounded by the table stream, already read.
+            let mut all = Vec::with_capacity(t.rows(Table::GenericParam) as usize);
             for rid in 1..=t.rows(Table::GenericParam) {
                 if let (Ok(number), Ok(flags), Ok(owner)) = (
                     t.cell(Table::GenericParam, rid, 0),
@@ -153,18 +157,15 @@ impl ModuleIndex {
                     t.cell(Table::GenericParam, rid, 2),
                 ) && let Some(owner) = CodedIndex::TypeOrMethodDef.decode(owner)
                 {
-                    map.entry(owner)
-                        .or_default()
-                        .push((number as u16, flags as u16));
+                    all.push((owner, number as u16, flags as u16));
                 }
             }
-            map.into_iter()
-                .map(|(k, mut v)| {
-                    v.sort_unstable();
-                    (k, v.into_iter().map(|(_, f)| f).collect())
-                })
-                .collect()
-        })
+            all.sort_unstable();
+            all
+        });
+        run_of(all, |&(o, _, _)| o.cmp(&owner))
+            .iter()
+            .map(|&(_, _, f)| f)
     }
 
     fn is_corlib(&self, img: &Image<'_>) -> bool {
@@ -178,6 +179,25 @@ impl ModuleIndex {
                 .is_some_and(|row| row.extends.is_null())
         })
     }
+}
+
+/// Keeps `value` for `ns.name` unless the name has one (the first of a name is kept); a
+/// namespace's key is allocated once, not per name.
+fn insert_by_name<V>(map: &mut ByName<V>, ns: &str, name: &str, value: V) {
+    let names = match map.get_mut(ns) {
+        Some(names) => names,
+        None => map.entry(Box::from(ns)).or_default(),
+    };
+    if !names.contains_key(name) {
+        names.insert(Box::from(name), value);
+    }
+}
+
+/// The run of `sorted` whose elements `cmp` finds equal to the key it compares with.
+fn run_of<T>(sorted: &[T], cmp: impl Fn(&T) -> std::cmp::Ordering) -> &[T] {
+    let lo = sorted.partition_point(|e| cmp(e).is_lt());
+    let len = sorted[lo..].partition_point(|e| cmp(e).is_le());
+    &sorted[lo..lo + len]
 }
 
 /// The first TypeDef named `ns.name` that is not nested, as [`ModuleIndex::top`] keeps it,
@@ -462,6 +482,13 @@ pub struct TypeSystem<'a> {
     current_index: ModuleIndex,
     refs: Vec<Arc<Loaded>>,
     by_name: FxMap<String, Option<u32>>,
+    /// An assembly name lowered for [`TypeSystem::assembly`]'s lookup.
+    lower: String,
+    /// A type's arguments while [`TypeSystem::supertypes`] substitutes them.
+    super_args: Vec<TyId>,
+    /// The types met and to visit by [`TypeSystem::assignable`]'s walk, kept between walks.
+    walk_seen: FxSet<TyId>,
+    walk_queue: Vec<TyId>,
     /// The interned types.
     pub tys: Interner,
     /// TypeRefs of referenced modules resolved, by (module, row); the image's own are in
@@ -545,6 +572,10 @@ impl<'a> TypeSystem<'a> {
             current_index: ModuleIndex::default(),
             refs: Vec::new(),
             by_name,
+            lower: String::new(),
+            super_args: Vec::new(),
+            walk_seen: FxSet::default(),
+            walk_queue: Vec::new(),
             tys: Interner::default(),
             typerefs: FxMap::default(),
             own_typerefs: PerRow::default(),
@@ -597,10 +628,16 @@ impl<'a> TypeSystem<'a> {
 
     /// The module number of the assembly of simple name `name`, opening it when first asked.
     fn assembly(&mut self, name: &str) -> Option<u32> {
-        let key = name.to_ascii_lowercase();
-        if let Some(&m) = self.by_name.get(&key) {
+        // Lowered into a buffer kept between calls: most names asked are known already.
+        let mut lower = std::mem::take(&mut self.lower);
+        lower.clear();
+        lower.extend(name.chars().map(|c| c.to_ascii_lowercase()));
+        let known = self.by_name.get(lower.as_str()).copied();
+        self.lower = lower;
+        if let Some(m) = known {
             return m;
         }
+        let key = self.lower.clone();
         let found = self.store.find(name, self.near.as_deref());
         let m = found.map(|l| {
             // One module per assembly, even when found under two names.
@@ -949,17 +986,26 @@ impl<'a> TypeSystem<'a> {
     /// The signature of a method token of the image being verified (MethodDef, MemberRef or
     /// MethodSpec), its type arguments substituted, with the type declaring it; its parameters
     /// are [`TypeSystem::params`].
+    #[inline]
     pub fn method(&mut self, token: Token) -> Option<MethodSig> {
-        let slot = match token.table() {
-            Some(Table::MethodDef) => 0,
-            Some(Table::MemberRef) => 1,
-            Some(Table::MethodSpec) => 2,
+        // Inlined into the rules: the table byte matched as it is, the usual answer a read
+        // of the table kept; the first resolution out of line.
+        let slot = match token.0 >> 24 {
+            0x06 => 0,
+            0x0A => 1,
+            0x2B => 2,
             _ => return None,
         };
-        let rid = token.rid() as usize;
-        if let Some(Some(m)) = self.methods[slot].get(rid) {
-            return *m;
+        match self.methods[slot].get(token.rid() as usize) {
+            Some(Some(m)) => *m,
+            _ => self.method_first(token, slot),
         }
+    }
+
+    /// [`TypeSystem::method`] the first time `token` is asked (table `slot` of `methods`).
+    #[inline(never)]
+    fn method_first(&mut self, token: Token, slot: usize) -> Option<MethodSig> {
+        let rid = token.rid() as usize;
         let m = self.method_in(0, token, &[]);
         let rows = self.current.tables().rows(token.table()?) as usize;
         // Rows past the table are not kept: the table's size bounds what is allocated.
@@ -1177,15 +1223,23 @@ impl<'a> TypeSystem<'a> {
 
     /// A field token of the image being verified: its type (the declaring type's arguments
     /// substituted), the declaring type, and whether it is static.
+    #[inline]
     pub fn field(&mut self, token: Token) -> Option<(TyId, TyId, bool)> {
-        let slot = match token.table()? {
-            Table::Field => 0,
-            Table::MemberRef => 1,
+        // As in [`TypeSystem::method`]: the usual answer inlined, the first out of line.
+        let slot = match token.0 >> 24 {
+            0x04 => 0,
+            0x0A => 1,
             _ => return None,
         };
-        if let Some(f) = self.fields[slot].get(token.rid()) {
-            return *f;
+        match self.fields[slot].get(token.rid()) {
+            Some(f) => *f,
+            None => self.field_first(token, slot),
         }
+    }
+
+    /// [`TypeSystem::field`] the first time `token` is asked (table `slot` of `fields`).
+    #[inline(never)]
+    fn field_first(&mut self, token: Token, slot: usize) -> Option<(TyId, TyId, bool)> {
         let f = self.field_uncached(token);
         let rows = self.current.tables().rows(token.table()?);
         self.fields[slot].put(token.rid(), rows, f);
@@ -1409,16 +1463,10 @@ impl<'a> TypeSystem<'a> {
                 Ok(orow) if outer != key.rid => s.get(orow.namespace).ok()?,
                 _ => ns,
             };
-            let ifaces = idx
-                .interfaces(img)
-                .get(&key.rid)
-                .cloned()
-                .unwrap_or_default();
-            let generics = idx
-                .generics(img)
-                .get(&Token::new(Table::TypeDef, key.rid))
-                .cloned()
-                .unwrap_or_default();
+            let ifaces: Vec<Token> = idx.interfaces(img, key.rid).collect();
+            let generics: Vec<u16> = idx
+                .generics(img, Token::new(Table::TypeDef, key.rid))
+                .collect();
             let next_fields = if key.rid < t.rows(Table::TypeDef) {
                 t.type_def(key.rid + 1).ok()?.field_list
             } else {
@@ -1767,30 +1815,56 @@ impl<'a> TypeSystem<'a> {
         }
     }
 
-    /// The direct supertypes of `t` (base type and declared interfaces, with `t`'s arguments
-    /// substituted); `None` when its definition cannot be read.
-    fn supertypes(&mut self, t: TyId) -> Option<Vec<TyId>> {
-        let node = self.tys.node(t).clone();
-        let (key, args) = match node {
-            TyNode::Inst { def, args, .. } => (def, args.to_vec()),
-            TyNode::SzArray(_) | TyNode::Array(..) => {
-                let a = self.well_known("System.Array");
-                return Some(vec![a]);
+    /// Pushes the direct supertypes of `t` (base type and declared interfaces, with `t`'s
+    /// arguments substituted) onto `out`; false, pushing nothing, when its definition cannot
+    /// be read. The arguments are copied into a buffer kept between calls (no clone of the
+    /// node).
+    fn supertypes(&mut self, t: TyId, out: &mut Vec<TyId>) -> bool {
+        let mut args = std::mem::take(&mut self.super_args);
+        args.clear();
+        let key = match self.tys.node(t) {
+            TyNode::Inst { def, args: a, .. } => {
+                args.extend_from_slice(a);
+                Some(*def)
             }
-            _ => (self.def_of(t)?, Vec::new()),
+            TyNode::SzArray(_) | TyNode::Array(..) => {
+                self.super_args = args;
+                let a = self.well_known("System.Array");
+                out.push(a);
+                return true;
+            }
+            _ => None,
         };
-        let info = self.info(key)?;
-        let mut out = Vec::with_capacity(1 + info.interfaces.len());
+        let read = self.push_supertypes(t, key, &args, out);
+        self.super_args = args;
+        read
+    }
+
+    /// [`TypeSystem::supertypes`] of `t`, whose definition is `key` (else found from `t`)
+    /// with arguments `args`.
+    fn push_supertypes(
+        &mut self,
+        t: TyId,
+        key: Option<TypeKey>,
+        args: &[TyId],
+        out: &mut Vec<TyId>,
+    ) -> bool {
+        let Some(key) = key.or_else(|| self.def_of(t)) else {
+            return false;
+        };
+        let Some(info) = self.info(key) else {
+            return false;
+        };
         if let Some(b) = info.base {
-            out.push(self.tys.subst(b, &args, &[]));
+            out.push(self.tys.subst(b, args, &[]));
         }
         for &i in &info.interfaces {
-            out.push(self.tys.subst(i, &args, &[]));
+            out.push(self.tys.subst(i, args, &[]));
         }
         if info.base.is_none() && info.kind == Kind::Interface {
             out.push(TyId::OBJECT);
         }
-        Some(out)
+        true
     }
 
     /// Whether a reference of type `from` may be used where `to` is expected (III.1.8.1.2.3,
@@ -1838,8 +1912,20 @@ impl<'a> TypeSystem<'a> {
             }
             return self.array_assignable(from, to);
         }
-        let mut seen = FxSet::default();
-        let mut queue = vec![from];
+        // The walk's set and queue are kept between calls (taken: a nested walk gets its own).
+        let mut seen = std::mem::take(&mut self.walk_seen);
+        let mut queue = std::mem::take(&mut self.walk_queue);
+        seen.clear();
+        queue.clear();
+        queue.push(from);
+        let answer = self.walk_supertypes(to, &mut seen, &mut queue);
+        self.walk_seen = seen;
+        self.walk_queue = queue;
+        answer
+    }
+
+    /// The walk of [`TypeSystem::assignable_uncached`] up from the types in `queue`.
+    fn walk_supertypes(&mut self, to: TyId, seen: &mut FxSet<TyId>, queue: &mut Vec<TyId>) -> Ans {
         let mut unsure = false;
         let to_def = self.key_of(to);
         while let Some(t) = queue.pop() {
@@ -1862,9 +1948,8 @@ impl<'a> TypeSystem<'a> {
             {
                 unsure = true;
             }
-            match self.supertypes(t) {
-                Some(s) => queue.extend(s),
-                None => unsure = true,
+            if !self.supertypes(t, queue) {
+                unsure = true;
             }
         }
         if unsure { Ans::Unknown } else { Ans::No }

@@ -315,7 +315,9 @@ impl Interner {
     /// `id` with `!n` replaced by `class_args[n]` and `!!n` by `method_args[n]` (a parameter
     /// without an argument stays as it is).
     pub fn subst(&mut self, id: TyId, class_args: &[TyId], method_args: &[TyId]) -> TyId {
-        if class_args.is_empty() && method_args.is_empty() {
+        // A type without generic parameters is its own substitution (interned types are
+        // hash-consed): no clone of its node.
+        if (class_args.is_empty() && method_args.is_empty()) || !self.has_generic_param(id) {
             return id;
         }
         let node = self.node(id).clone();
