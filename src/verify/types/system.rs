@@ -525,14 +525,17 @@ pub struct TypeSystem<'a> {
     /// Field tokens of the image being verified, resolved: Field and MemberRef rows.
     fields: [PerRow<Option<(TyId, TyId, bool)>>; 2],
     /// Local types by StandAloneSig row of the image being verified.
-    locals_by_row: PerRow<Option<Rc<[TyId]>>>,
+    locals_by_row: PerRow<Option<(u32, u32)>>,
     /// Method signatures by (module, `#Blob` index), as read (before substitution): methods
     /// that share a signature share its blob.
     method_sigs: FxMap<(u32, u32), Option<MethodSig>>,
     /// Field types of the image being verified by `#Blob` index, as read.
     field_sigs: FxMap<u32, Option<TyId>>,
     /// Local types of the image being verified by `#Blob` index of their LocalVarSig.
-    local_sigs: FxMap<u32, Option<Rc<[TyId]>>>,
+    local_sigs: FxMap<u32, Option<(u32, u32)>>,
+    /// The local types of every LocalVarSig read, one run `(start, len)` each (no allocation
+    /// per signature).
+    local_types: Vec<TyId>,
     /// The declaring TypeDef of each MethodDef of the image being verified (0: none), when the
     /// method lists run in order without a MethodPtr table; `None` until first asked.
     method_owners: Option<Option<Vec<u32>>>,
@@ -596,6 +599,7 @@ impl<'a> TypeSystem<'a> {
             method_sigs: FxMap::default(),
             field_sigs: FxMap::default(),
             local_sigs: FxMap::default(),
+            local_types: Vec::new(),
             method_owners: None,
             overridable: FxMap::default(),
             field_owners: None,
@@ -932,26 +936,12 @@ impl<'a> TypeSystem<'a> {
                 if n as usize > r.remaining() {
                     return None;
                 }
-                let mut args = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    args.push(self.read_type(m, r, depth + 1)?);
-                }
-                let def = self.type_token_at(m, tok, depth + 1, Some(kind == VALUETYPE));
-                // The key alone (no clone of an instance's arguments).
-                let (TyNode::Class(def) | TyNode::Value(def) | TyNode::Inst { def, .. }) =
-                    *self.tys.node(def)
-                else {
-                    return Some(TyId::UNKNOWN);
-                };
-                let value = match self.info(def).as_deref().map(|i| i.kind) {
-                    Some(Kind::Unknown) | None => kind == VALUETYPE,
-                    Some(k) => matches!(k, Kind::Value | Kind::Enum(_)),
-                };
-                self.tys.intern(TyNode::Inst {
-                    def,
-                    value,
-                    args: args.into(),
-                })
+                // The arguments onto `scratch` (no `Vec` per instance), taken off on every
+                // way out: a caller may go on after a failed read.
+                let base = self.scratch.len();
+                let t = self.read_inst(m, r, depth, tok, kind == VALUETYPE, n);
+                self.scratch.truncate(base);
+                return t;
             }
             FNPTR => {
                 self.read_method(m, r, depth + 1)?;
@@ -964,6 +954,38 @@ impl<'a> TypeSystem<'a> {
             PINNED => return self.read_type(m, r, depth + 1),
             _ => return None,
         })
+    }
+
+    /// The rest of a GENERICINST of [`TypeSystem::read_type`] after its definition `tok` (a
+    /// value type for `value`): its `n` arguments, pushed onto `scratch` (the caller takes
+    /// them off), then the instance.
+    fn read_inst(
+        &mut self,
+        m: u32,
+        r: &mut SigReader<'_>,
+        depth: u32,
+        tok: Token,
+        value: bool,
+        n: u32,
+    ) -> Option<TyId> {
+        let base = self.scratch.len();
+        for _ in 0..n {
+            let t = self.read_type(m, r, depth + 1)?;
+            self.scratch.push(t);
+        }
+        let def = self.type_token_at(m, tok, depth + 1, Some(value));
+        // The key alone (no clone of an instance's arguments).
+        let (TyNode::Class(def) | TyNode::Value(def) | TyNode::Inst { def, .. }) =
+            *self.tys.node(def)
+        else {
+            return Some(TyId::UNKNOWN);
+        };
+        let value = match self.info(def).as_deref().map(|i| i.kind) {
+            Some(Kind::Unknown) | None => value,
+            Some(k) => matches!(k, Kind::Value | Kind::Enum(_)),
+        };
+        let args = self.scratch.get(base..).unwrap_or(&[]);
+        Some(self.tys.intern_inst(def, value, args))
     }
 
     /// Reads a method signature (MethodDefSig, MethodRefSig or StandAloneMethodSig).
@@ -1314,30 +1336,62 @@ impl<'a> TypeSystem<'a> {
     /// The local types of a LocalVarSig token of the image being verified (read once per
     /// signature blob).
     pub fn locals(&mut self, token: Token) -> Option<Rc<[TyId]>> {
+        let (start, len) = self.local_run(token)?;
+        let run = self
+            .local_types
+            .get(start as usize..(start + len) as usize)?;
+        Some(Rc::from(run))
+    }
+
+    /// [`TypeSystem::locals`] appended to `out`; false when they cannot be read.
+    pub fn locals_into(&mut self, token: Token, out: &mut Vec<TyId>) -> bool {
+        let Some((start, len)) = self.local_run(token) else {
+            return false;
+        };
+        match self.local_types.get(start as usize..(start + len) as usize) {
+            Some(run) => {
+                out.extend_from_slice(run);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Where [`TypeSystem::locals`] of `token` lie in `local_types`.
+    fn local_run(&mut self, token: Token) -> Option<(u32, u32)> {
         if let Some(l) = self.locals_by_row.get(token.rid()) {
-            return l.clone();
+            return *l;
         }
         let l = self.locals_uncached(token);
         let rows = self.current.tables().rows(Table::StandAloneSig);
-        self.locals_by_row.put(token.rid(), rows, l.clone());
+        self.locals_by_row.put(token.rid(), rows, l);
         l
     }
 
-    fn locals_uncached(&mut self, token: Token) -> Option<Rc<[TyId]>> {
+    fn locals_uncached(&mut self, token: Token) -> Option<(u32, u32)> {
         let (index, blob) = {
             let img = self.current;
             let row = img.tables().standalone_sig(token.rid()).ok()?;
             (row.signature, img.blobs().get(row.signature).ok()?)
         };
         if let Some(l) = self.local_sigs.get(&index) {
-            return l.clone();
+            return *l;
         }
-        let l = self.read_locals(blob).map(Rc::from);
-        self.local_sigs.insert(index, l.clone());
+        // Read onto `scratch` (a nested read stays above this one's run), then kept.
+        let base = self.scratch.len();
+        let read = self.read_locals(blob);
+        let l = read.map(|()| {
+            let start = self.local_types.len() as u32;
+            self.local_types.extend_from_slice(&self.scratch[base..]);
+            (start, (self.scratch.len() - base) as u32)
+        });
+        self.scratch.truncate(base);
+        self.local_sigs.insert(index, l);
         l
     }
 
-    fn read_locals(&mut self, blob: &[u8]) -> Option<Vec<TyId>> {
+    /// The types of a LocalVarSig, pushed onto `scratch`.
+    fn read_locals(&mut self, blob: &[u8]) -> Option<()> {
         let mut r = SigReader::new(blob);
         if r.u8().ok()? != 0x07 {
             return None;
@@ -1346,11 +1400,11 @@ impl<'a> TypeSystem<'a> {
         if n as usize > r.remaining() {
             return None;
         }
-        let mut out = Vec::with_capacity(n as usize);
         for _ in 0..n {
-            out.push(self.read_type(0, &mut r, 0)?);
+            let t = self.read_type(0, &mut r, 0)?;
+            self.scratch.push(t);
         }
-        Some(out)
+        Some(())
     }
 
     /// The StandAloneMethodSig of a `calli` token of the image being verified (its declaring
