@@ -35,8 +35,9 @@ fn by_name<'m, V>(map: &'m ByName<V>, ns: &str, name: &str) -> Option<&'m V> {
 /// Lazily built indexes of one module's tables.
 #[derive(Debug, Default)]
 struct ModuleIndex {
-    /// Top-level TypeDefs by namespace and name (the first of a name).
-    top: OnceLock<ByName<u32>>,
+    /// Top-level TypeDefs as (hash of namespace and name, rid), sorted: the rids of a hash in
+    /// row order, whose names a lookup compares (no key allocated per type).
+    top: OnceLock<Vec<(u64, u32)>>,
     /// Nested TypeDefs by enclosing TypeDef, then name.
     nested: OnceLock<FxMap<u32, FxMap<Box<str>, u32>>>,
     /// ExportedTypes by namespace and name: the Implementation token.
@@ -49,32 +50,55 @@ struct ModuleIndex {
     generics: OnceLock<Vec<(Token, u16, u16)>>,
     /// Whether the module defines `System.Object` without a base: the core library.
     corlib: OnceLock<bool>,
+    /// The enclosing TypeDef of each TypeDef, as [`crate::image::tables::Tables::enclosing_type`]
+    /// answers (the first NestedClass row of a type); `None` when that answer is not a table
+    /// (the rows do not read, or are marked sorted and are not).
+    enclosing: OnceLock<Option<Vec<Option<u32>>>>,
 }
 
 impl ModuleIndex {
-    fn top(&self, img: &Image<'_>) -> &ByName<u32> {
-        self.top.get_or_init(|| {
-            let t = img.tables();
-            let s = img.strings();
-            let mut nested = FxSet::default();
+    /// The first top-level TypeDef named `ns.name`, in row order.
+    fn top(&self, img: &Image<'_>, ns: &str, name: &str) -> Option<u32> {
+        let t = img.tables();
+        let s = img.strings();
+        let all = self.top.get_or_init(|| {
+            let rows = t.rows(Table::TypeDef);
+            // Rows are bounded by the table stream, already read.
+            let mut nested = vec![false; rows as usize + 1];
             for r in 1..=t.rows(Table::NestedClass) {
-                if let Ok(n) = t.nested_class(r) {
-                    nested.insert(n.nested_class);
+                if let Ok(n) = t.nested_class(r)
+                    && let Some(x) = nested.get_mut(n.nested_class as usize)
+                {
+                    *x = true;
                 }
             }
-            let mut map = ByName::default();
-            for rid in 1..=t.rows(Table::TypeDef) {
-                if nested.contains(&rid) {
+            let mut all = Vec::with_capacity(rows as usize);
+            for rid in 1..=rows {
+                if nested[rid as usize] {
                     continue;
                 }
+                // Names that are not UTF-8 are kept too: no lookup (a `str`) matches them.
                 if let Ok(row) = t.type_def(rid)
-                    && let (Ok(ns), Ok(name)) = (s.get(row.namespace), s.get(row.name))
+                    && let (Some(ns), Some(name)) =
+                        (string_bytes(&s, row.namespace), string_bytes(&s, row.name))
                 {
-                    insert_by_name(&mut map, ns, name, rid);
+                    all.push((name_hash(ns, name), rid));
                 }
             }
-            map
-        })
+            all.sort_unstable();
+            all
+        });
+        let (ns, name) = (ns.as_bytes(), name.as_bytes());
+        let h = name_hash(ns, name);
+        run_of(all, |&(x, _)| x.cmp(&h))
+            .iter()
+            .map(|&(_, rid)| rid)
+            .find(|&rid| {
+                t.type_def(rid).is_ok_and(|row| {
+                    string_bytes(&s, row.namespace) == Some(ns)
+                        && string_bytes(&s, row.name) == Some(name)
+                })
+            })
     }
 
     fn nested(&self, img: &Image<'_>) -> &FxMap<u32, FxMap<Box<str>, u32>> {
@@ -168,10 +192,43 @@ impl ModuleIndex {
             .map(|&(_, _, f)| f)
     }
 
+    /// The TypeDef enclosing TypeDef `rid`, as `Tables::enclosing_type` answers (an error
+    /// as none), from a table built once instead of a search per type.
+    fn enclosing(&self, img: &Image<'_>, rid: u32) -> Option<u32> {
+        let t = img.tables();
+        let by_type = self.enclosing.get_or_init(|| {
+            // Rows are bounded by the table stream, already read.
+            let mut by_type = vec![None; t.rows(Table::TypeDef) as usize + 1];
+            let (mut last, mut sorted) = (0, true);
+            for r in 1..=t.rows(Table::NestedClass) {
+                let (Ok(nested), Ok(outer)) = (
+                    t.cell(Table::NestedClass, r, 0),
+                    t.cell(Table::NestedClass, r, 1),
+                ) else {
+                    return None;
+                };
+                sorted &= nested >= last;
+                last = nested;
+                // The first row of a type: the linear search's answer, and the binary
+                // search's on sorted rows.
+                if let Some(x) = by_type.get_mut(nested as usize)
+                    && x.is_none()
+                {
+                    *x = Some(outer);
+                }
+            }
+            (sorted || !t.header.is_sorted(Table::NestedClass)).then_some(by_type)
+        });
+        match by_type.as_ref().and_then(|b| b.get(rid as usize)) {
+            Some(&outer) => outer,
+            None => t.enclosing_type(rid).ok().flatten(),
+        }
+    }
+
     fn is_corlib(&self, img: &Image<'_>) -> bool {
         *self.corlib.get_or_init(|| {
             let object = match self.top.get() {
-                Some(top) => by_name(top, "System", "Object").copied(),
+                Some(_) => self.top(img, "System", "Object"),
                 None => first_top(img, "System", "Object"),
             };
             object
@@ -191,6 +248,25 @@ fn insert_by_name<V>(map: &mut ByName<V>, ns: &str, name: &str, value: V) {
     if !names.contains_key(name) {
         names.insert(Box::from(name), value);
     }
+}
+
+/// The bytes of string `index` as [`crate::image::heaps::StringHeap::get`] reads them,
+/// without checking that they are UTF-8.
+fn string_bytes<'s>(s: &crate::image::heaps::StringHeap<'s>, index: u32) -> Option<&'s [u8]> {
+    if index == 0 && s.data.is_empty() {
+        return Some(b"");
+    }
+    s.get_bytes(index).ok()
+}
+
+/// The hash of a type's namespace and name (a NUL between them, which neither holds).
+fn name_hash(ns: &[u8], name: &[u8]) -> u64 {
+    use std::hash::Hasher;
+    let mut h = super::fx::FxHasher::default();
+    h.write(ns);
+    h.write_u8(0);
+    h.write(name);
+    h.finish()
 }
 
 /// The run of `sorted` whose elements `cmp` finds equal to the key it compares with.
@@ -370,12 +446,12 @@ fn list_owners(
 /// The outermost TypeDef enclosing TypeDef `rid` (itself when not nested) and whether any
 /// encloses it, followed as [`TypeSystem::def_name`] follows it; `None` when an enclosing row or
 /// its name cannot be read.
-fn enclosing_chain(img: &Image<'_>, rid: u32) -> Option<(u32, bool)> {
+fn enclosing_chain(img: &Image<'_>, idx: &ModuleIndex, rid: u32) -> Option<(u32, bool)> {
     let t = img.tables();
     let s = img.strings();
     let (mut outer, mut nested) = (rid, false);
     for _ in 0..MAX_DEPTH {
-        match t.enclosing_type(outer).ok().flatten() {
+        match idx.enclosing(img, outer) {
             Some(o) => {
                 let orow = t.type_def(o).ok()?;
                 s.get(orow.name).ok()?;
@@ -782,7 +858,7 @@ impl<'a> TypeSystem<'a> {
         let img = md.img();
         let forward = {
             let (_, idx) = self.module(m)?;
-            if let Some(&rid) = by_name(idx.top(img), ns, name) {
+            if let Some(rid) = idx.top(img, ns, name) {
                 return Some(TypeKey { module: m, rid });
             }
             let imp = *by_name(idx.exported(img), ns, name)?;
@@ -1512,7 +1588,7 @@ impl<'a> TypeSystem<'a> {
             // written only for messages.
             let name = s.get(row.name).ok()?;
             let ns = s.get(row.namespace).ok()?;
-            let (outer, nested) = enclosing_chain(img, key.rid)?;
+            let (outer, nested) = enclosing_chain(img, idx, key.rid)?;
             let ns = match t.type_def(outer) {
                 Ok(orow) if outer != key.rid => s.get(orow.namespace).ok()?,
                 _ => ns,
@@ -2221,7 +2297,7 @@ mod tests {
                 let (ns, n) = (s.get(row.namespace).unwrap(), s.get(row.name).unwrap());
                 assert_eq!(
                     first_top(&image, ns, n),
-                    by_name(index.top(&image), ns, n).copied(),
+                    index.top(&image, ns, n),
                     "{name} {ns}.{n}"
                 );
             }
