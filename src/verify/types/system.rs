@@ -281,9 +281,11 @@ fn run_of<T>(sorted: &[T], cmp: impl Fn(&T) -> std::cmp::Ordering) -> &[T] {
 fn first_top(img: &Image<'_>, ns: &str, name: &str) -> Option<u32> {
     let t = img.tables();
     let s = img.strings();
+    // Bytes compared (equal to a `str`, they are UTF-8): no check of every type's names.
+    let (ns, name) = (ns.as_bytes(), name.as_bytes());
     (1..=t.rows(Table::TypeDef)).find(|&rid| {
         t.type_def(rid).is_ok_and(|row| {
-            s.get(row.namespace).is_ok_and(|n| n == ns) && s.get(row.name).is_ok_and(|n| n == name)
+            string_bytes(&s, row.namespace) == Some(ns) && string_bytes(&s, row.name) == Some(name)
         }) && !(1..=t.rows(Table::NestedClass))
             .any(|r| t.nested_class(r).is_ok_and(|n| n.nested_class == rid))
     })
