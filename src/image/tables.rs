@@ -648,14 +648,24 @@ impl<'a> Tables<'a> {
     /// Row `rid` (1-based) of TypeDef; [`ImageError::RowOutOfRange`] past its rows,
     /// [`ImageError::BadCodedIndex`] for a coded index naming no table.
     pub fn type_def(&self, rid: u32) -> Result<TypeDefRow, ImageError> {
-        let t = Table::TypeDef;
+        // One read of the row (the type system reads rows of every type it meets).
+        let [flags, name, namespace, extends, field_list, method_list] =
+            self.header.row(self.file, Table::TypeDef, rid)?;
+        let Some(extends) = CodedIndex::TypeDefOrRef.decode(extends) else {
+            return Err(ImageError::BadCodedIndex {
+                kind: CodedIndex::TypeDefOrRef,
+                value: extends,
+                table: Table::TypeDef,
+                rid,
+            });
+        };
         Ok(TypeDefRow {
-            flags: self.cell(t, rid, 0)?,
-            name: self.cell(t, rid, 1)?,
-            namespace: self.cell(t, rid, 2)?,
-            extends: self.coded(t, rid, 3, CodedIndex::TypeDefOrRef)?,
-            field_list: self.cell(t, rid, 4)?,
-            method_list: self.cell(t, rid, 5)?,
+            flags,
+            name,
+            namespace,
+            extends,
+            field_list,
+            method_list,
         })
     }
 

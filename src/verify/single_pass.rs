@@ -62,7 +62,10 @@ pub(super) struct SinglePass {
 impl SinglePass {
     /// The MaxStack of `buf[..len]` (no regions), if the body is valid by every rule the full
     /// passes apply; `None` when it is not, or when this pass cannot tell. Bytes of `buf` past
-    /// `len` may be read but never decide anything (as in `flow::decode_into`).
+    /// `len` may be read but never decide anything (as in `flow::decode_into`). Inlined into
+    /// the verifier's loop wherever that is instantiated (a crate using the verifier with its
+    /// own resolver otherwise may or may not get it inlined, as other code around it changes).
+    #[inline]
     pub(super) fn accept<R: Resolver + ?Sized>(
         &mut self,
         buf: &[u8],

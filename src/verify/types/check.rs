@@ -328,13 +328,12 @@ impl TypeChecker {
         locals.clear();
         match body.local_sig() {
             0 => {}
-            tok => match ts.locals(Token(tok)) {
-                Some(l) => locals.extend_from_slice(&l),
-                None => {
+            tok => {
+                if !ts.locals_into(Token(tok), &mut locals) {
                     self.part(Partial::Locals);
                     return false;
                 }
-            },
+            }
         }
         let own = Token::new(crate::image::tables::Table::MethodDef, rid);
         let instance_ctor = sig.has_this && !sig.explicit_this && is_ctor_token(ts, own);

@@ -35,47 +35,70 @@ fn by_name<'m, V>(map: &'m ByName<V>, ns: &str, name: &str) -> Option<&'m V> {
 /// Lazily built indexes of one module's tables.
 #[derive(Debug, Default)]
 struct ModuleIndex {
-    /// Top-level TypeDefs by namespace and name (the first of a name).
-    top: OnceLock<ByName<u32>>,
+    /// Top-level TypeDefs as (hash of namespace and name, rid), sorted: the rids of a hash in
+    /// row order, whose names a lookup compares (no key allocated per type).
+    top: OnceLock<Vec<(u64, u32)>>,
     /// Nested TypeDefs by enclosing TypeDef, then name.
     nested: OnceLock<FxMap<u32, FxMap<Box<str>, u32>>>,
     /// ExportedTypes by namespace and name: the Implementation token.
     exported: OnceLock<ByName<Token>>,
-    /// Interfaces by TypeDef.
-    interfaces: OnceLock<FxMap<u32, Vec<Token>>>,
-    /// GenericParam flags by owner (TypeDef or MethodDef token), in parameter order.
-    generics: OnceLock<FxMap<Token, Vec<u16>>>,
+    /// InterfaceImpl rows as (class, interface), sorted by class, in row order within one
+    /// (a sorted list: no `Vec` per class; the table is usually sorted already).
+    interfaces: OnceLock<Vec<(u32, Token)>>,
+    /// GenericParam rows as (owner, number, flags), sorted: an owner's flags in parameter
+    /// order.
+    generics: OnceLock<Vec<(Token, u16, u16)>>,
     /// Whether the module defines `System.Object` without a base: the core library.
     corlib: OnceLock<bool>,
+    /// The enclosing TypeDef of each TypeDef, as [`crate::image::tables::Tables::enclosing_type`]
+    /// answers (the first NestedClass row of a type); `None` when that answer is not a table
+    /// (the rows do not read, or are marked sorted and are not).
+    enclosing: OnceLock<Option<Vec<Option<u32>>>>,
 }
 
 impl ModuleIndex {
-    fn top(&self, img: &Image<'_>) -> &ByName<u32> {
-        self.top.get_or_init(|| {
-            let t = img.tables();
-            let s = img.strings();
-            let mut nested = FxSet::default();
+    /// The first top-level TypeDef named `ns.name`, in row order.
+    fn top(&self, img: &Image<'_>, ns: &str, name: &str) -> Option<u32> {
+        let t = img.tables();
+        let s = img.strings();
+        let all = self.top.get_or_init(|| {
+            let rows = t.rows(Table::TypeDef);
+            // Rows are bounded by the table stream, already read.
+            let mut nested = vec![false; rows as usize + 1];
             for r in 1..=t.rows(Table::NestedClass) {
-                if let Ok(n) = t.nested_class(r) {
-                    nested.insert(n.nested_class);
+                if let Ok(n) = t.nested_class(r)
+                    && let Some(x) = nested.get_mut(n.nested_class as usize)
+                {
+                    *x = true;
                 }
             }
-            let mut map = ByName::default();
-            for rid in 1..=t.rows(Table::TypeDef) {
-                if nested.contains(&rid) {
+            let mut all = Vec::with_capacity(rows as usize);
+            for rid in 1..=rows {
+                if nested[rid as usize] {
                     continue;
                 }
+                // Names that are not UTF-8 are kept too: no lookup (a `str`) matches them.
                 if let Ok(row) = t.type_def(rid)
-                    && let (Ok(ns), Ok(name)) = (s.get(row.namespace), s.get(row.name))
+                    && let (Some(ns), Some(name)) =
+                        (string_bytes(&s, row.namespace), string_bytes(&s, row.name))
                 {
-                    map.entry(Box::from(ns))
-                        .or_insert_with(FxMap::default)
-                        .entry(Box::from(name))
-                        .or_insert(rid);
+                    all.push((name_hash(ns, name), rid));
                 }
             }
-            map
-        })
+            all.sort_unstable();
+            all
+        });
+        let (ns, name) = (ns.as_bytes(), name.as_bytes());
+        let h = name_hash(ns, name);
+        run_of(all, |&(x, _)| x.cmp(&h))
+            .iter()
+            .map(|&(_, rid)| rid)
+            .find(|&rid| {
+                t.type_def(rid).is_ok_and(|row| {
+                    string_bytes(&s, row.namespace) == Some(ns)
+                        && string_bytes(&s, row.name) == Some(name)
+                })
+            })
     }
 
     fn nested(&self, img: &Image<'_>) -> &FxMap<u32, FxMap<Box<str>, u32>> {
@@ -116,36 +139,41 @@ impl ModuleIndex {
                     s.get(name),
                     CodedIndex::Implementation.decode(imp),
                 ) {
-                    map.entry(Box::from(ns))
-                        .or_insert_with(FxMap::default)
-                        .entry(Box::from(name))
-                        .or_insert(imp);
+                    insert_by_name(&mut map, ns, name, imp);
                 }
             }
             map
         })
     }
-    fn interfaces(&self, img: &Image<'_>) -> &FxMap<u32, Vec<Token>> {
-        self.interfaces.get_or_init(|| {
+    /// The interfaces TypeDef `class` declares, in row order.
+    fn interfaces(&self, img: &Image<'_>, class: u32) -> impl Iterator<Item = Token> + '_ {
+        let all = self.interfaces.get_or_init(|| {
             let t = img.tables();
-            let mut map: FxMap<u32, Vec<Token>> = FxMap::default();
+            // Rows are bounded by the table stream, already read.
+            let mut all = Vec::with_capacity(t.rows(Table::InterfaceImpl) as usize);
             for rid in 1..=t.rows(Table::InterfaceImpl) {
                 if let (Ok(class), Ok(iface)) = (
                     t.cell(Table::InterfaceImpl, rid, 0),
                     t.cell(Table::InterfaceImpl, rid, 1),
                 ) && let Some(tok) = CodedIndex::TypeDefOrRef.decode(iface)
                 {
-                    map.entry(class).or_default().push(tok);
+                    all.push((class, tok));
                 }
             }
-            map
-        })
+            // Stable: one class's interfaces stay in row order.
+            all.sort_by_key(|&(class, _)| class);
+            all
+        });
+        run_of(all, |&(c, _)| c.cmp(&class)).iter().map(|&(_, t)| t)
     }
 
-    fn generics(&self, img: &Image<'_>) -> &FxMap<Token, Vec<u16>> {
-        self.generics.get_or_init(|| {
+    /// The flags of the generic parameters of `owner` (a TypeDef or MethodDef token), in
+    /// parameter order.
+    fn generics(&self, img: &Image<'_>, owner: Token) -> impl Iterator<Item = u16> + '_ {
+        let all = self.generics.get_or_init(|| {
             let t = img.tables();
-            let mut map: FxMap<Token, Vec<(u16, u16)>> = FxMap::default();
+            // Rows are bounded by the table stream, already read.
+            let mut all = Vec::with_capacity(t.rows(Table::GenericParam) as usize);
             for rid in 1..=t.rows(Table::GenericParam) {
                 if let (Ok(number), Ok(flags), Ok(owner)) = (
                     t.cell(Table::GenericParam, rid, 0),
@@ -153,24 +181,54 @@ impl ModuleIndex {
                     t.cell(Table::GenericParam, rid, 2),
                 ) && let Some(owner) = CodedIndex::TypeOrMethodDef.decode(owner)
                 {
-                    map.entry(owner)
-                        .or_default()
-                        .push((number as u16, flags as u16));
+                    all.push((owner, number as u16, flags as u16));
                 }
             }
-            map.into_iter()
-                .map(|(k, mut v)| {
-                    v.sort_unstable();
-                    (k, v.into_iter().map(|(_, f)| f).collect())
-                })
-                .collect()
-        })
+            all.sort_unstable();
+            all
+        });
+        run_of(all, |&(o, _, _)| o.cmp(&owner))
+            .iter()
+            .map(|&(_, _, f)| f)
+    }
+
+    /// The TypeDef enclosing TypeDef `rid`, as `Tables::enclosing_type` answers (an error
+    /// as none), from a table built once instead of a search per type.
+    fn enclosing(&self, img: &Image<'_>, rid: u32) -> Option<u32> {
+        let t = img.tables();
+        let by_type = self.enclosing.get_or_init(|| {
+            // Rows are bounded by the table stream, already read.
+            let mut by_type = vec![None; t.rows(Table::TypeDef) as usize + 1];
+            let (mut last, mut sorted) = (0, true);
+            for r in 1..=t.rows(Table::NestedClass) {
+                let (Ok(nested), Ok(outer)) = (
+                    t.cell(Table::NestedClass, r, 0),
+                    t.cell(Table::NestedClass, r, 1),
+                ) else {
+                    return None;
+                };
+                sorted &= nested >= last;
+                last = nested;
+                // The first row of a type: the linear search's answer, and the binary
+                // search's on sorted rows.
+                if let Some(x) = by_type.get_mut(nested as usize)
+                    && x.is_none()
+                {
+                    *x = Some(outer);
+                }
+            }
+            (sorted || !t.header.is_sorted(Table::NestedClass)).then_some(by_type)
+        });
+        match by_type.as_ref().and_then(|b| b.get(rid as usize)) {
+            Some(&outer) => outer,
+            None => t.enclosing_type(rid).ok().flatten(),
+        }
     }
 
     fn is_corlib(&self, img: &Image<'_>) -> bool {
         *self.corlib.get_or_init(|| {
             let object = match self.top.get() {
-                Some(top) => by_name(top, "System", "Object").copied(),
+                Some(_) => self.top(img, "System", "Object"),
                 None => first_top(img, "System", "Object"),
             };
             object
@@ -180,14 +238,54 @@ impl ModuleIndex {
     }
 }
 
+/// Keeps `value` for `ns.name` unless the name has one (the first of a name is kept); a
+/// namespace's key is allocated once, not per name.
+fn insert_by_name<V>(map: &mut ByName<V>, ns: &str, name: &str, value: V) {
+    let names = match map.get_mut(ns) {
+        Some(names) => names,
+        None => map.entry(Box::from(ns)).or_default(),
+    };
+    if !names.contains_key(name) {
+        names.insert(Box::from(name), value);
+    }
+}
+
+/// The bytes of string `index` as [`crate::image::heaps::StringHeap::get`] reads them,
+/// without checking that they are UTF-8.
+fn string_bytes<'s>(s: &crate::image::heaps::StringHeap<'s>, index: u32) -> Option<&'s [u8]> {
+    if index == 0 && s.data.is_empty() {
+        return Some(b"");
+    }
+    s.get_bytes(index).ok()
+}
+
+/// The hash of a type's namespace and name (a NUL between them, which neither holds).
+fn name_hash(ns: &[u8], name: &[u8]) -> u64 {
+    use std::hash::Hasher;
+    let mut h = super::fx::FxHasher::default();
+    h.write(ns);
+    h.write_u8(0);
+    h.write(name);
+    h.finish()
+}
+
+/// The run of `sorted` whose elements `cmp` finds equal to the key it compares with.
+fn run_of<T>(sorted: &[T], cmp: impl Fn(&T) -> std::cmp::Ordering) -> &[T] {
+    let lo = sorted.partition_point(|e| cmp(e).is_lt());
+    let len = sorted[lo..].partition_point(|e| cmp(e).is_le());
+    &sorted[lo..lo + len]
+}
+
 /// The first TypeDef named `ns.name` that is not nested, as [`ModuleIndex::top`] keeps it,
 /// found without building the index (a module verified once asks only for `System.Object`).
 fn first_top(img: &Image<'_>, ns: &str, name: &str) -> Option<u32> {
     let t = img.tables();
     let s = img.strings();
+    // Bytes compared (equal to a `str`, they are UTF-8): no check of every type's names.
+    let (ns, name) = (ns.as_bytes(), name.as_bytes());
     (1..=t.rows(Table::TypeDef)).find(|&rid| {
         t.type_def(rid).is_ok_and(|row| {
-            s.get(row.namespace).is_ok_and(|n| n == ns) && s.get(row.name).is_ok_and(|n| n == name)
+            string_bytes(&s, row.namespace) == Some(ns) && string_bytes(&s, row.name) == Some(name)
         }) && !(1..=t.rows(Table::NestedClass))
             .any(|r| t.nested_class(r).is_ok_and(|n| n.nested_class == rid))
     })
@@ -350,12 +448,12 @@ fn list_owners(
 /// The outermost TypeDef enclosing TypeDef `rid` (itself when not nested) and whether any
 /// encloses it, followed as [`TypeSystem::def_name`] follows it; `None` when an enclosing row or
 /// its name cannot be read.
-fn enclosing_chain(img: &Image<'_>, rid: u32) -> Option<(u32, bool)> {
+fn enclosing_chain(img: &Image<'_>, idx: &ModuleIndex, rid: u32) -> Option<(u32, bool)> {
     let t = img.tables();
     let s = img.strings();
     let (mut outer, mut nested) = (rid, false);
     for _ in 0..MAX_DEPTH {
-        match t.enclosing_type(outer).ok().flatten() {
+        match idx.enclosing(img, outer) {
             Some(o) => {
                 let orow = t.type_def(o).ok()?;
                 s.get(orow.name).ok()?;
@@ -462,6 +560,13 @@ pub struct TypeSystem<'a> {
     current_index: ModuleIndex,
     refs: Vec<Arc<Loaded>>,
     by_name: FxMap<String, Option<u32>>,
+    /// An assembly name lowered for [`TypeSystem::assembly`]'s lookup.
+    lower: String,
+    /// A type's arguments while [`TypeSystem::supertypes`] substitutes them.
+    super_args: Vec<TyId>,
+    /// The types met and to visit by [`TypeSystem::assignable`]'s walk, kept between walks.
+    walk_seen: FxSet<TyId>,
+    walk_queue: Vec<TyId>,
     /// The interned types.
     pub tys: Interner,
     /// TypeRefs of referenced modules resolved, by (module, row); the image's own are in
@@ -498,14 +603,17 @@ pub struct TypeSystem<'a> {
     /// Field tokens of the image being verified, resolved: Field and MemberRef rows.
     fields: [PerRow<Option<(TyId, TyId, bool)>>; 2],
     /// Local types by StandAloneSig row of the image being verified.
-    locals_by_row: PerRow<Option<Rc<[TyId]>>>,
+    locals_by_row: PerRow<Option<(u32, u32)>>,
     /// Method signatures by (module, `#Blob` index), as read (before substitution): methods
     /// that share a signature share its blob.
     method_sigs: FxMap<(u32, u32), Option<MethodSig>>,
     /// Field types of the image being verified by `#Blob` index, as read.
     field_sigs: FxMap<u32, Option<TyId>>,
     /// Local types of the image being verified by `#Blob` index of their LocalVarSig.
-    local_sigs: FxMap<u32, Option<Rc<[TyId]>>>,
+    local_sigs: FxMap<u32, Option<(u32, u32)>>,
+    /// The local types of every LocalVarSig read, one run `(start, len)` each (no allocation
+    /// per signature).
+    local_types: Vec<TyId>,
     /// The declaring TypeDef of each MethodDef of the image being verified (0: none), when the
     /// method lists run in order without a MethodPtr table; `None` until first asked.
     method_owners: Option<Option<Vec<u32>>>,
@@ -545,6 +653,10 @@ impl<'a> TypeSystem<'a> {
             current_index: ModuleIndex::default(),
             refs: Vec::new(),
             by_name,
+            lower: String::new(),
+            super_args: Vec::new(),
+            walk_seen: FxSet::default(),
+            walk_queue: Vec::new(),
             tys: Interner::default(),
             typerefs: FxMap::default(),
             own_typerefs: PerRow::default(),
@@ -565,6 +677,7 @@ impl<'a> TypeSystem<'a> {
             method_sigs: FxMap::default(),
             field_sigs: FxMap::default(),
             local_sigs: FxMap::default(),
+            local_types: Vec::new(),
             method_owners: None,
             overridable: FxMap::default(),
             field_owners: None,
@@ -597,10 +710,16 @@ impl<'a> TypeSystem<'a> {
 
     /// The module number of the assembly of simple name `name`, opening it when first asked.
     fn assembly(&mut self, name: &str) -> Option<u32> {
-        let key = name.to_ascii_lowercase();
-        if let Some(&m) = self.by_name.get(&key) {
+        // Lowered into a buffer kept between calls: most names asked are known already.
+        let mut lower = std::mem::take(&mut self.lower);
+        lower.clear();
+        lower.extend(name.chars().map(|c| c.to_ascii_lowercase()));
+        let known = self.by_name.get(lower.as_str()).copied();
+        self.lower = lower;
+        if let Some(m) = known {
             return m;
         }
+        let key = self.lower.clone();
         let found = self.store.find(name, self.near.as_deref());
         let m = found.map(|l| {
             // One module per assembly, even when found under two names.
@@ -741,7 +860,7 @@ impl<'a> TypeSystem<'a> {
         let img = md.img();
         let forward = {
             let (_, idx) = self.module(m)?;
-            if let Some(&rid) = by_name(idx.top(img), ns, name) {
+            if let Some(rid) = idx.top(img, ns, name) {
                 return Some(TypeKey { module: m, rid });
             }
             let imp = *by_name(idx.exported(img), ns, name)?;
@@ -895,26 +1014,12 @@ impl<'a> TypeSystem<'a> {
                 if n as usize > r.remaining() {
                     return None;
                 }
-                let mut args = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    args.push(self.read_type(m, r, depth + 1)?);
-                }
-                let def = self.type_token_at(m, tok, depth + 1, Some(kind == VALUETYPE));
-                // The key alone (no clone of an instance's arguments).
-                let (TyNode::Class(def) | TyNode::Value(def) | TyNode::Inst { def, .. }) =
-                    *self.tys.node(def)
-                else {
-                    return Some(TyId::UNKNOWN);
-                };
-                let value = match self.info(def).as_deref().map(|i| i.kind) {
-                    Some(Kind::Unknown) | None => kind == VALUETYPE,
-                    Some(k) => matches!(k, Kind::Value | Kind::Enum(_)),
-                };
-                self.tys.intern(TyNode::Inst {
-                    def,
-                    value,
-                    args: args.into(),
-                })
+                // The arguments onto `scratch` (no `Vec` per instance), taken off on every
+                // way out: a caller may go on after a failed read.
+                let base = self.scratch.len();
+                let t = self.read_inst(m, r, depth, tok, kind == VALUETYPE, n);
+                self.scratch.truncate(base);
+                return t;
             }
             FNPTR => {
                 self.read_method(m, r, depth + 1)?;
@@ -927,6 +1032,38 @@ impl<'a> TypeSystem<'a> {
             PINNED => return self.read_type(m, r, depth + 1),
             _ => return None,
         })
+    }
+
+    /// The rest of a GENERICINST of [`TypeSystem::read_type`] after its definition `tok` (a
+    /// value type for `value`): its `n` arguments, pushed onto `scratch` (the caller takes
+    /// them off), then the instance.
+    fn read_inst(
+        &mut self,
+        m: u32,
+        r: &mut SigReader<'_>,
+        depth: u32,
+        tok: Token,
+        value: bool,
+        n: u32,
+    ) -> Option<TyId> {
+        let base = self.scratch.len();
+        for _ in 0..n {
+            let t = self.read_type(m, r, depth + 1)?;
+            self.scratch.push(t);
+        }
+        let def = self.type_token_at(m, tok, depth + 1, Some(value));
+        // The key alone (no clone of an instance's arguments).
+        let (TyNode::Class(def) | TyNode::Value(def) | TyNode::Inst { def, .. }) =
+            *self.tys.node(def)
+        else {
+            return Some(TyId::UNKNOWN);
+        };
+        let value = match self.info(def).as_deref().map(|i| i.kind) {
+            Some(Kind::Unknown) | None => value,
+            Some(k) => matches!(k, Kind::Value | Kind::Enum(_)),
+        };
+        let args = self.scratch.get(base..).unwrap_or(&[]);
+        Some(self.tys.intern_inst(def, value, args))
     }
 
     /// Reads a method signature (MethodDefSig, MethodRefSig or StandAloneMethodSig).
@@ -949,17 +1086,26 @@ impl<'a> TypeSystem<'a> {
     /// The signature of a method token of the image being verified (MethodDef, MemberRef or
     /// MethodSpec), its type arguments substituted, with the type declaring it; its parameters
     /// are [`TypeSystem::params`].
+    #[inline]
     pub fn method(&mut self, token: Token) -> Option<MethodSig> {
-        let slot = match token.table() {
-            Some(Table::MethodDef) => 0,
-            Some(Table::MemberRef) => 1,
-            Some(Table::MethodSpec) => 2,
+        // Inlined into the rules: the table byte matched as it is, the usual answer a read
+        // of the table kept; the first resolution out of line.
+        let slot = match token.0 >> 24 {
+            0x06 => 0,
+            0x0A => 1,
+            0x2B => 2,
             _ => return None,
         };
-        let rid = token.rid() as usize;
-        if let Some(Some(m)) = self.methods[slot].get(rid) {
-            return *m;
+        match self.methods[slot].get(token.rid() as usize) {
+            Some(Some(m)) => *m,
+            _ => self.method_first(token, slot),
         }
+    }
+
+    /// [`TypeSystem::method`] the first time `token` is asked (table `slot` of `methods`).
+    #[inline(never)]
+    fn method_first(&mut self, token: Token, slot: usize) -> Option<MethodSig> {
+        let rid = token.rid() as usize;
         let m = self.method_in(0, token, &[]);
         let rows = self.current.tables().rows(token.table()?) as usize;
         // Rows past the table are not kept: the table's size bounds what is allocated.
@@ -1177,15 +1323,23 @@ impl<'a> TypeSystem<'a> {
 
     /// A field token of the image being verified: its type (the declaring type's arguments
     /// substituted), the declaring type, and whether it is static.
+    #[inline]
     pub fn field(&mut self, token: Token) -> Option<(TyId, TyId, bool)> {
-        let slot = match token.table()? {
-            Table::Field => 0,
-            Table::MemberRef => 1,
+        // As in [`TypeSystem::method`]: the usual answer inlined, the first out of line.
+        let slot = match token.0 >> 24 {
+            0x04 => 0,
+            0x0A => 1,
             _ => return None,
         };
-        if let Some(f) = self.fields[slot].get(token.rid()) {
-            return *f;
+        match self.fields[slot].get(token.rid()) {
+            Some(f) => *f,
+            None => self.field_first(token, slot),
         }
+    }
+
+    /// [`TypeSystem::field`] the first time `token` is asked (table `slot` of `fields`).
+    #[inline(never)]
+    fn field_first(&mut self, token: Token, slot: usize) -> Option<(TyId, TyId, bool)> {
         let f = self.field_uncached(token);
         let rows = self.current.tables().rows(token.table()?);
         self.fields[slot].put(token.rid(), rows, f);
@@ -1260,30 +1414,62 @@ impl<'a> TypeSystem<'a> {
     /// The local types of a LocalVarSig token of the image being verified (read once per
     /// signature blob).
     pub fn locals(&mut self, token: Token) -> Option<Rc<[TyId]>> {
+        let (start, len) = self.local_run(token)?;
+        let run = self
+            .local_types
+            .get(start as usize..(start + len) as usize)?;
+        Some(Rc::from(run))
+    }
+
+    /// [`TypeSystem::locals`] appended to `out`; false when they cannot be read.
+    pub fn locals_into(&mut self, token: Token, out: &mut Vec<TyId>) -> bool {
+        let Some((start, len)) = self.local_run(token) else {
+            return false;
+        };
+        match self.local_types.get(start as usize..(start + len) as usize) {
+            Some(run) => {
+                out.extend_from_slice(run);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Where [`TypeSystem::locals`] of `token` lie in `local_types`.
+    fn local_run(&mut self, token: Token) -> Option<(u32, u32)> {
         if let Some(l) = self.locals_by_row.get(token.rid()) {
-            return l.clone();
+            return *l;
         }
         let l = self.locals_uncached(token);
         let rows = self.current.tables().rows(Table::StandAloneSig);
-        self.locals_by_row.put(token.rid(), rows, l.clone());
+        self.locals_by_row.put(token.rid(), rows, l);
         l
     }
 
-    fn locals_uncached(&mut self, token: Token) -> Option<Rc<[TyId]>> {
+    fn locals_uncached(&mut self, token: Token) -> Option<(u32, u32)> {
         let (index, blob) = {
             let img = self.current;
             let row = img.tables().standalone_sig(token.rid()).ok()?;
             (row.signature, img.blobs().get(row.signature).ok()?)
         };
         if let Some(l) = self.local_sigs.get(&index) {
-            return l.clone();
+            return *l;
         }
-        let l = self.read_locals(blob).map(Rc::from);
-        self.local_sigs.insert(index, l.clone());
+        // Read onto `scratch` (a nested read stays above this one's run), then kept.
+        let base = self.scratch.len();
+        let read = self.read_locals(blob);
+        let l = read.map(|()| {
+            let start = self.local_types.len() as u32;
+            self.local_types.extend_from_slice(&self.scratch[base..]);
+            (start, (self.scratch.len() - base) as u32)
+        });
+        self.scratch.truncate(base);
+        self.local_sigs.insert(index, l);
         l
     }
 
-    fn read_locals(&mut self, blob: &[u8]) -> Option<Vec<TyId>> {
+    /// The types of a LocalVarSig, pushed onto `scratch`.
+    fn read_locals(&mut self, blob: &[u8]) -> Option<()> {
         let mut r = SigReader::new(blob);
         if r.u8().ok()? != 0x07 {
             return None;
@@ -1292,11 +1478,11 @@ impl<'a> TypeSystem<'a> {
         if n as usize > r.remaining() {
             return None;
         }
-        let mut out = Vec::with_capacity(n as usize);
         for _ in 0..n {
-            out.push(self.read_type(0, &mut r, 0)?);
+            let t = self.read_type(0, &mut r, 0)?;
+            self.scratch.push(t);
         }
-        Some(out)
+        Some(())
     }
 
     /// The StandAloneMethodSig of a `calli` token of the image being verified (its declaring
@@ -1404,21 +1590,15 @@ impl<'a> TypeSystem<'a> {
             // written only for messages.
             let name = s.get(row.name).ok()?;
             let ns = s.get(row.namespace).ok()?;
-            let (outer, nested) = enclosing_chain(img, key.rid)?;
+            let (outer, nested) = enclosing_chain(img, idx, key.rid)?;
             let ns = match t.type_def(outer) {
                 Ok(orow) if outer != key.rid => s.get(orow.namespace).ok()?,
                 _ => ns,
             };
-            let ifaces = idx
-                .interfaces(img)
-                .get(&key.rid)
-                .cloned()
-                .unwrap_or_default();
-            let generics = idx
-                .generics(img)
-                .get(&Token::new(Table::TypeDef, key.rid))
-                .cloned()
-                .unwrap_or_default();
+            let ifaces: Vec<Token> = idx.interfaces(img, key.rid).collect();
+            let generics: Vec<u16> = idx
+                .generics(img, Token::new(Table::TypeDef, key.rid))
+                .collect();
             let next_fields = if key.rid < t.rows(Table::TypeDef) {
                 t.type_def(key.rid + 1).ok()?.field_list
             } else {
@@ -1767,30 +1947,56 @@ impl<'a> TypeSystem<'a> {
         }
     }
 
-    /// The direct supertypes of `t` (base type and declared interfaces, with `t`'s arguments
-    /// substituted); `None` when its definition cannot be read.
-    fn supertypes(&mut self, t: TyId) -> Option<Vec<TyId>> {
-        let node = self.tys.node(t).clone();
-        let (key, args) = match node {
-            TyNode::Inst { def, args, .. } => (def, args.to_vec()),
-            TyNode::SzArray(_) | TyNode::Array(..) => {
-                let a = self.well_known("System.Array");
-                return Some(vec![a]);
+    /// Pushes the direct supertypes of `t` (base type and declared interfaces, with `t`'s
+    /// arguments substituted) onto `out`; false, pushing nothing, when its definition cannot
+    /// be read. The arguments are copied into a buffer kept between calls (no clone of the
+    /// node).
+    fn supertypes(&mut self, t: TyId, out: &mut Vec<TyId>) -> bool {
+        let mut args = std::mem::take(&mut self.super_args);
+        args.clear();
+        let key = match self.tys.node(t) {
+            TyNode::Inst { def, args: a, .. } => {
+                args.extend_from_slice(a);
+                Some(*def)
             }
-            _ => (self.def_of(t)?, Vec::new()),
+            TyNode::SzArray(_) | TyNode::Array(..) => {
+                self.super_args = args;
+                let a = self.well_known("System.Array");
+                out.push(a);
+                return true;
+            }
+            _ => None,
         };
-        let info = self.info(key)?;
-        let mut out = Vec::with_capacity(1 + info.interfaces.len());
+        let read = self.push_supertypes(t, key, &args, out);
+        self.super_args = args;
+        read
+    }
+
+    /// [`TypeSystem::supertypes`] of `t`, whose definition is `key` (else found from `t`)
+    /// with arguments `args`.
+    fn push_supertypes(
+        &mut self,
+        t: TyId,
+        key: Option<TypeKey>,
+        args: &[TyId],
+        out: &mut Vec<TyId>,
+    ) -> bool {
+        let Some(key) = key.or_else(|| self.def_of(t)) else {
+            return false;
+        };
+        let Some(info) = self.info(key) else {
+            return false;
+        };
         if let Some(b) = info.base {
-            out.push(self.tys.subst(b, &args, &[]));
+            out.push(self.tys.subst(b, args, &[]));
         }
         for &i in &info.interfaces {
-            out.push(self.tys.subst(i, &args, &[]));
+            out.push(self.tys.subst(i, args, &[]));
         }
         if info.base.is_none() && info.kind == Kind::Interface {
             out.push(TyId::OBJECT);
         }
-        Some(out)
+        true
     }
 
     /// Whether a reference of type `from` may be used where `to` is expected (III.1.8.1.2.3,
@@ -1838,8 +2044,20 @@ impl<'a> TypeSystem<'a> {
             }
             return self.array_assignable(from, to);
         }
-        let mut seen = FxSet::default();
-        let mut queue = vec![from];
+        // The walk's set and queue are kept between calls (taken: a nested walk gets its own).
+        let mut seen = std::mem::take(&mut self.walk_seen);
+        let mut queue = std::mem::take(&mut self.walk_queue);
+        seen.clear();
+        queue.clear();
+        queue.push(from);
+        let answer = self.walk_supertypes(to, &mut seen, &mut queue);
+        self.walk_seen = seen;
+        self.walk_queue = queue;
+        answer
+    }
+
+    /// The walk of [`TypeSystem::assignable_uncached`] up from the types in `queue`.
+    fn walk_supertypes(&mut self, to: TyId, seen: &mut FxSet<TyId>, queue: &mut Vec<TyId>) -> Ans {
         let mut unsure = false;
         let to_def = self.key_of(to);
         while let Some(t) = queue.pop() {
@@ -1862,9 +2080,8 @@ impl<'a> TypeSystem<'a> {
             {
                 unsure = true;
             }
-            match self.supertypes(t) {
-                Some(s) => queue.extend(s),
-                None => unsure = true,
+            if !self.supertypes(t, queue) {
+                unsure = true;
             }
         }
         if unsure { Ans::Unknown } else { Ans::No }
@@ -2082,7 +2299,7 @@ mod tests {
                 let (ns, n) = (s.get(row.namespace).unwrap(), s.get(row.name).unwrap());
                 assert_eq!(
                     first_top(&image, ns, n),
-                    by_name(index.top(&image), ns, n).copied(),
+                    index.top(&image, ns, n),
                     "{name} {ns}.{n}"
                 );
             }

@@ -3,6 +3,7 @@
 //! by several modules is one type.
 
 use super::fx::FxMap;
+use std::hash::Hasher;
 
 /// A TypeDef of a module the type system has loaded: module number and TypeDef row.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -200,6 +201,9 @@ pub struct Interner {
     /// interned, since the types inside it were interned before it.
     flags: Vec<u8>,
     ids: FxMap<TyNode, TyId>,
+    /// Instances by definition, value flag and a hash of their arguments: the first id of
+    /// each, so that an instance interned before is found without building its node.
+    insts: FxMap<(TypeKey, bool, u64), TyId>,
     /// The ids of the primitives interned so far, by [`Prim`] (signatures name them most).
     prims: [Option<TyId>; PRIMS],
 }
@@ -213,6 +217,7 @@ impl Default for Interner {
             nodes: Vec::new(),
             flags: Vec::new(),
             ids: FxMap::default(),
+            insts: FxMap::default(),
             prims: [None; PRIMS],
         };
         // The order matches the constants of `TyId`.
@@ -240,6 +245,34 @@ impl Interner {
         self.nodes.push(node.clone());
         self.flags.push(flags);
         self.ids.insert(node, id);
+        id
+    }
+
+    /// The id of the instance `def<args>` (`value`: a value type), its node built only when
+    /// it is new.
+    pub fn intern_inst(&mut self, def: TypeKey, value: bool, args: &[TyId]) -> TyId {
+        let mut h = super::fx::FxHasher::default();
+        for a in args {
+            h.write_u32(a.0);
+        }
+        let key = (def, value, h.finish());
+        if let Some(&id) = self.insts.get(&key)
+            && let TyNode::Inst {
+                def: d,
+                value: v,
+                args: a,
+            } = self.node(id)
+            && (*d, *v, &**a) == (def, value, args)
+        {
+            return id;
+        }
+        let id = self.intern(TyNode::Inst {
+            def,
+            value,
+            args: args.into(),
+        });
+        // A different instance of the same key (a hash collision) keeps the first.
+        self.insts.entry(key).or_insert(id);
         id
     }
 
@@ -315,7 +348,9 @@ impl Interner {
     /// `id` with `!n` replaced by `class_args[n]` and `!!n` by `method_args[n]` (a parameter
     /// without an argument stays as it is).
     pub fn subst(&mut self, id: TyId, class_args: &[TyId], method_args: &[TyId]) -> TyId {
-        if class_args.is_empty() && method_args.is_empty() {
+        // A type without generic parameters is its own substitution (interned types are
+        // hash-consed): no clone of its node.
+        if (class_args.is_empty() && method_args.is_empty()) || !self.has_generic_param(id) {
             return id;
         }
         let node = self.node(id).clone();
