@@ -353,19 +353,24 @@ fn check_token_batches(
     }
 }
 
+/// Adds `void [Probe]Acme.Probe::Enter(string)`: an AssemblyRef, a TypeRef and a MemberRef.
+fn add_probe_reference(b: &mut MetadataBuilder<'_, '_>) {
+    let probe = AssemblyIdentity {
+        name: "Probe".into(),
+        ..Default::default()
+    };
+    let scope = b.assembly_ref(&probe).unwrap();
+    let ty = b.type_ref(scope, "Acme", "Probe").unwrap();
+    b.member_ref(ty, "Enter", &[0x00, 0x01, 0x01, 0x0E])
+        .unwrap();
+}
+
 /// A builder working in an earlier builder's memory (another image's, with additions and a
 /// build behind it) builds the same bytes as a fresh one.
 #[test]
 fn recycled_buffers_build_what_fresh_ones_do() {
     let add = |b: &mut MetadataBuilder<'_, '_>| {
-        let probe = AssemblyIdentity {
-            name: "Probe".into(),
-            ..Default::default()
-        };
-        let scope = b.assembly_ref(&probe).unwrap();
-        let ty = b.type_ref(scope, "Acme", "Probe").unwrap();
-        b.member_ref(ty, "Enter", &[0x00, 0x01, 0x01, 0x0E])
-            .unwrap();
+        add_probe_reference(b);
         b.reserve_user_strings(3, 16);
         for s in ["A::B()", "it's", "A::B()", "C::D(int32)"] {
             b.user_string(s).unwrap();
@@ -466,14 +471,7 @@ fn prepared_metadata_writes_what_build_builds_and_the_writer_places_it_alike() {
     for (name, bytes) in crate::corpus::EMBEDDED {
         let image = Image::parse(bytes).unwrap();
         let mut b = MetadataBuilder::new(&image);
-        let probe = AssemblyIdentity {
-            name: "Probe".into(),
-            ..Default::default()
-        };
-        let scope = b.assembly_ref(&probe).unwrap();
-        let ty = b.type_ref(scope, "Acme", "Probe").unwrap();
-        b.member_ref(ty, "Enter", &[0x00, 0x01, 0x01, 0x0E])
-            .unwrap();
+        add_probe_reference(&mut b);
         b.string("a new name").unwrap();
         b.user_string("A::B(int32)").unwrap();
         b.guid([7; 16]);
