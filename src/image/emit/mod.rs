@@ -255,7 +255,6 @@ impl PreparedMetadata<'_, '_, '_> {
     /// Appends the root's [`Self::size`] bytes to `out`.
     pub fn write_to(&self, out: &mut Vec<u8>) {
         let builder = self.builder;
-        let file = builder.image.bytes();
         let start = out.len();
         out.extend_from_slice(&self.head);
         for (content, _) in &self.streams {
@@ -265,15 +264,12 @@ impl PreparedMetadata<'_, '_, '_> {
                 StreamSource::Blobs => builder.blobs.write_unpadded(out),
                 StreamSource::UserStrings => builder.user_strings.write_unpadded(out),
                 StreamSource::Guids(stored) => {
-                    // The range was read from the root's stream headers, inside the file.
-                    out.extend_from_slice(file.get(stored.clone()).unwrap_or(&[]));
+                    out.extend_from_slice(builder.stored(stored));
                     for g in &builder.guids {
                         out.extend_from_slice(g);
                     }
                 }
-                StreamSource::Original(range) => {
-                    out.extend_from_slice(file.get(range.clone()).unwrap_or(&[]));
-                }
+                StreamSource::Original(range) => out.extend_from_slice(builder.stored(range)),
             }
             let end = start + (out.len() - start).next_multiple_of(4);
             out.resize(end, 0);
@@ -615,6 +611,11 @@ impl<'i, 'a> MetadataBuilder<'i, 'a> {
         })
     }
 
+    /// The bytes of the image at `range` (none when they are not all in the file).
+    fn stored(&self, range: &std::ops::Range<usize>) -> &'i [u8] {
+        self.image.bytes().get(range.clone()).unwrap_or(&[])
+    }
+
     /// The unpadded size of a stream of the new root.
     fn stream_len(&self, content: &StreamSource, tables_len: usize) -> usize {
         match content {
@@ -622,8 +623,9 @@ impl<'i, 'a> MetadataBuilder<'i, 'a> {
             StreamSource::Strings => self.strings.len(),
             StreamSource::Blobs => self.blobs.len(),
             StreamSource::UserStrings => self.user_strings.len(),
-            StreamSource::Guids(stored) => stored.len() + 16 * self.guids.len(),
-            StreamSource::Original(range) => range.len(),
+            // As much as `write_to` copies: the bytes of the range that are in the file.
+            StreamSource::Guids(stored) => self.stored(stored).len() + 16 * self.guids.len(),
+            StreamSource::Original(range) => self.stored(range).len(),
         }
     }
 
