@@ -229,8 +229,8 @@ pub struct PreparedMetadata<'b, 'i, 'a> {
     builder: &'b MetadataBuilder<'i, 'a>,
     /// The root's fixed part, version string, stream count and stream headers.
     head: Vec<u8>,
-    /// Each stream's source and unpadded size, in order.
-    streams: Vec<(StreamSource, usize)>,
+    /// Each stream's source, in order.
+    streams: Vec<StreamSource>,
     tables_stream: Vec<u8>,
     /// The table stream's layout, with offsets from the stream's start.
     tables: TablesHeader,
@@ -257,7 +257,7 @@ impl PreparedMetadata<'_, '_, '_> {
         let builder = self.builder;
         let start = out.len();
         out.extend_from_slice(&self.head);
-        for (content, _) in &self.streams {
+        for content in &self.streams {
             match content {
                 StreamSource::Tables => out.extend_from_slice(&self.tables_stream),
                 StreamSource::Strings => builder.strings.write_unpadded(out),
@@ -591,7 +591,7 @@ impl<'i, 'a> MetadataBuilder<'i, 'a> {
             let padded = (name.len() + 1).next_multiple_of(4);
             head.resize(head.len() + padded - name.len(), 0);
             at += size;
-            sources.push((content, len));
+            sources.push(content);
         }
         // Where each table's rows lie, relative to the table stream for now.
         let tables = TablesHeader::parse(

@@ -381,14 +381,22 @@ pub struct ImageWriter<'i, 'a> {
 
 /// New metadata an [`ImageWriter`] places after the relocated bodies: built
 /// ([`crate::image::emit::BuiltMetadata`]) or only laid out
-/// ([`crate::image::emit::PreparedMetadata`]).
-pub trait NewMetadata {
+/// ([`crate::image::emit::PreparedMetadata`]). Sealed: the writer indexes its output by
+/// [`Self::size`] and [`Self::cell_at`], so only these two, which keep them true, implement it.
+pub trait NewMetadata: sealed::Sealed {
     /// Its size in bytes (a multiple of 4).
     fn size(&self) -> usize;
     /// Offset in it and width of column `col` of row `rid` of `table`.
     fn cell_at(&self, table: Table, rid: u32, col: usize) -> Option<(usize, usize)>;
     /// Appends its [`Self::size`] bytes to `out`.
     fn write_to(&self, out: &mut Vec<u8>);
+}
+
+mod sealed {
+    /// Kept private, so no other type can implement [`super::NewMetadata`].
+    pub trait Sealed {}
+    impl Sealed for crate::image::emit::BuiltMetadata {}
+    impl Sealed for crate::image::emit::PreparedMetadata<'_, '_, '_> {}
 }
 
 impl NewMetadata for crate::image::emit::BuiltMetadata {
