@@ -218,6 +218,46 @@ impl<'a> Image<'a> {
         self.pe.rva_to_offset(rva, self.bytes().len())
     }
 
+    /// The bytes from the body at `rva` (of method `token`) to the end of its section, as
+    /// [`Method::body_bytes`] gives them.
+    pub(crate) fn body_bytes_at(&self, token: Token, rva: u32) -> Result<&[u8], ImageError> {
+        if rva == 0 {
+            return Err(ImageError::NoBody { token });
+        }
+        let file = self.bytes();
+        // No error value is built on the success path: this runs once per method.
+        match self.pe.rva_to_section_tail(rva, file.len()) {
+            Some((start, end)) if start <= end && end <= file.len() => Ok(&file[start..end]),
+            _ => Err(ImageError::BodyOutsideSections { token, rva }),
+        }
+    }
+
+    /// The body at `rva` (of method `token`) and its exact bytes, as
+    /// [`Method::decoded_body_and_bytes`] gives them: for a caller that has the RVA from the
+    /// column already and needs no other cell of the row.
+    pub(crate) fn body_at(&self, token: Token, rva: u32) -> Result<(Body<'_>, &[u8]), ImageError> {
+        let bytes = self.body_bytes_at(token, rva)?;
+        // The error's offset is looked up only on failure: this runs once per method.
+        let fail = |source| ImageError::Body {
+            token,
+            offset: self.rva_to_offset(rva).unwrap_or(0),
+            source,
+        };
+        if misaligned_fat(rva, bytes) {
+            return Err(fail(DecodeError::MisalignedFatHeader { rva }));
+        }
+        let body = Body::parse(bytes).map_err(fail)?;
+        // Body::parse never reports more than it was given; stay checked regardless.
+        match bytes.get(..body.len()) {
+            Some(exact) => Ok((body, exact)),
+            None => Err(ImageError::Truncated {
+                what: "method body",
+                offset: self.rva_to_offset(rva).unwrap_or(0),
+                needed: body.len(),
+            }),
+        }
+    }
+
     /// The identity the Assembly table gives the image (name, version, culture, public key;
     /// II.22.2), `None` for a module without an Assembly row (a netmodule).
     pub fn assembly_identity(&self) -> Result<Option<emit::AssemblyIdentity>, ImageError> {
@@ -828,17 +868,7 @@ impl<'i> Method<'i> {
     /// The bytes from the body's start to the end of its section; the body codec finds the
     /// exact extent. Errors for RVA 0 (no body) and for RVAs in no section.
     pub fn body_bytes(&self) -> Result<&'i [u8], ImageError> {
-        let token = self.token();
-        let rva = self.row.rva;
-        if rva == 0 {
-            return Err(ImageError::NoBody { token });
-        }
-        let file = self.image.bytes();
-        // No error value is built on the success path: this runs once per method.
-        match self.image.pe.rva_to_section_tail(rva, file.len()) {
-            Some((start, end)) if start <= end && end <= file.len() => Ok(&file[start..end]),
-            _ => Err(ImageError::BodyOutsideSections { token, rva }),
-        }
+        self.image.body_bytes_at(self.token(), self.row.rva)
     }
 
     /// Whether the body starts with a fat header at an RVA that is not 4-byte aligned
@@ -860,25 +890,6 @@ impl<'i> Method<'i> {
 
     /// [`Self::decoded_body`] and [`Self::body`] from one lookup of the body's bytes.
     pub fn decoded_body_and_bytes(&self) -> Result<(Body<'i>, &'i [u8]), ImageError> {
-        let bytes = self.body_bytes()?;
-        // The error's offset is looked up only on failure: this runs once per method.
-        let fail = |source| ImageError::Body {
-            token: self.token(),
-            offset: self.body_offset().unwrap_or(0),
-            source,
-        };
-        if misaligned_fat(self.row.rva, bytes) {
-            return Err(fail(DecodeError::MisalignedFatHeader { rva: self.row.rva }));
-        }
-        let body = Body::parse(bytes).map_err(fail)?;
-        // Body::parse never reports more than it was given; stay checked regardless.
-        match bytes.get(..body.len()) {
-            Some(exact) => Ok((body, exact)),
-            None => Err(ImageError::Truncated {
-                what: "method body",
-                offset: self.body_offset().unwrap_or(0),
-                needed: body.len(),
-            }),
-        }
+        self.image.body_at(self.token(), self.row.rva)
     }
 }

@@ -861,7 +861,7 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
                 .copy_from_slice(&sum.to_le_bytes());
             summary.checksum_recomputed = true;
         }
-        read_back::check(self.image, out, &replacements)?;
+        read_back::check(self.image, rvas, out, &replacements)?;
         Ok((summary, placements))
     }
 }

@@ -12,6 +12,7 @@ use std::collections::HashMap;
 /// Checks `out`, the bytes written for `input` with `replacements`.
 pub(super) fn check(
     input: &Image<'_>,
+    input_rvas: &[u32],
     out: &[u8],
     replacements: &Replacements<'_>,
 ) -> Result<(), WriteError> {
@@ -23,47 +24,52 @@ pub(super) fn check(
             found: written.method_count(),
         });
     }
+    // The RVA is the only cell of a row read here: both columns are read in one go (a row's
+    // other cells are not checked by reading them, which only tests that the row exists).
+    let mut written_rvas = Vec::new();
+    super::originals::rva_column(&written, &mut written_rvas);
     for rid in 1..=rows {
         let token = Token::new(Table::MethodDef, rid);
         let unreadable = |e| WriteError::OutputBody {
             token,
             source: Box::new(e),
         };
-        let new = written.method(rid).map_err(unreadable)?;
+        let rva = match written_rvas.get(rid as usize) {
+            Some(&rva) => rva,
+            // The column stops at a row it cannot read: that row's error.
+            None => written.method(rid).map_err(unreadable)?.rva(),
+        };
         match replacements.get(rid) {
             Some(expected) => {
-                let bytes = new.body().map_err(unreadable)?;
+                let (_, bytes) = written.body_at(token, rva).map_err(unreadable)?;
                 // The reader checked the RVA's alignment; loaders that do not map sections
                 // need the file offset aligned too.
-                let at = new.body_offset().unwrap_or(0);
+                let at = written.rva_to_offset(rva).unwrap_or(0);
                 if bytes.first().is_some_and(|h| h & 3 == 3) && !at.is_multiple_of(4) {
                     return Err(WriteError::OutputMisalignedBody { token, offset: at });
                 }
                 if bytes != expected {
-                    return Err(WriteError::OutputBodyMismatch {
-                        token,
-                        rva: new.rva(),
-                    });
+                    return Err(WriteError::OutputBodyMismatch { token, rva });
                 }
             }
             None => {
                 // Rows that cannot be read were refused before anything was written.
-                let Ok(old) = input.method(rid) else { continue };
-                if new.rva() != old.rva() {
+                let Some(&old) = input_rvas.get(rid as usize) else {
+                    continue;
+                };
+                if rva != old {
                     return Err(WriteError::OutputRvaChanged {
                         token,
-                        old: old.rva(),
-                        new: new.rva(),
+                        old,
+                        new: rva,
                     });
                 }
                 // A body that did not decode in the input is left as it was, unread.
-                if let (Ok(before), Some(at)) = (old.body(), new.body_offset())
+                let at = (rva != 0).then(|| written.rva_to_offset(rva)).flatten();
+                if let (Ok((_, before)), Some(at)) = (input.body_at(token, old), at)
                     && out.get(at..at + before.len()) != Some(before)
                 {
-                    return Err(WriteError::OutputBodyMismatch {
-                        token,
-                        rva: new.rva(),
-                    });
+                    return Err(WriteError::OutputBodyMismatch { token, rva });
                 }
             }
         }
@@ -109,7 +115,9 @@ mod tests {
             panic!("{placements:?}")
         };
         let replacements = w.replacements();
-        assert!(check(&image, &out, &replacements).is_ok());
+        let mut rvas = Vec::new();
+        super::super::originals::rva_column(&image, &mut rvas);
+        assert!(check(&image, &rvas, &out, &replacements).is_ok());
 
         let written = Image::parse(&out).unwrap();
         let at = written.rva_to_offset(new_rva).unwrap();
@@ -117,7 +125,7 @@ mod tests {
         let mut tampered = out.clone();
         tampered[at + 20] = 0x26; // a nop becomes a pop
         assert!(matches!(
-            check(&image, &tampered, &replacements),
+            check(&image, &rvas, &tampered, &replacements),
             Err(WriteError::OutputBodyMismatch { .. })
         ));
         // Another method's body changed behind the writer's back.
@@ -130,13 +138,13 @@ mod tests {
         let mut tampered = out.clone();
         tampered[other_at + other.body().unwrap().len() - 1] ^= 0xff;
         assert!(matches!(
-            check(&image, &tampered, &replacements),
+            check(&image, &rvas, &tampered, &replacements),
             Err(WriteError::OutputBodyMismatch { .. })
         ));
         // The output cut inside its last section.
         let cut = &out[..out.len() - 16];
         assert!(matches!(
-            check(&image, cut, &replacements),
+            check(&image, &rvas, cut, &replacements),
             Err(WriteError::OutputIntegrity {
                 code: IntegrityCode::ImageTruncated,
                 ..
