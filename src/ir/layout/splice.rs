@@ -342,6 +342,9 @@ impl Scratch {
         let (mut base, mut end) = (0usize, 0usize);
         // Whether the instruction just decoded carries `tail.`.
         let mut tail = false;
+        // The start bits of the 64 bytes from `64 * word_at`, stored when the walk leaves them
+        // (kept in a register rather than read and written back at every instruction).
+        let (mut word, mut word_at) = (0u64, 0usize);
         while pos < len {
             if pos >= end {
                 (base, end) = (pos, len.min(pos + lens.len()));
@@ -349,7 +352,11 @@ impl Scratch {
             }
             // The walk from one instruction to the next is this one load.
             let size = lens[pos - base] as usize;
-            self.starts[pos / 64] |= 1 << (pos % 64);
+            if pos / 64 != word_at {
+                self.starts[word_at] = word;
+                (word, word_at) = (0, pos / 64);
+            }
+            word |= 1 << (pos % 64);
             n += 1;
             let first = code[pos];
             if size == 0 || len - pos < size {
@@ -386,6 +393,9 @@ impl Scratch {
             }
             tail = false;
             pos = next;
+        }
+        if let Some(w) = self.starts.get_mut(word_at) {
+            *w = word;
         }
         Some(n)
     }
