@@ -137,7 +137,6 @@ impl SinglePass {
         let marks = &mut self.marks[..len];
         // The lengths of the window `buf[base..end]`.
         let lens = &mut self.lens[..len.min(LENS_WINDOW)];
-        let (mut base, mut end) = (0, 0);
         // Written by index; a full batch is passed to the resolver and the buffer reused.
         let tokens = &mut self.tokens[..TOKEN_BATCH];
         let locals = ctx.locals.unwrap_or(u32::MAX);
@@ -161,60 +160,62 @@ impl SinglePass {
         let (mut d, mut max, limit) = (0u32, 0u32, st.limit);
         let mut ntok = 0;
         let mut pos = 0;
+        // A window of lengths at a time; the inner loop's bound is the window's end, so an
+        // instruction costs no second comparison (one that runs past the window ends it).
         while pos < len {
-            let w = window(buf, pos);
-            let e = entry(w, len - pos)?;
-            // The same length as `e`'s where it is not 0; the next step waits for this load
-            // only, not for the window and then the table.
-            if pos >= end {
-                (base, end) = (pos, len.min(pos + lens.len()));
-                crate::instr::fill_lengths(&buf[base..end], lens);
-            }
-            let l = lens[pos - base] as usize;
-            let next = pos + if l != 0 { l } else { e.len as usize };
-            let arg = (w >> e.shift) as u32 & e.mask;
-            if (arg & e.vmask) + e.imm as u32 >= limits[e.var as usize & 3] {
-                return None;
-            }
-            if e.check == fx::check::TOKEN {
-                if ntok == TOKEN_BATCH {
-                    if !r.tokens_pass(tokens) {
-                        return None;
-                    }
-                    ntok = 0;
-                }
-                tokens[ntok] = (e.operand, arg);
-                ntok += 1;
-            }
-            // The short way: nothing is known about this byte yet (no forward branch to it, no
-            // prefix before it), and the instruction only adjusts the depth, by its opcode or
-            // its callee's signature.
-            let m = marks[pos];
-            let fx = e.fx;
-            if m == 0 && fx.kind & (fx::PLAIN | fx::CALL) != 0 {
-                marks[pos] = START | d as u16;
-                let (pops, pushes) = if fx.kind & fx::PLAIN != 0 {
-                    (fx.pops as u32, fx.pushes as u32)
-                } else {
-                    let sig = r.call_sig(e.ins.op, arg)?;
-                    (sig.pops(e.ins.op), sig.pushes(e.ins.op))
-                };
-                if d < pops {
+            let (base, end) = (pos, len.min(pos + lens.len()));
+            crate::instr::fill_lengths(&buf[base..end], lens);
+            while pos < end {
+                let w = window(buf, pos);
+                let e = entry(w, len - pos)?;
+                // The same length as `e`'s where it is not 0; the next step waits for this
+                // load only, not for the window and then the table.
+                let l = lens[pos - base] as usize;
+                let next = pos + if l != 0 { l } else { e.len as usize };
+                let arg = (w >> e.shift) as u32 & e.mask;
+                if (arg & e.vmask) + e.imm as u32 >= limits[e.var as usize & 3] {
                     return None;
                 }
-                d = d - pops + pushes;
-                if d > max {
-                    if d > limit {
+                if e.check == fx::check::TOKEN {
+                    if ntok == TOKEN_BATCH {
+                        if !r.tokens_pass(tokens) {
+                            return None;
+                        }
+                        ntok = 0;
+                    }
+                    tokens[ntok] = (e.operand, arg);
+                    ntok += 1;
+                }
+                // The short way: nothing is known about this byte yet (no forward branch to it, no
+                // prefix before it), and the instruction only adjusts the depth, by its opcode or
+                // its callee's signature.
+                let m = marks[pos];
+                let fx = e.fx;
+                if m == 0 && fx.kind & (fx::PLAIN | fx::CALL) != 0 {
+                    marks[pos] = START | d as u16;
+                    let (pops, pushes) = if fx.kind & fx::PLAIN != 0 {
+                        (fx.pops as u32, fx.pushes as u32)
+                    } else {
+                        let sig = r.call_sig(e.ins.op, arg)?;
+                        (sig.pops(e.ins.op), sig.pushes(e.ins.op))
+                    };
+                    if d < pops {
                         return None;
                     }
-                    max = d;
+                    d = d - pops + pushes;
+                    if d > max {
+                        if d > limit {
+                            return None;
+                        }
+                        max = d;
+                    }
+                    pos = next;
+                    continue;
                 }
-                pos = next;
-                continue;
+                (st.d, st.max) = (d, max);
+                pos = st.step(marks, m, e, w, pos, next, buf, ctx, r)?;
+                (d, max) = (st.d, st.max);
             }
-            (st.d, st.max) = (d, max);
-            pos = st.step(marks, m, e, w, pos, next, buf, ctx, r)?;
-            (d, max) = (st.d, st.max);
         }
         // Falling off the end, or a trailing prefix, is a fault.
         if st.ended != len || st.np != 0 {

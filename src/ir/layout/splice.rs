@@ -339,60 +339,61 @@ impl Scratch {
     fn walk(&mut self, code: &[u8], lens: &mut [u8]) -> Option<usize> {
         let len = code.len();
         let (mut pos, mut n) = (0usize, 0usize);
-        let (mut base, mut end) = (0usize, 0usize);
         // Whether the instruction just decoded carries `tail.`.
         let mut tail = false;
         // The start bits of the 64 bytes from `64 * word_at`, stored when the walk leaves them
         // (kept in a register rather than read and written back at every instruction).
         let (mut word, mut word_at) = (0u64, 0usize);
+        // A window of lengths at a time, the inner loop bounded by its end (an instruction
+        // that runs past it ends the window).
         while pos < len {
-            if pos >= end {
-                (base, end) = (pos, len.min(pos + lens.len()));
-                instr::fill_lengths(&code[base..end], lens);
+            let (base, end) = (pos, len.min(pos + lens.len()));
+            instr::fill_lengths(&code[base..end], lens);
+            while pos < end {
+                // The walk from one instruction to the next is this one load.
+                let size = lens[pos - base] as usize;
+                if pos / 64 != word_at {
+                    self.starts[word_at] = word;
+                    (word, word_at) = (0, pos / 64);
+                }
+                word |= 1 << (pos % 64);
+                n += 1;
+                let first = code[pos];
+                if size == 0 || len - pos < size {
+                    pos = self.slow(code, pos, &mut tail)?;
+                    continue;
+                }
+                // `FE` is no branch or `ret` in the table (the two-byte opcodes are neither).
+                let e = &TABLE[first as usize];
+                let next = pos + size;
+                if e.arg >= arg::BR1 {
+                    let disp = if e.arg == arg::BR1 {
+                        code[pos + 1] as i8 as i64
+                    } else {
+                        i32::from_le_bytes(code[pos + 1..pos + 5].try_into().ok()?) as i64
+                    };
+                    let target = u32::try_from(next as i64 + disp).ok()?;
+                    self.events.push(Event {
+                        at: pos as u32,
+                        kind: Kind::Branch {
+                            opcode: first,
+                            target,
+                            was_long: e.arg == arg::BR4,
+                            long: e.arg == arg::BR4,
+                        },
+                    });
+                } else if first == RET {
+                    self.events.push(Event {
+                        at: pos as u32,
+                        kind: Kind::Ret {
+                            tail,
+                            epilogue: false,
+                        },
+                    });
+                }
+                tail = false;
+                pos = next;
             }
-            // The walk from one instruction to the next is this one load.
-            let size = lens[pos - base] as usize;
-            if pos / 64 != word_at {
-                self.starts[word_at] = word;
-                (word, word_at) = (0, pos / 64);
-            }
-            word |= 1 << (pos % 64);
-            n += 1;
-            let first = code[pos];
-            if size == 0 || len - pos < size {
-                pos = self.slow(code, pos, &mut tail)?;
-                continue;
-            }
-            // `FE` is no branch or `ret` in the table (the two-byte opcodes are neither).
-            let e = &TABLE[first as usize];
-            let next = pos + size;
-            if e.arg >= arg::BR1 {
-                let disp = if e.arg == arg::BR1 {
-                    code[pos + 1] as i8 as i64
-                } else {
-                    i32::from_le_bytes(code[pos + 1..pos + 5].try_into().ok()?) as i64
-                };
-                let target = u32::try_from(next as i64 + disp).ok()?;
-                self.events.push(Event {
-                    at: pos as u32,
-                    kind: Kind::Branch {
-                        opcode: first,
-                        target,
-                        was_long: e.arg == arg::BR4,
-                        long: e.arg == arg::BR4,
-                    },
-                });
-            } else if first == RET {
-                self.events.push(Event {
-                    at: pos as u32,
-                    kind: Kind::Ret {
-                        tail,
-                        epilogue: false,
-                    },
-                });
-            }
-            tail = false;
-            pos = next;
         }
         if let Some(w) = self.starts.get_mut(word_at) {
             *w = word;
