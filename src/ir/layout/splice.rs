@@ -10,6 +10,11 @@
 //! same verifier and header encoder; but it copies the unchanged runs of code instead of
 //! decoding every instruction into the IR and encoding it again.
 //!
+//! Every [`BranchForms`] is laid out as the IR layout lays it out: each branch starts in its
+//! own form, long, or short, and relaxation widens the short ones that do not fit. A branch
+//! whose form changes is written anew (a long one made short is 3 bytes shorter), so new
+//! offsets are the old ones plus a growth that may be negative.
+//!
 //! It only answers for what it handles in full, and otherwise says why ([`SpliceDecline`]): a
 //! plan choice it does not implement, a body with a prefixed branch or `ret`, extra sections
 //! that are not EH tables, fewer than two instructions, anything that does not decode, a
@@ -41,7 +46,7 @@ struct Event {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
     /// A branch of the original code to old offset `target`, `was_long` in the original,
-    /// `long` now.
+    /// `long` now (as the branch forms asked for start it, then as relaxation widens it).
     Branch {
         opcode: u8,
         target: u32,
@@ -58,13 +63,17 @@ enum Kind {
 }
 
 impl Kind {
-    /// Bytes the instruction gains, or that are inserted before it: `epilogue` is the
-    /// epilogue's size.
-    fn growth(self, epilogue: u32) -> u32 {
+    /// Bytes the instruction gains (less those it loses: a long branch made short), or that
+    /// are inserted before it: `epilogue` is the epilogue's size.
+    fn growth(self, epilogue: u32) -> i64 {
         match self {
-            Kind::Branch { was_long, long, .. } if long && !was_long => 3,
-            Kind::Branch { .. } | Kind::Switch { .. } => 0,
-            Kind::Ret { epilogue: true, .. } => epilogue,
+            Kind::Branch { was_long, long, .. } => match (was_long, long) {
+                (false, true) => 3,
+                (true, false) => -3,
+                (false, false) | (true, true) => 0,
+            },
+            Kind::Switch { .. } => 0,
+            Kind::Ret { epilogue: true, .. } => epilogue as i64,
             Kind::Ret { .. } => 0,
         }
     }
@@ -79,8 +88,9 @@ pub(super) struct Scratch {
     /// [`instr::fill_lengths`] of a window of the code ([`LENS_WINDOW`] bytes at most).
     lens: Vec<u8>,
     events: Vec<Event>,
-    /// Growth of `events[..k]`, at `k`.
-    cum: Vec<u32>,
+    /// Growth of `events[..k]`, at `k`: negative where long branches before it were made
+    /// short.
+    cum: Vec<i32>,
     snippets: Snippets,
 }
 
@@ -241,7 +251,7 @@ impl Scratch {
     }
 
     /// Growth of the events before old offset `p`.
-    fn growth_before(&self, p: u32) -> u32 {
+    fn growth_before(&self, p: u32) -> i32 {
         self.cum[self.events.partition_point(|e| e.at < p)]
     }
 
@@ -253,8 +263,10 @@ impl Scratch {
 
     /// [`Self::base`] given the growth before `p`.
     #[inline]
-    fn base_with(&self, plan: &Plan, p: u32, growth: u32) -> u32 {
-        let mut at = p + growth;
+    fn base_with(&self, plan: &Plan, p: u32, growth: i32) -> u32 {
+        // Never below 0 (a branch made 3 bytes shorter took 5 before `p`), nor past the new
+        // code's size, which `sum_growth` keeps within `i32`.
+        let mut at = p.wrapping_add_signed(growth);
         if p > 0 {
             at += plan.prologue;
         }
@@ -273,7 +285,7 @@ impl Scratch {
 
     /// [`Self::instr`] given the growth before `p`, and whether an epilogue goes before it.
     #[inline]
-    fn instr_with(&self, plan: &Plan, p: u32, growth: u32, epilogue: bool) -> u32 {
+    fn instr_with(&self, plan: &Plan, p: u32, growth: i32, epilogue: bool) -> u32 {
         let mut at = self.base_with(plan, p, growth);
         if p == 0 {
             at += plan.prologue;
@@ -447,27 +459,52 @@ impl Scratch {
         any
     }
 
-    fn sum_growth(&mut self, plan: &Plan) {
+    /// Starts every branch in the form `forms` asks for, as the IR layout places them: its
+    /// own (`KeepOriginal`), long, or short (relaxation then widens those that do not fit).
+    fn start_forms(&mut self, forms: BranchForms) {
+        let start = |was_long: bool| match forms {
+            BranchForms::KeepOriginal => was_long,
+            BranchForms::AllLong => true,
+            BranchForms::ShortestWhereFits => false,
+        };
+        for e in &mut self.events {
+            match &mut e.kind {
+                Kind::Branch { was_long, long, .. } => *long = start(*was_long),
+                Kind::Ret { .. } | Kind::Switch { .. } => {}
+            }
+        }
+    }
+
+    /// Sums the growth of the events into `cum`; `TooLarge` when the new code would be larger
+    /// than the IR layout lays out (`i32::MAX` bytes), which also keeps every sum within
+    /// `i32`.
+    fn sum_growth(&mut self, plan: &Plan) -> Result<(), SpliceDecline> {
         self.cum.clear();
         self.cum.push(0);
-        let mut total = 0;
+        let mut total = 0i64;
         for e in &self.events {
             total += e.kind.growth(plan.epilogue);
-            self.cum.push(total);
+            self.cum
+                .push(i32::try_from(total).map_err(|_| SpliceDecline::TooLarge)?);
         }
+        let size = plan.len as i64 + plan.prologue as i64 + total;
+        if size > i32::MAX as i64 {
+            return Err(SpliceDecline::TooLarge);
+        }
+        Ok(())
     }
 
     /// Relaxation to a fixpoint, as the IR layout does it (and with its passes, in the
     /// layout's `relax`): every short branch whose displacement does not fit is widened, all at
     /// once per pass, until none is. Returns (passes, widened).
-    fn relax(&mut self, plan: &Plan, relax: &mut Relax) -> Option<(u32, u32)> {
-        self.sum_growth(plan);
+    fn relax(&mut self, plan: &Plan, relax: &mut Relax) -> Result<(u32, u32), SpliceDecline> {
+        self.sum_growth(plan)?;
         let bound = self.events.len() + 2;
         let (mut passes, mut widened) = (0u32, 0u32);
         let settled = loop {
             passes += 1;
             if passes as usize > bound {
-                break None;
+                break Err(SpliceDecline::Layout);
             }
             let events = &self.events;
             let grown = if passes == 1 {
@@ -490,10 +527,15 @@ impl Scratch {
                         to,
                     }
                 };
-                relax.next_pass(jump, |p| p as i64)
+                // Keyed by where each event starts in the new code before relaxation (less the
+                // prologue): old offsets would not do, since a long branch made short spans
+                // fewer bytes than it did. In order, as the events are: an event's growth is
+                // at least -3, and only a 5-byte branch's.
+                let cum = &self.cum;
+                relax.next_pass(jump, |k| events[k].at as i64 + cum[k] as i64)
             };
             if grown.is_empty() {
-                break Some((passes, widened));
+                break Ok((passes, widened));
             }
             widened += grown.len() as u32;
             for &k in grown {
@@ -503,10 +545,11 @@ impl Scratch {
                 }
             }
         };
-        if widened != 0 {
-            self.sum_growth(plan);
+        let settled = settled?;
+        if settled.1 != 0 {
+            self.sum_growth(plan)?;
         }
-        settled
+        Ok(settled)
     }
 
     /// The displacement of event `k` (a short branch) before relaxation.
@@ -551,10 +594,10 @@ impl Scratch {
                     put(out, &mut dst, code.get(src..at)?)?;
                     src = at;
                     debug_assert_eq!(dst, self.instr(plan, e.at) as usize);
-                    let opcode = if long && !was_long {
-                        Opcode::from_byte(opcode)?.long_form().code() as u8
-                    } else {
-                        opcode
+                    let opcode = match (was_long, long) {
+                        (false, false) | (true, true) => opcode,
+                        (false, true) => Opcode::from_byte(opcode)?.long_form().code() as u8,
+                        (true, false) => Opcode::from_byte(opcode)?.short_form().code() as u8,
                     };
                     let old = if was_long { 5 } else { 2 };
                     (opcode, self.target(plan, target) as i64, long, old)
@@ -666,14 +709,15 @@ fn put(out: &mut [u8], dst: &mut usize, bytes: &[u8]) -> Option<()> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, thiserror::Error)]
 #[non_exhaustive]
 pub enum SpliceDecline {
-    /// Branch forms other than [`BranchForms::KeepOriginal`] were asked for: only the IR
-    /// layout chooses forms.
+    /// Branch forms other than [`BranchForms::KeepOriginal`] were asked for. No longer
+    /// returned: the splice lays out every [`BranchForms`] as the IR layout does. Kept so that
+    /// code naming it still builds.
     #[error("branch forms other than the original's were asked for")]
     BranchForms,
     /// The transform is not one of the entry/exit ones.
     #[error("the transform has no byte-level form")]
     Transform,
-    /// The code is 2 GiB or more.
+    /// The code is 2 GiB or more, or the new code would be (the IR layout then reports it).
     #[error("the code is too large")]
     TooLarge,
     /// The prologue or epilogue is code the transform refuses, or that does not encode
@@ -718,9 +762,6 @@ impl Layout {
         out: &mut Vec<u8>,
     ) -> Result<(Outcome, LayoutInfo), SpliceDecline> {
         use SpliceDecline as D;
-        if opts.branch_forms != BranchForms::KeepOriginal {
-            return Err(D::BranchForms);
-        }
         if body.code.len() >= i32::MAX as usize {
             return Err(D::TooLarge);
         }
@@ -743,6 +784,7 @@ impl Layout {
         if n < 2 {
             return Err(D::TooShort);
         }
+        s.start_forms(opts.branch_forms);
         let prologue = planned.prologue.is_some();
         let pro_len = if prologue {
             s.snippets.pro.len() as u32
@@ -759,7 +801,7 @@ impl Layout {
             },
             len: code.len() as u32,
         };
-        let (passes, widened) = s.relax(&plan, &mut self.relax).ok_or(D::Layout)?;
+        let (passes, widened) = s.relax(&plan, &mut self.relax)?;
         let total = s.base(&plan, plan.len) as usize;
         if self.code.len() < total + 16 {
             self.code.resize(total + 16, 0);
