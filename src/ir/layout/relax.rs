@@ -109,12 +109,14 @@ impl Relax {
             let at = jump(w as usize).at;
             let center = key(w as usize);
             let mut k = partition_point(count, |k| key(k) < center - REACH);
-            while k < count {
-                if key(k) > center + REACH {
-                    break;
-                }
-                let j = jump(k);
-                let step = if self.long[k] { 0 } else { j.moved_by(at) };
+            while k < count && key(k) <= center + REACH {
+                // Long jumps do not move: no need to look at them (most of those near a
+                // widened jump were widened with it).
+                let step = if self.long[k] {
+                    0
+                } else {
+                    jump(k).moved_by(at)
+                };
                 if step != 0 {
                     self.disp[k] += step;
                     if i8::try_from(self.disp[k]).is_err() {

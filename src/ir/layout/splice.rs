@@ -296,14 +296,58 @@ impl Scratch {
         at
     }
 
-    /// Where a branch to old offset `p` lands: after the prologue, but at the start of an
-    /// epilogue inserted there.
-    fn target(&self, plan: &Plan, p: u32) -> u32 {
-        let mut at = self.base(plan, p);
+    /// Where a branch (or `switch`), event `k`, to old offset `p` lands: after the prologue,
+    /// but at the start of an epilogue inserted there.
+    #[inline]
+    fn target(&self, plan: &Plan, p: u32, k: usize) -> u32 {
+        let growth = self.cum[self.events_before_near(p, k)];
+        let mut at = self.base_with(plan, p, growth);
         if p == 0 {
             at += plan.prologue;
         }
         at
+    }
+
+    /// The number of events before old offset `p` (`events.partition_point(|e| e.at < p)`),
+    /// searched outward from event `k` in steps that double, up to [`NEAR`] events away, then
+    /// among all the events left: most targets are near their branch (a hostile `switch` has
+    /// a target every four bytes, each the next instruction), where this takes a step or two
+    /// and a search of all the events twenty; a far one costs a few steps more.
+    #[inline]
+    fn events_before_near(&self, p: u32, k: usize) -> usize {
+        let events = &self.events;
+        let len = events.len();
+        let k = k.min(len);
+        let count_in = |lo: usize, hi: usize| lo + events[lo..hi].partition_point(|e| e.at < p);
+        let mut step = 1;
+        if k < len && events[k].at < p {
+            // The answer is past `k`: at least `lo`.
+            let mut lo = k + 1;
+            loop {
+                let hi = (lo + step).min(len);
+                if hi == len || events[hi].at >= p {
+                    return count_in(lo, hi);
+                }
+                lo = hi + 1;
+                if step >= NEAR {
+                    return count_in(lo, len);
+                }
+                step *= 2;
+            }
+        }
+        // The answer is `k` or before: at most `hi`.
+        let mut hi = k;
+        loop {
+            let lo = hi.saturating_sub(step);
+            if lo == 0 || events[lo - 1].at < p {
+                return count_in(lo, hi);
+            }
+            hi = lo - 1;
+            if step >= NEAR {
+                return count_in(0, hi);
+            }
+            step *= 2;
+        }
     }
 
     /// Whether an instruction of the last decoded code starts at byte `o`.
@@ -462,30 +506,33 @@ impl Scratch {
     /// Starts every branch in the form `forms` asks for, as the IR layout places them: its
     /// own (`KeepOriginal`), long, or short (relaxation then widens those that do not fit).
     fn start_forms(&mut self, forms: BranchForms) {
-        let start = |was_long: bool| match forms {
-            BranchForms::KeepOriginal => was_long,
+        let long = match forms {
+            // As decoded.
+            BranchForms::KeepOriginal => return,
             BranchForms::AllLong => true,
             BranchForms::ShortestWhereFits => false,
         };
         for e in &mut self.events {
             match &mut e.kind {
-                Kind::Branch { was_long, long, .. } => *long = start(*was_long),
+                Kind::Branch { long: l, .. } => *l = long,
                 Kind::Ret { .. } | Kind::Switch { .. } => {}
             }
         }
     }
 
     /// Sums the growth of the events into `cum`; `TooLarge` when the new code would be larger
-    /// than the IR layout lays out (`i32::MAX` bytes), which also keeps every sum within
-    /// `i32`.
+    /// than the IR layout lays out (`i32::MAX` bytes).
+    #[inline]
     fn sum_growth(&mut self, plan: &Plan) -> Result<(), SpliceDecline> {
         self.cum.clear();
         self.cum.push(0);
         let mut total = 0i64;
         for e in &self.events {
             total += e.kind.growth(plan.epilogue);
-            self.cum
-                .push(i32::try_from(total).map_err(|_| SpliceDecline::TooLarge)?);
+            // Exact when the check below passes: the growth before an event is at most the
+            // new code's size, and above -3 for every 5 bytes of the old code (a branch made
+            // short) — within `i32` both. Otherwise `cum` is not used.
+            self.cum.push(total as i32);
         }
         let size = plan.len as i64 + plan.prologue as i64 + total;
         if size > i32::MAX as i64 {
@@ -556,7 +603,7 @@ impl Scratch {
     fn initial_disp(&self, plan: &Plan, k: usize) -> i64 {
         let e = self.events[k];
         let target = match e.kind {
-            Kind::Branch { target, .. } => self.target(plan, target) as i64,
+            Kind::Branch { target, .. } => self.target(plan, target, k) as i64,
             Kind::Ret { .. } | Kind::Switch { .. } => return 0,
         };
         // Events are at distinct offsets, in order: `cum[k]` is the growth before this one.
@@ -571,7 +618,7 @@ impl Scratch {
         let mut dst = 0usize;
         let mut src = 0usize;
         put(out, &mut dst, pro)?;
-        for e in &self.events {
+        for (k, e) in self.events.iter().enumerate() {
             let at = e.at as usize;
             let (opcode, target, long, old_size) = match e.kind {
                 // A `ret` is copied with the code around it, after its epilogue.
@@ -600,7 +647,7 @@ impl Scratch {
                         (true, false) => Opcode::from_byte(opcode)?.short_form().code() as u8,
                     };
                     let old = if was_long { 5 } else { 2 };
-                    (opcode, self.target(plan, target) as i64, long, old)
+                    (opcode, self.target(plan, target, k) as i64, long, old)
                 }
                 Kind::Switch { count } => {
                     put(out, &mut dst, code.get(src..at)?)?;
@@ -610,9 +657,10 @@ impl Scratch {
                     put(out, &mut dst, code.get(src..src + size)?)?;
                     src += size;
                     let next = dst as i64;
-                    for (k, t) in switch_targets(code, e.at, count).enumerate() {
-                        let d = i32::try_from(self.target(plan, t?) as i64 - next).ok()?;
-                        out.get_mut(table_at + 4 * k..table_at + 4 * k + 4)?
+                    for (case, t) in switch_targets(code, e.at, count).enumerate() {
+                        let d = i32::try_from(self.target(plan, t?, k) as i64 - next).ok()?;
+                        let slot = table_at + 4 * case;
+                        out.get_mut(slot..slot + 4)?
                             .copy_from_slice(&d.to_le_bytes());
                     }
                     continue;
@@ -683,6 +731,9 @@ impl Scratch {
 
 /// Code longer than this has the scratch it needed let go before its result is verified.
 const KEEP_LARGEST: usize = 1 << 16;
+
+/// The largest step of [`Scratch::events_before_near`]'s search outward from an event.
+const NEAR: usize = 16;
 
 /// Bytes of code the lengths table covers at a time.
 const LENS_WINDOW: usize = 1 << 16;
@@ -849,5 +900,43 @@ impl Layout {
                 max_stack,
             },
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The search outward from an event finds what a search of all the events finds, from
+    /// every event and for every offset, on sets of events with gaps of every size.
+    #[test]
+    fn the_search_near_an_event_is_the_search_of_all() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |n: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % n
+        };
+        for case in 0..200 {
+            let mut s = Scratch::default();
+            let mut at = 0u32;
+            for _ in 0..next(70) {
+                at += 1 + next(if case % 2 == 0 { 4 } else { 300 }) as u32;
+                s.events.push(Event {
+                    at,
+                    kind: Kind::Switch { count: 0 },
+                });
+            }
+            for k in 0..=s.events.len() + 1 {
+                for p in 0..=at + 2 {
+                    assert_eq!(
+                        s.events_before_near(p, k),
+                        s.events.partition_point(|e| e.at < p),
+                        "case {case}, from {k}, offset {p}"
+                    );
+                }
+            }
+        }
     }
 }
