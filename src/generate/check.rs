@@ -7,8 +7,8 @@ use super::valid::{EXCEPTION_CLASS, Generated, LOCALS_SIG};
 use crate::body::{Body, BodyParts, Clause};
 use crate::disasm;
 use crate::ir::{
-    self, EntryExit, Instr, LayoutOptions, MaxStackPolicy, Method, Operand, Rewriter, SkipReason,
-    Transform, TransformOptions,
+    self, BranchForms, EntryExit, Instr, LayoutOptions, MaxStackPolicy, Method, Operand, Rewriter,
+    SkipReason, Transform, TransformOptions,
 };
 use crate::opcode::{Opcode, OperandKind};
 use crate::verify;
@@ -179,8 +179,9 @@ pub fn transforms_preserve(g: &Generated) -> Result<(), String> {
 }
 
 /// The entry/exit transforms' byte-level path gives what the IR path gives, wherever it
-/// answers: with the snippets [`transforms_preserve`] uses, and with an epilogue long enough
-/// that every redirected `ret` must be widened. Returns how many of the cases it answered.
+/// answers, under every branch-form option: with the snippets [`transforms_preserve`] uses, and
+/// with an epilogue long enough that every redirected `ret` must be widened. Returns how many
+/// of the cases it answered.
 pub fn splice_agrees(g: &Generated) -> Result<usize, String> {
     let bytes = laid_out(g)?;
     let body = Body::parse(&bytes).map_err(|e| e.to_string())?;
@@ -204,31 +205,31 @@ pub fn splice_agrees(g: &Generated) -> Result<usize, String> {
         EntryExit::Epilogue,
         EntryExit::PrologueEpilogue,
     ] {
-        for opts in [&short, &long] {
+        for (opts, branch_forms) in [&short, &long].into_iter().flat_map(|o| {
+            [
+                BranchForms::KeepOriginal,
+                BranchForms::AllLong,
+                BranchForms::ShortestWhereFits,
+            ]
+            .map(|f| (o, f))
+        }) {
+            let layout = LayoutOptions {
+                branch_forms,
+                ..LayoutOptions::default()
+            };
             let mut fast = Vec::new();
-            let Ok(got) = rewriter.splice(
-                &body,
-                which.transform(),
-                opts,
-                &LayoutOptions::default(),
-                resolver,
-                &mut fast,
-            ) else {
+            let Ok(got) =
+                rewriter.splice(&body, which.transform(), opts, &layout, resolver, &mut fast)
+            else {
                 continue;
             };
             answered += 1;
             let mut slow = Vec::new();
-            let want = rewriter.rewrite_ir(
-                &body,
-                which.transform(),
-                opts,
-                &LayoutOptions::default(),
-                resolver,
-                &mut slow,
-            );
+            let want =
+                rewriter.rewrite_ir(&body, which.transform(), opts, &layout, resolver, &mut slow);
             ensure!(
                 want == Ok(got) && fast == slow,
-                "{which:?}: spliced {got:?}, IR {want:?}\n{}",
+                "{which:?} {branch_forms:?}: spliced {got:?}, IR {want:?}\n{}",
                 disasm::disassemble(&body)
             );
         }

@@ -714,7 +714,9 @@ impl Layout {
                         to: target,
                     }
                 };
-                self.relax.next_pass(jump, |p| offsets[p as usize] as i64)
+                // Keyed by where each branch ends: prefixes come before the opcode.
+                self.relax
+                    .next_pass(jump, |k| offsets[branches[k].0 as usize + 1] as i64)
             };
             if grown.is_empty() {
                 break;

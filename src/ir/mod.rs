@@ -153,14 +153,19 @@ mod tests {
             &mut out,
         );
         assert_eq!(wrap, Err(SpliceDecline::Transform));
-        let short = LayoutOptions {
-            branch_forms: BranchForms::ShortestWhereFits,
-            ..LayoutOptions::default()
-        };
-        assert_eq!(
-            rw.splice(&body, t, &topts, &short, &NoResolver, &mut out),
-            Err(SpliceDecline::BranchForms)
-        );
+        // Every branch-form option is spliced, with the IR path's bytes and account.
+        for branch_forms in [BranchForms::AllLong, BranchForms::ShortestWhereFits] {
+            let forms = LayoutOptions {
+                branch_forms,
+                ..LayoutOptions::default()
+            };
+            let (mut spliced, mut lifted) = (Vec::new(), Vec::new());
+            let a = rw.splice(&body, t, &topts, &forms, &NoResolver, &mut spliced);
+            let b = rw.rewrite_ir(&body, t, &topts, &forms, &NoResolver, &mut lifted);
+            assert_eq!(a.ok(), b.ok(), "{branch_forms:?}");
+            assert!(a.is_ok(), "{branch_forms:?}: {a:?}");
+            assert_eq!(spliced, lifted, "{branch_forms:?}");
+        }
         let one = [(1 << 2) | 2, 0x2A];
         let one = Body::parse(&one).unwrap();
         assert_eq!(

@@ -163,8 +163,9 @@ fn run_image(name: &str, image: &Image<'_>, counts: &mut Counts, transforms: boo
     }
 }
 
-/// The entry/exit transforms through the byte-level path give the IR path's result, with the
-/// default snippets and with an epilogue long enough that every redirected `ret` is widened.
+/// The entry/exit transforms through the byte-level path give the IR path's result, under every
+/// branch-form option, with the default snippets and with an epilogue long enough that every
+/// redirected `ret` is widened.
 fn splice_agrees(
     body: &Body<'_>,
     topts: &TransformOptions,
@@ -183,22 +184,37 @@ fn splice_agrees(
         EntryExit::PrologueEpilogue,
     ] {
         for opts in [topts, &long] {
-            let (mut fast, mut slow) = (Vec::new(), Vec::new());
-            let layout = LayoutOptions::default();
-            let Ok(got) =
-                rewriter.splice(body, which.transform(), opts, &layout, resolver, &mut fast)
-            else {
-                counts.declined += 1;
-                continue;
-            };
-            counts.spliced += 1;
-            let want =
-                rewriter.rewrite_ir(body, which.transform(), opts, &layout, resolver, &mut slow);
-            if want != Ok(got) || fast != slow {
-                counts.failures.push(format!(
-                    "{which:?} {}: spliced {got:?}, IR {want:?}",
-                    label()
-                ));
+            for branch_forms in [
+                BranchForms::KeepOriginal,
+                BranchForms::AllLong,
+                BranchForms::ShortestWhereFits,
+            ] {
+                let (mut fast, mut slow) = (Vec::new(), Vec::new());
+                let layout = LayoutOptions {
+                    branch_forms,
+                    ..LayoutOptions::default()
+                };
+                let Ok(got) =
+                    rewriter.splice(body, which.transform(), opts, &layout, resolver, &mut fast)
+                else {
+                    counts.declined += 1;
+                    continue;
+                };
+                counts.spliced += 1;
+                let want = rewriter.rewrite_ir(
+                    body,
+                    which.transform(),
+                    opts,
+                    &layout,
+                    resolver,
+                    &mut slow,
+                );
+                if want != Ok(got) || fast != slow {
+                    counts.failures.push(format!(
+                        "{which:?} {branch_forms:?} {}: spliced {got:?}, IR {want:?}",
+                        label()
+                    ));
+                }
             }
         }
     }

@@ -933,36 +933,54 @@ fn prologue_epilogue_every_form(
     .collect()
 }
 
-/// The byte-level splice, which `--branches keep` takes, answers for `body` and writes what the
-/// IR path writes.
-fn splice_equals_ir(body: &Body<'_>, what: &str) {
+/// The byte-level splice, which `Rewriter::rewrite` takes, answers for `body` under every
+/// branch-form option and writes what the IR path writes; returns what it did under each.
+fn splice_equals_ir(body: &Body<'_>, what: &str) -> Vec<ilcheck::ir::LayoutInfo> {
     use ilcheck::ir::{EntryExit, Rewriter};
-    let (opts, lopts) = (TransformOptions::default(), LayoutOptions::default());
-    let (mut spliced, mut lifted) = (Vec::new(), Vec::new());
+    let opts = TransformOptions::default();
     let mut rw = Rewriter::new();
     let which = EntryExit::PrologueEpilogue;
-    let a = rw.splice(
-        body,
-        which.transform(),
-        &opts,
-        &lopts,
-        &NoResolver,
-        &mut spliced,
-    );
-    let b = rw.rewrite_ir(
-        body,
-        which.transform(),
-        &opts,
-        &lopts,
-        &NoResolver,
-        &mut lifted,
-    );
-    assert_eq!(
-        a,
-        Ok(b.unwrap()),
-        "{what}: the splice declined or disagreed"
-    );
-    assert!(spliced == lifted, "{what}: spliced and lifted bytes differ");
+    [
+        BranchForms::KeepOriginal,
+        BranchForms::AllLong,
+        BranchForms::ShortestWhereFits,
+    ]
+    .into_iter()
+    .map(|branch_forms| {
+        let lopts = LayoutOptions {
+            branch_forms,
+            ..LayoutOptions::default()
+        };
+        let (mut spliced, mut lifted) = (Vec::new(), Vec::new());
+        let a = rw.splice(
+            body,
+            which.transform(),
+            &opts,
+            &lopts,
+            &NoResolver,
+            &mut spliced,
+        );
+        let b = rw.rewrite_ir(
+            body,
+            which.transform(),
+            &opts,
+            &lopts,
+            &NoResolver,
+            &mut lifted,
+        );
+        let b = b.unwrap_or_else(|e| panic!("{what} {branch_forms:?}: {e}"));
+        assert_eq!(
+            a,
+            Ok(b),
+            "{what} {branch_forms:?}: the splice declined or disagreed"
+        );
+        assert!(
+            spliced == lifted,
+            "{what} {branch_forms:?}: spliced and lifted bytes differ"
+        );
+        b.1
+    })
+    .collect()
 }
 
 /// The hostile widening cascade at 20k instructions through `prologue-epilogue`: one pass per
@@ -992,6 +1010,41 @@ fn a_long_widening_cascade_settles_with_every_branch_on_its_target() {
         }
     }
     splice_equals_ir(&body, "cascade");
+}
+
+/// Under `ShortestWhereFits` the splice finds the branches a widening moves in the code as it
+/// starts out (every branch short), not in the original: here 40 long branches made short
+/// bring a widening within reach of a branch 200 original bytes before it, which it must then
+/// widen too (one pass more), as the IR layout does.
+#[test]
+fn long_branches_made_short_bring_a_widening_within_reach() {
+    let mut m = Method::new(HeaderInfo::default());
+    let (t, far) = (m.new_label(), m.new_label());
+    // As laid out short: `br.s t` ends at 2, and reaches 127 bytes on, exactly, past the chain
+    // (80 bytes), `w` (2) and 45 `nop`s.
+    m.push(Instr::branch(Opcode::Br, t));
+    for _ in 0..40 {
+        let next = m.new_label();
+        m.push(Instr::branch(Opcode::Br, next));
+        m.bind(next);
+    }
+    // `w`: 137 bytes from `far`, widened by the first pass; that moves `t` to 130 bytes from
+    // the first branch, which the second pass widens.
+    m.push(Instr::branch(Opcode::Br, far));
+    nops(&mut m, 45);
+    m.bind(t);
+    nops(&mut m, 91);
+    m.bind(far);
+    m.push(Instr::op(Opcode::Nop));
+    m.push(Instr::op(Opcode::Ret));
+    let bytes = lay(&m, BranchForms::KeepOriginal);
+    let body = Body::parse(&bytes).unwrap();
+    // In the original the first branch and `w` are 205 bytes apart.
+    assert_eq!(decoded(&bytes)[41].0, 205);
+    let infos = splice_equals_ir(&body, "shrunk chain");
+    let short = infos[2];
+    assert_eq!((short.passes, short.widened), (3, 2), "{short:?}");
+    assert_eq!((infos[1].passes, infos[1].widened), (1, 0));
 }
 
 /// The hostile region shapes at 20k clauses through `prologue-epilogue` under every branch-form

@@ -11,9 +11,9 @@
 //!
 //! A short jump that still fits spans at most 128 bytes, however many jumps have been widened
 //! (widening only adds bytes), so the jumps whose span holds a widened one are found among the
-//! few whose start lies within [`REACH`] bytes of it in the code before relaxation; each is
-//! visited at most once for every jump widened near it, and moved at most 43 times before it
-//! is widened itself.
+//! few that lie within [`REACH`] bytes of it in the code before relaxation; each is visited at
+//! most once for every jump widened near it, and moved at most 43 times before it is widened
+//! itself.
 
 /// A jump (branch, `leave`, redirected `ret`) as relaxation sees it, in positions of one
 /// ordering of the code (instruction indices, or byte offsets before relaxation).
@@ -41,9 +41,11 @@ impl Jump {
     }
 }
 
-/// Bytes, in the code before relaxation, within which a widened jump lies of the start of
-/// every short jump whose span holds it: a short jump that fits spans at most 128 bytes
-/// (an `int8` displacement, measured from its end).
+/// Bytes, in the code before relaxation, within which the key of a widened jump lies of the
+/// key of every short jump whose span holds it ([`Relax::next_pass`]): a short jump that fits
+/// spans at most 128 bytes (an `int8` displacement, measured from its end), and the widened
+/// jump lies inside that span, so the ends of the two jumps are at most 128 bytes apart, and
+/// so are their starts when neither has a prefix (each is then 2 bytes before its end).
 const REACH: i64 = 130;
 
 /// The passes' scratch, kept between bodies.
@@ -90,27 +92,31 @@ impl Relax {
     }
 
     /// A later pass: applies the widenings of the pass before to the short jumps whose span
-    /// holds them and widens those that no longer fit. `jump(k)` describes jump `k`; jumps are
-    /// ordered by `bytes(jump(k).from)`, the byte offset of a position before relaxation.
-    /// Returns the jumps it widened.
+    /// holds them and widens those that no longer fit. `jump(k)` describes jump `k`; `key(k)`
+    /// is its byte offset in the code before relaxation (where it ends, or where it starts
+    /// when it has no prefix: see [`REACH`]), nondecreasing in `k`. The key only bounds the
+    /// search for the jumps a widening moves; which ones it moves, and by how much, the
+    /// positions in `jump` say. Returns the jumps it widened.
     pub fn next_pass(
         &mut self,
         jump: impl Fn(usize) -> Jump,
-        bytes: impl Fn(u32) -> i64,
+        key: impl Fn(usize) -> i64,
     ) -> &[u32] {
         std::mem::swap(&mut self.frontier, &mut self.grown);
         self.grown.clear();
         let count = self.long.len();
         for &w in &self.frontier {
             let at = jump(w as usize).at;
-            let center = bytes(at);
-            let mut k = partition_point(count, |k| bytes(jump(k).from) < center - REACH);
-            while k < count {
-                let j = jump(k);
-                if bytes(j.from) > center + REACH {
-                    break;
-                }
-                let step = if self.long[k] { 0 } else { j.moved_by(at) };
+            let center = key(w as usize);
+            let mut k = partition_point(count, |k| key(k) < center - REACH);
+            while k < count && key(k) <= center + REACH {
+                // Long jumps do not move: no need to look at them (most of those near a
+                // widened jump were widened with it).
+                let step = if self.long[k] {
+                    0
+                } else {
+                    jump(k).moved_by(at)
+                };
                 if step != 0 {
                     self.disp[k] += step;
                     if i8::try_from(self.disp[k]).is_err() {
@@ -201,7 +207,9 @@ mod tests {
         while !grown.is_empty() {
             grown.sort_unstable();
             rounds.push(grown);
-            grown = r.next_pass(jump, |p| offsets[p as usize]).to_vec();
+            grown = r
+                .next_pass(jump, |k| offsets[jumps[k].0 as usize + 1])
+                .to_vec();
         }
         rounds
     }

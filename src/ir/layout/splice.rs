@@ -10,6 +10,11 @@
 //! same verifier and header encoder; but it copies the unchanged runs of code instead of
 //! decoding every instruction into the IR and encoding it again.
 //!
+//! Every [`BranchForms`] is laid out as the IR layout lays it out: each branch starts in its
+//! own form, long, or short, and relaxation widens the short ones that do not fit. A branch
+//! whose form changes is written anew (a long one made short is 3 bytes shorter), so new
+//! offsets are the old ones plus a growth that may be negative.
+//!
 //! It only answers for what it handles in full, and otherwise says why ([`SpliceDecline`]): a
 //! plan choice it does not implement, a body with a prefixed branch or `ret`, extra sections
 //! that are not EH tables, fewer than two instructions, anything that does not decode, a
@@ -41,7 +46,7 @@ struct Event {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
     /// A branch of the original code to old offset `target`, `was_long` in the original,
-    /// `long` now.
+    /// `long` now (as the branch forms asked for start it, then as relaxation widens it).
     Branch {
         opcode: u8,
         target: u32,
@@ -58,13 +63,17 @@ enum Kind {
 }
 
 impl Kind {
-    /// Bytes the instruction gains, or that are inserted before it: `epilogue` is the
-    /// epilogue's size.
-    fn growth(self, epilogue: u32) -> u32 {
+    /// Bytes the instruction gains (less those it loses: a long branch made short), or that
+    /// are inserted before it: `epilogue` is the epilogue's size.
+    fn growth(self, epilogue: u32) -> i64 {
         match self {
-            Kind::Branch { was_long, long, .. } if long && !was_long => 3,
-            Kind::Branch { .. } | Kind::Switch { .. } => 0,
-            Kind::Ret { epilogue: true, .. } => epilogue,
+            Kind::Branch { was_long, long, .. } => match (was_long, long) {
+                (false, true) => 3,
+                (true, false) => -3,
+                (false, false) | (true, true) => 0,
+            },
+            Kind::Switch { .. } => 0,
+            Kind::Ret { epilogue: true, .. } => epilogue as i64,
             Kind::Ret { .. } => 0,
         }
     }
@@ -79,8 +88,9 @@ pub(super) struct Scratch {
     /// [`instr::fill_lengths`] of a window of the code ([`LENS_WINDOW`] bytes at most).
     lens: Vec<u8>,
     events: Vec<Event>,
-    /// Growth of `events[..k]`, at `k`.
-    cum: Vec<u32>,
+    /// Growth of `events[..k]`, at `k`: negative where long branches before it were made
+    /// short.
+    cum: Vec<i32>,
     snippets: Snippets,
 }
 
@@ -241,7 +251,7 @@ impl Scratch {
     }
 
     /// Growth of the events before old offset `p`.
-    fn growth_before(&self, p: u32) -> u32 {
+    fn growth_before(&self, p: u32) -> i32 {
         self.cum[self.events.partition_point(|e| e.at < p)]
     }
 
@@ -253,8 +263,10 @@ impl Scratch {
 
     /// [`Self::base`] given the growth before `p`.
     #[inline]
-    fn base_with(&self, plan: &Plan, p: u32, growth: u32) -> u32 {
-        let mut at = p + growth;
+    fn base_with(&self, plan: &Plan, p: u32, growth: i32) -> u32 {
+        // Never below 0 (a branch made 3 bytes shorter took 5 before `p`), nor past the new
+        // code's size, which `sum_growth` keeps within `i32`.
+        let mut at = p.wrapping_add_signed(growth);
         if p > 0 {
             at += plan.prologue;
         }
@@ -273,7 +285,7 @@ impl Scratch {
 
     /// [`Self::instr`] given the growth before `p`, and whether an epilogue goes before it.
     #[inline]
-    fn instr_with(&self, plan: &Plan, p: u32, growth: u32, epilogue: bool) -> u32 {
+    fn instr_with(&self, plan: &Plan, p: u32, growth: i32, epilogue: bool) -> u32 {
         let mut at = self.base_with(plan, p, growth);
         if p == 0 {
             at += plan.prologue;
@@ -284,14 +296,58 @@ impl Scratch {
         at
     }
 
-    /// Where a branch to old offset `p` lands: after the prologue, but at the start of an
-    /// epilogue inserted there.
-    fn target(&self, plan: &Plan, p: u32) -> u32 {
-        let mut at = self.base(plan, p);
+    /// Where a branch (or `switch`), event `k`, to old offset `p` lands: after the prologue,
+    /// but at the start of an epilogue inserted there.
+    #[inline]
+    fn target(&self, plan: &Plan, p: u32, k: usize) -> u32 {
+        let growth = self.cum[self.events_before_near(p, k)];
+        let mut at = self.base_with(plan, p, growth);
         if p == 0 {
             at += plan.prologue;
         }
         at
+    }
+
+    /// The number of events before old offset `p` (`events.partition_point(|e| e.at < p)`),
+    /// searched outward from event `k` in steps that double, up to [`NEAR`] events away, then
+    /// among all the events left: most targets are near their branch (a hostile `switch` has
+    /// a target every four bytes, each the next instruction), where this takes a step or two
+    /// and a search of all the events twenty; a far one costs a few steps more.
+    #[inline]
+    fn events_before_near(&self, p: u32, k: usize) -> usize {
+        let events = &self.events;
+        let len = events.len();
+        let k = k.min(len);
+        let count_in = |lo: usize, hi: usize| lo + events[lo..hi].partition_point(|e| e.at < p);
+        let mut step = 1;
+        if k < len && events[k].at < p {
+            // The answer is past `k`: at least `lo`.
+            let mut lo = k + 1;
+            loop {
+                let hi = (lo + step).min(len);
+                if hi == len || events[hi].at >= p {
+                    return count_in(lo, hi);
+                }
+                lo = hi + 1;
+                if step >= NEAR {
+                    return count_in(lo, len);
+                }
+                step *= 2;
+            }
+        }
+        // The answer is `k` or before: at most `hi`.
+        let mut hi = k;
+        loop {
+            let lo = hi.saturating_sub(step);
+            if lo == 0 || events[lo - 1].at < p {
+                return count_in(lo, hi);
+            }
+            hi = lo - 1;
+            if step >= NEAR {
+                return count_in(0, hi);
+            }
+            step *= 2;
+        }
     }
 
     /// Whether an instruction of the last decoded code starts at byte `o`.
@@ -458,27 +514,55 @@ impl Scratch {
         any
     }
 
-    fn sum_growth(&mut self, plan: &Plan) {
+    /// Starts every branch in the form `forms` asks for, as the IR layout places them: its
+    /// own (`KeepOriginal`), long, or short (relaxation then widens those that do not fit).
+    fn start_forms(&mut self, forms: BranchForms) {
+        let long = match forms {
+            // As decoded.
+            BranchForms::KeepOriginal => return,
+            BranchForms::AllLong => true,
+            BranchForms::ShortestWhereFits => false,
+        };
+        for e in &mut self.events {
+            match &mut e.kind {
+                Kind::Branch { long: l, .. } => *l = long,
+                Kind::Ret { .. } | Kind::Switch { .. } => {}
+            }
+        }
+    }
+
+    /// Sums the growth of the events into `cum`; `TooLarge` when the new code would be larger
+    /// than the IR layout lays out (`i32::MAX` bytes).
+    #[inline]
+    fn sum_growth(&mut self, plan: &Plan) -> Result<(), SpliceDecline> {
         self.cum.clear();
         self.cum.push(0);
-        let mut total = 0;
+        let mut total = 0i64;
         for e in &self.events {
             total += e.kind.growth(plan.epilogue);
-            self.cum.push(total);
+            // Exact when the check below passes: the growth before an event is at most the
+            // new code's size, and above -3 for every 5 bytes of the old code (a branch made
+            // short) — within `i32` both. Otherwise `cum` is not used.
+            self.cum.push(total as i32);
         }
+        let size = plan.len as i64 + plan.prologue as i64 + total;
+        if size > i32::MAX as i64 {
+            return Err(SpliceDecline::TooLarge);
+        }
+        Ok(())
     }
 
     /// Relaxation to a fixpoint, as the IR layout does it (and with its passes, in the
     /// layout's `relax`): every short branch whose displacement does not fit is widened, all at
     /// once per pass, until none is. Returns (passes, widened).
-    fn relax(&mut self, plan: &Plan, relax: &mut Relax) -> Option<(u32, u32)> {
-        self.sum_growth(plan);
+    fn relax(&mut self, plan: &Plan, relax: &mut Relax) -> Result<(u32, u32), SpliceDecline> {
+        self.sum_growth(plan)?;
         let bound = self.events.len() + 2;
         let (mut passes, mut widened) = (0u32, 0u32);
         let settled = loop {
             passes += 1;
             if passes as usize > bound {
-                break None;
+                break Err(SpliceDecline::Layout);
             }
             let events = &self.events;
             let grown = if passes == 1 {
@@ -501,10 +585,15 @@ impl Scratch {
                         to,
                     }
                 };
-                relax.next_pass(jump, |p| p as i64)
+                // Keyed by where each event starts in the new code before relaxation (less the
+                // prologue): old offsets would not do, since a long branch made short spans
+                // fewer bytes than it did. In order, as the events are: an event's growth is
+                // at least -3, and only a 5-byte branch's.
+                let cum = &self.cum;
+                relax.next_pass(jump, |k| events[k].at as i64 + cum[k] as i64)
             };
             if grown.is_empty() {
-                break Some((passes, widened));
+                break Ok((passes, widened));
             }
             widened += grown.len() as u32;
             for &k in grown {
@@ -514,17 +603,18 @@ impl Scratch {
                 }
             }
         };
-        if widened != 0 {
-            self.sum_growth(plan);
+        let settled = settled?;
+        if settled.1 != 0 {
+            self.sum_growth(plan)?;
         }
-        settled
+        Ok(settled)
     }
 
     /// The displacement of event `k` (a short branch) before relaxation.
     fn initial_disp(&self, plan: &Plan, k: usize) -> i64 {
         let e = self.events[k];
         let target = match e.kind {
-            Kind::Branch { target, .. } => self.target(plan, target) as i64,
+            Kind::Branch { target, .. } => self.target(plan, target, k) as i64,
             Kind::Ret { .. } | Kind::Switch { .. } => return 0,
         };
         // Events are at distinct offsets, in order: `cum[k]` is the growth before this one.
@@ -539,7 +629,7 @@ impl Scratch {
         let mut dst = 0usize;
         let mut src = 0usize;
         put(out, &mut dst, pro)?;
-        for e in &self.events {
+        for (k, e) in self.events.iter().enumerate() {
             let at = e.at as usize;
             let (opcode, target, long, old_size) = match e.kind {
                 // A `ret` is copied with the code around it, after its epilogue.
@@ -562,13 +652,13 @@ impl Scratch {
                     put(out, &mut dst, code.get(src..at)?)?;
                     src = at;
                     debug_assert_eq!(dst, self.instr(plan, e.at) as usize);
-                    let opcode = if long && !was_long {
-                        Opcode::from_byte(opcode)?.long_form().code() as u8
-                    } else {
-                        opcode
+                    let opcode = match (was_long, long) {
+                        (false, false) | (true, true) => opcode,
+                        (false, true) => Opcode::from_byte(opcode)?.long_form().code() as u8,
+                        (true, false) => Opcode::from_byte(opcode)?.short_form().code() as u8,
                     };
                     let old = if was_long { 5 } else { 2 };
-                    (opcode, self.target(plan, target) as i64, long, old)
+                    (opcode, self.target(plan, target, k) as i64, long, old)
                 }
                 Kind::Switch { count } => {
                     put(out, &mut dst, code.get(src..at)?)?;
@@ -578,9 +668,10 @@ impl Scratch {
                     put(out, &mut dst, code.get(src..src + size)?)?;
                     src += size;
                     let next = dst as i64;
-                    for (k, t) in switch_targets(code, e.at, count).enumerate() {
-                        let d = i32::try_from(self.target(plan, t?) as i64 - next).ok()?;
-                        out.get_mut(table_at + 4 * k..table_at + 4 * k + 4)?
+                    for (case, t) in switch_targets(code, e.at, count).enumerate() {
+                        let d = i32::try_from(self.target(plan, t?, k) as i64 - next).ok()?;
+                        let slot = table_at + 4 * case;
+                        out.get_mut(slot..slot + 4)?
                             .copy_from_slice(&d.to_le_bytes());
                     }
                     continue;
@@ -652,6 +743,9 @@ impl Scratch {
 /// Code longer than this has the scratch it needed let go before its result is verified.
 const KEEP_LARGEST: usize = 1 << 16;
 
+/// The largest step of [`Scratch::events_before_near`]'s search outward from an event.
+const NEAR: usize = 16;
+
 /// Bytes of code the lengths table covers at a time.
 const LENS_WINDOW: usize = 1 << 16;
 
@@ -677,14 +771,15 @@ fn put(out: &mut [u8], dst: &mut usize, bytes: &[u8]) -> Option<()> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, thiserror::Error)]
 #[non_exhaustive]
 pub enum SpliceDecline {
-    /// Branch forms other than [`BranchForms::KeepOriginal`] were asked for: only the IR
-    /// layout chooses forms.
+    /// Branch forms other than [`BranchForms::KeepOriginal`] were asked for. No longer
+    /// returned: the splice lays out every [`BranchForms`] as the IR layout does. Kept so that
+    /// code naming it still builds.
     #[error("branch forms other than the original's were asked for")]
     BranchForms,
     /// The transform is not one of the entry/exit ones.
     #[error("the transform has no byte-level form")]
     Transform,
-    /// The code is 2 GiB or more.
+    /// The code is 2 GiB or more, or the new code would be (the IR layout then reports it).
     #[error("the code is too large")]
     TooLarge,
     /// The prologue or epilogue is code the transform refuses, or that does not encode
@@ -729,9 +824,6 @@ impl Layout {
         out: &mut Vec<u8>,
     ) -> Result<(Outcome, LayoutInfo), SpliceDecline> {
         use SpliceDecline as D;
-        if opts.branch_forms != BranchForms::KeepOriginal {
-            return Err(D::BranchForms);
-        }
         if body.code.len() >= i32::MAX as usize {
             return Err(D::TooLarge);
         }
@@ -754,6 +846,7 @@ impl Layout {
         if n < 2 {
             return Err(D::TooShort);
         }
+        s.start_forms(opts.branch_forms);
         let prologue = planned.prologue.is_some();
         let pro_len = if prologue {
             s.snippets.pro.len() as u32
@@ -770,7 +863,7 @@ impl Layout {
             },
             len: code.len() as u32,
         };
-        let (passes, widened) = s.relax(&plan, &mut self.relax).ok_or(D::Layout)?;
+        let (passes, widened) = s.relax(&plan, &mut self.relax)?;
         let total = s.base(&plan, plan.len) as usize;
         if self.code.len() < total + 16 {
             self.code.resize(total + 16, 0);
@@ -818,5 +911,43 @@ impl Layout {
                 max_stack,
             },
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The search outward from an event finds what a search of all the events finds, from
+    /// every event and for every offset, on sets of events with gaps of every size.
+    #[test]
+    fn the_search_near_an_event_is_the_search_of_all() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |n: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % n
+        };
+        for case in 0..200 {
+            let mut s = Scratch::default();
+            let mut at = 0u32;
+            for _ in 0..next(70) {
+                at += 1 + next(if case % 2 == 0 { 4 } else { 300 }) as u32;
+                s.events.push(Event {
+                    at,
+                    kind: Kind::Switch { count: 0 },
+                });
+            }
+            for k in 0..=s.events.len() + 1 {
+                for p in 0..=at + 2 {
+                    assert_eq!(
+                        s.events_before_near(p, k),
+                        s.events.partition_point(|e| e.at < p),
+                        "case {case}, from {k}, offset {p}"
+                    );
+                }
+            }
+        }
     }
 }
