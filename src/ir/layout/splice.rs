@@ -771,11 +771,6 @@ fn put(out: &mut [u8], dst: &mut usize, bytes: &[u8]) -> Option<()> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, thiserror::Error)]
 #[non_exhaustive]
 pub enum SpliceDecline {
-    /// Branch forms other than [`BranchForms::KeepOriginal`] were asked for. No longer
-    /// returned: the splice lays out every [`BranchForms`] as the IR layout does. Kept so that
-    /// code naming it still builds.
-    #[error("branch forms other than the original's were asked for")]
-    BranchForms,
     /// The transform is not one of the entry/exit ones.
     #[error("the transform has no byte-level form")]
     Transform,
