@@ -101,7 +101,7 @@ pub(super) fn explain<R: Resolver + ?Sized>(
         }
     }
     for node in &v.nodes {
-        let depth = match node.kind {
+        let depth = match node.kind() {
             RegionKind::Try => continue,
             RegionKind::Finally | RegionKind::Fault => 0,
             RegionKind::Filter | RegionKind::Catch | RegionKind::FilterHandler => 1,

@@ -660,7 +660,7 @@ fn transfers_from(v: &mut Verifier, code: &[u8], clauses: &Clauses<'_>, i: usize
         // A filter that does not end in endfilter is reported once, by the table rules.
         let filter_end = r != NONE && {
             let node = &v.nodes[r as usize];
-            node.kind == RegionKind::Filter && v.end_of(node, clauses) == i as u32 + 1
+            node.kind() == RegionKind::Filter && v.end_of(node, clauses) == i as u32 + 1
         };
         if !filter_end {
             transfer(v, clauses, i, i + 1, Transfer::Fallthrough);
@@ -676,13 +676,13 @@ fn placement(v: &mut Verifier, i: usize, clauses: &Clauses<'_>, eh_ok: bool) {
             let r = v.region_of(i);
             if r != NONE {
                 let node = v.nodes[r as usize];
-                let (code, what) = match node.kind {
+                let (code, what) = match node.kind() {
                     RegionKind::Try => (Code::ReturnFromTry, "try"),
                     RegionKind::Filter => (Code::ReturnFromFilter, "filter"),
                     _ => (Code::ReturnFromHandler, "handler"),
                 };
                 let msg = format!("{} inside a {what}", ins.op);
-                v.report_clause(code, ins.off, msg, node.min_clause, None);
+                v.report_clause(code, ins.off, msg, node.min_clause(), None);
             }
         }
         Opcode::Endfinally
@@ -715,7 +715,7 @@ fn placement(v: &mut Verifier, i: usize, clauses: &Clauses<'_>, eh_ok: bool) {
             let r = v.region_of(i);
             let ok = r != NONE && {
                 let node = &v.nodes[r as usize];
-                node.kind == RegionKind::Filter && v.end_of(node, clauses) == i as u32 + 1
+                node.kind() == RegionKind::Filter && v.end_of(node, clauses) == i as u32 + 1
             };
             if !ok {
                 v.report(
@@ -735,13 +735,13 @@ fn placement(v: &mut Verifier, i: usize, clauses: &Clauses<'_>, eh_ok: bool) {
 fn enclosing_handler(v: &Verifier, i: usize) -> Option<RegionKind> {
     let r = v.region_of(i);
     let node = v.nodes.get(r as usize)?;
-    if node.kind == RegionKind::Filter {
+    if node.kind() == RegionKind::Filter {
         // A filter's shortcuts look through it.
         return Some(RegionKind::Filter);
     }
     v.nodes
         .get(stops(&v.nodes, r).handler as usize)
-        .map(|n| n.kind)
+        .map(|n| n.kind())
 }
 
 /// Checks one transfer from instruction `from` to `to` against the rules for leaving and
@@ -815,9 +815,9 @@ fn transfer(
     let mut reported = false;
     for (node, entry) in crossed.into_iter().flatten() {
         let code = if entry {
-            Some(entry_code(kind, node.kind))
+            Some(entry_code(kind, node.kind()))
         } else {
-            exit_code(kind, node.kind)
+            exit_code(kind, node.kind())
         };
         let Some(code) = code else {
             continue;
@@ -826,7 +826,7 @@ fn transfer(
             format!(
                 "{} enters the {} starting at IL_{:04x} at IL_{:04x}",
                 describe(v, from, kind),
-                node.kind,
+                node.kind(),
                 block(&node, clauses).0,
                 v.ins[to].off
             )
@@ -834,11 +834,11 @@ fn transfer(
             format!(
                 "{} leaves the {} starting at IL_{:04x}",
                 describe(v, from, kind),
-                node.kind,
+                node.kind(),
                 block(&node, clauses).0
             )
         };
-        v.report_clause(code, v.ins[from].off, msg, node.min_clause, None);
+        v.report_clause(code, v.ins[from].off, msg, node.min_clause(), None);
         reported = true;
     }
     reported
@@ -906,7 +906,7 @@ fn try_entered_inside(v: &Verifier, clauses: &Clauses<'_>, r: u32, to: usize) ->
 /// The filter, if `r` is one.
 fn filter_at(v: &Verifier, r: u32) -> u32 {
     match v.nodes.get(r as usize) {
-        Some(n) if n.kind == RegionKind::Filter => r,
+        Some(n) if n.kind() == RegionKind::Filter => r,
         _ => NONE,
     }
 }

@@ -55,7 +55,7 @@ pub(super) fn run<R: Resolver + ?Sized>(
         merge(v, ins, depth, 0, 0);
         if eh_ok {
             for node in nodes.iter() {
-                let d = match node.kind {
+                let d = match node.kind() {
                     RegionKind::Try => continue,
                     RegionKind::Finally | RegionKind::Fault => 0,
                     _ => 1,
@@ -396,7 +396,7 @@ fn post_checks(
     // some try is entered with a non-empty stack.
     let mut receives_exception: Option<Vec<u32>> = None;
     for node in nodes {
-        if node.kind != RegionKind::Try {
+        if node.kind() != RegionKind::Try {
             continue;
         }
         let Some(at) = first(node) else {
@@ -410,7 +410,7 @@ fn post_checks(
                     .iter()
                     .filter(|n| {
                         matches!(
-                            n.kind,
+                            n.kind(),
                             RegionKind::Catch | RegionKind::Filter | RegionKind::FilterHandler
                         )
                     })
@@ -426,7 +426,7 @@ fn post_checks(
                 Code::TryNonEmptyStack,
                 start,
                 format!("the try is entered with {d} items on the stack"),
-                super::Detail::clause(node.min_clause, None),
+                super::Detail::clause(node.min_clause(), None),
             );
         }
     }
