@@ -8,7 +8,7 @@ use crate::instr::{InstrError, decode_with_len};
 use crate::opcode::OperandKind;
 use crate::opcode::{Flow, Opcode};
 
-/// Decodes `code` into `v.ins`, lists branches and special instructions, and checks operands.
+/// Decodes `code` into `v.ins`, lists branches, and checks operands.
 /// Returns false (after reporting) when the stream does not decode to the end.
 ///
 /// A fast pass decodes code that has no findings without reporting anything; at anything
@@ -113,7 +113,7 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
     let locals = ctx.locals.unwrap_or(u32::MAX);
     let args = ctx.method.map_or(u32::MAX, |m| m.arg_count as u32);
     let limits = [u32::MAX, locals, args, u32::MAX];
-    let (mut n, mut nb, mut ns, mut ntok) = (0, 0, 0, 0);
+    let (mut n, mut nb, mut ntok) = (0, 0, 0);
     let mut ok = true;
     let mut pos = 0;
     // Flags for the next instruction from the prefixes before it: AFTER_PREFIX, TAIL.
@@ -122,12 +122,11 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
     // left), since code of long instructions would leave most of more untouched; at most one
     // instruction per byte. A buffer that fills up grows to what the rest of the code needs
     // at the rate of the code so far, so that it ends close to the size the body needs.
-    // Branches and special instructions are rarer: their first stretch is smaller still
-    // (resizing writes every entry, so room never used would be resident).
+    // Branches are rarer: their first stretch is smaller still (resizing writes every entry,
+    // so room never used would be resident).
     let first = (len / 16).max(64);
     let rare = (len / 128).max(64);
     grow(&mut v.ins, 0, first, first, len, fx::DEC[0].ins);
-    grow(&mut v.special, 0, rare, rare, len, 0);
     grow(&mut v.branches, 0, rare, rare, len / 2 + 1, 0);
     grow(
         &mut v.tokens,
@@ -142,7 +141,6 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
         if std::mem::replace(&mut more, true) {
             let want = |used| projected(used, pos, len);
             grow(&mut v.ins, n, 1, want(n), len, fx::DEC[0].ins);
-            grow(&mut v.special, ns, 1, want(ns), len, 0);
             grow(&mut v.branches, nb, 1, want(nb), len / 2 + 1, 0);
         }
         // Borrowed apart from the findings, so that reporting does not force the buffers'
@@ -150,19 +148,18 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
         let Verifier {
             ins,
             branches,
-            special,
             tokens,
             out,
             ..
         } = &mut *v;
         let ins_buf = &mut ins[..];
-        let (branches_buf, special_buf) = (&mut branches[..], &mut special[..]);
+        let branches_buf = &mut branches[..];
         // Batches of tokens are checked as they fill; reported ones are not kept.
         let tokens_buf = &mut tokens[..];
         // The stretch ends when `ins` is full, or before an instruction off the fast path
-        // when `special` or `branches` might not have room for it.
+        // when `branches` might not have room for it.
         let end = ins_buf.len();
-        let slow_end = (special_buf.len(), branches_buf.len());
+        let slow_end = branches_buf.len();
         while pos < len {
             if n == end {
                 continue 'stretches;
@@ -181,7 +178,7 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
             let arg = (w >> d.shift) as u32 & d.mask;
             let off = pos as u32;
             let mut flags = carry;
-            if d.slow && (ns == slow_end.0 || nb == slow_end.1) {
+            if d.slow && nb == slow_end {
                 continue 'stretches;
             }
             carry = 0;
@@ -228,18 +225,14 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
                     branches_buf[nb] = idx;
                     nb += 1;
                 }
-                if kind & fx::SPECIAL != 0 {
-                    special_buf[ns] = idx;
-                    ns += 1;
-                    if d.fx.flow == Flow::Prefix {
-                        // A prefix is itself only marked as following a prefix; what it
-                        // modifies carries its flags.
-                        carry = flags | flag::AFTER_PREFIX;
-                        if d.ins.op == Opcode::Tail {
-                            carry |= flag::TAIL;
-                        }
-                        flags &= flag::AFTER_PREFIX;
+                if d.fx.flow == Flow::Prefix {
+                    // A prefix is itself only marked as following a prefix; what it modifies
+                    // carries its flags.
+                    carry = flags | flag::AFTER_PREFIX;
+                    if d.ins.op == Opcode::Tail {
+                        carry |= flag::TAIL;
                     }
+                    flags &= flag::AFTER_PREFIX;
                 }
             }
             ins_buf[n] = Ins {
@@ -254,7 +247,6 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
     }
     v.n = n;
     v.nb = nb;
-    v.ns = ns;
     ok.then_some(ntok)
 }
 
@@ -472,23 +464,21 @@ fn prefix_code(prefix: Opcode) -> Code {
 #[inline]
 pub(super) fn check_prefixes(v: &mut Verifier, code: &[u8], eh_ok: bool) {
     // Most bodies have no prefix: look for the first before setting up the pass.
-    let (ins, special) = (&v.ins, &v.special[..v.ns]);
-    if let Some(first) = special
+    if let Some(first) = v.ins[..v.n]
         .iter()
-        .position(|&i| ins[i as usize].fx().flow == Flow::Prefix)
+        .position(|x| x.fx().flow == Flow::Prefix)
     {
         prefixes_from(v, code, first, eh_ok);
     }
 }
 
-/// [`check_prefixes`] from `v.special[first]`, the first prefix.
+/// [`check_prefixes`] from instruction `first`, the first prefix.
 #[inline(never)]
 fn prefixes_from(v: &mut Verifier, code: &[u8], first: usize, eh_ok: bool) {
     let n = v.n;
     // Resume point: prefixes already handled as part of an earlier run.
-    let mut next = 0;
-    for s in first..v.ns {
-        let i = v.special[s] as usize;
+    let mut next = first;
+    for i in first..n {
         if i < next || v.ins[i].fx().flow != Flow::Prefix {
             continue;
         }
@@ -566,8 +556,7 @@ pub(super) fn check_transfers(v: &mut Verifier, code: &[u8], clauses: &Clauses<'
     } else {
         // No regions: only the placement rules and the end of the code apply, and of those
         // only the handler instructions' (`ret`, `jmp` and prefixes are fine outside regions).
-        for s in 0..v.ns {
-            let i = v.special[s] as usize;
+        for i in 0..v.n {
             if matches!(
                 v.ins[i].op,
                 Opcode::Endfinally | Opcode::Rethrow | Opcode::Endfilter
@@ -596,41 +585,22 @@ fn fallthrough_at_end(v: &mut Verifier, off: u32) {
 }
 
 /// [`check_transfers`] for a body with regions. Only branches, special instructions and the
-/// last instruction before a region boundary can break a rule; they are visited in code order
-/// (as a scan of every instruction would), so findings come in the same order.
+/// last instruction before a region boundary (its innermost region is not the next one's: control
+/// can only cross into or out of a region from such an instruction) can break a rule. They are
+/// found by a walk over the instructions in code order, which lists of them would take more
+/// memory than.
 #[inline(never)]
 fn transfers_in_regions(v: &mut Verifier, code: &[u8], clauses: &Clauses<'_>, eh_ok: bool) {
     let n = v.n;
-    let (mut b, mut s) = (0, 0);
-    let mut e = next_boundary(&v.region[..n], 0);
-    loop {
-        let next = |list: &[u32], k: usize| list.get(k).map_or(u32::MAX, |&i| i);
-        let (branches, special) = (&v.branches[..v.nb], &v.special[..v.ns]);
-        let i = next(branches, b).min(next(special, s)).min(e);
-        if i as usize >= n {
-            break;
-        }
-        b += (next(branches, b) == i) as usize;
-        s += (next(special, s) == i) as usize;
-        if e == i {
-            e = next_boundary(&v.region[..n], i as usize + 1);
-        }
-        transfers_from(v, code, clauses, i as usize, eh_ok);
-        if v.stop() {
-            break;
+    for i in 0..n {
+        let boundary = i + 1 < n && v.region[i] != v.region[i + 1];
+        if v.ins[i].fx().kind & (fx::TARGETS | fx::SPECIAL) != 0 || boundary {
+            transfers_from(v, code, clauses, i, eh_ok);
+            if v.stop() {
+                break;
+            }
         }
     }
-}
-
-/// The first instruction from `from` on that is the last before a region boundary (its
-/// innermost region is not the next one's), or `u32::MAX`: control can only cross into or out
-/// of a region from such an instruction. A scan of the region table, which a list of the
-/// nodes' bounds would take more memory than.
-fn next_boundary(region: &[u32], from: usize) -> u32 {
-    region
-        .get(from..)
-        .and_then(|rest| rest.windows(2).position(|w| w[0] != w[1]))
-        .map_or(u32::MAX, |k| (from + k) as u32)
 }
 
 /// The region rules for instruction `i`: its branch targets, its placement, and its fall

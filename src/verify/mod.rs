@@ -1193,11 +1193,8 @@ pub struct Verifier {
     /// them by index.
     ins: Vec<Ins>,
     n: usize,
-    /// `special[..ns]`: indices of instructions with [`fx::SPECIAL`] placement rules.
-    special: Vec<u32>,
-    ns: usize,
-    /// `branches[..nb]`: indices of instructions with branch or switch targets. This and
-    /// `special` may be let go (their counts stay) once the region rules are done with them.
+    /// `branches[..nb]`: indices of instructions with branch or switch targets, for
+    /// `flow::resolve_targets`; may be let go after it (the count stays).
     branches: Vec<u32>,
     nb: usize,
     /// Token operands of the body, checked in batches by [`Resolver::tokens_pass`].
@@ -1327,14 +1324,10 @@ impl Verifier {
         }
     }
 
-    /// Lets the per-instruction lists' room past this body's entries go.
-    fn trim_lists(&mut self) {
+    /// Lets the instruction list's room past this body's instructions go.
+    fn trim_ins(&mut self) {
         self.ins.truncate(self.n);
         self.ins.shrink_to_fit();
-        self.branches.truncate(self.nb);
-        self.branches.shrink_to_fit();
-        self.special.truncate(self.ns);
-        self.special.shrink_to_fit();
     }
 
     /// Findings of the last run.
@@ -1372,7 +1365,6 @@ impl Verifier {
     ) {
         let code = &buf[..len.min(buf.len())];
         self.n = 0;
-        self.ns = 0;
         self.nb = 0;
         self.starts.bits.clear();
         self.region.clear();
@@ -1411,11 +1403,11 @@ impl Verifier {
             return;
         }
         if code.len() > RELEASE_OVER && !clauses.is_empty() {
-            // The decoder's buffers grew ahead of the code; their unused room is resident
+            // The decoder's instruction list grew ahead of the code; its unused room is resident
             // (growing writes every entry), and the region passes hold as much again beside
-            // them. (Without regions the passes after add little, and the room given back
+            // it. (Without regions the passes after add little, and the room given back
             // would only be a hole the allocator keeps resident.)
-            self.trim_lists();
+            self.trim_ins();
         }
         // Straight-line code without regions (most bodies) skips these passes and their setup.
         if self.nb != 0 {
@@ -1424,17 +1416,16 @@ impl Verifier {
                 return;
             }
         }
+        // The passes after it read branches off the instructions.
+        eh::release_large(&mut self.branches);
         let eh_ok = clauses.is_empty() || eh::check(self, code.len(), clauses, resolver);
         if self.stop() {
             return;
         }
         flow::check_prefixes(self, code, eh_ok);
         flow::check_transfers(self, code, clauses, eh_ok);
-        // The passes after these do not look at regions per instruction, nor at the lists of
-        // branches and special instructions (their counts stay).
+        // The passes after these do not look at regions per instruction.
         eh::release_large(&mut self.region);
-        eh::release_large(&mut self.branches);
-        eh::release_large(&mut self.special);
         if self.stop() {
             return;
         }

@@ -2267,7 +2267,7 @@ fn fast_decode_matches_reporting_decode() {
                 .iter()
                 .map(|x| (x.off, x.op, x.flags))
                 .collect();
-            (ins, v.branches[..v.nb].to_vec(), v.special[..v.ns].to_vec())
+            (ins, v.branches[..v.nb].to_vec())
         };
         v.out.diags.clear();
         match flow::decode_into::<_, false>(&mut v, &code, code.len(), &ctx, &r) {
