@@ -9,10 +9,8 @@
 //! recorded (each instruction between joins is reached only by falling through, so its depth
 //! follows from the join before it), then one pass over the branches collects the arrivals.
 
-use super::clauses::Clauses;
 use super::detail::{Arrival, ArrivalKind, MAX_ARRIVALS};
-use super::eh::{self, RegionKind};
-use super::{Code, Ins, NONE, Resolver, Verifier, fx};
+use super::{Code, Ins, NONE, Resolver, Verifier, flag, fx, stack};
 use crate::opcode::Opcode;
 use std::collections::HashMap;
 
@@ -26,19 +24,14 @@ fn explained(code: Code) -> bool {
 
 /// Adds the arrivals to every finding of an [`explained`] code, and a summary of them to its
 /// message.
-pub(super) fn explain<R: Resolver + ?Sized>(
-    v: &mut Verifier,
-    code: &[u8],
-    clauses: &Clauses<'_>,
-    r: &R,
-) {
+pub(super) fn explain<R: Resolver + ?Sized>(v: &mut Verifier, code: &[u8], r: &R) {
     if !v.out.diags.iter().any(|d| explained(d.code)) {
         return;
     }
     let n = v.n;
     // The dataflow keeps depths only for code with branches or regions; without either no path
     // joins another, and these codes cannot be reported.
-    if (v.nb == 0 && v.nodes.is_empty()) || v.depth.len() < n {
+    if (v.nb == 0 && !v.regions) || v.depth.len() < n {
         return;
     }
     // Instruction index of each finding to explain, and its arrivals.
@@ -100,20 +93,18 @@ pub(super) fn explain<R: Resolver + ?Sized>(
             );
         }
     }
-    for node in &v.nodes {
-        let depth = match node.kind() {
-            RegionKind::Try => continue,
-            RegionKind::Finally | RegionKind::Fault => 0,
-            RegionKind::Filter | RegionKind::Catch | RegionKind::FilterHandler => 1,
-        };
-        found.add(
-            v.first_of(node, clauses),
-            Arrival {
-                kind: ArrivalKind::Handler,
-                from: eh::block(node, clauses).0,
-                depth,
-            },
-        );
+    // Handlers and filters by their first instructions' flags (the tree may have been let go).
+    for (k, x) in ins.iter().enumerate() {
+        if x.flags & flag::HANDLER_START != 0 {
+            found.add(
+                k as u32,
+                Arrival {
+                    kind: ArrivalKind::Handler,
+                    from: x.off,
+                    depth: stack::handler_entry_depth(x.flags),
+                },
+            );
+        }
     }
     let Found { at, more } = found;
     let Verifier { out, starts, .. } = v;
@@ -199,11 +190,11 @@ fn effect<R: Resolver + ?Sized>(x: Ins, before: u32, code: &[u8], r: &R) -> u32 
         (fx.pops as u32, fx.pushes as u32)
     } else if fx.pops == fx::POP_ALL {
         (before, 0)
-    } else if x.op == Opcode::Ret {
+    } else if x.op() == Opcode::Ret {
         return NONE;
     } else {
-        match r.call_sig(x.op, x.operand(code)) {
-            Some(sig) => (sig.pops(x.op), sig.pushes(x.op)),
+        match r.call_sig(x.op(), x.operand(code)) {
+            Some(sig) => (sig.pops(x.op()), sig.pushes(x.op())),
             None => return NONE,
         }
     };

@@ -457,7 +457,10 @@ fn build_tree(v: &mut Verifier, clauses: &Clauses<'_>) -> bool {
                     format!(
                         "clause {}: its {} [IL_{start:04x}, IL_{end:04x}) overlaps the {} \
                          [IL_{p_start:04x}, IL_{p_end:04x}) of clause {}",
-                        x.min_clause(), x.kind(), p.kind(), p.min_clause()
+                        x.min_clause(),
+                        x.kind(),
+                        p.kind(),
+                        p.min_clause()
                     ),
                     x.min_clause(),
                     Some(p.min_clause()),
@@ -586,7 +589,8 @@ fn check_nesting(v: &mut Verifier, parent: u32, x: &Node, clauses: &Clauses<'_>)
             start,
             format!(
                 "clause {clause}: its {} lies inside its own {}",
-                x.kind(), p.kind()
+                x.kind(),
+                p.kind()
             ),
             clause,
             None,
@@ -610,7 +614,9 @@ fn check_nesting(v: &mut Verifier, parent: u32, x: &Node, clauses: &Clauses<'_>)
                 start,
                 format!(
                     "clause {clause}: its {} starts where the {} of clause {} starts",
-                    x.kind(), n.kind(), n.min_clause()
+                    x.kind(),
+                    n.kind(),
+                    n.min_clause()
                 ),
                 clause,
                 Some(n.min_clause()),
@@ -630,7 +636,9 @@ fn check_order(v: &mut Verifier, parent: u32, x: &Node, start: u32) -> bool {
             start,
             format!(
                 "clause {} is nested in the {} of clause {} but listed after it",
-                x.min_clause(), p.kind(), p.min_clause()
+                x.min_clause(),
+                p.kind(),
+                p.min_clause()
             ),
             x.min_clause(),
             Some(p.min_clause()),
@@ -641,23 +649,26 @@ fn check_order(v: &mut Verifier, parent: u32, x: &Node, start: u32) -> bool {
 }
 
 /// Turns each node's bounds into instruction indices, gives each instruction its innermost
-/// node, marks handler starts; checks that filters end in `endfilter`.
+/// node, marks try and handler starts; checks that filters end in `endfilter`.
 fn assign_regions(v: &mut Verifier, clauses: &Clauses<'_>) {
     for k in 0..v.nodes.len() {
         let node = v.nodes[k];
         let first = v.first_of(&node, clauses);
-        v.ins[first as usize].flags |= if node.kind().is_handler_like() {
-            flag::JOIN | flag::HANDLER_START
-        } else {
-            flag::JOIN
-        };
+        v.ins[first as usize].flags |= flag::JOIN
+            | match node.kind() {
+                RegionKind::Try => flag::TRY_START,
+                RegionKind::Finally | RegionKind::Fault => flag::HANDLER_START,
+                RegionKind::Catch | RegionKind::Filter | RegionKind::FilterHandler => {
+                    flag::HANDLER_START | flag::RECEIVES_EXCEPTION
+                }
+            };
     }
     fill_regions(v, clauses);
     for k in 0..v.nodes.len() {
         let node = v.nodes[k];
         if node.kind() == RegionKind::Filter {
             let last = v.ins[v.end_of(&node, clauses) as usize - 1];
-            if last.op != Opcode::Endfilter {
+            if last.op() != Opcode::Endfilter {
                 v.report_clause(
                     Code::EHFilterNoEndfilter,
                     last.off,
@@ -665,7 +676,7 @@ fn assign_regions(v: &mut Verifier, clauses: &Clauses<'_>) {
                         "the filter of clause {} at IL_{:04x} ends with {}, not endfilter",
                         node.min_clause(),
                         block(&node, clauses).0,
-                        last.op
+                        last.op()
                     ),
                     node.min_clause(),
                     None,

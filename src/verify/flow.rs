@@ -117,7 +117,7 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
     let mut ok = true;
     let mut pos = 0;
     // Flags for the next instruction from the prefixes before it: AFTER_PREFIX, TAIL.
-    let mut carry: u16 = 0;
+    let mut carry: u8 = 0;
     // The first stretch's buffers: one instruction per sixteen bytes (or what earlier bodies
     // left), since code of long instructions would leave most of more untouched; at most one
     // instruction per byte. A buffer that fills up grows to what the rest of the code needs
@@ -205,7 +205,7 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
                     tokens_buf[ntok] = (d.operand, arg);
                     ntok += 1;
                 } else if d.check == fx::check::TOKEN {
-                    operand::token(out, off, d.ins.op, d.operand, arg, r);
+                    operand::token(out, off, d.ins.op(), d.operand, arg, r);
                 }
                 if kind & fx::TARGETS != 0 {
                     // A branch's target is read again from its operand when needed
@@ -229,7 +229,7 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
                     // A prefix is itself only marked as following a prefix; what it modifies
                     // carries its flags.
                     carry = flags | flag::AFTER_PREFIX;
-                    if d.ins.op == Opcode::Tail {
+                    if d.ins.op() == Opcode::Tail {
                         carry |= flag::TAIL;
                     }
                     flags &= flag::AFTER_PREFIX;
@@ -254,8 +254,8 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
 #[inline(never)]
 fn bad_index(v: &mut Out, off: u32, d: &fx::Dec, index: u32, ctx: &Ctx) {
     match (d.var as usize, ctx.locals, ctx.method) {
-        (fx::var::LOCAL, Some(count), _) => operand::bad_local(v, off, d.ins.op, index, count),
-        (fx::var::ARG, _, Some(m)) => operand::bad_argument(v, off, d.ins.op, index, m.arg_count),
+        (fx::var::LOCAL, Some(count), _) => operand::bad_local(v, off, d.ins.op(), index, count),
+        (fx::var::ARG, _, Some(m)) => operand::bad_argument(v, off, d.ins.op(), index, m.arg_count),
         _ => {}
     }
 }
@@ -303,7 +303,7 @@ pub(super) fn resolve_targets(v: &mut Verifier, code: &[u8]) {
             return;
         };
         let ins = v.ins[v.branches[fb] as usize];
-        let off = if ins.op == Opcode::Switch {
+        let off = if ins.op() == Opcode::Switch {
             v.targets_in(code).switch_offset(&ins, fk)
         } else {
             v.targets_in(code).branch_offset(&ins)
@@ -341,7 +341,7 @@ fn resolve_from(
         let x = ins[i];
         let first = if b == from { resume } else { 0 };
         let view = super::Targets { code, starts };
-        let switch = x.op == Opcode::Switch;
+        let switch = x.op() == Opcode::Switch;
         let count = view.count(&x);
         for k in first..count {
             // `NONE` for targets outside the code.
@@ -373,7 +373,7 @@ fn bad_branch(v: &mut Verifier, ins: Ins) {
     v.report(
         Code::BadBranch,
         ins.off,
-        format!("{} targets a location outside the code", ins.op),
+        format!("{} targets a location outside the code", ins.op()),
     );
 }
 
@@ -383,7 +383,10 @@ fn bad_jump_target(v: &mut Verifier, ins: Ins, off: u32) {
     v.report(
         Code::BadJumpTarget,
         ins.off,
-        format!("{} targets IL_{off:04x}, not an instruction start", ins.op),
+        format!(
+            "{} targets IL_{off:04x}, not an instruction start",
+            ins.op()
+        ),
     );
 }
 
@@ -492,13 +495,13 @@ fn prefixes_from(v: &mut Verifier, code: &[u8], first: usize, eh_ok: bool) {
             v.report(
                 Code::MethodEnd,
                 off,
-                format!("{} is not followed by an instruction", v.ins[i].op),
+                format!("{} is not followed by an instruction", v.ins[i].op()),
             );
             return;
         }
-        let target = v.ins[j].op;
+        let target = v.ins[j].op();
         for k in i..j {
-            let p = v.ins[k].op;
+            let p = v.ins[k].op();
             if !prefix_allows(p, target) {
                 let off = v.ins[k].off;
                 v.report(prefix_code(p), off, format!("{p} cannot prefix {target}"));
@@ -516,11 +519,11 @@ fn check_tail_call(v: &mut Verifier, code: &[u8], prefix: usize, call: usize, eh
     let off = v.ins[prefix].off;
     let ins = &v.ins[..v.n];
     let targets = v.targets_in(code);
-    let is_ret = |i: usize| ins.get(i).is_some_and(|x| x.op == Opcode::Ret);
+    let is_ret = |i: usize| ins.get(i).is_some_and(|x| x.op() == Opcode::Ret);
     let next = call + 1;
     let ok = is_ret(next)
         || ins.get(next).is_some_and(|x| {
-            matches!(x.op, Opcode::Br | Opcode::Br_S)
+            matches!(x.op(), Opcode::Br | Opcode::Br_S)
                 // A `br`'s one target.
                 && is_ret(targets.get(ins, x, 0) as usize)
         });
@@ -558,7 +561,7 @@ pub(super) fn check_transfers(v: &mut Verifier, code: &[u8], clauses: &Clauses<'
         // only the handler instructions' (`ret`, `jmp` and prefixes are fine outside regions).
         for i in 0..v.n {
             if matches!(
-                v.ins[i].op,
+                v.ins[i].op(),
                 Opcode::Endfinally | Opcode::Rethrow | Opcode::Endfilter
             ) {
                 placement(v, i, clauses, eh_ok);
@@ -609,7 +612,7 @@ fn transfers_from(v: &mut Verifier, code: &[u8], clauses: &Clauses<'_>, i: usize
     let n = v.n;
     let ins = v.ins[i];
     if ins.fx().kind & fx::TARGETS != 0 {
-        let kind = if matches!(ins.op, Opcode::Leave | Opcode::Leave_S) {
+        let kind = if matches!(ins.op(), Opcode::Leave | Opcode::Leave_S) {
             Transfer::Leave
         } else {
             Transfer::Branch
@@ -641,7 +644,7 @@ fn transfers_from(v: &mut Verifier, code: &[u8], clauses: &Clauses<'_>, i: usize
 /// Where `ret`, `jmp`, `endfinally`, `endfilter` and `rethrow` may appear.
 fn placement(v: &mut Verifier, i: usize, clauses: &Clauses<'_>, eh_ok: bool) {
     let ins = v.ins[i];
-    match ins.op {
+    match ins.op() {
         Opcode::Ret | Opcode::Jmp => {
             let r = v.region_of(i);
             if r != NONE {
@@ -651,7 +654,7 @@ fn placement(v: &mut Verifier, i: usize, clauses: &Clauses<'_>, eh_ok: bool) {
                     RegionKind::Filter => (Code::ReturnFromFilter, "filter"),
                     _ => (Code::ReturnFromHandler, "handler"),
                 };
-                let msg = format!("{} inside a {what}", ins.op);
+                let msg = format!("{} inside a {what}", ins.op());
                 v.report_clause(code, ins.off, msg, node.min_clause(), None);
             }
         }
@@ -798,7 +801,7 @@ fn transfer(
                 describe(v, from, kind),
                 node.kind(),
                 block(&node, clauses).0,
-                v.ins[to].off
+                { v.ins[to].off }
             )
         } else {
             format!(
@@ -818,7 +821,7 @@ fn describe(v: &Verifier, from: usize, kind: Transfer) -> String {
     if kind == Transfer::Fallthrough {
         "control falls through and".to_string()
     } else {
-        v.ins[from].op.to_string()
+        v.ins[from].op().to_string()
     }
 }
 

@@ -768,30 +768,42 @@ impl fmt::Display for Diagnostic {
 /// Marks "no instruction", "no region" and "no depth yet".
 pub(crate) const NONE: u32 = u32::MAX;
 
-/// One decoded instruction, compactly: 8 bytes, since the full passes hold one per
-/// instruction. The opcode's facts are looked up by opcode ([`Ins::fx`]), and the operands the
-/// passes after decoding need (a callee's token, a `switch`'s count, a branch's target) are
-/// read again from the code ([`Ins::operand`], [`Targets`]), rather than kept.
+/// One decoded instruction, compactly: 6 bytes (packed), since the full passes hold one per
+/// instruction. The opcode is kept as its one-byte number ([`fx::id`]) and its facts are
+/// looked up by it ([`Ins::fx`]); the operands the passes after decoding need (a callee's
+/// token, a `switch`'s count, a branch's target) are read again from the code
+/// ([`Ins::operand`], [`Targets`]), rather than kept.
 #[derive(Clone, Copy, Debug)]
-#[repr(C)]
+#[repr(C, packed)]
 struct Ins {
     off: u32,
-    op: Opcode,
-    flags: u16,
+    /// The opcode's number, [`fx::id`].
+    id: u8,
+    /// [`flag`]s.
+    flags: u8,
 }
 
+// An instruction stays 6 bytes.
+const _: () = assert!(std::mem::size_of::<Ins>() == 6);
+
 impl Ins {
+    /// The opcode.
+    #[inline(always)]
+    fn op(&self) -> Opcode {
+        fx::OPS[self.id as usize]
+    }
+
     /// The opcode's facts.
     #[inline(always)]
     fn fx(&self) -> Fx {
-        fx::of(self.op)
+        fx::FX[self.id as usize]
     }
 
     /// The four bytes after the opcode in `code` (the code it was decoded from): a token, a
     /// `switch`'s count, a long branch's displacement; 0 if they are not there.
     #[inline]
     fn operand(&self, code: &[u8]) -> u32 {
-        let at = self.off as usize + fx::dec(self.op).shift as usize / 8;
+        let at = self.off as usize + fx::opcode_len(self.id);
         match code.get(at..at + 4) {
             Some(b) => u32::from_le_bytes([b[0], b[1], b[2], b[3]]),
             None => 0,
@@ -808,13 +820,16 @@ struct Fx {
     /// Items pushed, or [`fx::SIG`].
     pushes: u8,
     flow: Flow,
-    /// [`fx::TARGETS`], [`fx::SPECIAL`].
+    /// [`fx::TARGETS`], [`fx::SPECIAL`], ….
     kind: u8,
 }
 
 mod fx {
     use super::{Fx, Ins};
     use crate::opcode::{ALL, Flow, Opcode, OperandKind, Pops, Pushes};
+
+    /// The last one-byte opcode's byte; [`id`] numbers the `FE xx` opcodes after it.
+    const LAST_ONE_BYTE: u8 = 0xE0;
 
     pub const POP_ALL: u8 = 255;
     pub const SIG: u8 = 254;
@@ -831,32 +846,50 @@ mod fx {
     /// A call, `newobj` or `calli` without placement rules: falls through, with pops and
     /// pushes from the callee's signature.
     pub const CALL: u8 = 16;
+    /// A branch with a one-byte displacement.
+    pub const BR8: u8 = 32;
 
-    /// Where `op` is in [`DEC`] and [`FX`]: its low byte, plus 256 for the `FE xx` opcodes.
-    #[inline(always)]
-    fn key(op: Opcode) -> usize {
+    /// The one-byte number of opcode `op`: a one-byte opcode's byte (at most
+    /// [`LAST_ONE_BYTE`]), and for `FE xx` the numbers after it (`xx` is at most `1E`, so
+    /// they end at `FF`; the tables below fail to build otherwise).
+    pub const fn id(op: Opcode) -> u8 {
         let code = op as u16;
-        (code as u8 as usize) | ((code >> 15) as usize) << 8
+        if code >> 8 == 0xFE {
+            LAST_ONE_BYTE + 1 + code as u8
+        } else {
+            code as u8
+        }
     }
 
-    /// The facts of opcode `op`.
+    /// The bytes of the opcode numbered `id` ([`id`]): 1, or 2 for `FE xx`.
     #[inline(always)]
-    pub fn of(op: Opcode) -> Fx {
-        FX[key(op)]
+    pub fn opcode_len(id: u8) -> usize {
+        1 + (id > LAST_ONE_BYTE) as usize
     }
 
-    /// The decode table's entry for opcode `op`.
-    #[inline(always)]
-    pub fn dec(op: Opcode) -> &'static Dec {
-        &DEC[key(op)]
-    }
-
-    /// Every opcode's facts, indexed like [`DEC`] (undefined encodings hold `nop`'s).
-    static FX: [Fx; 512] = {
-        let mut t = [DEC[0].fx; 512];
+    /// Every opcode by its number ([`id`]); unused numbers hold `nop`.
+    pub static OPS: [Opcode; 256] = {
+        let mut t = [Opcode::Nop; 256];
         let mut i = 0;
-        while i < 512 {
-            t[i] = DEC[i].fx;
+        while i < ALL.len() {
+            let code = ALL[i].opcode as u16;
+            assert!(if code >> 8 == 0xFE {
+                code & 0xFF < 0xFF - LAST_ONE_BYTE as u16
+            } else {
+                code <= LAST_ONE_BYTE as u16
+            });
+            t[id(ALL[i].opcode) as usize] = ALL[i].opcode;
+            i += 1;
+        }
+        t
+    };
+
+    /// Every opcode's facts by its number ([`id`]); unused numbers hold `nop`'s.
+    pub static FX: [Fx; 256] = {
+        let mut t = [facts(0); 256];
+        let mut i = 0;
+        while i < ALL.len() {
+            t[id(ALL[i].opcode) as usize] = facts(i);
             i += 1;
         }
         t
@@ -896,6 +929,7 @@ mod fx {
         ) || matches!(code, 0x02..=0x0D);
         let plain = !targets && !special && !info.flow.ends_block() && pops < SIG && pushes < SIG;
         let call = !targets && !special && !info.flow.ends_block() && pops == SIG;
+        let br8 = matches!(info.operand, OperandKind::ShortBrTarget);
         Fx {
             pops,
             pushes,
@@ -904,7 +938,8 @@ mod fx {
                 | (special as u8 * SPECIAL)
                 | (operand as u8 * OPERAND)
                 | (plain as u8 * PLAIN)
-                | (call as u8 * CALL),
+                | (call as u8 * CALL)
+                | (br8 as u8 * BR8),
         }
     }
 
@@ -975,7 +1010,7 @@ mod fx {
         let mut t = [Dec {
             ins: Ins {
                 off: 0,
-                op: Opcode::Nop,
+                id: id(Opcode::Nop),
                 flags: 0,
             },
             fx: Fx {
@@ -1054,7 +1089,7 @@ mod fx {
             t[key] = Dec {
                 ins: Ins {
                     off: 0,
-                    op: info.opcode,
+                    id: id(info.opcode),
                     flags: 0,
                 },
                 fx: facts(i),
@@ -1091,17 +1126,22 @@ mod fx {
 /// Per-instruction flags.
 mod flag {
     /// Follows a prefix: not a valid branch target or region boundary.
-    pub const AFTER_PREFIX: u16 = 1 << 0;
+    pub const AFTER_PREFIX: u8 = 1 << 0;
     /// Target of a branch from an earlier instruction.
-    pub const FORWARD_TARGET: u16 = 1 << 1;
+    pub const FORWARD_TARGET: u8 = 1 << 1;
     /// First instruction of a handler or filter.
-    pub const HANDLER_START: u16 = 1 << 2;
+    pub const HANDLER_START: u8 = 1 << 2;
     /// Prefixed by `tail.`.
-    pub const TAIL: u16 = 1 << 3;
+    pub const TAIL: u8 = 1 << 3;
     /// May be reached other than by falling through from the instruction before: a branch
     /// target or the first instruction of a region. The stack dataflow records and compares
     /// depths only at these.
-    pub const JOIN: u16 = 1 << 4;
+    pub const JOIN: u8 = 1 << 4;
+    /// First instruction of a catch handler, filter or filter handler: the stack holds the
+    /// exception object there (with [`HANDLER_START`]).
+    pub const RECEIVES_EXCEPTION: u8 = 1 << 5;
+    /// First instruction of a try.
+    pub const TRY_START: u8 = 1 << 6;
 }
 
 /// Facts about the method gathered once per run.
@@ -1206,7 +1246,11 @@ pub struct Verifier {
     depth: Vec<u32>,
     /// Innermost region per instruction; empty when the body has no regions.
     region: Vec<u32>,
+    /// The region tree; let go (when large) before the stack dataflow, which finds handler
+    /// and try starts by their flags.
     nodes: Vec<eh::Node>,
+    /// Whether the last body has regions and a sound table (its tree was built).
+    regions: bool,
     try_node: Vec<u32>,
     open: Vec<u32>,
     work: Vec<u32>,
@@ -1369,6 +1413,7 @@ impl Verifier {
         self.starts.bits.clear();
         self.region.clear();
         self.nodes.clear();
+        self.regions = false;
         self.out.diags.clear();
         self.incomplete = false;
         self.max = 0;
@@ -1419,20 +1464,22 @@ impl Verifier {
         // The passes after it read branches off the instructions.
         eh::release_large(&mut self.branches);
         let eh_ok = clauses.is_empty() || eh::check(self, code.len(), clauses, resolver);
+        self.regions = !self.nodes.is_empty();
         if self.stop() {
             return;
         }
         flow::check_prefixes(self, code, eh_ok);
         flow::check_transfers(self, code, clauses, eh_ok);
-        // The passes after these do not look at regions per instruction.
+        // The passes after these do not look at regions per instruction, nor at the tree.
         eh::release_large(&mut self.region);
+        eh::release_large(&mut self.nodes);
         if self.stop() {
             return;
         }
         stack::run(self, code, clauses, &ctx, resolver, eh_ok);
         // Only a body with findings pays for saying how paths reach a join.
         if !self.out.first_only && !self.out.diags.is_empty() {
-            arrivals::explain(self, code, clauses, resolver);
+            arrivals::explain(self, code, resolver);
         }
         if !self.out.first_only && self.out.diags.len() > 1 {
             self.out.diags.sort_by_key(|d| (d.offset, d.code));
@@ -1560,7 +1607,7 @@ impl Targets<'_> {
     /// How many targets branching instruction `x` has.
     #[inline]
     fn count(&self, x: &Ins) -> usize {
-        if x.op == Opcode::Switch {
+        if x.op() == Opcode::Switch {
             x.operand(self.code) as usize
         } else {
             1
@@ -1572,7 +1619,7 @@ impl Targets<'_> {
     fn branch_offset(&self, x: &Ins) -> u32 {
         let at = x.off as usize + 1;
         // Branch opcodes are one byte; the decoder checked that the operand is in the code.
-        let (next, disp) = if fx::dec(x.op).arg == fx::arg::BR8 {
+        let (next, disp) = if x.fx().kind & fx::BR8 != 0 {
             (at + 1, self.code.get(at).map_or(0, |&b| b as i8 as i64))
         } else {
             (at + 4, x.operand(self.code) as i32 as i64)
@@ -1596,7 +1643,7 @@ impl Targets<'_> {
     /// instructions.
     #[inline]
     fn get(&self, ins: &[Ins], x: &Ins, k: usize) -> u32 {
-        let off = if x.op == Opcode::Switch {
+        let off = if x.op() == Opcode::Switch {
             self.switch_offset(x, k)
         } else {
             self.branch_offset(x)

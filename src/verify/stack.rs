@@ -6,7 +6,6 @@
 //! already known, where the depths must agree. Each instruction is visited once.
 
 use super::clauses::Clauses;
-use super::eh::{self, RegionKind};
 use super::{CallSig, Code, Ctx, Ins, NONE, Out, Resolver, Targets, Verifier, flag, fx};
 use crate::opcode::Opcode;
 
@@ -26,7 +25,7 @@ pub(super) fn run<R: Resolver + ?Sized>(
         nb,
         starts,
         depth,
-        nodes,
+        regions,
         work,
         out,
         max,
@@ -35,8 +34,6 @@ pub(super) fn run<R: Resolver + ?Sized>(
     } = v;
     let ins = &ins[..*n];
     let targets = Targets { code, starts };
-    // Region starts are instruction starts (the table rules checked them).
-    let first = |node: &eh::Node| starts.get(eh::block(node, clauses).0);
     let mut st = St {
         out,
         work,
@@ -44,7 +41,7 @@ pub(super) fn run<R: Resolver + ?Sized>(
         incomplete: *incomplete,
     };
     let v = &mut st;
-    if *nb == 0 && nodes.is_empty() {
+    if *nb == 0 && !*regions {
         // Straight-line code: one path from the entry, each instruction reached once and only
         // by falling through, so no depth table is needed.
         walk::<R, false>(v, ins, &targets, &mut [], 0, 0, ctx, r);
@@ -53,28 +50,27 @@ pub(super) fn run<R: Resolver + ?Sized>(
         depth.resize(ins.len(), NONE);
         v.work.clear();
         merge(v, ins, depth, 0, 0);
-        if eh_ok {
-            for node in nodes.iter() {
-                let d = match node.kind() {
-                    RegionKind::Try => continue,
-                    RegionKind::Finally | RegionKind::Fault => 0,
-                    _ => 1,
-                };
-                let Some(at) = first(node) else {
+        if eh_ok && *regions {
+            // Handlers in code order, as the tree lists them (no two start together in a
+            // sound table).
+            for at in 0..ins.len() {
+                let flags = ins[at].flags;
+                if flags & flag::HANDLER_START == 0 {
                     continue;
-                };
+                }
+                let d = handler_entry_depth(flags);
                 // The exception object counts against MaxStack before any instruction runs.
                 if let Some(declared) = ctx.declared_max_stack
                     && d > declared as u32
                 {
                     v.report(
                         Code::StackOverflow,
-                        ins[at as usize].off,
+                        ins[at].off,
                         format!("handler entry depth {d} exceeds the declared MaxStack {declared}"),
                     );
                 }
                 v.max = v.max.max(d);
-                merge(v, ins, depth, at as usize, d);
+                merge(v, ins, depth, at, d);
             }
         }
         while let Some(start) = v.work.pop() {
@@ -84,8 +80,8 @@ pub(super) fn run<R: Resolver + ?Sized>(
                 break;
             }
         }
-        if !v.stop() {
-            post_checks(v, nodes, depth, &first, clauses);
+        if !v.stop() && *regions {
+            post_checks(v, ins, depth, clauses);
         }
     }
     *max = st.max;
@@ -184,7 +180,7 @@ fn walk<R: Resolver + ?Sized, const TRACK: bool>(
             let Some(sig) = call_effect(v, *x, targets.code, r) else {
                 return;
             };
-            Some((sig.pops(x.op), sig.pushes(x.op)))
+            Some((sig.pops(x.op()), sig.pushes(x.op())))
         } else {
             None
         };
@@ -247,17 +243,17 @@ fn step<R: Resolver + ?Sized, const TRACK: bool>(
             (fx.pops as u32, fx.pushes as u32)
         } else if fx.pops == fx::POP_ALL {
             (*d, 0)
-        } else if x.op == Opcode::Ret {
+        } else if x.op() == Opcode::Ret {
             check_ret(v, x.off, *d, ctx);
             return false;
         } else {
             match call_effect(v, x, targets.code, r) {
-                Some(sig) => (sig.pops(x.op), sig.pushes(x.op)),
+                Some(sig) => (sig.pops(x.op()), sig.pushes(x.op())),
                 None => return false,
             }
         };
         if fx.kind & fx::SPECIAL != 0 {
-            match x.op {
+            match x.op() {
                 Opcode::Jmp if *d != 0 => v.report(
                     Code::JmpStackNotEmpty,
                     x.off,
@@ -328,7 +324,7 @@ fn underflow(v: &mut St<'_>, x: Ins, pops: u32, d: u32) {
     v.report(
         Code::StackUnderflow,
         x.off,
-        format!("{} pops {pops} items but the stack holds {d}", x.op),
+        format!("{} pops {pops} items but the stack holds {d}", x.op()),
     );
 }
 
@@ -351,7 +347,7 @@ fn call_effect<R: Resolver + ?Sized>(
     code: &[u8],
     r: &R,
 ) -> Option<CallSig> {
-    let sig = r.call_sig(x.op, x.operand(code));
+    let sig = r.call_sig(x.op(), x.operand(code));
     if sig.is_none() {
         v.incomplete = true;
     }
@@ -380,54 +376,65 @@ fn check_ret(v: &mut St<'_>, off: u32, d: u32, ctx: &Ctx) {
     v.report(code, off, msg);
 }
 
+/// The stack depth at the first instruction of a handler or filter whose first instruction has
+/// `flags`: 1 where the runtime pushes the exception object (catch, filter, filter handler), 0
+/// for a finally or fault.
+pub(super) fn handler_entry_depth(flags: u8) -> u32 {
+    u32::from(flags & flag::RECEIVES_EXCEPTION != 0)
+}
+
 /// A try must be entered with an empty stack (I.12.4.2.8), except one that starts at the first
 /// instruction of a catch, filter or filter handler: there the stack holds only the exception
 /// object the runtime pushes, which ILVerify accepts (its try-start check sees the handler
 /// block before the exception object is placed on its entry stack). A wrong depth arriving
 /// there by a branch is a branch into the handler, reported by the flow rules.
-fn post_checks(
-    v: &mut St<'_>,
-    nodes: &[eh::Node],
-    depth: &[u32],
-    first: &dyn Fn(&eh::Node) -> Option<u32>,
-    clauses: &Clauses<'_>,
-) {
-    // First bytes of the blocks entered with the exception object, sorted; built only when
-    // some try is entered with a non-empty stack.
-    let mut receives_exception: Option<Vec<u32>> = None;
-    for node in nodes {
-        if node.kind() != RegionKind::Try {
+///
+/// Tries are found by their first instructions' flags (the tree may have been let go). Tries
+/// starting together have one depth, so one finding each start, named after the outermost
+/// try there (as the tree orders them).
+fn post_checks(v: &mut St<'_>, ins: &[Ins], depth: &[u32], clauses: &Clauses<'_>) {
+    // First instructions of tries entered with a non-empty stack, in code order, and the
+    // depth.
+    let mut bad: Vec<(u32, u32)> = Vec::new();
+    for (at, x) in ins.iter().enumerate() {
+        if x.flags & flag::TRY_START == 0 {
             continue;
         }
-        let Some(at) = first(node) else {
-            continue;
-        };
-        let start = eh::block(node, clauses).0;
-        let d = depth[at as usize];
-        if d != NONE && d != 0 {
-            let starts = receives_exception.get_or_insert_with(|| {
-                let mut s: Vec<u32> = nodes
-                    .iter()
-                    .filter(|n| {
-                        matches!(
-                            n.kind(),
-                            RegionKind::Catch | RegionKind::Filter | RegionKind::FilterHandler
-                        )
-                    })
-                    .map(|n| eh::block(n, clauses).0)
-                    .collect();
-                s.sort_unstable();
-                s
-            });
-            if d == 1 && starts.binary_search(&start).is_ok() {
-                continue;
-            }
-            v.out.report_with(
-                Code::TryNonEmptyStack,
-                start,
-                format!("the try is entered with {d} items on the stack"),
-                super::Detail::clause(node.min_clause(), None),
-            );
+        let d = depth[at];
+        let allowed = d == NONE || d == 0 || (d == 1 && x.flags & flag::RECEIVES_EXCEPTION != 0);
+        if !allowed {
+            bad.push((at as u32, d));
         }
     }
+    if bad.is_empty() {
+        return;
+    }
+    let outermost = outermost_tries(ins, &bad, clauses);
+    for (&(at, d), clause) in bad.iter().zip(outermost) {
+        v.out.report_with(
+            Code::TryNonEmptyStack,
+            ins[at as usize].off,
+            format!("the try is entered with {d} items on the stack"),
+            super::Detail::clause(clause, None),
+        );
+    }
+}
+
+/// For each try start of `starts` (instruction indices in code order, with a depth), the
+/// lowest clause of the outermost try starting there: the longest, and of clauses sharing
+/// it the first. One pass over the clauses, each looked up among the starts.
+fn outermost_tries(ins: &[Ins], starts: &[(u32, u32)], clauses: &Clauses<'_>) -> Vec<u32> {
+    // (end, clause) of the best so far.
+    let mut best = vec![(0u64, NONE); starts.len()];
+    for (ci, c) in clauses.iter().enumerate() {
+        let Ok(k) = starts.binary_search_by_key(&c.try_offset, |&(at, _)| ins[at as usize].off)
+        else {
+            continue;
+        };
+        // Strictly longer: of equal tries the first clause stays.
+        if c.try_end() > best[k].0 {
+            best[k] = (c.try_end(), ci as u32);
+        }
+    }
+    best.into_iter().map(|(_, clause)| clause).collect()
 }

@@ -2128,7 +2128,7 @@ fn decode_table_agrees_with_the_codec() {
         };
         match e.opcode {
             Some(op) => {
-                assert_eq!(d.ins.op, op, "key {key:#x}");
+                assert_eq!(d.ins.op(), op, "key {key:#x}");
                 assert_eq!(d.len, e.len, "{op}");
                 assert_eq!(d.operand, e.operand, "{op}");
                 let operand_rule = d.fx.kind & fx::OPERAND != 0;
@@ -2265,7 +2265,7 @@ fn fast_decode_matches_reporting_decode() {
         let snapshot = |v: &Verifier| {
             let ins: Vec<_> = v.ins[..v.n]
                 .iter()
-                .map(|x| (x.off, x.op, x.flags))
+                .map(|x| (x.off, x.op(), x.flags))
                 .collect();
             (ins, v.branches[..v.nb].to_vec())
         };
@@ -2595,7 +2595,7 @@ fn switch_targets_read_from_the_table_resolve_as_a_decode_does() {
         for (at, raw) in &switches {
             let i = starts.iter().position(|&(o, _)| o == *at).unwrap();
             let x = v.ins[i];
-            assert_eq!((x.op, targets.count(&x)), (Opcode::Switch, raw.len()));
+            assert_eq!((x.op(), targets.count(&x)), (Opcode::Switch, raw.len()));
             let mut any_bad = false;
             for (k, &t) in raw.iter().enumerate() {
                 let want = starts
