@@ -43,7 +43,7 @@ pub(super) fn explain<R: Resolver + ?Sized>(v: &mut Verifier, code: &[u8], r: &R
         }
     }
     let after = depths_after(v, code, r);
-    let ins = &v.ins[..n];
+    let (ins, offs) = (&v.ins[..n], &v.offs[..n]);
     let mut found = Found {
         at,
         more: HashMap::new(),
@@ -67,7 +67,8 @@ pub(super) fn explain<R: Resolver + ?Sized>(v: &mut Verifier, code: &[u8], r: &R
         if x.fx().kind & fx::TARGETS != 0 {
             seen.clear();
             let targets = v.targets_in(code);
-            for t in (0..targets.count(x)).map(|j| targets.get(ins, x, j)) {
+            let at = offs[k];
+            for t in (0..targets.count(x, at)).map(|j| targets.get(ins, x, at, j)) {
                 // A `switch` may name one target many times: one arrival.
                 if t != NONE && !seen.contains(&t) {
                     seen.push(t);
@@ -75,7 +76,7 @@ pub(super) fn explain<R: Resolver + ?Sized>(v: &mut Verifier, code: &[u8], r: &R
                         t,
                         Arrival {
                             kind: ArrivalKind::Branch,
-                            from: x.off,
+                            from: offs[k],
                             depth: after[k],
                         },
                     );
@@ -87,7 +88,7 @@ pub(super) fn explain<R: Resolver + ?Sized>(v: &mut Verifier, code: &[u8], r: &R
                 k as u32 + 1,
                 Arrival {
                     kind: ArrivalKind::FallThrough,
-                    from: x.off,
+                    from: offs[k],
                     depth: after[k],
                 },
             );
@@ -100,7 +101,7 @@ pub(super) fn explain<R: Resolver + ?Sized>(v: &mut Verifier, code: &[u8], r: &R
                 k as u32,
                 Arrival {
                     kind: ArrivalKind::Handler,
-                    from: x.off,
+                    from: offs[k],
                     depth: stack::handler_entry_depth(x.flags),
                 },
             );
@@ -175,13 +176,14 @@ fn depths_after<R: Resolver + ?Sized>(v: &Verifier, code: &[u8], r: &R) -> Vec<u
         } else {
             NONE
         };
-        after[k] = effect(ins[k], before, code, r);
+        after[k] = effect(ins[k], v.offs[k], before, code, r);
     }
     after
 }
 
-/// The depth after `x` given the depth before it, as the dataflow's step computes it.
-fn effect<R: Resolver + ?Sized>(x: Ins, before: u32, code: &[u8], r: &R) -> u32 {
+/// The depth after `x`, at byte `at`, given the depth before it, as the dataflow's step
+/// computes it.
+fn effect<R: Resolver + ?Sized>(x: Ins, at: u32, before: u32, code: &[u8], r: &R) -> u32 {
     if before == NONE {
         return NONE;
     }
@@ -193,7 +195,7 @@ fn effect<R: Resolver + ?Sized>(x: Ins, before: u32, code: &[u8], r: &R) -> u32 
     } else if x.op() == Opcode::Ret {
         return NONE;
     } else {
-        match r.call_sig(x.op(), x.operand(code)) {
+        match r.call_sig(x.op(), x.operand(at, code)) {
             Some(sig) => (sig.pops(x.op()), sig.pushes(x.op())),
             None => return NONE,
         }

@@ -667,11 +667,12 @@ fn assign_regions(v: &mut Verifier, clauses: &Clauses<'_>) {
     for k in 0..v.nodes.len() {
         let node = v.nodes[k];
         if node.kind() == RegionKind::Filter {
-            let last = v.ins[v.end_of(&node, clauses) as usize - 1];
+            let end = v.end_of(&node, clauses) as usize;
+            let last = v.ins[end - 1];
             if last.op() != Opcode::Endfilter {
                 v.report_clause(
                     Code::EHFilterNoEndfilter,
-                    last.off,
+                    v.offset_of(end - 1),
                     format!(
                         "the filter of clause {} at IL_{:04x} ends with {}, not endfilter",
                         node.min_clause(),

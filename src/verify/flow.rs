@@ -26,7 +26,7 @@ pub(super) fn decode<R: Resolver + ?Sized>(
         _ => decode_into::<R, true>(v, buf, len, ctx, r).is_some(),
     };
     if decoded {
-        v.starts.build(&v.ins[..v.n], len);
+        v.starts.build(&v.offs[..v.n], len);
     }
     decoded
 }
@@ -127,6 +127,7 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
     let first = (len / 16).max(64);
     let rare = (len / 128).max(64);
     grow(&mut v.ins, 0, first, first, len, fx::DEC[0].ins);
+    grow(&mut v.offs, 0, first, first, len, 0);
     grow(&mut v.branches, 0, rare, rare, len / 2 + 1, 0);
     grow(
         &mut v.tokens,
@@ -141,24 +142,27 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
         if std::mem::replace(&mut more, true) {
             let want = |used| projected(used, pos, len);
             grow(&mut v.ins, n, 1, want(n), len, fx::DEC[0].ins);
+            grow(&mut v.offs, n, 1, want(n), len, 0);
             grow(&mut v.branches, nb, 1, want(nb), len / 2 + 1, 0);
         }
         // Borrowed apart from the findings, so that reporting does not force the buffers'
         // headers to be reloaded after every call.
         let Verifier {
             ins,
+            offs,
             branches,
             tokens,
             out,
             ..
         } = &mut *v;
         let ins_buf = &mut ins[..];
+        let offs_buf = &mut offs[..];
         let branches_buf = &mut branches[..];
         // Batches of tokens are checked as they fill; reported ones are not kept.
         let tokens_buf = &mut tokens[..];
-        // The stretch ends when `ins` is full, or before an instruction off the fast path
-        // when `branches` might not have room for it.
-        let end = ins_buf.len();
+        // The stretch ends when `ins` or `offs` is full, or before an instruction off the fast
+        // path when `branches` might not have room for it.
+        let end = ins_buf.len().min(offs_buf.len());
         let slow_end = branches_buf.len();
         while pos < len {
             if n == end {
@@ -235,11 +239,8 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
                     flags &= flag::AFTER_PREFIX;
                 }
             }
-            ins_buf[n] = Ins {
-                off,
-                flags,
-                ..d.ins
-            };
+            ins_buf[n] = Ins { flags, ..d.ins };
+            offs_buf[n] = off;
             n += 1;
             pos = next;
         }
@@ -302,16 +303,17 @@ pub(super) fn resolve_targets(v: &mut Verifier, code: &[u8]) {
         let Some((fb, fk)) = resolve_from(v, code, b, k) else {
             return;
         };
-        let ins = v.ins[v.branches[fb] as usize];
+        let i = v.branches[fb] as usize;
+        let (ins, at) = (v.ins[i], v.offs[i]);
         let off = if ins.op() == Opcode::Switch {
-            v.targets_in(code).switch_offset(&ins, fk)
+            v.targets_in(code).switch_offset(&ins, at, fk)
         } else {
-            v.targets_in(code).branch_offset(&ins)
+            v.targets_in(code).branch_offset(&ins, at)
         };
         if off == NONE {
-            bad_branch(v, ins);
+            bad_branch(v, ins, at);
         } else {
-            bad_jump_target(v, ins, off);
+            bad_jump_target(v, ins, at, off);
         }
         (b, k) = (fb, fk + 1);
     }
@@ -330,25 +332,26 @@ fn resolve_from(
     let (n, code_len) = (v.n, v.code_len);
     let Verifier {
         ins,
+        offs,
         starts,
         branches,
         nb,
         ..
     } = v;
-    let ins = &mut ins[..n];
+    let (ins, offs) = (&mut ins[..n], &offs[..n]);
     for (b, &i) in branches[..*nb].iter().enumerate().skip(from) {
         let i = i as usize;
-        let x = ins[i];
+        let (x, at) = (ins[i], offs[i]);
         let first = if b == from { resume } else { 0 };
         let view = super::Targets { code, starts };
         let switch = x.op() == Opcode::Switch;
-        let count = view.count(&x);
+        let count = view.count(&x, at);
         for k in first..count {
             // `NONE` for targets outside the code.
             let off = if switch {
-                view.switch_offset(&x, k)
+                view.switch_offset(&x, at, k)
             } else {
-                view.branch_offset(&x)
+                view.branch_offset(&x, at)
             };
             let t = match starts.get(off) {
                 Some(t) if (off as usize) < code_len => t,
@@ -369,20 +372,20 @@ fn resolve_from(
 
 #[cold]
 #[inline(never)]
-fn bad_branch(v: &mut Verifier, ins: Ins) {
+fn bad_branch(v: &mut Verifier, ins: Ins, at: u32) {
     v.report(
         Code::BadBranch,
-        ins.off,
+        at,
         format!("{} targets a location outside the code", ins.op()),
     );
 }
 
 #[cold]
 #[inline(never)]
-fn bad_jump_target(v: &mut Verifier, ins: Ins, off: u32) {
+fn bad_jump_target(v: &mut Verifier, ins: Ins, at: u32, off: u32) {
     v.report(
         Code::BadJumpTarget,
-        ins.off,
+        at,
         format!(
             "{} targets IL_{off:04x}, not an instruction start",
             ins.op()
@@ -475,7 +478,8 @@ pub(super) fn check_prefixes(v: &mut Verifier, code: &[u8], eh_ok: bool) {
     }
 }
 
-/// [`check_prefixes`] from instruction `first`, the first prefix.
+/// [`check_prefixes`] from instruction `first`, the first prefix. Offsets are looked up for
+/// findings and `tail.` calls only (the offsets list may have been let go).
 #[inline(never)]
 fn prefixes_from(v: &mut Verifier, code: &[u8], first: usize, eh_ok: bool) {
     let n = v.n;
@@ -491,7 +495,7 @@ fn prefixes_from(v: &mut Verifier, code: &[u8], first: usize, eh_ok: bool) {
             j += 1;
         }
         if j == n {
-            let off = v.ins[i].off;
+            let off = v.offset_of(i);
             v.report(
                 Code::MethodEnd,
                 off,
@@ -503,7 +507,7 @@ fn prefixes_from(v: &mut Verifier, code: &[u8], first: usize, eh_ok: bool) {
         for k in i..j {
             let p = v.ins[k].op();
             if !prefix_allows(p, target) {
-                let off = v.ins[k].off;
+                let off = v.offset_of(k);
                 v.report(prefix_code(p), off, format!("{p} cannot prefix {target}"));
             } else if p == Opcode::Tail {
                 check_tail_call(v, code, k, j, eh_ok);
@@ -516,7 +520,7 @@ fn prefixes_from(v: &mut Verifier, code: &[u8], first: usize, eh_ok: bool) {
 /// III.2.4: `tail. call…` is immediately followed by `ret` (a `br` to a `ret` is accepted, as
 /// runtimes do) and transfers control from outside any protected region.
 fn check_tail_call(v: &mut Verifier, code: &[u8], prefix: usize, call: usize, eh_ok: bool) {
-    let off = v.ins[prefix].off;
+    let off = v.offset_of(prefix);
     let ins = &v.ins[..v.n];
     let targets = v.targets_in(code);
     let is_ret = |i: usize| ins.get(i).is_some_and(|x| x.op() == Opcode::Ret);
@@ -525,7 +529,7 @@ fn check_tail_call(v: &mut Verifier, code: &[u8], prefix: usize, call: usize, eh
         || ins.get(next).is_some_and(|x| {
             matches!(x.op(), Opcode::Br | Opcode::Br_S)
                 // A `br`'s one target.
-                && is_ret(targets.get(ins, x, 0) as usize)
+                && is_ret(targets.get(ins, x, v.offset_of(next), 0) as usize)
         });
     if !ok {
         v.report(
@@ -564,7 +568,7 @@ pub(super) fn check_transfers(v: &mut Verifier, code: &[u8], clauses: &Clauses<'
                 v.ins[i].op(),
                 Opcode::Endfinally | Opcode::Rethrow | Opcode::Endfilter
             ) {
-                placement(v, i, clauses, eh_ok);
+                placement(v, i, v.offset_of(i), clauses, eh_ok);
             }
         }
     }
@@ -573,7 +577,7 @@ pub(super) fn check_transfers(v: &mut Verifier, code: &[u8], clauses: &Clauses<'
         return;
     };
     if !last.fx().flow.ends_block() && last.fx().flow != Flow::Prefix {
-        fallthrough_at_end(v, last.off);
+        fallthrough_at_end(v, v.offset_of(v.n - 1));
     }
 }
 
@@ -591,24 +595,35 @@ fn fallthrough_at_end(v: &mut Verifier, off: u32) {
 /// last instruction before a region boundary (its innermost region is not the next one's: control
 /// can only cross into or out of a region from such an instruction) can break a rule. They are
 /// found by a walk over the instructions in code order, which lists of them would take more
-/// memory than.
+/// memory than; their offsets are followed along the start index (the offsets list may have
+/// been let go).
 #[inline(never)]
 fn transfers_in_regions(v: &mut Verifier, code: &[u8], clauses: &Clauses<'_>, eh_ok: bool) {
     let n = v.n;
+    // Where instruction `i` starts (the first at 0).
+    let mut at = 0;
     for i in 0..n {
         let boundary = i + 1 < n && v.region[i] != v.region[i + 1];
         if v.ins[i].fx().kind & (fx::TARGETS | fx::SPECIAL) != 0 || boundary {
-            transfers_from(v, code, clauses, i, eh_ok);
+            transfers_from(v, code, clauses, i, at, eh_ok);
             if v.stop() {
                 break;
             }
         }
+        at = v.starts.next_after(at).unwrap_or(v.code_len as u32);
     }
 }
 
-/// The region rules for instruction `i`: its branch targets, its placement, and its fall
-/// through into the next instruction.
-fn transfers_from(v: &mut Verifier, code: &[u8], clauses: &Clauses<'_>, i: usize, eh_ok: bool) {
+/// The region rules for instruction `i`, which starts at byte `at`: its branch targets, its
+/// placement, and its fall through into the next instruction.
+fn transfers_from(
+    v: &mut Verifier,
+    code: &[u8],
+    clauses: &Clauses<'_>,
+    i: usize,
+    at: u32,
+    eh_ok: bool,
+) {
     let n = v.n;
     let ins = v.ins[i];
     if ins.fx().kind & fx::TARGETS != 0 {
@@ -617,16 +632,16 @@ fn transfers_from(v: &mut Verifier, code: &[u8], clauses: &Clauses<'_>, i: usize
         } else {
             Transfer::Branch
         };
-        let count = v.targets_in(code).count(&ins);
+        let count = v.targets_in(code).count(&ins, at);
         for k in 0..count {
-            let t = v.targets_in(code).get(&v.ins, &ins, k);
-            if t != NONE && transfer(v, clauses, i, t as usize, kind) {
+            let t = v.targets_in(code).get(&v.ins, &ins, at, k);
+            if t != NONE && transfer(v, clauses, (i, at), t as usize, kind) {
                 break;
             }
         }
     }
     if ins.fx().kind & fx::SPECIAL != 0 {
-        placement(v, i, clauses, eh_ok);
+        placement(v, i, at, clauses, eh_ok);
     }
     let r = v.region_of(i);
     if i + 1 < n && !ins.fx().flow.ends_block() && r != v.region_of(i + 1) {
@@ -636,13 +651,14 @@ fn transfers_from(v: &mut Verifier, code: &[u8], clauses: &Clauses<'_>, i: usize
             node.kind() == RegionKind::Filter && v.end_of(node, clauses) == i as u32 + 1
         };
         if !filter_end {
-            transfer(v, clauses, i, i + 1, Transfer::Fallthrough);
+            transfer(v, clauses, (i, at), i + 1, Transfer::Fallthrough);
         }
     }
 }
 
-/// Where `ret`, `jmp`, `endfinally`, `endfilter` and `rethrow` may appear.
-fn placement(v: &mut Verifier, i: usize, clauses: &Clauses<'_>, eh_ok: bool) {
+/// Where `ret`, `jmp`, `endfinally`, `endfilter` and `rethrow` may appear: instruction `i`,
+/// at byte `at`.
+fn placement(v: &mut Verifier, i: usize, at: u32, clauses: &Clauses<'_>, eh_ok: bool) {
     let ins = v.ins[i];
     match ins.op() {
         Opcode::Ret | Opcode::Jmp => {
@@ -655,7 +671,7 @@ fn placement(v: &mut Verifier, i: usize, clauses: &Clauses<'_>, eh_ok: bool) {
                     _ => (Code::ReturnFromHandler, "handler"),
                 };
                 let msg = format!("{} inside a {what}", ins.op());
-                v.report_clause(code, ins.off, msg, node.min_clause(), None);
+                v.report_clause(code, at, msg, node.min_clause(), None);
             }
         }
         Opcode::Endfinally
@@ -667,7 +683,7 @@ fn placement(v: &mut Verifier, i: usize, clauses: &Clauses<'_>, eh_ok: bool) {
         {
             v.report(
                 Code::Endfinally,
-                ins.off,
+                at,
                 "endfinally outside a finally or fault handler".into(),
             );
         }
@@ -678,11 +694,7 @@ fn placement(v: &mut Verifier, i: usize, clauses: &Clauses<'_>, eh_ok: bool) {
                     Some(RegionKind::Catch | RegionKind::FilterHandler)
                 ) =>
         {
-            v.report(
-                Code::Rethrow,
-                ins.off,
-                "rethrow outside a catch handler".into(),
-            );
+            v.report(Code::Rethrow, at, "rethrow outside a catch handler".into());
         }
         Opcode::Endfilter if eh_ok => {
             let r = v.region_of(i);
@@ -693,7 +705,7 @@ fn placement(v: &mut Verifier, i: usize, clauses: &Clauses<'_>, eh_ok: bool) {
             if !ok {
                 v.report(
                     Code::Endfilter,
-                    ins.off,
+                    at,
                     "endfilter other than at the end of a filter".into(),
                 );
             }
@@ -717,8 +729,8 @@ fn enclosing_handler(v: &Verifier, i: usize) -> Option<RegionKind> {
         .map(|n| n.kind())
 }
 
-/// Checks one transfer from instruction `from` to `to` against the rules for leaving and
-/// entering regions. Returns true if it reported.
+/// Checks one transfer from instruction `from` (at byte `from_at`) to `to` against the rules for
+/// leaving and entering regions. Returns true if it reported.
 ///
 /// Regions fall into three classes, checked one after another and each on its own (as
 /// ILVerify checks them), so that one transfer may break a rule of each: tries, filters, and
@@ -740,7 +752,7 @@ fn enclosing_handler(v: &Verifier, i: usize) -> Option<RegionKind> {
 fn transfer(
     v: &mut Verifier,
     clauses: &Clauses<'_>,
-    from: usize,
+    (from, from_at): (usize, u32),
     to: usize,
     kind: Transfer,
 ) -> bool {
@@ -801,7 +813,7 @@ fn transfer(
                 describe(v, from, kind),
                 node.kind(),
                 block(&node, clauses).0,
-                { v.ins[to].off }
+                v.offset_of(to)
             )
         } else {
             format!(
@@ -811,7 +823,7 @@ fn transfer(
                 block(&node, clauses).0
             )
         };
-        v.report_clause(code, v.ins[from].off, msg, node.min_clause(), None);
+        v.report_clause(code, from_at, msg, node.min_clause(), None);
         reported = true;
     }
     reported

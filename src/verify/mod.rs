@@ -768,23 +768,23 @@ impl fmt::Display for Diagnostic {
 /// Marks "no instruction", "no region" and "no depth yet".
 pub(crate) const NONE: u32 = u32::MAX;
 
-/// One decoded instruction, compactly: 6 bytes (packed), since the full passes hold one per
+/// One decoded instruction, compactly: 2 bytes, since the full passes hold one per
 /// instruction. The opcode is kept as its one-byte number ([`fx::id`]) and its facts are
-/// looked up by it ([`Ins::fx`]); the operands the passes after decoding need (a callee's
-/// token, a `switch`'s count, a branch's target) are read again from the code
-/// ([`Ins::operand`], [`Targets`]), rather than kept.
+/// looked up by it ([`Ins::fx`]); its offset is kept apart (`Verifier::offs`, which the region
+/// rules do without); the operands the passes after decoding need (a callee's token, a
+/// `switch`'s count, a branch's target) are read again from the code ([`Ins::operand`],
+/// [`Targets`]), rather than kept.
 #[derive(Clone, Copy, Debug)]
-#[repr(C, packed)]
+#[repr(C)]
 struct Ins {
-    off: u32,
     /// The opcode's number, [`fx::id`].
     id: u8,
     /// [`flag`]s.
     flags: u8,
 }
 
-// An instruction stays 6 bytes.
-const _: () = assert!(std::mem::size_of::<Ins>() == 6);
+// An instruction stays 2 bytes.
+const _: () = assert!(std::mem::size_of::<Ins>() == 2);
 
 impl Ins {
     /// The opcode.
@@ -799,11 +799,12 @@ impl Ins {
         fx::FX[self.id as usize]
     }
 
-    /// The four bytes after the opcode in `code` (the code it was decoded from): a token, a
-    /// `switch`'s count, a long branch's displacement; 0 if they are not there.
+    /// The four bytes after the opcode in `code` (the code it was decoded from), where the
+    /// instruction starts at byte `off`: a token, a `switch`'s count, a long branch's
+    /// displacement; 0 if they are not there.
     #[inline]
-    fn operand(&self, code: &[u8]) -> u32 {
-        let at = self.off as usize + fx::opcode_len(self.id);
+    fn operand(&self, off: u32, code: &[u8]) -> u32 {
+        let at = off as usize + fx::opcode_len(self.id);
         match code.get(at..at + 4) {
             Some(b) => u32::from_le_bytes([b[0], b[1], b[2], b[3]]),
             None => 0,
@@ -1009,7 +1010,6 @@ mod fx {
     pub static DEC: [Dec; 512] = {
         let mut t = [Dec {
             ins: Ins {
-                off: 0,
                 id: id(Opcode::Nop),
                 flags: 0,
             },
@@ -1088,7 +1088,6 @@ mod fx {
             };
             t[key] = Dec {
                 ins: Ins {
-                    off: 0,
                     id: id(info.opcode),
                     flags: 0,
                 },
@@ -1233,6 +1232,11 @@ pub struct Verifier {
     /// them by index.
     ins: Vec<Ins>,
     n: usize,
+    /// Where each instruction starts: `offs[..n]`, grown with `ins`. Let go (when large) while
+    /// the region rules run, which read offsets off the start index instead, and filled again
+    /// from it for the passes after; read through [`Verifier::offset_of`] where it may be
+    /// missing.
+    offs: Vec<u32>,
     /// `branches[..nb]`: indices of instructions with branch or switch targets, for
     /// `flow::resolve_targets`; may be let go after it (the count stays).
     branches: Vec<u32>,
@@ -1368,10 +1372,12 @@ impl Verifier {
         }
     }
 
-    /// Lets the instruction list's room past this body's instructions go.
+    /// Lets the instruction lists' room past this body's instructions go.
     fn trim_ins(&mut self) {
         self.ins.truncate(self.n);
         self.ins.shrink_to_fit();
+        self.offs.truncate(self.n);
+        self.offs.shrink_to_fit();
     }
 
     /// Findings of the last run.
@@ -1463,6 +1469,10 @@ impl Verifier {
         }
         // The passes after it read branches off the instructions.
         eh::release_large(&mut self.branches);
+        if !clauses.is_empty() {
+            // The region rules walk the start index instead: they hold the most.
+            eh::release_large(&mut self.offs);
+        }
         let eh_ok = clauses.is_empty() || eh::check(self, code.len(), clauses, resolver);
         self.regions = !self.nodes.is_empty();
         if self.stop() {
@@ -1475,6 +1485,9 @@ impl Verifier {
         eh::release_large(&mut self.nodes);
         if self.stop() {
             return;
+        }
+        if self.offs.len() < self.n {
+            self.starts.fill_offsets(&mut self.offs, self.n);
         }
         stack::run(self, code, clauses, &ctx, resolver, eh_ok);
         // Only a body with findings pays for saying how paths reach a join.
@@ -1531,6 +1544,19 @@ impl Verifier {
             return NONE;
         }
         self.starts.get(off).unwrap_or(NONE)
+    }
+
+    /// Where instruction `i` starts (the code's length for `n`): from the offsets list, or,
+    /// while the region rules run without it, a search of the start index (for findings).
+    fn offset_of(&self, i: usize) -> u32 {
+        if self.offs.len() >= self.n {
+            if let Some(&off) = self.offs[..self.n].get(i) {
+                return off;
+            }
+        } else if let Some(off) = self.starts.offset_of(i as u32) {
+            return off;
+        }
+        self.code_len as u32
     }
 
     /// The first instruction of region node `node` (of a tree built from `clauses`).
@@ -1603,12 +1629,13 @@ struct Targets<'a> {
     starts: &'a StartIndex,
 }
 
+/// Where these methods are told a branching instruction `x` starts: at byte `at`.
 impl Targets<'_> {
     /// How many targets branching instruction `x` has.
     #[inline]
-    fn count(&self, x: &Ins) -> usize {
+    fn count(&self, x: &Ins, at: u32) -> usize {
         if x.op() == Opcode::Switch {
-            x.operand(self.code) as usize
+            x.operand(at, self.code) as usize
         } else {
             1
         }
@@ -1616,21 +1643,25 @@ impl Targets<'_> {
 
     /// The byte offset the branch (not `switch`) `x` jumps to, or [`NONE`] outside the code.
     #[inline]
-    fn branch_offset(&self, x: &Ins) -> u32 {
-        let at = x.off as usize + 1;
+    fn branch_offset(&self, x: &Ins, at: u32) -> u32 {
+        let after_op = at as usize + 1;
         // Branch opcodes are one byte; the decoder checked that the operand is in the code.
         let (next, disp) = if x.fx().kind & fx::BR8 != 0 {
-            (at + 1, self.code.get(at).map_or(0, |&b| b as i8 as i64))
+            (
+                after_op + 1,
+                self.code.get(after_op).map_or(0, |&b| b as i8 as i64),
+            )
         } else {
-            (at + 4, x.operand(self.code) as i32 as i64)
+            (after_op + 4, x.operand(at, self.code) as i32 as i64)
         };
         flow::target_offset(next as i64 + disp, self.code.len())
     }
 
     /// The byte offset case `k` of the `switch` `x` jumps to, or [`NONE`] outside the code.
     #[inline]
-    fn switch_offset(&self, x: &Ins, k: usize) -> u32 {
-        let table = crate::instr::SwitchTable::new(self.code, x.off as usize, x.operand(self.code));
+    fn switch_offset(&self, x: &Ins, at: u32, k: usize) -> u32 {
+        let count = x.operand(at, self.code);
+        let table = crate::instr::SwitchTable::new(self.code, at as usize, count);
         match table.target(k) {
             Some(t) => flow::target_offset(t, self.code.len()),
             None => NONE,
@@ -1642,11 +1673,11 @@ impl Targets<'_> {
     /// `flow::resolve_targets`, and skipped by the passes after it). `ins` are the decoded
     /// instructions.
     #[inline]
-    fn get(&self, ins: &[Ins], x: &Ins, k: usize) -> u32 {
+    fn get(&self, ins: &[Ins], x: &Ins, at: u32, k: usize) -> u32 {
         let off = if x.op() == Opcode::Switch {
-            self.switch_offset(x, k)
+            self.switch_offset(x, at, k)
         } else {
-            self.branch_offset(x)
+            self.branch_offset(x, at)
         };
         match self.starts.get(off) {
             Some(t) if ins[t as usize].flags & flag::AFTER_PREFIX == 0 => t,
@@ -1674,18 +1705,18 @@ impl StartIndex {
         self.before.clear();
     }
 
-    /// Indexes the decoded instructions `ins` (in code order) of code `len` bytes long.
-    fn build(&mut self, ins: &[Ins], len: usize) {
+    /// Indexes the instructions starting at `offs` (ascending) in code `len` bytes long.
+    fn build(&mut self, offs: &[u32], len: usize) {
         self.reset(len);
         // Each word is assembled in a register and stored once.
         let (mut k, mut word) = (0, 0u64);
-        for x in ins {
-            let at = (x.off / 64) as usize;
+        for &off in offs {
+            let at = (off / 64) as usize;
             if at != k {
                 self.bits[k] = word;
                 (k, word) = (at, 0);
             }
-            word |= 1 << (x.off % 64);
+            word |= 1 << (off % 64);
         }
         if let Some(w) = self.bits.get_mut(k) {
             *w = word;
@@ -1712,6 +1743,34 @@ impl StartIndex {
         let word = *self.bits.get(k)?;
         let bit = 1u64 << (off % 64);
         (word & bit != 0).then(|| self.before[k] + (word & (bit - 1)).count_ones())
+    }
+
+    /// The first instruction start after byte `off`, if there is one: for walks in code order
+    /// without the offsets list (each step reads the words up to the next start, so a walk
+    /// reads each word once).
+    #[inline]
+    pub(crate) fn next_after(&self, off: u32) -> Option<u32> {
+        let mut k = (off / 64) as usize;
+        // The bits after `off` in its word (two shifts: `off % 64 + 1` may be 64).
+        let mut word = *self.bits.get(k)? & (u64::MAX << (off % 64)) << 1;
+        while word == 0 {
+            k += 1;
+            word = *self.bits.get(k)?;
+        }
+        Some((64 * k) as u32 + word.trailing_zeros())
+    }
+
+    /// Every instruction start in order, into `offs` (cleared first), room made for `count`.
+    fn fill_offsets(&self, offs: &mut Vec<u32>, count: usize) {
+        offs.clear();
+        offs.reserve_exact(count);
+        for (k, &w) in self.bits.iter().enumerate() {
+            let mut word = w;
+            while word != 0 {
+                offs.push((64 * k) as u32 + word.trailing_zeros());
+                word &= word - 1;
+            }
+        }
     }
 
     /// Where instruction `index` starts (after [`Self::count`]): a search, for error paths.

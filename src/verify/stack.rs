@@ -21,6 +21,7 @@ pub(super) fn run<R: Resolver + ?Sized>(
     // pass updates, so that reporting does not force them to be reloaded.
     let Verifier {
         ins,
+        offs,
         n,
         nb,
         starts,
@@ -37,6 +38,7 @@ pub(super) fn run<R: Resolver + ?Sized>(
     let mut st = St {
         out,
         work,
+        offs: &offs[..*n],
         max: *max,
         incomplete: *incomplete,
     };
@@ -65,7 +67,7 @@ pub(super) fn run<R: Resolver + ?Sized>(
                 {
                     v.report(
                         Code::StackOverflow,
-                        ins[at].off,
+                        v.offs[at],
                         format!("handler entry depth {d} exceeds the declared MaxStack {declared}"),
                     );
                 }
@@ -88,10 +90,11 @@ pub(super) fn run<R: Resolver + ?Sized>(
     *incomplete = st.incomplete;
 }
 
-/// What the dataflow updates besides the depths.
+/// What the dataflow updates besides the depths, and where each instruction starts.
 struct St<'a> {
     out: &'a mut Out,
     work: &'a mut Vec<u32>,
+    offs: &'a [u32],
     max: u32,
     incomplete: bool,
 }
@@ -122,7 +125,7 @@ fn merge(v: &mut St<'_>, ins: &[Ins], depth: &mut [u32], t: usize, d: u32) {
         {
             v.report(
                 Code::BackwardBranch,
-                ins[t].off,
+                v.offs[t],
                 format!(
                     "follows an unconditional transfer, is reached only by backward branches, \
                      and has stack depth {d} instead of 0"
@@ -133,7 +136,7 @@ fn merge(v: &mut St<'_>, ins: &[Ins], depth: &mut [u32], t: usize, d: u32) {
             depth[t] = d;
         }
     } else if known != d {
-        path_mismatch(v, ins[t].off, known, d);
+        path_mismatch(v, v.offs[t], known, d);
     }
 }
 
@@ -177,7 +180,7 @@ fn walk<R: Resolver + ?Sized, const TRACK: bool>(
             Some((fx.pops as u32, fx.pushes as u32))
         } else if fx.pops == fx::SIG && fx.kind & fx::SPECIAL == 0 && x.flags & flag::TAIL == 0 {
             // An unknown signature ends the path.
-            let Some(sig) = call_effect(v, *x, targets.code, r) else {
+            let Some(sig) = call_effect(v, *x, v.offs[i], targets.code, r) else {
                 return;
             };
             Some((sig.pops(x.op()), sig.pushes(x.op())))
@@ -186,7 +189,7 @@ fn walk<R: Resolver + ?Sized, const TRACK: bool>(
         };
         if let Some((pops, pushes)) = effect {
             if d < pops {
-                underflow(v, *x, pops, d);
+                underflow(v, *x, v.offs[i], pops, d);
                 return;
             }
             d = d - pops + pushes;
@@ -195,7 +198,7 @@ fn walk<R: Resolver + ?Sized, const TRACK: bool>(
                     v.max = d;
                 }
                 if d > limit {
-                    overflow(v, x.off, d, limit);
+                    overflow(v, v.offs[i], d, limit);
                     if first_only && v.stop() {
                         return;
                     }
@@ -203,7 +206,16 @@ fn walk<R: Resolver + ?Sized, const TRACK: bool>(
                 watch = v.max.min(limit);
             }
         } else if !step::<R, TRACK>(
-            v, ins, *x, targets, depth, &mut d, &mut watch, limit, ctx, r,
+            v,
+            ins,
+            (*x, v.offs[i]),
+            targets,
+            depth,
+            &mut d,
+            &mut watch,
+            limit,
+            ctx,
+            r,
         ) {
             return;
         }
@@ -212,7 +224,7 @@ fn walk<R: Resolver + ?Sized, const TRACK: bool>(
             let known = depth[i];
             if known != NONE {
                 if known != d {
-                    path_mismatch(v, ins[i].off, known, d);
+                    path_mismatch(v, v.offs[i], known, d);
                 }
                 return;
             }
@@ -222,13 +234,14 @@ fn walk<R: Resolver + ?Sized, const TRACK: bool>(
 }
 
 /// One instruction that is not [`fx::PLAIN`]: calls, returns, branches, prefixes and the
-/// like. Returns whether the path continues to the next instruction.
+/// like, `x` starting at byte `at`. Returns whether the path continues to the next
+/// instruction.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn step<R: Resolver + ?Sized, const TRACK: bool>(
     v: &mut St<'_>,
     ins: &[Ins],
-    x: Ins,
+    (x, at): (Ins, u32),
     targets: &Targets<'_>,
     depth: &mut [u32],
     d: &mut u32,
@@ -244,10 +257,10 @@ fn step<R: Resolver + ?Sized, const TRACK: bool>(
         } else if fx.pops == fx::POP_ALL {
             (*d, 0)
         } else if x.op() == Opcode::Ret {
-            check_ret(v, x.off, *d, ctx);
+            check_ret(v, at, *d, ctx);
             return false;
         } else {
-            match call_effect(v, x, targets.code, r) {
+            match call_effect(v, x, at, targets.code, r) {
                 Some(sig) => (sig.pops(x.op()), sig.pushes(x.op())),
                 None => return false,
             }
@@ -256,12 +269,12 @@ fn step<R: Resolver + ?Sized, const TRACK: bool>(
             match x.op() {
                 Opcode::Jmp if *d != 0 => v.report(
                     Code::JmpStackNotEmpty,
-                    x.off,
+                    at,
                     format!("jmp with {} items on the stack", *d),
                 ),
                 Opcode::Localloc if *d > 1 => v.report(
                     Code::LocallocStackNotEmpty,
-                    x.off,
+                    at,
                     format!(
                         "localloc with {} items on the stack besides its size",
                         *d - 1
@@ -270,7 +283,7 @@ fn step<R: Resolver + ?Sized, const TRACK: bool>(
                 Opcode::Endfilter if *d != 1 => {
                     v.report(
                         Code::EndfilterStack,
-                        x.off,
+                        at,
                         format!(
                             "endfilter with {} items on the stack; it takes exactly one",
                             *d
@@ -283,13 +296,13 @@ fn step<R: Resolver + ?Sized, const TRACK: bool>(
             }
         }
         if *d < pops {
-            underflow(v, x, pops, *d);
+            underflow(v, x, at, pops, *d);
             return false;
         }
         if x.flags & flag::TAIL != 0 && *d != pops {
             v.report(
                 Code::TailStackEmpty,
-                x.off,
+                at,
                 format!(
                     "a tail. call leaves {} items besides its arguments on the stack",
                     *d - pops
@@ -302,13 +315,13 @@ fn step<R: Resolver + ?Sized, const TRACK: bool>(
                 v.max = *d;
             }
             if *d > limit {
-                overflow(v, x.off, *d, limit);
+                overflow(v, at, *d, limit);
             }
             *watch = v.max.min(limit);
         }
         if TRACK && fx.kind & fx::TARGETS != 0 {
-            for k in 0..targets.count(&x) {
-                let t = targets.get(ins, &x, k);
+            for k in 0..targets.count(&x, at) {
+                let t = targets.get(ins, &x, at, k);
                 if t != NONE {
                     merge(v, ins, depth, t as usize, *d);
                 }
@@ -320,10 +333,10 @@ fn step<R: Resolver + ?Sized, const TRACK: bool>(
 
 #[cold]
 #[inline(never)]
-fn underflow(v: &mut St<'_>, x: Ins, pops: u32, d: u32) {
+fn underflow(v: &mut St<'_>, x: Ins, at: u32, pops: u32, d: u32) {
     v.report(
         Code::StackUnderflow,
-        x.off,
+        at,
         format!("{} pops {pops} items but the stack holds {d}", x.op()),
     );
 }
@@ -338,16 +351,17 @@ fn overflow(v: &mut St<'_>, off: u32, d: u32, declared: u32) {
     );
 }
 
-/// The signature of the call `x`, or `None` (the path is abandoned) when it is unknown. A bad
-/// token was already reported by the operand rules.
+/// The signature of the call `x` at byte `at`, or `None` (the path is abandoned) when it is
+/// unknown. A bad token was already reported by the operand rules.
 #[inline]
 fn call_effect<R: Resolver + ?Sized>(
     v: &mut St<'_>,
     x: Ins,
+    at: u32,
     code: &[u8],
     r: &R,
 ) -> Option<CallSig> {
-    let sig = r.call_sig(x.op(), x.operand(code));
+    let sig = r.call_sig(x.op(), x.operand(at, code));
     if sig.is_none() {
         v.incomplete = true;
     }
@@ -409,26 +423,26 @@ fn post_checks(v: &mut St<'_>, ins: &[Ins], depth: &[u32], clauses: &Clauses<'_>
     if bad.is_empty() {
         return;
     }
-    let outermost = outermost_tries(ins, &bad, clauses);
+    let outermost = outermost_tries(v.offs, &bad, clauses);
     for (&(at, d), clause) in bad.iter().zip(outermost) {
         v.out.report_with(
             Code::TryNonEmptyStack,
-            ins[at as usize].off,
+            v.offs[at as usize],
             format!("the try is entered with {d} items on the stack"),
             super::Detail::clause(clause, None),
         );
     }
 }
 
-/// For each try start of `starts` (instruction indices in code order, with a depth), the
-/// lowest clause of the outermost try starting there: the longest, and of clauses sharing
-/// it the first. One pass over the clauses, each looked up among the starts.
-fn outermost_tries(ins: &[Ins], starts: &[(u32, u32)], clauses: &Clauses<'_>) -> Vec<u32> {
+/// For each try start of `starts` (instruction indices in code order, with a depth; `offs`
+/// where instructions start), the lowest clause of the outermost try starting there: the
+/// longest, and of clauses sharing it the first. One pass over the clauses, each looked up
+/// among the starts.
+fn outermost_tries(offs: &[u32], starts: &[(u32, u32)], clauses: &Clauses<'_>) -> Vec<u32> {
     // (end, clause) of the best so far.
     let mut best = vec![(0u64, NONE); starts.len()];
     for (ci, c) in clauses.iter().enumerate() {
-        let Ok(k) = starts.binary_search_by_key(&c.try_offset, |&(at, _)| ins[at as usize].off)
-        else {
+        let Ok(k) = starts.binary_search_by_key(&c.try_offset, |&(at, _)| offs[at as usize]) else {
             continue;
         };
         // Strictly longer: of equal tries the first clause stays.

@@ -2265,7 +2265,8 @@ fn fast_decode_matches_reporting_decode() {
         let snapshot = |v: &Verifier| {
             let ins: Vec<_> = v.ins[..v.n]
                 .iter()
-                .map(|x| (x.off, x.op(), x.flags))
+                .zip(&v.offs[..v.n])
+                .map(|(x, &off)| (off, x.op(), x.flags))
                 .collect();
             (ins, v.branches[..v.nb].to_vec())
         };
@@ -2595,20 +2596,21 @@ fn switch_targets_read_from_the_table_resolve_as_a_decode_does() {
         for (at, raw) in &switches {
             let i = starts.iter().position(|&(o, _)| o == *at).unwrap();
             let x = v.ins[i];
-            assert_eq!((x.op(), targets.count(&x)), (Opcode::Switch, raw.len()));
+            let at = *at as u32;
+            assert_eq!((x.op(), targets.count(&x, at)), (Opcode::Switch, raw.len()));
             let mut any_bad = false;
             for (k, &t) in raw.iter().enumerate() {
                 let want = starts
                     .iter()
                     .position(|&(o, p)| o as i64 == t && !p)
                     .map_or(NONE, |j| j as u32);
-                assert_eq!(targets.get(&v.ins[..v.n], &x, k), want, "{code:02x?}");
+                assert_eq!(targets.get(&v.ins[..v.n], &x, at, k), want, "{code:02x?}");
                 any_bad |= want == NONE;
                 if want == NONE { bad += 1 } else { good += 1 }
             }
-            let reported = diags.iter().any(|d| {
-                d.offset == *at as u32 && matches!(d.code, Code::BadBranch | Code::BadJumpTarget)
-            });
+            let reported = diags
+                .iter()
+                .any(|d| d.offset == at && matches!(d.code, Code::BadBranch | Code::BadJumpTarget));
             assert_eq!(reported, any_bad, "{code:02x?}: {diags:?}");
         }
     }
