@@ -271,8 +271,9 @@ pub(super) fn check<R: Resolver + ?Sized>(
     });
     v.nodes = nodes;
     let ok = build_tree(v, clauses);
-    // Scratch of the sweep, let go when large: the passes after it do not need it.
-    release_large(&mut v.try_node);
+    // Scratch of the sweep: the passes after it do not need it, but its buffer may serve as
+    // the region table's.
+    hand_over(&mut v.try_node, &mut v.region);
     if !ok {
         v.nodes.clear();
         return false;
@@ -296,6 +297,18 @@ fn too_many_clauses(v: &mut Verifier, count: usize) {
         first,
         None,
     );
+}
+
+/// Empties `from` and `to`, gives `to` the larger of their buffers, and lets the other go if
+/// larger than [`KEEP_LARGEST`]: a buffer freed while another as large is made elsewhere leaves
+/// a hole the allocator may keep resident beside it, and one list's room often fits the next.
+pub(super) fn hand_over(from: &mut Vec<u32>, to: &mut Vec<u32>) {
+    if from.capacity() > to.capacity() {
+        std::mem::swap(from, to);
+    }
+    from.clear();
+    to.clear();
+    release_large(from);
 }
 
 /// Lets go of `list` if it is larger than [`KEEP_LARGEST`].

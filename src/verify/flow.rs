@@ -14,21 +14,63 @@ use crate::opcode::{Flow, Opcode};
 /// A fast pass decodes code that has no findings without reporting anything; at anything
 /// irregular (an undefined opcode, a truncated operand, a bad index or token) the reporting
 /// pass redoes the body, so the findings and their order are the reporting pass's alone.
+///
+/// `sizes`, when known ([`count`]), are the numbers of instructions and of branches: the
+/// lists are made that size at once.
 pub(super) fn decode<R: Resolver + ?Sized>(
     v: &mut Verifier,
     buf: &[u8],
     len: usize,
+    sizes: Option<(usize, usize)>,
     ctx: &Ctx,
     r: &R,
 ) -> bool {
-    let decoded = match decode_into::<R, false>(v, buf, len, ctx, r) {
+    let decoded = match decode_into::<R, false>(v, buf, len, sizes, ctx, r) {
         Some(tokens) if r.tokens_pass(&v.tokens[..tokens]) => true,
-        _ => decode_into::<R, true>(v, buf, len, ctx, r).is_some(),
+        _ => decode_into::<R, true>(v, buf, len, sizes, ctx, r).is_some(),
     };
     if decoded {
         v.starts.build(&v.offs[..v.n], len);
     }
     decoded
+}
+
+/// Walks the instructions of `buf[..len]` as the decoder reads them (a `switch` with its
+/// table), giving `each` the decode entry of each; stops at anything that does not decode, or
+/// when `each` says to. Returns whether it walked to the end of the code.
+pub(super) fn walk_lengths(buf: &[u8], len: usize, mut each: impl FnMut(&fx::Dec) -> bool) -> bool {
+    let mut pos = 0;
+    while pos < len {
+        let w = window(buf, pos);
+        let Some(d) = entry(w, len - pos) else {
+            return false;
+        };
+        if !each(d) {
+            return false;
+        }
+        let mut next = pos + d.len as usize;
+        if d.arg == fx::arg::SWITCH {
+            let count = (w >> 8) as u32 as usize;
+            if count > (len - next) / 4 {
+                return false;
+            }
+            next += 4 * count;
+        }
+        pos = next;
+    }
+    true
+}
+
+/// How many instructions `buf[..len]` decodes to, and how many of them have targets; `None`
+/// if it does not decode to the end.
+pub(super) fn count(buf: &[u8], len: usize) -> Option<(usize, usize)> {
+    let (mut n, mut nb) = (0, 0);
+    let whole = walk_lengths(buf, len, |d| {
+        n += 1;
+        nb += (d.fx.kind & fx::TARGETS != 0) as usize;
+        true
+    });
+    whole.then_some((n, nb))
 }
 
 /// Token operands checked in one [`Resolver::tokens_pass`] call: the fast decode passes them in
@@ -105,6 +147,7 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
     v: &mut Verifier,
     buf: &[u8],
     len: usize,
+    sizes: Option<(usize, usize)>,
     ctx: &Ctx,
     r: &R,
 ) -> Option<usize> {
@@ -123,9 +166,12 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
     // instruction per byte. A buffer that fills up grows to what the rest of the code needs
     // at the rate of the code so far, so that it ends close to the size the body needs.
     // Branches are rarer: their first stretch is smaller still (resizing writes every entry,
-    // so room never used would be resident).
-    let first = (len / 16).max(64);
-    let rare = (len / 128).max(64);
+    // so room never used would be resident). Known sizes are made at once (one more branch,
+    // so that an instruction off the fast path after the last still finds room).
+    let (first, rare) = match sizes {
+        Some((n, nb)) => (n.max(1), nb + 1),
+        None => ((len / 16).max(64), (len / 128).max(64)),
+    };
     grow(&mut v.ins, 0, first, first, len, fx::DEC[0].ins);
     grow(&mut v.offs, 0, first, first, len, 0);
     grow(&mut v.branches, 0, rare, rare, len / 2 + 1, 0);

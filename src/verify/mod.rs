@@ -1372,14 +1372,6 @@ impl Verifier {
         }
     }
 
-    /// Lets the instruction lists' room past this body's instructions go.
-    fn trim_ins(&mut self) {
-        self.ins.truncate(self.n);
-        self.ins.shrink_to_fit();
-        self.offs.truncate(self.n);
-        self.offs.shrink_to_fit();
-    }
-
     /// Findings of the last run.
     pub fn diagnostics(&self) -> &[Diagnostic] {
         &self.out.diags
@@ -1450,15 +1442,18 @@ impl Verifier {
             // full passes.
             self.single.release_large();
         }
-        if !flow::decode(self, buf, code.len(), &ctx, resolver) || self.stop() {
+        // A large body with regions has its instructions counted first, so that the decoder
+        // makes its lists once, at their size: grown, they would leave the room they grew
+        // ahead of the code resident (growing writes every entry) and the blocks they grew
+        // out of as holes, and the region passes hold as much again beside them. (Without
+        // regions the passes after add little: the walk would be time for nothing.)
+        let sizes = if code.len() > RELEASE_OVER && !clauses.is_empty() {
+            flow::count(buf, code.len())
+        } else {
+            None
+        };
+        if !flow::decode(self, buf, code.len(), sizes, &ctx, resolver) || self.stop() {
             return;
-        }
-        if code.len() > RELEASE_OVER && !clauses.is_empty() {
-            // The decoder's instruction list grew ahead of the code; its unused room is resident
-            // (growing writes every entry), and the region passes hold as much again beside
-            // it. (Without regions the passes after add little, and the room given back
-            // would only be a hole the allocator keeps resident.)
-            self.trim_ins();
         }
         // Straight-line code without regions (most bodies) skips these passes and their setup.
         if self.nb != 0 {
@@ -1469,9 +1464,10 @@ impl Verifier {
         }
         // The passes after it read branches off the instructions.
         eh::release_large(&mut self.branches);
-        if !clauses.is_empty() {
-            // The region rules walk the start index instead: they hold the most.
-            eh::release_large(&mut self.offs);
+        if !clauses.is_empty() && self.offs.capacity() > eh::KEEP_LARGEST {
+            // The region rules walk the start index instead: they hold the most. The list's
+            // buffer serves the region tree's sweep.
+            eh::hand_over(&mut self.offs, &mut self.try_node);
         }
         let eh_ok = clauses.is_empty() || eh::check(self, code.len(), clauses, resolver);
         self.regions = !self.nodes.is_empty();
@@ -1480,8 +1476,9 @@ impl Verifier {
         }
         flow::check_prefixes(self, code, eh_ok);
         flow::check_transfers(self, code, clauses, eh_ok);
-        // The passes after these do not look at regions per instruction, nor at the tree.
-        eh::release_large(&mut self.region);
+        // The passes after these do not look at regions per instruction, nor at the tree. The
+        // region table's buffer serves the depths.
+        eh::hand_over(&mut self.region, &mut self.depth);
         eh::release_large(&mut self.nodes);
         if self.stop() {
             return;
@@ -1579,8 +1576,8 @@ impl Verifier {
 const COUNT_OVER: usize = 1 << 20;
 
 /// Code with fewer instructions than one per this many bytes is sparse: the full passes hold
-/// about 16 bytes an instruction (the instruction, its depth, its share of the start index and
-/// of the branch lists), the single pass two bytes a byte of code.
+/// about 12 bytes an instruction (the instruction, its offset, its depth, its share of the
+/// start index and of the branch list), the single pass two bytes a byte of code.
 const SPARSE: usize = 16;
 
 /// Whether `buf[..len]` is longer than [`COUNT_OVER`] and has fewer instructions than one per
@@ -1592,27 +1589,12 @@ fn sparse(buf: &[u8], len: usize) -> bool {
         return false;
     }
     let most = len / SPARSE;
-    let (mut pos, mut n) = (0, 0);
-    while pos < len {
-        if n > most {
-            return false;
-        }
-        let w = flow::window(buf, pos);
-        let Some(d) = flow::entry(w, len - pos) else {
-            return false;
-        };
-        let mut next = pos + d.len as usize;
-        if d.arg == fx::arg::SWITCH {
-            let count = (w >> 8) as u32 as usize;
-            if count > (len - next) / 4 {
-                return false;
-            }
-            next += 4 * count;
-        }
-        pos = next;
+    let mut n = 0;
+    flow::walk_lengths(buf, len, |_| {
+        let more = n <= most;
         n += 1;
-    }
-    true
+        more
+    })
 }
 
 /// Code longer than this leaves no buffers behind after [`Verifier::release_large`].

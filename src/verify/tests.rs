@@ -2271,12 +2271,12 @@ fn fast_decode_matches_reporting_decode() {
             (ins, v.branches[..v.nb].to_vec())
         };
         v.out.diags.clear();
-        match flow::decode_into::<_, false>(&mut v, &code, code.len(), &ctx, &r) {
+        match flow::decode_into::<_, false>(&mut v, &code, code.len(), None, &ctx, &r) {
             Some(tokens) if r.tokens_pass(&v.tokens[..tokens]) => {}
             _ => continue,
         }
         let fast = snapshot(&v);
-        assert!(flow::decode_into::<_, true>(&mut v, &code, code.len(), &ctx, &r).is_some());
+        assert!(flow::decode_into::<_, true>(&mut v, &code, code.len(), None, &ctx, &r).is_some());
         assert!(v.out.diags.is_empty(), "{code:02x?}");
         assert_eq!(fast, snapshot(&v), "{code:02x?}");
         accepted += 1;
