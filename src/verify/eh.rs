@@ -84,17 +84,21 @@ const KIND_BITS: u32 = 3;
 pub(super) const MAX_CLAUSES: usize = 1 << (32 - KIND_BITS);
 
 impl RegionKind {
-    /// Every kind, by [`RegionKind::number`].
-    const ALL: [RegionKind; 6] = [
-        RegionKind::Try,
-        RegionKind::Filter,
-        RegionKind::Catch,
-        RegionKind::FilterHandler,
-        RegionKind::Finally,
-        RegionKind::Fault,
-    ];
+    /// The kind numbered `k` by [`RegionKind::number`] (only those are packed; 5 and above
+    /// are a fault).
+    #[inline]
+    fn from_number(k: u32) -> RegionKind {
+        match k {
+            0 => RegionKind::Try,
+            1 => RegionKind::Filter,
+            2 => RegionKind::Catch,
+            3 => RegionKind::FilterHandler,
+            4 => RegionKind::Finally,
+            _ => RegionKind::Fault,
+        }
+    }
 
-    /// The kind's place in [`RegionKind::ALL`] (and in the declaration, so in the order).
+    /// The kind's place in the declaration, so in the order.
     fn number(self) -> u32 {
         match self {
             RegionKind::Try => 0,
@@ -111,11 +115,7 @@ impl Node {
     /// What kind of region the node is.
     #[inline]
     pub fn kind(&self) -> RegionKind {
-        // Only numbers of `ALL` are ever packed; the fallback is never taken.
-        RegionKind::ALL
-            .get((self.kind_clause >> (32 - KIND_BITS)) as usize)
-            .copied()
-            .unwrap_or(RegionKind::Try)
+        RegionKind::from_number(self.kind_clause >> (32 - KIND_BITS))
     }
 
     /// The lowest clause index owning this block.
@@ -265,9 +265,10 @@ pub(super) fn check<R: Resolver + ?Sized>(
             nodes.push(Node::region(RegionKind::Filter, clause, clauses));
         }
     }
+    // By kind, then clause: the packed number orders them so.
     nodes.sort_unstable_by_key(|x| {
         let (start, end) = x.bounds();
-        (start, Reverse(end), x.kind(), x.min_clause())
+        (start, Reverse(end), x.kind_clause)
     });
     v.nodes = nodes;
     let ok = build_tree(v, clauses);

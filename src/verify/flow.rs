@@ -157,6 +157,7 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
     let args = ctx.method.map_or(u32::MAX, |m| m.arg_count as u32);
     let limits = [u32::MAX, locals, args, u32::MAX];
     let (mut n, mut nb, mut ntok) = (0, 0, 0);
+    let mut prefixed = false;
     let mut ok = true;
     let mut pos = 0;
     // Flags for the next instruction from the prefixes before it: AFTER_PREFIX, TAIL.
@@ -255,7 +256,7 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
                     tokens_buf[ntok] = (d.operand, arg);
                     ntok += 1;
                 } else if d.check == fx::check::TOKEN {
-                    operand::token(out, off, d.ins.op(), d.operand, arg, r);
+                    operand::token(out, off, d.op, d.operand, arg, r);
                 }
                 if kind & fx::TARGETS != 0 {
                     // A branch's target is read again from its operand when needed
@@ -276,10 +277,11 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
                     nb += 1;
                 }
                 if d.fx.flow == Flow::Prefix {
+                    prefixed = true;
                     // A prefix is itself only marked as following a prefix; what it modifies
                     // carries its flags.
                     carry = flags | flag::AFTER_PREFIX;
-                    if d.ins.op() == Opcode::Tail {
+                    if d.op == Opcode::Tail {
                         carry |= flag::TAIL;
                     }
                     flags &= flag::AFTER_PREFIX;
@@ -294,6 +296,7 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
     }
     v.n = n;
     v.nb = nb;
+    v.prefixed = prefixed;
     ok.then_some(ntok)
 }
 
@@ -301,8 +304,8 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
 #[inline(never)]
 fn bad_index(v: &mut Out, off: u32, d: &fx::Dec, index: u32, ctx: &Ctx) {
     match (d.var as usize, ctx.locals, ctx.method) {
-        (fx::var::LOCAL, Some(count), _) => operand::bad_local(v, off, d.ins.op(), index, count),
-        (fx::var::ARG, _, Some(m)) => operand::bad_argument(v, off, d.ins.op(), index, m.arg_count),
+        (fx::var::LOCAL, Some(count), _) => operand::bad_local(v, off, d.op, index, count),
+        (fx::var::ARG, _, Some(m)) => operand::bad_argument(v, off, d.op, index, m.arg_count),
         _ => {}
     }
 }
@@ -515,7 +518,11 @@ fn prefix_code(prefix: Opcode) -> Code {
 /// `tail.` call must be followed by `ret` and lie outside protected regions.
 #[inline]
 pub(super) fn check_prefixes(v: &mut Verifier, code: &[u8], eh_ok: bool) {
-    // Most bodies have no prefix: look for the first before setting up the pass.
+    // Most bodies have no prefix: the decoder says, and otherwise the first is looked for
+    // before the pass is set up.
+    if !v.prefixed {
+        return;
+    }
     if let Some(first) = v.ins[..v.n]
         .iter()
         .position(|x| x.fx().flow == Flow::Prefix)
@@ -641,22 +648,26 @@ fn fallthrough_at_end(v: &mut Verifier, off: u32) {
 /// last instruction before a region boundary (its innermost region is not the next one's: control
 /// can only cross into or out of a region from such an instruction) can break a rule. They are
 /// found by a walk over the instructions in code order, which lists of them would take more
-/// memory than; their offsets are followed along the start index (the offsets list may have
-/// been let go).
+/// memory than. Their offsets come from the offsets list, or, where it was let go (a large
+/// body), are followed along the start index.
 #[inline(never)]
 fn transfers_in_regions(v: &mut Verifier, code: &[u8], clauses: &Clauses<'_>, eh_ok: bool) {
     let n = v.n;
-    // Where instruction `i` starts (the first at 0).
+    let listed = v.offs.len() >= n;
+    // Where instruction `i` starts (the first at 0), followed when not listed.
     let mut at = 0;
     for i in 0..n {
         let boundary = i + 1 < n && v.region[i] != v.region[i + 1];
         if v.ins[i].fx().kind & (fx::TARGETS | fx::SPECIAL) != 0 || boundary {
-            transfers_from(v, code, clauses, i, at, eh_ok);
+            let here = if listed { v.offs[i] } else { at };
+            transfers_from(v, code, clauses, i, here, eh_ok);
             if v.stop() {
                 break;
             }
         }
-        at = v.starts.next_after(at).unwrap_or(v.code_len as u32);
+        if !listed {
+            at = v.starts.next_after(at).unwrap_or(v.code_len as u32);
+        }
     }
 }
 

@@ -783,8 +783,9 @@ struct Ins {
     flags: u8,
 }
 
-// An instruction stays 2 bytes.
+// An instruction stays 2 bytes, and a decode table entry 32.
 const _: () = assert!(std::mem::size_of::<Ins>() == 2);
+const _: () = assert!(std::mem::size_of::<fx::Dec>() == 32);
 
 impl Ins {
     /// The opcode.
@@ -977,6 +978,9 @@ mod fx {
     pub struct Dec {
         /// The instruction with its opcode filled in; the decoder sets the rest.
         pub ins: Ins,
+        /// The opcode, for the paths that need it as an [`Opcode`] (one load, where the
+        /// instruction's number would take two).
+        pub op: Opcode,
         /// The opcode's facts.
         pub fx: Fx,
         /// The operand bits the decoder checks (a local or argument index, a token; 0 when
@@ -1013,6 +1017,7 @@ mod fx {
                 id: id(Opcode::Nop),
                 flags: 0,
             },
+            op: Opcode::Nop,
             fx: Fx {
                 pops: 0,
                 pushes: 0,
@@ -1091,6 +1096,7 @@ mod fx {
                     id: id(info.opcode),
                     flags: 0,
                 },
+                op: info.opcode,
                 fx: facts(i),
                 mask: match arg {
                     arg::U8 => 0xFF,
@@ -1241,6 +1247,8 @@ pub struct Verifier {
     /// `flow::resolve_targets`; may be let go after it (the count stays).
     branches: Vec<u32>,
     nb: usize,
+    /// Whether the decoded code has a prefix.
+    prefixed: bool,
     /// Token operands of the body, checked in batches by [`Resolver::tokens_pass`].
     tokens: Vec<(OperandKind, u32)>,
     /// Instruction index by byte offset, read through [`Verifier::index_at`].

@@ -2128,7 +2128,7 @@ fn decode_table_agrees_with_the_codec() {
         };
         match e.opcode {
             Some(op) => {
-                assert_eq!(d.ins.op(), op, "key {key:#x}");
+                assert_eq!(d.op, op, "key {key:#x}");
                 assert_eq!(d.len, e.len, "{op}");
                 assert_eq!(d.operand, e.operand, "{op}");
                 let operand_rule = d.fx.kind & fx::OPERAND != 0;
