@@ -68,7 +68,7 @@ pub(super) fn explain<R: Resolver + ?Sized>(v: &mut Verifier, code: &[u8], r: &R
             seen.clear();
             let targets = v.targets_in(code);
             let at = offs[k];
-            for t in (0..targets.count(x, at)).map(|j| targets.get(ins, x, at, j)) {
+            for t in targets.all(ins, x, at) {
                 // A `switch` may name one target many times: one arrival.
                 if t != NONE && !seen.contains(&t) {
                     seen.push(t);

@@ -392,31 +392,45 @@ fn resolve_from(
         let i = i as usize;
         let (x, at) = (ins[i], offs[i]);
         let first = if b == from { resume } else { 0 };
-        let view = super::Targets { code, starts };
-        let switch = x.op() == Opcode::Switch;
-        let count = view.count(&x, at);
-        for k in first..count {
-            // `NONE` for targets outside the code.
-            let off = if switch {
-                view.switch_offset(&x, at, k)
-            } else {
-                view.branch_offset(&x, at)
-            };
-            let t = match starts.get(off) {
-                Some(t) if (off as usize) < code_len => t,
-                _ => return Some((b, k)),
-            };
-            if ins[t as usize].flags & flag::AFTER_PREFIX != 0 {
-                return Some((b, k));
+        if x.op() == Opcode::Switch {
+            // The table is read once (the decoder checked that it lies in the code).
+            let count = x.operand(at, code);
+            let table = crate::instr::SwitchTable::new(code, at as usize, count);
+            for (k, t) in table.targets().enumerate().skip(first) {
+                if !mark_target(ins, starts, target_offset(t, code_len), i) {
+                    return Some((b, k));
+                }
             }
-            ins[t as usize].flags |= if t as usize > i {
-                flag::JOIN | flag::FORWARD_TARGET
-            } else {
-                flag::JOIN
-            };
+        } else if first == 0 {
+            let off = super::Targets { code, starts }.branch_offset(&x, at);
+            if !mark_target(ins, starts, off, i) {
+                return Some((b, 0));
+            }
         }
     }
     None
+}
+
+/// Marks the instruction at byte `off` as reached by a branch from instruction `from`;
+/// false (and nothing marked) if `off` is outside the code (`NONE`), not an instruction start
+/// or after a prefix.
+#[inline(always)]
+fn mark_target(ins: &mut [Ins], starts: &super::StartIndex, off: u32, from: usize) -> bool {
+    let Some(t) = starts.get(off) else {
+        return false;
+    };
+    let Some(x) = ins.get_mut(t as usize) else {
+        return false;
+    };
+    if x.flags & flag::AFTER_PREFIX != 0 {
+        return false;
+    }
+    x.flags |= if t as usize > from {
+        flag::JOIN | flag::FORWARD_TARGET
+    } else {
+        flag::JOIN
+    };
+    true
 }
 
 #[cold]

@@ -1669,6 +1669,34 @@ impl Targets<'_> {
         } else {
             self.branch_offset(x, at)
         };
+        self.resolve(ins, off)
+    }
+
+    /// Every target of branching instruction `x` in order, as [`Self::get`] gives them: a
+    /// `switch`'s table is read once, not once a target (the decoder checked that it lies in
+    /// the code).
+    #[inline]
+    fn all<'s>(&'s self, ins: &'s [Ins], x: &Ins, at: u32) -> impl Iterator<Item = u32> + 's {
+        let (table, branch) = if x.op() == Opcode::Switch {
+            let count = x.operand(at, self.code);
+            let table = crate::instr::SwitchTable::new(self.code, at as usize, count);
+            (Some(table.targets()), None)
+        } else {
+            (None, Some(self.branch_offset(x, at)))
+        };
+        let len = self.code.len();
+        table
+            .into_iter()
+            .flatten()
+            .map(move |t| flow::target_offset(t, len))
+            .chain(branch)
+            .map(move |off| self.resolve(ins, off))
+    }
+
+    /// The instruction starting at byte `off`, or [`NONE`] if none does or it follows a
+    /// prefix.
+    #[inline]
+    fn resolve(&self, ins: &[Ins], off: u32) -> u32 {
         match self.starts.get(off) {
             Some(t) if ins[t as usize].flags & flag::AFTER_PREFIX == 0 => t,
             _ => NONE,

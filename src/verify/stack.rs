@@ -320,8 +320,7 @@ fn step<R: Resolver + ?Sized, const TRACK: bool>(
             *watch = v.max.min(limit);
         }
         if TRACK && fx.kind & fx::TARGETS != 0 {
-            for k in 0..targets.count(&x, at) {
-                let t = targets.get(ins, &x, at, k);
+            for t in targets.all(ins, &x, at) {
                 if t != NONE {
                     merge(v, ins, depth, t as usize, *d);
                 }
