@@ -68,7 +68,7 @@ pub(super) fn explain<R: Resolver + ?Sized>(v: &mut Verifier, code: &[u8], r: &R
             seen.clear();
             let targets = v.targets_in(code);
             let at = offs[k];
-            for t in targets.all(ins, x, at) {
+            targets.each(ins, x, at, |t| {
                 // A `switch` may name one target many times: one arrival.
                 if t != NONE && !seen.contains(&t) {
                     seen.push(t);
@@ -76,12 +76,12 @@ pub(super) fn explain<R: Resolver + ?Sized>(v: &mut Verifier, code: &[u8], r: &R
                         t,
                         Arrival {
                             kind: ArrivalKind::Branch,
-                            from: offs[k],
+                            from: at,
                             depth: after[k],
                         },
                     );
                 }
-            }
+            });
         }
         if k + 1 < n && !x.fx().flow.ends_block() {
             found.add(

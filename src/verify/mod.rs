@@ -1672,25 +1672,20 @@ impl Targets<'_> {
         self.resolve(ins, off)
     }
 
-    /// Every target of branching instruction `x` in order, as [`Self::get`] gives them: a
-    /// `switch`'s table is read once, not once a target (the decoder checked that it lies in
-    /// the code).
+    /// Gives `each` every target of branching instruction `x` in order, as [`Self::get`]
+    /// gives them: a `switch`'s table is read once, not once a target (the decoder checked
+    /// that it lies in the code).
     #[inline]
-    fn all<'s>(&'s self, ins: &'s [Ins], x: &Ins, at: u32) -> impl Iterator<Item = u32> + 's {
-        let (table, branch) = if x.op() == Opcode::Switch {
+    fn each(&self, ins: &[Ins], x: &Ins, at: u32, mut each: impl FnMut(u32)) {
+        if x.op() == Opcode::Switch {
             let count = x.operand(at, self.code);
             let table = crate::instr::SwitchTable::new(self.code, at as usize, count);
-            (Some(table.targets()), None)
+            for t in table.targets() {
+                each(self.resolve(ins, flow::target_offset(t, self.code.len())));
+            }
         } else {
-            (None, Some(self.branch_offset(x, at)))
-        };
-        let len = self.code.len();
-        table
-            .into_iter()
-            .flatten()
-            .map(move |t| flow::target_offset(t, len))
-            .chain(branch)
-            .map(move |off| self.resolve(ins, off))
+            each(self.resolve(ins, self.branch_offset(x, at)));
+        }
     }
 
     /// The instruction starting at byte `off`, or [`NONE`] if none does or it follows a

@@ -320,11 +320,12 @@ fn step<R: Resolver + ?Sized, const TRACK: bool>(
             *watch = v.max.min(limit);
         }
         if TRACK && fx.kind & fx::TARGETS != 0 {
-            for t in targets.all(ins, &x, at) {
+            let d = *d;
+            targets.each(ins, &x, at, |t| {
                 if t != NONE {
-                    merge(v, ins, depth, t as usize, *d);
+                    merge(v, ins, depth, t as usize, d);
                 }
-            }
+            });
         }
         !(fx.flow.ends_block() || (v.out.first_only && v.stop()))
     }
