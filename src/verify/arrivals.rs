@@ -9,10 +9,8 @@
 //! recorded (each instruction between joins is reached only by falling through, so its depth
 //! follows from the join before it), then one pass over the branches collects the arrivals.
 
-use super::clauses::Clauses;
 use super::detail::{Arrival, ArrivalKind, MAX_ARRIVALS};
-use super::eh::{self, RegionKind};
-use super::{Code, Ins, NONE, Resolver, Verifier, fx};
+use super::{Code, Ins, NONE, Resolver, Verifier, flag, fx, stack};
 use crate::opcode::Opcode;
 use std::collections::HashMap;
 
@@ -26,19 +24,14 @@ fn explained(code: Code) -> bool {
 
 /// Adds the arrivals to every finding of an [`explained`] code, and a summary of them to its
 /// message.
-pub(super) fn explain<R: Resolver + ?Sized>(
-    v: &mut Verifier,
-    code: &[u8],
-    clauses: &Clauses<'_>,
-    r: &R,
-) {
+pub(super) fn explain<R: Resolver + ?Sized>(v: &mut Verifier, code: &[u8], r: &R) {
     if !v.out.diags.iter().any(|d| explained(d.code)) {
         return;
     }
     let n = v.n;
     // The dataflow keeps depths only for code with branches or regions; without either no path
     // joins another, and these codes cannot be reported.
-    if (v.nb == 0 && v.nodes.is_empty()) || v.depth.len() < n {
+    if (v.nb == 0 && !v.regions) || v.depth.len() < n {
         return;
     }
     // Instruction index of each finding to explain, and its arrivals.
@@ -50,7 +43,7 @@ pub(super) fn explain<R: Resolver + ?Sized>(
         }
     }
     let after = depths_after(v, code, r);
-    let ins = &v.ins[..n];
+    let (ins, offs) = (&v.ins[..n], &v.offs[..n]);
     let mut found = Found {
         at,
         more: HashMap::new(),
@@ -74,7 +67,8 @@ pub(super) fn explain<R: Resolver + ?Sized>(
         if x.fx().kind & fx::TARGETS != 0 {
             seen.clear();
             let targets = v.targets_in(code);
-            for t in (0..targets.count(x)).map(|j| targets.get(ins, x, j)) {
+            let at = offs[k];
+            targets.each(ins, x, at, |t| {
                 // A `switch` may name one target many times: one arrival.
                 if t != NONE && !seen.contains(&t) {
                     seen.push(t);
@@ -82,38 +76,36 @@ pub(super) fn explain<R: Resolver + ?Sized>(
                         t,
                         Arrival {
                             kind: ArrivalKind::Branch,
-                            from: x.off,
+                            from: at,
                             depth: after[k],
                         },
                     );
                 }
-            }
+            });
         }
         if k + 1 < n && !x.fx().flow.ends_block() {
             found.add(
                 k as u32 + 1,
                 Arrival {
                     kind: ArrivalKind::FallThrough,
-                    from: x.off,
+                    from: offs[k],
                     depth: after[k],
                 },
             );
         }
     }
-    for node in &v.nodes {
-        let depth = match node.kind {
-            RegionKind::Try => continue,
-            RegionKind::Finally | RegionKind::Fault => 0,
-            RegionKind::Filter | RegionKind::Catch | RegionKind::FilterHandler => 1,
-        };
-        found.add(
-            v.first_of(node, clauses),
-            Arrival {
-                kind: ArrivalKind::Handler,
-                from: eh::block(node, clauses).0,
-                depth,
-            },
-        );
+    // Handlers and filters by their first instructions' flags (the tree may have been let go).
+    for (k, x) in ins.iter().enumerate() {
+        if x.flags & flag::HANDLER_START != 0 {
+            found.add(
+                k as u32,
+                Arrival {
+                    kind: ArrivalKind::Handler,
+                    from: offs[k],
+                    depth: stack::handler_entry_depth(x.flags),
+                },
+            );
+        }
     }
     let Found { at, more } = found;
     let Verifier { out, starts, .. } = v;
@@ -184,13 +176,14 @@ fn depths_after<R: Resolver + ?Sized>(v: &Verifier, code: &[u8], r: &R) -> Vec<u
         } else {
             NONE
         };
-        after[k] = effect(ins[k], before, code, r);
+        after[k] = effect(ins[k], v.offs[k], before, code, r);
     }
     after
 }
 
-/// The depth after `x` given the depth before it, as the dataflow's step computes it.
-fn effect<R: Resolver + ?Sized>(x: Ins, before: u32, code: &[u8], r: &R) -> u32 {
+/// The depth after `x`, at byte `at`, given the depth before it, as the dataflow's step
+/// computes it.
+fn effect<R: Resolver + ?Sized>(x: Ins, at: u32, before: u32, code: &[u8], r: &R) -> u32 {
     if before == NONE {
         return NONE;
     }
@@ -199,11 +192,11 @@ fn effect<R: Resolver + ?Sized>(x: Ins, before: u32, code: &[u8], r: &R) -> u32 
         (fx.pops as u32, fx.pushes as u32)
     } else if fx.pops == fx::POP_ALL {
         (before, 0)
-    } else if x.op == Opcode::Ret {
+    } else if x.op() == Opcode::Ret {
         return NONE;
     } else {
-        match r.call_sig(x.op, x.operand(code)) {
-            Some(sig) => (sig.pops(x.op), sig.pushes(x.op)),
+        match r.call_sig(x.op(), x.operand(at, code)) {
+            Some(sig) => (sig.pops(x.op()), sig.pushes(x.op())),
             None => return NONE,
         }
     };

@@ -48,7 +48,7 @@ impl fmt::Display for RegionKind {
 /// when their pass is done, so that a giant body's peak does not hold them all at once.
 pub(super) const KEEP_LARGEST: usize = 1 << 16;
 
-/// A node of the region tree: 20 bytes, since a body may have a million of them. A try shared
+/// A node of the region tree: 16 bytes, since a body may have a million of them. A try shared
 /// by several clauses is one node.
 ///
 /// Nodes are first written one per region in place, sorted, and the sweep that builds the
@@ -56,9 +56,10 @@ pub(super) const KEEP_LARGEST: usize = 1 << 16;
 /// A node's bounds are not kept: its clause gives them ([`block`]).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Node {
-    pub kind: RegionKind,
-    /// Lowest clause index owning this block (of several for a shared try).
-    pub min_clause: u32,
+    /// The kind in the top [`KIND_BITS`] bits, the lowest clause index owning this block (of
+    /// several for a shared try) below them: [`check`] takes no table of [`MAX_CLAUSES`] or
+    /// more.
+    kind_clause: u32,
     /// Two shortcuts up the tree, which ones by kind (read through [`stops`]): for a try, the
     /// nearest handler and finally above it; for a catch or filter handler, the nearest try
     /// and finally; for a finally or fault, the nearest try (and nothing); for a filter, its
@@ -68,6 +69,65 @@ pub(super) struct Node {
     /// The nearest try at or above this node that does not start at its first instruction,
     /// so that an entry there enters it in the middle (or [`NONE`]).
     pub try_entry_stop: u32,
+}
+
+// A node stays 16 bytes.
+const _: () = assert!(std::mem::size_of::<Node>() == 16);
+
+/// Bits of [`Node::kind_clause`] that hold the kind.
+const KIND_BITS: u32 = 3;
+
+/// Tables of this many clauses or more are not checked ([`Code::EHClauseOutOfRange`]), so that
+/// a clause index fits beside a node's kind. A clause takes at least 12 bytes of its body, and
+/// a body lies in a PE file, whose offsets are 32-bit: no body read from a file has more than
+/// 2^32 / 12 (357,913,941) clauses, fewer than this.
+pub(super) const MAX_CLAUSES: usize = 1 << (32 - KIND_BITS);
+
+impl RegionKind {
+    /// The kind numbered `k` by [`RegionKind::number`] (only those are packed; 5 and above
+    /// are a fault).
+    #[inline]
+    fn from_number(k: u32) -> RegionKind {
+        match k {
+            0 => RegionKind::Try,
+            1 => RegionKind::Filter,
+            2 => RegionKind::Catch,
+            3 => RegionKind::FilterHandler,
+            4 => RegionKind::Finally,
+            _ => RegionKind::Fault,
+        }
+    }
+
+    /// The kind's place in the declaration, so in the order.
+    fn number(self) -> u32 {
+        match self {
+            RegionKind::Try => 0,
+            RegionKind::Filter => 1,
+            RegionKind::Catch => 2,
+            RegionKind::FilterHandler => 3,
+            RegionKind::Finally => 4,
+            RegionKind::Fault => 5,
+        }
+    }
+}
+
+impl Node {
+    /// What kind of region the node is.
+    #[inline]
+    pub fn kind(&self) -> RegionKind {
+        RegionKind::from_number(self.kind_clause >> (32 - KIND_BITS))
+    }
+
+    /// The lowest clause index owning this block.
+    #[inline]
+    pub fn min_clause(&self) -> u32 {
+        self.kind_clause & (MAX_CLAUSES as u32 - 1)
+    }
+
+    /// Packs `kind` and `clause` (below [`MAX_CLAUSES`]).
+    fn pack(kind: RegionKind, clause: u32) -> u32 {
+        kind.number() << (32 - KIND_BITS) | clause & (MAX_CLAUSES as u32 - 1)
+    }
 }
 
 /// The nearest nodes at or above a node that a walk up the tree for one rule stops at (each
@@ -94,9 +154,9 @@ impl Stops {
 /// The [`Stops`] of node `k` (all [`NONE`] for [`NONE`]).
 pub(super) fn stops(nodes: &[Node], k: u32) -> Stops {
     match nodes.get(k as usize) {
-        Some(n) if n.kind == RegionKind::Filter => match nodes.get(n.up[0] as usize) {
+        Some(n) if n.kind() == RegionKind::Filter => match nodes.get(n.up[0] as usize) {
             // A filter holds no region, so its parent is none (in a sound tree).
-            Some(p) if p.kind != RegionKind::Filter => own_stops(p, n.up[0]),
+            Some(p) if p.kind() != RegionKind::Filter => own_stops(p, n.up[0]),
             _ => Stops::NONE,
         },
         Some(n) => own_stops(n, k),
@@ -107,7 +167,7 @@ pub(super) fn stops(nodes: &[Node], k: u32) -> Stops {
 /// [`stops`] of node `n`, numbered `k`, not a filter.
 fn own_stops(n: &Node, k: u32) -> Stops {
     let [a, b] = n.up;
-    match n.kind {
+    match n.kind() {
         RegionKind::Try => Stops {
             handler: a,
             leave_stop: b,
@@ -129,11 +189,11 @@ fn own_stops(n: &Node, k: u32) -> Stops {
 
 /// The byte bounds of node `n`'s block, from its clause: the try, the handler or the filter.
 pub(super) fn block(n: &Node, clauses: &Clauses<'_>) -> (u32, u32) {
-    let Some(c) = clauses.get(n.min_clause as usize) else {
+    let Some(c) = clauses.get(n.min_clause() as usize) else {
         return (NONE, NONE);
     };
     // Every bound was checked to lie inside the code (under 4 GiB) before nodes are made.
-    match n.kind {
+    match n.kind() {
         RegionKind::Try => (c.try_offset, c.try_end() as u32),
         RegionKind::Filter => (c.class_or_filter, c.handler_offset),
         RegionKind::Catch | RegionKind::FilterHandler | RegionKind::Finally | RegionKind::Fault => {
@@ -146,8 +206,7 @@ impl Node {
     /// A region of clause `clause` before the sweep.
     fn region(kind: RegionKind, clause: u32, clauses: &Clauses<'_>) -> Node {
         let mut node = Node {
-            kind,
-            min_clause: clause,
+            kind_clause: Node::pack(kind, clause),
             up: [NONE; 2],
             try_entry_stop: NONE,
         };
@@ -172,6 +231,10 @@ pub(super) fn check<R: Resolver + ?Sized>(
 ) -> bool {
     if clauses.is_empty() {
         return true;
+    }
+    if clauses.len() >= MAX_CLAUSES {
+        too_many_clauses(v, clauses.len());
+        return false;
     }
     let mut ok = true;
     for (ci, c) in clauses.iter().enumerate() {
@@ -202,14 +265,16 @@ pub(super) fn check<R: Resolver + ?Sized>(
             nodes.push(Node::region(RegionKind::Filter, clause, clauses));
         }
     }
+    // By kind, then clause: the packed number orders them so.
     nodes.sort_unstable_by_key(|x| {
         let (start, end) = x.bounds();
-        (start, Reverse(end), x.kind, x.min_clause)
+        (start, Reverse(end), x.kind_clause)
     });
     v.nodes = nodes;
     let ok = build_tree(v, clauses);
-    // Scratch of the sweep, let go when large: the passes after it do not need it.
-    release_large(&mut v.try_node);
+    // Scratch of the sweep: the passes after it do not need it, but its buffer may serve as
+    // the region table's.
+    hand_over(&mut v.try_node, &mut v.region);
     if !ok {
         v.nodes.clear();
         return false;
@@ -217,6 +282,34 @@ pub(super) fn check<R: Resolver + ?Sized>(
     assign_regions(v, clauses);
     release_large(&mut v.open);
     true
+}
+
+/// Reports a table of [`MAX_CLAUSES`] or more, which no body read from a file has.
+#[cold]
+fn too_many_clauses(v: &mut Verifier, count: usize) {
+    let first = MAX_CLAUSES as u32;
+    v.report_clause(
+        Code::EHClauseOutOfRange,
+        0,
+        format!(
+            "clause {first}: {count} clauses, more than a body in a PE file can hold (a clause \
+             takes at least 12 bytes of a file under 4 GiB); the table is not checked"
+        ),
+        first,
+        None,
+    );
+}
+
+/// Empties `from` and `to`, gives `to` the larger of their buffers, and lets the other go if
+/// larger than [`KEEP_LARGEST`]: a buffer freed while another as large is made elsewhere leaves
+/// a hole the allocator may keep resident beside it, and one list's room often fits the next.
+pub(super) fn hand_over(from: &mut Vec<u32>, to: &mut Vec<u32>) {
+    if from.capacity() > to.capacity() {
+        std::mem::swap(from, to);
+    }
+    from.clear();
+    to.clear();
+    release_large(from);
 }
 
 /// Lets go of `list` if it is larger than [`KEEP_LARGEST`].
@@ -378,10 +471,13 @@ fn build_tree(v: &mut Verifier, clauses: &Clauses<'_>) -> bool {
                     format!(
                         "clause {}: its {} [IL_{start:04x}, IL_{end:04x}) overlaps the {} \
                          [IL_{p_start:04x}, IL_{p_end:04x}) of clause {}",
-                        x.min_clause, x.kind, p.kind, p.min_clause
+                        x.min_clause(),
+                        x.kind(),
+                        p.kind(),
+                        p.min_clause()
                     ),
-                    x.min_clause,
-                    Some(p.min_clause),
+                    x.min_clause(),
+                    Some(p.min_clause()),
                 );
                 ok = false;
                 continue;
@@ -389,8 +485,8 @@ fn build_tree(v: &mut Verifier, clauses: &Clauses<'_>) -> bool {
             ok &= check_nesting(v, parent, &x, clauses);
         }
         let me = written as u32;
-        if x.kind == RegionKind::Try {
-            v.try_node[x.min_clause as usize] = me;
+        if x.kind() == RegionKind::Try {
+            v.try_node[x.min_clause() as usize] = me;
         }
         v.nodes[written] = linked(x, &v.nodes[..written], parent, clauses);
         v.open.push(me);
@@ -404,7 +500,7 @@ fn build_tree(v: &mut Verifier, clauses: &Clauses<'_>) -> bool {
 /// [`NONE`]).
 fn linked(mut x: Node, nodes: &[Node], parent: u32, clauses: &Clauses<'_>) -> Node {
     let p = stops(nodes, parent);
-    x.up = match x.kind {
+    x.up = match x.kind() {
         RegionKind::Try => [p.handler, p.leave_stop],
         RegionKind::Catch | RegionKind::FilterHandler => [p.try_stop, p.leave_stop],
         RegionKind::Finally | RegionKind::Fault => [p.try_stop, NONE],
@@ -423,7 +519,7 @@ fn linked(mut x: Node, nodes: &[Node], parent: u32, clauses: &Clauses<'_>) -> No
 /// A shared try with a finally or fault among its clauses: a try node's clauses are all
 /// catches and filters once a second joins it, so its lowest clause tells.
 fn has_finally(node: &Node, clauses: &Clauses<'_>) -> bool {
-    node.kind == RegionKind::Try && is_finally(clauses, node.min_clause)
+    node.kind() == RegionKind::Try && is_finally(clauses, node.min_clause())
 }
 
 /// Whether clause `clause` is a finally or fault clause.
@@ -438,15 +534,15 @@ fn is_finally(clauses: &Clauses<'_>, clause: u32) -> bool {
 fn join_equal(v: &mut Verifier, n: u32, x: &Node, clauses: &Clauses<'_>) -> bool {
     let node = v.nodes[n as usize];
     let start = block(x, clauses).0;
-    let clause = x.min_clause;
-    let (code, msg) = match (node.kind, x.kind) {
+    let clause = x.min_clause();
+    let (code, msg) = match (node.kind(), x.kind()) {
         (RegionKind::Try, RegionKind::Try) => {
             let fin = is_finally(clauses, clause);
             if !(fin || has_finally(&node, clauses)) {
                 // The open node below `n` is its parent.
                 let parent = v.open.len().checked_sub(2).map_or(NONE, |k| v.open[k]);
                 let node = &mut v.nodes[n as usize];
-                node.min_clause = node.min_clause.min(clause);
+                node.kind_clause = Node::pack(node.kind(), node.min_clause().min(clause));
                 v.try_node[clause as usize] = n;
                 // The newcomer must also come before whatever encloses the shared try.
                 return parent == NONE || check_order(v, parent, x, start);
@@ -465,7 +561,7 @@ fn join_equal(v: &mut Verifier, n: u32, x: &Node, clauses: &Clauses<'_>) -> bool
             "its handler or filter is the same block as another",
         ),
     };
-    let other = node.min_clause;
+    let other = node.min_clause();
     v.report_clause(
         code,
         start,
@@ -480,24 +576,24 @@ fn join_equal(v: &mut Verifier, n: u32, x: &Node, clauses: &Clauses<'_>) -> bool
 fn check_nesting(v: &mut Verifier, parent: u32, x: &Node, clauses: &Clauses<'_>) -> bool {
     let p = v.nodes[parent as usize];
     let start = block(x, clauses).0;
-    let clause = x.min_clause;
-    if p.kind == RegionKind::Filter {
+    let clause = x.min_clause();
+    if p.kind() == RegionKind::Filter {
         v.report_clause(
             Code::EHFilterContainsRegion,
             start,
             format!(
                 "clause {clause}: its {} lies inside the filter of clause {} at IL_{:04x}",
-                x.kind,
-                p.min_clause,
+                x.kind(),
+                p.min_clause(),
                 block(&p, clauses).0
             ),
             clause,
-            Some(p.min_clause),
+            Some(p.min_clause()),
         );
         return false;
     }
-    let own = if x.kind == RegionKind::Try {
-        p.kind != RegionKind::Try && p.min_clause == clause
+    let own = if x.kind() == RegionKind::Try {
+        p.kind() != RegionKind::Try && p.min_clause() == clause
     } else {
         v.try_node[clause as usize] == parent
     };
@@ -507,14 +603,15 @@ fn check_nesting(v: &mut Verifier, parent: u32, x: &Node, clauses: &Clauses<'_>)
             start,
             format!(
                 "clause {clause}: its {} lies inside its own {}",
-                x.kind, p.kind
+                x.kind(),
+                p.kind()
             ),
             clause,
             None,
         );
         return false;
     }
-    if x.kind.is_handler_like() {
+    if x.kind().is_handler_like() {
         // Two handlers (or filters) starting together, however nested, are ambiguous. The
         // nodes around `x` are the open ones, innermost last.
         let nodes = &v.nodes;
@@ -524,17 +621,19 @@ fn check_nesting(v: &mut Verifier, parent: u32, x: &Node, clauses: &Clauses<'_>)
             .rev()
             .map(|&q| nodes[q as usize])
             .take_while(|n| block(n, clauses).0 == start)
-            .find(|n| n.kind.is_handler_like());
+            .find(|n| n.kind().is_handler_like());
         if let Some(n) = same {
             v.report_clause(
                 Code::EHDuplicateHandlerStart,
                 start,
                 format!(
                     "clause {clause}: its {} starts where the {} of clause {} starts",
-                    x.kind, n.kind, n.min_clause
+                    x.kind(),
+                    n.kind(),
+                    n.min_clause()
                 ),
                 clause,
-                Some(n.min_clause),
+                Some(n.min_clause()),
             );
             return false;
         }
@@ -545,16 +644,18 @@ fn check_nesting(v: &mut Verifier, parent: u32, x: &Node, clauses: &Clauses<'_>)
 /// Inner clauses come first: `x`, nested in `parent`, must belong to an earlier clause.
 fn check_order(v: &mut Verifier, parent: u32, x: &Node, start: u32) -> bool {
     let p = v.nodes[parent as usize];
-    if x.min_clause > p.min_clause {
+    if x.min_clause() > p.min_clause() {
         v.report_clause(
             Code::EHOrderInnerAfterOuter,
             start,
             format!(
                 "clause {} is nested in the {} of clause {} but listed after it",
-                x.min_clause, p.kind, p.min_clause
+                x.min_clause(),
+                p.kind(),
+                p.min_clause()
             ),
-            x.min_clause,
-            Some(p.min_clause),
+            x.min_clause(),
+            Some(p.min_clause()),
         );
         return false;
     }
@@ -562,33 +663,37 @@ fn check_order(v: &mut Verifier, parent: u32, x: &Node, start: u32) -> bool {
 }
 
 /// Turns each node's bounds into instruction indices, gives each instruction its innermost
-/// node, marks handler starts; checks that filters end in `endfilter`.
+/// node, marks try and handler starts; checks that filters end in `endfilter`.
 fn assign_regions(v: &mut Verifier, clauses: &Clauses<'_>) {
     for k in 0..v.nodes.len() {
         let node = v.nodes[k];
         let first = v.first_of(&node, clauses);
-        v.ins[first as usize].flags |= if node.kind.is_handler_like() {
-            flag::JOIN | flag::HANDLER_START
-        } else {
-            flag::JOIN
-        };
+        v.ins[first as usize].flags |= flag::JOIN
+            | match node.kind() {
+                RegionKind::Try => flag::TRY_START,
+                RegionKind::Finally | RegionKind::Fault => flag::HANDLER_START,
+                RegionKind::Catch | RegionKind::Filter | RegionKind::FilterHandler => {
+                    flag::HANDLER_START | flag::RECEIVES_EXCEPTION
+                }
+            };
     }
     fill_regions(v, clauses);
     for k in 0..v.nodes.len() {
         let node = v.nodes[k];
-        if node.kind == RegionKind::Filter {
-            let last = v.ins[v.end_of(&node, clauses) as usize - 1];
-            if last.op != Opcode::Endfilter {
+        if node.kind() == RegionKind::Filter {
+            let end = v.end_of(&node, clauses) as usize;
+            let last = v.ins[end - 1];
+            if last.op() != Opcode::Endfilter {
                 v.report_clause(
                     Code::EHFilterNoEndfilter,
-                    last.off,
+                    v.offset_of(end - 1),
                     format!(
                         "the filter of clause {} at IL_{:04x} ends with {}, not endfilter",
-                        node.min_clause,
+                        node.min_clause(),
                         block(&node, clauses).0,
-                        last.op
+                        last.op()
                     ),
-                    node.min_clause,
+                    node.min_clause(),
                     None,
                 );
             }

@@ -8,27 +8,69 @@ use crate::instr::{InstrError, decode_with_len};
 use crate::opcode::OperandKind;
 use crate::opcode::{Flow, Opcode};
 
-/// Decodes `code` into `v.ins`, lists branches and special instructions, and checks operands.
+/// Decodes `code` into `v.ins`, lists branches, and checks operands.
 /// Returns false (after reporting) when the stream does not decode to the end.
 ///
 /// A fast pass decodes code that has no findings without reporting anything; at anything
 /// irregular (an undefined opcode, a truncated operand, a bad index or token) the reporting
 /// pass redoes the body, so the findings and their order are the reporting pass's alone.
+///
+/// `sizes`, when known ([`count`]), are the numbers of instructions and of branches: the
+/// lists are made that size at once.
 pub(super) fn decode<R: Resolver + ?Sized>(
     v: &mut Verifier,
     buf: &[u8],
     len: usize,
+    sizes: Option<(usize, usize)>,
     ctx: &Ctx,
     r: &R,
 ) -> bool {
-    let decoded = match decode_into::<R, false>(v, buf, len, ctx, r) {
+    let decoded = match decode_into::<R, false>(v, buf, len, sizes, ctx, r) {
         Some(tokens) if r.tokens_pass(&v.tokens[..tokens]) => true,
-        _ => decode_into::<R, true>(v, buf, len, ctx, r).is_some(),
+        _ => decode_into::<R, true>(v, buf, len, sizes, ctx, r).is_some(),
     };
     if decoded {
-        v.starts.build(&v.ins[..v.n], len);
+        v.starts.build(&v.offs[..v.n], len);
     }
     decoded
+}
+
+/// Walks the instructions of `buf[..len]` as the decoder reads them (a `switch` with its
+/// table), giving `each` the decode entry of each; stops at anything that does not decode, or
+/// when `each` says to. Returns whether it walked to the end of the code.
+pub(super) fn walk_lengths(buf: &[u8], len: usize, mut each: impl FnMut(&fx::Dec) -> bool) -> bool {
+    let mut pos = 0;
+    while pos < len {
+        let w = window(buf, pos);
+        let Some(d) = entry(w, len - pos) else {
+            return false;
+        };
+        if !each(d) {
+            return false;
+        }
+        let mut next = pos + d.len as usize;
+        if d.arg == fx::arg::SWITCH {
+            let count = (w >> 8) as u32 as usize;
+            if count > (len - next) / 4 {
+                return false;
+            }
+            next += 4 * count;
+        }
+        pos = next;
+    }
+    true
+}
+
+/// How many instructions `buf[..len]` decodes to, and how many of them have targets; `None`
+/// if it does not decode to the end.
+pub(super) fn count(buf: &[u8], len: usize) -> Option<(usize, usize)> {
+    let (mut n, mut nb) = (0, 0);
+    let whole = walk_lengths(buf, len, |d| {
+        n += 1;
+        nb += (d.fx.kind & fx::TARGETS != 0) as usize;
+        true
+    });
+    whole.then_some((n, nb))
 }
 
 /// Token operands checked in one [`Resolver::tokens_pass`] call: the fast decode passes them in
@@ -105,6 +147,7 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
     v: &mut Verifier,
     buf: &[u8],
     len: usize,
+    sizes: Option<(usize, usize)>,
     ctx: &Ctx,
     r: &R,
 ) -> Option<usize> {
@@ -113,21 +156,25 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
     let locals = ctx.locals.unwrap_or(u32::MAX);
     let args = ctx.method.map_or(u32::MAX, |m| m.arg_count as u32);
     let limits = [u32::MAX, locals, args, u32::MAX];
-    let (mut n, mut nb, mut ns, mut ntok) = (0, 0, 0, 0);
+    let (mut n, mut nb, mut ntok) = (0, 0, 0);
+    let mut prefixed = false;
     let mut ok = true;
     let mut pos = 0;
     // Flags for the next instruction from the prefixes before it: AFTER_PREFIX, TAIL.
-    let mut carry: u16 = 0;
+    let mut carry: u8 = 0;
     // The first stretch's buffers: one instruction per sixteen bytes (or what earlier bodies
     // left), since code of long instructions would leave most of more untouched; at most one
     // instruction per byte. A buffer that fills up grows to what the rest of the code needs
     // at the rate of the code so far, so that it ends close to the size the body needs.
-    // Branches and special instructions are rarer: their first stretch is smaller still
-    // (resizing writes every entry, so room never used would be resident).
-    let first = (len / 16).max(64);
-    let rare = (len / 128).max(64);
+    // Branches are rarer: their first stretch is smaller still (resizing writes every entry,
+    // so room never used would be resident). Known sizes are made at once (one more branch,
+    // so that an instruction off the fast path after the last still finds room).
+    let (first, rare) = match sizes {
+        Some((n, nb)) => (n.max(1), nb + 1),
+        None => ((len / 16).max(64), (len / 128).max(64)),
+    };
     grow(&mut v.ins, 0, first, first, len, fx::DEC[0].ins);
-    grow(&mut v.special, 0, rare, rare, len, 0);
+    grow(&mut v.offs, 0, first, first, len, 0);
     grow(&mut v.branches, 0, rare, rare, len / 2 + 1, 0);
     grow(
         &mut v.tokens,
@@ -142,27 +189,28 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
         if std::mem::replace(&mut more, true) {
             let want = |used| projected(used, pos, len);
             grow(&mut v.ins, n, 1, want(n), len, fx::DEC[0].ins);
-            grow(&mut v.special, ns, 1, want(ns), len, 0);
+            grow(&mut v.offs, n, 1, want(n), len, 0);
             grow(&mut v.branches, nb, 1, want(nb), len / 2 + 1, 0);
         }
         // Borrowed apart from the findings, so that reporting does not force the buffers'
         // headers to be reloaded after every call.
         let Verifier {
             ins,
+            offs,
             branches,
-            special,
             tokens,
             out,
             ..
         } = &mut *v;
         let ins_buf = &mut ins[..];
-        let (branches_buf, special_buf) = (&mut branches[..], &mut special[..]);
+        let offs_buf = &mut offs[..];
+        let branches_buf = &mut branches[..];
         // Batches of tokens are checked as they fill; reported ones are not kept.
         let tokens_buf = &mut tokens[..];
-        // The stretch ends when `ins` is full, or before an instruction off the fast path
-        // when `special` or `branches` might not have room for it.
-        let end = ins_buf.len();
-        let slow_end = (special_buf.len(), branches_buf.len());
+        // The stretch ends when `ins` or `offs` is full, or before an instruction off the fast
+        // path when `branches` might not have room for it.
+        let end = ins_buf.len().min(offs_buf.len());
+        let slow_end = branches_buf.len();
         while pos < len {
             if n == end {
                 continue 'stretches;
@@ -181,7 +229,7 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
             let arg = (w >> d.shift) as u32 & d.mask;
             let off = pos as u32;
             let mut flags = carry;
-            if d.slow && (ns == slow_end.0 || nb == slow_end.1) {
+            if d.slow && nb == slow_end {
                 continue 'stretches;
             }
             carry = 0;
@@ -208,7 +256,7 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
                     tokens_buf[ntok] = (d.operand, arg);
                     ntok += 1;
                 } else if d.check == fx::check::TOKEN {
-                    operand::token(out, off, d.ins.op, d.operand, arg, r);
+                    operand::token(out, off, d.op, d.operand, arg, r);
                 }
                 if kind & fx::TARGETS != 0 {
                     // A branch's target is read again from its operand when needed
@@ -228,25 +276,19 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
                     branches_buf[nb] = idx;
                     nb += 1;
                 }
-                if kind & fx::SPECIAL != 0 {
-                    special_buf[ns] = idx;
-                    ns += 1;
-                    if d.fx.flow == Flow::Prefix {
-                        // A prefix is itself only marked as following a prefix; what it
-                        // modifies carries its flags.
-                        carry = flags | flag::AFTER_PREFIX;
-                        if d.ins.op == Opcode::Tail {
-                            carry |= flag::TAIL;
-                        }
-                        flags &= flag::AFTER_PREFIX;
+                if d.fx.flow == Flow::Prefix {
+                    prefixed = true;
+                    // A prefix is itself only marked as following a prefix; what it modifies
+                    // carries its flags.
+                    carry = flags | flag::AFTER_PREFIX;
+                    if d.op == Opcode::Tail {
+                        carry |= flag::TAIL;
                     }
+                    flags &= flag::AFTER_PREFIX;
                 }
             }
-            ins_buf[n] = Ins {
-                off,
-                flags,
-                ..d.ins
-            };
+            ins_buf[n] = Ins { flags, ..d.ins };
+            offs_buf[n] = off;
             n += 1;
             pos = next;
         }
@@ -254,7 +296,7 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
     }
     v.n = n;
     v.nb = nb;
-    v.ns = ns;
+    v.prefixed = prefixed;
     ok.then_some(ntok)
 }
 
@@ -262,8 +304,8 @@ pub(super) fn decode_into<R: Resolver + ?Sized, const REPORT: bool>(
 #[inline(never)]
 fn bad_index(v: &mut Out, off: u32, d: &fx::Dec, index: u32, ctx: &Ctx) {
     match (d.var as usize, ctx.locals, ctx.method) {
-        (fx::var::LOCAL, Some(count), _) => operand::bad_local(v, off, d.ins.op, index, count),
-        (fx::var::ARG, _, Some(m)) => operand::bad_argument(v, off, d.ins.op, index, m.arg_count),
+        (fx::var::LOCAL, Some(count), _) => operand::bad_local(v, off, d.op, index, count),
+        (fx::var::ARG, _, Some(m)) => operand::bad_argument(v, off, d.op, index, m.arg_count),
         _ => {}
     }
 }
@@ -310,16 +352,17 @@ pub(super) fn resolve_targets(v: &mut Verifier, code: &[u8]) {
         let Some((fb, fk)) = resolve_from(v, code, b, k) else {
             return;
         };
-        let ins = v.ins[v.branches[fb] as usize];
-        let off = if ins.op == Opcode::Switch {
-            v.targets_in(code).switch_offset(&ins, fk)
+        let i = v.branches[fb] as usize;
+        let (ins, at) = (v.ins[i], v.offs[i]);
+        let off = if ins.op() == Opcode::Switch {
+            v.targets_in(code).switch_offset(&ins, at, fk)
         } else {
-            v.targets_in(code).branch_offset(&ins)
+            v.targets_in(code).branch_offset(&ins, at)
         };
         if off == NONE {
-            bad_branch(v, ins);
+            bad_branch(v, ins, at);
         } else {
-            bad_jump_target(v, ins, off);
+            bad_jump_target(v, ins, at, off);
         }
         (b, k) = (fb, fk + 1);
     }
@@ -338,60 +381,78 @@ fn resolve_from(
     let (n, code_len) = (v.n, v.code_len);
     let Verifier {
         ins,
+        offs,
         starts,
         branches,
         nb,
         ..
     } = v;
-    let ins = &mut ins[..n];
+    let (ins, offs) = (&mut ins[..n], &offs[..n]);
     for (b, &i) in branches[..*nb].iter().enumerate().skip(from) {
         let i = i as usize;
-        let x = ins[i];
+        let (x, at) = (ins[i], offs[i]);
         let first = if b == from { resume } else { 0 };
-        let view = super::Targets { code, starts };
-        let switch = x.op == Opcode::Switch;
-        let count = view.count(&x);
-        for k in first..count {
-            // `NONE` for targets outside the code.
-            let off = if switch {
-                view.switch_offset(&x, k)
-            } else {
-                view.branch_offset(&x)
-            };
-            let t = match starts.get(off) {
-                Some(t) if (off as usize) < code_len => t,
-                _ => return Some((b, k)),
-            };
-            if ins[t as usize].flags & flag::AFTER_PREFIX != 0 {
-                return Some((b, k));
+        if x.op() == Opcode::Switch {
+            // The table is read once (the decoder checked that it lies in the code).
+            let count = x.operand(at, code);
+            let table = crate::instr::SwitchTable::new(code, at as usize, count);
+            for (k, t) in table.targets().enumerate().skip(first) {
+                if !mark_target(ins, starts, target_offset(t, code_len), i) {
+                    return Some((b, k));
+                }
             }
-            ins[t as usize].flags |= if t as usize > i {
-                flag::JOIN | flag::FORWARD_TARGET
-            } else {
-                flag::JOIN
-            };
+        } else if first == 0 {
+            let off = super::Targets { code, starts }.branch_offset(&x, at);
+            if !mark_target(ins, starts, off, i) {
+                return Some((b, 0));
+            }
         }
     }
     None
 }
 
+/// Marks the instruction at byte `off` as reached by a branch from instruction `from`;
+/// false (and nothing marked) if `off` is outside the code (`NONE`), not an instruction start
+/// or after a prefix.
+#[inline(always)]
+fn mark_target(ins: &mut [Ins], starts: &super::StartIndex, off: u32, from: usize) -> bool {
+    let Some(t) = starts.get(off) else {
+        return false;
+    };
+    let Some(x) = ins.get_mut(t as usize) else {
+        return false;
+    };
+    if x.flags & flag::AFTER_PREFIX != 0 {
+        return false;
+    }
+    x.flags |= if t as usize > from {
+        flag::JOIN | flag::FORWARD_TARGET
+    } else {
+        flag::JOIN
+    };
+    true
+}
+
 #[cold]
 #[inline(never)]
-fn bad_branch(v: &mut Verifier, ins: Ins) {
+fn bad_branch(v: &mut Verifier, ins: Ins, at: u32) {
     v.report(
         Code::BadBranch,
-        ins.off,
-        format!("{} targets a location outside the code", ins.op),
+        at,
+        format!("{} targets a location outside the code", ins.op()),
     );
 }
 
 #[cold]
 #[inline(never)]
-fn bad_jump_target(v: &mut Verifier, ins: Ins, off: u32) {
+fn bad_jump_target(v: &mut Verifier, ins: Ins, at: u32, off: u32) {
     v.report(
         Code::BadJumpTarget,
-        ins.off,
-        format!("{} targets IL_{off:04x}, not an instruction start", ins.op),
+        at,
+        format!(
+            "{} targets IL_{off:04x}, not an instruction start",
+            ins.op()
+        ),
     );
 }
 
@@ -471,24 +532,27 @@ fn prefix_code(prefix: Opcode) -> Code {
 /// `tail.` call must be followed by `ret` and lie outside protected regions.
 #[inline]
 pub(super) fn check_prefixes(v: &mut Verifier, code: &[u8], eh_ok: bool) {
-    // Most bodies have no prefix: look for the first before setting up the pass.
-    let (ins, special) = (&v.ins, &v.special[..v.ns]);
-    if let Some(first) = special
+    // Most bodies have no prefix: the decoder says, and otherwise the first is looked for
+    // before the pass is set up.
+    if !v.prefixed {
+        return;
+    }
+    if let Some(first) = v.ins[..v.n]
         .iter()
-        .position(|&i| ins[i as usize].fx().flow == Flow::Prefix)
+        .position(|x| x.fx().flow == Flow::Prefix)
     {
         prefixes_from(v, code, first, eh_ok);
     }
 }
 
-/// [`check_prefixes`] from `v.special[first]`, the first prefix.
+/// [`check_prefixes`] from instruction `first`, the first prefix. Offsets are looked up for
+/// findings and `tail.` calls only (the offsets list may have been let go).
 #[inline(never)]
 fn prefixes_from(v: &mut Verifier, code: &[u8], first: usize, eh_ok: bool) {
     let n = v.n;
     // Resume point: prefixes already handled as part of an earlier run.
-    let mut next = 0;
-    for s in first..v.ns {
-        let i = v.special[s] as usize;
+    let mut next = first;
+    for i in first..n {
         if i < next || v.ins[i].fx().flow != Flow::Prefix {
             continue;
         }
@@ -498,19 +562,19 @@ fn prefixes_from(v: &mut Verifier, code: &[u8], first: usize, eh_ok: bool) {
             j += 1;
         }
         if j == n {
-            let off = v.ins[i].off;
+            let off = v.offset_of(i);
             v.report(
                 Code::MethodEnd,
                 off,
-                format!("{} is not followed by an instruction", v.ins[i].op),
+                format!("{} is not followed by an instruction", v.ins[i].op()),
             );
             return;
         }
-        let target = v.ins[j].op;
+        let target = v.ins[j].op();
         for k in i..j {
-            let p = v.ins[k].op;
+            let p = v.ins[k].op();
             if !prefix_allows(p, target) {
-                let off = v.ins[k].off;
+                let off = v.offset_of(k);
                 v.report(prefix_code(p), off, format!("{p} cannot prefix {target}"));
             } else if p == Opcode::Tail {
                 check_tail_call(v, code, k, j, eh_ok);
@@ -523,16 +587,16 @@ fn prefixes_from(v: &mut Verifier, code: &[u8], first: usize, eh_ok: bool) {
 /// III.2.4: `tail. call…` is immediately followed by `ret` (a `br` to a `ret` is accepted, as
 /// runtimes do) and transfers control from outside any protected region.
 fn check_tail_call(v: &mut Verifier, code: &[u8], prefix: usize, call: usize, eh_ok: bool) {
-    let off = v.ins[prefix].off;
+    let off = v.offset_of(prefix);
     let ins = &v.ins[..v.n];
     let targets = v.targets_in(code);
-    let is_ret = |i: usize| ins.get(i).is_some_and(|x| x.op == Opcode::Ret);
+    let is_ret = |i: usize| ins.get(i).is_some_and(|x| x.op() == Opcode::Ret);
     let next = call + 1;
     let ok = is_ret(next)
         || ins.get(next).is_some_and(|x| {
-            matches!(x.op, Opcode::Br | Opcode::Br_S)
+            matches!(x.op(), Opcode::Br | Opcode::Br_S)
                 // A `br`'s one target.
-                && is_ret(targets.get(ins, x, 0) as usize)
+                && is_ret(targets.get(ins, x, v.offset_of(next), 0) as usize)
         });
     if !ok {
         v.report(
@@ -566,13 +630,12 @@ pub(super) fn check_transfers(v: &mut Verifier, code: &[u8], clauses: &Clauses<'
     } else {
         // No regions: only the placement rules and the end of the code apply, and of those
         // only the handler instructions' (`ret`, `jmp` and prefixes are fine outside regions).
-        for s in 0..v.ns {
-            let i = v.special[s] as usize;
+        for i in 0..v.n {
             if matches!(
-                v.ins[i].op,
+                v.ins[i].op(),
                 Opcode::Endfinally | Opcode::Rethrow | Opcode::Endfilter
             ) {
-                placement(v, i, clauses, eh_ok);
+                placement(v, i, v.offset_of(i), clauses, eh_ok);
             }
         }
     }
@@ -581,7 +644,7 @@ pub(super) fn check_transfers(v: &mut Verifier, code: &[u8], clauses: &Clauses<'
         return;
     };
     if !last.fx().flow.ends_block() && last.fx().flow != Flow::Prefix {
-        fallthrough_at_end(v, last.off);
+        fallthrough_at_end(v, v.offset_of(v.n - 1));
     }
 }
 
@@ -596,93 +659,90 @@ fn fallthrough_at_end(v: &mut Verifier, off: u32) {
 }
 
 /// [`check_transfers`] for a body with regions. Only branches, special instructions and the
-/// last instruction before a region boundary can break a rule; they are visited in code order
-/// (as a scan of every instruction would), so findings come in the same order.
+/// last instruction before a region boundary (its innermost region is not the next one's: control
+/// can only cross into or out of a region from such an instruction) can break a rule. They are
+/// found by a walk over the instructions in code order, which lists of them would take more
+/// memory than. Their offsets come from the offsets list, or, where it was let go (a large
+/// body), are followed along the start index.
 #[inline(never)]
 fn transfers_in_regions(v: &mut Verifier, code: &[u8], clauses: &Clauses<'_>, eh_ok: bool) {
     let n = v.n;
-    let (mut b, mut s) = (0, 0);
-    let mut e = next_boundary(&v.region[..n], 0);
-    loop {
-        let next = |list: &[u32], k: usize| list.get(k).map_or(u32::MAX, |&i| i);
-        let (branches, special) = (&v.branches[..v.nb], &v.special[..v.ns]);
-        let i = next(branches, b).min(next(special, s)).min(e);
-        if i as usize >= n {
-            break;
+    let listed = v.offs.len() >= n;
+    // Where instruction `i` starts (the first at 0), followed when not listed.
+    let mut at = 0;
+    for i in 0..n {
+        let boundary = i + 1 < n && v.region[i] != v.region[i + 1];
+        if v.ins[i].fx().kind & (fx::TARGETS | fx::SPECIAL) != 0 || boundary {
+            let here = if listed { v.offs[i] } else { at };
+            transfers_from(v, code, clauses, i, here, eh_ok);
+            if v.stop() {
+                break;
+            }
         }
-        b += (next(branches, b) == i) as usize;
-        s += (next(special, s) == i) as usize;
-        if e == i {
-            e = next_boundary(&v.region[..n], i as usize + 1);
-        }
-        transfers_from(v, code, clauses, i as usize, eh_ok);
-        if v.stop() {
-            break;
+        if !listed {
+            at = v.starts.next_after(at).unwrap_or(v.code_len as u32);
         }
     }
 }
 
-/// The first instruction from `from` on that is the last before a region boundary (its
-/// innermost region is not the next one's), or `u32::MAX`: control can only cross into or out
-/// of a region from such an instruction. A scan of the region table, which a list of the
-/// nodes' bounds would take more memory than.
-fn next_boundary(region: &[u32], from: usize) -> u32 {
-    region
-        .get(from..)
-        .and_then(|rest| rest.windows(2).position(|w| w[0] != w[1]))
-        .map_or(u32::MAX, |k| (from + k) as u32)
-}
-
-/// The region rules for instruction `i`: its branch targets, its placement, and its fall
-/// through into the next instruction.
-fn transfers_from(v: &mut Verifier, code: &[u8], clauses: &Clauses<'_>, i: usize, eh_ok: bool) {
+/// The region rules for instruction `i`, which starts at byte `at`: its branch targets, its
+/// placement, and its fall through into the next instruction.
+fn transfers_from(
+    v: &mut Verifier,
+    code: &[u8],
+    clauses: &Clauses<'_>,
+    i: usize,
+    at: u32,
+    eh_ok: bool,
+) {
     let n = v.n;
     let ins = v.ins[i];
     if ins.fx().kind & fx::TARGETS != 0 {
-        let kind = if matches!(ins.op, Opcode::Leave | Opcode::Leave_S) {
+        let kind = if matches!(ins.op(), Opcode::Leave | Opcode::Leave_S) {
             Transfer::Leave
         } else {
             Transfer::Branch
         };
-        let count = v.targets_in(code).count(&ins);
+        let count = v.targets_in(code).count(&ins, at);
         for k in 0..count {
-            let t = v.targets_in(code).get(&v.ins, &ins, k);
-            if t != NONE && transfer(v, clauses, i, t as usize, kind) {
+            let t = v.targets_in(code).get(&v.ins, &ins, at, k);
+            if t != NONE && transfer(v, clauses, (i, at), t as usize, kind) {
                 break;
             }
         }
     }
     if ins.fx().kind & fx::SPECIAL != 0 {
-        placement(v, i, clauses, eh_ok);
+        placement(v, i, at, clauses, eh_ok);
     }
     let r = v.region_of(i);
     if i + 1 < n && !ins.fx().flow.ends_block() && r != v.region_of(i + 1) {
         // A filter that does not end in endfilter is reported once, by the table rules.
         let filter_end = r != NONE && {
             let node = &v.nodes[r as usize];
-            node.kind == RegionKind::Filter && v.end_of(node, clauses) == i as u32 + 1
+            node.kind() == RegionKind::Filter && v.end_of(node, clauses) == i as u32 + 1
         };
         if !filter_end {
-            transfer(v, clauses, i, i + 1, Transfer::Fallthrough);
+            transfer(v, clauses, (i, at), i + 1, Transfer::Fallthrough);
         }
     }
 }
 
-/// Where `ret`, `jmp`, `endfinally`, `endfilter` and `rethrow` may appear.
-fn placement(v: &mut Verifier, i: usize, clauses: &Clauses<'_>, eh_ok: bool) {
+/// Where `ret`, `jmp`, `endfinally`, `endfilter` and `rethrow` may appear: instruction `i`,
+/// at byte `at`.
+fn placement(v: &mut Verifier, i: usize, at: u32, clauses: &Clauses<'_>, eh_ok: bool) {
     let ins = v.ins[i];
-    match ins.op {
+    match ins.op() {
         Opcode::Ret | Opcode::Jmp => {
             let r = v.region_of(i);
             if r != NONE {
                 let node = v.nodes[r as usize];
-                let (code, what) = match node.kind {
+                let (code, what) = match node.kind() {
                     RegionKind::Try => (Code::ReturnFromTry, "try"),
                     RegionKind::Filter => (Code::ReturnFromFilter, "filter"),
                     _ => (Code::ReturnFromHandler, "handler"),
                 };
-                let msg = format!("{} inside a {what}", ins.op);
-                v.report_clause(code, ins.off, msg, node.min_clause, None);
+                let msg = format!("{} inside a {what}", ins.op());
+                v.report_clause(code, at, msg, node.min_clause(), None);
             }
         }
         Opcode::Endfinally
@@ -694,7 +754,7 @@ fn placement(v: &mut Verifier, i: usize, clauses: &Clauses<'_>, eh_ok: bool) {
         {
             v.report(
                 Code::Endfinally,
-                ins.off,
+                at,
                 "endfinally outside a finally or fault handler".into(),
             );
         }
@@ -705,22 +765,18 @@ fn placement(v: &mut Verifier, i: usize, clauses: &Clauses<'_>, eh_ok: bool) {
                     Some(RegionKind::Catch | RegionKind::FilterHandler)
                 ) =>
         {
-            v.report(
-                Code::Rethrow,
-                ins.off,
-                "rethrow outside a catch handler".into(),
-            );
+            v.report(Code::Rethrow, at, "rethrow outside a catch handler".into());
         }
         Opcode::Endfilter if eh_ok => {
             let r = v.region_of(i);
             let ok = r != NONE && {
                 let node = &v.nodes[r as usize];
-                node.kind == RegionKind::Filter && v.end_of(node, clauses) == i as u32 + 1
+                node.kind() == RegionKind::Filter && v.end_of(node, clauses) == i as u32 + 1
             };
             if !ok {
                 v.report(
                     Code::Endfilter,
-                    ins.off,
+                    at,
                     "endfilter other than at the end of a filter".into(),
                 );
             }
@@ -735,17 +791,17 @@ fn placement(v: &mut Verifier, i: usize, clauses: &Clauses<'_>, eh_ok: bool) {
 fn enclosing_handler(v: &Verifier, i: usize) -> Option<RegionKind> {
     let r = v.region_of(i);
     let node = v.nodes.get(r as usize)?;
-    if node.kind == RegionKind::Filter {
+    if node.kind() == RegionKind::Filter {
         // A filter's shortcuts look through it.
         return Some(RegionKind::Filter);
     }
     v.nodes
         .get(stops(&v.nodes, r).handler as usize)
-        .map(|n| n.kind)
+        .map(|n| n.kind())
 }
 
-/// Checks one transfer from instruction `from` to `to` against the rules for leaving and
-/// entering regions. Returns true if it reported.
+/// Checks one transfer from instruction `from` (at byte `from_at`) to `to` against the rules for
+/// leaving and entering regions. Returns true if it reported.
 ///
 /// Regions fall into three classes, checked one after another and each on its own (as
 /// ILVerify checks them), so that one transfer may break a rule of each: tries, filters, and
@@ -767,7 +823,7 @@ fn enclosing_handler(v: &Verifier, i: usize) -> Option<RegionKind> {
 fn transfer(
     v: &mut Verifier,
     clauses: &Clauses<'_>,
-    from: usize,
+    (from, from_at): (usize, u32),
     to: usize,
     kind: Transfer,
 ) -> bool {
@@ -815,9 +871,9 @@ fn transfer(
     let mut reported = false;
     for (node, entry) in crossed.into_iter().flatten() {
         let code = if entry {
-            Some(entry_code(kind, node.kind))
+            Some(entry_code(kind, node.kind()))
         } else {
-            exit_code(kind, node.kind)
+            exit_code(kind, node.kind())
         };
         let Some(code) = code else {
             continue;
@@ -826,19 +882,19 @@ fn transfer(
             format!(
                 "{} enters the {} starting at IL_{:04x} at IL_{:04x}",
                 describe(v, from, kind),
-                node.kind,
+                node.kind(),
                 block(&node, clauses).0,
-                v.ins[to].off
+                v.offset_of(to)
             )
         } else {
             format!(
                 "{} leaves the {} starting at IL_{:04x}",
                 describe(v, from, kind),
-                node.kind,
+                node.kind(),
                 block(&node, clauses).0
             )
         };
-        v.report_clause(code, v.ins[from].off, msg, node.min_clause, None);
+        v.report_clause(code, from_at, msg, node.min_clause(), None);
         reported = true;
     }
     reported
@@ -848,7 +904,7 @@ fn describe(v: &Verifier, from: usize, kind: Transfer) -> String {
     if kind == Transfer::Fallthrough {
         "control falls through and".to_string()
     } else {
-        v.ins[from].op.to_string()
+        v.ins[from].op().to_string()
     }
 }
 
@@ -906,7 +962,7 @@ fn try_entered_inside(v: &Verifier, clauses: &Clauses<'_>, r: u32, to: usize) ->
 /// The filter, if `r` is one.
 fn filter_at(v: &Verifier, r: u32) -> u32 {
     match v.nodes.get(r as usize) {
-        Some(n) if n.kind == RegionKind::Filter => r,
+        Some(n) if n.kind() == RegionKind::Filter => r,
         _ => NONE,
     }
 }

@@ -768,30 +768,44 @@ impl fmt::Display for Diagnostic {
 /// Marks "no instruction", "no region" and "no depth yet".
 pub(crate) const NONE: u32 = u32::MAX;
 
-/// One decoded instruction, compactly: 8 bytes, since the full passes hold one per
-/// instruction. The opcode's facts are looked up by opcode ([`Ins::fx`]), and the operands the
-/// passes after decoding need (a callee's token, a `switch`'s count, a branch's target) are
-/// read again from the code ([`Ins::operand`], [`Targets`]), rather than kept.
+/// One decoded instruction, compactly: 2 bytes, since the full passes hold one per
+/// instruction. The opcode is kept as its one-byte number ([`fx::id`]) and its facts are
+/// looked up by it ([`Ins::fx`]); its offset is kept apart (`Verifier::offs`, which the region
+/// rules do without); the operands the passes after decoding need (a callee's token, a
+/// `switch`'s count, a branch's target) are read again from the code ([`Ins::operand`],
+/// [`Targets`]), rather than kept.
 #[derive(Clone, Copy, Debug)]
 #[repr(C)]
 struct Ins {
-    off: u32,
-    op: Opcode,
-    flags: u16,
+    /// The opcode's number, [`fx::id`].
+    id: u8,
+    /// [`flag`]s.
+    flags: u8,
 }
 
+// An instruction stays 2 bytes, and a decode table entry 32.
+const _: () = assert!(std::mem::size_of::<Ins>() == 2);
+const _: () = assert!(std::mem::size_of::<fx::Dec>() == 32);
+
 impl Ins {
+    /// The opcode.
+    #[inline(always)]
+    fn op(&self) -> Opcode {
+        fx::OPS[self.id as usize]
+    }
+
     /// The opcode's facts.
     #[inline(always)]
     fn fx(&self) -> Fx {
-        fx::of(self.op)
+        fx::FX[self.id as usize]
     }
 
-    /// The four bytes after the opcode in `code` (the code it was decoded from): a token, a
-    /// `switch`'s count, a long branch's displacement; 0 if they are not there.
+    /// The four bytes after the opcode in `code` (the code it was decoded from), where the
+    /// instruction starts at byte `off`: a token, a `switch`'s count, a long branch's
+    /// displacement; 0 if they are not there.
     #[inline]
-    fn operand(&self, code: &[u8]) -> u32 {
-        let at = self.off as usize + fx::dec(self.op).shift as usize / 8;
+    fn operand(&self, off: u32, code: &[u8]) -> u32 {
+        let at = off as usize + fx::opcode_len(self.id);
         match code.get(at..at + 4) {
             Some(b) => u32::from_le_bytes([b[0], b[1], b[2], b[3]]),
             None => 0,
@@ -808,13 +822,16 @@ struct Fx {
     /// Items pushed, or [`fx::SIG`].
     pushes: u8,
     flow: Flow,
-    /// [`fx::TARGETS`], [`fx::SPECIAL`].
+    /// [`fx::TARGETS`], [`fx::SPECIAL`], ….
     kind: u8,
 }
 
 mod fx {
     use super::{Fx, Ins};
     use crate::opcode::{ALL, Flow, Opcode, OperandKind, Pops, Pushes};
+
+    /// The last one-byte opcode's byte; [`id`] numbers the `FE xx` opcodes after it.
+    const LAST_ONE_BYTE: u8 = 0xE0;
 
     pub const POP_ALL: u8 = 255;
     pub const SIG: u8 = 254;
@@ -831,32 +848,50 @@ mod fx {
     /// A call, `newobj` or `calli` without placement rules: falls through, with pops and
     /// pushes from the callee's signature.
     pub const CALL: u8 = 16;
+    /// A branch with a one-byte displacement.
+    pub const BR8: u8 = 32;
 
-    /// Where `op` is in [`DEC`] and [`FX`]: its low byte, plus 256 for the `FE xx` opcodes.
-    #[inline(always)]
-    fn key(op: Opcode) -> usize {
+    /// The one-byte number of opcode `op`: a one-byte opcode's byte (at most
+    /// [`LAST_ONE_BYTE`]), and for `FE xx` the numbers after it (`xx` is at most `1E`, so
+    /// they end at `FF`; the tables below fail to build otherwise).
+    pub const fn id(op: Opcode) -> u8 {
         let code = op as u16;
-        (code as u8 as usize) | ((code >> 15) as usize) << 8
+        if code >> 8 == 0xFE {
+            LAST_ONE_BYTE + 1 + code as u8
+        } else {
+            code as u8
+        }
     }
 
-    /// The facts of opcode `op`.
+    /// The bytes of the opcode numbered `id` ([`id`]): 1, or 2 for `FE xx`.
     #[inline(always)]
-    pub fn of(op: Opcode) -> Fx {
-        FX[key(op)]
+    pub fn opcode_len(id: u8) -> usize {
+        1 + (id > LAST_ONE_BYTE) as usize
     }
 
-    /// The decode table's entry for opcode `op`.
-    #[inline(always)]
-    pub fn dec(op: Opcode) -> &'static Dec {
-        &DEC[key(op)]
-    }
-
-    /// Every opcode's facts, indexed like [`DEC`] (undefined encodings hold `nop`'s).
-    static FX: [Fx; 512] = {
-        let mut t = [DEC[0].fx; 512];
+    /// Every opcode by its number ([`id`]); unused numbers hold `nop`.
+    pub static OPS: [Opcode; 256] = {
+        let mut t = [Opcode::Nop; 256];
         let mut i = 0;
-        while i < 512 {
-            t[i] = DEC[i].fx;
+        while i < ALL.len() {
+            let code = ALL[i].opcode as u16;
+            assert!(if code >> 8 == 0xFE {
+                code & 0xFF < 0xFF - LAST_ONE_BYTE as u16
+            } else {
+                code <= LAST_ONE_BYTE as u16
+            });
+            t[id(ALL[i].opcode) as usize] = ALL[i].opcode;
+            i += 1;
+        }
+        t
+    };
+
+    /// Every opcode's facts by its number ([`id`]); unused numbers hold `nop`'s.
+    pub static FX: [Fx; 256] = {
+        let mut t = [facts(0); 256];
+        let mut i = 0;
+        while i < ALL.len() {
+            t[id(ALL[i].opcode) as usize] = facts(i);
             i += 1;
         }
         t
@@ -896,6 +931,7 @@ mod fx {
         ) || matches!(code, 0x02..=0x0D);
         let plain = !targets && !special && !info.flow.ends_block() && pops < SIG && pushes < SIG;
         let call = !targets && !special && !info.flow.ends_block() && pops == SIG;
+        let br8 = matches!(info.operand, OperandKind::ShortBrTarget);
         Fx {
             pops,
             pushes,
@@ -904,7 +940,8 @@ mod fx {
                 | (special as u8 * SPECIAL)
                 | (operand as u8 * OPERAND)
                 | (plain as u8 * PLAIN)
-                | (call as u8 * CALL),
+                | (call as u8 * CALL)
+                | (br8 as u8 * BR8),
         }
     }
 
@@ -941,6 +978,9 @@ mod fx {
     pub struct Dec {
         /// The instruction with its opcode filled in; the decoder sets the rest.
         pub ins: Ins,
+        /// The opcode, for the paths that need it as an [`Opcode`] (one load, where the
+        /// instruction's number would take two).
+        pub op: Opcode,
         /// The opcode's facts.
         pub fx: Fx,
         /// The operand bits the decoder checks (a local or argument index, a token; 0 when
@@ -974,10 +1014,10 @@ mod fx {
     pub static DEC: [Dec; 512] = {
         let mut t = [Dec {
             ins: Ins {
-                off: 0,
-                op: Opcode::Nop,
+                id: id(Opcode::Nop),
                 flags: 0,
             },
+            op: Opcode::Nop,
             fx: Fx {
                 pops: 0,
                 pushes: 0,
@@ -1053,10 +1093,10 @@ mod fx {
             };
             t[key] = Dec {
                 ins: Ins {
-                    off: 0,
-                    op: info.opcode,
+                    id: id(info.opcode),
                     flags: 0,
                 },
+                op: info.opcode,
                 fx: facts(i),
                 mask: match arg {
                     arg::U8 => 0xFF,
@@ -1091,17 +1131,22 @@ mod fx {
 /// Per-instruction flags.
 mod flag {
     /// Follows a prefix: not a valid branch target or region boundary.
-    pub const AFTER_PREFIX: u16 = 1 << 0;
+    pub const AFTER_PREFIX: u8 = 1 << 0;
     /// Target of a branch from an earlier instruction.
-    pub const FORWARD_TARGET: u16 = 1 << 1;
+    pub const FORWARD_TARGET: u8 = 1 << 1;
     /// First instruction of a handler or filter.
-    pub const HANDLER_START: u16 = 1 << 2;
+    pub const HANDLER_START: u8 = 1 << 2;
     /// Prefixed by `tail.`.
-    pub const TAIL: u16 = 1 << 3;
+    pub const TAIL: u8 = 1 << 3;
     /// May be reached other than by falling through from the instruction before: a branch
     /// target or the first instruction of a region. The stack dataflow records and compares
     /// depths only at these.
-    pub const JOIN: u16 = 1 << 4;
+    pub const JOIN: u8 = 1 << 4;
+    /// First instruction of a catch handler, filter or filter handler: the stack holds the
+    /// exception object there (with [`HANDLER_START`]).
+    pub const RECEIVES_EXCEPTION: u8 = 1 << 5;
+    /// First instruction of a try.
+    pub const TRY_START: u8 = 1 << 6;
 }
 
 /// Facts about the method gathered once per run.
@@ -1193,13 +1238,17 @@ pub struct Verifier {
     /// them by index.
     ins: Vec<Ins>,
     n: usize,
-    /// `special[..ns]`: indices of instructions with [`fx::SPECIAL`] placement rules.
-    special: Vec<u32>,
-    ns: usize,
-    /// `branches[..nb]`: indices of instructions with branch or switch targets. This and
-    /// `special` may be let go (their counts stay) once the region rules are done with them.
+    /// Where each instruction starts: `offs[..n]`, grown with `ins`. Let go (when large) while
+    /// the region rules run, which read offsets off the start index instead, and filled again
+    /// from it for the passes after; read through [`Verifier::offset_of`] where it may be
+    /// missing.
+    offs: Vec<u32>,
+    /// `branches[..nb]`: indices of instructions with branch or switch targets, for
+    /// `flow::resolve_targets`; may be let go after it (the count stays).
     branches: Vec<u32>,
     nb: usize,
+    /// Whether the decoded code has a prefix.
+    prefixed: bool,
     /// Token operands of the body, checked in batches by [`Resolver::tokens_pass`].
     tokens: Vec<(OperandKind, u32)>,
     /// Instruction index by byte offset, read through [`Verifier::index_at`].
@@ -1209,7 +1258,11 @@ pub struct Verifier {
     depth: Vec<u32>,
     /// Innermost region per instruction; empty when the body has no regions.
     region: Vec<u32>,
+    /// The region tree; let go (when large) before the stack dataflow, which finds handler
+    /// and try starts by their flags.
     nodes: Vec<eh::Node>,
+    /// Whether the last body has regions and a sound table (its tree was built).
+    regions: bool,
     try_node: Vec<u32>,
     open: Vec<u32>,
     work: Vec<u32>,
@@ -1327,16 +1380,6 @@ impl Verifier {
         }
     }
 
-    /// Lets the per-instruction lists' room past this body's entries go.
-    fn trim_lists(&mut self) {
-        self.ins.truncate(self.n);
-        self.ins.shrink_to_fit();
-        self.branches.truncate(self.nb);
-        self.branches.shrink_to_fit();
-        self.special.truncate(self.ns);
-        self.special.shrink_to_fit();
-    }
-
     /// Findings of the last run.
     pub fn diagnostics(&self) -> &[Diagnostic] {
         &self.out.diags
@@ -1372,11 +1415,11 @@ impl Verifier {
     ) {
         let code = &buf[..len.min(buf.len())];
         self.n = 0;
-        self.ns = 0;
         self.nb = 0;
         self.starts.bits.clear();
         self.region.clear();
         self.nodes.clear();
+        self.regions = false;
         self.out.diags.clear();
         self.incomplete = false;
         self.max = 0;
@@ -1407,15 +1450,18 @@ impl Verifier {
             // full passes.
             self.single.release_large();
         }
-        if !flow::decode(self, buf, code.len(), &ctx, resolver) || self.stop() {
+        // A large body with regions has its instructions counted first, so that the decoder
+        // makes its lists once, at their size: grown, they would leave the room they grew
+        // ahead of the code resident (growing writes every entry) and the blocks they grew
+        // out of as holes, and the region passes hold as much again beside them. (Without
+        // regions the passes after add little: the walk would be time for nothing.)
+        let sizes = if code.len() > RELEASE_OVER && !clauses.is_empty() {
+            flow::count(buf, code.len())
+        } else {
+            None
+        };
+        if !flow::decode(self, buf, code.len(), sizes, &ctx, resolver) || self.stop() {
             return;
-        }
-        if code.len() > RELEASE_OVER && !clauses.is_empty() {
-            // The decoder's buffers grew ahead of the code; their unused room is resident
-            // (growing writes every entry), and the region passes hold as much again beside
-            // them. (Without regions the passes after add little, and the room given back
-            // would only be a hole the allocator keeps resident.)
-            self.trim_lists();
         }
         // Straight-line code without regions (most bodies) skips these passes and their setup.
         if self.nb != 0 {
@@ -1424,24 +1470,34 @@ impl Verifier {
                 return;
             }
         }
+        // The passes after it read branches off the instructions.
+        eh::release_large(&mut self.branches);
+        if !clauses.is_empty() && self.offs.capacity() > eh::KEEP_LARGEST {
+            // The region rules walk the start index instead: they hold the most. The list's
+            // buffer serves the region tree's sweep.
+            eh::hand_over(&mut self.offs, &mut self.try_node);
+        }
         let eh_ok = clauses.is_empty() || eh::check(self, code.len(), clauses, resolver);
+        self.regions = !self.nodes.is_empty();
         if self.stop() {
             return;
         }
         flow::check_prefixes(self, code, eh_ok);
         flow::check_transfers(self, code, clauses, eh_ok);
-        // The passes after these do not look at regions per instruction, nor at the lists of
-        // branches and special instructions (their counts stay).
-        eh::release_large(&mut self.region);
-        eh::release_large(&mut self.branches);
-        eh::release_large(&mut self.special);
+        // The passes after these do not look at regions per instruction, nor at the tree. The
+        // region table's buffer serves the depths.
+        eh::hand_over(&mut self.region, &mut self.depth);
+        eh::release_large(&mut self.nodes);
         if self.stop() {
             return;
+        }
+        if self.offs.len() < self.n {
+            self.starts.fill_offsets(&mut self.offs, self.n);
         }
         stack::run(self, code, clauses, &ctx, resolver, eh_ok);
         // Only a body with findings pays for saying how paths reach a join.
         if !self.out.first_only && !self.out.diags.is_empty() {
-            arrivals::explain(self, code, clauses, resolver);
+            arrivals::explain(self, code, resolver);
         }
         if !self.out.first_only && self.out.diags.len() > 1 {
             self.out.diags.sort_by_key(|d| (d.offset, d.code));
@@ -1495,6 +1551,19 @@ impl Verifier {
         self.starts.get(off).unwrap_or(NONE)
     }
 
+    /// Where instruction `i` starts (the code's length for `n`): from the offsets list, or,
+    /// while the region rules run without it, a search of the start index (for findings).
+    fn offset_of(&self, i: usize) -> u32 {
+        if self.offs.len() >= self.n {
+            if let Some(&off) = self.offs[..self.n].get(i) {
+                return off;
+            }
+        } else if let Some(off) = self.starts.offset_of(i as u32) {
+            return off;
+        }
+        self.code_len as u32
+    }
+
     /// The first instruction of region node `node` (of a tree built from `clauses`).
     fn first_of(&self, node: &eh::Node, clauses: &Clauses<'_>) -> u32 {
         self.index_at(eh::block(node, clauses).0)
@@ -1515,8 +1584,8 @@ impl Verifier {
 const COUNT_OVER: usize = 1 << 20;
 
 /// Code with fewer instructions than one per this many bytes is sparse: the full passes hold
-/// about 16 bytes an instruction (the instruction, its depth, its share of the start index and
-/// of the branch lists), the single pass two bytes a byte of code.
+/// about 12 bytes an instruction (the instruction, its offset, its depth, its share of the
+/// start index and of the branch list), the single pass two bytes a byte of code.
 const SPARSE: usize = 16;
 
 /// Whether `buf[..len]` is longer than [`COUNT_OVER`] and has fewer instructions than one per
@@ -1528,27 +1597,12 @@ fn sparse(buf: &[u8], len: usize) -> bool {
         return false;
     }
     let most = len / SPARSE;
-    let (mut pos, mut n) = (0, 0);
-    while pos < len {
-        if n > most {
-            return false;
-        }
-        let w = flow::window(buf, pos);
-        let Some(d) = flow::entry(w, len - pos) else {
-            return false;
-        };
-        let mut next = pos + d.len as usize;
-        if d.arg == fx::arg::SWITCH {
-            let count = (w >> 8) as u32 as usize;
-            if count > (len - next) / 4 {
-                return false;
-            }
-            next += 4 * count;
-        }
-        pos = next;
+    let mut n = 0;
+    flow::walk_lengths(buf, len, |_| {
+        let more = n <= most;
         n += 1;
-    }
-    true
+        more
+    })
 }
 
 /// Code longer than this leaves no buffers behind after [`Verifier::release_large`].
@@ -1565,12 +1619,13 @@ struct Targets<'a> {
     starts: &'a StartIndex,
 }
 
+/// Where these methods are told a branching instruction `x` starts: at byte `at`.
 impl Targets<'_> {
     /// How many targets branching instruction `x` has.
     #[inline]
-    fn count(&self, x: &Ins) -> usize {
-        if x.op == Opcode::Switch {
-            x.operand(self.code) as usize
+    fn count(&self, x: &Ins, at: u32) -> usize {
+        if x.op() == Opcode::Switch {
+            x.operand(at, self.code) as usize
         } else {
             1
         }
@@ -1578,21 +1633,25 @@ impl Targets<'_> {
 
     /// The byte offset the branch (not `switch`) `x` jumps to, or [`NONE`] outside the code.
     #[inline]
-    fn branch_offset(&self, x: &Ins) -> u32 {
-        let at = x.off as usize + 1;
+    fn branch_offset(&self, x: &Ins, at: u32) -> u32 {
+        let after_op = at as usize + 1;
         // Branch opcodes are one byte; the decoder checked that the operand is in the code.
-        let (next, disp) = if fx::dec(x.op).arg == fx::arg::BR8 {
-            (at + 1, self.code.get(at).map_or(0, |&b| b as i8 as i64))
+        let (next, disp) = if x.fx().kind & fx::BR8 != 0 {
+            (
+                after_op + 1,
+                self.code.get(after_op).map_or(0, |&b| b as i8 as i64),
+            )
         } else {
-            (at + 4, x.operand(self.code) as i32 as i64)
+            (after_op + 4, x.operand(at, self.code) as i32 as i64)
         };
         flow::target_offset(next as i64 + disp, self.code.len())
     }
 
     /// The byte offset case `k` of the `switch` `x` jumps to, or [`NONE`] outside the code.
     #[inline]
-    fn switch_offset(&self, x: &Ins, k: usize) -> u32 {
-        let table = crate::instr::SwitchTable::new(self.code, x.off as usize, x.operand(self.code));
+    fn switch_offset(&self, x: &Ins, at: u32, k: usize) -> u32 {
+        let count = x.operand(at, self.code);
+        let table = crate::instr::SwitchTable::new(self.code, at as usize, count);
         match table.target(k) {
             Some(t) => flow::target_offset(t, self.code.len()),
             None => NONE,
@@ -1604,12 +1663,35 @@ impl Targets<'_> {
     /// `flow::resolve_targets`, and skipped by the passes after it). `ins` are the decoded
     /// instructions.
     #[inline]
-    fn get(&self, ins: &[Ins], x: &Ins, k: usize) -> u32 {
-        let off = if x.op == Opcode::Switch {
-            self.switch_offset(x, k)
+    fn get(&self, ins: &[Ins], x: &Ins, at: u32, k: usize) -> u32 {
+        let off = if x.op() == Opcode::Switch {
+            self.switch_offset(x, at, k)
         } else {
-            self.branch_offset(x)
+            self.branch_offset(x, at)
         };
+        self.resolve(ins, off)
+    }
+
+    /// Gives `each` every target of branching instruction `x` in order, as [`Self::get`]
+    /// gives them: a `switch`'s table is read once, not once a target (the decoder checked
+    /// that it lies in the code).
+    #[inline]
+    fn each(&self, ins: &[Ins], x: &Ins, at: u32, mut each: impl FnMut(u32)) {
+        if x.op() == Opcode::Switch {
+            let count = x.operand(at, self.code);
+            let table = crate::instr::SwitchTable::new(self.code, at as usize, count);
+            for t in table.targets() {
+                each(self.resolve(ins, flow::target_offset(t, self.code.len())));
+            }
+        } else {
+            each(self.resolve(ins, self.branch_offset(x, at)));
+        }
+    }
+
+    /// The instruction starting at byte `off`, or [`NONE`] if none does or it follows a
+    /// prefix.
+    #[inline]
+    fn resolve(&self, ins: &[Ins], off: u32) -> u32 {
         match self.starts.get(off) {
             Some(t) if ins[t as usize].flags & flag::AFTER_PREFIX == 0 => t,
             _ => NONE,
@@ -1636,18 +1718,18 @@ impl StartIndex {
         self.before.clear();
     }
 
-    /// Indexes the decoded instructions `ins` (in code order) of code `len` bytes long.
-    fn build(&mut self, ins: &[Ins], len: usize) {
+    /// Indexes the instructions starting at `offs` (ascending) in code `len` bytes long.
+    fn build(&mut self, offs: &[u32], len: usize) {
         self.reset(len);
         // Each word is assembled in a register and stored once.
         let (mut k, mut word) = (0, 0u64);
-        for x in ins {
-            let at = (x.off / 64) as usize;
+        for &off in offs {
+            let at = (off / 64) as usize;
             if at != k {
                 self.bits[k] = word;
                 (k, word) = (at, 0);
             }
-            word |= 1 << (x.off % 64);
+            word |= 1 << (off % 64);
         }
         if let Some(w) = self.bits.get_mut(k) {
             *w = word;
@@ -1674,6 +1756,34 @@ impl StartIndex {
         let word = *self.bits.get(k)?;
         let bit = 1u64 << (off % 64);
         (word & bit != 0).then(|| self.before[k] + (word & (bit - 1)).count_ones())
+    }
+
+    /// The first instruction start after byte `off`, if there is one: for walks in code order
+    /// without the offsets list (each step reads the words up to the next start, so a walk
+    /// reads each word once).
+    #[inline]
+    pub(crate) fn next_after(&self, off: u32) -> Option<u32> {
+        let mut k = (off / 64) as usize;
+        // The bits after `off` in its word (two shifts: `off % 64 + 1` may be 64).
+        let mut word = *self.bits.get(k)? & (u64::MAX << (off % 64)) << 1;
+        while word == 0 {
+            k += 1;
+            word = *self.bits.get(k)?;
+        }
+        Some((64 * k) as u32 + word.trailing_zeros())
+    }
+
+    /// Every instruction start in order, into `offs` (cleared first), room made for `count`.
+    fn fill_offsets(&self, offs: &mut Vec<u32>, count: usize) {
+        offs.clear();
+        offs.reserve_exact(count);
+        for (k, &w) in self.bits.iter().enumerate() {
+            let mut word = w;
+            while word != 0 {
+                offs.push((64 * k) as u32 + word.trailing_zeros());
+                word &= word - 1;
+            }
+        }
     }
 
     /// Where instruction `index` starts (after [`Self::count`]): a search, for error paths.

@@ -196,8 +196,8 @@ impl SinglePass {
                     let (pops, pushes) = if fx.kind & fx::PLAIN != 0 {
                         (fx.pops as u32, fx.pushes as u32)
                     } else {
-                        let sig = r.call_sig(e.ins.op, arg)?;
-                        (sig.pops(e.ins.op), sig.pushes(e.ins.op))
+                        let sig = r.call_sig(e.op, arg)?;
+                        (sig.pops(e.op), sig.pushes(e.op))
                     };
                     if d < pops {
                         return None;
@@ -300,7 +300,7 @@ impl Scan<'_> {
         ctx: &Ctx,
         r: &R,
     ) -> Option<usize> {
-        let (fx, op, d) = (e.fx, e.ins.op, self.d);
+        let (fx, op, d) = (e.fx, e.op, self.d);
         // A forward branch expects this depth here (after an unconditional transfer, `d` was
         // taken from it).
         if m & FORWARD != 0 && (m & DEPTH) as u32 != d {

@@ -6,7 +6,6 @@
 //! already known, where the depths must agree. Each instruction is visited once.
 
 use super::clauses::Clauses;
-use super::eh::{self, RegionKind};
 use super::{CallSig, Code, Ctx, Ins, NONE, Out, Resolver, Targets, Verifier, flag, fx};
 use crate::opcode::Opcode;
 
@@ -22,11 +21,12 @@ pub(super) fn run<R: Resolver + ?Sized>(
     // pass updates, so that reporting does not force them to be reloaded.
     let Verifier {
         ins,
+        offs,
         n,
         nb,
         starts,
         depth,
-        nodes,
+        regions,
         work,
         out,
         max,
@@ -35,16 +35,15 @@ pub(super) fn run<R: Resolver + ?Sized>(
     } = v;
     let ins = &ins[..*n];
     let targets = Targets { code, starts };
-    // Region starts are instruction starts (the table rules checked them).
-    let first = |node: &eh::Node| starts.get(eh::block(node, clauses).0);
     let mut st = St {
         out,
         work,
+        offs: &offs[..*n],
         max: *max,
         incomplete: *incomplete,
     };
     let v = &mut st;
-    if *nb == 0 && nodes.is_empty() {
+    if *nb == 0 && !*regions {
         // Straight-line code: one path from the entry, each instruction reached once and only
         // by falling through, so no depth table is needed.
         walk::<R, false>(v, ins, &targets, &mut [], 0, 0, ctx, r);
@@ -53,28 +52,27 @@ pub(super) fn run<R: Resolver + ?Sized>(
         depth.resize(ins.len(), NONE);
         v.work.clear();
         merge(v, ins, depth, 0, 0);
-        if eh_ok {
-            for node in nodes.iter() {
-                let d = match node.kind {
-                    RegionKind::Try => continue,
-                    RegionKind::Finally | RegionKind::Fault => 0,
-                    _ => 1,
-                };
-                let Some(at) = first(node) else {
+        if eh_ok && *regions {
+            // Handlers in code order, as the tree lists them (no two start together in a
+            // sound table).
+            for at in 0..ins.len() {
+                let flags = ins[at].flags;
+                if flags & flag::HANDLER_START == 0 {
                     continue;
-                };
+                }
+                let d = handler_entry_depth(flags);
                 // The exception object counts against MaxStack before any instruction runs.
                 if let Some(declared) = ctx.declared_max_stack
                     && d > declared as u32
                 {
                     v.report(
                         Code::StackOverflow,
-                        ins[at as usize].off,
+                        v.offs[at],
                         format!("handler entry depth {d} exceeds the declared MaxStack {declared}"),
                     );
                 }
                 v.max = v.max.max(d);
-                merge(v, ins, depth, at as usize, d);
+                merge(v, ins, depth, at, d);
             }
         }
         while let Some(start) = v.work.pop() {
@@ -84,18 +82,19 @@ pub(super) fn run<R: Resolver + ?Sized>(
                 break;
             }
         }
-        if !v.stop() {
-            post_checks(v, nodes, depth, &first, clauses);
+        if !v.stop() && *regions {
+            post_checks(v, ins, depth, clauses);
         }
     }
     *max = st.max;
     *incomplete = st.incomplete;
 }
 
-/// What the dataflow updates besides the depths.
+/// What the dataflow updates besides the depths, and where each instruction starts.
 struct St<'a> {
     out: &'a mut Out,
     work: &'a mut Vec<u32>,
+    offs: &'a [u32],
     max: u32,
     incomplete: bool,
 }
@@ -126,7 +125,7 @@ fn merge(v: &mut St<'_>, ins: &[Ins], depth: &mut [u32], t: usize, d: u32) {
         {
             v.report(
                 Code::BackwardBranch,
-                ins[t].off,
+                v.offs[t],
                 format!(
                     "follows an unconditional transfer, is reached only by backward branches, \
                      and has stack depth {d} instead of 0"
@@ -137,7 +136,7 @@ fn merge(v: &mut St<'_>, ins: &[Ins], depth: &mut [u32], t: usize, d: u32) {
             depth[t] = d;
         }
     } else if known != d {
-        path_mismatch(v, ins[t].off, known, d);
+        path_mismatch(v, v.offs[t], known, d);
     }
 }
 
@@ -181,16 +180,16 @@ fn walk<R: Resolver + ?Sized, const TRACK: bool>(
             Some((fx.pops as u32, fx.pushes as u32))
         } else if fx.pops == fx::SIG && fx.kind & fx::SPECIAL == 0 && x.flags & flag::TAIL == 0 {
             // An unknown signature ends the path.
-            let Some(sig) = call_effect(v, *x, targets.code, r) else {
+            let Some(sig) = call_effect(v, *x, v.offs[i], targets.code, r) else {
                 return;
             };
-            Some((sig.pops(x.op), sig.pushes(x.op)))
+            Some((sig.pops(x.op()), sig.pushes(x.op())))
         } else {
             None
         };
         if let Some((pops, pushes)) = effect {
             if d < pops {
-                underflow(v, *x, pops, d);
+                underflow(v, *x, v.offs[i], pops, d);
                 return;
             }
             d = d - pops + pushes;
@@ -199,7 +198,7 @@ fn walk<R: Resolver + ?Sized, const TRACK: bool>(
                     v.max = d;
                 }
                 if d > limit {
-                    overflow(v, x.off, d, limit);
+                    overflow(v, v.offs[i], d, limit);
                     if first_only && v.stop() {
                         return;
                     }
@@ -207,7 +206,16 @@ fn walk<R: Resolver + ?Sized, const TRACK: bool>(
                 watch = v.max.min(limit);
             }
         } else if !step::<R, TRACK>(
-            v, ins, *x, targets, depth, &mut d, &mut watch, limit, ctx, r,
+            v,
+            ins,
+            (*x, v.offs[i]),
+            targets,
+            depth,
+            &mut d,
+            &mut watch,
+            limit,
+            ctx,
+            r,
         ) {
             return;
         }
@@ -216,7 +224,7 @@ fn walk<R: Resolver + ?Sized, const TRACK: bool>(
             let known = depth[i];
             if known != NONE {
                 if known != d {
-                    path_mismatch(v, ins[i].off, known, d);
+                    path_mismatch(v, v.offs[i], known, d);
                 }
                 return;
             }
@@ -226,13 +234,14 @@ fn walk<R: Resolver + ?Sized, const TRACK: bool>(
 }
 
 /// One instruction that is not [`fx::PLAIN`]: calls, returns, branches, prefixes and the
-/// like. Returns whether the path continues to the next instruction.
+/// like, `x` starting at byte `at`. Returns whether the path continues to the next
+/// instruction.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn step<R: Resolver + ?Sized, const TRACK: bool>(
     v: &mut St<'_>,
     ins: &[Ins],
-    x: Ins,
+    (x, at): (Ins, u32),
     targets: &Targets<'_>,
     depth: &mut [u32],
     d: &mut u32,
@@ -247,25 +256,25 @@ fn step<R: Resolver + ?Sized, const TRACK: bool>(
             (fx.pops as u32, fx.pushes as u32)
         } else if fx.pops == fx::POP_ALL {
             (*d, 0)
-        } else if x.op == Opcode::Ret {
-            check_ret(v, x.off, *d, ctx);
+        } else if x.op() == Opcode::Ret {
+            check_ret(v, at, *d, ctx);
             return false;
         } else {
-            match call_effect(v, x, targets.code, r) {
-                Some(sig) => (sig.pops(x.op), sig.pushes(x.op)),
+            match call_effect(v, x, at, targets.code, r) {
+                Some(sig) => (sig.pops(x.op()), sig.pushes(x.op())),
                 None => return false,
             }
         };
         if fx.kind & fx::SPECIAL != 0 {
-            match x.op {
+            match x.op() {
                 Opcode::Jmp if *d != 0 => v.report(
                     Code::JmpStackNotEmpty,
-                    x.off,
+                    at,
                     format!("jmp with {} items on the stack", *d),
                 ),
                 Opcode::Localloc if *d > 1 => v.report(
                     Code::LocallocStackNotEmpty,
-                    x.off,
+                    at,
                     format!(
                         "localloc with {} items on the stack besides its size",
                         *d - 1
@@ -274,7 +283,7 @@ fn step<R: Resolver + ?Sized, const TRACK: bool>(
                 Opcode::Endfilter if *d != 1 => {
                     v.report(
                         Code::EndfilterStack,
-                        x.off,
+                        at,
                         format!(
                             "endfilter with {} items on the stack; it takes exactly one",
                             *d
@@ -287,13 +296,13 @@ fn step<R: Resolver + ?Sized, const TRACK: bool>(
             }
         }
         if *d < pops {
-            underflow(v, x, pops, *d);
+            underflow(v, x, at, pops, *d);
             return false;
         }
         if x.flags & flag::TAIL != 0 && *d != pops {
             v.report(
                 Code::TailStackEmpty,
-                x.off,
+                at,
                 format!(
                     "a tail. call leaves {} items besides its arguments on the stack",
                     *d - pops
@@ -306,17 +315,17 @@ fn step<R: Resolver + ?Sized, const TRACK: bool>(
                 v.max = *d;
             }
             if *d > limit {
-                overflow(v, x.off, *d, limit);
+                overflow(v, at, *d, limit);
             }
             *watch = v.max.min(limit);
         }
         if TRACK && fx.kind & fx::TARGETS != 0 {
-            for k in 0..targets.count(&x) {
-                let t = targets.get(ins, &x, k);
+            let d = *d;
+            targets.each(ins, &x, at, |t| {
                 if t != NONE {
-                    merge(v, ins, depth, t as usize, *d);
+                    merge(v, ins, depth, t as usize, d);
                 }
-            }
+            });
         }
         !(fx.flow.ends_block() || (v.out.first_only && v.stop()))
     }
@@ -324,11 +333,11 @@ fn step<R: Resolver + ?Sized, const TRACK: bool>(
 
 #[cold]
 #[inline(never)]
-fn underflow(v: &mut St<'_>, x: Ins, pops: u32, d: u32) {
+fn underflow(v: &mut St<'_>, x: Ins, at: u32, pops: u32, d: u32) {
     v.report(
         Code::StackUnderflow,
-        x.off,
-        format!("{} pops {pops} items but the stack holds {d}", x.op),
+        at,
+        format!("{} pops {pops} items but the stack holds {d}", x.op()),
     );
 }
 
@@ -342,16 +351,17 @@ fn overflow(v: &mut St<'_>, off: u32, d: u32, declared: u32) {
     );
 }
 
-/// The signature of the call `x`, or `None` (the path is abandoned) when it is unknown. A bad
-/// token was already reported by the operand rules.
+/// The signature of the call `x` at byte `at`, or `None` (the path is abandoned) when it is
+/// unknown. A bad token was already reported by the operand rules.
 #[inline]
 fn call_effect<R: Resolver + ?Sized>(
     v: &mut St<'_>,
     x: Ins,
+    at: u32,
     code: &[u8],
     r: &R,
 ) -> Option<CallSig> {
-    let sig = r.call_sig(x.op, x.operand(code));
+    let sig = r.call_sig(x.op(), x.operand(at, code));
     if sig.is_none() {
         v.incomplete = true;
     }
@@ -380,54 +390,65 @@ fn check_ret(v: &mut St<'_>, off: u32, d: u32, ctx: &Ctx) {
     v.report(code, off, msg);
 }
 
+/// The stack depth at the first instruction of a handler or filter whose first instruction has
+/// `flags`: 1 where the runtime pushes the exception object (catch, filter, filter handler), 0
+/// for a finally or fault.
+pub(super) fn handler_entry_depth(flags: u8) -> u32 {
+    u32::from(flags & flag::RECEIVES_EXCEPTION != 0)
+}
+
 /// A try must be entered with an empty stack (I.12.4.2.8), except one that starts at the first
 /// instruction of a catch, filter or filter handler: there the stack holds only the exception
 /// object the runtime pushes, which ILVerify accepts (its try-start check sees the handler
 /// block before the exception object is placed on its entry stack). A wrong depth arriving
 /// there by a branch is a branch into the handler, reported by the flow rules.
-fn post_checks(
-    v: &mut St<'_>,
-    nodes: &[eh::Node],
-    depth: &[u32],
-    first: &dyn Fn(&eh::Node) -> Option<u32>,
-    clauses: &Clauses<'_>,
-) {
-    // First bytes of the blocks entered with the exception object, sorted; built only when
-    // some try is entered with a non-empty stack.
-    let mut receives_exception: Option<Vec<u32>> = None;
-    for node in nodes {
-        if node.kind != RegionKind::Try {
+///
+/// Tries are found by their first instructions' flags (the tree may have been let go). Tries
+/// starting together have one depth, so one finding each start, named after the outermost
+/// try there (as the tree orders them).
+fn post_checks(v: &mut St<'_>, ins: &[Ins], depth: &[u32], clauses: &Clauses<'_>) {
+    // First instructions of tries entered with a non-empty stack, in code order, and the
+    // depth.
+    let mut bad: Vec<(u32, u32)> = Vec::new();
+    for (at, x) in ins.iter().enumerate() {
+        if x.flags & flag::TRY_START == 0 {
             continue;
         }
-        let Some(at) = first(node) else {
-            continue;
-        };
-        let start = eh::block(node, clauses).0;
-        let d = depth[at as usize];
-        if d != NONE && d != 0 {
-            let starts = receives_exception.get_or_insert_with(|| {
-                let mut s: Vec<u32> = nodes
-                    .iter()
-                    .filter(|n| {
-                        matches!(
-                            n.kind,
-                            RegionKind::Catch | RegionKind::Filter | RegionKind::FilterHandler
-                        )
-                    })
-                    .map(|n| eh::block(n, clauses).0)
-                    .collect();
-                s.sort_unstable();
-                s
-            });
-            if d == 1 && starts.binary_search(&start).is_ok() {
-                continue;
-            }
-            v.out.report_with(
-                Code::TryNonEmptyStack,
-                start,
-                format!("the try is entered with {d} items on the stack"),
-                super::Detail::clause(node.min_clause, None),
-            );
+        let d = depth[at];
+        let allowed = d == NONE || d == 0 || (d == 1 && x.flags & flag::RECEIVES_EXCEPTION != 0);
+        if !allowed {
+            bad.push((at as u32, d));
         }
     }
+    if bad.is_empty() {
+        return;
+    }
+    let outermost = outermost_tries(v.offs, &bad, clauses);
+    for (&(at, d), clause) in bad.iter().zip(outermost) {
+        v.out.report_with(
+            Code::TryNonEmptyStack,
+            v.offs[at as usize],
+            format!("the try is entered with {d} items on the stack"),
+            super::Detail::clause(clause, None),
+        );
+    }
+}
+
+/// For each try start of `starts` (instruction indices in code order, with a depth; `offs`
+/// where instructions start), the lowest clause of the outermost try starting there: the
+/// longest, and of clauses sharing it the first. One pass over the clauses, each looked up
+/// among the starts.
+fn outermost_tries(offs: &[u32], starts: &[(u32, u32)], clauses: &Clauses<'_>) -> Vec<u32> {
+    // (end, clause) of the best so far.
+    let mut best = vec![(0u64, NONE); starts.len()];
+    for (ci, c) in clauses.iter().enumerate() {
+        let Ok(k) = starts.binary_search_by_key(&c.try_offset, |&(at, _)| offs[at as usize]) else {
+            continue;
+        };
+        // Strictly longer: of equal tries the first clause stays.
+        if c.try_end() > best[k].0 {
+            best[k] = (c.try_end(), ci as u32);
+        }
+    }
+    best.into_iter().map(|(_, clause)| clause).collect()
 }

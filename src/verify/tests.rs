@@ -1676,6 +1676,35 @@ mod hostile_shapes {
         assert!(got.contains(&Code::FallthroughIntoHandler), "{got:?}");
     }
 
+    /// A body with regions large enough that the decoder's lists are made at their counted
+    /// sizes and the offsets list is let go while the region rules run: findings of the
+    /// region, prefix and stack rules still name the right offsets.
+    #[test]
+    fn a_large_body_with_regions_reports_at_the_right_offsets() {
+        let (mut code, clauses) = parts(&hostile::sequential_try(30_000));
+        // Clause k: `nop` at 4k, `leave.s` at 4k + 1, `endfinally` at 4k + 3.
+        code[4 * 5_000 + 3] = Nop as u8;
+        // `volatile.` (FE 13) before a `nop`, in place of `nop; leave.s`.
+        code[4 * 10_000..4 * 10_000 + 3].copy_from_slice(&[0xFE, 0x13, Nop as u8]);
+        code[4 * 20_000] = Ret as u8;
+        code[4 * 25_000 + 1] = Br_S as u8;
+        let got: Vec<(u32, Code)> = verify_code(&code, &clauses, Some(8), &NoResolver)
+            .iter()
+            .map(|d| (d.offset, d.code))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (4 * 5_000 + 3, Code::FallthroughException),
+                (4 * 10_000, Code::Volatile),
+                (4 * 10_000 + 2, Code::FallthroughException),
+                (4 * 10_000 + 2, Code::FallthroughIntoHandler),
+                (4 * 20_000, Code::ReturnFromTry),
+                (4 * 25_000 + 1, Code::BranchOutOfTry),
+            ]
+        );
+    }
+
     #[test]
     fn sequential_regions_verify_and_an_overlap_is_caught() {
         let (code, clauses) = parts(&hostile::sequential_try(20_000));
@@ -2128,7 +2157,7 @@ fn decode_table_agrees_with_the_codec() {
         };
         match e.opcode {
             Some(op) => {
-                assert_eq!(d.ins.op, op, "key {key:#x}");
+                assert_eq!(d.op, op, "key {key:#x}");
                 assert_eq!(d.len, e.len, "{op}");
                 assert_eq!(d.operand, e.operand, "{op}");
                 let operand_rule = d.fx.kind & fx::OPERAND != 0;
@@ -2265,22 +2294,60 @@ fn fast_decode_matches_reporting_decode() {
         let snapshot = |v: &Verifier| {
             let ins: Vec<_> = v.ins[..v.n]
                 .iter()
-                .map(|x| (x.off, x.op, x.flags))
+                .zip(&v.offs[..v.n])
+                .map(|(x, &off)| (off, x.op(), x.flags))
                 .collect();
-            (ins, v.branches[..v.nb].to_vec(), v.special[..v.ns].to_vec())
+            (ins, v.branches[..v.nb].to_vec())
         };
         v.out.diags.clear();
-        match flow::decode_into::<_, false>(&mut v, &code, code.len(), &ctx, &r) {
+        match flow::decode_into::<_, false>(&mut v, &code, code.len(), None, &ctx, &r) {
             Some(tokens) if r.tokens_pass(&v.tokens[..tokens]) => {}
             _ => continue,
         }
         let fast = snapshot(&v);
-        assert!(flow::decode_into::<_, true>(&mut v, &code, code.len(), &ctx, &r).is_some());
+        assert!(flow::decode_into::<_, true>(&mut v, &code, code.len(), None, &ctx, &r).is_some());
         assert!(v.out.diags.is_empty(), "{code:02x?}");
         assert_eq!(fast, snapshot(&v), "{code:02x?}");
+        // With the lists made at their counted sizes, from nothing: the same.
+        let sizes = flow::count(&code, code.len());
+        assert_eq!(sizes, Some((v.n, v.nb)), "{code:02x?}");
+        let mut fresh = Verifier::new();
+        fresh.code_len = code.len();
+        assert!(
+            flow::decode_into::<_, false>(&mut fresh, &code, code.len(), sizes, &ctx, &r).is_some()
+        );
+        assert_eq!(fast, snapshot(&fresh), "{code:02x?}");
         accepted += 1;
     }
     assert!(accepted > 1_000, "{accepted}");
+}
+
+/// The start index's walks agree with its search: the next start after each byte, and every
+/// start in order.
+#[test]
+fn start_index_walks_agree_with_its_search() {
+    let mut rnd = xorshift(0x5151_7A7A_0F0F_C3C3);
+    for _ in 0..300 {
+        let len = (rnd() % 700) as usize + 1;
+        // Sparse or dense starts, always one at 0 (as decoded code has).
+        let every = rnd() % 40 + 1;
+        let offs: Vec<u32> = (0..len as u32)
+            .filter(|&o| o == 0 || rnd().is_multiple_of(every))
+            .collect();
+        let mut index = StartIndex::default();
+        index.build(&offs, len);
+        let mut listed = Vec::new();
+        index.fill_offsets(&mut listed, offs.len());
+        assert_eq!(listed, offs);
+        for (k, &o) in offs.iter().enumerate() {
+            assert_eq!(index.offset_of(k as u32), Some(o));
+            assert_eq!(index.next_after(o), offs.get(k + 1).copied(), "{len} {o}");
+        }
+        for o in 0..len as u32 {
+            let want = offs.iter().copied().find(|&s| s > o);
+            assert_eq!(index.next_after(o), want, "{len} {o}");
+        }
+    }
 }
 
 /// Bytes after the code in the caller's buffer never change a finding: random bodies verified
@@ -2595,20 +2662,21 @@ fn switch_targets_read_from_the_table_resolve_as_a_decode_does() {
         for (at, raw) in &switches {
             let i = starts.iter().position(|&(o, _)| o == *at).unwrap();
             let x = v.ins[i];
-            assert_eq!((x.op, targets.count(&x)), (Opcode::Switch, raw.len()));
+            let at = *at as u32;
+            assert_eq!((x.op(), targets.count(&x, at)), (Opcode::Switch, raw.len()));
             let mut any_bad = false;
             for (k, &t) in raw.iter().enumerate() {
                 let want = starts
                     .iter()
                     .position(|&(o, p)| o as i64 == t && !p)
                     .map_or(NONE, |j| j as u32);
-                assert_eq!(targets.get(&v.ins[..v.n], &x, k), want, "{code:02x?}");
+                assert_eq!(targets.get(&v.ins[..v.n], &x, at, k), want, "{code:02x?}");
                 any_bad |= want == NONE;
                 if want == NONE { bad += 1 } else { good += 1 }
             }
-            let reported = diags.iter().any(|d| {
-                d.offset == *at as u32 && matches!(d.code, Code::BadBranch | Code::BadJumpTarget)
-            });
+            let reported = diags
+                .iter()
+                .any(|d| d.offset == at && matches!(d.code, Code::BadBranch | Code::BadJumpTarget));
             assert_eq!(reported, any_bad, "{code:02x?}: {diags:?}");
         }
     }
