@@ -695,6 +695,9 @@ impl Scratch {
     /// code inserted at them, ends before it.
     fn clauses(&self, plan: &Plan, body: &Body<'_>, out: &mut Vec<Clause>) -> Option<()> {
         out.clear();
+        // One new clause per old one: room for exactly that many (growing by doubling would
+        // leave up to as much again unused, on a body of a million clauses).
+        out.reserve_exact(body.sections.iter().map(|s| s.clauses().len()).sum());
         let len = plan.len as u64;
         // A bound is an instruction start, or (for an end) the end of the code.
         let start = |o: u64| -> Option<u32> {
