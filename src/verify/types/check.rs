@@ -28,12 +28,15 @@ struct Slot {
     len: u8,
     /// Mask of the operand bytes read as the integer operand (0: none is kept).
     mask: u32,
-    /// The integer operand is a signed byte.
-    signed_byte: bool,
+    /// The sign bit of the integer operand when it is a signed byte (`0x80`), else 0: the
+    /// operand is sign-extended as `(x ^ sign) - sign`, without a branch.
+    sign: u32,
     /// The operand is a branch displacement or a switch table.
     target: Target,
-    /// The flow ends the block ([`Flow::ends_block`], read from the table once).
-    ends: bool,
+    /// The instruction after this one starts a block: the flow ends the block
+    /// ([`Flow::ends_block`]) or the opcode has a target (a `switch` only when its table is not
+    /// empty, which the decoder settles).
+    transfer: bool,
 }
 
 /// How an opcode's operand names its targets.
@@ -56,9 +59,9 @@ static SLOTS: [Slot; 512] = {
         flow: Flow::Next,
         len: 0,
         mask: 0,
-        signed_byte: false,
+        sign: 0,
         target: Target::No,
-        ends: false,
+        transfer: false,
     }; 512];
     let mut i = 0;
     while i < ALL.len() {
@@ -74,32 +77,32 @@ static SLOTS: [Slot; 512] = {
         } else {
             DECODE.one[code as usize]
         };
-        let (mask, signed_byte, target) = match info.operand {
+        let (mask, sign, target) = match info.operand {
             OperandKind::None | OperandKind::I8 | OperandKind::ShortR | OperandKind::R => {
-                (0, false, Target::No)
+                (0, 0, Target::No)
             }
-            OperandKind::ShortI => (0xFF, true, Target::No),
-            OperandKind::ShortLocal | OperandKind::ShortArg => (0xFF, false, Target::No),
-            OperandKind::Local | OperandKind::Arg => (0xFFFF, false, Target::No),
+            OperandKind::ShortI => (0xFF, 0x80, Target::No),
+            OperandKind::ShortLocal | OperandKind::ShortArg => (0xFF, 0, Target::No),
+            OperandKind::Local | OperandKind::Arg => (0xFFFF, 0, Target::No),
             OperandKind::I
             | OperandKind::Tok
             | OperandKind::Type
             | OperandKind::Field
             | OperandKind::Method
             | OperandKind::String
-            | OperandKind::Sig => (u32::MAX, false, Target::No),
-            OperandKind::ShortBrTarget => (0xFF, true, Target::Short),
-            OperandKind::BrTarget => (u32::MAX, false, Target::Long),
-            OperandKind::Switch => (u32::MAX, false, Target::Switch),
+            | OperandKind::Sig => (u32::MAX, 0, Target::No),
+            OperandKind::ShortBrTarget => (0xFF, 0x80, Target::Short),
+            OperandKind::BrTarget => (u32::MAX, 0, Target::Long),
+            OperandKind::Switch => (u32::MAX, 0, Target::Switch),
         };
         slots[slot] = Slot {
             opcode: entry.opcode,
             flow: info.flow,
             len: entry.len,
             mask,
-            signed_byte,
+            sign,
             target,
-            ends: info.flow.ends_block(),
+            transfer: info.flow.ends_block() || !matches!(target, Target::No),
         };
         i += 1;
     }
@@ -514,16 +517,13 @@ impl TypeChecker {
         self.ins.clear();
         self.targets.clear();
         // Block starts: targets, the instruction after a transfer (marked as it is decoded);
-        // handler entries are seeded. A start is where states merge.
-        self.starts = 0;
+        // handler entries are seeded. A start is where states merge. Counted in a local: a
+        // field would be read and written back per instruction.
+        let mut starts = 0usize;
         let mut after_transfer = false;
         if self.at.len() <= code.len() {
             self.at.resize(code.len() + 1, u32::MAX);
         }
-        let le4 = |at: usize| -> u32 {
-            // Callers have checked that `at + 4 <= code.len()`.
-            u32::from_le_bytes(code[at..at + 4].try_into().unwrap_or([0; 4]))
-        };
         let mut pos = 0usize;
         while pos < code.len() {
             let first = code[pos];
@@ -535,7 +535,7 @@ impl TypeChecker {
             } else {
                 (first as usize, 1)
             };
-            let slot = SLOTS[index];
+            let slot = &SLOTS[index];
             let Some(op) = slot.opcode else {
                 return false;
             };
@@ -545,48 +545,24 @@ impl TypeChecker {
             }
             let at = pos + opsize;
             // The integer operand without a branch on its kind: four bytes read (fewer at the
-            // end of the code), the operand's own kept by the mask.
-            let raw = if at + 4 <= code.len() {
-                le4(at)
-            } else {
-                let mut b = [0u8; 4];
-                let n = code.len() - at;
-                b[..n].copy_from_slice(&code[at..]);
-                u32::from_le_bytes(b)
-            };
-            let mut arg = raw & slot.mask;
-            if slot.signed_byte {
-                arg = arg as u8 as i8 as u32;
-            }
+            // end of the code), the operand's own kept by the mask, a signed byte extended.
+            let raw = operand_bytes(code, at);
+            let mut arg = ((raw & slot.mask) ^ slot.sign).wrapping_sub(slot.sign);
             let mut ntargets = 0;
-            match slot.target {
-                Target::No => {}
-                Target::Short | Target::Long => {
-                    let d = i64::from(arg as i32);
-                    arg = self.targets.len() as u32;
-                    self.targets.push(target((pos + len) as i64 + d));
-                    ntargets = 1;
-                }
-                Target::Switch => {
-                    let count = arg as usize;
-                    let table = at + 4;
-                    if count > (code.len() - table) / 4 {
-                        return false;
-                    }
-                    len += 4 * count;
-                    let next = (pos + len) as i64;
-                    arg = self.targets.len() as u32;
-                    for c in 0..count {
-                        let d = le4(table + 4 * c) as i32;
-                        self.targets.push(target(next + i64::from(d)));
-                    }
-                    ntargets = count as u32;
-                }
+            let mut transfer = slot.transfer;
+            if slot.target != Target::No {
+                arg = self.targets.len() as u32;
+                let Some(n) = self.branch_targets(code, pos, &mut len, slot.target, raw) else {
+                    return false;
+                };
+                ntargets = n;
+                // A `switch` with an empty table falls through, as any instruction.
+                transfer = n > 0;
             }
             if let Some(a) = self.at.get_mut(pos) {
                 *a = self.ins.len() as u32;
             }
-            self.starts += usize::from(after_transfer);
+            starts += usize::from(after_transfer);
             self.ins.push(Ins {
                 off: pos as u32,
                 op,
@@ -595,9 +571,10 @@ impl TypeChecker {
                 ntargets,
                 start: after_transfer,
             });
-            after_transfer = ntargets > 0 || slot.ends;
+            after_transfer = transfer;
             pos += len;
         }
+        self.starts = starts;
         // Targets as instruction indices, and the starts they make.
         for k in 0..self.targets.len() {
             let i = self.index(self.targets[k]);
@@ -610,6 +587,46 @@ impl TypeChecker {
             self.targets[k] = i.map_or(u32::MAX, |i| i as u32);
         }
         true
+    }
+
+    /// Pushes the targets of the branch or `switch` at `pos`, whose operand bytes start with
+    /// `raw` (a switch's length grows by its table); their number, or `None` when a switch
+    /// table runs past the code.
+    fn branch_targets(
+        &mut self,
+        code: &[u8],
+        pos: usize,
+        len: &mut usize,
+        kind: Target,
+        raw: u32,
+    ) -> Option<u32> {
+        match kind {
+            Target::No => Some(0),
+            Target::Short => {
+                let d = i64::from(raw as u8 as i8);
+                self.targets.push(target((pos + *len) as i64 + d));
+                Some(1)
+            }
+            Target::Long => {
+                let d = i64::from(raw as i32);
+                self.targets.push(target((pos + *len) as i64 + d));
+                Some(1)
+            }
+            Target::Switch => {
+                let count = raw as usize;
+                let table = pos + *len;
+                if count > (code.len() - table) / 4 {
+                    return None;
+                }
+                *len += 4 * count;
+                let next = (pos + *len) as i64;
+                for c in 0..count {
+                    let d = operand_bytes(code, table + 4 * c) as i32;
+                    self.targets.push(target(next + i64::from(d)));
+                }
+                Some(count as u32)
+            }
+        }
     }
 
     /// Joins `state` into the entry of instruction `i`, queueing it when that changed.
@@ -810,6 +827,22 @@ fn own_why(own_this: bool) -> &'static str {
         "this, which the method stores to or takes the address of"
     } else {
         "not the method's own this"
+    }
+}
+
+/// The four bytes of `code` from `at`, little-endian, as many as there are (the rest zero):
+/// every operand is read so, its kind choosing afterwards which bytes count.
+#[inline(always)]
+fn operand_bytes(code: &[u8], at: usize) -> u32 {
+    if at + 4 <= code.len() {
+        u32::from_le_bytes(code[at..at + 4].try_into().unwrap_or([0; 4]))
+    } else {
+        // The code's last bytes: at most three, read one by one (no copy call).
+        code.get(at..)
+            .unwrap_or(&[])
+            .iter()
+            .rev()
+            .fold(0, |v, &b| (v << 8) | u32::from(b))
     }
 }
 
