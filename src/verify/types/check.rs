@@ -704,6 +704,22 @@ impl TypeChecker {
         self.out.push(Diagnostic::new(code, off, message));
     }
 
+    /// Joins the state after branch `x` into its targets: `stack`, or none for `leave`, which
+    /// empties it.
+    fn successors(&mut self, ts: &mut TypeSystem<'_>, x: Ins, stack: &[V]) {
+        let state = if matches!(x.op, Opcode::Leave | Opcode::Leave_S) {
+            &[]
+        } else {
+            stack
+        };
+        for j in 0..x.ntargets {
+            let t = self.targets.get((x.arg + j) as usize).copied();
+            if let Some(t) = t.filter(|&t| t != u32::MAX) {
+                self.flow_to(ts, t, state);
+            }
+        }
+    }
+
     /// Runs the block starting at instruction `i` from its entry state.
     fn block(&mut self, ts: &mut TypeSystem<'_>, i: usize) {
         let Some(&(start, len)) = self.entry.get(i) else {
@@ -727,7 +743,8 @@ impl TypeChecker {
         let mut prefix = Prefixes::default();
         // Set only by a step after which the block ends: cleared once per block.
         self.abandon = false;
-        while let Some(&x) = self.ins.get(k) {
+        let mut next = self.ins.get(k).copied();
+        while let Some(x) = next {
             let flow = x.flow;
             if flow == Flow::Prefix {
                 prefix.add(ts, x);
@@ -744,30 +761,27 @@ impl TypeChecker {
                     self.step(ts, x, &mut stack, &prefix);
                 }
                 prefix = Prefixes::default();
-                if self.abandon {
-                    break;
-                }
             }
-            // Successors.
-            let leave = matches!(x.op, Opcode::Leave | Opcode::Leave_S);
-            for j in 0..x.ntargets {
-                let t = self.targets[(x.arg + j) as usize];
-                if t != u32::MAX {
-                    if leave {
-                        self.flow_to(ts, t, &[]);
-                    } else {
-                        self.flow_to(ts, t, &stack);
+            // One dispatch on the flow for what ends the block and where it goes next.
+            match flow {
+                Flow::Next | Flow::Break | Flow::Prefix => {}
+                // Only a call abandons its path (a callee of unknown arity).
+                Flow::Call => {
+                    if self.abandon {
+                        break;
                     }
                 }
-            }
-            if flow.ends_block() || matches!(x.op, Opcode::Endfinally | Opcode::Endfilter) {
-                break;
+                Flow::CondBranch => self.successors(ts, x, &stack),
+                Flow::Branch => {
+                    self.successors(ts, x, &stack);
+                    break;
+                }
+                // `endfinally` and `endfilter` among them.
+                Flow::Return | Flow::Throw => break,
             }
             k += 1;
-            if k >= self.ins.len() {
-                break;
-            }
-            if self.ins[k].start {
+            next = self.ins.get(k).copied();
+            if next.is_some_and(|n| n.start) {
                 self.flow_to(ts, k as u32, &stack);
                 break;
             }
@@ -2615,6 +2629,14 @@ mod tests {
     /// The checker's decoder reads every body of the embedded corpus as the instruction
     /// iterator does: offsets, opcodes, the integer operand and the targets (as instruction
     /// indices), and the block starts.
+    #[test]
+    fn handler_ends_end_blocks_by_their_flow() {
+        // The block loop ends a block on the flow alone.
+        for op in [Opcode::Endfinally, Opcode::Endfilter] {
+            assert!(op.flow().ends_block(), "{op:?}");
+        }
+    }
+
     #[test]
     fn decoder_agrees_with_the_instruction_iterator() {
         let mut checker = TypeChecker::new();
