@@ -739,26 +739,44 @@ impl TypeChecker {
             // Outside a followed constructor, `this` is initialised.
             self.init = ctor.is_none() || self.entry_init.get(i).copied().unwrap_or(true);
         }
-        let mut k = i;
-        let mut prefix = Prefixes::default();
         // Set only by a step after which the block ends: cleared once per block.
         self.abandon = false;
+        // Two loops, so that the common one tests nothing per instruction for `this`.
+        if track {
+            self.walk::<true>(ts, i, &mut stack, ctor);
+        } else {
+            self.walk::<false>(ts, i, &mut stack, ctor);
+        }
+        self.stack = stack;
+    }
+
+    /// Steps from instruction `i` to the block's end with `stack`, following `this` when
+    /// `TRACK` is set ([`TypeChecker::track_this`]).
+    fn walk<const TRACK: bool>(
+        &mut self,
+        ts: &mut TypeSystem<'_>,
+        i: usize,
+        stack: &mut Vec<V>,
+        ctor: Option<Ctor>,
+    ) {
+        let mut k = i;
+        let mut prefix = Prefixes::default();
         let mut next = self.ins.get(k).copied();
         while let Some(x) = next {
             let flow = x.flow;
             if flow == Flow::Prefix {
                 prefix.add(ts, x);
             } else {
-                if track {
+                if TRACK {
                     let (depth, init) = (stack.len(), self.init);
                     if let Some(c) = ctor {
                         self.before_this_step(x, c);
                     }
                     self.low = depth;
-                    self.step(ts, x, &mut stack, &prefix);
+                    self.step(ts, x, stack, &prefix);
                     self.after_this_step(x, depth, init, stack.len());
                 } else {
-                    self.step(ts, x, &mut stack, &prefix);
+                    self.step(ts, x, stack, &prefix);
                 }
                 prefix = Prefixes::default();
             }
@@ -771,9 +789,9 @@ impl TypeChecker {
                         break;
                     }
                 }
-                Flow::CondBranch => self.successors(ts, x, &stack),
+                Flow::CondBranch => self.successors(ts, x, stack),
                 Flow::Branch => {
-                    self.successors(ts, x, &stack);
+                    self.successors(ts, x, stack);
                     break;
                 }
                 // `endfinally` and `endfilter` among them.
@@ -782,11 +800,10 @@ impl TypeChecker {
             k += 1;
             next = self.ins.get(k).copied();
             if next.is_some_and(|n| n.start) {
-                self.flow_to(ts, k as u32, &stack);
+                self.flow_to(ts, k as u32, stack);
                 break;
             }
         }
-        self.stack = stack;
     }
 }
 
