@@ -95,6 +95,10 @@ static SLOTS: [Slot; 512] = {
             OperandKind::BrTarget => (u32::MAX, 0, Target::Long),
             OperandKind::Switch => (u32::MAX, 0, Target::Switch),
         };
+        assert!(
+            entry.len as usize <= LONGEST,
+            "an instruction longer than LONGEST"
+        );
         slots[slot] = Slot {
             opcode: entry.opcode,
             flow: info.flow,
@@ -111,6 +115,11 @@ static SLOTS: [Slot; 512] = {
 
 /// Marks an instruction without an entry state.
 const NO_ENTRY: u32 = u32::MAX;
+
+/// The longest fixed-length instruction: `ldc.i8` and `ldc.r8`, an opcode byte and eight
+/// operand bytes (checked as [`SLOTS`] is built); longer than a two-byte opcode with a
+/// four-byte operand.
+const LONGEST: usize = 9;
 
 /// Why a method was checked only in part.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -525,52 +534,21 @@ impl TypeChecker {
             self.at.resize(code.len() + 1, u32::MAX);
         }
         let mut pos = 0usize;
-        while pos < code.len() {
-            let first = code[pos];
-            let (index, opsize) = if first == 0xFE {
-                let Some(&second) = code.get(pos + 1) else {
-                    return false;
-                };
-                (256 + second as usize, 2)
-            } else {
-                (first as usize, 1)
-            };
-            let slot = &SLOTS[index];
-            let Some(op) = slot.opcode else {
+        // Two loops over one step: while the longest fixed-length instruction fits, neither an
+        // instruction's length nor its four-byte operand read is checked against the end.
+        while pos + LONGEST <= code.len() {
+            let Some((len, transfer)) = self.decode_one::<true>(code, pos, after_transfer) else {
                 return false;
             };
-            let mut len = slot.len as usize;
-            if code.len() - pos < len {
-                return false;
-            }
-            let at = pos + opsize;
-            // The integer operand without a branch on its kind: four bytes read (fewer at the
-            // end of the code), the operand's own kept by the mask, a signed byte extended.
-            let raw = operand_bytes(code, at);
-            let mut arg = ((raw & slot.mask) ^ slot.sign).wrapping_sub(slot.sign);
-            let mut ntargets = 0;
-            let mut transfer = slot.transfer;
-            if slot.target != Target::No {
-                arg = self.targets.len() as u32;
-                let Some(n) = self.branch_targets(code, pos, &mut len, slot.target, raw) else {
-                    return false;
-                };
-                ntargets = n;
-                // A `switch` with an empty table falls through, as any instruction.
-                transfer = n > 0;
-            }
-            if let Some(a) = self.at.get_mut(pos) {
-                *a = self.ins.len() as u32;
-            }
             starts += usize::from(after_transfer);
-            self.ins.push(Ins {
-                off: pos as u32,
-                op,
-                flow: slot.flow,
-                arg,
-                ntargets,
-                start: after_transfer,
-            });
+            after_transfer = transfer;
+            pos += len;
+        }
+        while pos < code.len() {
+            let Some((len, transfer)) = self.decode_one::<false>(code, pos, after_transfer) else {
+                return false;
+            };
+            starts += usize::from(after_transfer);
             after_transfer = transfer;
             pos += len;
         }
@@ -587,6 +565,61 @@ impl TypeChecker {
             self.targets[k] = i.map_or(u32::MAX, |i| i as u32);
         }
         true
+    }
+
+    /// Decodes the instruction at `pos` into `ins` (a block start when `start`): its length
+    /// and whether the instruction after it starts a block, or `None` when it is rejected.
+    /// `ROOM`: [`LONGEST`] bytes are left from `pos`, so a fixed length and a four-byte
+    /// operand read need no check.
+    #[inline(always)]
+    fn decode_one<const ROOM: bool>(
+        &mut self,
+        code: &[u8],
+        pos: usize,
+        start: bool,
+    ) -> Option<(usize, bool)> {
+        let first = *code.get(pos)?;
+        let (index, opsize) = if first == 0xFE {
+            (256 + *code.get(pos + 1)? as usize, 2)
+        } else {
+            (first as usize, 1)
+        };
+        let slot = &SLOTS[index];
+        let op = slot.opcode?;
+        let mut len = slot.len as usize;
+        if !ROOM && code.len() - pos < len {
+            return None;
+        }
+        let at = pos + opsize;
+        // The integer operand without a branch on its kind: four bytes read (fewer at the
+        // end of the code), the operand's own kept by the mask, a signed byte extended.
+        let raw = if ROOM {
+            code.get(at..at + 4)
+                .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        } else {
+            operand_bytes(code, at)
+        };
+        let mut arg = ((raw & slot.mask) ^ slot.sign).wrapping_sub(slot.sign);
+        let mut ntargets = 0;
+        let mut transfer = slot.transfer;
+        if slot.target != Target::No {
+            arg = self.targets.len() as u32;
+            ntargets = self.branch_targets(code, pos, &mut len, slot.target, raw)?;
+            // A `switch` with an empty table falls through, as any instruction.
+            transfer = ntargets > 0;
+        }
+        if let Some(a) = self.at.get_mut(pos) {
+            *a = self.ins.len() as u32;
+        }
+        self.ins.push(Ins {
+            off: pos as u32,
+            op,
+            flow: slot.flow,
+            arg,
+            ntargets,
+            start,
+        });
+        Some((len, transfer))
     }
 
     /// Pushes the targets of the branch or `switch` at `pos`, whose operand bytes start with
