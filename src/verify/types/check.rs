@@ -163,6 +163,10 @@ struct Ins {
     /// A block start: a target, or after a transfer (where states merge; handler entries
     /// are seeded).
     start: bool,
+    /// The entry state, when the instruction has one: `(start, len)` in the checker's
+    /// `pool`, `start` of [`NO_ENTRY`] when none yet. Kept here rather than in an array of
+    /// its own, which every body would fill again.
+    entry: (u32, u32),
 }
 
 /// What the method's own signature and locals say.
@@ -224,9 +228,6 @@ pub struct TypeChecker {
     at: Vec<u32>,
     /// How many instructions are block starts.
     starts: usize,
-    /// Entry state of each instruction that has one: `(start, len)` in `pool`, `start` of
-    /// [`NO_ENTRY`] when none yet.
-    entry: Vec<(u32, u32)>,
     /// The entry states' slots, one run per block start.
     pool: Vec<V>,
     work: Vec<u32>,
@@ -382,8 +383,6 @@ impl TypeChecker {
             return;
         }
         let n = self.ins.len();
-        self.entry.clear();
-        self.entry.resize(n, (NO_ENTRY, 0));
         self.pool.clear();
         self.work.clear();
         self.pool_this.clear();
@@ -463,8 +462,9 @@ impl TypeChecker {
     /// current path's `this` slots (none past the current stack), and in a followed
     /// constructor its initialisation.
     fn seed(&mut self, i: usize, stack: &[V]) {
-        if self.entry.get(i).is_some_and(|e| e.0 == NO_ENTRY) {
-            self.entry[i] = (self.pool.len() as u32, stack.len() as u32);
+        let entry = (self.pool.len() as u32, stack.len() as u32);
+        if let Some(x) = self.ins.get_mut(i).filter(|x| x.entry.0 == NO_ENTRY) {
+            x.entry = entry;
             self.pool.extend_from_slice(stack);
             if self.track_this {
                 for k in 0..stack.len() {
@@ -508,7 +508,7 @@ impl TypeChecker {
                     .unwrap_or(false)
                 {
                     self.entry_init[handler as usize] = false;
-                    if self.entry[handler as usize].0 != NO_ENTRY {
+                    if self.ins[handler as usize].entry.0 != NO_ENTRY {
                         self.work.push(handler);
                     }
                     pending.push(handler);
@@ -618,6 +618,7 @@ impl TypeChecker {
             arg,
             ntargets,
             start,
+            entry: (NO_ENTRY, 0),
         });
         Some((len, transfer))
     }
@@ -664,7 +665,7 @@ impl TypeChecker {
 
     /// Joins `state` into the entry of instruction `i`, queueing it when that changed.
     fn flow_to(&mut self, ts: &mut TypeSystem<'_>, i: u32, state: &[V]) {
-        let Some(&(start, len)) = self.entry.get(i as usize) else {
+        let Some((start, len)) = self.ins.get(i as usize).map(|x| x.entry) else {
             return;
         };
         if start == NO_ENTRY {
@@ -755,7 +756,7 @@ impl TypeChecker {
 
     /// Runs the block starting at instruction `i` from its entry state.
     fn block(&mut self, ts: &mut TypeSystem<'_>, i: usize) {
-        let Some(&(start, len)) = self.entry.get(i) else {
+        let Some((start, len)) = self.ins.get(i).map(|x| x.entry) else {
             return;
         };
         if start == NO_ENTRY {
