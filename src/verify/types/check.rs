@@ -28,12 +28,15 @@ struct Slot {
     len: u8,
     /// Mask of the operand bytes read as the integer operand (0: none is kept).
     mask: u32,
-    /// The integer operand is a signed byte.
-    signed_byte: bool,
+    /// The sign bit of the integer operand when it is a signed byte (`0x80`), else 0: the
+    /// operand is sign-extended as `(x ^ sign) - sign`, without a branch.
+    sign: u32,
     /// The operand is a branch displacement or a switch table.
     target: Target,
-    /// The flow ends the block ([`Flow::ends_block`], read from the table once).
-    ends: bool,
+    /// The instruction after this one starts a block: the flow ends the block
+    /// ([`Flow::ends_block`]) or the opcode has a target (a `switch` only when its table is not
+    /// empty, which the decoder settles).
+    transfer: bool,
 }
 
 /// How an opcode's operand names its targets.
@@ -56,9 +59,9 @@ static SLOTS: [Slot; 512] = {
         flow: Flow::Next,
         len: 0,
         mask: 0,
-        signed_byte: false,
+        sign: 0,
         target: Target::No,
-        ends: false,
+        transfer: false,
     }; 512];
     let mut i = 0;
     while i < ALL.len() {
@@ -74,32 +77,36 @@ static SLOTS: [Slot; 512] = {
         } else {
             DECODE.one[code as usize]
         };
-        let (mask, signed_byte, target) = match info.operand {
+        let (mask, sign, target) = match info.operand {
             OperandKind::None | OperandKind::I8 | OperandKind::ShortR | OperandKind::R => {
-                (0, false, Target::No)
+                (0, 0, Target::No)
             }
-            OperandKind::ShortI => (0xFF, true, Target::No),
-            OperandKind::ShortLocal | OperandKind::ShortArg => (0xFF, false, Target::No),
-            OperandKind::Local | OperandKind::Arg => (0xFFFF, false, Target::No),
+            OperandKind::ShortI => (0xFF, 0x80, Target::No),
+            OperandKind::ShortLocal | OperandKind::ShortArg => (0xFF, 0, Target::No),
+            OperandKind::Local | OperandKind::Arg => (0xFFFF, 0, Target::No),
             OperandKind::I
             | OperandKind::Tok
             | OperandKind::Type
             | OperandKind::Field
             | OperandKind::Method
             | OperandKind::String
-            | OperandKind::Sig => (u32::MAX, false, Target::No),
-            OperandKind::ShortBrTarget => (0xFF, true, Target::Short),
-            OperandKind::BrTarget => (u32::MAX, false, Target::Long),
-            OperandKind::Switch => (u32::MAX, false, Target::Switch),
+            | OperandKind::Sig => (u32::MAX, 0, Target::No),
+            OperandKind::ShortBrTarget => (0xFF, 0x80, Target::Short),
+            OperandKind::BrTarget => (u32::MAX, 0, Target::Long),
+            OperandKind::Switch => (u32::MAX, 0, Target::Switch),
         };
+        assert!(
+            entry.len as usize <= LONGEST,
+            "an instruction longer than LONGEST"
+        );
         slots[slot] = Slot {
             opcode: entry.opcode,
             flow: info.flow,
             len: entry.len,
             mask,
-            signed_byte,
+            sign,
             target,
-            ends: info.flow.ends_block(),
+            transfer: info.flow.ends_block() || !matches!(target, Target::No),
         };
         i += 1;
     }
@@ -108,6 +115,11 @@ static SLOTS: [Slot; 512] = {
 
 /// Marks an instruction without an entry state.
 const NO_ENTRY: u32 = u32::MAX;
+
+/// The longest fixed-length instruction: `ldc.i8` and `ldc.r8`, an opcode byte and eight
+/// operand bytes (checked as [`SLOTS`] is built); longer than a two-byte opcode with a
+/// four-byte operand.
+const LONGEST: usize = 9;
 
 /// Why a method was checked only in part.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -151,6 +163,10 @@ struct Ins {
     /// A block start: a target, or after a transfer (where states merge; handler entries
     /// are seeded).
     start: bool,
+    /// The entry state, when the instruction has one: `(start, len)` in the checker's
+    /// `pool`, `start` of [`NO_ENTRY`] when none yet. Kept here rather than in an array of
+    /// its own, which every body would fill again.
+    entry: (u32, u32),
 }
 
 /// What the method's own signature and locals say.
@@ -212,9 +228,6 @@ pub struct TypeChecker {
     at: Vec<u32>,
     /// How many instructions are block starts.
     starts: usize,
-    /// Entry state of each instruction that has one: `(start, len)` in `pool`, `start` of
-    /// [`NO_ENTRY`] when none yet.
-    entry: Vec<(u32, u32)>,
     /// The entry states' slots, one run per block start.
     pool: Vec<V>,
     work: Vec<u32>,
@@ -370,8 +383,6 @@ impl TypeChecker {
             return;
         }
         let n = self.ins.len();
-        self.entry.clear();
-        self.entry.resize(n, (NO_ENTRY, 0));
         self.pool.clear();
         self.work.clear();
         self.pool_this.clear();
@@ -451,8 +462,9 @@ impl TypeChecker {
     /// current path's `this` slots (none past the current stack), and in a followed
     /// constructor its initialisation.
     fn seed(&mut self, i: usize, stack: &[V]) {
-        if self.entry.get(i).is_some_and(|e| e.0 == NO_ENTRY) {
-            self.entry[i] = (self.pool.len() as u32, stack.len() as u32);
+        let entry = (self.pool.len() as u32, stack.len() as u32);
+        if let Some(x) = self.ins.get_mut(i).filter(|x| x.entry.0 == NO_ENTRY) {
+            x.entry = entry;
             self.pool.extend_from_slice(stack);
             if self.track_this {
                 for k in 0..stack.len() {
@@ -496,7 +508,7 @@ impl TypeChecker {
                     .unwrap_or(false)
                 {
                     self.entry_init[handler as usize] = false;
-                    if self.entry[handler as usize].0 != NO_ENTRY {
+                    if self.ins[handler as usize].entry.0 != NO_ENTRY {
                         self.work.push(handler);
                     }
                     pending.push(handler);
@@ -514,90 +526,33 @@ impl TypeChecker {
         self.ins.clear();
         self.targets.clear();
         // Block starts: targets, the instruction after a transfer (marked as it is decoded);
-        // handler entries are seeded. A start is where states merge.
-        self.starts = 0;
+        // handler entries are seeded. A start is where states merge. Counted in a local: a
+        // field would be read and written back per instruction.
+        let mut starts = 0usize;
         let mut after_transfer = false;
         if self.at.len() <= code.len() {
             self.at.resize(code.len() + 1, u32::MAX);
         }
-        let le4 = |at: usize| -> u32 {
-            // Callers have checked that `at + 4 <= code.len()`.
-            u32::from_le_bytes(code[at..at + 4].try_into().unwrap_or([0; 4]))
-        };
         let mut pos = 0usize;
-        while pos < code.len() {
-            let first = code[pos];
-            let (index, opsize) = if first == 0xFE {
-                let Some(&second) = code.get(pos + 1) else {
-                    return false;
-                };
-                (256 + second as usize, 2)
-            } else {
-                (first as usize, 1)
-            };
-            let slot = SLOTS[index];
-            let Some(op) = slot.opcode else {
+        // Two loops over one step: while the longest fixed-length instruction fits, neither an
+        // instruction's length nor its four-byte operand read is checked against the end.
+        while pos + LONGEST <= code.len() {
+            let Some((len, transfer)) = self.decode_one::<true>(code, pos, after_transfer) else {
                 return false;
             };
-            let mut len = slot.len as usize;
-            if code.len() - pos < len {
-                return false;
-            }
-            let at = pos + opsize;
-            // The integer operand without a branch on its kind: four bytes read (fewer at the
-            // end of the code), the operand's own kept by the mask.
-            let raw = if at + 4 <= code.len() {
-                le4(at)
-            } else {
-                let mut b = [0u8; 4];
-                let n = code.len() - at;
-                b[..n].copy_from_slice(&code[at..]);
-                u32::from_le_bytes(b)
-            };
-            let mut arg = raw & slot.mask;
-            if slot.signed_byte {
-                arg = arg as u8 as i8 as u32;
-            }
-            let mut ntargets = 0;
-            match slot.target {
-                Target::No => {}
-                Target::Short | Target::Long => {
-                    let d = i64::from(arg as i32);
-                    arg = self.targets.len() as u32;
-                    self.targets.push(target((pos + len) as i64 + d));
-                    ntargets = 1;
-                }
-                Target::Switch => {
-                    let count = arg as usize;
-                    let table = at + 4;
-                    if count > (code.len() - table) / 4 {
-                        return false;
-                    }
-                    len += 4 * count;
-                    let next = (pos + len) as i64;
-                    arg = self.targets.len() as u32;
-                    for c in 0..count {
-                        let d = le4(table + 4 * c) as i32;
-                        self.targets.push(target(next + i64::from(d)));
-                    }
-                    ntargets = count as u32;
-                }
-            }
-            if let Some(a) = self.at.get_mut(pos) {
-                *a = self.ins.len() as u32;
-            }
-            self.starts += usize::from(after_transfer);
-            self.ins.push(Ins {
-                off: pos as u32,
-                op,
-                flow: slot.flow,
-                arg,
-                ntargets,
-                start: after_transfer,
-            });
-            after_transfer = ntargets > 0 || slot.ends;
+            starts += usize::from(after_transfer);
+            after_transfer = transfer;
             pos += len;
         }
+        while pos < code.len() {
+            let Some((len, transfer)) = self.decode_one::<false>(code, pos, after_transfer) else {
+                return false;
+            };
+            starts += usize::from(after_transfer);
+            after_transfer = transfer;
+            pos += len;
+        }
+        self.starts = starts;
         // Targets as instruction indices, and the starts they make.
         for k in 0..self.targets.len() {
             let i = self.index(self.targets[k]);
@@ -612,9 +567,105 @@ impl TypeChecker {
         true
     }
 
+    /// Decodes the instruction at `pos` into `ins` (a block start when `start`): its length
+    /// and whether the instruction after it starts a block, or `None` when it is rejected.
+    /// `ROOM`: [`LONGEST`] bytes are left from `pos`, so a fixed length and a four-byte
+    /// operand read need no check.
+    #[inline(always)]
+    fn decode_one<const ROOM: bool>(
+        &mut self,
+        code: &[u8],
+        pos: usize,
+        start: bool,
+    ) -> Option<(usize, bool)> {
+        let first = *code.get(pos)?;
+        let (index, opsize) = if first == 0xFE {
+            (256 + *code.get(pos + 1)? as usize, 2)
+        } else {
+            (first as usize, 1)
+        };
+        let slot = &SLOTS[index];
+        let op = slot.opcode?;
+        let mut len = slot.len as usize;
+        if !ROOM && code.len() - pos < len {
+            return None;
+        }
+        let at = pos + opsize;
+        // The integer operand without a branch on its kind: four bytes read (fewer at the
+        // end of the code), the operand's own kept by the mask, a signed byte extended.
+        let raw = if ROOM {
+            code.get(at..at + 4)
+                .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        } else {
+            operand_bytes(code, at)
+        };
+        let mut arg = ((raw & slot.mask) ^ slot.sign).wrapping_sub(slot.sign);
+        let mut ntargets = 0;
+        let mut transfer = slot.transfer;
+        if slot.target != Target::No {
+            arg = self.targets.len() as u32;
+            ntargets = self.branch_targets(code, pos, &mut len, slot.target, raw)?;
+            // A `switch` with an empty table falls through, as any instruction.
+            transfer = ntargets > 0;
+        }
+        if let Some(a) = self.at.get_mut(pos) {
+            *a = self.ins.len() as u32;
+        }
+        self.ins.push(Ins {
+            off: pos as u32,
+            op,
+            flow: slot.flow,
+            arg,
+            ntargets,
+            start,
+            entry: (NO_ENTRY, 0),
+        });
+        Some((len, transfer))
+    }
+
+    /// Pushes the targets of the branch or `switch` at `pos`, whose operand bytes start with
+    /// `raw` (a switch's length grows by its table); their number, or `None` when a switch
+    /// table runs past the code.
+    fn branch_targets(
+        &mut self,
+        code: &[u8],
+        pos: usize,
+        len: &mut usize,
+        kind: Target,
+        raw: u32,
+    ) -> Option<u32> {
+        match kind {
+            Target::No => Some(0),
+            Target::Short => {
+                let d = i64::from(raw as u8 as i8);
+                self.targets.push(target((pos + *len) as i64 + d));
+                Some(1)
+            }
+            Target::Long => {
+                let d = i64::from(raw as i32);
+                self.targets.push(target((pos + *len) as i64 + d));
+                Some(1)
+            }
+            Target::Switch => {
+                let count = raw as usize;
+                let table = pos + *len;
+                if count > (code.len() - table) / 4 {
+                    return None;
+                }
+                *len += 4 * count;
+                let next = (pos + *len) as i64;
+                for c in 0..count {
+                    let d = operand_bytes(code, table + 4 * c) as i32;
+                    self.targets.push(target(next + i64::from(d)));
+                }
+                Some(count as u32)
+            }
+        }
+    }
+
     /// Joins `state` into the entry of instruction `i`, queueing it when that changed.
     fn flow_to(&mut self, ts: &mut TypeSystem<'_>, i: u32, state: &[V]) {
-        let Some(&(start, len)) = self.entry.get(i as usize) else {
+        let Some((start, len)) = self.ins.get(i as usize).map(|x| x.entry) else {
             return;
         };
         if start == NO_ENTRY {
@@ -687,9 +738,25 @@ impl TypeChecker {
         self.out.push(Diagnostic::new(code, off, message));
     }
 
+    /// Joins the state after branch `x` into its targets: `stack`, or none for `leave`, which
+    /// empties it.
+    fn successors(&mut self, ts: &mut TypeSystem<'_>, x: Ins, stack: &[V]) {
+        let state = if matches!(x.op, Opcode::Leave | Opcode::Leave_S) {
+            &[]
+        } else {
+            stack
+        };
+        for j in 0..x.ntargets {
+            let t = self.targets.get((x.arg + j) as usize).copied();
+            if let Some(t) = t.filter(|&t| t != u32::MAX) {
+                self.flow_to(ts, t, state);
+            }
+        }
+    }
+
     /// Runs the block starting at instruction `i` from its entry state.
     fn block(&mut self, ts: &mut TypeSystem<'_>, i: usize) {
-        let Some(&(start, len)) = self.entry.get(i) else {
+        let Some((start, len)) = self.ins.get(i).map(|x| x.entry) else {
             return;
         };
         if start == NO_ENTRY {
@@ -706,56 +773,71 @@ impl TypeChecker {
             // Outside a followed constructor, `this` is initialised.
             self.init = ctor.is_none() || self.entry_init.get(i).copied().unwrap_or(true);
         }
-        let mut k = i;
-        let mut prefix = Prefixes::default();
         // Set only by a step after which the block ends: cleared once per block.
         self.abandon = false;
-        while let Some(&x) = self.ins.get(k) {
+        // Two loops, so that the common one tests nothing per instruction for `this`.
+        if track {
+            self.walk::<true>(ts, i, &mut stack, ctor);
+        } else {
+            self.walk::<false>(ts, i, &mut stack, ctor);
+        }
+        self.stack = stack;
+    }
+
+    /// Steps from instruction `i` to the block's end with `stack`, following `this` when
+    /// `TRACK` is set ([`TypeChecker::track_this`]).
+    fn walk<const TRACK: bool>(
+        &mut self,
+        ts: &mut TypeSystem<'_>,
+        i: usize,
+        stack: &mut Vec<V>,
+        ctor: Option<Ctor>,
+    ) {
+        let mut k = i;
+        let mut prefix = Prefixes::default();
+        let mut next = self.ins.get(k).copied();
+        while let Some(x) = next {
             let flow = x.flow;
             if flow == Flow::Prefix {
                 prefix.add(ts, x);
             } else {
-                if track {
+                if TRACK {
                     let (depth, init) = (stack.len(), self.init);
                     if let Some(c) = ctor {
                         self.before_this_step(x, c);
                     }
                     self.low = depth;
-                    self.step(ts, x, &mut stack, &prefix);
+                    self.step(ts, x, stack, &prefix);
                     self.after_this_step(x, depth, init, stack.len());
                 } else {
-                    self.step(ts, x, &mut stack, &prefix);
+                    self.step(ts, x, stack, &prefix);
                 }
                 prefix = Prefixes::default();
-                if self.abandon {
-                    break;
-                }
             }
-            // Successors.
-            let leave = matches!(x.op, Opcode::Leave | Opcode::Leave_S);
-            for j in 0..x.ntargets {
-                let t = self.targets[(x.arg + j) as usize];
-                if t != u32::MAX {
-                    if leave {
-                        self.flow_to(ts, t, &[]);
-                    } else {
-                        self.flow_to(ts, t, &stack);
+            // One dispatch on the flow for what ends the block and where it goes next.
+            match flow {
+                Flow::Next | Flow::Break | Flow::Prefix => {}
+                // Only a call abandons its path (a callee of unknown arity).
+                Flow::Call => {
+                    if self.abandon {
+                        break;
                     }
                 }
-            }
-            if flow.ends_block() || matches!(x.op, Opcode::Endfinally | Opcode::Endfilter) {
-                break;
+                Flow::CondBranch => self.successors(ts, x, stack),
+                Flow::Branch => {
+                    self.successors(ts, x, stack);
+                    break;
+                }
+                // `endfinally` and `endfilter` among them.
+                Flow::Return | Flow::Throw => break,
             }
             k += 1;
-            if k >= self.ins.len() {
-                break;
-            }
-            if self.ins[k].start {
-                self.flow_to(ts, k as u32, &stack);
+            next = self.ins.get(k).copied();
+            if next.is_some_and(|n| n.start) {
+                self.flow_to(ts, k as u32, stack);
                 break;
             }
         }
-        self.stack = stack;
     }
 }
 
@@ -810,6 +892,22 @@ fn own_why(own_this: bool) -> &'static str {
         "this, which the method stores to or takes the address of"
     } else {
         "not the method's own this"
+    }
+}
+
+/// The four bytes of `code` from `at`, little-endian, as many as there are (the rest zero):
+/// every operand is read so, its kind choosing afterwards which bytes count.
+#[inline(always)]
+fn operand_bytes(code: &[u8], at: usize) -> u32 {
+    if at + 4 <= code.len() {
+        u32::from_le_bytes(code[at..at + 4].try_into().unwrap_or([0; 4]))
+    } else {
+        // The code's last bytes: at most three, read one by one (no copy call).
+        code.get(at..)
+            .unwrap_or(&[])
+            .iter()
+            .rev()
+            .fold(0, |v, &b| (v << 8) | u32::from(b))
     }
 }
 
@@ -2582,6 +2680,14 @@ mod tests {
     /// The checker's decoder reads every body of the embedded corpus as the instruction
     /// iterator does: offsets, opcodes, the integer operand and the targets (as instruction
     /// indices), and the block starts.
+    #[test]
+    fn handler_ends_end_blocks_by_their_flow() {
+        // The block loop ends a block on the flow alone.
+        for op in [Opcode::Endfinally, Opcode::Endfilter] {
+            assert!(op.flow().ends_block(), "{op:?}");
+        }
+    }
+
     #[test]
     fn decoder_agrees_with_the_instruction_iterator() {
         let mut checker = TypeChecker::new();
