@@ -102,6 +102,9 @@ pub mod properties;
 pub mod report;
 pub mod verify;
 
+#[cfg(test)]
+pub(crate) mod test_rng;
+
 pub use body::Body;
 pub use image::emit::MetadataBuilder;
 pub use image::writer::{ImageWriter, PatchedImage};

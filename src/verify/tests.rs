@@ -4,6 +4,7 @@ use super::*;
 use crate::body::Clause;
 use crate::instr::{Operand, encode};
 use crate::opcode::Opcode::{self, *};
+use crate::test_rng::xorshift;
 use std::collections::HashMap;
 
 // Shorthands over the one entry point, [`Verifier::verify`], each with a fresh verifier.
@@ -2247,16 +2248,6 @@ fn image_tokens_pass_agrees_with_the_default() {
                 "{kind:?} {token:#x}"
             );
         }
-    }
-}
-
-/// A xorshift generator: the random tests are the same on every run.
-fn xorshift(mut seed: u64) -> impl FnMut() -> u64 {
-    move || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed
     }
 }
 

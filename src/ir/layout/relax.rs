@@ -216,13 +216,7 @@ mod tests {
 
     #[test]
     fn passes_match_the_naive_passes_on_random_codes() {
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        let mut next = |n: u64| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state % n
-        };
+        let mut next = crate::test_rng::below(0x2545_f491_4f6c_dd1du64);
         for case in 0..3000 {
             let n = 2 + next(400) as usize;
             let sizes: Vec<u32> = (0..n)

@@ -920,13 +920,7 @@ mod tests {
     /// every event and for every offset, on sets of events with gaps of every size.
     #[test]
     fn the_search_near_an_event_is_the_search_of_all() {
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = |n: u64| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state % n
-        };
+        let mut next = crate::test_rng::below(0x9e37_79b9_7f4a_7c15u64);
         for case in 0..200 {
             let mut s = Scratch::default();
             let mut at = 0u32;
