@@ -95,7 +95,7 @@ pub fn verify_any(data: &[u8]) {
                 .token(t);
         }
     }
-    let clauses: Vec<_> = body.clauses().copied().collect();
+    let clauses: Vec<_> = body.clauses().collect();
     for r in [&resolver as &dyn crate::verify::Resolver, &NoResolver] {
         if let Err(e) = single_pass_agrees(body.code, &clauses, body.max_stack(), r) {
             panic!("{e}");

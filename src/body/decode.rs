@@ -240,7 +240,7 @@ fn parse_sections<'a>(
                 available: bytes.len() - start,
             })?;
         let content = if kind & SECT_KIND_MASK == SECT_EH_TABLE {
-            let (clauses, trailing) = parse_clauses(data, fat);
+            let (clauses, trailing) = ClauseTable::split(data, fat);
             SectionContent::Eh { clauses, trailing }
         } else {
             SectionContent::Raw(data)
@@ -257,38 +257,4 @@ fn parse_sections<'a>(
             return Ok(pos);
         }
     }
-}
-
-fn parse_clauses(data: &[u8], fat: bool) -> (Vec<Clause>, &[u8]) {
-    let size = if fat {
-        FAT_CLAUSE_SIZE
-    } else {
-        SMALL_CLAUSE_SIZE
-    };
-    let chunks = data.chunks_exact(size);
-    let trailing = chunks.remainder();
-    let clauses = chunks
-        .map(|c| {
-            if fat {
-                Clause {
-                    flags: u32_at(c, 0),
-                    try_offset: u32_at(c, 4),
-                    try_length: u32_at(c, 8),
-                    handler_offset: u32_at(c, 12),
-                    handler_length: u32_at(c, 16),
-                    class_or_filter: u32_at(c, 20),
-                }
-            } else {
-                Clause {
-                    flags: u16_at(c, 0) as u32,
-                    try_offset: u16_at(c, 2) as u32,
-                    try_length: c[4] as u32,
-                    handler_offset: u16_at(c, 5) as u32,
-                    handler_length: c[7] as u32,
-                    class_or_filter: u32_at(c, 8),
-                }
-            }
-        })
-        .collect();
-    (clauses, trailing)
 }

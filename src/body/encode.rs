@@ -204,9 +204,9 @@ impl Body<'_> {
                 SectionContent::Eh { clauses, trailing } => {
                     for (i, c) in clauses.iter().enumerate() {
                         if !s.is_fat() {
-                            check_small(i, c)?;
+                            check_small(i, &c)?;
                         }
-                        write_clause(c, s.is_fat(), out);
+                        write_clause(&c, s.is_fat(), out);
                     }
                     out.extend_from_slice(trailing);
                 }
@@ -283,6 +283,15 @@ impl BodyParts<'_> {
         if self.init_locals {
             flags |= FLAG_INIT_LOCALS;
         }
+        // Room for the whole body at once: a body of many clauses would otherwise grow the
+        // buffer by doubling, holding the old copy and the new one while it moves.
+        let eh_size = match self.clauses.len() {
+            0 => 0,
+            n if self.small_eh_eligible() => 4 + n * SMALL_CLAUSE_SIZE,
+            n => 4 + n * FAT_CLAUSE_SIZE,
+        };
+        let raw_size: usize = self.raw_sections.iter().map(|s| 8 + s.data.len()).sum();
+        out.reserve(FAT_HEADER_SIZE + self.code.len() + 3 + eh_size + raw_size);
         write_fat_header(flags, 3, self.max_stack, code_size, self.local_sig, out);
         write_code(self.code, out)?;
 

@@ -8,11 +8,13 @@
 //! that are not a whole number of clauses, and clauses the verifier will later reject.
 //! [`Body::encode_canonical`] writes the smallest legal form instead.
 
+mod clauses;
 mod decode;
 mod encode;
 #[cfg(feature = "gen")]
 pub(crate) use encode::write_clause;
 
+pub use clauses::{ClauseTable, Iter as ClauseIter};
 pub use decode::DecodeError;
 pub use encode::{BodyParts, EncodeError, RawSection};
 
@@ -153,8 +155,8 @@ pub enum SectionContent<'a> {
     /// An exception-handling table, plus any bytes after the last whole clause that DataSize
     /// still covers.
     Eh {
-        /// The whole clauses DataSize covers, in stored order.
-        clauses: Vec<Clause>,
+        /// The whole clauses DataSize covers, in stored order, read in place.
+        clauses: ClauseTable<'a>,
         /// Bytes after the last whole clause (normally none).
         trailing: &'a [u8],
     },
@@ -177,7 +179,7 @@ pub struct Section<'a> {
     pub content: SectionContent<'a>,
 }
 
-impl Section<'_> {
+impl<'a> Section<'a> {
     /// The FatFormat bit: 24-bit DataSize and 24-byte clauses.
     pub fn is_fat(&self) -> bool {
         self.kind & SECT_FAT_FORMAT != 0
@@ -189,10 +191,10 @@ impl Section<'_> {
     }
 
     /// The section's clauses; none for a raw section.
-    pub fn clauses(&self) -> &[Clause] {
-        match &self.content {
+    pub fn clauses(&self) -> ClauseTable<'a> {
+        match self.content {
             SectionContent::Eh { clauses, .. } => clauses,
-            SectionContent::Raw(_) => &[],
+            SectionContent::Raw(_) => ClauseTable::EMPTY,
         }
     }
 }
@@ -259,7 +261,7 @@ impl<'a> Body<'a> {
     }
 
     /// Every exception-handling clause, in table order across all EH sections.
-    pub fn clauses(&self) -> impl Iterator<Item = &Clause> + '_ {
+    pub fn clauses(&self) -> impl Iterator<Item = Clause> + '_ {
         self.sections.iter().flat_map(|s| s.clauses())
     }
 
@@ -283,7 +285,7 @@ impl<'a> Body<'a> {
             init_locals: self.init_locals(),
             local_sig: self.local_sig(),
             code: self.code,
-            clauses: self.clauses().copied().collect(),
+            clauses: self.clauses().collect(),
             raw_sections: self
                 .sections
                 .iter()

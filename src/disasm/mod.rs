@@ -11,11 +11,10 @@ pub mod names;
 
 pub use names::{ImageNamer, TokenNamer};
 
-use crate::body::{Body, Clause, ClauseKind, Header, SectionContent};
+use crate::body::{Body, Clause, ClauseKind, ClauseTable, Header, SectionContent};
 use crate::image::{ImageError, Method};
 use crate::instr::{Instruction, Instructions, Operand, decode_with_len};
 use crate::opcode::OperandKind;
-use std::borrow::Cow;
 use std::cmp::Reverse;
 use std::fmt::{self, Write};
 
@@ -197,11 +196,14 @@ impl Region {
         (self.seq / 3) as usize
     }
 
-    fn label(self, clauses: &[Clause]) -> RegionLabel {
+    fn label(self, clauses: ClauseTable<'_>) -> RegionLabel {
         match self.seq % 3 {
             0 => RegionLabel::Try,
             1 => RegionLabel::Filter,
-            _ => RegionLabel::handler(&clauses[self.clause()]),
+            // Regions are made from the clauses, so the clause is there.
+            _ => clauses
+                .get(self.clause())
+                .map_or(RegionLabel::Try, |c| RegionLabel::handler(&c)),
         }
     }
 }
@@ -232,7 +234,7 @@ impl Starts {
 
 /// Regions in print order (outer before inner), or `None` when they do not nest cleanly on
 /// instruction boundaries; then only the flat listing and the table are shown.
-fn nested_regions(clauses: &[Clause], starts: &Starts) -> Option<Nesting> {
+fn nested_regions(clauses: ClauseTable<'_>, starts: &Starts) -> Option<Nesting> {
     // `seq` numbers three parts per clause.
     if clauses.len() > (u32::MAX / 3) as usize {
         return None;
@@ -411,15 +413,16 @@ fn write_body(
         }
         out.write_char('\n')?;
     }
-    // The clauses of one EH section (the common case) are borrowed, not copied.
+    // The clauses of one EH section (the common case) are read in place, not copied.
     let mut eh = body.sections.iter().filter(|s| s.is_eh());
-    let clauses = match (eh.next(), eh.next()) {
-        (None, _) => Cow::Borrowed(&[][..]),
-        (Some(s), None) => Cow::Borrowed(s.clauses()),
-        (Some(_), Some(_)) => Cow::Owned(body.clauses().copied().collect::<Vec<Clause>>()),
-    };
-    write_code_with(out, body.code, &clauses, names)?;
-    drop(clauses);
+    match (eh.next(), eh.next()) {
+        (None, _) => write_code_with(out, body.code, ClauseTable::EMPTY, names)?,
+        (Some(s), None) => write_code_with(out, body.code, s.clauses(), names)?,
+        (Some(_), Some(_)) => {
+            let all: Vec<Clause> = body.clauses().collect();
+            write_code_with(out, body.code, &all, names)?;
+        }
+    }
     for (n, s) in body.sections.iter().enumerate() {
         let form = if s.is_fat() { "fat" } else { "small" };
         write!(
@@ -468,18 +471,23 @@ fn write_range(out: &mut impl Write, start: u64, end: u64) -> fmt::Result {
 }
 
 /// Writes the instruction listing, structured by EH regions when they nest, tokens raw.
-pub fn write_code(out: &mut impl Write, code: &[u8], clauses: &[Clause]) -> fmt::Result {
+pub fn write_code<'c>(
+    out: &mut impl Write,
+    code: &[u8],
+    clauses: impl Into<ClauseTable<'c>>,
+) -> fmt::Result {
     write_code_with(out, code, clauses, None)
 }
 
 /// Writes the instruction listing, structured by EH regions when they nest; tokens named by
 /// `names` when given.
-pub fn write_code_with(
+pub fn write_code_with<'c>(
     out: &mut impl Write,
     code: &[u8],
-    clauses: &[Clause],
+    clauses: impl Into<ClauseTable<'c>>,
     names: Option<&dyn TokenNamer>,
 ) -> fmt::Result {
+    let clauses = clauses.into();
     // The code is walked twice, first for the instruction starts that region bounds must be
     // on (a bit per byte, only when there are regions), so that no decoded instruction is kept.
     let mut starts = Starts {

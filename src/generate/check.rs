@@ -44,7 +44,7 @@ pub fn run_inputs(g: &Generated, code: &[u8], clauses: &[Clause], fuel: u64) -> 
 pub fn verifies(g: &Generated) -> Result<Vec<u8>, String> {
     let bytes = laid_out(g)?;
     let body = Body::parse(&bytes).map_err(|e| format!("laid-out body: {e}"))?;
-    let clauses: Vec<Clause> = body.clauses().copied().collect();
+    let clauses: Vec<Clause> = body.clauses().collect();
     verify::single_pass_agrees(body.code, &clauses, body.max_stack(), &g.resolver)?;
     Ok(bytes)
 }
@@ -89,7 +89,7 @@ pub fn round_trips(g: &Generated) -> Result<(), String> {
 pub fn runs_within_fuel(g: &Generated) -> Result<(), String> {
     let bytes = laid_out(g)?;
     let body = Body::parse(&bytes).map_err(|e| e.to_string())?;
-    let clauses: Vec<Clause> = body.clauses().copied().collect();
+    let clauses: Vec<Clause> = body.clauses().collect();
     for run in run_inputs(g, body.code, &clauses, FUEL) {
         let ok = match run.outcome {
             RunOutcome::Returned(v) => v.is_none() == g.shape.returns_void,
@@ -107,7 +107,7 @@ pub fn runs_within_fuel(g: &Generated) -> Result<(), String> {
 pub fn transforms_preserve(g: &Generated) -> Result<(), String> {
     let bytes = laid_out(g)?;
     let body = Body::parse(&bytes).map_err(|e| e.to_string())?;
-    let clauses: Vec<Clause> = body.clauses().copied().collect();
+    let clauses: Vec<Clause> = body.clauses().collect();
     let before = run_inputs(g, body.code, &clauses, FUEL);
     // A spare local for the wrap transforms to hold a return value in.
     let spare = g.shape.locals;
@@ -156,7 +156,7 @@ pub fn transforms_preserve(g: &Generated) -> Result<(), String> {
             name != "identity" || out == bytes,
             "identity is not a fixed point on a canonical body"
         );
-        let new_clauses: Vec<Clause> = new_body.clauses().copied().collect();
+        let new_clauses: Vec<Clause> = new_body.clauses().collect();
         let after = run_inputs(g, new_body.code, &new_clauses, FUEL * 4);
         for (k, (a, b)) in before.iter().zip(&after).enumerate() {
             // Locals the transform added (a return-value holder) are not the program's.

@@ -344,7 +344,7 @@ fn interp_code(m: &ProgramMethod) -> Result<(Vec<u8>, Vec<Clause>), ProgramError
         method: m.name.clone(),
         reason: e.into(),
     })?;
-    Ok((body.code.to_vec(), body.clauses().copied().collect()))
+    Ok((body.code.to_vec(), body.clauses().collect()))
 }
 
 /// The program of `seed`: `count` generated methods and a `Main` that runs them.

@@ -73,7 +73,7 @@ pub fn placement(m: &Method, bytes: &[u8]) -> Result<(), String> {
             ));
         }
     }
-    let clauses: Vec<_> = body.clauses().copied().collect();
+    let clauses: Vec<_> = body.clauses().collect();
     if clauses.len() != m.clauses.len() {
         return Err(format!(
             "{} clauses laid out for {}",

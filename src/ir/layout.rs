@@ -530,7 +530,7 @@ impl Layout {
                 let diags = self.verifier.verify_code_in(
                     &self.code,
                     self.code_len,
-                    &self.clauses,
+                    (&self.clauses).into(),
                     Some(declared),
                     resolver,
                     &crate::verify::Options::ALL,
@@ -545,7 +545,7 @@ impl Layout {
             let diags = self.verifier.verify_code_in(
                 &self.code,
                 self.code_len,
-                &self.clauses,
+                (&self.clauses).into(),
                 None,
                 resolver,
                 &crate::verify::Options::ALL,
@@ -558,7 +558,7 @@ impl Layout {
             self.verifier.verify_code_in(
                 &self.code,
                 self.code_len,
-                &self.clauses,
+                (&self.clauses).into(),
                 None,
                 resolver,
                 first,

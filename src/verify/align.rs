@@ -570,9 +570,9 @@ impl Aligner {
     pub fn compare(&mut self, original: &Body<'_>, patched: &Body<'_>) -> &[Diagnostic] {
         let (mut oc, mut pc) = std::mem::take(&mut self.clauses);
         oc.clear();
-        oc.extend(original.clauses().copied());
+        oc.extend(original.clauses());
         pc.clear();
-        pc.extend(patched.clauses().copied());
+        pc.extend(patched.clauses());
         self.compare_code(original.code, &oc, patched.code, &pc);
         self.clauses = (oc, pc);
         &self.diags

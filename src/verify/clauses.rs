@@ -1,22 +1,22 @@
 //! A body's EH clauses as one table read by index, without copying them out of the sections
-//! they were parsed into (a body over 699,050 clauses needs more than one section).
+//! they are stored in (a body over 699,050 clauses needs more than one section).
 
-use crate::body::{Body, Clause};
+use crate::body::{Body, Clause, ClauseTable};
 
-/// The clauses the verifier checks, in order: one list, or the lists of several sections.
+/// The clauses the verifier checks, in order: one table, or the tables of several sections.
 #[derive(Debug)]
 pub(super) enum Clauses<'a> {
-    /// One list (at most one EH section, or code and clauses as a rewriter lays them out).
-    One(&'a [Clause]),
-    /// Several sections' lists, each with the index of its first clause (ascending).
-    Many(Vec<(usize, &'a [Clause])>),
+    /// One table (at most one EH section, or code and clauses as a rewriter lays them out).
+    One(ClauseTable<'a>),
+    /// Several sections' tables, each with the index of its first clause (ascending).
+    Many(Vec<(usize, ClauseTable<'a>)>),
 }
 
 impl<'a> Clauses<'a> {
     /// The clauses of `body`'s EH sections.
-    pub fn of(body: &'a Body<'a>) -> Clauses<'a> {
+    pub fn of(body: &Body<'a>) -> Clauses<'a> {
         let mut eh = body.sections.iter().filter(|s| s.is_eh());
-        let first = eh.next().map_or(&[][..], |s| s.clauses());
+        let first = eh.next().map_or(ClauseTable::EMPTY, |s| s.clauses());
         let Some(second) = eh.next() else {
             return Clauses::One(first);
         };
@@ -31,15 +31,15 @@ impl<'a> Clauses<'a> {
 
     /// Clause `i`, if there is one.
     #[inline]
-    pub fn get(&self, i: usize) -> Option<&'a Clause> {
+    pub fn get(&self, i: usize) -> Option<Clause> {
         match self {
-            Clauses::One(list) => list.get(i),
+            Clauses::One(table) => table.get(i),
             Clauses::Many(parts) => {
                 let k = parts
                     .partition_point(|&(start, _)| start <= i)
                     .checked_sub(1)?;
-                let (start, list) = parts[k];
-                list.get(i - start)
+                let (start, table) = parts[k];
+                table.get(i - start)
             }
         }
     }
@@ -47,8 +47,10 @@ impl<'a> Clauses<'a> {
     /// How many clauses there are.
     pub fn len(&self) -> usize {
         match self {
-            Clauses::One(list) => list.len(),
-            Clauses::Many(parts) => parts.last().map_or(0, |&(start, list)| start + list.len()),
+            Clauses::One(table) => table.len(),
+            Clauses::Many(parts) => parts
+                .last()
+                .map_or(0, |&(start, table)| start + table.len()),
         }
     }
 
@@ -58,12 +60,12 @@ impl<'a> Clauses<'a> {
     }
 
     /// The clauses in order.
-    pub fn iter(&self) -> impl Iterator<Item = &'a Clause> + '_ {
-        let (one, many): (&'a [Clause], &[(usize, &'a [Clause])]) = match self {
-            Clauses::One(list) => (list, &[]),
-            Clauses::Many(parts) => (&[], parts),
+    pub fn iter(&self) -> impl Iterator<Item = Clause> + '_ {
+        let (one, many): (ClauseTable<'a>, &[(usize, ClauseTable<'a>)]) = match self {
+            Clauses::One(table) => (*table, &[]),
+            Clauses::Many(parts) => (ClauseTable::EMPTY, parts),
         };
         one.iter()
-            .chain(many.iter().flat_map(|&(_, list)| list.iter()))
+            .chain(many.iter().flat_map(|&(_, table)| table.iter()))
     }
 }

@@ -238,7 +238,7 @@ pub(super) fn check<R: Resolver + ?Sized>(
     }
     let mut ok = true;
     for (ci, c) in clauses.iter().enumerate() {
-        ok &= check_clause(v, len, ci, c, r);
+        ok &= check_clause(v, len, ci, &c, r);
     }
     if !ok || v.stop() {
         return false;

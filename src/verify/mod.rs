@@ -1302,7 +1302,7 @@ impl Verifier {
                 clauses,
                 declared_max_stack,
             } => {
-                let clauses = Clauses::One(clauses);
+                let clauses = Clauses::One(clauses.into());
                 self.run_in(code, code.len(), &clauses, declared_max_stack, resolver);
             }
         }
@@ -1316,7 +1316,7 @@ impl Verifier {
         &mut self,
         buf: &[u8],
         len: usize,
-        clauses: &[Clause],
+        clauses: crate::body::ClauseTable<'_>,
         declared_max_stack: Option<u16>,
         resolver: &R,
         opts: &Options,

@@ -1,7 +1,7 @@
 //! Rule-by-rule tests on hand-assembled bodies, and a mutation suite.
 
 use super::*;
-use crate::body::Clause;
+use crate::body::{Clause, ClauseTable};
 use crate::instr::{Operand, encode};
 use crate::opcode::Opcode::{self, *};
 use crate::test_rng::xorshift;
@@ -36,7 +36,7 @@ fn max_stack(code: &[u8], clauses: &[Clause], resolver: &dyn Resolver) -> Result
 }
 
 fn body_max_stack(body: &Body<'_>, resolver: &dyn Resolver) -> Result<u16, Diagnostic> {
-    let clauses: Vec<Clause> = body.clauses().copied().collect();
+    let clauses: Vec<Clause> = body.clauses().collect();
     max_stack(body.code, &clauses, resolver)
 }
 
@@ -79,7 +79,7 @@ impl Verifier {
         clauses: &[Clause],
         resolver: &R,
     ) -> Result<u16, Diagnostic> {
-        self.verify_code_in(buf, len, clauses, None, resolver, &Options::FIRST);
+        self.verify_code_in(buf, len, clauses.into(), None, resolver, &Options::FIRST);
         self.needed_max_stack()
     }
 }
@@ -1643,7 +1643,7 @@ mod hostile_shapes {
 
     fn parts(h: &hostile::Hostile) -> (Vec<u8>, Vec<Clause>) {
         let body = Body::parse(&h.bytes).unwrap();
-        (body.code.to_vec(), body.clauses().copied().collect())
+        (body.code.to_vec(), body.clauses().collect())
     }
 
     #[test]
@@ -2360,7 +2360,7 @@ fn slack_after_the_code_changes_nothing() {
         let code = buf[..len].to_vec();
         let want = exact.verify_code(&code, &[], Some(8), &r).to_vec();
         let got = padded
-            .verify_code_in(&buf, len, &[], Some(8), &r, &Options::ALL)
+            .verify_code_in(&buf, len, ClauseTable::EMPTY, Some(8), &r, &Options::ALL)
             .to_vec();
         assert_eq!(want, got, "{buf:02x?} ({len} bytes of code)");
         assert_eq!(

@@ -291,7 +291,7 @@ fn a_clause_boundary_moved_by_one_instruction_is_reported() {
             let (Ok(body), Ok(raw)) = (method.decoded_body(), method.body()) else {
                 continue;
             };
-            let clauses: Vec<Clause> = body.clauses().copied().collect();
+            let clauses: Vec<Clause> = body.clauses().collect();
             if clauses.is_empty() || structural_findings(&image, method.rid(), raw) != 0 {
                 continue;
             }

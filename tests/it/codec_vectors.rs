@@ -63,7 +63,7 @@ fn fat_header_with_small_catch_section() {
     let s = &body.sections[0];
     assert!(!s.is_fat() && s.is_eh());
     assert_eq!((s.data_size, s.padding.len()), (0x10, 3));
-    let c = s.clauses()[0];
+    let c = s.clauses().get(0).unwrap();
     assert_eq!(c.kind(), ClauseKind::Catch);
     assert_eq!(
         (
@@ -126,7 +126,7 @@ fn nested_catch_inside_finally() {
     };
     assert_eq!((h.max_stack, h.local_sig, h.flags), (2, 0x1100_0001, 0x01B));
     assert_eq!(body.code.len(), 49);
-    let clauses: Vec<_> = body.clauses().copied().collect();
+    let clauses: Vec<_> = body.clauses().collect();
     assert_eq!(clauses.len(), 2);
     assert_eq!(clauses[0].kind(), ClauseKind::Catch);
     assert_eq!(

@@ -156,7 +156,7 @@ fn single_pass_agrees_with_full_passes() {
                 continue;
             };
             resolver.set_method(&method, &body);
-            let clauses: Vec<_> = body.clauses().copied().collect();
+            let clauses: Vec<_> = body.clauses().collect();
             let at = |what: &str, e: String| {
                 panic!(
                     "{} {:#010x} ({what}): {e}",
