@@ -61,11 +61,8 @@ impl<'a> ClauseTable<'a> {
     #[inline]
     pub fn get(&self, i: usize) -> Option<Clause> {
         match self.repr {
-            Repr::Bytes { bytes, fat } => {
-                let size = clause_size(fat);
-                let c = bytes.get(i.checked_mul(size)?..)?.get(..size)?;
-                Some(read(c, fat))
-            }
+            Repr::Bytes { bytes, fat: true } => Some(read_fat(chunk(bytes, i)?)),
+            Repr::Bytes { bytes, fat: false } => Some(read_small(chunk(bytes, i)?)),
             Repr::List(list) => list.get(i).copied(),
         }
     }
@@ -191,29 +188,39 @@ fn clause_size(fat: bool) -> usize {
     }
 }
 
-/// One clause from its `c.len()` bytes (II.25.4.6).
+/// The `i`th `N`-byte clause of `bytes`.
 #[inline]
-fn read(c: &[u8], fat: bool) -> Clause {
-    let u16_at = |at: usize| u16::from_le_bytes([c[at], c[at + 1]]) as u32;
+fn chunk<const N: usize>(bytes: &[u8], i: usize) -> Option<&[u8; N]> {
+    let at = i.checked_mul(N)?;
+    bytes.get(at..at.checked_add(N)?)?.try_into().ok()
+}
+
+/// A fat clause (II.25.4.6): six `u32`s.
+#[inline]
+fn read_fat(c: &[u8; FAT_CLAUSE_SIZE]) -> Clause {
     let u32_at = |at: usize| u32::from_le_bytes([c[at], c[at + 1], c[at + 2], c[at + 3]]);
-    if fat {
-        Clause {
-            flags: u32_at(0),
-            try_offset: u32_at(4),
-            try_length: u32_at(8),
-            handler_offset: u32_at(12),
-            handler_length: u32_at(16),
-            class_or_filter: u32_at(20),
-        }
-    } else {
-        Clause {
-            flags: u16_at(0),
-            try_offset: u16_at(2),
-            try_length: c[4] as u32,
-            handler_offset: u16_at(5),
-            handler_length: c[7] as u32,
-            class_or_filter: u32_at(8),
-        }
+    Clause {
+        flags: u32_at(0),
+        try_offset: u32_at(4),
+        try_length: u32_at(8),
+        handler_offset: u32_at(12),
+        handler_length: u32_at(16),
+        class_or_filter: u32_at(20),
+    }
+}
+
+/// A small clause (II.25.4.6): 16-bit flags and offsets, 8-bit lengths, a 32-bit class token
+/// or filter offset.
+#[inline]
+fn read_small(c: &[u8; SMALL_CLAUSE_SIZE]) -> Clause {
+    let u16_at = |at: usize| u16::from_le_bytes([c[at], c[at + 1]]) as u32;
+    Clause {
+        flags: u16_at(0),
+        try_offset: u16_at(2),
+        try_length: c[4] as u32,
+        handler_offset: u16_at(5),
+        handler_length: c[7] as u32,
+        class_or_filter: u32::from_le_bytes([c[8], c[9], c[10], c[11]]),
     }
 }
 
