@@ -67,6 +67,44 @@ impl<'a> ClauseTable<'a> {
         }
     }
 
+    /// The byte bounds `[start, end)` of one block of clause `i`, reading only the fields
+    /// they need (the verifier asks this of every region several times). Ends are computed
+    /// in `u64` and truncated, as `Clause::try_end() as u32` would be.
+    #[inline(always)]
+    pub(crate) fn block(&self, i: usize, block: Block) -> Option<(u32, u32)> {
+        let (start, len_or_end) = match self.repr {
+            Repr::Bytes { bytes, fat: true } => {
+                let c: &[u8; FAT_CLAUSE_SIZE] = chunk(bytes, i)?;
+                let at = |k: usize| u32::from_le_bytes([c[k], c[k + 1], c[k + 2], c[k + 3]]);
+                match block {
+                    Block::Try => (at(4), at(8)),
+                    Block::Filter => return Some((at(20), at(12))),
+                    Block::Handler => (at(12), at(16)),
+                }
+            }
+            Repr::Bytes { bytes, fat: false } => {
+                let c: &[u8; SMALL_CLAUSE_SIZE] = chunk(bytes, i)?;
+                let at16 = |k: usize| u16::from_le_bytes([c[k], c[k + 1]]) as u32;
+                match block {
+                    Block::Try => (at16(2), c[4] as u32),
+                    Block::Filter => {
+                        return Some((u32::from_le_bytes([c[8], c[9], c[10], c[11]]), at16(5)));
+                    }
+                    Block::Handler => (at16(5), c[7] as u32),
+                }
+            }
+            Repr::List(list) => {
+                let c = list.get(i)?;
+                match block {
+                    Block::Try => (c.try_offset, c.try_length),
+                    Block::Filter => return Some((c.class_or_filter, c.handler_offset)),
+                    Block::Handler => (c.handler_offset, c.handler_length),
+                }
+            }
+        };
+        Some((start, (start as u64 + len_or_end as u64) as u32))
+    }
+
     /// The clauses in order.
     pub fn iter(&self) -> Iter<'a> {
         Iter {
@@ -80,6 +118,17 @@ impl<'a> ClauseTable<'a> {
     pub fn to_vec(&self) -> Vec<Clause> {
         self.iter().collect()
     }
+}
+
+/// One block of a clause, for [`ClauseTable::block`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Block {
+    /// The try block.
+    Try,
+    /// A filter clause's filter block: from the filter offset to the handler.
+    Filter,
+    /// The handler block.
+    Handler,
 }
 
 impl<'a> From<&'a [Clause]> for ClauseTable<'a> {
@@ -265,6 +314,18 @@ mod tests {
             assert_eq!(table.iter().next_back(), Some(clauses[1]));
             assert_eq!(table.iter().len(), 2);
             assert_eq!(table.to_vec(), clauses);
+            for t in [table, ClauseTable::from(&clauses[..])] {
+                for (i, c) in clauses.iter().enumerate() {
+                    let end = |a: u32, b: u32| (a as u64 + b as u64) as u32;
+                    let try_block = (c.try_offset, end(c.try_offset, c.try_length));
+                    let handler = (c.handler_offset, end(c.handler_offset, c.handler_length));
+                    assert_eq!(t.block(i, Block::Try), Some(try_block));
+                    assert_eq!(t.block(i, Block::Handler), Some(handler));
+                    let filter = (c.class_or_filter, c.handler_offset);
+                    assert_eq!(t.block(i, Block::Filter), Some(filter));
+                }
+                assert_eq!(t.block(2, Block::Try), None);
+            }
         }
         let (table, trailing) = ClauseTable::split(&[1, 2, 3], true);
         assert!(table.is_empty() && trailing == [1, 2, 3]);

@@ -14,6 +14,7 @@ mod encode;
 #[cfg(feature = "gen")]
 pub(crate) use encode::write_clause;
 
+pub(crate) use clauses::Block;
 pub use clauses::{ClauseTable, Iter as ClauseIter};
 pub use decode::DecodeError;
 pub use encode::{BodyParts, EncodeError, RawSection};

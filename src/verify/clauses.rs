@@ -1,7 +1,7 @@
 //! A body's EH clauses as one table read by index, without copying them out of the sections
 //! they are stored in (a body over 699,050 clauses needs more than one section).
 
-use crate::body::{Body, Clause, ClauseTable};
+use crate::body::{Block, Body, Clause, ClauseTable};
 
 /// The clauses the verifier checks, in order: one table, or the tables of several sections.
 #[derive(Debug)]
@@ -40,6 +40,21 @@ impl<'a> Clauses<'a> {
                     .checked_sub(1)?;
                 let (start, table) = parts[k];
                 table.get(i - start)
+            }
+        }
+    }
+
+    /// The byte bounds of one block of clause `i` (see [`ClauseTable::block`]).
+    #[inline(always)]
+    pub fn block(&self, i: usize, block: Block) -> Option<(u32, u32)> {
+        match self {
+            Clauses::One(table) => table.block(i, block),
+            Clauses::Many(parts) => {
+                let k = parts
+                    .partition_point(|&(start, _)| start <= i)
+                    .checked_sub(1)?;
+                let (start, table) = parts[k];
+                table.block(i - start, block)
             }
         }
     }

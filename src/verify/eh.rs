@@ -9,7 +9,7 @@
 
 use super::clauses::Clauses;
 use super::{Code, NONE, Resolver, Verifier, flag};
-use crate::body::{Clause, ClauseKind};
+use crate::body::{Block, Clause, ClauseKind};
 use crate::opcode::{Opcode, OperandKind};
 use std::cmp::Reverse;
 use std::fmt;
@@ -188,18 +188,19 @@ fn own_stops(n: &Node, k: u32) -> Stops {
 }
 
 /// The byte bounds of node `n`'s block, from its clause: the try, the handler or the filter.
+#[inline(always)]
 pub(super) fn block(n: &Node, clauses: &Clauses<'_>) -> (u32, u32) {
-    let Some(c) = clauses.get(n.min_clause() as usize) else {
-        return (NONE, NONE);
-    };
     // Every bound was checked to lie inside the code (under 4 GiB) before nodes are made.
-    match n.kind() {
-        RegionKind::Try => (c.try_offset, c.try_end() as u32),
-        RegionKind::Filter => (c.class_or_filter, c.handler_offset),
+    let which = match n.kind() {
+        RegionKind::Try => Block::Try,
+        RegionKind::Filter => Block::Filter,
         RegionKind::Catch | RegionKind::FilterHandler | RegionKind::Finally | RegionKind::Fault => {
-            (c.handler_offset, c.handler_end() as u32)
+            Block::Handler
         }
-    }
+    };
+    clauses
+        .block(n.min_clause() as usize, which)
+        .unwrap_or((NONE, NONE))
 }
 
 impl Node {
