@@ -348,8 +348,7 @@ impl TypeChecker {
                 }
             }
         }
-        let own = Token::new(crate::image::tables::Table::MethodDef, rid);
-        let instance_ctor = sig.has_this && !sig.explicit_this && is_ctor_token(ts, own);
+        let instance_ctor = sig.has_this && !sig.explicit_this && sig.named_ctor;
         let ctor = if instance_ctor {
             own_ctor(ts, parent)
         } else {
@@ -839,26 +838,6 @@ impl TypeChecker {
             }
         }
     }
-}
-
-/// Whether a method token of the image names an instance or static constructor named
-/// `.ctor` (a MethodDef, or a MemberRef; a MethodSpec never does: constructors are not
-/// generic).
-fn is_ctor_token(ts: &TypeSystem<'_>, token: Token) -> bool {
-    use crate::image::tables::Table;
-    let image = ts.image();
-    let tables = image.tables();
-    // The name column alone: a whole row costs a read per column.
-    let name = match token.table() {
-        Some(Table::MethodDef) => tables.cell(Table::MethodDef, token.rid(), 3),
-        Some(Table::MemberRef) => tables.cell(Table::MemberRef, token.rid(), 1),
-        _ => return false,
-    };
-    // `.ctor` and its NUL, compared in place: no scan for the end of a longer name.
-    name.is_ok_and(|n| {
-        let data = image.strings().data;
-        data.get(n as usize..n as usize + 6) == Some(b".ctor\0")
-    })
 }
 
 /// The followed state of an instance constructor declared by `parent`: a reference type's
@@ -1417,7 +1396,7 @@ impl TypeChecker {
             let own_this =
                 self.track_this && self.this_slots.get(stack.len()).copied().unwrap_or(false);
             // Constructors return void: the name is read only for such callees.
-            let ctor_callee = sig.ret == TyId::VOID && is_ctor_token(ts, token);
+            let ctor_callee = sig.ret == TyId::VOID && sig.named_ctor;
             if ctor_callee && !self.frame.ctor_unknown {
                 self.ctor_call(ts, x, this, own_this, parent);
             }

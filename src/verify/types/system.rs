@@ -1106,7 +1106,10 @@ impl<'a> TypeSystem<'a> {
     #[inline(never)]
     fn method_first(&mut self, token: Token, slot: usize) -> Option<MethodSig> {
         let rid = token.rid() as usize;
-        let m = self.method_in(0, token, &[]);
+        let mut m = self.method_in(0, token, &[]);
+        if let Some(sig) = m.as_mut() {
+            sig.named_ctor = sig.has_this && names_dot_ctor(self.current, token);
+        }
         let rows = self.current.tables().rows(token.table()?) as usize;
         // Rows past the table are not kept: the table's size bounds what is allocated.
         if rid <= rows {
@@ -1232,6 +1235,7 @@ impl<'a> TypeSystem<'a> {
                 ret,
                 parent: TyId::UNKNOWN,
                 params: (start, (self.scratch.len() - base) as u32),
+                named_ctor: false,
             }
         });
         self.scratch.truncate(base);
@@ -2250,6 +2254,23 @@ impl<'a> TypeSystem<'a> {
 
 /// The bytes of the string at `at` in a `#Strings` heap, up to its NUL (no UTF-8 check: names
 /// are compared, not read).
+/// Whether a method token of `image` names a method called `.ctor` (a MethodDef, or a
+/// MemberRef; a MethodSpec never does: constructors are not generic).
+fn names_dot_ctor(image: &Image<'_>, token: Token) -> bool {
+    let tables = image.tables();
+    // The name column alone: a whole row costs a read per column.
+    let name = match token.table() {
+        Some(Table::MethodDef) => tables.cell(Table::MethodDef, token.rid(), 3),
+        Some(Table::MemberRef) => tables.cell(Table::MemberRef, token.rid(), 1),
+        _ => return false,
+    };
+    // `.ctor` and its NUL, compared in place: no scan for the end of a longer name.
+    name.is_ok_and(|n| {
+        let data = image.strings().data;
+        data.get(n as usize..n as usize + 6) == Some(b".ctor\0")
+    })
+}
+
 fn heap_str(data: &[u8], at: u32) -> Option<&[u8]> {
     let rest = data.get(at as usize..)?;
     let len = memchr::memchr(0, rest)?;

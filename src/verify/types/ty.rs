@@ -421,6 +421,10 @@ pub struct MethodSig {
     pub parent: TyId,
     /// The parameters: start and length in the pool.
     pub(crate) params: (u32, u32),
+    /// The method token it was resolved for names a method called `.ctor` and the signature
+    /// has `this` (set by [`super::TypeSystem::method`], once per token: the name is a
+    /// random read of `#Strings`, which the rules would otherwise make per call).
+    pub(crate) named_ctor: bool,
 }
 
 impl MethodSig {
