@@ -466,6 +466,13 @@ fn enclosing_chain(img: &Image<'_>, idx: &ModuleIndex, rid: u32) -> Option<(u32,
     Some((outer, nested))
 }
 
+/// An empty map with room for `n` entries.
+fn reserved<K: Eq + std::hash::Hash, V>(n: usize) -> FxMap<K, V> {
+    let mut m = FxMap::default();
+    m.reserve(n);
+    m
+}
+
 /// A value per row of a metadata table, kept when first worked out.
 #[derive(Debug)]
 struct PerRow<T>(Vec<Option<T>>);
@@ -643,6 +650,17 @@ impl<'a> TypeSystem<'a> {
     /// The type system of `image` (read from `path`, whose directory is searched first).
     pub fn new(store: &'a ModuleStore, image: &'a Image<'a>, path: Option<&Path>) -> Self {
         let current_name = assembly_name(image).unwrap_or_default();
+        // Tables sized by the image's rows, so that they seldom grow (each growth rehashes
+        // what they hold): the types a signature names come through its TypeDef, TypeRef and
+        // TypeSpec rows, and their pointers, arrays and instances; the referenced types read,
+        // through its TypeRefs; the signature blobs read, through its MethodDef and MemberRef
+        // rows (fewer: methods share blobs); local signatures, one per StandAloneSig row at
+        // most; field signatures, through its Field rows (few: fields share blobs).
+        let t = image.tables();
+        let rows = |table| t.rows(table) as usize;
+        let types = rows(Table::TypeDef) + rows(Table::TypeRef) + rows(Table::TypeSpec);
+        let method_sigs = reserved((rows(Table::MethodDef) + rows(Table::MemberRef)) / 2);
+        let local_sigs = reserved(rows(Table::StandAloneSig));
         let mut by_name = FxMap::default();
         by_name.insert(current_name.to_ascii_lowercase(), Some(0));
         TypeSystem {
@@ -657,13 +675,13 @@ impl<'a> TypeSystem<'a> {
             super_args: Vec::new(),
             walk_seen: FxSet::default(),
             walk_queue: Vec::new(),
-            tys: Interner::default(),
+            tys: Interner::with_capacity(types),
             typerefs: FxMap::default(),
             own_typerefs: PerRow::default(),
             typespecs: FxMap::default(),
-            infos: FxMap::default(),
+            infos: reserved(rows(Table::TypeRef)),
             own_infos: PerRow::default(),
-            key_types: FxMap::default(),
+            key_types: reserved(rows(Table::TypeRef)),
             own_key_types: PerRow::default(),
             assignable_cache: FxMap::default(),
             value_types: Vec::new(),
@@ -674,9 +692,9 @@ impl<'a> TypeSystem<'a> {
             standalone: FxMap::default(),
             fields: Default::default(),
             locals_by_row: PerRow::default(),
-            method_sigs: FxMap::default(),
-            field_sigs: FxMap::default(),
-            local_sigs: FxMap::default(),
+            method_sigs,
+            field_sigs: reserved(rows(Table::Field) / 4),
+            local_sigs,
             local_types: Vec::new(),
             method_owners: None,
             overridable: FxMap::default(),

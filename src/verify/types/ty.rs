@@ -235,6 +235,16 @@ impl Default for Interner {
 }
 
 impl Interner {
+    /// An interner with room for about `n` types before its tables grow (a type system
+    /// sizes it by the image's type rows: growing rehashes every type interned so far).
+    pub fn with_capacity(n: usize) -> Self {
+        let mut t = Interner::default();
+        t.nodes.reserve(n);
+        t.flags.reserve(n);
+        t.ids.reserve(n);
+        t
+    }
+
     /// The id of `node`, adding it when new.
     pub fn intern(&mut self, node: TyNode) -> TyId {
         if let Some(&id) = self.ids.get(&node) {
