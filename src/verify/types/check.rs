@@ -1217,7 +1217,7 @@ impl TypeChecker {
     /// Checks an array operand; the element type when known.
     fn array(&mut self, ts: &mut TypeSystem<'_>, off: u32, a: V) -> Option<TyId> {
         match a {
-            V::Obj(t) => match ts.tys.node(t).clone() {
+            V::Obj(t) => match *ts.tys.node(t) {
                 TyNode::SzArray(e) => Some(e),
                 TyNode::Unknown => None,
                 _ => {

@@ -1956,7 +1956,8 @@ impl<'a> TypeSystem<'a> {
     }
 
     fn is_value_type_uncached(&mut self, t: TyId) -> Option<bool> {
-        match self.tys.node(t).clone() {
+        // Matched in place: an instance's arguments are not cloned.
+        match *self.tys.node(t) {
             TyNode::Value(_) | TyNode::Class(_) | TyNode::Inst { .. } => match self.kind(t) {
                 Some(Kind::Value | Kind::Enum(_)) => Some(true),
                 Some(Kind::Class | Kind::Interface) => Some(false),
