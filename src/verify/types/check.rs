@@ -437,14 +437,17 @@ impl TypeChecker {
         }
         let limit = VISITS_PER_BLOCK * (self.starts + 1);
         let mut visits = 0;
+        // The stack taken once for all the blocks of the run, not per block.
+        let mut stack = std::mem::take(&mut self.stack);
         while let Some(i) = self.work.pop() {
             visits += 1;
             if visits > limit {
                 self.part(Partial::NoConvergence);
-                return;
+                break;
             }
-            self.block(ts, i as usize);
+            self.block(ts, i as usize, &mut stack);
         }
+        self.stack = stack;
     }
 
     /// The instruction starting at byte `off`. `at` is never cleared: an entry left by an
@@ -754,16 +757,18 @@ impl TypeChecker {
     }
 
     /// Runs the block starting at instruction `i` from its entry state.
-    fn block(&mut self, ts: &mut TypeSystem<'_>, i: usize) {
+    fn block(&mut self, ts: &mut TypeSystem<'_>, i: usize, stack: &mut Vec<V>) {
         let Some((start, len)) = self.ins.get(i).map(|x| x.entry) else {
             return;
         };
         if start == NO_ENTRY {
             return;
         }
-        let mut stack = std::mem::take(&mut self.stack);
         stack.clear();
-        stack.extend_from_slice(&self.pool[start as usize..(start + len) as usize]);
+        // Slot by slot: entry states are short (most are empty), a copy call costs more.
+        for &v in &self.pool[start as usize..(start + len) as usize] {
+            stack.push(v);
+        }
         let (ctor, track) = (self.frame.ctor, self.track_this);
         if track {
             self.this_slots.clear();
@@ -776,11 +781,10 @@ impl TypeChecker {
         self.abandon = false;
         // Two loops, so that the common one tests nothing per instruction for `this`.
         if track {
-            self.walk::<true>(ts, i, &mut stack, ctor);
+            self.walk::<true>(ts, i, stack, ctor);
         } else {
-            self.walk::<false>(ts, i, &mut stack, ctor);
+            self.walk::<false>(ts, i, stack, ctor);
         }
-        self.stack = stack;
     }
 
     /// Steps from instruction `i` to the block's end with `stack`, following `this` when
