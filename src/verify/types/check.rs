@@ -467,7 +467,10 @@ impl TypeChecker {
         let entry = (self.pool.len() as u32, stack.len() as u32);
         if let Some(x) = self.ins.get_mut(i).filter(|x| x.entry.0 == NO_ENTRY) {
             x.entry = entry;
-            self.pool.extend_from_slice(stack);
+            // Slot by slot, as in `block`: most states are empty or short.
+            for &v in stack {
+                self.pool.push(v);
+            }
             if self.track_this {
                 for k in 0..stack.len() {
                     let this = self.this_slots.get(k).copied().unwrap_or(false);
