@@ -348,8 +348,7 @@ impl TypeChecker {
                 }
             }
         }
-        let own = Token::new(crate::image::tables::Table::MethodDef, rid);
-        let instance_ctor = sig.has_this && !sig.explicit_this && is_ctor_token(ts, own);
+        let instance_ctor = sig.has_this && !sig.explicit_this && sig.named_ctor;
         let ctor = if instance_ctor {
             own_ctor(ts, parent)
         } else {
@@ -438,14 +437,17 @@ impl TypeChecker {
         }
         let limit = VISITS_PER_BLOCK * (self.starts + 1);
         let mut visits = 0;
+        // The stack taken once for all the blocks of the run, not per block.
+        let mut stack = std::mem::take(&mut self.stack);
         while let Some(i) = self.work.pop() {
             visits += 1;
             if visits > limit {
                 self.part(Partial::NoConvergence);
-                return;
+                break;
             }
-            self.block(ts, i as usize);
+            self.block(ts, i as usize, &mut stack);
         }
+        self.stack = stack;
     }
 
     /// The instruction starting at byte `off`. `at` is never cleared: an entry left by an
@@ -465,7 +467,10 @@ impl TypeChecker {
         let entry = (self.pool.len() as u32, stack.len() as u32);
         if let Some(x) = self.ins.get_mut(i).filter(|x| x.entry.0 == NO_ENTRY) {
             x.entry = entry;
-            self.pool.extend_from_slice(stack);
+            // Slot by slot, as in `block`: most states are empty or short.
+            for &v in stack {
+                self.pool.push(v);
+            }
             if self.track_this {
                 for k in 0..stack.len() {
                     let this = self.this_slots.get(k).copied().unwrap_or(false);
@@ -755,16 +760,18 @@ impl TypeChecker {
     }
 
     /// Runs the block starting at instruction `i` from its entry state.
-    fn block(&mut self, ts: &mut TypeSystem<'_>, i: usize) {
+    fn block(&mut self, ts: &mut TypeSystem<'_>, i: usize, stack: &mut Vec<V>) {
         let Some((start, len)) = self.ins.get(i).map(|x| x.entry) else {
             return;
         };
         if start == NO_ENTRY {
             return;
         }
-        let mut stack = std::mem::take(&mut self.stack);
         stack.clear();
-        stack.extend_from_slice(&self.pool[start as usize..(start + len) as usize]);
+        // Slot by slot: entry states are short (most are empty), a copy call costs more.
+        for &v in &self.pool[start as usize..(start + len) as usize] {
+            stack.push(v);
+        }
         let (ctor, track) = (self.frame.ctor, self.track_this);
         if track {
             self.this_slots.clear();
@@ -777,11 +784,10 @@ impl TypeChecker {
         self.abandon = false;
         // Two loops, so that the common one tests nothing per instruction for `this`.
         if track {
-            self.walk::<true>(ts, i, &mut stack, ctor);
+            self.walk::<true>(ts, i, stack, ctor);
         } else {
-            self.walk::<false>(ts, i, &mut stack, ctor);
+            self.walk::<false>(ts, i, stack, ctor);
         }
-        self.stack = stack;
     }
 
     /// Steps from instruction `i` to the block's end with `stack`, following `this` when
@@ -839,26 +845,6 @@ impl TypeChecker {
             }
         }
     }
-}
-
-/// Whether a method token of the image names an instance or static constructor named
-/// `.ctor` (a MethodDef, or a MemberRef; a MethodSpec never does: constructors are not
-/// generic).
-fn is_ctor_token(ts: &TypeSystem<'_>, token: Token) -> bool {
-    use crate::image::tables::Table;
-    let image = ts.image();
-    let tables = image.tables();
-    // The name column alone: a whole row costs a read per column.
-    let name = match token.table() {
-        Some(Table::MethodDef) => tables.cell(Table::MethodDef, token.rid(), 3),
-        Some(Table::MemberRef) => tables.cell(Table::MemberRef, token.rid(), 1),
-        _ => return false,
-    };
-    // `.ctor` and its NUL, compared in place: no scan for the end of a longer name.
-    name.is_ok_and(|n| {
-        let data = image.strings().data;
-        data.get(n as usize..n as usize + 6) == Some(b".ctor\0")
-    })
 }
 
 /// The followed state of an instance constructor declared by `parent`: a reference type's
@@ -1238,7 +1224,7 @@ impl TypeChecker {
     /// Checks an array operand; the element type when known.
     fn array(&mut self, ts: &mut TypeSystem<'_>, off: u32, a: V) -> Option<TyId> {
         match a {
-            V::Obj(t) => match ts.tys.node(t).clone() {
+            V::Obj(t) => match *ts.tys.node(t) {
                 TyNode::SzArray(e) => Some(e),
                 TyNode::Unknown => None,
                 _ => {
@@ -1417,7 +1403,7 @@ impl TypeChecker {
             let own_this =
                 self.track_this && self.this_slots.get(stack.len()).copied().unwrap_or(false);
             // Constructors return void: the name is read only for such callees.
-            let ctor_callee = sig.ret == TyId::VOID && is_ctor_token(ts, token);
+            let ctor_callee = sig.ret == TyId::VOID && sig.named_ctor;
             if ctor_callee && !self.frame.ctor_unknown {
                 self.ctor_call(ts, x, this, own_this, parent);
             }

@@ -466,6 +466,13 @@ fn enclosing_chain(img: &Image<'_>, idx: &ModuleIndex, rid: u32) -> Option<(u32,
     Some((outer, nested))
 }
 
+/// An empty map with room for `n` entries.
+fn reserved<K: Eq + std::hash::Hash, V>(n: usize) -> FxMap<K, V> {
+    let mut m = FxMap::default();
+    m.reserve(n);
+    m
+}
+
 /// A value per row of a metadata table, kept when first worked out.
 #[derive(Debug)]
 struct PerRow<T>(Vec<Option<T>>);
@@ -643,6 +650,17 @@ impl<'a> TypeSystem<'a> {
     /// The type system of `image` (read from `path`, whose directory is searched first).
     pub fn new(store: &'a ModuleStore, image: &'a Image<'a>, path: Option<&Path>) -> Self {
         let current_name = assembly_name(image).unwrap_or_default();
+        // Tables sized by the image's rows, so that they seldom grow (each growth rehashes
+        // what they hold): the types a signature names come through its TypeDef, TypeRef and
+        // TypeSpec rows, and their pointers, arrays and instances; the referenced types read,
+        // through its TypeRefs; the signature blobs read, through its MethodDef and MemberRef
+        // rows (fewer: methods share blobs); local signatures, one per StandAloneSig row at
+        // most; field signatures, through its Field rows (few: fields share blobs).
+        let t = image.tables();
+        let rows = |table| t.rows(table) as usize;
+        let types = rows(Table::TypeDef) + rows(Table::TypeRef) + rows(Table::TypeSpec);
+        let method_sigs = reserved((rows(Table::MethodDef) + rows(Table::MemberRef)) / 2);
+        let local_sigs = reserved(rows(Table::StandAloneSig));
         let mut by_name = FxMap::default();
         by_name.insert(current_name.to_ascii_lowercase(), Some(0));
         TypeSystem {
@@ -657,13 +675,13 @@ impl<'a> TypeSystem<'a> {
             super_args: Vec::new(),
             walk_seen: FxSet::default(),
             walk_queue: Vec::new(),
-            tys: Interner::default(),
+            tys: Interner::with_capacity(types),
             typerefs: FxMap::default(),
             own_typerefs: PerRow::default(),
             typespecs: FxMap::default(),
-            infos: FxMap::default(),
+            infos: reserved(rows(Table::TypeRef)),
             own_infos: PerRow::default(),
-            key_types: FxMap::default(),
+            key_types: reserved(rows(Table::TypeRef)),
             own_key_types: PerRow::default(),
             assignable_cache: FxMap::default(),
             value_types: Vec::new(),
@@ -674,9 +692,9 @@ impl<'a> TypeSystem<'a> {
             standalone: FxMap::default(),
             fields: Default::default(),
             locals_by_row: PerRow::default(),
-            method_sigs: FxMap::default(),
-            field_sigs: FxMap::default(),
-            local_sigs: FxMap::default(),
+            method_sigs,
+            field_sigs: reserved(rows(Table::Field) / 4),
+            local_sigs,
             local_types: Vec::new(),
             method_owners: None,
             overridable: FxMap::default(),
@@ -1106,7 +1124,10 @@ impl<'a> TypeSystem<'a> {
     #[inline(never)]
     fn method_first(&mut self, token: Token, slot: usize) -> Option<MethodSig> {
         let rid = token.rid() as usize;
-        let m = self.method_in(0, token, &[]);
+        let mut m = self.method_in(0, token, &[]);
+        if let Some(sig) = m.as_mut() {
+            sig.named_ctor = sig.has_this && names_dot_ctor(self.current, token);
+        }
         let rows = self.current.tables().rows(token.table()?) as usize;
         // Rows past the table are not kept: the table's size bounds what is allocated.
         if rid <= rows {
@@ -1232,6 +1253,7 @@ impl<'a> TypeSystem<'a> {
                 ret,
                 parent: TyId::UNKNOWN,
                 params: (start, (self.scratch.len() - base) as u32),
+                named_ctor: false,
             }
         });
         self.scratch.truncate(base);
@@ -1934,7 +1956,8 @@ impl<'a> TypeSystem<'a> {
     }
 
     fn is_value_type_uncached(&mut self, t: TyId) -> Option<bool> {
-        match self.tys.node(t).clone() {
+        // Matched in place: an instance's arguments are not cloned.
+        match *self.tys.node(t) {
             TyNode::Value(_) | TyNode::Class(_) | TyNode::Inst { .. } => match self.kind(t) {
                 Some(Kind::Value | Kind::Enum(_)) => Some(true),
                 Some(Kind::Class | Kind::Interface) => Some(false),
@@ -2250,6 +2273,23 @@ impl<'a> TypeSystem<'a> {
 
 /// The bytes of the string at `at` in a `#Strings` heap, up to its NUL (no UTF-8 check: names
 /// are compared, not read).
+/// Whether a method token of `image` names a method called `.ctor` (a MethodDef, or a
+/// MemberRef; a MethodSpec never does: constructors are not generic).
+fn names_dot_ctor(image: &Image<'_>, token: Token) -> bool {
+    let tables = image.tables();
+    // The name column alone: a whole row costs a read per column.
+    let name = match token.table() {
+        Some(Table::MethodDef) => tables.cell(Table::MethodDef, token.rid(), 3),
+        Some(Table::MemberRef) => tables.cell(Table::MemberRef, token.rid(), 1),
+        _ => return false,
+    };
+    // `.ctor` and its NUL, compared in place: no scan for the end of a longer name.
+    name.is_ok_and(|n| {
+        let data = image.strings().data;
+        data.get(n as usize..n as usize + 6) == Some(b".ctor\0")
+    })
+}
+
 fn heap_str(data: &[u8], at: u32) -> Option<&[u8]> {
     let rest = data.get(at as usize..)?;
     let len = memchr::memchr(0, rest)?;

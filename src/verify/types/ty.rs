@@ -235,6 +235,16 @@ impl Default for Interner {
 }
 
 impl Interner {
+    /// An interner with room for about `n` types before its tables grow (a type system
+    /// sizes it by the image's type rows: growing rehashes every type interned so far).
+    pub fn with_capacity(n: usize) -> Self {
+        let mut t = Interner::default();
+        t.nodes.reserve(n);
+        t.flags.reserve(n);
+        t.ids.reserve(n);
+        t
+    }
+
     /// The id of `node`, adding it when new.
     pub fn intern(&mut self, node: TyNode) -> TyId {
         if let Some(&id) = self.ids.get(&node) {
@@ -421,6 +431,10 @@ pub struct MethodSig {
     pub parent: TyId,
     /// The parameters: start and length in the pool.
     pub(crate) params: (u32, u32),
+    /// The method token it was resolved for names a method called `.ctor` and the signature
+    /// has `this` (set by [`super::TypeSystem::method`], once per token: the name is a
+    /// random read of `#Strings`, which the rules would otherwise make per call).
+    pub(crate) named_ctor: bool,
 }
 
 impl MethodSig {

@@ -80,7 +80,8 @@ fn stack_of_first(ts: &mut TypeSystem<'_>, t: TyId) -> V {
 }
 
 fn stack_of_uncached(ts: &mut TypeSystem<'_>, t: TyId) -> V {
-    match ts.tys.node(t).clone() {
+    // Matched in place: an instance's arguments are not cloned.
+    match *ts.tys.node(t) {
         TyNode::Unknown | TyNode::Void => V::Unknown,
         TyNode::Object | TyNode::String | TyNode::Class(_) => V::Obj(t),
         TyNode::SzArray(_) | TyNode::Array(..) => V::Obj(t),
