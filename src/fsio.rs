@@ -129,21 +129,6 @@ impl AtomicFile {
         }
     }
 
-    /// Reserves `len` bytes of disk for the file before it is written (Linux; elsewhere, or
-    /// where the file system cannot, nothing happens): the blocks are allocated at once
-    /// instead of page by page as the data is written.
-    pub fn preallocate(&mut self, len: u64) {
-        #[cfg(target_os = "linux")]
-        if let (Some(file), Ok(len)) = (self.file.as_ref(), libc::off_t::try_from(len)) {
-            use std::os::fd::AsRawFd;
-            // SAFETY: the descriptor is open for the lifetime of `file`. A hint: a failure
-            // leaves the write to allocate as it goes.
-            let _ = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, len) };
-        }
-        #[cfg(not(target_os = "linux"))]
-        let _ = len;
-    }
-
     /// Asks the kernel to start putting what was written on the disk without waiting for it
     /// (Linux), so that [`AtomicFile::commit`]'s flush, perhaps on another thread, waits
     /// less. Optional; the file stays uncommitted.

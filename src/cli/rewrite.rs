@@ -260,7 +260,6 @@ fn rewrite_to_temp(
     let write = || -> std::io::Result<ilcheck::fsio::AtomicFile> {
         use std::io::Write;
         let mut file = ilcheck::fsio::AtomicFile::create(output)?;
-        file.preallocate(bytes.len() as u64);
         file.write_all(bytes)?;
         file.start_writeback()?;
         Ok(file)
