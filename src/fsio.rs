@@ -72,11 +72,15 @@ static NEXT_TEMP: AtomicU64 = AtomicU64::new(0);
 /// A file being written under a temporary name beside its target; [`AtomicFile::commit`]
 /// flushes it and renames it over the target. Dropped without `commit` (an error, a panic),
 /// the temporary file is removed and the target is untouched.
+///
+/// Writes go straight to the file, unbuffered: its callers write whole images and reports
+/// at once, which a buffer would only copy (wrap it in an [`io::BufWriter`] for many small
+/// writes).
 #[derive(Debug)]
 pub struct AtomicFile {
     target: PathBuf,
     temp: PathBuf,
-    file: Option<io::BufWriter<File>>,
+    file: Option<File>,
 }
 
 /// The prefix of every temporary file, so that leftovers of a killed process are recognisable.
@@ -93,7 +97,8 @@ impl AtomicFile {
         let name = target
             .file_name()
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no file name"))?;
-        if std::fs::metadata(target).is_ok_and(|m| m.is_dir()) {
+        let existing = std::fs::metadata(target).ok();
+        if existing.as_ref().is_some_and(|m| m.is_dir()) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "is a directory",
@@ -108,14 +113,14 @@ impl AtomicFile {
             ));
             match OpenOptions::new().write(true).create_new(true).open(&temp) {
                 Ok(file) => {
-                    if let Ok(meta) = std::fs::metadata(target) {
+                    if let Some(meta) = &existing {
                         // Best effort: a target we may replace keeps its mode.
                         let _ = file.set_permissions(meta.permissions());
                     }
                     return Ok(AtomicFile {
                         target: target.to_path_buf(),
                         temp,
-                        file: Some(io::BufWriter::with_capacity(1 << 20, file)),
+                        file: Some(file),
                     });
                 }
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
@@ -124,26 +129,20 @@ impl AtomicFile {
         }
     }
 
-    /// Writes out what is buffered and asks the kernel to start putting it on the disk without
-    /// waiting for it (Linux), so that [`AtomicFile::commit`]'s flush, perhaps on another
-    /// thread, waits less. Optional; the file stays uncommitted.
+    /// Asks the kernel to start putting what was written on the disk without waiting for it
+    /// (Linux), so that [`AtomicFile::commit`]'s flush, perhaps on another thread, waits
+    /// less. Optional; the file stays uncommitted.
     pub fn start_writeback(&mut self) -> io::Result<()> {
         let Some(writer) = self.file.as_mut() else {
             return Err(io::Error::other("already committed"));
         };
-        writer.flush()?;
         #[cfg(target_os = "linux")]
         {
             use std::os::fd::AsRawFd;
             // A hint: where the call is not supported, the commit's sync does all the work.
             // SAFETY: the descriptor is open for the lifetime of `writer`.
             let _ = unsafe {
-                libc::sync_file_range(
-                    writer.get_ref().as_raw_fd(),
-                    0,
-                    0,
-                    libc::SYNC_FILE_RANGE_WRITE,
-                )
+                libc::sync_file_range(writer.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE)
             };
         }
         Ok(())
@@ -162,10 +161,9 @@ impl AtomicFile {
     /// made durable by the caller's [`sync_dir`] of the directory returned, once for every file
     /// committed into it.
     pub fn commit_unsynced_rename(mut self) -> io::Result<PathBuf> {
-        let Some(writer) = self.file.take() else {
+        let Some(file) = self.file.take() else {
             return Err(io::Error::other("already committed"));
         };
-        let file = writer.into_inner().map_err(|e| e.into_error())?;
         file.sync_all()?;
         drop(file);
         std::fs::rename(&self.temp, &self.target)?;
@@ -193,6 +191,13 @@ impl Write for AtomicFile {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         match &mut self.file {
             Some(f) => f.write(buf),
+            None => Err(io::Error::other("already committed")),
+        }
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        match &mut self.file {
+            Some(f) => f.write_all(buf),
             None => Err(io::Error::other("already committed")),
         }
     }
@@ -227,7 +232,10 @@ pub fn write_atomic(target: &Path, bytes: &[u8]) -> io::Result<()> {
 pub fn copy_atomic(from: &Path, to: &Path) -> io::Result<()> {
     let mut source = open_regular(from)?;
     let mut f = AtomicFile::create(to)?;
-    io::copy(&mut source, &mut f)?;
+    // File to file: the kernel copies (`copy_file_range` where it can), no buffer between.
+    if let Some(file) = f.file.as_mut() {
+        io::copy(&mut source, file)?;
+    }
     f.commit()
 }
 

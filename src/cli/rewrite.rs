@@ -211,11 +211,27 @@ pub fn rewrite_file(input: &Path, output: &Path, opts: &RewriteOptions) -> Resul
 }
 
 /// What a worker keeps from one assembly to the next: the rewriting engines, the writer's
-/// buffers and the output image's memory (already paged in).
+/// buffers, and the input's and the output image's memory (already paged in).
 #[derive(Default)]
 struct Buffers {
     scratch: corpus::RewriteScratch,
+    input: Vec<u8>,
     image: Vec<u8>,
+}
+
+/// Reads the assembly at `path` (a regular file only, as [`ilcheck::image::Image::open`]
+/// takes) into `buf`, whose contents are replaced, and parses it. A rewrite reads every byte
+/// of its input: a copy into memory the worker keeps costs less than mapping each file and
+/// unmapping it again.
+fn read_image<'b>(
+    path: &Path,
+    buf: &'b mut Vec<u8>,
+) -> Result<ilcheck::image::Image<'b>, ilcheck::image::ImageError> {
+    use std::io::Read;
+    let mut file = ilcheck::fsio::open_regular(path)?;
+    buf.clear();
+    file.read_to_end(buf)?;
+    ilcheck::image::Image::parse(buf)
 }
 
 /// [`rewrite_file`] up to the complete temporary file beside `output`: committing it (flush
@@ -227,7 +243,7 @@ fn rewrite_to_temp(
     buffers: &mut Buffers,
 ) -> Result<(RewriteReport, ilcheck::fsio::AtomicFile)> {
     let image =
-        ilcheck::image::Image::open_whole(input).with_context(|| format!("{}", input.display()))?;
+        read_image(input, &mut buffers.input).with_context(|| format!("{}", input.display()))?;
     let mut report = RewriteReport {
         input: input.display().to_string(),
         output: output.display().to_string(),
