@@ -1289,8 +1289,9 @@ impl<'a> TypeSystem<'a> {
 
     /// The declaring TypeDef of MethodDef (`field`: Field) `rid` of the image being verified,
     /// as [`crate::image::tables::Tables::declaring_type`] answers, from a table built once.
+    #[inline]
     fn owner(&mut self, rid: u32, field: bool) -> Result<Option<u32>, crate::image::ImageError> {
-        // The table built: one index, without the build's closure or the tables' handle.
+        // The table built: one index, inlined into the callers; the rest out of line.
         let built = if field {
             &self.field_owners
         } else {
@@ -1299,6 +1300,16 @@ impl<'a> TypeSystem<'a> {
         if let Some(Some(o)) = built {
             return Ok(o.get(rid as usize).copied().filter(|&r| r != 0));
         }
+        self.owner_slow(rid, field)
+    }
+
+    /// [`TypeSystem::owner`] before its table is built, or without one.
+    #[inline(never)]
+    fn owner_slow(
+        &mut self,
+        rid: u32,
+        field: bool,
+    ) -> Result<Option<u32>, crate::image::ImageError> {
         let t = self.current.tables();
         let (slot, table, ptr, col) = if field {
             (&mut self.field_owners, Table::Field, Table::FieldPtr, 4)
