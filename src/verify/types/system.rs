@@ -1150,20 +1150,19 @@ impl<'a> TypeSystem<'a> {
         match token.table()? {
             Table::MethodDef => {
                 let md = self.handle(m)?;
-                let (index, blob, parent) = {
+                let (index, parent) = {
                     let img = md.img();
                     let t = img.tables();
                     // The Signature column alone (a whole row costs a read per column).
                     let signature = t.cell(Table::MethodDef, token.rid(), 4).ok()?;
-                    let blob = img.blobs().get(signature).ok()?;
                     let parent = if m == 0 {
                         self.owner(token.rid(), false)
                     } else {
                         t.declaring_type(token.rid())
                     };
-                    (signature, blob, parent.ok()?)
+                    (signature, parent.ok()?)
                 };
-                let sig = self.method_sig(m, index, blob)?;
+                let sig = self.method_sig(m, index)?;
                 let parent = match parent {
                     Some(rid) => self.key_type(TypeKey { module: m, rid }, None),
                     None => TyId::UNKNOWN,
@@ -1172,16 +1171,11 @@ impl<'a> TypeSystem<'a> {
             }
             Table::MemberRef => {
                 let md = self.handle(m)?;
-                let (index, blob, class) = {
-                    let img = md.img();
-                    let row = img.tables().member_ref(token.rid()).ok()?;
-                    (
-                        row.signature,
-                        img.blobs().get(row.signature).ok()?,
-                        row.class,
-                    )
+                let (index, class) = {
+                    let row = md.img().tables().member_ref(token.rid()).ok()?;
+                    (row.signature, row.class)
                 };
-                let sig = self.method_sig(m, index, blob)?;
+                let sig = self.method_sig(m, index)?;
                 let parent = match class.table() {
                     Some(Table::TypeDef | Table::TypeRef | Table::TypeSpec) => {
                         self.type_token(m, class)
@@ -1224,13 +1218,17 @@ impl<'a> TypeSystem<'a> {
         }
     }
 
-    /// The method signature in blob `index` of module `m` (whose bytes are `blob`), read once.
-    /// Called only outside [`TypeSystem::info`], where reading a signature twice gives the
-    /// same answer, so keeping the first loses nothing.
-    fn method_sig(&mut self, m: u32, index: u32, blob: &[u8]) -> Option<MethodSig> {
+    /// The method signature in blob `index` of module `m`, read once. Called only outside
+    /// [`TypeSystem::info`], where reading a signature twice gives the same answer, so keeping
+    /// the first loses nothing; `None` also when the blob cannot be read.
+    fn method_sig(&mut self, m: u32, index: u32) -> Option<MethodSig> {
         if let Some(sig) = self.method_sigs.get(&(m, index)) {
             return *sig;
         }
+        // The blob found only when the signature is read: a kept answer (the same index read
+        // before) needs no bounds checks of the heap.
+        let md = self.handle(m)?;
+        let blob = md.img().blobs().get(index).ok()?;
         let sig = self.read_method_kept(m, &mut SigReader::new(blob));
         self.method_sigs.insert((m, index), sig);
         sig
@@ -1291,7 +1289,27 @@ impl<'a> TypeSystem<'a> {
 
     /// The declaring TypeDef of MethodDef (`field`: Field) `rid` of the image being verified,
     /// as [`crate::image::tables::Tables::declaring_type`] answers, from a table built once.
+    #[inline]
     fn owner(&mut self, rid: u32, field: bool) -> Result<Option<u32>, crate::image::ImageError> {
+        // The table built: one index, inlined into the callers; the rest out of line.
+        let built = if field {
+            &self.field_owners
+        } else {
+            &self.method_owners
+        };
+        if let Some(Some(o)) = built {
+            return Ok(o.get(rid as usize).copied().filter(|&r| r != 0));
+        }
+        self.owner_slow(rid, field)
+    }
+
+    /// [`TypeSystem::owner`] before its table is built, or without one.
+    #[inline(never)]
+    fn owner_slow(
+        &mut self,
+        rid: u32,
+        field: bool,
+    ) -> Result<Option<u32>, crate::image::ImageError> {
         let t = self.current.tables();
         let (slot, table, ptr, col) = if field {
             (&mut self.field_owners, Table::Field, Table::FieldPtr, 4)
@@ -1779,7 +1797,7 @@ impl<'a> TypeSystem<'a> {
         }
         let owner = self.type_token(0, row.class);
         let key = self.key_of(owner)?;
-        let want = self.method_sig(0, row.signature, current.blobs().get(row.signature).ok()?)?;
+        let want = self.method_sig(0, row.signature)?;
         let md = self.handle(key.module)?;
         let img = md.img();
         let t = img.tables();
@@ -1790,8 +1808,7 @@ impl<'a> TypeSystem<'a> {
             if heap_str(strings, row.name) != Some(name) {
                 continue;
             }
-            let blob = img.blobs().get(row.signature).ok()?;
-            let sig = self.method_sig(key.module, row.signature, blob)?;
+            let sig = self.method_sig(key.module, row.signature)?;
             if self.same_shape(&sig, &want) {
                 return Some((key.module, method, key.rid));
             }
