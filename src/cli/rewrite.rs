@@ -229,10 +229,18 @@ fn read_image<'b>(
 ) -> Result<ilcheck::image::Image<'b>, ilcheck::image::ImageError> {
     use std::io::Read;
     let mut file = ilcheck::fsio::open_regular(path)?;
+    // A file larger than any ordinary assembly (padded, or sparse with a hole of a GiB) is
+    // mapped instead: only the pages its headers point to are read, and nothing is copied.
+    if file.metadata()?.len() > READ_LIMIT {
+        return ilcheck::image::Image::open_whole(path);
+    }
     buf.clear();
     file.read_to_end(buf)?;
     ilcheck::image::Image::parse(buf)
 }
+
+/// Inputs up to this size are read into a worker's buffer; larger ones are mapped.
+const READ_LIMIT: u64 = 64 << 20;
 
 /// [`rewrite_file`] up to the complete temporary file beside `output`: committing it (flush
 /// to disk, rename over `output`) is the caller's.
