@@ -285,10 +285,15 @@ impl BodyParts<'_> {
         }
         // Room for the whole body at once: a body of many clauses would otherwise grow the
         // buffer by doubling, holding the old copy and the new one while it moves.
+        let fat = !self.small_eh_eligible();
+        let clause_size = if fat {
+            FAT_CLAUSE_SIZE
+        } else {
+            SMALL_CLAUSE_SIZE
+        };
         let eh_size = match self.clauses.len() {
             0 => 0,
-            n if self.small_eh_eligible() => 4 + n * SMALL_CLAUSE_SIZE,
-            n => 4 + n * FAT_CLAUSE_SIZE,
+            n => 4 + n * clause_size,
         };
         let raw_size: usize = self.raw_sections.iter().map(|s| 8 + s.data.len()).sum();
         out.reserve(FAT_HEADER_SIZE + self.code.len() + 3 + eh_size + raw_size);
@@ -299,13 +304,7 @@ impl BodyParts<'_> {
         let more = |remaining: usize| if remaining > 1 { SECT_MORE_SECTS } else { 0 };
         if !self.clauses.is_empty() {
             pad_to_4(start, out);
-            let fat = !self.small_eh_eligible();
-            let clause_size = if fat {
-                FAT_CLAUSE_SIZE
-            } else {
-                SMALL_CLAUSE_SIZE
-            };
-            let data_size = 4 + self.clauses.len() * clause_size;
+            let data_size = eh_size;
             if data_size > 0xFF_FFFF {
                 return Err(EncodeError::TooManyClauses(self.clauses.len()));
             }

@@ -235,7 +235,11 @@ fn read_image<'b>(
         return ilcheck::image::Image::open_whole(path);
     }
     buf.clear();
-    file.read_to_end(buf)?;
+    // Bounded: a file that grew since its size was read is mapped too.
+    (&mut file).take(READ_LIMIT + 1).read_to_end(buf)?;
+    if buf.len() as u64 > READ_LIMIT {
+        return ilcheck::image::Image::open_whole(path);
+    }
     ilcheck::image::Image::parse(buf)
 }
 
