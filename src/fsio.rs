@@ -111,7 +111,13 @@ impl AtomicFile {
                 std::process::id(),
                 name.to_string_lossy()
             ));
-            match OpenOptions::new().write(true).create_new(true).open(&temp) {
+            // Readable too: a writer may read back what it wrote (mapped).
+            match OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .open(&temp)
+            {
                 Ok(file) => {
                     if let Some(meta) = &existing {
                         // Best effort: a target we may replace keeps its mode.
@@ -127,6 +133,14 @@ impl AtomicFile {
                 Err(e) => return Err(e),
             }
         }
+    }
+
+    /// The temporary file, open for reading and writing, for positioned writes and reads
+    /// ([`crate::ImageWriter::finish_to_file`]).
+    pub fn file(&self) -> io::Result<&File> {
+        self.file
+            .as_ref()
+            .ok_or_else(|| io::Error::other("already committed"))
     }
 
     /// Asks the kernel to start putting what was written on the disk without waiting for it

@@ -261,12 +261,32 @@ fn rewrite_to_temp(
         output: output.display().to_string(),
         ..Default::default()
     };
+    let create_dir = || -> Result<()> {
+        if let Some(dir) = output.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        }
+        Ok(())
+    };
+    // An input too large to read into memory (it was mapped) is written without being
+    // copied into memory either: its unchanged ranges go from file to file.
+    #[cfg(unix)]
+    if image.file().is_some() {
+        create_dir()?;
+        let mut file = ilcheck::fsio::AtomicFile::create(output)
+            .with_context(|| format!("writing {}", output.display()))?;
+        let target = file
+            .file()
+            .with_context(|| format!("writing {}", output.display()))?;
+        corpus::rewrite_image_to_file(&image, opts, &mut report, target, &mut buffers.scratch)
+            .with_context(|| format!("rewriting {} into {}", input.display(), output.display()))?;
+        file.start_writeback()
+            .with_context(|| format!("writing {}", output.display()))?;
+        return Ok((report, file));
+    }
     let bytes = &mut buffers.image;
     corpus::rewrite_image_with(&image, opts, &mut report, bytes, &mut buffers.scratch)
         .with_context(|| format!("rewriting {}", input.display()))?;
-    if let Some(dir) = output.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    }
+    create_dir()?;
     // The output may be the input, which is still mapped: the new file replaces it by rename,
     // so the mapping (and the input on any error) stays intact.
     let write = || -> std::io::Result<ilcheck::fsio::AtomicFile> {

@@ -910,6 +910,38 @@ pub fn rewrite_image_with(
     out: &mut Vec<u8>,
     scratch: &mut RewriteScratch,
 ) -> Result<(), WriteError> {
+    rewrite_image_to(image, opts, report, Sink::Memory(out), scratch)
+}
+
+/// [`rewrite_image_with`] into `file`, an empty file open for reading and writing, through
+/// [`ImageWriter::finish_to_file_with`]: for an image too large to copy into memory (the unchanged
+/// parts of an image opened from a file are copied file to file). The file's bytes are those
+/// [`rewrite_image_with`] gives; on error they are unspecified.
+#[cfg(unix)]
+pub fn rewrite_image_to_file(
+    image: &Image<'_>,
+    opts: &RewriteOptions,
+    report: &mut RewriteReport,
+    file: &std::fs::File,
+    scratch: &mut RewriteScratch,
+) -> Result<(), WriteError> {
+    rewrite_image_to(image, opts, report, Sink::File(file), scratch)
+}
+
+/// Where a rewritten image goes.
+enum Sink<'o> {
+    Memory(&'o mut Vec<u8>),
+    #[cfg(unix)]
+    File(&'o std::fs::File),
+}
+
+fn rewrite_image_to(
+    image: &Image<'_>,
+    opts: &RewriteOptions,
+    report: &mut RewriteReport,
+    out: Sink<'_>,
+    scratch: &mut RewriteScratch,
+) -> Result<(), WriteError> {
     report.schema = "ilcheck.rewrite/1";
     report.transform = opts.transform.name().to_string();
     let rows = image.method_count();
@@ -1042,12 +1074,14 @@ pub fn rewrite_image_with(
     } else {
         Some(plan.builder.prepare()?)
     };
-    let finished = writer.finish_into_with(
-        out,
-        prepared
-            .as_ref()
-            .map(|m| m as &dyn crate::image::writer::NewMetadata),
-    );
+    let metadata = prepared
+        .as_ref()
+        .map(|m| m as &dyn crate::image::writer::NewMetadata);
+    let finished = match out {
+        Sink::Memory(out) => writer.finish_into_with(out, metadata),
+        #[cfg(unix)]
+        Sink::File(file) => writer.finish_to_file_with(file, metadata),
+    };
     if let Some(prepared) = prepared {
         prepared.recycle();
     }

@@ -293,6 +293,7 @@ impl Server {
             stderr,
             truncated: false,
             elapsed: start.elapsed(),
+            peak_rss_kib: None,
         })
     }
 
@@ -512,6 +513,7 @@ impl Executor {
                             stderr,
                             truncated: false,
                             elapsed,
+                            peak_rss_kib: None,
                         });
                     }
                     Err(_) => {

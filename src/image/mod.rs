@@ -34,7 +34,8 @@ pub use tables::{CodedIndex, Table, Tables, TablesHeader, Token};
 const MAX_NESTING: usize = 64;
 
 enum Backing<'a> {
-    Mapped(memmap2::Mmap),
+    /// The map and the file it maps, which a writer may copy from file to file.
+    Mapped(memmap2::Mmap, std::fs::File),
     Borrowed(&'a [u8]),
     Shared(std::sync::Arc<[u8]>),
 }
@@ -84,7 +85,7 @@ impl Image<'static> {
         let map = unsafe { options.map(&file)? };
         let (pe, metadata, tables) = layout(&map)?;
         Ok(Image {
-            backing: Backing::Mapped(map),
+            backing: Backing::Mapped(map, file),
             pe,
             metadata,
             tables,
@@ -135,10 +136,20 @@ impl<'a> Image<'a> {
         })
     }
 
+    /// The file the image was opened from ([`Image::open`], [`Image::open_whole`]); `None`
+    /// for an image parsed from memory. A writer copies the unchanged parts of a large image
+    /// from it file to file ([`crate::ImageWriter::finish_to_file`]).
+    pub fn file(&self) -> Option<&std::fs::File> {
+        match &self.backing {
+            Backing::Mapped(_, file) => Some(file),
+            Backing::Borrowed(_) | Backing::Shared(_) => None,
+        }
+    }
+
     /// The whole file.
     pub fn bytes(&self) -> &[u8] {
         match &self.backing {
-            Backing::Mapped(m) => m,
+            Backing::Mapped(m, _) => m,
             Backing::Borrowed(b) => b,
             Backing::Shared(b) => b,
         }

@@ -611,3 +611,175 @@ fn mono_class_libraries_relocate_every_body() {
         input_bytes as f64 / 1e6 / secs
     );
 }
+
+/// An empty file for reading and writing at `path`.
+fn fresh_file(path: &Path) -> std::fs::File {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)
+        .unwrap()
+}
+
+/// What a writer gave: the bytes, summary and placements, or the error's text.
+type Written = Result<(Vec<u8>, writer::WriteSummary, Vec<(u32, Placement)>), String>;
+
+fn written_to_buffer(w: &ImageWriter) -> Written {
+    let mut out = Vec::new();
+    w.finish_into(&mut out)
+        .map(|(s, p)| (out, s, p))
+        .map_err(|e| e.to_string())
+}
+
+fn written_to_file(w: &ImageWriter, path: &Path) -> Written {
+    let file = fresh_file(path);
+    w.finish_to_file(&file)
+        .map(|(s, p)| (std::fs::read(path).unwrap(), s, p))
+        .map_err(|e| e.to_string())
+}
+
+/// Blocks a file takes on the disk, in bytes.
+fn allocated(path: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).unwrap().blocks() * 512
+}
+
+/// Writing to a file (the input's unchanged ranges copied file to file, holes kept) gives the
+/// bytes, summary and placements writing to a buffer gives, or the same error: for every
+/// corpus program as it is, with a checksum, with a certificate table, and with a 3 MiB hole
+/// after its sections; with bodies kept, nop-prefixed (relocated, into a new section or the
+/// last one grown) and shortened; for the image parsed from memory and opened from a file.
+#[test]
+fn a_file_written_in_place_of_a_buffer_is_the_same_image() {
+    let dir = out_path("to-file");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut next = {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        }
+    };
+    let (mut compared, mut errors, mut relocated, mut grown, mut sparse) = (0, 0, 0, 0, 0);
+    for exe in corpus_exes() {
+        let original = std::fs::read(&exe).unwrap();
+        for variant in ["plain", "checksum", "certificate", "hole"] {
+            let mut bytes = original.clone();
+            let cs = optional_header(&bytes) + 64;
+            match variant {
+                "checksum" | "hole" => {
+                    let sum = writer::pe_checksum(&bytes, cs);
+                    bytes[cs..cs + 4].copy_from_slice(&sum.max(1).to_le_bytes());
+                }
+                "certificate" => {
+                    let cert_at = bytes.len().next_multiple_of(8);
+                    bytes.resize(cert_at, 0);
+                    bytes.extend_from_slice(&[8, 0, 0, 0, 0, 2, 2, 0]);
+                    let d = optional_header(&bytes) + 96 + 4 * 8;
+                    bytes[d..d + 4].copy_from_slice(&(cert_at as u32).to_le_bytes());
+                    bytes[d + 4..d + 8].copy_from_slice(&8u32.to_le_bytes());
+                }
+                _ => {}
+            }
+            let input = dir.join(format!("{variant}-{}", exe.file_name().unwrap().display()));
+            std::fs::write(&input, &bytes).unwrap();
+            if variant == "hole" {
+                // Trailing data the loader ignores, as a hole: it must stay one.
+                let f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(&input)
+                    .unwrap();
+                f.set_len(bytes.len() as u64 + (3 << 20) + 5).unwrap();
+                bytes = std::fs::read(&input).unwrap();
+            }
+            let parsed = Image::parse(&bytes).unwrap();
+            let opened = Image::open(&input).unwrap();
+            assert!(parsed.file().is_none() && opened.file().is_some());
+            for pattern in 0..3 {
+                for target in [RelocationTarget::Auto, RelocationTarget::GrowLastSection] {
+                    for image in [&parsed, &opened] {
+                        let mut w = ImageWriter::new(image);
+                        w.relocation_target(target);
+                        for m in image.methods().filter(|m| m.body().is_ok()) {
+                            let body = m.body().unwrap();
+                            let new = match (pattern, next(3)) {
+                                (0, _) => body.to_vec(),
+                                (1, 0) => nop_prefixed(body, 1 + next(9) as usize),
+                                (2, 0) if Body::parse(body).unwrap().code.len() > 2 => {
+                                    // A shorter body: `ret` alone (it need not verify).
+                                    vec![(1 << 2) | 2, 0x2A]
+                                }
+                                _ => continue,
+                            };
+                            w.replace_body(m.rid(), new).unwrap();
+                        }
+                        let out = dir.join("out");
+                        let (a, b) = (written_to_buffer(&w), written_to_file(&w, &out));
+                        assert_eq!(
+                            a.as_ref().map(|(_, s, p)| (s, p)),
+                            b.as_ref().map(|(_, s, p)| (s, p)),
+                            "{} {variant} pattern {pattern} {target:?}",
+                            exe.display()
+                        );
+                        match (a, b) {
+                            (Ok((a, s, _)), Ok((b, _, _))) => {
+                                assert!(a == b, "{} {variant} {pattern}", exe.display());
+                                relocated += usize::from(s.relocated > 0);
+                                grown +=
+                                    usize::from(s.relocation_area.is_some_and(|r| !r.appended));
+                                if variant == "hole" && image.file().is_some() {
+                                    assert!(
+                                        allocated(&out) < (1 << 20),
+                                        "the hole was written: {} bytes",
+                                        allocated(&out)
+                                    );
+                                    sparse += 1;
+                                }
+                            }
+                            _ => errors += 1,
+                        }
+                        compared += 1;
+                    }
+                }
+            }
+        }
+    }
+    std::fs::remove_dir_all(&dir).ok();
+    eprintln!(
+        "{compared} compared: {relocated} relocated, {grown} into a grown section, {sparse} sparse, {errors} errors alike"
+    );
+    assert!(relocated > 20 && grown > 5 && sparse > 5, "too few cases");
+}
+
+/// New metadata (a user string, references) goes into the file as into the buffer.
+#[test]
+fn new_metadata_is_written_to_a_file_as_to_a_buffer() {
+    use ilcheck::image::emit::MetadataBuilder;
+    let bytes = std::fs::read(corpus_bin().join("control_flow.exe")).unwrap();
+    let image = Image::parse(&bytes).unwrap();
+    let mut b = MetadataBuilder::new(&image);
+    let hello = b.user_string("written to a file").unwrap();
+    let main = image.cli_header().entry_point_token & 0x00ff_ffff;
+    let mut body = vec![(6 << 2) | 2, 0x72];
+    body.extend_from_slice(&hello.0.to_le_bytes());
+    body.push(0x2A);
+    let mut w = ImageWriter::new(&image);
+    w.replace_body(main, &body).unwrap();
+    w.set_metadata(b.build().unwrap());
+    let path = out_path("metadata-to-file");
+    let (a, b) = (written_to_buffer(&w), written_to_file(&w, &path));
+    std::fs::remove_file(&path).ok();
+    let (a, b) = (a.unwrap(), b.unwrap());
+    assert!(a.0 == b.0);
+    assert_eq!((a.1, a.2), (b.1, b.2));
+    let written = Image::parse(&b.0).unwrap();
+    assert!(written.tables_header().rows(Table::MethodDef) > 0);
+    assert_ne!(
+        written.cli_header().metadata.rva,
+        image.cli_header().metadata.rva
+    );
+}

@@ -41,8 +41,11 @@ use super::tables::{Table, Token};
 use crate::body::{Body, DecodeError};
 
 mod originals;
+mod output;
 mod read_back;
 mod sections;
+#[cfg(unix)]
+mod stream;
 
 use originals::*;
 use sections::*;
@@ -167,6 +170,9 @@ pub enum WriteError {
         /// The width found, in bytes.
         width: usize,
     },
+    /// The output file could not be written or read back ([`ImageWriter::finish_to_file`]).
+    #[error("writing the output: {0}")]
+    Io(#[from] std::io::Error),
     /// The input image could not be read where the writer needed it.
     #[error(transparent)]
     Image(#[from] super::ImageError),
@@ -235,6 +241,10 @@ pub enum WriteError {
         offset: u64,
     },
 }
+
+/// What [`ImageWriter`]'s layout gives: the summary, the placements, and the checksum field's
+/// offset when the checksum is to be recomputed over the finished bytes.
+type LaidOut = (WriteSummary, Vec<(u32, Placement)>, Option<usize>);
 
 /// Where a replaced body ended up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -659,6 +669,78 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
         out: &mut Vec<u8>,
         metadata: Option<&dyn NewMetadata>,
     ) -> Result<(WriteSummary, Vec<(u32, Placement)>), WriteError> {
+        let mut column = Vec::new();
+        let rvas = self.rvas(&mut column);
+        let (summary, placements, checksum_at) = self.lay_out(out, metadata, rvas)?;
+        if let Some(at) = checksum_at {
+            let sum = pe_checksum(out, at);
+            out[at..at + 4].copy_from_slice(&sum.to_le_bytes());
+        }
+        read_back::check(self.image, rvas, out, &self.replacements())?;
+        Ok((summary, placements))
+    }
+
+    /// [`Self::finish_into`] into `file`, an empty file open for reading and writing,
+    /// for an image of any size: the patched image is laid out as the input's pages the writer
+    /// changes and the bytes it appends, then written. Where the image was opened from a file
+    /// ([`Image::file`]) its unchanged ranges are copied file to file by the kernel and its
+    /// holes stay holes, so memory stays near what the changes take, not the file's size. The
+    /// file is read back (mapped) and checked as [`Self::finish_into`] checks its buffer; on
+    /// error its contents are unspecified.
+    #[cfg(unix)]
+    pub fn finish_to_file(
+        &self,
+        file: &std::fs::File,
+    ) -> Result<(WriteSummary, Vec<(u32, Placement)>), WriteError> {
+        let metadata = self.metadata.as_ref().map(|m| m as &dyn NewMetadata);
+        self.finish_to_file_with(file, metadata)
+    }
+
+    /// [`Self::finish_to_file`] with `metadata` as the new metadata, as
+    /// [`Self::finish_into_with`].
+    #[cfg(unix)]
+    pub fn finish_to_file_with(
+        &self,
+        file: &std::fs::File,
+        metadata: Option<&dyn NewMetadata>,
+    ) -> Result<(WriteSummary, Vec<(u32, Placement)>), WriteError> {
+        let mut column = Vec::new();
+        let rvas = self.rvas(&mut column);
+        let input = self.image.bytes();
+        let mut overlay = output::Overlay::new(input);
+        let (summary, placements, checksum_at) = self.lay_out(&mut overlay, metadata, rvas)?;
+        stream::write(&overlay, input, self.image.file(), file)?;
+        drop(overlay);
+        if let Some(at) = checksum_at {
+            stream::write_checksum(file, at)?;
+        }
+        // SAFETY: the file is this writer's own temporary output, mapped read-only while it
+        // is checked; nothing else writes to it meanwhile.
+        let written = unsafe { memmap2::Mmap::map(file)? };
+        read_back::check(self.image, rvas, &written, &self.replacements())?;
+        Ok((summary, placements))
+    }
+
+    /// The MethodDef RVA column: the one kept by [`Self::original_len`]'s caller, or read
+    /// into `column`.
+    fn rvas<'s>(&'s self, column: &'s mut Vec<u32>) -> &'s [u32] {
+        if self.rvas.is_empty() {
+            rva_column(self.image, column);
+            column
+        } else {
+            &self.rvas
+        }
+    }
+
+    /// Lays the patched image out in `out`: every placement, the bytes, the header fields.
+    /// Returns the checksum field's offset when the checksum must be recomputed (last, over
+    /// the finished bytes), which is the caller's, as is the read-back.
+    fn lay_out<O: output::Output>(
+        &self,
+        out: &mut O,
+        metadata: Option<&dyn NewMetadata>,
+        rvas: &[u32],
+    ) -> Result<LaidOut, WriteError> {
         let input = self.image.bytes();
         let headers = Headers::of(self.image)?;
         let mut summary = WriteSummary {
@@ -666,13 +748,6 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
             ..WriteSummary::default()
         };
 
-        let mut column = Vec::new();
-        let rvas = if self.rvas.is_empty() {
-            rva_column(self.image, &mut column);
-            &column
-        } else {
-            &self.rvas
-        };
         let originals = Originals::collect(self.image, &headers, input, rvas, &self.original_lens);
         let replacements = self.replacements();
 
@@ -745,20 +820,16 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
             at
         });
 
-        // The input, the relocated bodies and alignment, so that the file need not grow
-        // again: a buffer reused for the same assembly keeps its memory. Only a hint.
-        out.clear();
-        out.reserve(input.len() + section_len + 0x2000);
-        out.extend_from_slice(input);
+        out.start(input, section_len);
         // Tracked as bodies are written: comparing whole images would cost more than writing.
         let mut modified = false;
         for (at, bytes) in in_place {
             // The reader found the whole original extent inside the file.
-            let dst = &mut out[at..at + bytes.len()];
-            if !modified {
-                modified = dst != bytes;
+            if modified {
+                out.overwrite(at, bytes);
+            } else {
+                modified = out.write_at(at, bytes);
             }
-            dst.copy_from_slice(bytes);
         }
 
         let cert = headers.directory(input, SECURITY_DIRECTORY);
@@ -816,7 +887,7 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
                     }
                     _ => table.offset + (*rid as usize - 1) * table.row_size as usize + col,
                 };
-                out[at..at + 4].copy_from_slice(&new_rva.to_le_bytes());
+                out.write_at(at, &new_rva.to_le_bytes());
             }
             if let (Some(md), Some(at)) = (metadata, metadata_at) {
                 let rva = new.rva.checked_add(at as u32).ok_or(WriteError::Overflow {
@@ -827,8 +898,8 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
                 })?;
                 // The CLI header's MetaData directory (II.25.3.3), at offset 8.
                 let dir = self.image.cli_header().offset + 8;
-                out[dir..dir + 4].copy_from_slice(&rva.to_le_bytes());
-                out[dir + 4..dir + 8].copy_from_slice(&size.to_le_bytes());
+                out.write_at(dir, &rva.to_le_bytes());
+                out.write_at(dir + 4, &size.to_le_bytes());
             }
             summary.relocation_area = Some(new);
         }
@@ -840,28 +911,24 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
             cli.managed_native_header.rva != 0 || cli.flags & COMIMAGE_FLAGS_IL_LIBRARY != 0;
         if summary.ready_to_run && summary.modified && !self.keep_ready_to_run {
             // ManagedNativeHeader directory at 64, Flags at 16 (II.25.3.3).
-            out[cli.offset + 64..cli.offset + 72].fill(0);
+            out.write_at(cli.offset + 64, &[0; 8]);
             let flags = cli.flags & !COMIMAGE_FLAGS_IL_LIBRARY;
-            out[cli.offset + 16..cli.offset + 20].copy_from_slice(&flags.to_le_bytes());
+            out.write_at(cli.offset + 16, &flags.to_le_bytes());
             // ReadyToRun images for other systems than Windows carry the machine XORed with a
             // value naming the system; an IL-only image must carry the plain machine, or the
             // runtime refuses it.
             let machine = self.image.pe().machine;
             let plain = native_machine(machine);
-            out[headers.coff..headers.coff + 2].copy_from_slice(&plain.to_le_bytes());
+            out.write_at(headers.coff, &plain.to_le_bytes());
             summary.ready_to_run_stripped = true;
         }
         summary.strong_name_signed =
             cli.flags & COMIMAGE_FLAGS_STRONGNAMESIGNED != 0 && cli.strong_name_signature.size != 0;
         summary.strong_name_invalidated = summary.strong_name_signed && summary.modified;
         summary.authenticode_invalidated = cert.is_some_and(|d| d.size != 0) && summary.modified;
-        if summary.modified && headers.checksum(input) != 0 {
-            let sum = pe_checksum(out, headers.checksum_offset);
-            out[headers.checksum_offset..headers.checksum_offset + 4]
-                .copy_from_slice(&sum.to_le_bytes());
-            summary.checksum_recomputed = true;
-        }
-        read_back::check(self.image, rvas, out, &replacements)?;
-        Ok((summary, placements))
+        let checksum_at =
+            (summary.modified && headers.checksum(input) != 0).then_some(headers.checksum_offset);
+        summary.checksum_recomputed = checksum_at.is_some();
+        Ok((summary, placements, checksum_at))
     }
 }

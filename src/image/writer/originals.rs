@@ -231,6 +231,7 @@ impl Originals {
 
     /// The original body's file offset and extent when `bytes` can be written over it, else
     /// why not.
+    #[inline]
     pub(super) fn fits_in_place(
         &self,
         use_: Option<&RvaUse>,

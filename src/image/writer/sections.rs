@@ -1,6 +1,7 @@
 //! The PE side of writing: the header fields the writer updates, the section that receives
 //! relocated bodies (a new one, or the last one grown), and the checksum.
 
+use super::output::Output;
 use super::*;
 
 /// An RVA/size pair read from the optional header's data directories.
@@ -57,10 +58,6 @@ pub(super) struct Headers {
     pub(super) checksum_offset: usize,
     pub(super) directories_at: usize,
     pub(super) directory_count: u32,
-}
-
-pub(super) fn field_u32(file: &[u8], at: usize, reason: &'static str) -> Result<u32, WriteError> {
-    le_u32(file, at).ok_or(WriteError::BadHeader { offset: at, reason })
 }
 
 impl Headers {
@@ -129,9 +126,9 @@ impl Headers {
 /// Puts `len` bytes of relocated bodies (`write` appends exactly those to the file) in a new
 /// section, or at the end of the last section when `target` allows it and there is no room
 /// for another header; updates the headers and drops a certificate table.
-pub(super) fn place_relocated(
+pub(super) fn place_relocated<O: Output>(
     h: &Headers,
-    out: &mut Vec<u8>,
+    out: &mut O,
     len: usize,
     write: impl FnOnce(&mut Vec<u8>),
     cert: Option<Dir>,
@@ -160,7 +157,7 @@ pub(super) fn place_relocated(
             file_end = start;
         }
     }
-    let area = match (target, new_header_slot(h, out)) {
+    let area = match (target, new_header_slot(h, &*out)) {
         (RelocationTarget::GrowLastSection, _) => grow_last(h, out, len, write, file_end)?,
         (_, Ok(slot)) => append(h, out, len, write, file_end, slot)?,
         (RelocationTarget::Auto, Err(_)) => grow_last(h, out, len, write, file_end)?,
@@ -168,17 +165,17 @@ pub(super) fn place_relocated(
     };
     if cert.is_some_and(|d| d.size != 0) {
         let at = h.directories_at + SECURITY_DIRECTORY as usize * 8;
-        out[at..at + 8].fill(0);
+        out.write_at(at, &[0; 8]);
     }
     let image_end = u64::from(area.rva) + u64::from(area.size);
     let size_of_image = align_u64(image_end, sa).ok_or(overflow("SizeOfImage"))?;
-    out[h.optional + 56..h.optional + 60].copy_from_slice(&size_of_image.to_le_bytes());
+    out.write_at(h.optional + 56, &size_of_image.to_le_bytes());
     Ok(area)
 }
 
 /// File offset for one more section header: right after the table, inside SizeOfHeaders and
 /// before the first section's raw data, over zero bytes.
-pub(super) fn new_header_slot(h: &Headers, file: &[u8]) -> Result<usize, WriteError> {
+pub(super) fn new_header_slot(h: &Headers, file: &impl Output) -> Result<usize, WriteError> {
     let count = u16::try_from(h.sections.len()).unwrap_or(u16::MAX);
     if count >= MAX_SECTIONS {
         return Err(WriteError::TooManySections { count });
@@ -196,7 +193,7 @@ pub(super) fn new_header_slot(h: &Headers, file: &[u8]) -> Result<usize, WriteEr
         return Err(WriteError::NoRoomForSectionHeader { table_end, limit });
     }
     if file
-        .get(table_end..table_end + SECTION_HEADER_SIZE)
+        .read(table_end..table_end + SECTION_HEADER_SIZE)
         .is_none_or(|b| b.iter().any(|&x| x != 0))
     {
         return Err(WriteError::SectionHeaderSpaceInUse { offset: table_end });
@@ -206,22 +203,34 @@ pub(super) fn new_header_slot(h: &Headers, file: &[u8]) -> Result<usize, WriteEr
 
 /// Adds `delta` to the 32-bit optional-header field at `at`.
 pub(super) fn add_to_field(
-    out: &mut [u8],
+    out: &mut impl Output,
     at: usize,
     delta: u32,
     what: &'static str,
 ) -> Result<(), WriteError> {
-    let v = field_u32(out, at, "optional header truncated")?
+    let v = output_u32(out, at, "optional header truncated")?
         .checked_add(delta)
         .ok_or(WriteError::Overflow { what })?;
-    out[at..at + 4].copy_from_slice(&v.to_le_bytes());
+    out.write_at(at, &v.to_le_bytes());
     Ok(())
 }
 
+/// The 32-bit header field at `at` of the output as laid out so far.
+pub(super) fn output_u32(
+    out: &impl Output,
+    at: usize,
+    reason: &'static str,
+) -> Result<u32, WriteError> {
+    let bytes = out.read(at..at.saturating_add(4));
+    bytes
+        .and_then(|b| le_u32(&b, 0))
+        .ok_or(WriteError::BadHeader { offset: at, reason })
+}
+
 /// Appends a section after the last one, in memory and in the file.
-pub(super) fn append(
+pub(super) fn append<O: Output>(
     h: &Headers,
-    out: &mut Vec<u8>,
+    out: &mut O,
     len: usize,
     write: impl FnOnce(&mut Vec<u8>),
     file_end: u64,
@@ -243,10 +252,12 @@ pub(super) fn append(
         align_u64(file_end, h.file_alignment.max(4)).ok_or(overflow("section offset"))?;
     add_to_field(out, h.optional + 4, raw_size, "SizeOfCode")?;
 
-    out.truncate(file_end as usize);
-    out.resize(raw_offset as usize, 0);
-    write(out);
-    out.resize(raw_offset as usize + raw_size as usize, 0);
+    if (file_end as usize) < out.len() {
+        out.resize_to(file_end as usize);
+    }
+    out.resize_to(raw_offset as usize);
+    write(out.end());
+    out.resize_to(raw_offset as usize + raw_size as usize);
 
     let mut header = [0u8; SECTION_HEADER_SIZE];
     header[..SECTION_NAME.len()].copy_from_slice(SECTION_NAME.as_bytes());
@@ -255,10 +266,10 @@ pub(super) fn append(
     header[16..20].copy_from_slice(&raw_size.to_le_bytes());
     header[20..24].copy_from_slice(&raw_offset.to_le_bytes());
     header[36..40].copy_from_slice(&SECTION_CHARACTERISTICS.to_le_bytes());
-    out[slot..slot + SECTION_HEADER_SIZE].copy_from_slice(&header);
+    out.write_at(slot, &header);
     // `new_header_slot` checked the count is below MAX_SECTIONS.
     let count = h.sections.len() as u16 + 1;
-    out[h.coff + 2..h.coff + 4].copy_from_slice(&count.to_le_bytes());
+    out.write_at(h.coff + 2, &count.to_le_bytes());
     Ok(RelocationArea {
         section: SECTION_NAME.to_string(),
         appended: true,
@@ -275,9 +286,9 @@ pub(super) const MAX_ZERO_FILL: u64 = 16 << 20;
 
 /// Grows the last section (last in memory and in the file, followed by nothing but a
 /// certificate table) to hold `content` after its current data.
-pub(super) fn grow_last(
+pub(super) fn grow_last<O: Output>(
     h: &Headers,
-    out: &mut Vec<u8>,
+    out: &mut O,
     len: usize,
     write: impl FnOnce(&mut Vec<u8>),
     file_end: u64,
@@ -330,21 +341,28 @@ pub(super) fn grow_last(
     // Bytes between the old data and `start` are zero, as the loader's fill would be. Old
     // raw bytes past the new bodies (when they fit in the section's file padding) stay.
     let (at, raw_end) = (raw_offset as usize, raw_end as usize);
-    let kept = out.get(at + len..raw_end).map(<[u8]>::to_vec);
+    let kept = out
+        .read(at + len..raw_end)
+        .map(std::borrow::Cow::into_owned);
     let data_end = last.raw_offset as usize + last.memory_size() as usize;
-    out.truncate(data_end.min(raw_end));
-    out.resize(at, 0);
-    write(out);
-    out.extend_from_slice(kept.as_deref().unwrap_or_default());
-    out.resize(end, 0);
+    if data_end.min(raw_end) < out.len() {
+        out.resize_to(data_end.min(raw_end));
+    }
+    out.resize_to(at);
+    write(out.end());
+    out.end()
+        .extend_from_slice(kept.as_deref().unwrap_or_default());
+    out.resize_to(end);
 
     let header = h.sections_at + index * SECTION_HEADER_SIZE;
-    out[header + 8..header + 12].copy_from_slice(&virtual_size.to_le_bytes());
-    out[header + 16..header + 20].copy_from_slice(&raw_size.to_le_bytes());
+    out.write_at(header + 8, &virtual_size.to_le_bytes());
+    out.write_at(header + 16, &raw_size.to_le_bytes());
     // The section now holds bodies the runtime reads: not discardable.
-    let flags = field_u32(out, header + 36, "section table truncated")?;
-    out[header + 36..header + 40]
-        .copy_from_slice(&(flags & !IMAGE_SCN_MEM_DISCARDABLE).to_le_bytes());
+    let flags = output_u32(out, header + 36, "section table truncated")?;
+    out.write_at(
+        header + 36,
+        &(flags & !IMAGE_SCN_MEM_DISCARDABLE).to_le_bytes(),
+    );
     let grown = raw_size - last.raw_size;
     if flags & IMAGE_SCN_CNT_CODE != 0 {
         add_to_field(out, h.optional + 4, grown, "SizeOfCode")?;
@@ -399,10 +417,33 @@ pub fn pe_checksum(file: &[u8], checksum_offset: usize) -> u32 {
     if !words.remainder().is_empty() {
         sum += u64::from(byte(file.len() - 1));
     }
+    fold_checksum(sum, file.len())
+}
+
+/// The sum of the little-endian 16-bit words of a file's bytes `bytes`, found at offset `at`:
+/// an odd `at` starts with the high byte of a word.
+pub(super) fn word_sum(at: usize, bytes: &[u8]) -> u64 {
+    let (mut sum, even) = match (at % 2, bytes.split_first()) {
+        (1, Some((&high, rest))) => (u64::from(high) << 8, rest),
+        _ => (0, bytes),
+    };
+    let mut words = even.chunks_exact(2);
+    for w in words.by_ref() {
+        sum += u64::from(u16::from_le_bytes([w[0], w[1]]));
+    }
+    if let [last] = words.remainder() {
+        sum += u64::from(*last);
+    }
+    sum
+}
+
+/// The checksum of a file of `len` bytes whose words (checksum field as zero) sum to `sum`:
+/// the sum folded to 16 bits with its carries, plus the length.
+pub(super) fn fold_checksum(mut sum: u64, len: usize) -> u32 {
     while sum > 0xffff {
         sum = (sum & 0xffff) + (sum >> 16);
     }
-    (sum as u32).wrapping_add(file.len() as u32)
+    (sum as u32).wrapping_add(len as u32)
 }
 
 /// File offset of the checksum field of the PE image `file` (any PE file: only its signature
@@ -459,6 +500,27 @@ mod tests {
         // A field at an odd offset masks the bytes it covers, not whole words.
         assert_eq!(pe_checksum(&[1, 9, 9, 9, 9, 0], 1), 1 + 6);
         assert_eq!(pe_checksum(&[], 0), 0);
+    }
+
+    /// Summed in pieces at any offsets, the words give [`pe_checksum`].
+    #[test]
+    fn word_sums_in_pieces_are_the_checksum() {
+        let mut next = crate::test_rng::below(0x9d1c_5a2e_77b3_0f41);
+        for _ in 0..200 {
+            let mut file: Vec<u8> = (0..next(3000)).map(|_| next(256) as u8).collect();
+            let field = next(file.len() as u64 + 1) as usize;
+            let expected = pe_checksum(&file, field);
+            for b in file.iter_mut().skip(field).take(4) {
+                *b = 0;
+            }
+            let (mut at, mut sum) = (0, 0);
+            while at < file.len() {
+                let n = (1 + next(300) as usize).min(file.len() - at);
+                sum += word_sum(at, &file[at..at + n]);
+                at += n;
+            }
+            assert_eq!(fold_checksum(sum, file.len()), expected);
+        }
     }
 
     #[test]
