@@ -322,7 +322,6 @@ mod tests {
             stderr: stderr.as_bytes().to_vec(),
             truncated: false,
             elapsed: Duration::from_millis(5),
-            peak_rss_kib: None,
         }
     }
 

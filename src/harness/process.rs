@@ -24,9 +24,6 @@ pub struct Outcome {
     pub truncated: bool,
     /// Wall time from start to exit (or to the kill).
     pub elapsed: Duration,
-    /// The child's peak resident set in KiB (the largest of it and the descendants it waited
-    /// for), where the platform says (Unix, from `wait4`).
-    pub peak_rss_kib: Option<u64>,
 }
 
 impl Outcome {
@@ -121,16 +118,13 @@ pub fn run_bounded(
         .take()
         .map(|s| std::thread::spawn(move || drain(s, output_limit)));
     let mut timed_out = false;
-    let (status, peak_rss_kib) = loop {
-        match wait(&mut child, false) {
-            Ok(Some(ended)) => break ended,
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
             Ok(None) if start.elapsed() >= timeout => {
                 timed_out = true;
                 kill_group(&mut child);
-                let ended = wait(&mut child, true).and_then(|e| {
-                    e.ok_or_else(|| std::io::Error::other("no status after a blocking wait"))
-                });
-                break ended.map_err(|source| ProcessError::Wait {
+                break child.wait().map_err(|source| ProcessError::Wait {
                     program: program.clone(),
                     source,
                 })?;
@@ -160,49 +154,7 @@ pub fn run_bounded(
         stderr,
         truncated: cut_out || cut_err,
         elapsed,
-        peak_rss_kib,
     })
-}
-
-/// Waits for `child` (without blocking unless `block`): its status and, on Unix, its peak
-/// resident set in KiB as `wait4` reports it for the process reaped.
-fn wait(
-    child: &mut std::process::Child,
-    block: bool,
-) -> std::io::Result<Option<(std::process::ExitStatus, Option<u64>)>> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::process::ExitStatusExt;
-        let pid = libc::pid_t::try_from(child.id()).map_err(std::io::Error::other)?;
-        let flags = if block { 0 } else { libc::WNOHANG };
-        loop {
-            let mut status = 0;
-            // SAFETY: wait4 fills the two plain values we own; the pid is our unreaped child
-            // (std's `Child` is not waited on after this reaps it).
-            let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-            let r = unsafe { libc::wait4(pid, &mut status, flags, &mut usage) };
-            if r == pid {
-                let rss = u64::try_from(usage.ru_maxrss).ok();
-                return Ok(Some((std::process::ExitStatus::from_raw(status), rss)));
-            }
-            if r == 0 {
-                return Ok(None);
-            }
-            let e = std::io::Error::last_os_error();
-            if e.kind() != std::io::ErrorKind::Interrupted {
-                return Err(e);
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let status = if block {
-            Some(child.wait()?)
-        } else {
-            child.try_wait()?
-        };
-        Ok(status.map(|s| (s, None)))
-    }
 }
 
 /// Short sleeps at first (most children here finish in milliseconds), longer ones later.
@@ -266,23 +218,6 @@ mod tests {
         assert!(o.truncated);
         assert_eq!(o.stderr, b"done\n");
         assert_eq!(o.describe(), "exit code 3");
-    }
-
-    /// The peak resident set reported is the child's: one holding 32 MiB reports at least
-    /// that, one doing nothing much less.
-    #[test]
-    fn the_childs_peak_memory_is_reported() {
-        let big = run_bounded(
-            &mut sh("v=$(head -c 33554432 /dev/zero | tr '\\0' a); echo ${#v}"),
-            Duration::from_secs(60),
-            1000,
-        )
-        .unwrap();
-        assert_eq!(big.stdout, b"33554432\n", "{big:?}");
-        let small = run_bounded(&mut sh("true"), Duration::from_secs(30), 1000).unwrap();
-        let (big, small) = (big.peak_rss_kib.unwrap(), small.peak_rss_kib.unwrap());
-        assert!(big >= 32 << 10, "{big} KiB");
-        assert!(small < 16 << 10, "{small} KiB");
     }
 
     #[test]

@@ -293,7 +293,6 @@ impl Server {
             stderr,
             truncated: false,
             elapsed: start.elapsed(),
-            peak_rss_kib: None,
         })
     }
 
@@ -513,7 +512,6 @@ impl Executor {
                             stderr,
                             truncated: false,
                             elapsed,
-                            peak_rss_kib: None,
                         });
                     }
                     Err(_) => {

@@ -34,8 +34,9 @@ pub use tables::{CodedIndex, Table, Tables, TablesHeader, Token};
 const MAX_NESTING: usize = 64;
 
 enum Backing<'a> {
-    /// The map and the file it maps, which a writer may copy from file to file.
-    Mapped(memmap2::Mmap, std::fs::File),
+    /// The map and, for [`Image::open_whole`], the file it maps, which a writer may copy from
+    /// file to file (other images close it: a run holding many open keeps no descriptors).
+    Mapped(memmap2::Mmap, Option<std::fs::File>),
     Borrowed(&'a [u8]),
     Shared(std::sync::Arc<[u8]>),
 }
@@ -69,7 +70,8 @@ impl Image<'static> {
 
     /// [`Self::open`] for a caller that reads every byte (a rewrite copies the whole file):
     /// a file of ordinary size (up to 64 MiB) has all its pages mapped by one call, for less
-    /// than a page fault per 64 KiB as it is read.
+    /// than a page fault per 64 KiB as it is read. The file stays open ([`Self::file`]), for
+    /// a writer to copy from.
     pub fn open_whole(path: impl AsRef<Path>) -> Result<Self, ImageError> {
         Self::open_mapped(path.as_ref(), true)
     }
@@ -85,7 +87,7 @@ impl Image<'static> {
         let map = unsafe { options.map(&file)? };
         let (pe, metadata, tables) = layout(&map)?;
         Ok(Image {
-            backing: Backing::Mapped(map, file),
+            backing: Backing::Mapped(map, whole.then_some(file)),
             pe,
             metadata,
             tables,
@@ -136,12 +138,12 @@ impl<'a> Image<'a> {
         })
     }
 
-    /// The file the image was opened from ([`Image::open`], [`Image::open_whole`]); `None`
-    /// for an image parsed from memory. A writer copies the unchanged parts of a large image
-    /// from it file to file ([`crate::ImageWriter::finish_to_file`]).
+    /// The file an image opened by [`Image::open_whole`] was mapped from; `None` for other
+    /// images. A writer copies the unchanged parts of a large image from it file to file
+    /// ([`crate::ImageWriter::finish_to_file`]).
     pub fn file(&self) -> Option<&std::fs::File> {
         match &self.backing {
-            Backing::Mapped(_, file) => Some(file),
+            Backing::Mapped(_, file) => file.as_ref(),
             Backing::Borrowed(_) | Backing::Shared(_) => None,
         }
     }
