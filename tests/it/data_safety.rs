@@ -203,6 +203,75 @@ fn a_refused_write_leaves_the_input_whole_even_as_its_own_output() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// As above for an input too large to read into memory (65 MiB: a program, a hole, and data at
+/// its end), whose output is streamed to its file (ranges copied file to file): the write that
+/// fails past the limit leaves the input whole and no temporary file; without the limit the
+/// output is the one a rewrite into another file gives, and keeps the hole.
+#[test]
+fn a_refused_streamed_write_leaves_a_large_input_whole() {
+    use std::os::unix::fs::FileExt;
+    let dir = scratch("efbig-streamed");
+    let input = dir.join("large.exe");
+    let source = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("corpus/bin/features.exe");
+    std::fs::copy(&source, &input).unwrap();
+    let len: u64 = 65 << 20;
+    let tail = b"data after a hole, which the rewrite keeps";
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&input)
+        .unwrap();
+    f.write_all_at(tail, len - tail.len() as u64).unwrap();
+    drop(f);
+    let original = std::fs::read(&input).unwrap();
+    assert_eq!(original.len() as u64, len);
+    // 32,768 blocks of 512 bytes: 16 MiB, a quarter of the output.
+    let script = format!(
+        "trap '' XFSZ; ulimit -f 32768 && exec '{BIN}' rewrite '{0}' -o '{0}' --transform prologue-epilogue",
+        input.display()
+    );
+    let out = Command::new("sh").args(["-c", &script]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("writing") || stderr.contains("File too large"),
+        "{stderr}"
+    );
+    assert!(
+        std::fs::read(&input).unwrap() == original,
+        "the input changed"
+    );
+    assert!(temp_files(&dir).is_empty(), "{:?}", temp_files(&dir));
+
+    let allocated = |p: &Path| {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(p).unwrap().blocks() * 512
+    };
+    let sparse = allocated(&input) < 16 << 20;
+    let expected = dir.join("expected.exe");
+    let o = rewrite(&input, &expected, "prologue-epilogue")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = rewrite(&input, &input, "prologue-epilogue")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let rewritten = std::fs::read(&input).unwrap();
+    assert!(rewritten == std::fs::read(&expected).unwrap());
+    assert!(rewritten[..len as usize] != original[..]);
+    assert!(rewritten[len as usize - tail.len()..len as usize] == tail[..]);
+    if sparse {
+        assert!(
+            allocated(&input) < 16 << 20,
+            "{} bytes allocated",
+            allocated(&input)
+        );
+    } else {
+        eprintln!("\n!!! this file system stores no holes: the output's are not checked\n");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 #[test]
 fn report_files_are_written_atomically_or_not_at_all() {
     let dir = scratch("reports");

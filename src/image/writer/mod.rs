@@ -172,7 +172,7 @@ pub enum WriteError {
     },
     /// The output file could not be written or read back ([`ImageWriter::finish_to_file`]).
     #[error("writing the output: {0}")]
-    Io(#[from] std::io::Error),
+    Io(std::io::Error),
     /// The input image could not be read where the writer needed it.
     #[error(transparent)]
     Image(#[from] super::ImageError),
@@ -240,6 +240,14 @@ pub enum WriteError {
         /// File offset of the finding in the output.
         offset: u64,
     },
+}
+
+/// The message carries the error's text, so it is not also a `source` (a chain would say it
+/// twice).
+impl From<std::io::Error> for WriteError {
+    fn from(e: std::io::Error) -> Self {
+        WriteError::Io(e)
+    }
 }
 
 /// What [`ImageWriter`]'s layout gives: the summary, the placements, and the checksum field's
