@@ -475,9 +475,7 @@ impl TypeChecker {
         let entry = self.pool.len() as u32;
         if let Some(x) = self.ins.get_mut(i).filter(|x| x.entry == NO_ENTRY) {
             x.entry = entry;
-            if self.entry_len.len() <= i {
-                self.entry_len.resize(self.ins.len(), 0);
-            }
+            // As long as `ins` since `decode`.
             self.entry_len[i] = stack.len() as u32;
             // Slot by slot, as in `block`: most states are empty or short.
             for &v in stack {
@@ -571,6 +569,10 @@ impl TypeChecker {
             pos += len;
         }
         self.starts = starts;
+        // Grown once per body, not tested per seed; never cleared (see `entry_len`).
+        if self.entry_len.len() < self.ins.len() {
+            self.entry_len.resize(self.ins.len(), 0);
+        }
         // Targets as instruction indices, and the starts they make; the switch counts stay.
         let mut counts = 0;
         for k in 0..self.targets.len() {
