@@ -149,25 +149,26 @@ impl Partial {
     }
 }
 
-/// One decoded instruction.
+/// One decoded instruction: 16 bytes, so that four fit a cache line.
 #[derive(Clone, Copy, Debug)]
 struct Ins {
     off: u32,
+    /// Integer operand: variable index, token, or where the targets are in `targets`: a
+    /// branch's one target, a `switch`'s count followed by its targets.
+    arg: u32,
+    /// Where the entry state starts in the checker's `pool`, [`NO_ENTRY`] when the
+    /// instruction has none yet; its length is in `entry_len`. Kept here rather than in an
+    /// array of its own, which every body would fill again.
+    entry: u32,
     op: Opcode,
     /// The opcode's flow kind (read from the table once, at decoding).
     flow: Flow,
-    /// Integer operand: variable index, token, or first target in `targets`.
-    arg: u32,
-    /// Number of targets in `targets` from `arg` (branches and `switch`).
-    ntargets: u32,
     /// A block start: a target, or after a transfer (where states merge; handler entries
     /// are seeded).
     start: bool,
-    /// The entry state, when the instruction has one: `(start, len)` in the checker's
-    /// `pool`, `start` of [`NO_ENTRY`] when none yet. Kept here rather than in an array of
-    /// its own, which every body would fill again.
-    entry: (u32, u32),
 }
+
+const _: () = assert!(std::mem::size_of::<Ins>() == 16);
 
 /// What the method's own signature and locals say.
 #[derive(Debug, Default)]
@@ -223,7 +224,14 @@ struct TryEntry {
 #[derive(Debug, Default)]
 pub struct TypeChecker {
     ins: Vec<Ins>,
+    /// Branch targets as instruction indices (`u32::MAX`: none starts there); a `switch`'s
+    /// count before its own.
     targets: Vec<u32>,
+    /// Where the `switch` counts are in `targets`, in order.
+    counts_at: Vec<u32>,
+    /// The length of each instruction's entry state, written with its `entry`: read only
+    /// where `entry` is set in the current body, so never cleared.
+    entry_len: Vec<u32>,
     /// Instruction index by byte offset (`u32::MAX` inside an instruction).
     at: Vec<u32>,
     /// How many instructions are block starts.
@@ -464,9 +472,11 @@ impl TypeChecker {
     /// current path's `this` slots (none past the current stack), and in a followed
     /// constructor its initialisation.
     fn seed(&mut self, i: usize, stack: &[V]) {
-        let entry = (self.pool.len() as u32, stack.len() as u32);
-        if let Some(x) = self.ins.get_mut(i).filter(|x| x.entry.0 == NO_ENTRY) {
+        let entry = self.pool.len() as u32;
+        if let Some(x) = self.ins.get_mut(i).filter(|x| x.entry == NO_ENTRY) {
             x.entry = entry;
+            // As long as `ins` since `decode`.
+            self.entry_len[i] = stack.len() as u32;
             // Slot by slot, as in `block`: most states are empty or short.
             for &v in stack {
                 self.pool.push(v);
@@ -513,7 +523,7 @@ impl TypeChecker {
                     .unwrap_or(false)
                 {
                     self.entry_init[handler as usize] = false;
-                    if self.ins[handler as usize].entry.0 != NO_ENTRY {
+                    if self.ins[handler as usize].entry != NO_ENTRY {
                         self.work.push(handler);
                     }
                     pending.push(handler);
@@ -530,6 +540,7 @@ impl TypeChecker {
     fn decode(&mut self, code: &[u8]) -> bool {
         self.ins.clear();
         self.targets.clear();
+        self.counts_at.clear();
         // Block starts: targets, the instruction after a transfer (marked as it is decoded);
         // handler entries are seeded. A start is where states merge. Counted in a local: a
         // field would be read and written back per instruction.
@@ -558,8 +569,17 @@ impl TypeChecker {
             pos += len;
         }
         self.starts = starts;
-        // Targets as instruction indices, and the starts they make.
+        // Grown once per body, not tested per seed; never cleared (see `entry_len`).
+        if self.entry_len.len() < self.ins.len() {
+            self.entry_len.resize(self.ins.len(), 0);
+        }
+        // Targets as instruction indices, and the starts they make; the switch counts stay.
+        let mut counts = 0;
         for k in 0..self.targets.len() {
+            if self.counts_at.get(counts) == Some(&(k as u32)) {
+                counts += 1;
+                continue;
+            }
             let i = self.index(self.targets[k]);
             if let Some(x) = i.and_then(|i| self.ins.get_mut(i))
                 && !x.start
@@ -605,32 +625,29 @@ impl TypeChecker {
             operand_bytes(code, at)
         };
         let mut arg = ((raw & slot.mask) ^ slot.sign).wrapping_sub(slot.sign);
-        let mut ntargets = 0;
         let mut transfer = slot.transfer;
         if slot.target != Target::No {
             arg = self.targets.len() as u32;
-            ntargets = self.branch_targets(code, pos, &mut len, slot.target, raw)?;
             // A `switch` with an empty table falls through, as any instruction.
-            transfer = ntargets > 0;
+            transfer = self.branch_targets(code, pos, &mut len, slot.target, raw)? > 0;
         }
         if let Some(a) = self.at.get_mut(pos) {
             *a = self.ins.len() as u32;
         }
         self.ins.push(Ins {
             off: pos as u32,
+            arg,
+            entry: NO_ENTRY,
             op,
             flow: slot.flow,
-            arg,
-            ntargets,
             start,
-            entry: (NO_ENTRY, 0),
         });
         Some((len, transfer))
     }
 
     /// Pushes the targets of the branch or `switch` at `pos`, whose operand bytes start with
-    /// `raw` (a switch's length grows by its table); their number, or `None` when a switch
-    /// table runs past the code.
+    /// `raw` (a switch's length grows by its table, its count pushed first); their number, or
+    /// `None` when a switch table runs past the code.
     fn branch_targets(
         &mut self,
         code: &[u8],
@@ -658,6 +675,8 @@ impl TypeChecker {
                     return None;
                 }
                 *len += 4 * count;
+                self.counts_at.push(self.targets.len() as u32);
+                self.targets.push(count as u32);
                 let next = (pos + *len) as i64;
                 for c in 0..count {
                     let d = operand_bytes(code, table + 4 * c) as i32;
@@ -670,13 +689,14 @@ impl TypeChecker {
 
     /// Joins `state` into the entry of instruction `i`, queueing it when that changed.
     fn flow_to(&mut self, ts: &mut TypeSystem<'_>, i: u32, state: &[V]) {
-        let Some((start, len)) = self.ins.get(i as usize).map(|x| x.entry) else {
+        let Some(start) = self.ins.get(i as usize).map(|x| x.entry) else {
             return;
         };
         if start == NO_ENTRY {
             self.seed(i as usize, state);
             return;
         }
+        let len = self.entry_len[i as usize];
         if len as usize != state.len() {
             // The structural verifier reports depths; nothing to add here.
             return;
@@ -751,22 +771,35 @@ impl TypeChecker {
         } else {
             stack
         };
-        for j in 0..x.ntargets {
-            let t = self.targets.get((x.arg + j) as usize).copied();
+        let (first, n) = self.target_run(x);
+        for j in first..first + n {
+            let t = self.targets.get(j).copied();
             if let Some(t) = t.filter(|&t| t != u32::MAX) {
                 self.flow_to(ts, t, state);
             }
         }
     }
 
+    /// Where the targets of branch or `switch` `x` are in `targets`, and how many.
+    fn target_run(&self, x: Ins) -> (usize, usize) {
+        let at = x.arg as usize;
+        if x.op == Opcode::Switch {
+            let n = self.targets.get(at).copied().unwrap_or(0);
+            (at + 1, n as usize)
+        } else {
+            (at, 1)
+        }
+    }
+
     /// Runs the block starting at instruction `i` from its entry state.
     fn block(&mut self, ts: &mut TypeSystem<'_>, i: usize, stack: &mut Vec<V>) {
-        let Some((start, len)) = self.ins.get(i).map(|x| x.entry) else {
+        let Some(start) = self.ins.get(i).map(|x| x.entry) else {
             return;
         };
         if start == NO_ENTRY {
             return;
         }
+        let len = self.entry_len[i];
         stack.clear();
         // Slot by slot: entry states are short (most are empty), a copy call costs more.
         for &v in &self.pool[start as usize..(start + len) as usize] {
@@ -2725,11 +2758,12 @@ mod tests {
                             i.map_or(u32::MAX, |i| i as u32)
                         })
                         .collect();
-                    if targets.is_empty() {
-                        assert_eq!((arg.unwrap_or(0), x.ntargets), (x.arg, 0));
+                    if !matches!(r.opcode.flow(), Flow::Branch | Flow::CondBranch) {
+                        assert!(targets.is_empty());
+                        assert_eq!(arg.unwrap_or(0), x.arg);
                     } else {
-                        let at = x.arg as usize..(x.arg + x.ntargets) as usize;
-                        assert_eq!(checker.targets[at], targets[..]);
+                        let (first, n) = checker.target_run(*x);
+                        assert_eq!(checker.targets[first..first + n], targets[..]);
                         for &t in &targets {
                             if t != u32::MAX {
                                 starts[t as usize] = true;
