@@ -90,6 +90,10 @@ enum Command {
         /// shards' JSON reports with `ilcheck report merge`.
         #[arg(long, value_name = "K/N")]
         shard: Option<cli::rewrite::Shard>,
+        /// Threads verifying assemblies side by side (0: one per core). The report is the
+        /// same for any number; its times per pass are summed over the threads.
+        #[arg(long, default_value_t = 0)]
+        threads: usize,
         #[command(flatten)]
         types: cli::types::TypeArgs,
     },
@@ -195,6 +199,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             max,
             strict,
             shard,
+            threads,
             types,
         } => verify(
             paths,
@@ -204,7 +209,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             report,
             max,
             strict,
-            shard,
+            (shard, threads),
             types,
         ),
         Command::Roundtrip {
@@ -591,7 +596,7 @@ fn load_baseline(
     baseline: &[PathBuf],
     pairs: &[String],
     inputs: &mut Vec<Input>,
-    types: Option<&mut corpus::TypePass<'_>>,
+    (types, threads): (Option<&mut corpus::TypePass<'_>>, usize),
 ) -> Result<Option<corpus::Baseline>> {
     if baseline.is_empty() && pairs.is_empty() {
         return Ok(None);
@@ -617,7 +622,7 @@ fn load_baseline(
     // Every original must be read: a baseline with a hole would report old findings as new.
     let found = corpus::discover(baseline).context("baseline")?;
     let originals: Vec<Input> = found.into_iter().map(Input::named).collect();
-    let loaded = corpus::Baseline::load_with_pairs(&originals, &pinned, types);
+    let loaded = corpus::Baseline::load_with_pairs(&originals, &pinned, types, threads);
     Ok(Some(loaded.map_err(anyhow::Error::msg)?))
 }
 
@@ -630,7 +635,7 @@ fn verify(
     report_path: Option<PathBuf>,
     max: usize,
     strict: bool,
-    shard: Option<cli::rewrite::Shard>,
+    (shard, threads): (Option<cli::rewrite::Shard>, usize),
     types: cli::types::TypeArgs,
 ) -> Result<ExitCode> {
     let Inputs {
@@ -651,7 +656,7 @@ fn verify(
     // The originals' type findings are counted too, so patched and original are compared alike.
     let mut pass = corpus::TypePass::new(&store);
     let pass = types.types().then_some(&mut pass);
-    let baseline = load_baseline(&baseline, &pairs, &mut inputs, pass)?;
+    let baseline = load_baseline(&baseline, &pairs, &mut inputs, (pass, threads))?;
     let mut report = corpus::VerifyReport {
         sources,
         image_errors: problems,
@@ -661,6 +666,7 @@ fn verify(
         max_findings: max,
         types: types.types(),
         level: types.level(),
+        threads,
         ..Default::default()
     };
     let bar = progress_bar(inputs.len());

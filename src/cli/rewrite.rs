@@ -387,10 +387,7 @@ fn many(a: &RewriteArgs, mut opts: RewriteOptions) -> Result<ExitCode> {
     }
     std::fs::create_dir_all(&a.output)
         .with_context(|| format!("creating {}", a.output.display()))?;
-    let cores = match a.threads {
-        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-        n => n,
-    };
+    let cores = ilcheck::corpus::threads_for(a.threads);
     let workers = cores.min(jobs.len()).max(1);
     // Across assemblies when there are several; within the one otherwise.
     opts.threads = if workers > 1 { 1 } else { a.threads };

@@ -59,6 +59,67 @@ pub const EMBEDDED: &[(&str, &[u8])] = &[
     ),
 ];
 
+/// The threads a run asks for: `requested`, or one per available core for 0.
+pub fn threads_for(requested: usize) -> usize {
+    match requested {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    }
+}
+
+/// Runs `work` over every input on `threads` threads (each with a `state` of its own, made
+/// once and kept from one input to the next), the largest inputs first so that the last to
+/// finish is a small one, and hands each result to `done` on the calling thread in input
+/// order, as soon as those before it are done. With one thread it is a plain loop.
+pub(crate) fn each_input<S, R: Send>(
+    inputs: &[Input],
+    threads: usize,
+    state: impl Fn() -> S + Sync,
+    work: impl Fn(&mut S, &Input) -> R + Sync,
+    mut done: impl FnMut(usize, R),
+) {
+    let threads = threads.min(inputs.len()).max(1);
+    if threads == 1 {
+        let mut s = state();
+        for (i, input) in inputs.iter().enumerate() {
+            done(i, work(&mut s, input));
+        }
+        return;
+    }
+    let sizes: Vec<u64> = inputs.iter().map(Input::size).collect();
+    let mut order: Vec<usize> = (0..inputs.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(sizes[i]));
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let (sent, results) = std::sync::mpsc::channel::<(usize, R)>();
+    let (order, next, state, work) = (&order, &next, &state, &work);
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            let sent = sent.clone();
+            scope.spawn(move || {
+                let mut s = state();
+                loop {
+                    let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(&i) = order.get(k) else { break };
+                    if sent.send((i, work(&mut s, &inputs[i]))).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(sent);
+        // A result that arrives early waits for those before it.
+        let mut waiting = std::collections::BTreeMap::new();
+        let mut due = 0;
+        for (i, r) in results {
+            waiting.insert(i, r);
+            while let Some(r) = waiting.remove(&due) {
+                done(due, r);
+                due += 1;
+            }
+        }
+    });
+}
+
 /// Directories of system assemblies searched by the default run, when present.
 pub fn system_dirs() -> Vec<PathBuf> {
     let mut dirs = Vec::new();
@@ -160,6 +221,16 @@ impl Input {
         match self {
             Input::File { named, .. } => *named,
             Input::Embedded { .. } | Input::Memory { .. } => true,
+        }
+    }
+
+    /// Its size in bytes, as far as it can be told without reading it (0 for a file that
+    /// cannot be looked at): what runs over many inputs schedule the largest first by.
+    pub fn size(&self) -> u64 {
+        match self {
+            Input::File { path, .. } => std::fs::metadata(path).map_or(0, |m| m.len()),
+            Input::Embedded { bytes, .. } => bytes.len() as u64,
+            Input::Memory { bytes, .. } => bytes.len() as u64,
         }
     }
 

@@ -556,11 +556,9 @@ const CHUNK: usize = 256;
 /// The threads to use: `requested`, or every available core for 0; never more than there are
 /// chunks of work.
 fn thread_count(requested: usize, methods: usize) -> usize {
-    let wanted = match requested {
-        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-        n => n,
-    };
-    wanted.min(methods.div_ceil(CHUNK)).max(1)
+    super::threads_for(requested)
+        .min(methods.div_ceil(CHUNK))
+        .max(1)
 }
 
 /// One rewritten method, its new body in [`Part::bodies`].

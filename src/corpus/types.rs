@@ -44,6 +44,19 @@ pub struct TypeSummary {
 }
 
 impl TypeSummary {
+    /// Adds the summary of assemblies checked after this one's (the references opened are the
+    /// run's store's, so the larger count stands).
+    pub(crate) fn absorb(&mut self, b: TypeSummary) {
+        self.methods_checked += b.methods_checked;
+        self.methods_in_part += b.methods_in_part;
+        super::verify::add_counts(&mut self.in_part, b.in_part);
+        super::verify::add_counts(&mut self.by_verdict, b.by_verdict);
+        self.not_reported += b.not_reported;
+        self.il_bytes += b.il_bytes;
+        self.references_opened = self.references_opened.max(b.references_opened);
+        self.seconds += b.seconds;
+    }
+
     /// Type-checking throughput: MB/s (10^6 bytes) of IL.
     pub fn mb_per_s(&self) -> f64 {
         if self.seconds > 0.0 {
@@ -68,6 +81,11 @@ impl<'s> TypePass<'s> {
             store,
             checker: TypeChecker::new(),
         }
+    }
+
+    /// The store the pass finds references through.
+    pub fn store(&self) -> &'s ModuleStore {
+        self.store
     }
 
     /// Type-checks the methods `work[k]` for which `accepted(k)` holds, calling `found` with

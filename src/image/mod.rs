@@ -653,8 +653,12 @@ pub struct FullNames {
     /// The last method's declaring type and its MethodDef rows `lo..hi`, when the image's
     /// method lists are in order.
     span: Option<(u32, u32, u32)>,
-    /// Whether the image's method lists are in order (read on the first name).
+    /// Whether the image's method lists are in order (read on the second name: a cache that
+    /// names one method, as [`Method::full_name`]'s, has no next one to spare a search for,
+    /// and reading the order is a pass over every TypeDef).
     sorted: Option<bool>,
+    /// A name of the image was written with this cache before.
+    used: bool,
     /// `Namespace.Type::`.
     prefix: String,
     /// The number of each signature's `(params)` (in order of first use), by signature blob
@@ -796,6 +800,7 @@ impl<'i> Method<'i> {
             names.owner = None;
             names.span = None;
             names.sorted = None;
+            names.used = false;
             names.prefix.clear();
             names.params.clear();
             names.ranges.clear();
@@ -808,12 +813,14 @@ impl<'i> Method<'i> {
             _ => {
                 let tables = self.image.tables();
                 let owner = tables.declaring_type(self.rid)?;
-                let sorted = *names
-                    .sorted
-                    .get_or_insert_with(|| tables.method_lists_sorted());
-                names.span = owner
-                    .filter(|_| sorted)
-                    .and_then(|o| tables.method_span(o).map(|(lo, hi)| (o, lo, hi)));
+                if std::mem::replace(&mut names.used, true) {
+                    let sorted = *names
+                        .sorted
+                        .get_or_insert_with(|| tables.method_lists_sorted());
+                    names.span = owner
+                        .filter(|_| sorted)
+                        .and_then(|o| tables.method_span(o).map(|(lo, hi)| (o, lo, hi)));
+                }
                 owner
             }
         };

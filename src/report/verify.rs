@@ -53,12 +53,15 @@ pub fn verify_text(r: &VerifyReport) -> String {
     s.push_str(&assemblies_text(r));
     let _ = writeln!(
         s,
-        "verified {} methods in {} assemblies ({} bytes of IL) in {:.3} s: {:.1} MB/s, single thread",
+        "verified {} methods in {} assemblies ({} bytes of IL) in {:.3} s: {:.1} MB/s, single thread; the whole run {:.3} s of wall time on {} thread{}",
         thousands(r.methods_checked),
         r.assemblies,
         thousands(r.il_bytes),
         r.verify_seconds,
-        r.mb_per_s()
+        r.mb_per_s(),
+        r.wall_seconds,
+        r.threads,
+        if r.threads == 1 { "" } else { "s" }
     );
     if r.baseline_assemblies > 0 {
         let _ = writeln!(

@@ -86,6 +86,15 @@ fn write_report(s: &mut String, r: &VerifyReport, command: &str) -> std::fmt::Re
                 r.verify_seconds
             ),
         ),
+        (
+            "wall time of the run",
+            format!(
+                "{:.3} s on {} thread{}",
+                r.wall_seconds,
+                r.threads,
+                if r.threads == 1 { "" } else { "s" }
+            ),
+        ),
     ] {
         writeln!(s, "| {k} | {v} |")?;
     }

@@ -426,6 +426,9 @@ fn verify_output_matches_the_golden_files() {
             "notes.dll",
             "--reference-dir",
             "refs",
+            // Two inputs on two threads: the report must be the one a single thread makes.
+            "--threads",
+            "2",
         ],
     );
     // An input that cannot be read makes the run exit 2, after the others were verified.
@@ -533,6 +536,8 @@ fn verify_output_matches_the_golden_files() {
             "original",
             "--reference-dir",
             "refs",
+            "--threads",
+            "2",
         ],
     );
     assert_eq!(run.code, 1, "{}{}", run.text, run.stderr);

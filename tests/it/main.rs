@@ -28,6 +28,7 @@
 //! - `types`: the type pass on cases, frameworks and generated programs.
 //! - `verify_cases`: `corpus/bin/verify_cases.dll` reports the codes its method names list.
 //! - `verify_corpus`: the verifier over mono's class libraries.
+//! - `verify_runs`: runs over many inputs report the same on any number of threads.
 //! - `weavers`: the sample Mono.Cecil weaver and its seeded bugs.
 //! - `writer`: the image writer.
 //!
@@ -63,5 +64,6 @@ mod type_mutants;
 mod types;
 mod verify_cases;
 mod verify_corpus;
+mod verify_runs;
 mod weavers;
 mod writer;

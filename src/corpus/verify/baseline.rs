@@ -135,7 +135,7 @@ impl Baseline {
     /// Verifies the original assemblies and keeps their findings. A baseline that cannot be
     /// read is an error: comparing against nothing would report everything as new.
     pub fn load(inputs: &[Input]) -> Result<Baseline, String> {
-        Baseline::load_with_pairs(inputs, &[], None)
+        Baseline::load_with_pairs(inputs, &[], None, 0)
     }
 
     /// [`Baseline::load`], the originals' type findings counted too when `types` is given.
@@ -144,21 +144,24 @@ impl Baseline {
         inputs: &[Input],
         types: Option<&mut TypePass<'_>>,
     ) -> Result<Baseline, String> {
-        Baseline::load_with_pairs(inputs, &[], types)
+        Baseline::load_with_pairs(inputs, &[], types, 0)
     }
 
     /// [`Baseline::load_with`] and explicit pairs `(patched file, original)`: each patched
     /// file is compared with its original whatever the names, and the originals join the
-    /// baseline.
+    /// baseline. The originals are verified on `threads` threads (0: one per core); the
+    /// baseline is the same for any number.
     pub fn load_with_pairs(
         inputs: &[Input],
         pairs: &[(PathBuf, Input)],
-        mut types: Option<&mut TypePass<'_>>,
+        types: Option<&mut TypePass<'_>>,
+        threads: usize,
     ) -> Result<Baseline, String> {
-        let mut baseline = Baseline::default();
-        let mut verifier = Verifier::new();
+        let store = types.map(|pass| pass.store());
         // An original named twice (in --baseline and in a pair) is read once.
         let mut loaded: HashMap<PathBuf, usize> = HashMap::new();
+        let mut originals: Vec<Input> = Vec::new();
+        let mut pinned = Vec::new();
         let all = inputs.iter().map(|i| (None, i));
         let all = all.chain(pairs.iter().map(|(p, o)| (Some(p), o)));
         for (patched, input) in all {
@@ -169,62 +172,46 @@ impl Baseline {
             let k = match key.as_ref().and_then(|k| loaded.get(k)) {
                 Some(&k) => k,
                 None => {
-                    let k = baseline.read(input, &mut verifier, types.as_deref_mut())?;
+                    originals.push(input.clone());
                     if let Some(key) = key {
-                        loaded.insert(key, k);
+                        loaded.insert(key, originals.len() - 1);
                     }
-                    k
+                    originals.len() - 1
                 }
             };
             if let Some(p) = patched {
-                baseline.pinned.insert(canonical(p), k);
+                pinned.push((canonical(p), k));
             }
         }
+        // Read side by side, kept in order; the first original (in order) that cannot be read
+        // is the error.
+        let mut read = Vec::with_capacity(originals.len());
+        super::super::each_input(
+            &originals,
+            super::super::threads_for(threads),
+            || (Verifier::new(), store.map(TypePass::new)),
+            |(verifier, types), input| read_one(input, verifier, types.as_mut()),
+            |_, r| read.push(r),
+        );
+        let mut baseline = Baseline::default();
+        for r in read {
+            baseline.keep(r?);
+        }
+        baseline.pinned.extend(pinned);
         Ok(baseline)
     }
 
-    /// Reads one original (with its type findings when `types` is given); returns its index.
-    fn read(
-        &mut self,
-        input: &Input,
-        verifier: &mut Verifier,
-        types: Option<&mut TypePass<'_>>,
-    ) -> Result<usize, String> {
-        let image = input
-            .open()
-            .map_err(|e| format!("baseline {}: {e}", input.name()))?;
-        let mut assembly = BaselineAssembly {
-            name: input.name(),
-            image: counts(integrity::check(&image).iter().map(|f| f.code.name())),
-            ..Default::default()
-        };
-        let typed = types
-            .map(|pass| type_findings(pass, input, &image))
-            .unwrap_or_default();
-        for_each_method_findings(&image, verifier, |method, mut findings| {
-            if let Some(t) = typed.get(&method.token().0) {
-                findings.extend(t.iter().map(|c| (c.as_str(), 0, String::new())));
-            }
-            let name = method.full_name().ok();
-            let counts = counts(findings.iter().map(|f| f.0));
-            if let Some(n) = &name {
-                assembly
-                    .by_name
-                    .entry(n.clone())
-                    .and_modify(|t| *t = None)
-                    .or_insert(Some(method.token().0));
-            }
-            assembly.by_token.insert(method.token().0, (name, counts));
-        });
-        assembly.original = Some(input.clone());
+    /// Keeps an original read by [`read_one`] (its identity beside it), the next index.
+    fn keep(&mut self, (assembly, identity): (BaselineAssembly, Option<String>)) {
         let k = self.assemblies.len();
-        self.by_file.entry(file_name(input)).or_default().push(k);
-        if let Some(id) = identity_of(&image) {
+        if let Some(input) = &assembly.original {
+            self.by_file.entry(file_name(input)).or_default().push(k);
+        }
+        if let Some(id) = identity {
             self.by_identity.entry(id).or_default().push(k);
         }
         self.assemblies.push(assembly);
         self.assemblies_read += 1;
-        Ok(k)
     }
 
     /// The original of a patched input whose identity is `identity`, and how it was paired;
@@ -314,6 +301,47 @@ impl Baseline {
 
 /// The type findings of every method of `image` the type pass checks ([`types_checked`]), by
 /// token.
+/// Reads one original (with its type findings when `types` is given), and its identity.
+fn read_one(
+    input: &Input,
+    verifier: &mut Verifier,
+    types: Option<&mut TypePass<'_>>,
+) -> Result<(BaselineAssembly, Option<String>), String> {
+    let image = input
+        .open()
+        .map_err(|e| format!("baseline {}: {e}", input.name()))?;
+    let mut assembly = BaselineAssembly {
+        name: input.name(),
+        image: counts(integrity::check(&image).iter().map(|f| f.code.name())),
+        ..Default::default()
+    };
+    let typed = types
+        .map(|pass| type_findings(pass, input, &image))
+        .unwrap_or_default();
+    let mut names = crate::image::FullNames::with_capacity(image.method_count() as usize);
+    for_each_method_findings(&image, verifier, |method, mut findings| {
+        if let Some(t) = typed.get(&method.token().0) {
+            findings.extend(t.iter().map(|c| (c.as_str(), 0, String::new())));
+        }
+        let mut name = String::new();
+        let name = method
+            .write_full_name(&mut names, &mut name)
+            .ok()
+            .map(|()| name);
+        let counts = counts(findings.iter().map(|f| f.0));
+        if let Some(n) = &name {
+            assembly
+                .by_name
+                .entry(n.clone())
+                .and_modify(|t| *t = None)
+                .or_insert(Some(method.token().0));
+        }
+        assembly.by_token.insert(method.token().0, (name, counts));
+    });
+    assembly.original = Some(input.clone());
+    Ok((assembly, identity_of(&image)))
+}
+
 fn type_findings(
     pass: &mut TypePass<'_>,
     input: &Input,

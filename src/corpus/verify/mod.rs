@@ -28,6 +28,7 @@ use crate::verify::{
 use baseline::{BaselineAssembly, CodeCounts, Match};
 use serde::Serialize;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 /// Code of a finding for a body whose header or sections do not decode (not a verifier rule:
@@ -167,8 +168,14 @@ pub struct VerifyReport {
     pub methods_incomplete: u64,
     /// Bytes of IL verified (bodies that decoded).
     pub il_bytes: u64,
-    /// Time spent verifying (resolver set-up and rules), single thread.
+    /// Time spent verifying (resolver set-up and rules), single thread: the sum over the
+    /// assemblies, whichever thread verified each.
     pub verify_seconds: f64,
+    /// Threads that verified assemblies side by side ([`VerifyOptions::threads`]).
+    pub threads: u64,
+    /// Wall time of the whole run: opening, integrity, structure, types, baseline and the
+    /// findings' windows, on [`VerifyReport::threads`] threads.
+    pub wall_seconds: f64,
     /// Baseline assemblies read, when `--baseline` was given.
     pub baseline_assemblies: u64,
     /// Findings present in the baseline too, and so not reported.
@@ -226,6 +233,77 @@ impl VerifyReport {
         codes.sort_by(|a, b| b.1.findings.cmp(&a.1.findings).then(a.0.cmp(b.0)));
         codes
     }
+
+    /// Adds the report of the assemblies verified after this one's: counts and times added,
+    /// lists appended (findings while fewer than `max_findings` are listed). The run's own
+    /// fields (schema, sources, level, baseline assemblies, threads) stay as they are.
+    fn absorb(&mut self, part: VerifyReport, max_findings: usize) {
+        let VerifyReport {
+            schema: _,
+            sources: _,
+            assemblies,
+            skipped,
+            image_errors,
+            methods_checked,
+            methods_with_errors,
+            methods_incomplete,
+            il_bytes,
+            verify_seconds,
+            threads: _,
+            wall_seconds: _,
+            baseline_assemblies: _,
+            baseline_suppressed,
+            baseline_uncertain,
+            baseline_missing,
+            alignment,
+            types,
+            level: _,
+            not_reported,
+            findings_total,
+            duplicates_merged,
+            codes,
+            per_assembly,
+            findings,
+        } = part;
+        self.assemblies += assemblies;
+        self.skipped.extend(skipped);
+        self.image_errors.extend(image_errors);
+        self.methods_checked += methods_checked;
+        self.methods_with_errors += methods_with_errors;
+        self.methods_incomplete += methods_incomplete;
+        self.il_bytes += il_bytes;
+        self.verify_seconds += verify_seconds;
+        self.baseline_suppressed += baseline_suppressed;
+        self.baseline_uncertain += baseline_uncertain;
+        self.baseline_missing.extend(baseline_missing);
+        if let (Some(a), Some(b)) = (self.alignment.as_mut(), alignment) {
+            a.absorb(b);
+        }
+        if let (Some(a), Some(b)) = (self.types.as_mut(), types) {
+            a.absorb(b);
+        }
+        add_counts(&mut self.not_reported, not_reported);
+        self.findings_total += findings_total;
+        self.duplicates_merged += duplicates_merged;
+        for (code, c) in codes {
+            let mine = self.codes.entry(code).or_insert_with(|| CodeSummary {
+                reference: c.reference.clone(),
+                ..CodeSummary::default()
+            });
+            mine.findings += c.findings;
+            mine.methods += c.methods;
+        }
+        self.per_assembly.extend(per_assembly);
+        let room = max_findings.saturating_sub(self.findings.len());
+        self.findings.extend(findings.into_iter().take(room));
+    }
+}
+
+/// Adds `from`'s counts to `to`'s, key by key.
+pub(crate) fn add_counts<K: Ord>(to: &mut BTreeMap<K, u64>, from: BTreeMap<K, u64>) {
+    for (k, n) in from {
+        *to.entry(k).or_default() += n;
+    }
 }
 
 /// What aligning patched methods with their originals compared (with `--baseline`). Every
@@ -267,6 +345,21 @@ impl AlignmentSummary {
         self.methods_not_aligned += 1;
         *self.not_aligned.entry(why.as_str()).or_default() += 1;
     }
+
+    /// Adds another run's (or assembly's) counts and time.
+    fn absorb(&mut self, b: AlignmentSummary) {
+        self.methods_compared += b.methods_compared;
+        self.methods_identical += b.methods_identical;
+        self.methods_without_targets += b.methods_without_targets;
+        self.methods_aligned += b.methods_aligned;
+        self.methods_in_part += b.methods_in_part;
+        self.methods_not_aligned += b.methods_not_aligned;
+        self.targets_checked += b.targets_checked;
+        self.boundaries_checked += b.boundaries_checked;
+        add_counts(&mut self.not_aligned, b.not_aligned);
+        add_counts(&mut self.unchecked, b.unchecked);
+        self.seconds += b.seconds;
+    }
 }
 
 /// Options of a verification run.
@@ -280,6 +373,9 @@ pub struct VerifyOptions {
     pub types: bool,
     /// Which verdict classes are reported, of every finding: structural, type and alignment.
     pub level: Level,
+    /// Threads verifying whole assemblies side by side; 0: one per available core (never
+    /// more than there are inputs). The report is the same for any number.
+    pub threads: usize,
 }
 
 impl Default for VerifyOptions {
@@ -289,6 +385,7 @@ impl Default for VerifyOptions {
             window: 3,
             types: false,
             level: Level::Invalid,
+            threads: 0,
         }
     }
 }
@@ -309,6 +406,10 @@ pub fn verify(
 }
 
 /// [`verify`], with the type pass finding references through `store`.
+///
+/// With more than one thread ([`VerifyOptions::threads`]) whole assemblies are verified side
+/// by side, each into a report of its own, and those are added to `report` in input order (as
+/// `progress` is called): the report is the one a single thread makes, timing fields apart.
 pub fn verify_with(
     inputs: &[Input],
     opts: VerifyOptions,
@@ -319,7 +420,6 @@ pub fn verify_with(
 ) {
     report.schema = "ilcheck.verify/1";
     report.level = opts.level.as_str();
-    let mut types = TypePass::new(store);
     if opts.types && report.types.is_none() {
         report.types = Some(TypeSummary::default());
     }
@@ -330,14 +430,77 @@ pub fn verify_with(
     if baseline.is_some() && report.alignment.is_none() {
         report.alignment = Some(AlignmentSummary::default());
     }
-    let mut verifier = Verifier::new();
-    let mut aligner = Aligner::new();
-    for input in inputs {
+    let blank = VerifyReport {
+        schema: report.schema,
+        level: report.level,
+        types: report.types.as_ref().map(|t| TypeSummary {
+            level: t.level,
+            ..TypeSummary::default()
+        }),
+        alignment: report
+            .alignment
+            .as_ref()
+            .map(|_| AlignmentSummary::default()),
+        ..VerifyReport::default()
+    };
+    let threads = super::threads_for(opts.threads).min(inputs.len()).max(1);
+    report.threads = threads as u64;
+    let start = Instant::now();
+    // Findings listed so far: an assembly verified later lists (and renders the windows of) at
+    // most what is left of `--max` when it starts, which is never less than what is left when
+    // its report is added, so the findings listed are the same for any number of threads.
+    let listed = AtomicUsize::new(report.findings.len());
+    super::each_input(
+        inputs,
+        threads,
+        || Passes::new(store),
+        |passes, input| {
+            let mut part = blank.clone();
+            let room = opts
+                .max_findings
+                .saturating_sub(listed.load(Ordering::Relaxed));
+            passes.verify(input, opts, baseline, room, &mut part);
+            part
+        },
+        |i, part| {
+            report.absorb(part, opts.max_findings);
+            listed.store(report.findings.len(), Ordering::Relaxed);
+            progress(&inputs[i]);
+        },
+    );
+    report.wall_seconds += start.elapsed().as_secs_f64();
+}
+
+/// One thread's verifiers, kept from one assembly to the next.
+struct Passes<'s> {
+    verifier: Verifier,
+    aligner: Aligner,
+    types: TypePass<'s>,
+}
+
+impl<'s> Passes<'s> {
+    fn new(store: &'s ModuleStore) -> Self {
+        Passes {
+            verifier: Verifier::new(),
+            aligner: Aligner::new(),
+            types: TypePass::new(store),
+        }
+    }
+
+    /// Verifies one input into `report`, listing at most `room` findings.
+    fn verify(
+        &mut self,
+        input: &Input,
+        opts: VerifyOptions,
+        baseline: Option<&Baseline>,
+        room: usize,
+        report: &mut VerifyReport,
+    ) {
         match input.open() {
             Ok(image) => {
                 report.assemblies += 1;
-                let passes = (&mut verifier, &mut aligner, &mut types);
-                verify_image(input, &image, opts, baseline, passes, report);
+                let passes = (&mut self.verifier, &mut self.aligner, &mut self.types);
+                verify_image(input, &image, (opts, room), baseline, passes, report);
             }
             Err(e @ (ImageError::NotDotNet | ImageError::Pe(_) | ImageError::NoOptionalHeader))
                 if !input.must_be_assembly() =>
@@ -352,18 +515,12 @@ pub fn verify_with(
                 reason: e.to_string(),
             }),
         }
-        progress(input);
     }
 }
 
 /// Adds `f` to the report unless the baseline's `known` counts hold its code; returns whether
 /// it was new.
-fn record(
-    report: &mut VerifyReport,
-    opts: VerifyOptions,
-    known: &mut CodeCounts,
-    f: Finding,
-) -> bool {
+fn record(report: &mut VerifyReport, room: usize, known: &mut CodeCounts, f: Finding) -> bool {
     if let Some(n) = known.get_mut(&f.code).filter(|n| **n > 0) {
         *n -= 1;
         report.baseline_suppressed += 1;
@@ -382,7 +539,7 @@ fn record(
             ..CodeSummary::default()
         });
     summary.findings += 1;
-    if report.findings.len() < opts.max_findings {
+    if report.findings.len() < room {
         report.findings.push(f);
     }
     true
@@ -420,7 +577,7 @@ fn type_name(image: &Image<'_>, method: &Method<'_>) -> String {
 fn verify_image(
     input: &Input,
     image: &Image<'_>,
-    opts: VerifyOptions,
+    (opts, room): (VerifyOptions, usize),
     baseline: Option<&Baseline>,
     (verifier, aligner, types): (&mut Verifier, &mut Aligner, &mut TypePass<'_>),
     report: &mut VerifyReport,
@@ -460,7 +617,7 @@ fn verify_image(
             message: f.message,
             ..Finding::default()
         };
-        record(report, opts, &mut known, finding);
+        record(report, room, &mut known, finding);
     }
 
     // Decode every body first and time the verify loop as one batch: a clock read per method
@@ -575,7 +732,7 @@ fn verify_image(
                 duplicates,
                 ..Finding::default()
             };
-            let listed = report.findings.len() < opts.max_findings;
+            let listed = report.findings.len() < room;
             match (raw, body) {
                 (Raw::Rule(d), Some(b)) => {
                     f.code = d.code.as_str().to_string();
@@ -596,7 +753,7 @@ fn verify_image(
             f.reference = code_doc(&f.code).reference;
             f.verdict = verdict_of(&f.code).as_str();
             let code = f.code.clone();
-            if record(report, opts, &mut known, f) && !codes.contains(&code) {
+            if record(report, room, &mut known, f) && !codes.contains(&code) {
                 codes.push(code);
             }
         }

@@ -1,0 +1,165 @@
+//! Verification runs over many inputs: the report is the same for any number of threads (the
+//! assemblies are verified side by side, the largest first, and their reports added in input
+//! order), with findings listed up to `--max` across assemblies, image errors, skipped files
+//! and a baseline; and the baseline itself reads the same on any number of threads.
+
+use ilcheck::corpus::{self, Baseline, Input, TypePass, VerifyOptions, VerifyReport};
+use ilcheck::verify::Level;
+use ilcheck::verify::types::ModuleStore;
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The project's assemblies (several with findings of both classes) and the hostile images
+/// (integrity findings, inputs that cannot be read), as a directory scan finds them.
+fn inputs() -> Vec<Input> {
+    let found = corpus::discover_all(&[
+        repo().join("corpus/bin"),
+        repo().join("corpus/regressions/images"),
+    ]);
+    assert!(found.problems.is_empty(), "{:?}", found.problems);
+    assert!(found.inputs.len() >= 15, "{} inputs", found.inputs.len());
+    found.inputs
+}
+
+/// The report as JSON without what depends on the machine: times and the thread count.
+fn comparable(report: &VerifyReport) -> serde_json::Value {
+    fn strip(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::Object(map) => {
+                map.retain(|k, _| !k.ends_with("seconds") && k != "threads");
+                map.values_mut().for_each(strip);
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    let mut v = serde_json::to_value(report).unwrap();
+    strip(&mut v);
+    v
+}
+
+fn run(
+    inputs: &[Input],
+    opts: VerifyOptions,
+    store: &ModuleStore,
+    baseline: Option<&Baseline>,
+) -> (VerifyReport, Vec<String>) {
+    let mut report = VerifyReport::default();
+    let mut progress = Vec::new();
+    corpus::verify_with(inputs, opts, store, baseline, &mut report, |i| {
+        progress.push(i.name())
+    });
+    (report, progress)
+}
+
+#[test]
+fn a_run_reports_the_same_on_any_number_of_threads() {
+    let inputs = inputs();
+    let names: Vec<String> = inputs.iter().map(Input::name).collect();
+    let store = ModuleStore::with_runtime_dirs(Vec::new());
+    for level in [Level::Invalid, Level::Unverifiable] {
+        let all = |max_findings, threads| VerifyOptions {
+            max_findings,
+            types: true,
+            level,
+            threads,
+            ..Default::default()
+        };
+        // A limit that falls inside the second assembly with findings: the runs below must
+        // agree on where the cut falls across assemblies.
+        let (full, _) = run(&inputs, all(1_000_000, 1), &store, None);
+        let first = &full.findings[0].assembly;
+        let cut = full
+            .findings
+            .iter()
+            .take_while(|f| &f.assembly == first)
+            .count()
+            + 2;
+        assert!(
+            full.findings.len() > cut,
+            "{} findings",
+            full.findings.len()
+        );
+        for max_findings in [0, 3, cut, 1_000_000] {
+            let opts = |threads| all(max_findings, threads);
+            let (one, progress) = run(&inputs, opts(1), &store, None);
+            assert_eq!(one.threads, 1);
+            assert_eq!(progress, names, "progress is reported in input order");
+            assert!(one.findings.len() <= max_findings);
+            assert!(!one.image_errors.is_empty() && !one.skipped.is_empty());
+            if max_findings == cut {
+                let listed: BTreeSet<&str> =
+                    one.findings.iter().map(|f| f.assembly.as_str()).collect();
+                assert_eq!(listed.len(), 2, "{listed:?}");
+                assert!(one.findings_total > cut as u64);
+            }
+            let expected = comparable(&one);
+            for threads in [2, 3, 7] {
+                let (many, progress) = run(&inputs, opts(threads), &store, None);
+                assert_eq!(many.threads, threads as u64);
+                assert_eq!(progress, names, "progress is reported in input order");
+                assert_eq!(
+                    comparable(&many),
+                    expected,
+                    "{threads} threads, level {level:?}, max {max_findings}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_baseline_reads_and_compares_the_same_on_any_number_of_threads() {
+    // The project's assemblies compared with themselves: every finding is in the baseline
+    // (suppressed), every method aligned as identical; and an original named by a pair too.
+    let found = corpus::discover_all(&[repo().join("corpus/bin")]);
+    let inputs = found.inputs;
+    let verify_cases = repo().join("corpus/bin/verify_cases.dll");
+    let pairs = vec![(verify_cases.clone(), Input::named(&verify_cases))];
+    let store = ModuleStore::with_runtime_dirs(Vec::new());
+    let mut reports = Vec::new();
+    for threads in [1, 2, 5] {
+        let mut pass = TypePass::new(&store);
+        let baseline = Baseline::load_with_pairs(&inputs, &pairs, Some(&mut pass), threads)
+            .expect("the project's assemblies read as a baseline");
+        assert_eq!(baseline.assemblies_read, inputs.len() as u64);
+        let opts = VerifyOptions {
+            max_findings: 1_000_000,
+            types: true,
+            level: Level::Unverifiable,
+            threads,
+            ..Default::default()
+        };
+        let (report, _) = run(&inputs, opts, &store, Some(&baseline));
+        assert!(
+            report.baseline_suppressed > 100,
+            "{}",
+            report.baseline_suppressed
+        );
+        assert_eq!(report.findings_total, 0, "{:?}", report.findings.first());
+        let a = report.alignment.as_ref().expect("an alignment summary");
+        assert!(a.methods_compared > 0 && a.methods_compared == a.methods_identical);
+        reports.push(comparable(&report));
+    }
+    assert!(reports.windows(2).all(|w| w[0] == w[1]));
+}
+
+#[test]
+fn a_baseline_that_cannot_be_read_names_the_first_bad_original_in_order() {
+    let dir = repo().join("corpus/regressions/images");
+    let originals = vec![
+        Input::named(repo().join("corpus/bin/control_flow.exe")),
+        Input::named(dir.join("text.dll")),
+        Input::named(dir.join("elf.dll")),
+    ];
+    for threads in [1, 3] {
+        let Err(err) = Baseline::load_with_pairs(&originals, &[], None, threads) else {
+            panic!("{threads} threads: a text file read as an original");
+        };
+        assert!(err.contains("text.dll"), "{threads} threads: {err}");
+    }
+}
