@@ -204,7 +204,7 @@ pub fn options(a: &RewriteArgs) -> Result<RewriteOptions> {
 /// Rewrites one assembly into `output`; the report says what was done.
 pub fn rewrite_file(input: &Path, output: &Path, opts: &RewriteOptions) -> Result<RewriteReport> {
     let mut buffers = Buffers::default();
-    let (report, file) = rewrite_to_temp(input, output, opts, &mut buffers)?;
+    let (report, file, _) = rewrite_to_temp(input, output, opts, &mut buffers, None)?;
     file.commit()
         .with_context(|| format!("writing {}", output.display()))?;
     Ok(report)
@@ -217,6 +217,7 @@ struct Buffers {
     scratch: corpus::RewriteScratch,
     input: Vec<u8>,
     image: Vec<u8>,
+    direct: ilcheck::fsio::DirectBuffer,
 }
 
 /// Reads the assembly at `path` (a regular file only, as [`ilcheck::image::Image::open`]
@@ -248,12 +249,24 @@ const READ_LIMIT: u64 = 64 << 20;
 
 /// [`rewrite_file`] up to the complete temporary file beside `output`: committing it (flush
 /// to disk, rename over `output`) is the caller's.
+/// Direct-I/O buffers a worker hands to a committer with an output still to write, and gets
+/// back (to reuse) once it is written.
+type HeldPool = std::sync::Mutex<Vec<ilcheck::fsio::DirectBuffer>>;
+
+/// Rewrites `input` into a temporary file beside `output`. With a `pool`, an output large
+/// enough for direct I/O is not written here: it is returned held in a buffer of the pool, for
+/// the caller to write ([`ilcheck::fsio::AtomicFile::write_held`]) on another thread.
 fn rewrite_to_temp(
     input: &Path,
     output: &Path,
     opts: &RewriteOptions,
     buffers: &mut Buffers,
-) -> Result<(RewriteReport, ilcheck::fsio::AtomicFile)> {
+    pool: Option<&HeldPool>,
+) -> Result<(
+    RewriteReport,
+    ilcheck::fsio::AtomicFile,
+    Option<ilcheck::fsio::DirectBuffer>,
+)> {
     let image =
         read_image(input, &mut buffers.input).with_context(|| format!("{}", input.display()))?;
     let mut report = RewriteReport {
@@ -281,7 +294,7 @@ fn rewrite_to_temp(
             .with_context(|| format!("rewriting {} into {}", input.display(), output.display()))?;
         file.start_writeback()
             .with_context(|| format!("writing {}", output.display()))?;
-        return Ok((report, file));
+        return Ok((report, file, None));
     }
     let bytes = &mut buffers.image;
     corpus::rewrite_image_with(&image, opts, &mut report, bytes, &mut buffers.scratch)
@@ -289,15 +302,25 @@ fn rewrite_to_temp(
     create_dir()?;
     // The output may be the input, which is still mapped: the new file replaces it by rename,
     // so the mapping (and the input on any error) stays intact.
-    let write = || -> std::io::Result<ilcheck::fsio::AtomicFile> {
-        use std::io::Write;
+    let direct = &mut buffers.direct;
+    let mut write = || -> std::io::Result<_> {
         let mut file = ilcheck::fsio::AtomicFile::create(output)?;
-        file.write_all(bytes)?;
-        file.start_writeback()?;
-        Ok(file)
+        if let Some(pool) = pool.filter(|_| bytes.len() >= ilcheck::fsio::DIRECT_MIN) {
+            let mut held = pool
+                .lock()
+                .ok()
+                .and_then(|mut p| p.pop())
+                .unwrap_or_default();
+            held.hold(bytes);
+            return Ok((file, Some(held)));
+        }
+        if !file.write_whole(bytes, direct)? {
+            file.start_writeback()?;
+        }
+        Ok((file, None))
     };
-    let file = write().with_context(|| format!("writing {}", output.display()))?;
-    Ok((report, file))
+    let (file, held) = write().with_context(|| format!("writing {}", output.display()))?;
+    Ok((report, file, held))
 }
 
 /// Runs `ilcheck rewrite`.
@@ -403,27 +426,46 @@ fn many(a: &RewriteArgs, mut opts: RewriteOptions) -> Result<ExitCode> {
             *slot = Some(r);
         }
     };
-    // Workers rewrite into temporary files and start their write-back; committer threads
-    // wait for each to reach the disk and rename it into place, so no worker waits on the
-    // disk, and several flushes are in flight at once. Each output directory is flushed once,
-    // after its last rename.
-    let (done, written) =
-        std::sync::mpsc::channel::<(usize, RewriteReport, ilcheck::fsio::AtomicFile)>();
+    // Workers rewrite into temporary files: a small output they write themselves and start
+    // its write-back, a large one they hand over held in a direct-I/O buffer. Committer
+    // threads write what was handed over, wait for each file to reach the disk and rename it
+    // into place, so no worker waits on the disk, and several writes and flushes are in flight
+    // at once. Each output directory is flushed once, after its last rename.
+    type Written = (
+        usize,
+        RewriteReport,
+        ilcheck::fsio::AtomicFile,
+        Option<ilcheck::fsio::DirectBuffer>,
+    );
+    // Bounded, so that the outputs waiting for a committer (their buffers, their open
+    // files) are never more than a few, however slow the disk.
+    let (done, written) = std::sync::mpsc::sync_channel::<Written>(2 * COMMITTERS);
     let written = std::sync::Mutex::new(written);
     let dirs = std::sync::Mutex::new(std::collections::BTreeSet::new());
+    let pool = HeldPool::default();
     let (jobs, order, next, opts, store) = (&jobs, &order, &next, &opts, &store);
-    let (written, dirs) = (&written, &dirs);
+    let (written, dirs, pool) = (&written, &dirs, &pool);
     std::thread::scope(|s| {
         for _ in 0..COMMITTERS {
             s.spawn(move || {
                 loop {
                     let Ok(rx) = written.lock() else { break };
-                    let Ok((i, report, file)) = rx.recv() else {
+                    let Ok((i, report, mut file, held)) = rx.recv() else {
                         break;
                     };
                     drop(rx);
                     let output = &jobs[i].output;
-                    let r = match file.commit_unsynced_rename() {
+                    let wrote = match held {
+                        Some(held) => {
+                            let wrote = file.write_held(&held).map(|_| ());
+                            if let Ok(mut p) = pool.lock() {
+                                p.push(held);
+                            }
+                            wrote
+                        }
+                        None => Ok(()),
+                    };
+                    let r = match wrote.and_then(|()| file.commit_unsynced_rename()) {
                         Ok(dir) => {
                             if let Ok(mut d) = dirs.lock() {
                                 d.insert(dir);
@@ -444,11 +486,11 @@ fn many(a: &RewriteArgs, mut opts: RewriteOptions) -> Result<ExitCode> {
                     let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     let Some(&i) = order.get(k) else { break };
                     let j = &jobs[i];
-                    match rewrite_to_temp(&j.input, &j.output, opts, &mut buffers) {
-                        Ok((report, file)) => {
+                    match rewrite_to_temp(&j.input, &j.output, opts, &mut buffers, Some(pool)) {
+                        Ok((report, file, held)) => {
                             // The committer outlives every worker; should it be gone, the
                             // file is dropped (its temporary removed) and the slot says so.
-                            let _ = done.send((i, report, file));
+                            let _ = done.send((i, report, file, held));
                         }
                         Err(e) => store(i, Err(format!("{e:#}"))),
                     }

@@ -203,6 +203,57 @@ fn a_refused_write_leaves_the_input_whole_even_as_its_own_output() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// As above for an output large enough to be written with direct I/O (mono's mscorlib), once
+/// as a single file (the worker writes it) and once in a run over a directory (a committer
+/// writes what the worker handed over): the refused write leaves the input whole and no
+/// temporary file.
+#[test]
+fn a_refused_direct_write_leaves_the_input_whole() {
+    let test = "a_refused_direct_write_leaves_the_input_whole";
+    let Some(corpus) = support::mono_corpus(test) else {
+        return;
+    };
+    let dir = scratch("efbig-direct");
+    let input = dir.join("mscorlib.dll");
+    std::fs::copy(corpus.join("mscorlib.dll"), &input).unwrap();
+    let original = std::fs::read(&input).unwrap();
+    assert!(original.len() > 2 * ilcheck::fsio::DIRECT_MIN);
+    let elsewhere = scratch("efbig-direct-out");
+    for (from, to) in [(&input, &input), (&dir, &elsewhere)] {
+        // 1 MiB: less than the output, more than the direct-I/O threshold.
+        let script = format!(
+            "trap '' XFSZ; ulimit -f 2048 && exec '{BIN}' rewrite '{}' -o '{}' --transform prologue-epilogue",
+            from.display(),
+            to.display()
+        );
+        let out = Command::new("sh").args(["-c", &script]).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            !out.status.success(),
+            "{}: {stdout}{stderr}",
+            from.display()
+        );
+        assert!(
+            stderr.contains("writing") || stdout.contains("writing"),
+            "{stdout}{stderr}"
+        );
+        assert!(
+            std::fs::read(&input).unwrap() == original,
+            "the input changed"
+        );
+        assert!(temp_files(&dir).is_empty(), "{:?}", temp_files(&dir));
+        assert!(
+            temp_files(&elsewhere).is_empty(),
+            "{:?}",
+            temp_files(&elsewhere)
+        );
+        assert!(!elsewhere.join("mscorlib.dll").exists(), "a part written");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+    std::fs::remove_dir_all(&elsewhere).ok();
+}
+
 /// As above for an input too large to read into memory (65 MiB: a program, a hole, and data at
 /// its end), whose output is streamed to its file (ranges copied file to file): the write that
 /// fails past the limit leaves the input whole and no temporary file; without the limit the
