@@ -51,6 +51,10 @@ enum Command {
         /// shards' JSON reports with `ilcheck report merge`.
         #[arg(long, value_name = "K/N")]
         shard: Option<cli::rewrite::Shard>,
+        /// Threads round-tripping assemblies side by side (0: one per core). The report is
+        /// the same for any number; its times per phase are summed over the threads.
+        #[arg(long, default_value_t = 0)]
+        threads: usize,
     },
     /// Verify every method body of the given assemblies with the structural verifier, and each
     /// image's integrity (sections cut short, directories outside their sections).
@@ -220,11 +224,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
             max_failures,
             strict,
             shard,
+            threads,
         } => roundtrip(
             paths,
             RoundtripOptions {
                 canonical,
                 max_failures,
+                threads,
             },
             json,
             report,

@@ -144,6 +144,11 @@ pub struct RoundtripReport {
     pub decode_seconds: f64,
     /// Time to re-encode every body losslessly, single thread.
     pub encode_seconds: f64,
+    /// Threads that round-tripped assemblies side by side ([`RoundtripOptions::threads`]).
+    pub threads: u64,
+    /// Wall time of the whole run (opening, decoding, encoding, comparing every image), on
+    /// [`RoundtripReport::threads`] threads.
+    pub wall_seconds: f64,
     /// With [`RoundtripOptions::canonical`]: the canonical-form statistics; else `None`.
     pub canonical: Option<CanonicalStats>,
     /// The first failures, up to the listing limit.
@@ -190,6 +195,9 @@ pub struct RoundtripOptions {
     pub canonical: bool,
     /// How many failures keep their bytes and are listed.
     pub max_failures: usize,
+    /// Threads round-tripping whole assemblies side by side; 0: one per available core (never
+    /// more than there are inputs). The report is the same for any number.
+    pub threads: usize,
 }
 
 impl Default for RoundtripOptions {
@@ -197,12 +205,16 @@ impl Default for RoundtripOptions {
         RoundtripOptions {
             canonical: false,
             max_failures: 20,
+            threads: 0,
         }
     }
 }
 
 /// Round-trips every body of every input, accumulating into `report`. `progress` is called
-/// after each input.
+/// after each input, in input order. With more than one thread
+/// ([`RoundtripOptions::threads`]) whole assemblies are round-tripped side by side, each into a
+/// report of its own, added to `report` in input order: the report is the one a single thread
+/// makes, timing fields apart.
 pub fn roundtrip(
     inputs: &[Input],
     opts: RoundtripOptions,
@@ -210,31 +222,177 @@ pub fn roundtrip(
     mut progress: impl FnMut(&Input),
 ) {
     report.schema = "ilcheck.roundtrip/1";
-    let mut scratch = Scratch::default();
-    for input in inputs {
-        match input.open() {
-            Ok(image) => {
-                report.assemblies += 1;
-                roundtrip_image(&input.name(), &image, opts, report, &mut scratch);
-            }
-            Err(e @ (ImageError::NotDotNet | ImageError::Pe(_) | ImageError::NoOptionalHeader))
-                if !input.must_be_assembly() =>
-            {
-                report.skipped.push(Skipped {
-                    path: input.name(),
-                    reason: e.to_string(),
-                })
-            }
-            Err(e) => {
-                report.image_errors += 1;
-                push_failure(
-                    report,
-                    opts,
-                    Failure::image(&input.name(), 0, "image_error", e.to_string()),
-                );
-            }
+    let threads = super::threads_for(opts.threads).min(inputs.len()).max(1);
+    report.threads = threads as u64;
+    let start = Instant::now();
+    // What is left of the listing limits when an input starts: never less than what is left
+    // when its report is added, so the same failures are listed for any number of threads.
+    let listed = std::sync::atomic::AtomicUsize::new(report.failures.len());
+    let listed_raw = std::sync::atomic::AtomicUsize::new(report.raw_code_listed.len());
+    let room = |n: &std::sync::atomic::AtomicUsize| {
+        opts.max_failures
+            .saturating_sub(n.load(std::sync::atomic::Ordering::Relaxed))
+    };
+    super::each_input(
+        inputs,
+        threads,
+        Scratch::default,
+        |scratch, input| {
+            let mut part = RoundtripReport::default();
+            let rooms = Rooms {
+                failures: room(&listed),
+                raw: room(&listed_raw),
+            };
+            roundtrip_input(input, opts, rooms, &mut part, scratch);
+            part
+        },
+        |i, part| {
+            report.absorb(part, opts.max_failures);
+            let ordering = std::sync::atomic::Ordering::Relaxed;
+            listed.store(report.failures.len(), ordering);
+            listed_raw.store(report.raw_code_listed.len(), ordering);
+            progress(&inputs[i]);
+        },
+    );
+    report.wall_seconds += start.elapsed().as_secs_f64();
+}
+
+/// How many failures and raw-code records an input may still list.
+#[derive(Clone, Copy)]
+struct Rooms {
+    failures: usize,
+    raw: usize,
+}
+
+fn roundtrip_input(
+    input: &Input,
+    opts: RoundtripOptions,
+    rooms: Rooms,
+    report: &mut RoundtripReport,
+    scratch: &mut Scratch,
+) {
+    match input.open() {
+        Ok(image) => {
+            report.assemblies += 1;
+            roundtrip_image(&input.name(), &image, (opts, rooms), report, scratch);
         }
-        progress(input);
+        Err(e @ (ImageError::NotDotNet | ImageError::Pe(_) | ImageError::NoOptionalHeader))
+            if !input.must_be_assembly() =>
+        {
+            report.skipped.push(Skipped {
+                path: input.name(),
+                reason: e.to_string(),
+            })
+        }
+        Err(e) => {
+            report.image_errors += 1;
+            push_failure(
+                report,
+                rooms,
+                Failure::image(&input.name(), 0, "image_error", e.to_string()),
+            );
+        }
+    }
+}
+
+impl RoundtripReport {
+    /// Adds the report of the inputs round-tripped after this one's: counts and times added,
+    /// lists appended (failures and raw-code records while fewer than `max_failures` are
+    /// listed; failures past that counted as not listed). The run's own fields (schema,
+    /// sources, threads) stay as they are.
+    fn absorb(&mut self, part: RoundtripReport, max_failures: usize) {
+        let RoundtripReport {
+            schema: _,
+            sources: _,
+            assemblies,
+            skipped,
+            image_errors,
+            integrity_findings,
+            method_defs,
+            rva_zero,
+            bodies,
+            shared_bodies,
+            tiny,
+            fat,
+            eh_sections_small,
+            eh_sections_fat,
+            other_sections,
+            clauses,
+            instructions,
+            raw_code,
+            raw_code_listed,
+            il_bytes,
+            body_bytes,
+            identical,
+            mismatches,
+            decode_errors,
+            encode_errors,
+            images_identical,
+            decode_seconds,
+            encode_seconds,
+            threads: _,
+            wall_seconds: _,
+            canonical,
+            failures,
+            failures_not_listed,
+        } = part;
+        self.assemblies += assemblies;
+        self.skipped.extend(skipped);
+        self.image_errors += image_errors;
+        self.integrity_findings += integrity_findings;
+        self.method_defs += method_defs;
+        self.rva_zero += rva_zero;
+        self.bodies += bodies;
+        self.shared_bodies += shared_bodies;
+        self.tiny += tiny;
+        self.fat += fat;
+        self.eh_sections_small += eh_sections_small;
+        self.eh_sections_fat += eh_sections_fat;
+        self.other_sections += other_sections;
+        self.clauses.absorb(clauses);
+        self.instructions += instructions;
+        self.raw_code += raw_code;
+        let room = max_failures.saturating_sub(self.raw_code_listed.len());
+        self.raw_code_listed
+            .extend(raw_code_listed.into_iter().take(room));
+        self.il_bytes += il_bytes;
+        self.body_bytes += body_bytes;
+        self.identical += identical;
+        self.mismatches += mismatches;
+        self.decode_errors += decode_errors;
+        self.encode_errors += encode_errors;
+        self.images_identical += images_identical;
+        self.decode_seconds += decode_seconds;
+        self.encode_seconds += encode_seconds;
+        if let Some(c) = canonical {
+            self.canonical
+                .get_or_insert_with(CanonicalStats::default)
+                .absorb(c);
+        }
+        let room = max_failures.saturating_sub(self.failures.len());
+        let not_taken = failures.len().saturating_sub(room) as u64;
+        self.failures.extend(failures.into_iter().take(room));
+        self.failures_not_listed += failures_not_listed + not_taken;
+    }
+}
+
+impl ClauseCounts {
+    fn absorb(&mut self, b: ClauseCounts) {
+        self.catch += b.catch;
+        self.filter += b.filter;
+        self.finally += b.finally;
+        self.fault += b.fault;
+        self.invalid += b.invalid;
+    }
+}
+
+impl CanonicalStats {
+    fn absorb(&mut self, b: CanonicalStats) {
+        self.bodies_checked += b.bodies_checked;
+        self.non_canonical += b.non_canonical;
+        super::verify::add_counts(&mut self.reasons, b.reasons);
+        self.bytes_saved += b.bytes_saved;
+        self.canonical_seconds += b.canonical_seconds;
     }
 }
 
@@ -248,8 +406,8 @@ struct Scratch {
     canonical: Vec<u8>,
 }
 
-fn push_failure(report: &mut RoundtripReport, opts: RoundtripOptions, failure: Failure) {
-    if report.failures.len() < opts.max_failures {
+fn push_failure(report: &mut RoundtripReport, rooms: Rooms, failure: Failure) {
+    if report.failures.len() < rooms.failures {
         report.failures.push(failure);
     } else {
         report.failures_not_listed += 1;
@@ -266,7 +424,7 @@ fn method_name(image: &Image<'_>, rid: u32) -> String {
 fn roundtrip_image(
     name: &str,
     image: &Image<'_>,
-    opts: RoundtripOptions,
+    (opts, rooms): (RoundtripOptions, Rooms),
     report: &mut RoundtripReport,
     scratch: &mut Scratch,
 ) {
@@ -289,7 +447,7 @@ fn roundtrip_image(
             };
             push_failure(
                 report,
-                opts,
+                rooms,
                 failure(name, image, m.rid(), 0, "decode_error", err.to_string()),
             );
         }
@@ -338,7 +496,7 @@ fn roundtrip_image(
         report.integrity_findings += 1;
         push_failure(
             report,
-            opts,
+            rooms,
             Failure::image(
                 name,
                 usize::try_from(f.offset).unwrap_or(usize::MAX),
@@ -360,7 +518,7 @@ fn roundtrip_image(
                 report.decode_errors += 1;
                 push_failure(
                     report,
-                    opts,
+                    rooms,
                     failure(
                         name,
                         image,
@@ -378,7 +536,7 @@ fn roundtrip_image(
             Ok(n) => *n,
             Err(e) => {
                 report.raw_code += 1;
-                if report.raw_code_listed.len() < opts.max_failures {
+                if report.raw_code_listed.len() < rooms.raw {
                     let mut f = failure(
                         name,
                         image,
@@ -398,7 +556,7 @@ fn roundtrip_image(
             report.encode_errors += 1;
             push_failure(
                 report,
-                opts,
+                rooms,
                 failure(name, image, rid, offset, "encode_error", msg.clone()),
             );
             continue;
@@ -425,7 +583,7 @@ fn roundtrip_image(
             );
             f.original = original.to_vec();
             f.reencoded = encoded.to_vec();
-            push_failure(report, opts, f);
+            push_failure(report, rooms, f);
         }
         if let Some(dst) = file.get(offset..offset + len)
             && let Some(d) = dst.iter().zip(encoded).position(|(a, b)| a != b)
@@ -439,7 +597,7 @@ fn roundtrip_image(
     if let Some(at) = image_diff {
         push_failure(
             report,
-            opts,
+            rooms,
             Failure::image(
                 name,
                 at,

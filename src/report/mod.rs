@@ -104,12 +104,15 @@ fn write_summary(s: &mut String, r: &RoundtripReport) -> std::fmt::Result {
     )?;
     writeln!(
         s,
-        "throughput: decode {:.1} MB/s of IL ({:.1} M instructions/s, {:.3} s); lossless encode {:.1} MB/s ({:.3} s); single thread",
+        "throughput: decode {:.1} MB/s of IL ({:.1} M instructions/s, {:.3} s); lossless encode {:.1} MB/s ({:.3} s); single thread; the whole run {:.3} s of wall time on {} thread{}",
         r.mb_per_s(r.decode_seconds),
         r.instructions_per_s(r.decode_seconds) / 1e6,
         r.decode_seconds,
         r.mb_per_s(r.encode_seconds),
-        r.encode_seconds
+        r.encode_seconds,
+        r.wall_seconds,
+        r.threads,
+        if r.threads == 1 { "" } else { "s" }
     )?;
     if let Some(cs) = &r.canonical {
         writeln!(

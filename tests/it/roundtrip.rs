@@ -10,6 +10,7 @@ fn run(inputs: &[Input], canonical: bool) -> RoundtripReport {
     let opts = RoundtripOptions {
         canonical,
         max_failures: 50,
+        ..Default::default()
     };
     corpus::roundtrip(inputs, opts, &mut report, |_| {});
     report
@@ -161,4 +162,66 @@ fn canonical_statistics_count_a_fat_body_where_tiny_fits() {
     assert_eq!(c.non_canonical, 1, "{:?}", c.reasons);
     assert_eq!(c.reasons.get("fat header where tiny fits"), Some(&1));
     assert_eq!(c.bytes_saved, 11);
+}
+
+/// The report without what depends on the machine: times and the thread count.
+fn comparable(report: &RoundtripReport) -> serde_json::Value {
+    let mut v = serde_json::to_value(report).unwrap();
+    fn strip(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::Object(map) => {
+                map.retain(|k, _| !k.ends_with("seconds") && k != "threads");
+                map.values_mut().for_each(strip);
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    strip(&mut v);
+    v
+}
+
+#[test]
+fn a_run_reports_the_same_on_any_number_of_threads() {
+    // The hostile images (failures in several assemblies, inputs that cannot be read, code
+    // kept raw) and the project's assemblies, as a scan finds them.
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let found = corpus::discover_all(&[root.join("corpus/regressions"), root.join("corpus/bin")]);
+    let names: Vec<String> = found.inputs.iter().map(Input::name).collect();
+    for max_failures in [0, 1, 2, 5, 1000] {
+        let mut reports = Vec::new();
+        for threads in [1, 2, 3, 7] {
+            let opts = RoundtripOptions {
+                canonical: true,
+                max_failures,
+                threads,
+            };
+            let mut report = RoundtripReport::default();
+            let mut progress = Vec::new();
+            corpus::roundtrip(&found.inputs, opts, &mut report, |i| {
+                progress.push(i.name())
+            });
+            assert_eq!(progress, names, "progress in input order");
+            assert_eq!(report.threads, threads as u64);
+            assert!(report.failures.len() <= max_failures);
+            if max_failures == 2 {
+                let listed: std::collections::BTreeSet<&str> = report
+                    .failures
+                    .iter()
+                    .map(|f| f.assembly.as_str())
+                    .collect();
+                assert_eq!(
+                    listed.len(),
+                    2,
+                    "the cut falls across assemblies: {listed:?}"
+                );
+                assert!(report.failures_not_listed > 0 && report.raw_code > 0);
+            }
+            reports.push(comparable(&report));
+        }
+        assert!(
+            reports.windows(2).all(|w| w[0] == w[1]),
+            "max {max_failures}: reports differ by thread count"
+        );
+    }
 }
