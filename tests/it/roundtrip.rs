@@ -164,23 +164,6 @@ fn canonical_statistics_count_a_fat_body_where_tiny_fits() {
     assert_eq!(c.bytes_saved, 11);
 }
 
-/// The report without what depends on the machine: times and the thread count.
-fn comparable(report: &RoundtripReport) -> serde_json::Value {
-    let mut v = serde_json::to_value(report).unwrap();
-    fn strip(v: &mut serde_json::Value) {
-        match v {
-            serde_json::Value::Object(map) => {
-                map.retain(|k, _| !k.ends_with("seconds") && k != "threads");
-                map.values_mut().for_each(strip);
-            }
-            serde_json::Value::Array(items) => items.iter_mut().for_each(strip),
-            _ => {}
-        }
-    }
-    strip(&mut v);
-    v
-}
-
 #[test]
 fn a_run_reports_the_same_on_any_number_of_threads() {
     // The hostile images (failures in several assemblies, inputs that cannot be read, code
@@ -217,7 +200,7 @@ fn a_run_reports_the_same_on_any_number_of_threads() {
                 );
                 assert!(report.failures_not_listed > 0 && report.raw_code > 0);
             }
-            reports.push(comparable(&report));
+            reports.push(support::comparable(&report));
         }
         assert!(
             reports.windows(2).all(|w| w[0] == w[1]),

@@ -162,3 +162,21 @@ static class P {
     assert!(o.success(), "mcs: {}", String::from_utf8_lossy(&o.stderr));
     out
 }
+
+/// A report as JSON without what depends on the machine: keys naming seconds, and the thread
+/// count (runs on any number of threads must otherwise agree).
+pub fn comparable(report: &impl serde::Serialize) -> serde_json::Value {
+    fn strip(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::Object(map) => {
+                map.retain(|k, _| !k.ends_with("seconds") && k != "threads");
+                map.values_mut().for_each(strip);
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    let mut v = serde_json::to_value(report).expect("a report serialises");
+    strip(&mut v);
+    v
+}

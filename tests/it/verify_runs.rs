@@ -3,6 +3,8 @@
 //! order), with findings listed up to `--max` across assemblies, image errors, skipped files
 //! and a baseline; and the baseline itself reads the same on any number of threads.
 
+use crate::support;
+
 use ilcheck::corpus::{self, Baseline, Input, TypePass, VerifyOptions, VerifyReport};
 use ilcheck::verify::Level;
 use ilcheck::verify::types::ModuleStore;
@@ -23,23 +25,6 @@ fn inputs() -> Vec<Input> {
     assert!(found.problems.is_empty(), "{:?}", found.problems);
     assert!(found.inputs.len() >= 15, "{} inputs", found.inputs.len());
     found.inputs
-}
-
-/// The report as JSON without what depends on the machine: times and the thread count.
-fn comparable(report: &VerifyReport) -> serde_json::Value {
-    fn strip(v: &mut serde_json::Value) {
-        match v {
-            serde_json::Value::Object(map) => {
-                map.retain(|k, _| !k.ends_with("seconds") && k != "threads");
-                map.values_mut().for_each(strip);
-            }
-            serde_json::Value::Array(items) => items.iter_mut().for_each(strip),
-            _ => {}
-        }
-    }
-    let mut v = serde_json::to_value(report).unwrap();
-    strip(&mut v);
-    v
 }
 
 fn run(
@@ -97,13 +82,13 @@ fn a_run_reports_the_same_on_any_number_of_threads() {
                 assert_eq!(listed.len(), 2, "{listed:?}");
                 assert!(one.findings_total > cut as u64);
             }
-            let expected = comparable(&one);
+            let expected = support::comparable(&one);
             for threads in [2, 3, 7] {
                 let (many, progress) = run(&inputs, opts(threads), &store, None);
                 assert_eq!(many.threads, threads as u64);
                 assert_eq!(progress, names, "progress is reported in input order");
                 assert_eq!(
-                    comparable(&many),
+                    support::comparable(&many),
                     expected,
                     "{threads} threads, level {level:?}, max {max_findings}"
                 );
@@ -143,7 +128,7 @@ fn a_baseline_reads_and_compares_the_same_on_any_number_of_threads() {
         assert_eq!(report.findings_total, 0, "{:?}", report.findings.first());
         let a = report.alignment.as_ref().expect("an alignment summary");
         assert!(a.methods_compared > 0 && a.methods_compared == a.methods_identical);
-        reports.push(comparable(&report));
+        reports.push(support::comparable(&report));
     }
     assert!(reports.windows(2).all(|w| w[0] == w[1]));
 }
