@@ -482,6 +482,7 @@ mod tests {
         std::thread::scope(|s| s.spawn(|| f.write_held(&buffer).unwrap()).join().unwrap());
         f.commit().unwrap();
         assert!(std::fs::read(&target).unwrap() == data);
+        let _ = std::fs::remove_dir_all(&places[0]);
     }
 
     #[test]
