@@ -47,6 +47,7 @@ pub struct Image<'a> {
     pe: PeInfo,
     metadata: MetadataRoot,
     tables: TablesHeader,
+    lists: tables::ListIndex,
 }
 
 impl std::fmt::Debug for Image<'_> {
@@ -91,6 +92,7 @@ impl Image<'static> {
             pe,
             metadata,
             tables,
+            lists: Default::default(),
         })
     }
 
@@ -103,6 +105,7 @@ impl Image<'static> {
             pe,
             metadata,
             tables,
+            lists: Default::default(),
         })
     }
 }
@@ -135,6 +138,7 @@ impl<'a> Image<'a> {
             pe,
             metadata,
             tables,
+            lists: Default::default(),
         })
     }
 
@@ -182,6 +186,7 @@ impl<'a> Image<'a> {
         Tables {
             file: self.bytes(),
             header: &self.tables,
+            lists: Some(&self.lists),
         }
     }
 

@@ -598,6 +598,34 @@ pub struct Tables<'a> {
     pub file: &'a [u8],
     /// The layout parsed from this file's table stream.
     pub header: &'a TablesHeader,
+    /// The image's inverses of the lists that lookups would otherwise scan; without them
+    /// (tables made from a header and a file alone) every lookup scans.
+    pub(crate) lists: Option<&'a ListIndex>,
+}
+
+/// Inverses of the tables a lookup would otherwise scan row by row: a MethodPtr or FieldPtr
+/// table (uncompressed `#-` streams, as obfuscators and edit-and-continue write them) and an
+/// unsorted NestedClass table. Each is built on its first use, once per image, so that naming
+/// every method of such an image is linear in it rather than quadratic. An inverse holds a
+/// `u32` per row of the table it answers for, which the table stream bounds.
+#[derive(Default)]
+pub(crate) struct ListIndex {
+    /// By MethodDef rid: the first MethodPtr row naming it (0: none).
+    method_pos: std::sync::OnceLock<Option<Box<[u32]>>>,
+    /// By Field rid: the first FieldPtr row naming it (0: none).
+    field_pos: std::sync::OnceLock<Option<Box<[u32]>>>,
+    /// By TypeDef rid: the Enclosing column of the first NestedClass row naming it
+    /// ([`NOT_NESTED`]: none).
+    enclosing: std::sync::OnceLock<Option<Box<[u32]>>>,
+}
+
+/// An inverse's entry for a row that no row of the scanned table names.
+const NOT_NESTED: u32 = u32::MAX;
+
+impl std::fmt::Debug for ListIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ListIndex").finish_non_exhaustive()
+    }
 }
 
 impl<'a> Tables<'a> {
@@ -806,12 +834,51 @@ impl<'a> Tables<'a> {
             }
             return Ok(None);
         }
+        if rid != 0
+            && let Some(by_rid) = self.lists.and_then(|l| {
+                l.enclosing
+                    .get_or_init(|| self.enclosing_inverse())
+                    .as_deref()
+            })
+            && let Some(&e) = by_rid.get(rid as usize)
+        {
+            return Ok((e != NOT_NESTED).then_some(e));
+        }
         for r in 1..=n {
             if self.cell(Table::NestedClass, r, 0)? == rid {
                 return Ok(Some(self.cell(Table::NestedClass, r, 1)?));
             }
         }
         Ok(None)
+    }
+
+    /// By TypeDef rid, what the scan of [`Self::enclosing_type`] finds for it: the Enclosing
+    /// column of the first NestedClass row whose NestedClass is that rid. `None` when a row does
+    /// not read (the scan then reports it).
+    fn enclosing_inverse(&self) -> Option<Box<[u32]>> {
+        let mut by_rid = vec![NOT_NESTED; self.rows(Table::TypeDef) as usize + 1];
+        for r in (1..=self.rows(Table::NestedClass)).rev() {
+            let nested = self.cell(Table::NestedClass, r, 0).ok()?;
+            let enclosing = self.cell(Table::NestedClass, r, 1).ok()?;
+            // Backwards, so that the first row naming a type is the one kept.
+            if let Some(e) = by_rid.get_mut(nested as usize) {
+                *e = enclosing;
+            }
+        }
+        Some(by_rid.into_boxed_slice())
+    }
+
+    /// By row of `table`, the first row of `ptr` whose one column names it (0: none). `None`
+    /// when a row does not read (the scan of [`Self::list_owner`] then reports it).
+    fn ptr_inverse(&self, table: Table, ptr: Table) -> Option<Box<[u32]>> {
+        let mut by_rid = vec![0u32; self.rows(table) as usize + 1];
+        for p in (1..=self.rows(ptr)).rev() {
+            let rid = self.cell(ptr, p, 0).ok()?;
+            if let Some(at) = by_rid.get_mut(rid as usize) {
+                *at = p;
+            }
+        }
+        Some(by_rid.into_boxed_slice())
     }
 
     /// The TypeDef whose method list holds MethodDef `rid`. Method lists are runs of rows
@@ -865,17 +932,35 @@ impl<'a> Tables<'a> {
         ptr: Table,
         list_col: usize,
     ) -> Result<Option<u32>, ImageError> {
+        let inverse = || {
+            let l = self.lists?;
+            let cell = if ptr == Table::MethodPtr {
+                &l.method_pos
+            } else {
+                &l.field_pos
+            };
+            cell.get_or_init(|| self.ptr_inverse(table, ptr)).as_deref()
+        };
         let list_index = if self.rows(ptr) > 0 {
-            let mut found = None;
-            for p in 1..=self.rows(ptr) {
-                if self.cell(ptr, p, 0)? == rid {
-                    found = Some(p);
-                    break;
+            if rid != 0
+                && let Some(&p) = inverse().and_then(|by_rid| by_rid.get(rid as usize))
+            {
+                if p == 0 {
+                    return Ok(None);
                 }
-            }
-            match found {
-                Some(p) => p,
-                None => return Ok(None),
+                p
+            } else {
+                let mut found = None;
+                for p in 1..=self.rows(ptr) {
+                    if self.cell(ptr, p, 0)? == rid {
+                        found = Some(p);
+                        break;
+                    }
+                }
+                match found {
+                    Some(p) => p,
+                    None => return Ok(None),
+                }
             }
         } else if rid == 0 || rid > self.rows(table) {
             // No such row: no owner (the search below would name the last type).
@@ -1041,6 +1126,7 @@ mod tests {
         let t = Tables {
             file: &s,
             header: &h,
+            lists: None,
         };
         assert_eq!(t.declaring_type(3).unwrap(), Some(1));
         assert_eq!(t.declaring_type(1).unwrap(), Some(1));
@@ -1052,5 +1138,90 @@ mod tests {
         assert!(t.type_def(4).is_err() && t.method_def(0).is_err());
         assert!(h.row_exists(Token::new(Table::MethodPtr, 3)));
         assert!(!h.row_exists(Token::new(Table::MethodPtr, 4)));
+    }
+
+    /// The inverses answer every lookup as the scans do, on shuffled Ptr tables and an unsorted
+    /// NestedClass table with hostile rows: a row named twice, row 0, rows past the table.
+    #[test]
+    fn inverses_answer_as_the_scans() {
+        let mut next = crate::test_rng::below(0x5eed_1e55_0f7a_b1e5);
+        let (types, methods, fields) = (700u32, 2_000u32, 1_500u32);
+        let mut s = stream(
+            0,
+            &[
+                (Table::TypeDef, types),
+                (Table::FieldPtr, fields + 3),
+                (Table::Field, fields),
+                (Table::MethodPtr, methods + 3),
+                (Table::MethodDef, methods),
+                (Table::NestedClass, types + 3),
+            ],
+            false,
+        );
+        // Each list start from where the last one was, in steps of 0–5.
+        let (mut field_list, mut method_list) = (1u32, 1u32);
+        for _ in 0..types {
+            s.extend_from_slice(&0u32.to_le_bytes());
+            u16s(&mut s, &[0, 0, 0, field_list as u16, method_list as u16]);
+            field_list += next(6) as u32;
+            method_list += next(6) as u32;
+        }
+        // A Ptr table: a shuffle of the rows, then a row named again, row 0, a row past the end.
+        let mut ptr = |rows: u32, s: &mut Vec<u8>| {
+            let mut order: Vec<u32> = (1..=rows).collect();
+            for k in (1..order.len()).rev() {
+                order.swap(k, next(k as u64 + 1) as usize);
+            }
+            order.extend([order[7], 0, rows + 9]);
+            for r in order {
+                u16s(s, &[r as u16]);
+            }
+        };
+        ptr(fields, &mut s);
+        for _ in 0..fields {
+            u16s(&mut s, &[0, 0, 0]);
+        }
+        ptr(methods, &mut s);
+        for _ in 0..methods {
+            s.extend_from_slice(&0u32.to_le_bytes());
+            u16s(&mut s, &[0, 0, 0, 0, 1]);
+        }
+        // NestedClass, unsorted, some types named twice, some never, some past the table.
+        for _ in 0..types + 3 {
+            let nested = next(types as u64 + 4) as u16;
+            let enclosing = next(types as u64 + 1) as u16;
+            u16s(&mut s, &[nested, enclosing]);
+        }
+        let h = TablesHeader::parse(&s, 0, s.len(), true).unwrap();
+        assert_eq!(h.end, s.len());
+        let index = ListIndex::default();
+        let scan = Tables {
+            file: &s,
+            header: &h,
+            lists: None,
+        };
+        let indexed = Tables {
+            lists: Some(&index),
+            ..scan
+        };
+        let mut owned = 0;
+        for rid in 0..methods + 12 {
+            let a = scan.declaring_type(rid).unwrap();
+            owned += usize::from(a.is_some());
+            assert_eq!(indexed.declaring_type(rid).unwrap(), a, "method {rid}");
+        }
+        for rid in 0..fields + 12 {
+            let a = scan.field_declaring_type(rid).unwrap();
+            assert_eq!(indexed.field_declaring_type(rid).unwrap(), a, "field {rid}");
+        }
+        let mut nested = 0;
+        for rid in 0..types + 12 {
+            let a = scan.enclosing_type(rid).unwrap();
+            nested += usize::from(a.is_some());
+            assert_eq!(indexed.enclosing_type(rid).unwrap(), a, "type {rid}");
+        }
+        // The cases are there to compare: most methods have an owner, many types are nested.
+        assert!(owned > methods as usize / 2 && nested > types as usize / 3);
+        assert!(index.method_pos.get().is_some_and(Option::is_some));
     }
 }
