@@ -122,7 +122,9 @@ pub enum Unchecked {
     /// read): it is not aligned.
     UncertainMatch,
     /// The original assembly could not be read again when its patched one was verified (it
-    /// was read when the baseline was): none of its methods is aligned.
+    /// was read when the baseline was). Kept for readers of older reports: `verify` now
+    /// reports such an assembly as having no original (`no_original` says why), so its
+    /// findings all count as new.
     OriginalUnreadable,
     /// A stretch of the bodies had no instruction occurring once on each side, or the work
     /// bound was reached: it is left unaligned (counted once per stretch).

@@ -148,3 +148,69 @@ fn a_baseline_that_cannot_be_read_names_the_first_bad_original_in_order() {
         assert!(err.contains("text.dll"), "{threads} threads: {err}");
     }
 }
+
+/// A patched assembly whose methods were renumbered (a method added before them) finds each
+/// one's original by its full name: their findings are the original's (suppressed), their
+/// bodies identical; the new method, at an old method's token, is matched by token only.
+#[test]
+fn a_baseline_matches_renumbered_methods_by_name() {
+    let test = "a_baseline_matches_renumbered_methods_by_name";
+    if !support::mono_tool(test, "mcs") {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("ilcheck-renumbered-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let body = "public static int Sum(int n) { int* p = stackalloc int[4]; p[0] = n; return p[0] + 1; }\n\
+                public int Twice(int x) { return x * 2; }";
+    let build = |name: &str, first: &str| {
+        let (src, dll) = (
+            dir.join(format!("{name}.cs")),
+            dir.join(name).join("lib.dll"),
+        );
+        std::fs::create_dir_all(dll.parent().unwrap()).unwrap();
+        std::fs::write(&src, format!("public unsafe class C {{ {first}\n{body} }}")).unwrap();
+        let out = std::process::Command::new("mcs")
+            .args(["-nologo", "-unsafe", "-target:library"])
+            .arg(format!("-out:{}", dll.display()))
+            .arg(&src)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        Input::named(dll)
+    };
+    let original = build("original", "");
+    let patched = build("patched", "public static void First() {}");
+    let store = ModuleStore::with_runtime_dirs(Vec::new());
+    let opts = VerifyOptions {
+        max_findings: 1_000,
+        types: true,
+        level: Level::Unverifiable,
+        threads: 1,
+        ..Default::default()
+    };
+    // The original has findings of its own to suppress.
+    let (alone, _) = run(std::slice::from_ref(&original), opts, &store, None);
+    assert!(alone.findings_total > 0, "{:?}", alone.findings);
+    let mut pass = TypePass::new(&store);
+    let baseline =
+        Baseline::load_with_pairs(std::slice::from_ref(&original), &[], Some(&mut pass), 1)
+            .expect("the original reads as a baseline");
+    let (report, _) = run(
+        std::slice::from_ref(&patched),
+        opts,
+        &store,
+        Some(&baseline),
+    );
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(report.findings_total, 0, "{:?}", report.findings);
+    assert_eq!(report.baseline_suppressed, alone.findings_total);
+    assert_eq!(report.baseline_uncertain, 0);
+    let a = report.alignment.as_ref().expect("an alignment summary");
+    // Sum, Twice and the constructor by name; First by token only (Sum's old token).
+    assert_eq!((a.methods_compared, a.methods_identical), (4, 3), "{a:?}");
+    assert_eq!(a.not_aligned.get("UncertainMatch"), Some(&1), "{a:?}");
+}

@@ -45,7 +45,9 @@ impl PairedBy {
     }
 }
 
-/// Findings of baseline assemblies, by assembly, then by MethodDef token and by full name.
+/// Findings of baseline assemblies, by assembly, then by MethodDef token (of the methods that
+/// have any). Names are read from the originals when their patched assemblies are compared
+/// ([`Opened`]), so a baseline's memory grows with the findings, not with the methods.
 #[derive(Default)]
 pub struct Baseline {
     assemblies: Vec<BaselineAssembly>,
@@ -63,15 +65,29 @@ pub struct Baseline {
 pub(super) struct BaselineAssembly {
     /// How reports name the original ([`Input::name`]).
     pub(super) name: String,
-    /// Where the original image is, for the bodies alignment compares with (opened again while
-    /// its patched assembly is verified, so that only one original is open at a time).
+    /// Where the original image is: opened again while its patched assembly is verified
+    /// ([`Opened`]), for its methods' names and bodies, so that only the originals being
+    /// compared are open and the baseline keeps no name or body of its own.
     pub(super) original: Option<Input>,
-    /// Every method with a body, by token: its name (None when unreadable) and findings.
-    by_token: HashMap<u32, (Option<String>, CodeCounts)>,
-    /// Methods with readable names, by name (a name several methods share maps to none).
-    by_name: HashMap<String, Option<u32>>,
+    /// The findings of the methods (with a body) that have any, by token, by code: most have
+    /// none, and a method not here has none.
+    findings: HashMap<u32, CodeCounts>,
     /// Image-level findings.
     pub(super) image: CodeCounts,
+}
+
+/// An original opened again while its patched assembly is verified. Its methods' full names
+/// are read only when a match needs them: the name at a token for a patched method with
+/// findings, every name (an index, for methods matched by name) the first time a method is not
+/// matched by its token. So a baseline holds no names, and a run holds those of the originals
+/// being compared only.
+pub(super) struct Opened<'a> {
+    pub(super) assembly: &'a BaselineAssembly,
+    image: Image<'static>,
+    names: std::cell::RefCell<crate::image::FullNames>,
+    /// Full names of the methods with a body, to their token (`None` for a name several
+    /// share); built on first use.
+    by_name: std::cell::OnceCell<HashMap<String, Option<u32>>>,
 }
 
 /// How a patched method was matched to its original.
@@ -268,21 +284,84 @@ impl Baseline {
             )),
         }
     }
+}
+
+impl<'a> Opened<'a> {
+    /// Opens `assembly`'s original again; the error says why it cannot be.
+    pub(super) fn new(assembly: &'a BaselineAssembly) -> Result<Opened<'a>, String> {
+        let input = assembly
+            .original
+            .as_ref()
+            .ok_or_else(|| format!("the original {} has no image", assembly.name))?;
+        let image = input
+            .open()
+            .map_err(|e| format!("the original {} cannot be read again: {e}", input.name()))?;
+        Ok(Opened {
+            assembly,
+            image,
+            names: Default::default(),
+            by_name: Default::default(),
+        })
+    }
+
+    /// The original image.
+    pub(super) fn image(&self) -> &Image<'static> {
+        &self.image
+    }
+
+    /// The findings of the original's method `token`.
+    fn counts(&self, token: u32) -> CodeCounts {
+        self.assembly
+            .findings
+            .get(&token)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// The original's method at `token`, when it has a body: its full name (`None` when it
+    /// cannot be read).
+    fn at_token(&self, token: u32) -> Option<Option<String>> {
+        if token >> 24 != u32::from(crate::image::Table::MethodDef as u8) {
+            return None;
+        }
+        let m = self.image.method(token & 0x00FF_FFFF).ok()?;
+        if m.rva() == 0 {
+            return None;
+        }
+        let mut name = String::new();
+        let mut names = self.names.borrow_mut();
+        Some(m.write_full_name(&mut names, &mut name).ok().map(|()| name))
+    }
+
+    /// The token of the original's one method with a body named `name`.
+    fn by_name(&self, name: &str) -> Option<u32> {
+        let index = self.by_name.get_or_init(|| {
+            let mut names = self.names.borrow_mut();
+            let mut index: HashMap<String, Option<u32>> = HashMap::new();
+            let mut name = String::new();
+            for m in self.image.methods().filter(|m| m.rva() != 0) {
+                if m.write_full_name(&mut names, &mut name).is_ok() {
+                    index
+                        .entry(name.clone())
+                        .and_modify(|t| *t = None)
+                        .or_insert(Some(m.token().0));
+                }
+            }
+            index
+        });
+        index.get(name).copied().flatten()
+    }
 
     /// The original of a patched method: by token first (rewriters keep MethodDef tokens), by
     /// unique full name when the token's name differs (a renumbered method).
-    pub(super) fn match_for(&self, a: &BaselineAssembly, token: u32, name: Option<&str>) -> Match {
+    pub(super) fn match_for(&self, token: u32, name: Option<&str>) -> Match {
         let by_name = |n: &str| {
-            let t = a.by_name.get(n).copied().flatten()?;
-            a.by_token
-                .get(&t)
-                .map(|(_, c)| Match::Certain(c.clone(), t))
+            let t = self.by_name(n)?;
+            Some(Match::Certain(self.counts(t), t))
         };
-        match (a.by_token.get(&token), name) {
-            (Some((Some(old), counts)), Some(new)) if old == new => {
-                Match::Certain(counts.clone(), token)
-            }
-            (Some((old, counts)), new) => {
+        match (self.at_token(token), name) {
+            (Some(Some(old)), Some(new)) if old == new => Match::Certain(self.counts(token), token),
+            (Some(old), new) => {
                 if let Some(m) = new.and_then(by_name) {
                     return m;
                 }
@@ -291,7 +370,7 @@ impl Baseline {
                     (None, _) => "matched by token; the original's name cannot be read".into(),
                     (_, None) => "matched by token; the name cannot be read".into(),
                 };
-                Match::Uncertain(counts.clone(), why)
+                Match::Uncertain(self.counts(token), why)
             }
             (None, Some(new)) => by_name(new).unwrap_or(Match::None),
             (None, None) => Match::None,
@@ -318,25 +397,14 @@ fn read_one(
     let typed = types
         .map(|pass| type_findings(pass, input, &image))
         .unwrap_or_default();
-    let mut names = crate::image::FullNames::with_capacity(image.method_count() as usize);
     for_each_method_findings(&image, verifier, |method, mut findings| {
         if let Some(t) = typed.get(&method.token().0) {
             findings.extend(t.iter().map(|c| (c.as_str(), 0, String::new())));
         }
-        let mut name = String::new();
-        let name = method
-            .write_full_name(&mut names, &mut name)
-            .ok()
-            .map(|()| name);
-        let counts = counts(findings.iter().map(|f| f.0));
-        if let Some(n) = &name {
-            assembly
-                .by_name
-                .entry(n.clone())
-                .and_modify(|t| *t = None)
-                .or_insert(Some(method.token().0));
+        if !findings.is_empty() {
+            let counts = counts(findings.iter().map(|f| f.0));
+            assembly.findings.insert(method.token().0, counts);
         }
-        assembly.by_token.insert(method.token().0, (name, counts));
     });
     assembly.original = Some(input.clone());
     Ok((assembly, identity_of(&image)))
@@ -419,21 +487,12 @@ pub(super) type Moved = (usize, crate::verify::Diagnostic);
 /// and appending the findings to `out`.
 pub(super) fn align_image(
     work: &[(Method<'_>, Result<Body<'_>, ImageError>)],
-    baseline: &Baseline,
-    a: &BaselineAssembly,
+    opened: &Opened<'_>,
     aligner: &mut Aligner,
     summary: &mut AlignmentSummary,
     out: &mut Vec<Moved>,
 ) {
-    // The baseline read it once; failing now leaves the assembly's methods unaligned.
-    let Some(Ok(originals)) = a.original.as_ref().map(Input::open) else {
-        for _ in work.iter().filter(|(_, b)| b.is_ok()) {
-            summary.methods_compared += 1;
-            summary.not_aligned(Unchecked::OriginalUnreadable);
-        }
-        return;
-    };
-    let originals = &originals;
+    let originals = opened.image();
     let body_of = |token: u32| {
         let m = originals.method(token & 0x00FF_FFFF).ok()?;
         (m.rva() != 0).then(|| m.decoded_body())
@@ -442,7 +501,7 @@ pub(super) fn align_image(
     for (k, (method, body)) in work.iter().enumerate() {
         let token = method.token().0;
         // Most methods a rewriter leaves alone keep their token and bytes: no name needed.
-        let same_token = if a.by_token.contains_key(&token) {
+        let same_token = if token >> 24 == u32::from(crate::image::Table::MethodDef as u8) {
             body_of(token)
         } else {
             None
@@ -460,7 +519,7 @@ pub(super) fn align_image(
         {
             same_token
         } else {
-            aligned_original(baseline, a, method, token, same_token, summary, &body_of)
+            aligned_original(opened, method, token, same_token, summary, &body_of)
         };
         let Some(original) = original else { continue };
         summary.methods_compared += 1;
@@ -507,8 +566,7 @@ fn same_method(o: &Method<'_>, p: &Method<'_>) -> bool {
 /// The original body to align a patched method with, by the baseline's matching (full names);
 /// `None` for a new method. A match by token only is counted as not aligned.
 fn aligned_original<'o>(
-    baseline: &Baseline,
-    a: &BaselineAssembly,
+    opened: &Opened<'_>,
     method: &Method<'_>,
     token: u32,
     same_token: Option<Result<Body<'o>, ImageError>>,
@@ -516,7 +574,7 @@ fn aligned_original<'o>(
     body_of: &impl Fn(u32) -> Option<Result<Body<'o>, ImageError>>,
 ) -> Option<Result<Body<'o>, ImageError>> {
     let name = method.full_name().ok();
-    match baseline.match_for(a, token, name.as_deref()) {
+    match opened.match_for(token, name.as_deref()) {
         Match::None => None,
         Match::Uncertain(..) => {
             if same_token.is_some() {

@@ -25,7 +25,7 @@ use crate::verify::types::ModuleStore;
 use crate::verify::{
     Aligner, Code, Detail, Diagnostic, ImageResolver, Level, Unchecked, Verdict, Verifier,
 };
-use baseline::{BaselineAssembly, CodeCounts, Match};
+use baseline::{CodeCounts, Match, Opened};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -589,13 +589,17 @@ fn verify_image(
         identity: identity.clone(),
         ..AssemblySummary::default()
     };
-    let original: Option<&BaselineAssembly> = match baseline {
+    // The original, opened again for its names and bodies.
+    let original: Option<Opened<'_>> = match baseline {
         None => None,
-        Some(b) => match b.original_for(input, identity.as_deref()) {
-            Ok((a, by)) => {
-                summary.original = Some(a.name.clone());
+        Some(b) => match b
+            .original_for(input, identity.as_deref())
+            .and_then(|(a, by)| Opened::new(a).map(|o| (o, by)))
+        {
+            Ok((o, by)) => {
+                summary.original = Some(o.assembly.name.clone());
                 summary.paired_by = Some(by);
-                Some(a)
+                Some(o)
             }
             Err(why) => {
                 summary.no_original = Some(why);
@@ -605,7 +609,10 @@ fn verify_image(
         },
     };
     report.per_assembly.push(summary);
-    let mut known = original.map(|a| a.image.clone()).unwrap_or_default();
+    let mut known = original
+        .as_ref()
+        .map(|o| o.assembly.image.clone())
+        .unwrap_or_default();
     for f in integrity::check(image) {
         let code = f.code.name().to_string();
         let finding = Finding {
@@ -677,9 +684,9 @@ fn verify_image(
 
     // Alignment findings, in method order.
     let mut moved: Vec<baseline::Moved> = Vec::new();
-    if let (Some(b), Some(a), Some(summary)) = (baseline, original, report.alignment.as_mut()) {
+    if let (Some(o), Some(summary)) = (&original, report.alignment.as_mut()) {
         let start = Instant::now();
-        baseline::align_image(&work, b, a, aligner, summary, &mut moved);
+        baseline::align_image(&work, o, aligner, summary, &mut moved);
         summary.seconds += start.elapsed().as_secs_f64();
     }
     apply_level(opts.level, &mut moved, &mut report.not_reported);
@@ -709,10 +716,8 @@ fn verify_image(
         };
         let body = body.as_ref().ok();
         let name = method.full_name();
-        let (mut known, uncertain) = match original.map_or(Match::None, |a| {
-            baseline.map_or(Match::None, |b| {
-                b.match_for(a, method.token().0, name.as_deref().ok())
-            })
+        let (mut known, uncertain) = match original.as_ref().map_or(Match::None, |o| {
+            o.match_for(method.token().0, name.as_deref().ok())
         }) {
             Match::Certain(c, _) => (c, None),
             Match::Uncertain(c, why) => (c, Some(why)),
