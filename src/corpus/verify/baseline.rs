@@ -8,7 +8,7 @@
 //! one original has it. An assembly with no original is reported with the reason: its findings
 //! are all new, which must never pass silently.
 
-use super::{AlignmentSummary, BODY_MALFORMED, body_error_offset, input_path};
+use super::{AlignmentSummary, BODY_MALFORMED, input_path};
 use crate::body::Body;
 use crate::corpus::{Input, TypePass, TypeSummary, types_checked};
 use crate::image::emit::AssemblyIdentity;
@@ -59,6 +59,8 @@ pub struct Baseline {
     pinned: HashMap<PathBuf, usize>,
     /// Baseline assemblies read.
     pub assemblies_read: u64,
+    /// The originals' type findings count too (the baseline was loaded with a type pass).
+    pub(super) types: bool,
 }
 
 #[derive(Default)]
@@ -69,18 +71,18 @@ pub(super) struct BaselineAssembly {
     /// ([`Opened`]), for its methods' names and bodies, so that only the originals being
     /// compared are open and the baseline keeps no name or body of its own.
     pub(super) original: Option<Input>,
-    /// The findings of the methods (with a body) that have any, by token, by code: most have
-    /// none, and a method not here has none.
-    findings: HashMap<u32, CodeCounts>,
     /// Image-level findings.
     pub(super) image: CodeCounts,
 }
 
-/// An original opened again while its patched assembly is verified. Its methods' full names
-/// are read only when a match needs them: the name at a token for a patched method with
+/// An original opened again while its patched assembly is verified. What a comparison needs
+/// of it is read then, and only that: the full name at a token for a patched method with
 /// findings, every name (an index, for methods matched by name) the first time a method is not
-/// matched by its token. So a baseline holds no names, and a run holds those of the originals
-/// being compared only.
+/// matched by its token, and the findings of the original methods that patched methods with
+/// findings are matched to ([`Opened::verify_methods`]): a method's findings are the same
+/// whichever others are verified. So a baseline holds no names and no findings of methods,
+/// and its originals' methods are verified only where a patched method has findings to
+/// compare.
 pub(super) struct Opened<'a> {
     pub(super) assembly: &'a BaselineAssembly,
     image: Image<'static>,
@@ -88,17 +90,31 @@ pub(super) struct Opened<'a> {
     /// Full names of the methods with a body, to their token (`None` for a name several
     /// share); built on first use.
     by_name: std::cell::OnceCell<HashMap<String, Option<u32>>>,
+    /// The findings of the original methods verified so far, by token.
+    findings: HashMap<u32, CodeCounts>,
+    /// Type findings count ([`Baseline::types`]).
+    types: bool,
 }
 
 /// How a patched method was matched to its original.
 pub(super) enum Match {
-    /// Same token and same readable name, or the same unique name at another token (the
-    /// original's token).
-    Certain(CodeCounts, u32),
-    /// The same token, but the names differ or one cannot be read.
-    Uncertain(CodeCounts, String),
+    /// Same token and same readable name, or the same unique name at another token: the
+    /// original's token.
+    Certain(u32),
+    /// The same token (the original's), but the names differ or one cannot be read.
+    Uncertain(u32, String),
     /// No original: the method is new.
     None,
+}
+
+impl Match {
+    /// The original method's token, if there is one.
+    pub(super) fn token(&self) -> Option<u32> {
+        match *self {
+            Match::Certain(t) | Match::Uncertain(t, _) => Some(t),
+            Match::None => None,
+        }
+    }
 }
 
 /// The file name of an input, as assemblies are paired by it.
@@ -148,14 +164,18 @@ pub fn canonical(path: &Path) -> PathBuf {
 }
 
 impl Baseline {
-    /// Verifies the original assemblies and keeps their findings. A baseline that cannot be
-    /// read is an error: comparing against nothing would report everything as new.
+    /// Reads the original assemblies (their image-level findings and identities; their methods
+    /// are verified when patched methods are compared with them, by the run's passes). A
+    /// baseline that cannot be read is an error: comparing against nothing would report
+    /// everything as new.
     pub fn load(inputs: &[Input]) -> Result<Baseline, String> {
         Baseline::load_with_pairs(inputs, &[], None, 0)
     }
 
-    /// [`Baseline::load`], the originals' type findings counted too when `types` is given.
-    /// Findings of every verdict class are kept: a run compares those its level reports.
+    /// [`Baseline::load`], the originals' type findings counted too when `types` is given
+    /// (checked with the type pass of the run that compares them, which finds references
+    /// through its own store). Findings of every verdict class count: a run compares those its
+    /// level reports.
     pub fn load_with(
         inputs: &[Input],
         types: Option<&mut TypePass<'_>>,
@@ -165,15 +185,15 @@ impl Baseline {
 
     /// [`Baseline::load_with`] and explicit pairs `(patched file, original)`: each patched
     /// file is compared with its original whatever the names, and the originals join the
-    /// baseline. The originals are verified on `threads` threads (0: one per core); the
-    /// baseline is the same for any number.
+    /// baseline. The originals are read on `threads` threads (0: one per core); the baseline
+    /// is the same for any number.
     pub fn load_with_pairs(
         inputs: &[Input],
         pairs: &[(PathBuf, Input)],
         types: Option<&mut TypePass<'_>>,
         threads: usize,
     ) -> Result<Baseline, String> {
-        let store = types.map(|pass| pass.store());
+        let typed = types.is_some();
         // An original named twice (in --baseline and in a pair) is read once.
         let mut loaded: HashMap<PathBuf, usize> = HashMap::new();
         let mut originals: Vec<Input> = Vec::new();
@@ -205,11 +225,14 @@ impl Baseline {
         super::super::each_input(
             &originals,
             super::super::threads_for(threads),
-            || (Verifier::new(), store.map(TypePass::new)),
-            |(verifier, types), input| read_one(input, verifier, types.as_mut()),
+            || (),
+            |(), input| read_one(input),
             |_, r| read.push(r),
         );
-        let mut baseline = Baseline::default();
+        let mut baseline = Baseline {
+            types: typed,
+            ..Baseline::default()
+        };
         for r in read {
             baseline.keep(r?);
         }
@@ -288,7 +311,7 @@ impl Baseline {
 
 impl<'a> Opened<'a> {
     /// Opens `assembly`'s original again; the error says why it cannot be.
-    pub(super) fn new(assembly: &'a BaselineAssembly) -> Result<Opened<'a>, String> {
+    pub(super) fn new(assembly: &'a BaselineAssembly, types: bool) -> Result<Opened<'a>, String> {
         let input = assembly
             .original
             .as_ref()
@@ -301,6 +324,8 @@ impl<'a> Opened<'a> {
             image,
             names: Default::default(),
             by_name: Default::default(),
+            findings: HashMap::new(),
+            types,
         })
     }
 
@@ -309,13 +334,78 @@ impl<'a> Opened<'a> {
         &self.image
     }
 
-    /// The findings of the original's method `token`.
-    fn counts(&self, token: u32) -> CodeCounts {
-        self.assembly
-            .findings
-            .get(&token)
-            .cloned()
-            .unwrap_or_default()
+    /// The findings of the original's method `token`, by code, once
+    /// [`Opened::verify_methods`] has verified it.
+    pub(super) fn counts(&self, token: u32) -> CodeCounts {
+        debug_assert!(
+            self.findings.contains_key(&token),
+            "{token:#x} not verified"
+        );
+        self.findings.get(&token).cloned().unwrap_or_default()
+    }
+
+    /// Verifies the original's methods at `tokens` (methods with a body) that are not verified
+    /// yet, as a run over the whole original would: the structure, then the types of those
+    /// whose structural findings let the type pass check them. Bodies that do not decode get
+    /// one [`BODY_MALFORMED`] finding.
+    pub(super) fn verify_methods(
+        &mut self,
+        tokens: impl IntoIterator<Item = u32>,
+        verifier: &mut Verifier,
+        types: &mut TypePass<'_>,
+    ) {
+        let mut todo: Vec<u32> = tokens
+            .into_iter()
+            .filter(|t| !self.findings.contains_key(t))
+            .collect();
+        todo.sort_unstable();
+        todo.dedup();
+        if todo.is_empty() {
+            return;
+        }
+        let image = &self.image;
+        let work: Vec<(Method<'_>, Result<Body<'_>, ImageError>)> = todo
+            .iter()
+            .filter_map(|&t| image.method(t & 0x00FF_FFFF).ok())
+            .filter(|m| m.rva() != 0)
+            .map(|m| (m, m.decoded_body()))
+            .collect();
+        let mut resolver = ImageResolver::new(image);
+        let mut codes: Vec<Vec<&'static str>> = Vec::with_capacity(work.len());
+        let mut accepted = Vec::with_capacity(work.len());
+        for (method, body) in &work {
+            match body {
+                Ok(b) => {
+                    resolver.set_method(method, b);
+                    let found = verifier.verify(b, &resolver, &crate::verify::Options::ALL);
+                    accepted.push(types_checked(found.iter().map(|d| d.code)));
+                    codes.push(found.iter().map(|d| d.code.as_str()).collect());
+                }
+                Err(_) => {
+                    accepted.push(false);
+                    codes.push(vec![BODY_MALFORMED]);
+                }
+            }
+        }
+        if self.types {
+            let path = self.assembly.original.as_ref().and_then(input_path);
+            types.run(
+                image,
+                path,
+                &work,
+                |k| accepted[k],
+                &mut TypeSummary::default(),
+                |k, code, _, _| codes[k].push(code.as_str()),
+            );
+        }
+        for ((method, _), codes) in work.iter().zip(codes) {
+            self.findings
+                .insert(method.token().0, counts(codes.iter().copied()));
+        }
+        // Tokens with no body (never asked for by a match) have no findings either.
+        for t in todo {
+            self.findings.entry(t).or_default();
+        }
     }
 
     /// The original's method at `token`, when it has a body: its full name (`None` when it
@@ -355,12 +445,9 @@ impl<'a> Opened<'a> {
     /// The original of a patched method: by token first (rewriters keep MethodDef tokens), by
     /// unique full name when the token's name differs (a renumbered method).
     pub(super) fn match_for(&self, token: u32, name: Option<&str>) -> Match {
-        let by_name = |n: &str| {
-            let t = self.by_name(n)?;
-            Some(Match::Certain(self.counts(t), t))
-        };
+        let by_name = |n: &str| self.by_name(n).map(Match::Certain);
         match (self.at_token(token), name) {
-            (Some(Some(old)), Some(new)) if old == new => Match::Certain(self.counts(token), token),
+            (Some(Some(old)), Some(new)) if old == new => Match::Certain(token),
             (Some(old), new) => {
                 if let Some(m) = new.and_then(by_name) {
                     return m;
@@ -370,7 +457,7 @@ impl<'a> Opened<'a> {
                     (None, _) => "matched by token; the original's name cannot be read".into(),
                     (_, None) => "matched by token; the name cannot be read".into(),
                 };
-                Match::Uncertain(self.counts(token), why)
+                Match::Uncertain(token, why)
             }
             (None, Some(new)) => by_name(new).unwrap_or(Match::None),
             (None, None) => Match::None,
@@ -378,106 +465,18 @@ impl<'a> Opened<'a> {
     }
 }
 
-/// The type findings of every method of `image` the type pass checks ([`types_checked`]), by
-/// token.
-/// Reads one original (with its type findings when `types` is given), and its identity.
-fn read_one(
-    input: &Input,
-    verifier: &mut Verifier,
-    types: Option<&mut TypePass<'_>>,
-) -> Result<(BaselineAssembly, Option<String>), String> {
+/// Reads one original: opens it, with its image-level findings and its identity. Its methods
+/// are verified when a patched method is compared with them ([`Opened::verify_methods`]).
+fn read_one(input: &Input) -> Result<(BaselineAssembly, Option<String>), String> {
     let image = input
         .open()
         .map_err(|e| format!("baseline {}: {e}", input.name()))?;
-    let mut assembly = BaselineAssembly {
+    let assembly = BaselineAssembly {
         name: input.name(),
         image: counts(integrity::check(&image).iter().map(|f| f.code.name())),
-        ..Default::default()
+        original: Some(input.clone()),
     };
-    let typed = types
-        .map(|pass| type_findings(pass, input, &image))
-        .unwrap_or_default();
-    for_each_method_findings(&image, verifier, |method, mut findings| {
-        if let Some(t) = typed.get(&method.token().0) {
-            findings.extend(t.iter().map(|c| (c.as_str(), 0, String::new())));
-        }
-        if !findings.is_empty() {
-            let counts = counts(findings.iter().map(|f| f.0));
-            assembly.findings.insert(method.token().0, counts);
-        }
-    });
-    assembly.original = Some(input.clone());
     Ok((assembly, identity_of(&image)))
-}
-
-fn type_findings(
-    pass: &mut TypePass<'_>,
-    input: &Input,
-    image: &Image<'_>,
-) -> HashMap<u32, Vec<crate::verify::Code>> {
-    let work: Vec<(Method<'_>, Result<Body<'_>, ImageError>)> = image
-        .methods()
-        .filter(|m| m.rva() != 0)
-        .map(|m| (m, m.decoded_body()))
-        .collect();
-    let mut verifier = Verifier::new();
-    let mut resolver = ImageResolver::new(image);
-    let accepted: Vec<bool> = work
-        .iter()
-        .map(|(m, b)| match b {
-            Ok(b) => {
-                resolver.set_method(m, b);
-                types_checked(
-                    verifier
-                        .verify(b, &resolver, &crate::verify::Options::ALL)
-                        .iter()
-                        .map(|d| d.code),
-                )
-            }
-            Err(_) => false,
-        })
-        .collect();
-    let mut out: HashMap<u32, Vec<crate::verify::Code>> = HashMap::new();
-    let mut summary = TypeSummary::default();
-    pass.run(
-        image,
-        input_path(input),
-        &work,
-        |k| accepted[k],
-        &mut summary,
-        |k, code, _, _| out.entry(work[k].0.token().0).or_default().push(code),
-    );
-    out
-}
-
-/// Calls `f` with each method that has a body and its findings as (code, IL offset, message).
-/// Bodies that do not decode give one [`BODY_MALFORMED`] finding.
-fn for_each_method_findings(
-    image: &Image<'_>,
-    verifier: &mut Verifier,
-    mut f: impl FnMut(&Method<'_>, Vec<(&str, u32, String)>),
-) {
-    let mut resolver = ImageResolver::new(image);
-    for method in image.methods() {
-        if method.rva() == 0 {
-            continue;
-        }
-        match method.decoded_body() {
-            Ok(body) => {
-                resolver.set_method(&method, &body);
-                let findings = verifier
-                    .verify(&body, &resolver, &crate::verify::Options::ALL)
-                    .iter()
-                    .map(|d| (d.code.as_str(), d.offset, d.message.clone()))
-                    .collect();
-                f(&method, findings);
-            }
-            Err(e) => f(
-                &method,
-                vec![(BODY_MALFORMED, body_error_offset(&e), e.to_string())],
-            ),
-        }
-    }
 }
 
 /// One patched method's alignment finding: (index into the work list, the finding).
@@ -583,7 +582,7 @@ fn aligned_original<'o>(
             }
             None
         }
-        Match::Certain(_, t) if t == token => same_token,
-        Match::Certain(_, t) => body_of(t),
+        Match::Certain(t) if t == token => same_token,
+        Match::Certain(t) => body_of(t),
     }
 }

@@ -468,6 +468,11 @@ pub fn verify_with(
             progress(&inputs[i]);
         },
     );
+    // The store's count once everything is done: a baseline's original methods are verified
+    // after their patched assembly's type pass, and may open references of their own.
+    if let Some(t) = report.types.as_mut() {
+        t.references_opened = store.opened() as u64;
+    }
     report.wall_seconds += start.elapsed().as_secs_f64();
 }
 
@@ -590,11 +595,11 @@ fn verify_image(
         ..AssemblySummary::default()
     };
     // The original, opened again for its names and bodies.
-    let original: Option<Opened<'_>> = match baseline {
+    let mut original: Option<Opened<'_>> = match baseline {
         None => None,
         Some(b) => match b
             .original_for(input, identity.as_deref())
-            .and_then(|(a, by)| Opened::new(a).map(|o| (o, by)))
+            .and_then(|(a, by)| Opened::new(a, b.types).map(|o| (o, by)))
         {
             Ok((o, by)) => {
                 summary.original = Some(o.assembly.name.clone());
@@ -691,18 +696,44 @@ fn verify_image(
     }
     apply_level(opts.level, &mut moved, &mut report.not_reported);
 
+    // The methods with findings, with their names and their originals; the originals of those
+    // are verified (only those: the others' findings would not be compared).
+    let mut with_findings: Vec<usize> = found
+        .iter()
+        .map(|f| f.0)
+        .chain(moved.iter().map(|m| m.0))
+        .chain(
+            work.iter()
+                .enumerate()
+                .filter(|(_, (_, b))| b.is_err())
+                .map(|(k, _)| k),
+        )
+        .collect();
+    with_findings.sort_unstable();
+    with_findings.dedup();
+    let named: Vec<(usize, Result<String, ImageError>, Match)> = with_findings
+        .into_iter()
+        .map(|k| {
+            let method = &work[k].0;
+            let name = method.full_name();
+            let m = original.as_ref().map_or(Match::None, |o| {
+                o.match_for(method.token().0, name.as_deref().ok())
+            });
+            (k, name, m)
+        })
+        .collect();
+    if let Some(o) = original.as_mut() {
+        o.verify_methods(named.iter().filter_map(|n| n.2.token()), verifier, types);
+    }
+
     let mut found = found.into_iter().peekable();
     let mut moved = moved.into_iter().peekable();
     // Windows name their tokens; only the instructions shown are named.
     let names = ImageNamer::new(image);
-    for (k, (method, body)) in work.iter().enumerate() {
+    for (k, name, matched) in named {
+        let (method, body) = &work[k];
         let findings: Vec<(Raw, u32)> = match body {
             Ok(_) => {
-                // Most methods have none: nothing to gather.
-                let here = |f: Option<&(usize, Diagnostic)>| f.is_some_and(|f| f.0 == k);
-                if !here(found.peek()) && !here(moved.peek()) {
-                    continue;
-                }
                 let mut all: Vec<Diagnostic> = std::iter::from_fn(|| found.next_if(|f| f.0 == k))
                     .chain(std::iter::from_fn(|| moved.next_if(|f| f.0 == k)))
                     .map(|(_, d)| d)
@@ -715,12 +746,10 @@ fn verify_image(
             Err(e) => vec![(Raw::Malformed(body_error_offset(e), e.to_string()), 0)],
         };
         let body = body.as_ref().ok();
-        let name = method.full_name();
-        let (mut known, uncertain) = match original.as_ref().map_or(Match::None, |o| {
-            o.match_for(method.token().0, name.as_deref().ok())
-        }) {
-            Match::Certain(c, _) => (c, None),
-            Match::Uncertain(c, why) => (c, Some(why)),
+        let counts = |t: u32| original.as_ref().map(|o| o.counts(t)).unwrap_or_default();
+        let (mut known, uncertain) = match matched {
+            Match::Certain(t) => (counts(t), None),
+            Match::Uncertain(t, why) => (counts(t), Some(why)),
             Match::None => (CodeCounts::new(), None),
         };
         let name = name.unwrap_or_else(|e| format!("<name unreadable: {e}>"));
