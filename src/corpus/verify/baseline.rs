@@ -45,9 +45,10 @@ impl PairedBy {
     }
 }
 
-/// Findings of baseline assemblies, by assembly, then by MethodDef token (of the methods that
-/// have any). Names are read from the originals when their patched assemblies are compared
-/// ([`Opened`]), so a baseline's memory grows with the findings, not with the methods.
+/// The original assemblies of a baseline: their image-level findings and identities, and
+/// which patched assembly goes with which. Their methods' names and findings are read from the
+/// originals when their patched assemblies are compared with them, and only where a
+/// comparison needs them, so a baseline holds nothing per method.
 #[derive(Default)]
 pub struct Baseline {
     assemblies: Vec<BaselineAssembly>,
