@@ -214,3 +214,38 @@ fn a_baseline_matches_renumbered_methods_by_name() {
     assert_eq!((a.methods_compared, a.methods_identical), (4, 3), "{a:?}");
     assert_eq!(a.not_aligned.get("UncertainMatch"), Some(&1), "{a:?}");
 }
+
+/// An original that was read when the baseline was loaded but cannot be read again when its
+/// patched assembly is compared (deleted in between) makes that assembly one with no original,
+/// said with the reason, never a comparison against nothing.
+#[test]
+fn an_original_gone_before_its_comparison_is_said_to_be_missing() {
+    let dir = std::env::temp_dir().join(format!("ilcheck-gone-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("original")).unwrap();
+    let original = dir.join("original/control_flow.exe");
+    std::fs::copy(repo().join("corpus/bin/control_flow.exe"), &original).unwrap();
+    let baseline = Baseline::load(&[Input::named(&original)]).expect("the original reads");
+    std::fs::remove_file(&original).unwrap();
+    let store = ModuleStore::with_runtime_dirs(Vec::new());
+    let opts = VerifyOptions {
+        max_findings: 100,
+        threads: 1,
+        ..Default::default()
+    };
+    let patched = Input::named(repo().join("corpus/bin/control_flow.exe"));
+    let (report, _) = run(
+        std::slice::from_ref(&patched),
+        opts,
+        &store,
+        Some(&baseline),
+    );
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(
+        report.baseline_missing.len(),
+        1,
+        "{:?}",
+        report.baseline_missing
+    );
+    let why = report.per_assembly[0].no_original.as_deref().unwrap_or("");
+    assert!(why.contains("cannot be read again"), "{why}");
+}
