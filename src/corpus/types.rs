@@ -83,11 +83,6 @@ impl<'s> TypePass<'s> {
         }
     }
 
-    /// The store the pass finds references through.
-    pub fn store(&self) -> &'s ModuleStore {
-        self.store
-    }
-
     /// Type-checks the methods `work[k]` for which `accepted(k)` holds, calling `found` with
     /// each finding, whatever its verdict class, as (k, code, offset, message) in method order.
     /// Which of them are reported is the run's [`Level`](crate::verify::Level), applied by the caller.

@@ -31,6 +31,11 @@ pub fn thousands(n: u64) -> String {
     out
 }
 
+/// `1 thread`, `2 threads`.
+fn threads_text(n: u64) -> String {
+    format!("{n} thread{}", if n == 1 { "" } else { "s" })
+}
+
 fn pct(part: u64, whole: u64) -> f64 {
     if whole == 0 {
         100.0
@@ -104,15 +109,14 @@ fn write_summary(s: &mut String, r: &RoundtripReport) -> std::fmt::Result {
     )?;
     writeln!(
         s,
-        "throughput: decode {:.1} MB/s of IL ({:.1} M instructions/s, {:.3} s); lossless encode {:.1} MB/s ({:.3} s); single thread; the whole run {:.3} s of wall time on {} thread{}",
+        "throughput: decode {:.1} MB/s of IL ({:.1} M instructions/s, {:.3} s); lossless encode {:.1} MB/s ({:.3} s); single thread; the whole run {:.3} s of wall time on {}",
         r.mb_per_s(r.decode_seconds),
         r.instructions_per_s(r.decode_seconds) / 1e6,
         r.decode_seconds,
         r.mb_per_s(r.encode_seconds),
         r.encode_seconds,
         r.wall_seconds,
-        r.threads,
-        if r.threads == 1 { "" } else { "s" }
+        threads_text(r.threads)
     )?;
     if let Some(cs) = &r.canonical {
         writeln!(

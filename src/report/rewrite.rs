@@ -68,12 +68,11 @@ pub fn rewrite_text(r: &RewriteReport) -> String {
     }
     let _ = writeln!(
         s,
-        "IL: {} bytes in, {} out; rewrite {:.4} s on {} thread{}, write {:.4} s: {:.1} MB/s of IL",
+        "IL: {} bytes in, {} out; rewrite {:.4} s on {}, write {:.4} s: {:.1} MB/s of IL",
         thousands(r.il_bytes_in),
         thousands(r.il_bytes_out),
         r.rewrite_seconds,
-        r.threads,
-        if r.threads == 1 { "" } else { "s" },
+        super::threads_text(r.threads as u64),
         r.write_seconds,
         r.mb_per_s()
     );

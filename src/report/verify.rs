@@ -1,7 +1,7 @@
 //! Text output of verification runs.
 
 use super::finding::{columns, detail_text};
-use super::thousands;
+use super::{thousands, threads_text};
 use crate::corpus::{Finding, PairedBy, VerifyReport};
 use crate::verify::Verdict;
 use std::fmt::Write;
@@ -53,15 +53,14 @@ pub fn verify_text(r: &VerifyReport) -> String {
     s.push_str(&assemblies_text(r));
     let _ = writeln!(
         s,
-        "verified {} methods in {} assemblies ({} bytes of IL) in {:.3} s: {:.1} MB/s, single thread; the whole run {:.3} s of wall time on {} thread{}",
+        "verified {} methods in {} assemblies ({} bytes of IL) in {:.3} s: {:.1} MB/s, single thread; the whole run {:.3} s of wall time on {}",
         thousands(r.methods_checked),
         r.assemblies,
         thousands(r.il_bytes),
         r.verify_seconds,
         r.mb_per_s(),
         r.wall_seconds,
-        r.threads,
-        if r.threads == 1 { "" } else { "s" }
+        threads_text(r.threads)
     );
     if r.baseline_assemblies > 0 {
         let _ = writeln!(

@@ -89,10 +89,9 @@ fn write_report(s: &mut String, r: &VerifyReport, command: &str) -> std::fmt::Re
         (
             "wall time of the run",
             format!(
-                "{:.3} s on {} thread{}",
+                "{:.3} s on {}",
                 r.wall_seconds,
-                r.threads,
-                if r.threads == 1 { "" } else { "s" }
+                super::threads_text(r.threads)
             ),
         ),
     ] {
