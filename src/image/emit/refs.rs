@@ -52,10 +52,13 @@ impl AssemblyIdentity {
     }
 }
 
+/// Original rows of a signature table by their signature's bytes: the first row of each.
+pub(super) type SignatureRows<'i> = std::collections::HashMap<&'i [u8], u32>;
+
 /// AssemblyFlags.PublicKey (II.23.1.2).
 const PUBLIC_KEY_FLAG: u32 = 0x0001;
 
-impl MetadataBuilder<'_, '_> {
+impl<'i> MetadataBuilder<'i, '_> {
     /// The first original row of `table` whose stored values satisfy `matches`.
     fn find_original(
         &self,
@@ -188,11 +191,35 @@ impl MetadataBuilder<'_, '_> {
 
     /// A row of a table whose only column is a signature blob (TypeSpec, StandAloneSig).
     fn by_signature(&mut self, table: Table, signature: &[u8]) -> Result<Token, EmitError> {
-        if let Some(t) = self.find_original(table, |r| self.blob_is(r[0], signature))? {
+        let slot = usize::from(table == Table::StandAloneSig);
+        if self.signature_rows[slot].is_none() {
+            self.signature_rows[slot] = Some(self.original_signatures(table));
+        }
+        let found = match &self.signature_rows[slot] {
+            Some(Some(rows)) => rows.get(signature).map(|&rid| Token::new(table, rid)),
+            _ => self.find_original(table, |r| self.blob_is(r[0], signature))?,
+        };
+        if let Some(t) = found {
             return Ok(t);
         }
         let sig = self.blob(signature)?;
         self.added_or_new(table, &[sig])
+    }
+
+    /// The original rows of signature table `table` by their blobs (rows whose blob cannot be
+    /// read are left out: they match nothing); `None` when a row cannot be read.
+    fn original_signatures(&self, table: Table) -> Option<SignatureRows<'i>> {
+        let h = self.image.tables_header();
+        let file = self.image.bytes();
+        let blobs = self.image.blobs();
+        let mut rows = SignatureRows::with_capacity(h.rows(table) as usize);
+        for rid in 1..=h.rows(table) {
+            let row: [u32; MAX_COLUMNS] = h.row(file, table, rid).ok()?;
+            if let Ok(blob) = blobs.get(row[0]) {
+                rows.entry(blob).or_insert(rid);
+            }
+        }
+        Some(rows)
     }
 
     /// A TypeSpec for the type `signature` (II.23.2.14), e.g. a generic instantiation.

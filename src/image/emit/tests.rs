@@ -527,3 +527,42 @@ fn prepared_metadata_writes_what_build_builds_and_the_writer_places_it_alike() {
         "{written} images written with a relocated body"
     );
 }
+
+/// Every original TypeSpec and StandAloneSig signature is found at the first row holding it,
+/// adding nothing, whichever order they are asked in; a new one is added once.
+#[test]
+fn signatures_are_found_at_their_first_original_row() {
+    for (name, bytes) in crate::corpus::EMBEDDED {
+        let image = Image::parse(bytes).unwrap();
+        let mut b = MetadataBuilder::new(&image);
+        for table in [Table::StandAloneSig, Table::TypeSpec] {
+            let rows = image.tables_header().rows(table);
+            // Last row first: the first lookup builds the index, which must not depend on it.
+            for rid in (1..=rows).rev() {
+                let index = image.tables_header().cell(bytes, table, rid, 0).unwrap();
+                let sig = image.blobs().get(index).unwrap().to_vec();
+                let first = (1..=rid)
+                    .find(|&r| {
+                        let i = image.tables_header().cell(bytes, table, r, 0).unwrap();
+                        image.blobs().get(i).unwrap() == &sig[..]
+                    })
+                    .unwrap();
+                let found = match table {
+                    Table::StandAloneSig => b.standalone_sig(&sig),
+                    _ => b.type_spec(&sig),
+                };
+                assert_eq!(found.unwrap(), Token::new(table, first), "{name} {table:?}");
+            }
+        }
+        assert!(b.is_empty(), "{name}: {b:?}");
+        // A local signature no image has: added once, then found among the added rows.
+        let new = [0x07, 0x03, 0x08, 0x0E, 0x1C];
+        let t = b.standalone_sig(&new).unwrap();
+        assert_eq!(
+            t.rid(),
+            image.tables_header().rows(Table::StandAloneSig) + 1,
+            "{name}"
+        );
+        assert_eq!(b.standalone_sig(&new).unwrap(), t, "{name}");
+    }
+}
