@@ -67,8 +67,10 @@ enum Command {
         #[arg(required_unless_present = "baseline_pair")]
         paths: Vec<PathBuf>,
         /// Original assemblies (files or directories): report only findings that are new in
-        /// the patched ones. Assemblies are paired by file name, else by assembly identity
-        /// (name, version, culture); methods by MethodDef token, falling back to full name.
+        /// the patched ones. Assemblies are paired by file name (several originals of one
+        /// name told apart by identity, then by the directories above the file), else by
+        /// assembly identity (name, version, culture); methods by MethodDef token, falling
+        /// back to full name.
         #[arg(long, num_args = 1.., value_name = "ORIGINAL")]
         baseline: Vec<PathBuf>,
         /// An explicit pair: PATCHED is verified against ORIGINAL whatever their names

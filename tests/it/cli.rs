@@ -424,6 +424,72 @@ fn verify_baseline_pairs_by_identity_or_explicitly_and_warns_when_it_cannot() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// Copies of one assembly in several directories (a tree rewritten into another keeps its
+/// relative paths): each patched file is compared with the original in the directories of the
+/// same names, and one whose directories match none is said to have no original.
+#[test]
+fn verify_baseline_pairs_same_named_copies_by_their_directories() {
+    let dir = std::env::temp_dir().join(format!("ilcheck-tails-{}", std::process::id()));
+    std::fs::remove_dir_all(&dir).ok();
+    let (broken, token) = broken_control_flow();
+    let original = std::fs::read(format!(
+        "{}/corpus/bin/control_flow.exe",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    // `one` has the original, `two` the broken copy (same identity): the broken patched copy
+    // has a new finding against `one` and none against `two`.
+    for (sub, bytes) in [("o/app/one", &original), ("o/app/two", &broken)] {
+        std::fs::create_dir_all(dir.join(sub)).unwrap();
+        std::fs::write(dir.join(sub).join("control_flow.exe"), bytes).unwrap();
+    }
+    for sub in ["p/app/one", "p/app/two", "p/app/three"] {
+        std::fs::create_dir_all(dir.join(sub)).unwrap();
+        std::fs::write(dir.join(sub).join("control_flow.exe"), &broken).unwrap();
+    }
+    let (code, out, err) = ilcheck(&[
+        "verify",
+        "--json",
+        dir.join("p").to_str().unwrap(),
+        "--baseline",
+        dir.join("o").to_str().unwrap(),
+    ]);
+    let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
+    assert_eq!(code, 1, "{err}");
+    let of = |sub: &str| {
+        let path = dir.join(sub).join("control_flow.exe");
+        v["per_assembly"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["assembly"] == path.to_str().unwrap())
+            .unwrap_or_else(|| panic!("{sub} not in {v:#}"))
+            .clone()
+    };
+    for (sub, findings) in [("one", 1), ("two", 0)] {
+        let a = of(&format!("p/app/{sub}"));
+        assert_eq!(a["paired_by"], "path", "{a:#}");
+        let expected = dir.join(format!("o/app/{sub}/control_flow.exe"));
+        assert_eq!(a["original"], expected.to_str().unwrap(), "{a:#}");
+        assert_eq!(a["findings"], findings, "{a:#}");
+    }
+    let three = of("p/app/three");
+    let why = three["no_original"].as_str().unwrap();
+    assert!(why.contains("directories"), "{why}");
+    assert!(err.contains("WARNING") && err.contains("three"), "{err}");
+    // The one finding against `one` is the break itself; `three` reports all of its own.
+    let new: Vec<&Value> = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["assembly"].as_str().unwrap().contains("/one/"))
+        .collect();
+    assert_eq!(new.len(), 1, "{v:#}");
+    assert_eq!(new[0]["code"], "StackUnderflow");
+    assert_eq!(new[0]["token"], token);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 /// `rewrite --json` lists the methods a transform skipped, with their reasons and IL bytes,
 /// and counts the bytes per reason.
 #[test]

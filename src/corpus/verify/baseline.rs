@@ -4,8 +4,10 @@
 //!
 //! Assemblies are paired, in this order: by an explicit pair (`--baseline-pair`); by file name
 //! when one original has it (when several do, the one of them with the patched assembly's
-//! identity); by assembly identity (name, version and culture from the Assembly table) when
-//! one original has it. An assembly with no original is reported with the reason: its findings
+//! identity, and when that still leaves several, the one whose directories above the file
+//! match the patched file's furthest up: a tree rewritten into another keeps its relative
+//! paths); by assembly identity (name, version and culture from the Assembly table) when one
+//! original has it. An assembly with no original is reported with the reason: its findings
 //! are all new, which must never pass silently.
 
 use super::{AlignmentSummary, BODY_MALFORMED, input_path};
@@ -32,6 +34,11 @@ pub enum PairedBy {
     FileName,
     /// The same assembly identity under another file name.
     Identity,
+    /// The same file name and the same directories above it, furthest up among the originals
+    /// of that name (and of the patched assembly's identity, when some have it): the
+    /// originals of a tree that was rewritten into another, such as copies of one assembly
+    /// in several directories.
+    Path,
 }
 
 impl PairedBy {
@@ -41,6 +48,7 @@ impl PairedBy {
             PairedBy::Explicit => "explicit pair",
             PairedBy::FileName => "file name",
             PairedBy::Identity => "assembly identity",
+            PairedBy::Path => "relative path",
         }
     }
 }
@@ -280,11 +288,18 @@ impl Baseline {
             [k] => return pick(*k, PairedBy::FileName),
             [] => {}
             several => {
-                return match with_identity(several)[..] {
-                    [k] => pick(k, PairedBy::FileName),
-                    _ => Err(format!(
-                        "{} originals are named {name}, and its assembly identity ({}) does not \
-                         single one out",
+                let same = with_identity(several);
+                if let [k] = same[..] {
+                    return pick(k, PairedBy::FileName);
+                }
+                // Several (or none) with its identity: the directories above the file decide,
+                // among those with its identity when there are any.
+                let candidates = if same.is_empty() { several } else { &same[..] };
+                return match self.furthest_tail(input, candidates) {
+                    Some(k) => pick(k, PairedBy::Path),
+                    None => Err(format!(
+                        "{} originals are named {name}, and neither its assembly identity ({}) \
+                         nor the directories above it single one out",
                         several.len(),
                         identity.unwrap_or("unreadable")
                     )),
@@ -308,6 +323,52 @@ impl Baseline {
             )),
         }
     }
+
+    /// The one original of `candidates` whose path shares more of its last directories with
+    /// `input`'s than any other does (at least one); `None` when no one does.
+    fn furthest_tail(&self, input: &Input, candidates: &[usize]) -> Option<usize> {
+        let Input::File { path, .. } = input else {
+            return None;
+        };
+        let mut best: Option<(usize, usize)> = None;
+        let mut tied = false;
+        for &k in candidates {
+            let Some(Input::File { path: original, .. }) = &self.assemblies[k].original else {
+                continue;
+            };
+            let n = shared_directories(path, original);
+            match best {
+                Some((_, b)) if n < b => {}
+                Some((_, b)) if n == b => tied = true,
+                _ => {
+                    best = Some((k, n));
+                    tied = false;
+                }
+            }
+        }
+        match best {
+            Some((k, n)) if n > 0 && !tied => Some(k),
+            _ => None,
+        }
+    }
+}
+
+/// How many directories above the file two paths have in common, counted up from the file
+/// (`a/x/F.dll` and `b/x/F.dll`: one). Paths are compared as given (made absolute, not
+/// resolved), so a tree and its copy elsewhere compare by their relative paths.
+fn shared_directories(a: &Path, b: &Path) -> usize {
+    let whole = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    let (a, b) = (whole(a), whole(b));
+    let (mut a, mut b) = (a.parent(), b.parent());
+    let mut n = 0;
+    while let (Some(x), Some(y)) = (a, b) {
+        match (x.file_name(), y.file_name()) {
+            (Some(p), Some(q)) if p == q => n += 1,
+            _ => break,
+        }
+        (a, b) = (x.parent(), y.parent());
+    }
+    n
 }
 
 impl<'a> Opened<'a> {
