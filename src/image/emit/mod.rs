@@ -142,11 +142,11 @@ pub struct MetadataBuilder<'i, 'a> {
     /// Added rows by value, per table: finding an added row must not cost a scan of all of
     /// them (a builder may add tens of thousands).
     added_index: Vec<std::collections::HashMap<Row, u32>>,
-    /// The original TypeSpec and StandAloneSig rows by their signature's bytes (the first row
-    /// of each), built the first time one is looked up: a transform that adds a local to
-    /// every method looks up a signature per method, which must not cost a scan of the rows.
-    /// `None` inside: a row could not be read, so lookups scan (and report it) as before.
-    signature_rows: [Option<Option<refs::SignatureRows<'i>>>; 2],
+    /// The original rows of each of [`refs::KEYED_TABLES`] by what a lookup matches them on,
+    /// built the first time the table is searched: a transform that adds a local, boxes an
+    /// argument or calls a probe in every method looks a row up per method, which must not
+    /// cost a scan of the table. `None` inside: a row could not be read, so lookups scan.
+    original_rows: [Option<Option<refs::OriginalRows<'i>>>; refs::KEYED_TABLES.len()],
     /// Memory for the table stream and the root [`MetadataBuilder::build`] writes.
     spare_tables: Spare,
     spare_root: Spare,
@@ -349,7 +349,7 @@ impl<'i, 'a> MetadataBuilder<'i, 'a> {
             guids: Vec::new(),
             added: vec![Vec::new(); TABLE_COUNT],
             added_index: vec![std::collections::HashMap::new(); TABLE_COUNT],
-            signature_rows: [None, None],
+            original_rows: Default::default(),
             spare_tables: Spare::new(tables),
             spare_root: Spare::new(root),
         }

@@ -52,8 +52,23 @@ impl AssemblyIdentity {
     }
 }
 
-/// Original rows of a signature table by their signature's bytes: the first row of each.
-pub(super) type SignatureRows<'i> = std::collections::HashMap<&'i [u8], u32>;
+/// What identifies an original row to a lookup: its first column's stored value (0 where the
+/// lookup has none) and the bytes of up to two heap entries (names, signatures).
+type RowKey<'i> = (u32, &'i [u8], &'i [u8]);
+
+/// Original rows of one table by [`RowKey`]: the first row of each key.
+pub(super) type OriginalRows<'i> = std::collections::HashMap<RowKey<'i>, u32>;
+
+/// The tables whose original rows are looked up by key, each with its slot in
+/// `MetadataBuilder::original_rows`.
+pub(super) const KEYED_TABLES: [Table; 6] = [
+    Table::TypeRef,
+    Table::MemberRef,
+    Table::MethodSpec,
+    Table::TypeSpec,
+    Table::StandAloneSig,
+    Table::TypeDef,
+];
 
 /// AssemblyFlags.PublicKey (II.23.1.2).
 const PUBLIC_KEY_FLAG: u32 = 0x0001;
@@ -76,23 +91,68 @@ impl<'i> MetadataBuilder<'i, '_> {
         Ok(None)
     }
 
-    /// The first original row of `table` whose first column is `key`, the coded index of
-    /// `through`, and whose stored values satisfy `matches`; none without a search when
-    /// `through` is a row this builder added, to which no original row can refer.
-    fn find_original_through(
-        &self,
+    /// The first original row of `table` (one of [`KEYED_TABLES`]) whose [`RowKey`] is `key`,
+    /// the first column being the coded index of `through` when there is one; none without a
+    /// search when `through` is a row this builder added, to which no original row can refer.
+    /// The table's rows are indexed the first time it is searched, so that a lookup per
+    /// method does not cost a scan of the rows; should a row not read, every lookup scans
+    /// instead (and reports that row when it is reached, as a scan always did).
+    fn find_original_keyed(
+        &mut self,
         table: Table,
-        through: Token,
-        key: u32,
-        mut matches: impl FnMut(&[u32; MAX_COLUMNS]) -> bool,
+        through: Option<Token>,
+        key: RowKey<'_>,
     ) -> Result<Option<Token>, EmitError> {
-        let added = through
-            .table()
-            .is_some_and(|t| through.rid() > self.image.tables_header().rows(t));
+        let added = through.is_some_and(|t| {
+            t.table()
+                .is_some_and(|table| t.rid() > self.image.tables_header().rows(table))
+        });
         if added {
             return Ok(None);
         }
-        self.find_original(table, |r| r[0] == key && matches(r))
+        let Some(slot) = KEYED_TABLES.iter().position(|&t| t == table) else {
+            return Ok(None);
+        };
+        if self.original_rows[slot].is_none() {
+            self.original_rows[slot] = Some(self.index_rows(table));
+        }
+        if let Some(Some(rows)) = &self.original_rows[slot] {
+            return Ok(rows.get(&key).map(|&rid| Token::new(table, rid)));
+        }
+        self.find_original(table, |r| self.row_key(table, r).is_some_and(|k| k == key))
+    }
+
+    /// [`RowKey`] of a stored row of `table` (one of [`KEYED_TABLES`]); `None` when a heap
+    /// entry it names cannot be read, so that it matches nothing.
+    fn row_key(&self, table: Table, r: &[u32; MAX_COLUMNS]) -> Option<RowKey<'i>> {
+        let image: &'i crate::image::Image<'_> = self.image;
+        let blob = |i: u32| image.blobs().get(i).ok();
+        let string = |i: u32| match i {
+            0 => Some(&[][..]),
+            _ => image.strings().get_bytes(i).ok(),
+        };
+        Some(match table {
+            Table::TypeRef => (r[0], string(r[1])?, string(r[2])?),
+            Table::MemberRef => (r[0], string(r[1])?, blob(r[2])?),
+            Table::MethodSpec => (r[0], blob(r[1])?, &[]),
+            // Name and namespace of a TypeDef (its flags are not part of the key).
+            Table::TypeDef => (0, string(r[1])?, string(r[2])?),
+            _ => (0, blob(r[0])?, &[]),
+        })
+    }
+
+    /// The original rows of `table` by [`RowKey`]; `None` when a row cannot be read.
+    fn index_rows(&self, table: Table) -> Option<OriginalRows<'i>> {
+        let h = self.image.tables_header();
+        let file = self.image.bytes();
+        let mut rows = OriginalRows::with_capacity(h.rows(table) as usize);
+        for rid in 1..=h.rows(table) {
+            let row: [u32; MAX_COLUMNS] = h.row(file, table, rid).ok()?;
+            if let Some(key) = self.row_key(table, &row) {
+                rows.entry(key).or_insert(rid);
+            }
+        }
+        Some(rows)
     }
 
     /// Looks `values` up among the added rows, else adds them.
@@ -156,9 +216,8 @@ impl<'i> MetadataBuilder<'i, '_> {
         let scope_value = CodedIndex::ResolutionScope
             .encode(scope)
             .ok_or(EmitError::BadToken { token: scope })?;
-        let found = self.find_original_through(Table::TypeRef, scope, scope_value, |r| {
-            self.string_is(r[1], name) && self.string_is(r[2], namespace)
-        })?;
+        let key = (scope_value, name.as_bytes(), namespace.as_bytes());
+        let found = self.find_original_keyed(Table::TypeRef, Some(scope), key)?;
         if let Some(t) = found {
             return Ok(t);
         }
@@ -178,9 +237,8 @@ impl<'i> MetadataBuilder<'i, '_> {
         let parent_value = CodedIndex::MemberRefParent
             .encode(parent)
             .ok_or(EmitError::BadToken { token: parent })?;
-        let found = self.find_original_through(Table::MemberRef, parent, parent_value, |r| {
-            self.string_is(r[1], name) && self.blob_is(r[2], signature)
-        })?;
+        let key = (parent_value, name.as_bytes(), signature);
+        let found = self.find_original_keyed(Table::MemberRef, Some(parent), key)?;
         if let Some(t) = found {
             return Ok(t);
         }
@@ -191,35 +249,22 @@ impl<'i> MetadataBuilder<'i, '_> {
 
     /// A row of a table whose only column is a signature blob (TypeSpec, StandAloneSig).
     fn by_signature(&mut self, table: Table, signature: &[u8]) -> Result<Token, EmitError> {
-        let slot = usize::from(table == Table::StandAloneSig);
-        if self.signature_rows[slot].is_none() {
-            self.signature_rows[slot] = Some(self.original_signatures(table));
-        }
-        let found = match &self.signature_rows[slot] {
-            Some(Some(rows)) => rows.get(signature).map(|&rid| Token::new(table, rid)),
-            _ => self.find_original(table, |r| self.blob_is(r[0], signature))?,
-        };
-        if let Some(t) = found {
+        if let Some(t) = self.find_original_keyed(table, None, (0, signature, &[]))? {
             return Ok(t);
         }
         let sig = self.blob(signature)?;
         self.added_or_new(table, &[sig])
     }
 
-    /// The original rows of signature table `table` by their blobs (rows whose blob cannot be
-    /// read are left out: they match nothing); `None` when a row cannot be read.
-    fn original_signatures(&self, table: Table) -> Option<SignatureRows<'i>> {
-        let h = self.image.tables_header();
-        let file = self.image.bytes();
-        let blobs = self.image.blobs();
-        let mut rows = SignatureRows::with_capacity(h.rows(table) as usize);
-        for rid in 1..=h.rows(table) {
-            let row: [u32; MAX_COLUMNS] = h.row(file, table, rid).ok()?;
-            if let Ok(blob) = blobs.get(row[0]) {
-                rows.entry(blob).or_insert(rid);
-            }
-        }
-        Some(rows)
+    /// The first original TypeDef named `namespace.name` (any row of that name and namespace,
+    /// nested or not), found through an index of the TypeDefs built on first use.
+    pub fn type_def_named(
+        &mut self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Token>, EmitError> {
+        let key = (0, name.as_bytes(), namespace.as_bytes());
+        self.find_original_keyed(Table::TypeDef, None, key)
     }
 
     /// A TypeSpec for the type `signature` (II.23.2.14), e.g. a generic instantiation.
@@ -238,9 +283,8 @@ impl<'i> MetadataBuilder<'i, '_> {
         let method_value = CodedIndex::MethodDefOrRef
             .encode(method)
             .ok_or(EmitError::BadToken { token: method })?;
-        let found = self.find_original_through(Table::MethodSpec, method, method_value, |r| {
-            self.blob_is(r[1], instantiation)
-        })?;
+        let key = (method_value, instantiation, &[][..]);
+        let found = self.find_original_keyed(Table::MethodSpec, Some(method), key)?;
         if let Some(t) = found {
             return Ok(t);
         }

@@ -528,41 +528,79 @@ fn prepared_metadata_writes_what_build_builds_and_the_writer_places_it_alike() {
     );
 }
 
-/// Every original TypeSpec and StandAloneSig signature is found at the first row holding it,
-/// adding nothing, whichever order they are asked in; a new one is added once.
+/// Every original row looked up by what identifies it (a signature; a TypeRef's scope and
+/// name; a MemberRef's parent, name and signature; a TypeDef's name) is found at the first row
+/// holding it, adding nothing, whichever order they are asked in; a new one is added once.
 #[test]
-fn signatures_are_found_at_their_first_original_row() {
+fn original_rows_are_found_at_their_first_row() {
     for (name, bytes) in crate::corpus::EMBEDDED {
         let image = Image::parse(bytes).unwrap();
+        let h = image.tables_header();
+        let cell = |table, rid, col| h.cell(bytes, table, rid, col).unwrap();
+        let blob = |i| image.blobs().get(i).unwrap().to_vec();
+        let string = |i| image.strings().get(i).unwrap().to_string();
+        // The first row at or before `rid` whose `key` is the same as its.
+        let first =
+            |rid, key: &dyn Fn(u32) -> Vec<u8>| (1..=rid).find(|&r| key(r) == key(rid)).unwrap();
         let mut b = MetadataBuilder::new(&image);
+        // Last row first: the first lookup indexes the table, which must not depend on it.
         for table in [Table::StandAloneSig, Table::TypeSpec] {
-            let rows = image.tables_header().rows(table);
-            // Last row first: the first lookup builds the index, which must not depend on it.
-            for rid in (1..=rows).rev() {
-                let index = image.tables_header().cell(bytes, table, rid, 0).unwrap();
-                let sig = image.blobs().get(index).unwrap().to_vec();
-                let first = (1..=rid)
-                    .find(|&r| {
-                        let i = image.tables_header().cell(bytes, table, r, 0).unwrap();
-                        image.blobs().get(i).unwrap() == &sig[..]
-                    })
-                    .unwrap();
+            for rid in (1..=h.rows(table)).rev() {
+                let sig = blob(cell(table, rid, 0));
                 let found = match table {
                     Table::StandAloneSig => b.standalone_sig(&sig),
                     _ => b.type_spec(&sig),
                 };
-                assert_eq!(found.unwrap(), Token::new(table, first), "{name} {table:?}");
+                let key = |r| blob(cell(table, r, 0));
+                let want = Token::new(table, first(rid, &key));
+                assert_eq!(found.unwrap(), want, "{name} {table:?}");
             }
         }
+        for rid in (1..=h.rows(Table::TypeRef)).rev() {
+            let t = Table::TypeRef;
+            let scope = CodedIndex::ResolutionScope.decode(cell(t, rid, 0));
+            let Some(scope) = scope.filter(|s| !s.is_null()) else {
+                continue;
+            };
+            let (n, ns) = (string(cell(t, rid, 1)), string(cell(t, rid, 2)));
+            let key = |r| {
+                format!(
+                    "{}/{}/{}",
+                    cell(t, r, 0),
+                    string(cell(t, r, 1)),
+                    string(cell(t, r, 2))
+                )
+                .into_bytes()
+            };
+            let want = Token::new(t, first(rid, &key));
+            assert_eq!(b.type_ref(scope, &ns, &n).unwrap(), want, "{name}");
+        }
+        for rid in (1..=h.rows(Table::MemberRef)).rev() {
+            let t = Table::MemberRef;
+            let parent = CodedIndex::MemberRefParent.decode(cell(t, rid, 0)).unwrap();
+            let (n, sig) = (string(cell(t, rid, 1)), blob(cell(t, rid, 2)));
+            let key = |r| {
+                let mut k = format!("{}/{}/", cell(t, r, 0), string(cell(t, r, 1))).into_bytes();
+                k.extend(blob(cell(t, r, 2)));
+                k
+            };
+            let want = Token::new(t, first(rid, &key));
+            assert_eq!(b.member_ref(parent, &n, &sig).unwrap(), want, "{name}");
+        }
+        for rid in (1..=h.rows(Table::TypeDef)).rev() {
+            let t = Table::TypeDef;
+            let (n, ns) = (string(cell(t, rid, 1)), string(cell(t, rid, 2)));
+            let key =
+                |r| format!("{}/{}", string(cell(t, r, 1)), string(cell(t, r, 2))).into_bytes();
+            let want = Token::new(t, first(rid, &key));
+            assert_eq!(b.type_def_named(&ns, &n).unwrap(), Some(want), "{name}");
+        }
         assert!(b.is_empty(), "{name}: {b:?}");
+        assert_eq!(b.type_def_named("No.Such", "Type").unwrap(), None, "{name}");
         // A local signature no image has: added once, then found among the added rows.
         let new = [0x07, 0x03, 0x08, 0x0E, 0x1C];
         let t = b.standalone_sig(&new).unwrap();
-        assert_eq!(
-            t.rid(),
-            image.tables_header().rows(Table::StandAloneSig) + 1,
-            "{name}"
-        );
+        assert_eq!(t.rid(), h.rows(Table::StandAloneSig) + 1, "{name}");
         assert_eq!(b.standalone_sig(&new).unwrap(), t, "{name}");
     }
 }

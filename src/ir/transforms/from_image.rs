@@ -72,7 +72,10 @@ pub fn spare_return_local(
     let local_blob = image.blobs().get(index).ok()?;
     let locals = local_types(local_blob)?;
     // The body is read only when some local has the type: most have none.
-    if !locals.iter().any(|range| &local_blob[range.clone()] == want) {
+    if !locals
+        .iter()
+        .any(|range| &local_blob[range.clone()] == want)
+    {
         return None;
     }
     let mut used = vec![false; locals.len()];

@@ -67,18 +67,7 @@ impl CoreTypes {
     ) -> Result<Option<Token>, EmitError> {
         match self {
             CoreTypes::Referenced(core) => b.type_ref(core, "System", name).map(Some),
-            CoreTypes::Defined => {
-                let image = b.image();
-                let (t, strings) = (image.tables(), image.strings());
-                Ok((1..=image.tables_header().rows(Table::TypeDef))
-                    .find(|&rid| {
-                        t.type_def(rid).is_ok_and(|d| {
-                            strings.get(d.name).ok() == Some(name)
-                                && strings.get(d.namespace).ok() == Some("System")
-                        })
-                    })
-                    .map(|rid| Token::new(Table::TypeDef, rid)))
-            }
+            CoreTypes::Defined => b.type_def_named("System", name),
         }
     }
 }
