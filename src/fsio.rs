@@ -198,11 +198,31 @@ impl AtomicFile {
     /// [`AtomicFile::commit`] flushes it.
     /// Returns whether the data went to the device directly.
     pub fn write_whole(&mut self, data: &[u8], buffer: &mut DirectBuffer) -> io::Result<bool> {
-        if data.len() < DIRECT_MIN {
+        if data.len() < DIRECT_MIN || !self.direct_pays() {
             return self.write_all(data).map(|()| false);
         }
         buffer.hold(data);
         self.write_held(buffer)
+    }
+
+    /// Whether direct I/O could spare the page cache here: not on a file system that is the
+    /// page cache (tmpfs, ramfs), where it is one more copy of the data for nothing.
+    fn direct_pays(&self) -> bool {
+        #[cfg(target_os = "linux")]
+        if let Some(file) = self.file.as_ref() {
+            use std::os::fd::AsRawFd;
+            const TMPFS_MAGIC: i64 = 0x0102_1994;
+            const RAMFS_MAGIC: i64 = 0x8584_58f6;
+            // SAFETY: fstatfs on a descriptor open for the lifetime of `file`, into a struct
+            // it fills.
+            let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+            if unsafe { libc::fstatfs(file.as_raw_fd(), &mut st) } == 0 {
+                #[allow(clippy::unnecessary_cast)]
+                let kind = st.f_type as i64;
+                return kind != TMPFS_MAGIC && kind != RAMFS_MAGIC;
+            }
+        }
+        true
     }
 
     /// Writes what `buffer` holds ([`DirectBuffer::hold`]) as the whole file, as
@@ -459,6 +479,8 @@ mod tests {
                 let mut f = AtomicFile::create(&target).unwrap();
                 let went = f.write_whole(&data, &mut buffer).unwrap();
                 assert!(!went || len >= DIRECT_MIN, "{len} bytes written directly");
+                // tmpfs is the page cache: direct I/O there would be a copy for nothing.
+                assert!(!went || !dir.starts_with("/dev/shm"), "direct I/O to tmpfs");
                 direct += usize::from(went);
                 f.commit().unwrap();
                 let back = std::fs::read(&target).unwrap();

@@ -249,24 +249,22 @@ const READ_LIMIT: u64 = 64 << 20;
 
 /// [`rewrite_file`] up to the complete temporary file beside `output`: committing it (flush
 /// to disk, rename over `output`) is the caller's.
-/// Direct-I/O buffers a worker hands to a committer with an output still to write, and gets
-/// back (to reuse) once it is written.
-type HeldPool = std::sync::Mutex<Vec<ilcheck::fsio::DirectBuffer>>;
+/// Image buffers: a worker hands its output's to a committer, which writes it and puts it here,
+/// and takes one from here (already paged in) in its place. No output is copied to be handed
+/// over.
+type ImagePool = std::sync::Mutex<Vec<Vec<u8>>>;
 
 /// Rewrites `input` into a temporary file beside `output`. With a `pool`, an output large
-/// enough for direct I/O is not written here: it is returned held in a buffer of the pool, for
-/// the caller to write ([`ilcheck::fsio::AtomicFile::write_held`]) on another thread.
+/// enough for direct I/O is not written here: its buffer is returned (and replaced with one of
+/// the pool), for the caller to write ([`ilcheck::fsio::AtomicFile::write_whole`]) on another
+/// thread.
 fn rewrite_to_temp(
     input: &Path,
     output: &Path,
     opts: &RewriteOptions,
     buffers: &mut Buffers,
-    pool: Option<&HeldPool>,
-) -> Result<(
-    RewriteReport,
-    ilcheck::fsio::AtomicFile,
-    Option<ilcheck::fsio::DirectBuffer>,
-)> {
+    pool: Option<&ImagePool>,
+) -> Result<(RewriteReport, ilcheck::fsio::AtomicFile, Option<Vec<u8>>)> {
     let image =
         read_image(input, &mut buffers.input).with_context(|| format!("{}", input.display()))?;
     let mut report = RewriteReport {
@@ -306,13 +304,12 @@ fn rewrite_to_temp(
     let mut write = || -> std::io::Result<_> {
         let mut file = ilcheck::fsio::AtomicFile::create(output)?;
         if let Some(pool) = pool.filter(|_| bytes.len() >= ilcheck::fsio::DIRECT_MIN) {
-            let mut held = pool
+            let spare = pool
                 .lock()
                 .ok()
                 .and_then(|mut p| p.pop())
                 .unwrap_or_default();
-            held.hold(bytes);
-            return Ok((file, Some(held)));
+            return Ok((file, Some(std::mem::replace(bytes, spare))));
         }
         if !file.write_whole(bytes, direct)? {
             file.start_writeback()?;
@@ -427,27 +424,28 @@ fn many(a: &RewriteArgs, mut opts: RewriteOptions) -> Result<ExitCode> {
         }
     };
     // Workers rewrite into temporary files: a small output they write themselves and start
-    // its write-back, a large one they hand over held in a direct-I/O buffer. Committer
-    // threads write what was handed over, wait for each file to reach the disk and rename it
+    // its write-back, a large one they hand over in its buffer. Committer threads write what
+    // was handed over (through a direct-I/O buffer of their own where that pays), wait for each file to reach the disk and rename it
     // into place, so no worker waits on the disk, and several writes and flushes are in flight
     // at once. Each output directory is flushed once, after its last rename.
     type Written = (
         usize,
         RewriteReport,
         ilcheck::fsio::AtomicFile,
-        Option<ilcheck::fsio::DirectBuffer>,
+        Option<Vec<u8>>,
     );
     // Bounded, so that the outputs waiting for a committer (their buffers, their open
     // files) are never more than a few, however slow the disk.
     let (done, written) = std::sync::mpsc::sync_channel::<Written>(2 * COMMITTERS);
     let written = std::sync::Mutex::new(written);
     let dirs = std::sync::Mutex::new(std::collections::BTreeSet::new());
-    let pool = HeldPool::default();
+    let pool = ImagePool::default();
     let (jobs, order, next, opts, store) = (&jobs, &order, &next, &opts, &store);
     let (written, dirs, pool) = (&written, &dirs, &pool);
     std::thread::scope(|s| {
         for _ in 0..COMMITTERS {
             s.spawn(move || {
+                let mut direct = ilcheck::fsio::DirectBuffer::default();
                 loop {
                     let Ok(rx) = written.lock() else { break };
                     let Ok((i, report, mut file, held)) = rx.recv() else {
@@ -456,10 +454,10 @@ fn many(a: &RewriteArgs, mut opts: RewriteOptions) -> Result<ExitCode> {
                     drop(rx);
                     let output = &jobs[i].output;
                     let wrote = match held {
-                        Some(held) => {
-                            let wrote = file.write_held(&held).map(|_| ());
+                        Some(image) => {
+                            let wrote = file.write_whole(&image, &mut direct).map(|_| ());
                             if let Ok(mut p) = pool.lock() {
-                                p.push(held);
+                                p.push(image);
                             }
                             wrote
                         }
