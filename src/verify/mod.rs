@@ -8,9 +8,9 @@
 //! The work is a linear decode into a compact per-instruction array, a linear pass over the EH
 //! table that assigns each instruction its innermost region, linear rule passes, and a worklist
 //! dataflow for stack depths in which each instruction is visited once. Before them, a body
-//! without regions gets one forward pass (`single_pass`, III.1.7.5) that decodes and follows
-//! the depth together; it accepts the common body and leaves everything else, and all
-//! reporting, to the full passes. A reusable [`Verifier`]
+//! gets one forward pass (`single_pass`, III.1.7.5) that decodes and follows the depth and
+//! the protected regions together; it accepts the common body, with regions or without, and
+//! leaves everything else, and all reporting, to the full passes. A reusable [`Verifier`]
 //! keeps its scratch buffers between bodies. Input is untrusted: nothing panics, every loop is
 //! bounded by the input, and memory stays a small multiple of the code size.
 //!
@@ -1267,8 +1267,7 @@ pub struct Verifier {
     open: Vec<u32>,
     work: Vec<u32>,
     single: single_pass::SinglePass,
-    /// Set when bodies without regions skip [`single_pass`] (clear by default: they try it
-    /// first).
+    /// Set when bodies skip [`single_pass`] (clear by default: they try it first).
     single_pass_off: bool,
     out: Out,
     incomplete: bool,
@@ -1356,7 +1355,7 @@ impl Verifier {
         })
     }
 
-    /// Turns the single forward pass that accepts most bodies without regions on (the
+    /// Turns the single forward pass that accepts most bodies on (the
     /// default) or off. Findings, MaxStack and completeness are the same either way; off, every
     /// body takes the full passes (for differential testing and timing).
     pub fn set_single_pass(&mut self, on: bool) {
@@ -1441,8 +1440,8 @@ impl Verifier {
         // full passes, which alone report.
         // Code so sparse in instructions that the full passes take less memory than the
         // single pass's two bytes a byte goes straight to them.
-        if clauses.is_empty() && !self.single_pass_off && !sparse(buf, code.len()) {
-            if let Some(max) = self.single.accept(buf, code.len(), &ctx, resolver) {
+        if !self.single_pass_off && !sparse(buf, code.len()) {
+            if let Some(max) = self.single.accept(buf, code.len(), clauses, &ctx, resolver) {
                 self.max = max;
                 return;
             }
@@ -1800,8 +1799,7 @@ impl StartIndex {
     }
 }
 
-/// Verifies `code` with and without the single forward pass that accepts most bodies without
-/// regions, under a declared MaxStack and with none: an error describing the first difference in
+/// Verifies `code` with and without the single forward pass that accepts most bodies, under a declared MaxStack and with none: an error describing the first difference in
 /// findings, computed MaxStack or completeness. The single pass must never change a result; the
 /// corpus tests, the generated-body properties and the `verify_any` fuzz target check this on
 /// every body they see.

@@ -3,17 +3,22 @@
 //! III.1.7.5 requires that one forward scan can infer the stack depth at every instruction:
 //! after an unconditional transfer the depth is the one an earlier forward branch recorded
 //! there, or 0. This pass does exactly that scan while it decodes — no instruction array, no
-//! worklist — and checks every rule the full passes would on a body without regions. It only
+//! worklist — and checks every rule the full passes would. Protected regions are followed in
+//! code order beside it ([`regions`]): a handler or filter starts a run with its entry depth,
+//! and each crossing of a region bound and each branch is held to the region rules. It only
 //! ever says "valid, and this is the MaxStack the full passes compute" or "not shown here":
-//! anything it does not handle (regions, `tail.`, `jmp`, the handler instructions, a path the
-//! full passes would not walk) or any fault sends the body to the full passes, which alone
-//! report. So findings are the full passes' by construction; what this pass must get right is
+//! anything it does not handle (an unusual EH table, `tail.`, `jmp`, a path the full passes
+//! would not walk) or any fault sends the body to the full passes, which alone report. So findings are the full passes' by construction; what this pass must get right is
 //! never to accept a body they reject, or with another depth ([`super::single_pass_agrees`]
 //! checks both).
 
+mod regions;
+
+use super::clauses::Clauses;
 use super::flow::{entry, prefix_allows, window};
 use super::{Ctx, Resolver, fx};
 use crate::opcode::{Flow, Opcode, OperandKind};
+use regions::{OUTSIDE, Regions};
 
 /// Per-byte marks (0: nothing known), two bytes each. The low bits hold a depth: the one before
 /// the instruction starting there ([`START`]), or the one a forward branch expects there
@@ -22,8 +27,10 @@ const START: u16 = 1 << 15;
 /// The instruction follows a prefix: not a branch target.
 const AFTER_PREFIX: u16 = 1 << 14;
 const FORWARD: u16 = 1 << 13;
-const DEPTH: u16 = FORWARD - 1;
-/// A deeper stack (8,191) goes to the full passes, so that a depth always fits in [`DEPTH`].
+/// A region begins or ends here ([`regions::Bound`]).
+const BOUNDARY: u16 = 1 << 12;
+const DEPTH: u16 = BOUNDARY - 1;
+/// A deeper stack (4,095) goes to the full passes, so that a depth always fits in [`DEPTH`].
 const MAX_DEPTH: u32 = DEPTH as u32;
 /// Longer code goes to the full passes, so that offsets fit in `u32` with room to spare.
 const MAX_LEN: usize = 1 << 28;
@@ -57,11 +64,15 @@ pub(super) struct SinglePass {
     tokens: Vec<(OperandKind, u32)>,
     /// [`crate::instr::fill_lengths`] of a window of the code, [`LENS_WINDOW`] bytes at most.
     lens: Vec<u8>,
+    /// The body's regions, when it has any.
+    regions: Regions,
+    /// The runs that start at a handler or filter: reached by exceptions.
+    roots: Vec<u32>,
 }
 
 impl SinglePass {
-    /// The MaxStack of `buf[..len]` (no regions), if the body is valid by every rule the full
-    /// passes apply; `None` when it is not, or when this pass cannot tell. Bytes of `buf` past
+    /// The MaxStack of `buf[..len]` with the EH table `clauses`, if the body is valid by every
+    /// rule the full passes apply; `None` when it is not, or when this pass cannot tell. Bytes of `buf` past
     /// `len` may be read but never decide anything (as in `flow::decode_into`). Inlined into
     /// the verifier's loop wherever that is instantiated (a crate using the verifier with its
     /// own resolver otherwise may or may not get it inlined, as other code around it changes).
@@ -70,6 +81,7 @@ impl SinglePass {
         &mut self,
         buf: &[u8],
         len: usize,
+        clauses: &Clauses<'_>,
         ctx: &Ctx,
         r: &R,
     ) -> Option<u32> {
@@ -80,6 +92,15 @@ impl SinglePass {
             self.marks.resize(len, 0);
         }
         self.marks[..len].fill(0);
+        let regions = !clauses.is_empty();
+        if regions {
+            if !self.regions.build(clauses, len, r) {
+                return None;
+            }
+            for b in &self.regions.bounds {
+                self.marks[b.off as usize] |= BOUNDARY;
+            }
+        }
         // The lengths table saves a load per instruction; it covers a window of the code at a
         // time, since one of the whole code would take a byte per byte of it.
         if self.lens.len() < len.min(LENS_WINDOW) {
@@ -91,7 +112,8 @@ impl SinglePass {
         self.edges.clear();
         self.switches.clear();
         self.runs.clear();
-        let (max, pending, ntok) = self.scan(buf, len, ctx, r)?;
+        self.roots.clear();
+        let (max, pending, ntok) = self.scan(buf, len, regions, ctx, r)?;
         // Every target must be an instruction start that does not follow a prefix; backward
         // ones were checked as they were met, forward ones can only be checked now.
         let (marks, code) = (&self.marks[..len], &buf[..len]);
@@ -122,15 +144,16 @@ impl SinglePass {
         }
     }
 
-    /// Decodes and follows the depth in one pass; returns the largest depth, whether some run
-    /// started after an unconditional transfer with no forward branch to it (its depth is taken
-    /// as 0, and whether anything reaches it is left to [`Self::all_runs_reached`]), and the
-    /// number of token operands left in `tokens`.
+    /// Decodes and follows the depth in one pass (with `regions`, the regions too); returns the
+    /// largest depth, whether some run started after an unconditional transfer with no forward
+    /// branch to it (its depth is taken as 0, and whether anything reaches it is left to
+    /// [`Self::all_runs_reached`]), and the number of token operands left in `tokens`.
     #[inline(never)]
     fn scan<R: Resolver + ?Sized>(
         &mut self,
         buf: &[u8],
         len: usize,
+        regions: bool,
         ctx: &Ctx,
         r: &R,
     ) -> Option<(u32, bool, usize)> {
@@ -147,6 +170,10 @@ impl SinglePass {
             edges: &mut self.edges,
             switches: &mut self.switches,
             runs: &mut self.runs,
+            regions: regions.then_some(&mut self.regions),
+            roots: &mut self.roots,
+            bound: 0,
+            region: OUTSIDE,
             d: 0,
             max: 0,
             limit: ctx
@@ -217,8 +244,14 @@ impl SinglePass {
                 (d, max) = (st.d, st.max);
             }
         }
-        // Falling off the end, or a trailing prefix, is a fault.
+        // Falling off the end, or a trailing prefix, is a fault; so is a region bound that is
+        // no instruction start, or a filter that does not end in `endfilter`.
         if st.ended != len || st.np != 0 {
+            return None;
+        }
+        if let Some(rg) = &st.regions
+            && (st.bound != rg.bounds.len() || !rg.filters_ended())
+        {
             return None;
         }
         Some((max, st.pending, ntok))
@@ -236,6 +269,12 @@ impl SinglePass {
         self.low[0] = 0;
         self.work.clear();
         self.work.push((0, 0, u32::MAX));
+        // Handlers and filters are reached by exceptions.
+        for &k in &self.roots {
+            let start = runs[k as usize].0;
+            self.low[k as usize] = start;
+            self.work.push((k, start, u32::MAX));
+        }
         // Run `k` is newly reached from byte `lo` up to `hi` (where it was reached before).
         while let Some((k, lo, hi)) = self.work.pop() {
             let k = k as usize;
@@ -272,6 +311,13 @@ struct Scan<'a> {
     edges: &'a mut Vec<(u32, u32)>,
     switches: &'a mut Vec<u32>,
     runs: &'a mut Vec<(u32, u32, u32)>,
+    /// The body's regions, if it has any.
+    regions: Option<&'a mut Regions>,
+    roots: &'a mut Vec<u32>,
+    /// The next region bound to meet.
+    bound: usize,
+    /// The innermost region of the instruction being scanned.
+    region: u8,
     d: u32,
     max: u32,
     limit: u32,
@@ -307,6 +353,9 @@ impl Scan<'_> {
             return None;
         }
         marks[pos] = START | (m & AFTER_PREFIX) | d as u16;
+        if m & BOUNDARY != 0 {
+            self.cross(m, pos, d)?;
+        }
         if fx.flow == Flow::Prefix {
             if op == Opcode::Tail || self.np == MAX_PREFIXES || next >= marks.len() {
                 return None;
@@ -326,9 +375,23 @@ impl Scan<'_> {
             self.np = 0;
         }
         // Regions' instructions and `jmp` have rules of their own; so does `localloc` with
-        // more than its size on the stack.
-        if fx.kind & fx::SPECIAL != 0 && op != Opcode::Ret && !(op == Opcode::Localloc && d == 1) {
-            return None;
+        // more than its size on the stack, and `ret` inside a region.
+        if fx.kind & fx::SPECIAL != 0 {
+            let ok = match op {
+                Opcode::Ret => self.region == OUTSIDE,
+                Opcode::Localloc => d == 1,
+                Opcode::Endfinally | Opcode::Rethrow | Opcode::Endfilter => {
+                    let region = self.region;
+                    self.regions
+                        .as_mut()
+                        .is_some_and(|rg| rg.may_place(op, region, next, d))
+                }
+                // `jmp` (and any other placement rule) is the full passes'.
+                _ => false,
+            };
+            if !ok {
+                return None;
+            }
         }
         let (pops, pushes) = if fx.pops < fx::SIG && fx.pushes < fx::SIG {
             (fx.pops as u32, fx.pushes as u32)
@@ -368,12 +431,14 @@ impl Scan<'_> {
                     self.switches.push(pos as u32);
                     for c in table.chunks_exact(4) {
                         let disp = i32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-                        self.branch(marks, pos, next as i64 + disp as i64, d)?;
+                        let t = self.branch(marks, pos, next as i64 + disp as i64, d)?;
+                        self.may_transfer(t, false)?;
                     }
                     return Some(next);
                 }
             };
             let t = self.branch(marks, pos, next as i64 + disp, d)?;
+            self.may_transfer(t, matches!(op, Opcode::Leave | Opcode::Leave_S))?;
             self.edges.push((pos as u32, t));
         }
         if fx.flow.ends_block() {
@@ -383,7 +448,18 @@ impl Scan<'_> {
             if let Some(&m) = marks.get(next) {
                 let (e, s) = (self.edges.len() as u32, self.switches.len() as u32);
                 self.runs.push((next as u32, e, s));
-                if m & FORWARD != 0 {
+                if let Some(entry) = self.handler_entry(m, next) {
+                    // A handler or filter, reached by exceptions with its entry depth (which
+                    // counts against MaxStack before any instruction runs).
+                    self.roots.push(self.runs.len() as u32 - 1);
+                    if entry > self.max {
+                        if entry > self.limit {
+                            return None;
+                        }
+                        self.max = entry;
+                    }
+                    self.d = entry;
+                } else if m & FORWARD != 0 {
                     self.d = (m & DEPTH) as u32;
                 } else {
                     self.d = 0;
@@ -392,6 +468,69 @@ impl Scan<'_> {
             }
         }
         Some(next)
+    }
+
+    /// The region bound at `pos` (whose mark is `m`, the depth before it `d`), met in code
+    /// order: the region rules for falling through it, a handler's or filter's entry, and a
+    /// try's entry depth.
+    #[inline(never)]
+    fn cross(&mut self, m: u16, pos: usize, d: u32) -> Option<()> {
+        let rg = self.regions.as_deref()?;
+        // A bound passed over was inside an instruction.
+        let b = *rg
+            .bounds
+            .get(self.bound)
+            .filter(|b| b.off as usize == pos)?;
+        self.bound += 1;
+        if m & AFTER_PREFIX != 0 {
+            return None;
+        }
+        let to = rg.innermost(pos as u32);
+        // Control falls through into `pos` unless it is the start of a run (the entry point
+        // comes from outside every region).
+        let fell = pos == 0 || self.ended != pos;
+        if fell && !rg.may_branch(self.region, to, pos as u32) {
+            return None;
+        }
+        // A handler is entered only by an exception (its depth was set as its run began).
+        if b.entry.is_some() && (fell || m & FORWARD != 0) {
+            return None;
+        }
+        if b.try_start && d != 0 && !(d == 1 && b.entry == Some(1)) {
+            return None;
+        }
+        self.region = to;
+        Some(())
+    }
+
+    /// The entry depth of the handler or filter starting at `next`, whose mark is `m`, if one
+    /// does.
+    fn handler_entry(&self, m: u16, next: usize) -> Option<u32> {
+        if m & BOUNDARY == 0 {
+            return None;
+        }
+        let b = self.regions.as_deref()?.bounds.get(self.bound)?;
+        if b.off as usize == next {
+            b.entry
+        } else {
+            None
+        }
+    }
+
+    /// The region rules for a branch (a `leave` with `leave`) from the current instruction to
+    /// byte `t`.
+    #[inline]
+    fn may_transfer(&self, t: u32, leave: bool) -> Option<()> {
+        let Some(rg) = self.regions.as_deref() else {
+            return Some(());
+        };
+        let to = rg.innermost(t);
+        let ok = if leave {
+            rg.may_leave(self.region, to, t)
+        } else {
+            rg.may_branch(self.region, to, t)
+        };
+        ok.then_some(())
     }
 
     /// A branch at `from` to byte `target` with depth `d`: the depth is compared with the

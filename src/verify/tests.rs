@@ -2705,3 +2705,167 @@ fn sparse_code_goes_to_the_full_passes_with_the_same_answer() {
     // The full passes ran: their instruction buffer holds the body's.
     assert_eq!(on.n, 2 * (code.len() / 246) + 1);
 }
+
+/// Verifies `items` with `clauses` and says whether the single pass accepted the body (the full
+/// passes never ran: their instruction count stays 0), after checking that the single pass
+/// agrees with the full passes on it.
+fn single_pass_takes(items: &[It], clauses: impl Fn(&Asm) -> Vec<Clause>) -> (bool, Vec<Code>) {
+    let a = asm(items);
+    let cl = clauses(&a);
+    single_pass_agrees(&a.code, &cl, 8, &res()).unwrap();
+    let mut v = Verifier::new();
+    let subject = Subject::Code {
+        code: &a.code,
+        clauses: &cl,
+        declared_max_stack: Some(8),
+    };
+    let codes: Vec<Code> = v
+        .verify(subject, &res(), &Options::ALL)
+        .iter()
+        .map(|d| d.code)
+        .collect();
+    (v.n == 0, codes)
+}
+
+/// The shapes compilers emit — try/catch, try/finally, a filter, nested tries left by `leave`
+/// from the inside out, a loop back into a try's first instruction, a try at the entry point,
+/// `rethrow` and `endfinally` in tries inside their handlers — are accepted by the single pass,
+/// with the full passes' answer.
+#[test]
+fn the_single_pass_takes_common_regions() {
+    let nested = vec![
+        lbl("t0"),
+        lbl("t1"),
+        op(Nop),
+        br(Leave_S, "out"),
+        lbl("h1"),
+        op(Pop),
+        br(Leave_S, "in0"),
+        lbl("in0"),
+        br(Leave_S, "out"),
+        lbl("f0"),
+        lbl("t2"),
+        op(Nop),
+        br(Leave_S, "f0end"),
+        lbl("h2"),
+        op(Rethrow),
+        lbl("f0end"),
+        op(Endfinally),
+        lbl("out"),
+        op(Ret),
+    ];
+    let (taken, codes) = single_pass_takes(&nested, |a| {
+        vec![
+            catch(a, ("t1", "h1"), ("h1", "in0")),
+            catch(a, ("t2", "h2"), ("h2", "f0end")),
+            finally(a, ("t0", "f0"), ("f0", "out")),
+        ]
+    });
+    // `rethrow` in a catch inside the finally: fine; the catch's try sits in the finally.
+    assert_eq!(codes, []);
+    assert!(taken, "nested regions");
+    let (taken, codes) =
+        single_pass_takes(&try_catch(), |a| vec![catch(a, ("t", "h"), ("h", "he"))]);
+    assert!(taken && codes.is_empty(), "{codes:?}");
+    let filtered = vec![
+        lbl("t"),
+        op(Nop),
+        br(Leave_S, "out"),
+        lbl("f"),
+        op(Pop),
+        op(Ldc_I4_1),
+        op(Endfilter),
+        lbl("h"),
+        op(Pop),
+        br(Leave_S, "out"),
+        lbl("out"),
+        op(Ret),
+    ];
+    let (taken, codes) = single_pass_takes(&filtered, |a| {
+        vec![filter(a, ("t", "f"), "f", ("h", "out"))]
+    });
+    assert!(taken && codes.is_empty(), "{codes:?}");
+    // A loop whose body is a try: the back edge enters the try at its first instruction.
+    let looped = vec![
+        lbl("t"),
+        op(Nop),
+        br(Leave_S, "cond"),
+        lbl("h"),
+        op(Endfinally),
+        lbl("cond"),
+        op(Ldarg_0),
+        br(Brtrue_S, "t"),
+        op(Ret),
+    ];
+    let (taken, codes) =
+        single_pass_takes(&looped, |a| vec![finally(a, ("t", "h"), ("h", "cond"))]);
+    assert!(taken && codes.is_empty(), "{codes:?}");
+}
+
+/// What breaks a region rule reaches the full passes, which report it; a try shared by two
+/// catches is followed by the single pass.
+#[test]
+fn the_single_pass_hands_region_faults_to_the_full_passes() {
+    let body = |tail: Vec<It>| {
+        let mut items = vec![lbl("t"), op(Nop)];
+        items.extend(tail);
+        items.extend([lbl("h"), op(Pop), br(Leave_S, "out"), lbl("out"), op(Ret)]);
+        items
+    };
+    let cases: Vec<(Vec<It>, Code)> = vec![
+        // Falling through into the handler.
+        (body(vec![op(Nop)]), Code::FallthroughException),
+        // A branch out of the try.
+        (body(vec![br(Br_S, "out")]), Code::BranchOutOfTry),
+        // `ret` inside the try.
+        (body(vec![op(Ret)]), Code::ReturnFromTry),
+        // `endfinally` in a try.
+        (
+            body(vec![br(Leave_S, "out"), op(Endfinally)]),
+            Code::Endfinally,
+        ),
+    ];
+    for (items, want) in cases {
+        let (taken, codes) =
+            single_pass_takes(&items, |a| vec![catch(a, ("t", "h"), ("h", "out"))]);
+        assert!(!taken && codes.contains(&want), "{want:?}: {codes:?}");
+    }
+    // The try entered with a value on the stack.
+    let items = vec![
+        op(Ldc_I4_0),
+        lbl("t"),
+        op(Nop),
+        br(Leave_S, "out"),
+        lbl("h"),
+        op(Pop),
+        br(Leave_S, "out"),
+        lbl("out"),
+        op(Ret),
+    ];
+    let (taken, codes) = single_pass_takes(&items, |a| vec![catch(a, ("t", "h"), ("h", "out"))]);
+    assert!(
+        !taken && codes.contains(&Code::TryNonEmptyStack),
+        "{codes:?}"
+    );
+    // Two catches of one try.
+    let items = vec![
+        lbl("t"),
+        op(Nop),
+        br(Leave_S, "out"),
+        lbl("h1"),
+        op(Pop),
+        br(Leave_S, "out"),
+        lbl("h2"),
+        op(Pop),
+        br(Leave_S, "out"),
+        lbl("out"),
+        op(Ret),
+    ];
+    let (taken, codes) = single_pass_takes(&items, |a| {
+        vec![
+            catch(a, ("t", "h1"), ("h1", "h2")),
+            catch(a, ("t", "h1"), ("h2", "out")),
+        ]
+    });
+    assert!(taken && codes.is_empty(), "{codes:?}");
+}
