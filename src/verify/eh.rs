@@ -87,7 +87,7 @@ impl RegionKind {
     /// The kind numbered `k` by [`RegionKind::number`] (only those are packed; 5 and above
     /// are a fault).
     #[inline]
-    fn from_number(k: u32) -> RegionKind {
+    pub(super) fn from_number(k: u32) -> RegionKind {
         match k {
             0 => RegionKind::Try,
             1 => RegionKind::Filter,
@@ -99,7 +99,7 @@ impl RegionKind {
     }
 
     /// The kind's place in the declaration, so in the order.
-    fn number(self) -> u32 {
+    pub(super) fn number(self) -> u32 {
         match self {
             RegionKind::Try => 0,
             RegionKind::Filter => 1,

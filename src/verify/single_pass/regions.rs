@@ -62,28 +62,6 @@ pub(super) struct Regions {
     sorted: Vec<(u32, Reverse<u32>, u32, u32)>,
 }
 
-fn kind_number(kind: RegionKind) -> u32 {
-    match kind {
-        RegionKind::Try => 0,
-        RegionKind::Filter => 1,
-        RegionKind::Catch => 2,
-        RegionKind::FilterHandler => 3,
-        RegionKind::Finally => 4,
-        RegionKind::Fault => 5,
-    }
-}
-
-fn kind_of_number(k: u32) -> RegionKind {
-    match k {
-        0 => RegionKind::Try,
-        1 => RegionKind::Filter,
-        2 => RegionKind::Catch,
-        3 => RegionKind::FilterHandler,
-        4 => RegionKind::Finally,
-        _ => RegionKind::Fault,
-    }
-}
-
 /// The depth a handler-like block starts with; `None` for a try.
 fn entry_depth(kind: RegionKind) -> Option<u32> {
     match kind {
@@ -142,7 +120,7 @@ impl Regions {
                     return false;
                 };
                 self.sorted
-                    .push((start, Reverse(end), kind_number(kind), ci));
+                    .push((start, Reverse(end), kind.number(), ci));
                 true
             };
             if !push(RegionKind::Try, Block::Try)
@@ -160,7 +138,7 @@ impl Regions {
         self.open.clear();
         for k in 0..self.sorted.len() {
             let (start, Reverse(end), kind, clause) = self.sorted[k];
-            let kind = kind_of_number(kind);
+            let kind = RegionKind::from_number(kind);
             let finally = matches!(
                 clauses.get(clause as usize).map(|c| c.kind()),
                 Some(ClauseKind::Finally | ClauseKind::Fault)
