@@ -2869,3 +2869,52 @@ fn the_single_pass_hands_region_faults_to_the_full_passes() {
     });
     assert!(taken && codes.is_empty(), "{codes:?}");
 }
+
+/// Generated bodies with regions (nested tries, catches, filters, finally and fault handlers,
+/// `leave` out of them): each agrees with the full passes, and every one whose code is all
+/// reachable is accepted by the single pass (it leaves unreachable code to the full passes), so
+/// the generator's agreement properties exercise its region rules accepting as well as handing
+/// over.
+#[cfg(feature = "gen")]
+#[test]
+fn generated_bodies_with_regions_take_the_single_pass() {
+    let config = crate::generate::Config::everything();
+    let (mut with_regions, mut reachable, mut taken) = (0, 0, 0);
+    for n in 0..2000u64 {
+        let bytes = crate::properties::seed_bytes(n + 1, 64 + (n % 400) as usize * 13);
+        let g = crate::generate::generate_from_bytes(&bytes, &config);
+        let encoded = g.encode().unwrap();
+        let body = crate::body::Body::parse(&encoded).unwrap();
+        let clauses: Vec<Clause> = body.clauses().collect();
+        if clauses.is_empty() {
+            continue;
+        }
+        with_regions += 1;
+        single_pass_agrees(body.code, &clauses, body.max_stack(), &g.resolver).unwrap();
+        let mut v = Verifier::new();
+        let found = v.verify(&body, &g.resolver, &Options::ALL);
+        assert!(
+            found.is_empty(),
+            "a generated body verifies clean: {found:?}"
+        );
+        // The full passes ran (the single pass handed the body over) and reached every
+        // instruction: the single pass should have taken it.
+        let all_reached = v.n == 0 || v.depth[..v.n].iter().all(|&d| d != NONE);
+        assert!(
+            !all_reached || v.n == 0,
+            "handed over with all code reachable: {clauses:?} {:02x?}",
+            body.code
+        );
+        reachable += usize::from(all_reached);
+        taken += usize::from(v.n == 0);
+    }
+    assert!(
+        with_regions >= 500,
+        "only {with_regions} generated bodies have regions"
+    );
+    assert!(
+        reachable >= 50,
+        "only {reachable} of {with_regions} are all reachable"
+    );
+    eprintln!("the single pass took {taken} of {with_regions} generated bodies with regions");
+}

@@ -119,8 +119,7 @@ impl Regions {
                 let Some((start, end)) = clauses.block(ci as usize, block) else {
                     return false;
                 };
-                self.sorted
-                    .push((start, Reverse(end), kind.number(), ci));
+                self.sorted.push((start, Reverse(end), kind.number(), ci));
                 true
             };
             if !push(RegionKind::Try, Block::Try)
