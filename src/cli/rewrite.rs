@@ -443,6 +443,8 @@ fn many(a: &RewriteArgs, mut opts: RewriteOptions) -> Result<ExitCode> {
     let (jobs, order, next, opts, store) = (&jobs, &order, &next, &opts, &store);
     let (written, dirs, pool) = (&written, &dirs, &pool);
     std::thread::scope(|s| {
+        // The inputs are read in the workers' order; the disk starts on all of them now.
+        s.spawn(move || ilcheck::fsio::prefetch(order.iter().map(|&i| jobs[i].input.as_path())));
         for _ in 0..COMMITTERS {
             s.spawn(move || {
                 let mut direct = ilcheck::fsio::DirectBuffer::default();

@@ -79,11 +79,25 @@ pub(crate) fn each_input<S, R: Send>(
     mut done: impl FnMut(usize, R),
 ) {
     let threads = threads.min(inputs.len()).max(1);
+    // The disk starts on every file now, in the order they will be read.
+    let prefetch = |order: &[usize]| {
+        let files = order.iter().filter_map(|&i| match &inputs[i] {
+            Input::File { path, .. } => Some(path.as_path()),
+            Input::Embedded { .. } | Input::Memory { .. } => None,
+        });
+        crate::fsio::prefetch(files);
+    };
     if threads == 1 {
         let mut s = state();
-        for (i, input) in inputs.iter().enumerate() {
-            done(i, work(&mut s, input));
-        }
+        let order: Vec<usize> = (0..inputs.len()).collect();
+        std::thread::scope(|scope| {
+            if inputs.len() > 1 {
+                scope.spawn(|| prefetch(&order));
+            }
+            for (i, input) in inputs.iter().enumerate() {
+                done(i, work(&mut s, input));
+            }
+        });
         return;
     }
     let sizes: Vec<u64> = inputs.iter().map(Input::size).collect();
@@ -93,6 +107,7 @@ pub(crate) fn each_input<S, R: Send>(
     let (sent, results) = std::sync::mpsc::channel::<(usize, R)>();
     let (order, next, state, work) = (&order, &next, &state, &work);
     std::thread::scope(|scope| {
+        scope.spawn(move || prefetch(order));
         for _ in 0..threads {
             let sent = sent.clone();
             scope.spawn(move || {
