@@ -213,12 +213,16 @@ impl SinglePass {
                     tokens[ntok] = (e.operand, arg);
                     ntok += 1;
                 }
-                // The short way: nothing is known about this byte yet (no forward branch to it, no
-                // prefix before it), and the instruction only adjusts the depth, by its opcode or
-                // its callee's signature.
+                // The short way: nothing is known about this byte yet but perhaps the depth a
+                // forward branch brings, which is this one (no prefix before it, no region bound
+                // here), and the instruction only adjusts the depth, by its opcode or its
+                // callee's signature.
                 let m = marks[pos];
                 let fx = e.fx;
-                if m == 0 && fx.kind & (fx::PLAIN | fx::CALL) != 0 {
+                if m & !(FORWARD | DEPTH) == 0
+                    && fx.kind & (fx::PLAIN | fx::CALL) != 0
+                    && (m == 0 || (m & DEPTH) as u32 == d)
+                {
                     marks[pos] = START | d as u16;
                     let (pops, pushes) = if fx.kind & fx::PLAIN != 0 {
                         (fx.pops as u32, fx.pushes as u32)
