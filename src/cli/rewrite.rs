@@ -247,14 +247,13 @@ fn read_image<'b>(
 /// Inputs up to this size are read into a worker's buffer; larger ones are mapped.
 const READ_LIMIT: u64 = 64 << 20;
 
-/// [`rewrite_file`] up to the complete temporary file beside `output`: committing it (flush
-/// to disk, rename over `output`) is the caller's.
 /// Image buffers: a worker hands its output's to a committer, which writes it and puts it here,
 /// and takes one from here (already paged in) in its place. No output is copied to be handed
 /// over.
 type ImagePool = std::sync::Mutex<Vec<Vec<u8>>>;
 
-/// Rewrites `input` into a temporary file beside `output`. With a `pool`, an output large
+/// [`rewrite_file`] up to the complete temporary file beside `output`: committing it (flush
+/// to disk, rename over `output`) is the caller's. With a `pool`, an output large
 /// enough for direct I/O is not written here: its buffer is returned (and replaced with one of
 /// the pool), for the caller to write ([`ilcheck::fsio::AtomicFile::write_whole`]) on another
 /// thread.
@@ -425,9 +424,10 @@ fn many(a: &RewriteArgs, mut opts: RewriteOptions) -> Result<ExitCode> {
     };
     // Workers rewrite into temporary files: a small output they write themselves and start
     // its write-back, a large one they hand over in its buffer. Committer threads write what
-    // was handed over (through a direct-I/O buffer of their own where that pays), wait for each file to reach the disk and rename it
-    // into place, so no worker waits on the disk, and several writes and flushes are in flight
-    // at once. Each output directory is flushed once, after its last rename.
+    // was handed over (through a direct-I/O buffer of their own where that pays), wait for
+    // each file to reach the disk and rename it into place, so no worker waits on the disk,
+    // and several writes and flushes are in flight at once. Each output directory is flushed
+    // once, after its last rename.
     type Written = (
         usize,
         RewriteReport,

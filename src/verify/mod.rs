@@ -1799,8 +1799,9 @@ impl StartIndex {
     }
 }
 
-/// Verifies `code` with and without the single forward pass that accepts most bodies, under a declared MaxStack and with none: an error describing the first difference in
-/// findings, computed MaxStack or completeness. The single pass must never change a result; the
+/// Verifies `code` with and without the single forward pass that accepts most bodies, under a
+/// declared MaxStack and with none: an error describing the first difference in findings,
+/// computed MaxStack or completeness. The single pass must never change a result; the
 /// corpus tests, the generated-body properties and the `verify_any` fuzz target check this on
 /// every body they see.
 pub fn single_pass_agrees<R: Resolver + ?Sized>(

@@ -8,9 +8,10 @@
 //! and each crossing of a region bound and each branch is held to the region rules. It only
 //! ever says "valid, and this is the MaxStack the full passes compute" or "not shown here":
 //! anything it does not handle (an unusual EH table, `tail.`, `jmp`, a path the full passes
-//! would not walk) or any fault sends the body to the full passes, which alone report. So findings are the full passes' by construction; what this pass must get right is
-//! never to accept a body they reject, or with another depth ([`super::single_pass_agrees`]
-//! checks both).
+//! would not walk) or any fault sends the body to the full passes, which alone report. So
+//! findings are the full passes' by construction; what this pass must get right is never to
+//! accept a body they reject, or with another depth ([`super::single_pass_agrees`] checks
+//! both).
 
 mod regions;
 
@@ -72,8 +73,9 @@ pub(super) struct SinglePass {
 
 impl SinglePass {
     /// The MaxStack of `buf[..len]` with the EH table `clauses`, if the body is valid by every
-    /// rule the full passes apply; `None` when it is not, or when this pass cannot tell. Bytes of `buf` past
-    /// `len` may be read but never decide anything (as in `flow::decode_into`). Inlined into
+    /// rule the full passes apply; `None` when it is not, or when this pass cannot tell. Bytes
+    /// of `buf` past `len` may be read but never decide anything (as in `flow::decode_into`).
+    /// Inlined into
     /// the verifier's loop wherever that is instantiated (a crate using the verifier with its
     /// own resolver otherwise may or may not get it inlined, as other code around it changes).
     #[inline]

@@ -9,6 +9,7 @@
 
 use super::super::Resolver;
 use super::super::eh::RegionKind;
+use super::super::resolver::token_passes;
 use crate::body::{Block, ClauseKind};
 use crate::opcode::{Opcode, OperandKind};
 use std::cmp::Reverse;
@@ -106,14 +107,11 @@ impl Regions {
             if handler == RegionKind::FilterHandler && c.class_or_filter >= c.handler_offset {
                 return false;
             }
-            if handler == RegionKind::Catch {
-                let token = c.class_or_filter;
-                if !r.token_fits(OperandKind::Type, token)
-                    || token & 0x00FF_FFFF == 0
-                    || r.token_exists(token) == Some(false)
-                {
-                    return false;
-                }
+            // The catch class obeys a type token's operand rule (as `eh`'s clause rules check).
+            if handler == RegionKind::Catch
+                && !token_passes(r, OperandKind::Type, c.class_or_filter)
+            {
+                return false;
             }
             let mut push = |kind: RegionKind, block: Block| {
                 let Some((start, end)) = clauses.block(ci as usize, block) else {
