@@ -555,6 +555,10 @@ impl<'a> Iterator for Instructions<'a> {
 
 impl std::iter::FusedIterator for Instructions<'_> {}
 
+/// Bytes of code a decoder fills [`fill_lengths`] for at a time: a table of the whole code would
+/// take a byte per byte of it, so walkers cover long code a window at a time.
+pub const LENGTHS_WINDOW: usize = 1 << 16;
+
 /// `out[i]` = the length of the instruction starting at `code[i]` when it has a fixed length
 /// and is not a prefix (0 where the full decoder is needed: prefixes, `switch`, undefined
 /// bytes, an `FE` at the end), for every byte, whether or not an instruction starts there. A

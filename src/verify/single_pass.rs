@@ -18,6 +18,7 @@ mod regions;
 use super::clauses::Clauses;
 use super::flow::{entry, prefix_allows, window};
 use super::{Ctx, Resolver, fx};
+use crate::instr::LENGTHS_WINDOW;
 use crate::opcode::{Flow, Opcode, OperandKind};
 use regions::{OUTSIDE, Regions};
 
@@ -35,8 +36,6 @@ const DEPTH: u16 = BOUNDARY - 1;
 const MAX_DEPTH: u32 = DEPTH as u32;
 /// Longer code goes to the full passes, so that offsets fit in `u32` with room to spare.
 const MAX_LEN: usize = 1 << 28;
-/// Bytes of code the lengths table covers at a time.
-const LENS_WINDOW: usize = 1 << 16;
 /// Token operands checked in one [`Resolver::tokens_pass`] call: passed in batches of this
 /// many as they are met, so that their buffer does not grow with the code.
 const TOKEN_BATCH: usize = 4096;
@@ -63,7 +62,7 @@ pub(super) struct SinglePass {
     low: Vec<u32>,
     work: Vec<(u32, u32, u32)>,
     tokens: Vec<(OperandKind, u32)>,
-    /// [`crate::instr::fill_lengths`] of a window of the code, [`LENS_WINDOW`] bytes at most.
+    /// [`crate::instr::fill_lengths`] of a window of the code, [`LENGTHS_WINDOW`] bytes at most.
     lens: Vec<u8>,
     /// The body's regions, when it has any.
     regions: Regions,
@@ -105,8 +104,8 @@ impl SinglePass {
         }
         // The lengths table saves a load per instruction; it covers a window of the code at a
         // time, since one of the whole code would take a byte per byte of it.
-        if self.lens.len() < len.min(LENS_WINDOW) {
-            self.lens.resize(len.min(LENS_WINDOW), 0);
+        if self.lens.len() < len.min(LENGTHS_WINDOW) {
+            self.lens.resize(len.min(LENGTHS_WINDOW), 0);
         }
         if self.tokens.len() < TOKEN_BATCH {
             self.tokens.resize(TOKEN_BATCH, (OperandKind::None, 0));
@@ -161,7 +160,7 @@ impl SinglePass {
     ) -> Option<(u32, bool, usize)> {
         let marks = &mut self.marks[..len];
         // The lengths of the window `buf[base..end]`.
-        let lens = &mut self.lens[..len.min(LENS_WINDOW)];
+        let lens = &mut self.lens[..len.min(LENGTHS_WINDOW)];
         // Written by index; a full batch is passed to the resolver and the buffer reused.
         let tokens = &mut self.tokens[..TOKEN_BATCH];
         let locals = ctx.locals.unwrap_or(u32::MAX);

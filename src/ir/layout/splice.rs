@@ -25,7 +25,7 @@
 use super::relax::{Jump, Relax};
 use super::{Layout, LayoutInfo, LayoutOptions, encode_plain, operand_value, plain_operand_slot};
 use crate::body::{Body, Clause, ClauseKind, SectionContent};
-use crate::instr::{self, Operand as RawOperand};
+use crate::instr::{self, LENGTHS_WINDOW, Operand as RawOperand};
 use crate::ir::edit::{Regions, Targets};
 use crate::ir::lift::{TABLE, arg};
 use crate::ir::transforms::{EntryExit, EntryExitPlan, Insertion, Outcome, TransformOptions};
@@ -85,7 +85,7 @@ pub(super) struct Scratch {
     /// Which bytes of the code start an instruction (its first prefix): bit `o % 64` of word
     /// `o / 64`. A bit per byte of code, cleared for each body.
     starts: Vec<u64>,
-    /// [`instr::fill_lengths`] of a window of the code ([`LENS_WINDOW`] bytes at most).
+    /// [`instr::fill_lengths`] of a window of the code ([`LENGTHS_WINDOW`] bytes at most).
     lens: Vec<u8>,
     events: Vec<Event>,
     /// Growth of `events[..k]`, at `k`: negative where long branches before it were made
@@ -367,7 +367,7 @@ impl Scratch {
         self.events.clear();
         // The lengths table covers a window of the code at a time: a table of the whole code
         // would take a byte per byte of it.
-        let window = len.clamp(1, LENS_WINDOW);
+        let window = len.clamp(1, LENGTHS_WINDOW);
         if self.lens.len() < window {
             self.lens.resize(window, 0);
         }
@@ -759,9 +759,6 @@ const KEEP_LARGEST: usize = 1 << 16;
 
 /// The largest step of [`Scratch::events_before_near`]'s search outward from an event.
 const NEAR: usize = 16;
-
-/// Bytes of code the lengths table covers at a time.
-const LENS_WINDOW: usize = 1 << 16;
 
 /// The old targets of the `switch` at old offset `at` with `count` targets, read from its
 /// table in `code` (`None` for one below 0 or past `u32`; the decoder checked the table is in
