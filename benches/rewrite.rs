@@ -353,6 +353,7 @@ fn whole_assembly(paths: &[PathBuf], threads: usize) -> (u64, usize) {
         max_listed: 0,
         threads,
         keep_ready_to_run: false,
+        keep_old_bodies: false,
         probes: Default::default(),
     };
     let (mut rewritten, mut written) = (0, 0);

@@ -95,6 +95,7 @@ fn main() {
         max_listed: 0,
         threads: if by_images { 1 } else { threads },
         keep_ready_to_run: false,
+        keep_old_bodies: false,
         probes,
     };
     // Largest first, so that no big assembly is left for the end.

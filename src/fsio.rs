@@ -228,7 +228,7 @@ impl AtomicFile {
 
     /// Whether direct I/O could spare the page cache here: not on a file system that is the
     /// page cache (tmpfs, ramfs), where it is one more copy of the data for nothing.
-    fn direct_pays(&self) -> bool {
+    pub fn direct_pays(&self) -> bool {
         #[cfg(target_os = "linux")]
         if let Some(file) = self.file.as_ref() {
             use std::os::fd::AsRawFd;

@@ -520,6 +520,7 @@ fn measure_reference(inputs: &[PathBuf], a: &BenchArgs) -> Result<Line> {
         max: 0,
         threads: a.reference_threads.max(1),
         keep_r2r: false,
+        keep_old_bodies: false,
         shard: None,
     };
     let opts = super::rewrite::options(&args)?;

@@ -112,6 +112,11 @@ pub struct RewriteArgs {
     /// methods' native code).
     #[arg(long)]
     pub keep_r2r: bool,
+    /// Keep every original body's bytes in the output (relocated bodies all go to a new
+    /// section), instead of placing relocated bodies where the old ones were: a larger file
+    /// whose old bodies can still be compared byte for byte.
+    #[arg(long)]
+    pub keep_old_bodies: bool,
     /// Rewrite only the K-th of N shards of the inputs (stable by path), e.g. 2/8.
     #[arg(long, value_name = "K/N")]
     pub shard: Option<Shard>,
@@ -197,6 +202,7 @@ pub fn options(a: &RewriteArgs) -> Result<RewriteOptions> {
         max_listed: a.max,
         threads: a.threads,
         keep_ready_to_run: a.keep_r2r,
+        keep_old_bodies: a.keep_old_bodies,
         probes,
     })
 }
@@ -254,9 +260,9 @@ type ImagePool = std::sync::Mutex<Vec<Vec<u8>>>;
 
 /// [`rewrite_file`] up to the complete temporary file beside `output`: committing it (flush
 /// to disk, rename over `output`) is the caller's. With a `pool`, an output large
-/// enough for direct I/O is not written here: its buffer is returned (and replaced with one of
-/// the pool), for the caller to write ([`ilcheck::fsio::AtomicFile::write_whole`]) on another
-/// thread.
+/// enough for direct I/O, on a file system where direct I/O pays, is not written here: its
+/// buffer is returned (and replaced with one of the pool), for the caller to write
+/// ([`ilcheck::fsio::AtomicFile::write_whole`]) on another thread.
 fn rewrite_to_temp(
     input: &Path,
     output: &Path,
@@ -302,7 +308,11 @@ fn rewrite_to_temp(
     let direct = &mut buffers.direct;
     let mut write = || -> std::io::Result<_> {
         let mut file = ilcheck::fsio::AtomicFile::create(output)?;
-        if let Some(pool) = pool.filter(|_| bytes.len() >= ilcheck::fsio::DIRECT_MIN) {
+        // Handed over only where direct I/O pays: elsewhere writing is one copy into the page
+        // cache, which costs this thread no more than handing over would, and the buffer
+        // stays this worker's (already paged in) for its next output.
+        let direct_pays = || bytes.len() >= ilcheck::fsio::DIRECT_MIN && file.direct_pays();
+        if let Some(pool) = pool.filter(|_| direct_pays()) {
             let spare = pool
                 .lock()
                 .ok()

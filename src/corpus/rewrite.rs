@@ -37,6 +37,10 @@ pub struct RewriteOptions {
     /// Keep a ReadyToRun image's precompiled code (see
     /// [`ImageWriter::keep_ready_to_run`]).
     pub keep_ready_to_run: bool,
+    /// Keep every original body's bytes where they are: relocated bodies all go to the
+    /// relocation area instead of the space old bodies leave (see
+    /// [`ImageWriter::reuse_freed_space`]).
+    pub keep_old_bodies: bool,
     /// Probes to call at entry and exit, by name (they override the transform options'
     /// prologue and epilogue; for the wrap transforms, they are the code at entry and in the
     /// finally handler).
@@ -64,6 +68,7 @@ impl RewriteOptions {
             max_listed: 0,
             threads: 0,
             keep_ready_to_run: false,
+            keep_old_bodies: false,
             probes: Probes::default(),
         })
     }
@@ -1010,6 +1015,7 @@ fn rewrite_image_to(
 
     let mut writer = ImageWriter::with_buffers(image, std::mem::take(&mut scratch.writer));
     writer.keep_ready_to_run(opts.keep_ready_to_run);
+    writer.reuse_freed_space(!opts.keep_old_bodies);
     writer.reserve(parts.iter().map(|(_, p)| p.bodies.len()).sum());
     let mut listed = Vec::new();
     let mut skipped = Vec::new();

@@ -44,9 +44,12 @@ pub fn rewrite_text(r: &RewriteReport) -> String {
     if let Some(w) = &r.write {
         let _ = writeln!(
             s,
-            "write: {} bodies in place, {} relocated, {} unchanged{}",
+            "write: {} bodies in place, {} relocated ({} into the space old bodies left: {} of {} bytes), {} unchanged{}",
             thousands(w.in_place as u64),
             thousands(w.relocated as u64),
+            thousands(w.reused_bodies as u64),
+            thousands(w.reused_bytes as u64),
+            thousands(w.freed_bytes as u64),
             thousands(w.unchanged as u64),
             if w.strong_name_invalidated {
                 "; strong-name signature no longer valid (re-sign the output)"

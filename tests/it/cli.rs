@@ -603,6 +603,7 @@ fn wrap_uses_an_unused_local_of_the_return_type() {
             max_listed: 10,
             threads: 0,
             keep_ready_to_run: false,
+            keep_old_bodies: false,
             probes: Default::default(),
         };
         let mut report = RewriteReport::default();

@@ -75,6 +75,7 @@ fn options(image: &Image<'_>, transform: Transform, max_listed: usize) -> Rewrit
         max_listed,
         threads: 0,
         keep_ready_to_run: false,
+        keep_old_bodies: false,
         probes: Default::default(),
     }
 }

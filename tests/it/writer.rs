@@ -209,6 +209,132 @@ fn relocated_programs_run_under_mono_and_pedump_reports_nothing_new() {
     eprintln!("corpus programs: {in_place} bodies in place, {relocated} relocated");
 }
 
+/// Every body of `image` grown by 1–5 `nop`s, given to a writer that may (or may not) put them
+/// where the old bodies were.
+fn grow_all(image: &Image, reuse: bool) -> (writer::PatchedImage, HashMap<u32, Vec<u8>>) {
+    let mut w = ImageWriter::new(image);
+    w.reuse_freed_space(reuse);
+    let mut replaced = HashMap::new();
+    for m in image.methods() {
+        let Ok(b) = m.body() else { continue };
+        let new = nop_prefixed(b, 1 + m.rid() as usize % 5);
+        w.replace_body(m.rid(), new.clone()).unwrap();
+        replaced.insert(m.rid(), new);
+    }
+    (w.finish().unwrap(), replaced)
+}
+
+#[test]
+fn relocated_bodies_take_the_space_their_originals_leave() {
+    let have_mono = support::mono_tool(
+        "relocated_bodies_take_the_space_their_originals_leave",
+        "mono",
+    );
+    let (mut reused, mut saved) = (0, 0);
+    for path in corpus_exes() {
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let image = Image::open(&path).unwrap();
+        let (kept, replaced) = grow_all(&image, false);
+        let (p, _) = grow_all(&image, true);
+        let s = &p.summary;
+        // Without reuse every relocated body's original keeps its bytes at its old RVA.
+        assert_eq!(kept.summary.reused_bodies, 0, "{name}");
+        for &(rid, pl) in &kept.placements {
+            let Placement::Relocated { old_rva, .. } = pl else {
+                continue;
+            };
+            let b = image.method(rid).unwrap().body().unwrap();
+            let at = image.rva_to_offset(old_rva).unwrap();
+            assert_eq!(&kept.bytes[at..at + b.len()], b, "{name}: rid {rid} kept");
+        }
+        // With reuse, most bodies go where old ones were, and the file is smaller for it.
+        assert!(s.reused_bodies * 2 > s.relocated, "{name}: {s:?}");
+        assert!(
+            0 < s.reused_bytes && s.reused_bytes <= s.freed_bytes,
+            "{name}: {s:?}"
+        );
+        let area =
+            |p: &writer::PatchedImage| p.summary.relocation_area.as_ref().map_or(0, |a| a.size);
+        assert!(area(&p) < area(&kept), "{name}: {s:?}");
+        assert!(p.bytes.len() <= kept.bytes.len(), "{name}: {s:?}");
+        assert_eq!(
+            (s.in_place, s.relocated),
+            (kept.summary.in_place, kept.summary.relocated)
+        );
+        assert_bodies(&image, &p.bytes, &replaced);
+        // No two bodies share a byte, and those placed in freed space lie below the area.
+        let area_rva = s.relocation_area.as_ref().map_or(u32::MAX, |a| a.rva);
+        let mut spans: Vec<(u32, u32)> = p
+            .placements
+            .iter()
+            .map(|&(rid, pl)| {
+                let rva = match pl {
+                    Placement::InPlace { rva } => rva,
+                    Placement::Relocated { new_rva, .. } => new_rva,
+                };
+                (rva, rva + replaced[&rid].len() as u32)
+            })
+            .collect();
+        let below = spans.iter().filter(|&&(rva, _)| rva < area_rva).count();
+        assert_eq!(below, s.in_place + s.reused_bodies, "{name}");
+        spans.sort_unstable();
+        assert!(
+            spans.windows(2).all(|w| w[0].1 <= w[1].0),
+            "{name}: bodies overlap"
+        );
+        reused += s.reused_bodies;
+        saved += kept.bytes.len() - p.bytes.len();
+        if have_mono {
+            let out = out_path(&format!("reused-{name}"));
+            std::fs::write(&out, &p.bytes).unwrap();
+            let stem = name.split('.').next().unwrap();
+            let expected = std::fs::read_to_string(
+                Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("corpus/cs/{stem}.expected")),
+            )
+            .unwrap();
+            assert_eq!(run_mono(&out), expected, "{name} under mono");
+        }
+    }
+    eprintln!("freed space: {reused} bodies placed where old ones were, {saved} bytes saved");
+}
+
+#[test]
+fn a_freed_body_something_else_points_into_is_left_alone() {
+    let bytes = std::fs::read(corpus_bin().join("features.exe")).unwrap();
+    let image = Image::parse(&bytes).unwrap();
+    let (p, _) = grow_all(&image, true);
+    // The largest of the relocated bodies' originals.
+    let (rva, len) = p
+        .placements
+        .iter()
+        .filter_map(|&(rid, pl)| match pl {
+            Placement::Relocated { old_rva, .. } => {
+                Some((old_rva, image.method(rid).unwrap().body().unwrap().len()))
+            }
+            Placement::InPlace { .. } => None,
+        })
+        .max_by_key(|&(_, len)| len)
+        .unwrap();
+    let at = image.rva_to_offset(rva).unwrap();
+    assert!(
+        p.bytes[at..at + len] != bytes[at..at + len],
+        "the largest body's space is reused when nothing points into it"
+    );
+    // The entry point (AddressOfEntryPoint, optional header + 16) made to point into it.
+    let optional = optional_header(&bytes);
+    let mut hostile = bytes.clone();
+    hostile[optional + 16..optional + 20].copy_from_slice(&(rva + len as u32 / 2).to_le_bytes());
+    let image = Image::parse(&hostile).unwrap();
+    let (p, replaced) = grow_all(&image, true);
+    assert!(p.summary.reused_bodies > 0);
+    assert_eq!(
+        &p.bytes[at..at + len],
+        &hostile[at..at + len],
+        "a body pointed into was reused"
+    );
+    assert_bodies(&image, &p.bytes, &replaced);
+}
+
 /// Copy of `features.exe` with MethodDef `b`'s RVA set to `a`'s, so the two share a body.
 fn shared_image(a: u32, b: u32) -> Vec<u8> {
     let bytes = std::fs::read(corpus_bin().join("features.exe")).unwrap();

@@ -10,7 +10,9 @@
 //!   RVA data, a hostile overlapping body) may share those bytes; nothing reads them as part
 //!   of the method because the new header says where the body ends.
 //! * Every other new body is relocated, fat bodies 4-byte aligned, and the MethodDef's RVA
-//!   column is pointed at it. Relocated bodies go to one section appended after the last
+//!   column is pointed at it. Relocated bodies go first, in rid order, into the space of
+//!   original bodies whose every user is relocated (nothing reads those bytes any more: see
+//!   [`ImageWriter::reuse_freed_space`]); the rest go to one section appended after the last
 //!   section (`.ilchk`, code/execute/read like `.text`) when the headers have room for one
 //!   more section header; otherwise (or when asked, [`RelocationTarget`]) the last section
 //!   — last in memory and in the file, usually `.reloc` — is grown to hold them after its
@@ -40,6 +42,7 @@ use super::read::le_u32;
 use super::tables::{Table, Token};
 use crate::body::{Body, DecodeError};
 
+mod freed;
 mod originals;
 mod output;
 mod read_back;
@@ -68,6 +71,8 @@ const IMAGE_SCN_CNT_INITIALIZED_DATA: u32 = 0x40;
 const IMAGE_SCN_MEM_DISCARDABLE: u32 = 0x0200_0000;
 const SECURITY_DIRECTORY: u32 = 4;
 const CLI_HEADER_DIRECTORY: u32 = 14;
+const BASE_RELOCATION_DIRECTORY: u32 = 5;
+const DEBUG_DIRECTORY: u32 = 6;
 
 /// Why a patched assembly could not be written. Offsets are file offsets of the input.
 #[derive(Debug, Error)]
@@ -254,6 +259,22 @@ impl From<std::io::Error> for WriteError {
 /// offset when the checksum is to be recomputed over the finished bytes.
 type LaidOut = (WriteSummary, Vec<(u32, Placement)>, Option<usize>);
 
+/// Where [`ImageWriter`]'s layout puts a relocated body.
+#[derive(Debug, Clone, Copy)]
+enum Spot {
+    /// Not placed yet.
+    Pending,
+    /// At this offset from the start of the relocation area.
+    Area(u32),
+    /// In space an original body left free.
+    Freed {
+        /// Its RVA.
+        rva: u32,
+        /// Its file offset (inside the input, whose offsets are 32-bit fields).
+        at: u32,
+    },
+}
+
 /// Where a replaced body ended up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub enum Placement {
@@ -332,6 +353,14 @@ pub struct WriteSummary {
     pub relocation_reasons: RelocationReasons,
     /// Bytes left as they were between in-place bodies and their original ends.
     pub slack_bytes: usize,
+    /// Relocated bodies placed in space original bodies left free (the rest went to the
+    /// relocation area).
+    pub reused_bodies: usize,
+    /// Bytes of original bodies (and the zero padding between them) that no method uses any
+    /// more, where relocated bodies may go.
+    pub freed_bytes: usize,
+    /// Of those, bytes now holding relocated bodies (with the padding between them).
+    pub reused_bytes: usize,
     /// Where relocated bodies went, when any were.
     pub relocation_area: Option<RelocationArea>,
     /// The output differs from the input.
@@ -395,6 +424,31 @@ pub struct ImageWriter<'i, 'a> {
     metadata: Option<crate::image::emit::BuiltMetadata>,
     /// Keep a ReadyToRun image's native code when the image is modified.
     keep_ready_to_run: bool,
+    /// Place relocated bodies in the space original bodies leave free.
+    reuse_freed: bool,
+    /// The layout's memory, kept from one [`Self::finish`] (and one writer) to the next.
+    layout: std::cell::RefCell<LayoutScratch>,
+}
+
+/// What the layout fills for every image: the originals' index and the relocated bodies.
+#[derive(Debug, Default)]
+struct LayoutScratch {
+    originals: Originals,
+    relocations: Vec<Relocation>,
+    /// Per entry of the originals' `uses`: how many of its sharers are relocated.
+    per_use: Vec<u32>,
+}
+
+/// One relocated body while the layout places it.
+#[derive(Debug, Clone, Copy)]
+struct Relocation {
+    /// Its index in the placements.
+    placement: u32,
+    /// Its original's index in the originals' `uses` (`u32::MAX`: none known).
+    original: u32,
+    spot: Spot,
+    /// The first of the sharers given these bytes: the one whose copy is written.
+    first: bool,
 }
 
 /// New metadata an [`ImageWriter`] places after the relocated bodies: built
@@ -450,6 +504,7 @@ pub struct WriterBuffers {
     bodies: Vec<Option<Range<usize>>>,
     original_lens: Vec<u32>,
     rvas: Vec<u32>,
+    layout: LayoutScratch,
 }
 
 /// The new bodies by rid: `None` when a MethodDef keeps its body.
@@ -485,6 +540,7 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
             mut bodies,
             mut original_lens,
             mut rvas,
+            layout,
         } = buffers;
         arena.clear();
         bodies.clear();
@@ -500,6 +556,8 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
             target: RelocationTarget::default(),
             metadata: None,
             keep_ready_to_run: false,
+            reuse_freed: true,
+            layout: std::cell::RefCell::new(layout),
         }
     }
 
@@ -532,6 +590,7 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
             bodies: self.bodies,
             original_lens: self.original_lens,
             rvas: self.rvas,
+            layout: self.layout.into_inner(),
         }
     }
 
@@ -551,6 +610,15 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
         }
         // 0 means "unknown"; no body is empty.
         self.original_lens[rid as usize] = len;
+    }
+
+    /// Whether relocated bodies may take the space of original bodies that no method uses any
+    /// more (default: yes). With `false` every original body keeps its bytes and all relocated
+    /// bodies go to the relocation area, as for a patch meant to be compared byte for byte
+    /// with its input.
+    pub fn reuse_freed_space(&mut self, reuse: bool) -> &mut Self {
+        self.reuse_freed = reuse;
+        self
     }
 
     /// Chooses where bodies that do not fit in place go ([`RelocationTarget::Auto`] unless set).
@@ -756,29 +824,40 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
             ..WriteSummary::default()
         };
 
-        let originals = Originals::collect(self.image, &headers, input, rvas, &self.original_lens);
+        let mut scratch = std::mem::take(&mut *self.layout.borrow_mut());
+        let originals = Originals::collect(
+            self.image,
+            &headers,
+            input,
+            rvas,
+            &self.original_lens,
+            std::mem::take(&mut scratch.originals),
+        );
         let replacements = self.replacements();
 
         // Bodies written over their originals: (file offset, new bytes).
         let mut in_place = Vec::new();
-        // Relocated bodies are laid out here (offsets from the start of the relocation area)
-        // and copied once the area is placed; `new_rva` holds the offset until then.
         let mut placements = Vec::with_capacity(self.replaced);
-        let mut section_len = 0usize;
-        // Sharers given the same bytes share one relocated copy.
-        let mut relocated_at: HashMap<(u32, &[u8]), u32> = HashMap::new();
+        // Relocated bodies, in rid order. Placed once all are known: the space they may take
+        // is that of the originals every user of which is relocated.
+        let relocations = &mut scratch.relocations;
+        relocations.clear();
+        let per_use = &mut scratch.per_use;
+        per_use.clear();
+        per_use.resize(originals.uses.len(), 0);
         // Per shared RVA (by its first sharer): every sharer is given the same bytes.
         let mut agree: HashMap<usize, bool> = HashMap::new();
 
         for (rid, bytes) in replacements.iter() {
-            let (rva, use_) = match originals.use_of(rid) {
-                Some(u) => (u.rva, Some(u)),
+            let (rva, use_) = match originals.index_of_rid(rid) {
+                Some(i) => (originals.uses[i].rva, Some(i)),
                 None => {
                     let rva = self.image.method(rid)?.rva();
-                    (rva, originals.get(rva))
+                    (rva, originals.index_of_rva(rva))
                 }
             };
-            match originals.fits_in_place(use_, rva, bytes, &replacements, &mut agree) {
+            let u = use_.map(|i| &originals.uses[i]);
+            match originals.fits_in_place(u, rva, bytes, &replacements, &mut agree) {
                 Ok((at, extent)) => {
                     in_place.push((at, bytes));
                     summary.in_place += 1;
@@ -787,40 +866,83 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
                 }
                 Err(reason) => {
                     reason.count(&mut summary.relocation_reasons);
-                    // Only a shared RVA can be relocated twice with the same bytes.
-                    let shared = use_.is_some_and(|u| u.sharers.len() > 1);
-                    let known = shared
-                        .then(|| relocated_at.get(&(rva, bytes)).copied())
-                        .flatten();
-                    let offset = match known {
-                        Some(o) => o,
-                        None => {
-                            if bytes.first().is_some_and(|&h| h & 0x3 == 0x3) {
-                                section_len = section_len.next_multiple_of(4);
-                            }
-                            let o =
-                                u32::try_from(section_len).map_err(|_| WriteError::Overflow {
-                                    what: "new section size",
-                                })?;
-                            section_len += bytes.len();
-                            if shared {
-                                relocated_at.insert((rva, bytes), o);
-                            }
-                            o
-                        }
-                    };
+                    if let Some(i) = use_ {
+                        per_use[i] += 1;
+                    }
+                    relocations.push(Relocation {
+                        placement: placements.len() as u32,
+                        original: use_.map_or(u32::MAX, |i| i as u32),
+                        spot: Spot::Pending,
+                        first: true,
+                    });
                     summary.relocated += 1;
                     placements.push((
                         rid,
                         Placement::Relocated {
                             old_rva: rva,
-                            new_rva: offset,
+                            new_rva: 0,
                         },
                     ));
                 }
             }
         }
         summary.unchanged = summary.method_defs - summary.in_place - summary.relocated;
+        // The rid, original RVA and new bytes of a relocated body.
+        let relocated = |r: &Relocation| {
+            let (rid, p) = placements[r.placement as usize];
+            let old = match p {
+                Placement::Relocated { old_rva, .. } | Placement::InPlace { rva: old_rva } => {
+                    old_rva
+                }
+            };
+            (rid, old, replacements.get(rid).unwrap_or_default())
+        };
+
+        let mut freed = if self.reuse_freed && !relocations.is_empty() {
+            freed::Freed::collect(self.image, &headers, input, &originals, per_use)
+        } else {
+            freed::Freed::default()
+        };
+        let mut section_len = 0usize;
+        // Sharers given the same bytes share one copy, the first one's.
+        let mut relocated_at: HashMap<(u32, &[u8]), Spot> = HashMap::new();
+        for r in relocations.iter_mut() {
+            let (_, rva, bytes) = relocated(r);
+            // Only a shared RVA can be relocated twice with the same bytes.
+            let shared = originals
+                .uses
+                .get(r.original as usize)
+                .is_some_and(|u| u.sharers.len() > 1);
+            if let Some(&spot) = shared.then(|| relocated_at.get(&(rva, bytes))).flatten() {
+                r.spot = spot;
+                r.first = false;
+                continue;
+            }
+            let fat = bytes.first().is_some_and(|&h| h & 0x3 == 0x3);
+            let spot = match freed.place(bytes.len(), fat) {
+                Some((rva, at)) => {
+                    summary.reused_bodies += 1;
+                    Spot::Freed { rva, at }
+                }
+                None => {
+                    if fat {
+                        section_len = section_len.next_multiple_of(4);
+                    }
+                    let o = u32::try_from(section_len).map_err(|_| WriteError::Overflow {
+                        what: "new section size",
+                    })?;
+                    section_len += bytes.len();
+                    Spot::Area(o)
+                }
+            };
+            if shared {
+                relocated_at.insert((rva, bytes), spot);
+            }
+            r.spot = spot;
+        }
+        drop(relocated_at);
+        summary.freed_bytes = freed.freed_bytes();
+        summary.reused_bytes = freed.reused_bytes();
         // New metadata follows the bodies, 4-byte aligned (II.24.2.1).
         let metadata_at = metadata.map(|md| {
             let at = section_len.next_multiple_of(4);
@@ -839,23 +961,24 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
                 modified = out.write_at(at, bytes);
             }
         }
+        for r in relocations.iter() {
+            if let (Spot::Freed { at, .. }, true) = (r.spot, r.first) {
+                // Inside an original body's extent (or the zero padding after one), which the
+                // reader found inside the file.
+                out.overwrite(at as usize, relocated(r).2);
+            }
+        }
 
         let cert = headers.directory(input, SECURITY_DIRECTORY);
+        let mut area = None;
         if section_len != 0 {
             // Appends the area: bodies in rid order at their offsets, zeros between them.
             let write_bodies = |out: &mut Vec<u8>| {
                 let base = out.len();
-                for &(rid, p) in &placements {
-                    let Placement::Relocated { new_rva: o, .. } = p else {
-                        continue;
-                    };
-                    let o = base + o as usize;
-                    // A sharer of an earlier copy (at a lower offset) writes nothing.
-                    if let (true, Some(bytes)) = (o >= out.len(), replacements.get(rid)) {
-                        if o > out.len() {
-                            out.resize(o, 0);
-                        }
-                        out.extend_from_slice(bytes);
+                for r in relocations.iter() {
+                    if let (Spot::Area(o), true) = (r.spot, r.first) {
+                        out.resize(base + o as usize, 0);
+                        out.extend_from_slice(relocated(r).2);
                     }
                 }
                 if let (Some(md), Some(at)) = (metadata, metadata_at) {
@@ -865,6 +988,9 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
             };
             let new = place_relocated(&headers, out, section_len, write_bodies, cert, self.target)?;
             summary.certificate_table_dropped = cert.is_some_and(|d| d.size != 0);
+            area = Some(new);
+        }
+        if !relocations.is_empty() {
             let (col, width) = self
                 .image
                 .tables_header()
@@ -876,14 +1002,24 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
             }
             let table = self.image.tables_header().info(Table::MethodDef);
             // Where the new metadata landed in the file, when there is new metadata.
-            let metadata_file_at = metadata_at.map(|at| new.raw_offset as usize + at);
-            for (rid, p) in &mut placements {
-                let Placement::Relocated { new_rva, .. } = p else {
-                    continue;
-                };
-                *new_rva = new.rva.checked_add(*new_rva).ok_or(WriteError::Overflow {
+            let metadata_file_at = area
+                .as_ref()
+                .zip(metadata_at)
+                .map(|(a, at)| a.raw_offset as usize + at);
+            for r in relocations.iter() {
+                let new_rva = match r.spot {
+                    Spot::Freed { rva, .. } => Some(rva),
+                    // A body placed in the area means the area exists (`section_len != 0`).
+                    Spot::Area(o) => area.as_ref().and_then(|a| a.rva.checked_add(o)),
+                    Spot::Pending => None,
+                }
+                .ok_or(WriteError::Overflow {
                     what: "relocated body RVA",
                 })?;
+                let (rid, p) = &mut placements[r.placement as usize];
+                if let Placement::Relocated { new_rva: n, .. } = p {
+                    *n = new_rva;
+                }
                 // The row lies in the table stream: the reader checked rows × row_size (and
                 // the new metadata's layout was read back from its bytes).
                 let at = match (metadata, metadata_file_at) {
@@ -897,23 +1033,24 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
                 };
                 out.write_at(at, &new_rva.to_le_bytes());
             }
-            if let (Some(md), Some(at)) = (metadata, metadata_at) {
-                let rva = new.rva.checked_add(at as u32).ok_or(WriteError::Overflow {
-                    what: "metadata RVA",
-                })?;
-                let size = u32::try_from(md.size()).map_err(|_| WriteError::Overflow {
-                    what: "metadata size",
-                })?;
-                // The CLI header's MetaData directory (II.25.3.3), at offset 8.
-                let dir = self.image.cli_header().offset + 8;
-                out.write_at(dir, &rva.to_le_bytes());
-                out.write_at(dir + 4, &size.to_le_bytes());
-            }
-            summary.relocation_area = Some(new);
         }
-
-        // A new section always changes the file (section table, RVAs).
-        summary.modified = modified || section_len != 0;
+        if let (Some(new), Some(md), Some(at)) = (&area, metadata, metadata_at) {
+            let rva = new.rva.checked_add(at as u32).ok_or(WriteError::Overflow {
+                what: "metadata RVA",
+            })?;
+            let size = u32::try_from(md.size()).map_err(|_| WriteError::Overflow {
+                what: "metadata size",
+            })?;
+            // The CLI header's MetaData directory (II.25.3.3), at offset 8.
+            let dir = self.image.cli_header().offset + 8;
+            out.write_at(dir, &rva.to_le_bytes());
+            out.write_at(dir + 4, &size.to_le_bytes());
+        }
+        summary.relocation_area = area;
+        // A new section, or a body moved, always changes the file (section table, RVAs).
+        summary.modified = modified || section_len != 0 || !relocations.is_empty();
+        scratch.originals = originals;
+        *self.layout.borrow_mut() = scratch;
         let cli = self.image.cli_header();
         summary.ready_to_run =
             cli.managed_native_header.rva != 0 || cli.flags & COMIMAGE_FLAGS_IL_LIBRARY != 0;

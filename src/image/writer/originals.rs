@@ -43,7 +43,7 @@ pub(super) fn rva_column(image: &Image<'_>, rvas: &mut Vec<u32>) {
 /// Sorts `keys` (`rva << 32 | rid`, in rid order) by RVA, keeping rid order among equal RVAs:
 /// a least-significant-digit radix sort over the RVA bytes that vary. Compilers lay bodies
 /// out mostly, not wholly, in rid order, which comparison sorts gain little from.
-pub(super) fn sort_by_rva(keys: &mut Vec<u64>) {
+pub(super) fn sort_by_rva(keys: &mut Vec<u64>, spare: &mut Vec<u64>) {
     if keys.is_sorted() {
         return;
     }
@@ -55,7 +55,9 @@ pub(super) fn sort_by_rva(keys: &mut Vec<u64>) {
         }
     }
     let mut from = std::mem::take(keys);
-    let mut to = vec![0u64; from.len()];
+    let mut to = std::mem::take(spare);
+    to.clear();
+    to.resize(from.len(), 0);
     for (d, c) in counts.iter_mut().enumerate() {
         // A byte every key shares leaves the order as it is.
         if c.contains(&from.len()) {
@@ -73,6 +75,7 @@ pub(super) fn sort_by_rva(keys: &mut Vec<u64>) {
         std::mem::swap(&mut from, &mut to);
     }
     *keys = from;
+    *spare = to;
 }
 
 /// Why a body goes to the new section.
@@ -97,6 +100,7 @@ impl Relocate {
 
 /// One body RVA: the MethodDefs using it, and the body's file offset and extent when known
 /// and safe to overwrite.
+#[derive(Debug)]
 pub(super) struct RvaUse {
     pub(super) rva: u32,
     pub(super) sharers: Range<usize>,
@@ -104,6 +108,8 @@ pub(super) struct RvaUse {
 }
 
 /// The original bodies: who uses each RVA, and which extents can be overwritten safely.
+/// `Default` is empty: memory for [`Originals::collect`] to fill.
+#[derive(Debug, Default)]
 pub(super) struct Originals {
     /// RVA then rid (as `rva << 32 | rid`) of every MethodDef with a body, ascending.
     pub(super) keys: Vec<u64>,
@@ -111,27 +117,40 @@ pub(super) struct Originals {
     pub(super) use_of: Vec<u32>,
     /// One entry per distinct RVA, ascending.
     pub(super) uses: Vec<RvaUse>,
+    /// The radix sort's second buffer.
+    spare: Vec<u64>,
 }
 
 impl Originals {
+    /// The originals of `image`, in the memory of `reuse` (an earlier image's, or empty).
     pub(super) fn collect(
         image: &Image<'_>,
         headers: &Headers,
         file: &[u8],
         rvas: &[u32],
         lens: &[u32],
+        reuse: Originals,
     ) -> Originals {
-        let mut use_of = vec![u32::MAX; image.method_count() as usize + 1];
+        let Originals {
+            mut keys,
+            mut use_of,
+            mut uses,
+            mut spare,
+        } = reuse;
+        use_of.clear();
+        use_of.resize(image.method_count() as usize + 1, u32::MAX);
         // As one integer, RVA then rid: cheaper to sort than pairs.
-        let mut keys: Vec<u64> = Vec::with_capacity(rvas.len());
+        keys.clear();
+        keys.reserve(rvas.len());
         keys.extend(
             (1u32..)
                 .zip(rvas.iter().skip(1))
                 .filter(|&(_, &rva)| rva != 0)
                 .map(|(rid, &rva)| u64::from(rva) << 32 | u64::from(rid)),
         );
-        sort_by_rva(&mut keys);
-        let mut uses: Vec<RvaUse> = Vec::with_capacity(keys.len());
+        sort_by_rva(&mut keys, &mut spare);
+        uses.clear();
+        uses.reserve(keys.len());
         for (i, &k) in keys.iter().enumerate() {
             let (rva, rid) = ((k >> 32) as u32, k as u32);
             if let Some(u) = uses.last_mut()
@@ -200,18 +219,23 @@ impl Originals {
         for i in unsafe_uses {
             uses[i].extent = None;
         }
-        Originals { keys, use_of, uses }
+        Originals {
+            keys,
+            use_of,
+            uses,
+            spare,
+        }
     }
 
-    /// The RVA MethodDef `rid` uses, when it has a body.
-    pub(super) fn use_of(&self, rid: u32) -> Option<&RvaUse> {
+    /// The index in `uses` of the RVA MethodDef `rid` uses, when it has a body.
+    pub(super) fn index_of_rid(&self, rid: u32) -> Option<usize> {
         let &i = self.use_of.get(rid as usize)?;
-        self.uses.get(i as usize)
+        ((i as usize) < self.uses.len()).then_some(i as usize)
     }
 
-    pub(super) fn get(&self, rva: u32) -> Option<&RvaUse> {
-        let i = self.uses.binary_search_by_key(&rva, |u| u.rva).ok()?;
-        self.uses.get(i)
+    /// The index in `uses` of `rva`.
+    pub(super) fn index_of_rva(&self, rva: u32) -> Option<usize> {
+        self.uses.binary_search_by_key(&rva, |u| u.rva).ok()
     }
 
     /// Every MethodDef sharing `u`'s RVA is given the same bytes. Remembered per RVA in
