@@ -33,12 +33,30 @@ pub fn decode_body(data: &[u8]) {
 
 /// Arbitrary bytes as a PE image: reading never panics, and every method's name, signature and
 /// body read without panicking; memory stays bounded by the input (no allocation is sized by an
-/// unchecked length field).
+/// unchecked length field). Writing it with every body replaced by one a byte longer (so that
+/// most move, into the space the old ones leave or a new section) never panics either, and
+/// what it writes reads back.
 pub fn read_image(data: &[u8]) {
     let Ok(image) = Image::parse(data) else {
         return;
     };
     let _ = image.method_stats();
+    let mut writer = crate::image::writer::ImageWriter::new(&image);
+    for method in image.methods().take(4096) {
+        let Ok(body) = method.body() else { continue };
+        // A tiny body of `nop`s and a `ret`, one byte longer than the original up to 64 bytes.
+        let code = body.len().clamp(1, 63);
+        let mut new = vec![((code as u8) << 2) | 0x2];
+        new.resize(code, 0x00);
+        new.push(0x2A);
+        let _ = writer.replace_body(method.rid(), new);
+    }
+    if let Ok(patched) = writer.finish() {
+        assert!(
+            Image::parse(&patched.bytes).is_ok(),
+            "a written image reads back"
+        );
+    }
     let mut verifier = Verifier::new();
     // Bounded, so a hostile row count cannot make one input run for minutes.
     for method in image.methods().take(4096) {

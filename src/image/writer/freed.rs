@@ -48,10 +48,14 @@ impl Freed {
         relocated: &[u32],
     ) -> Freed {
         let protected = protected_ranges(image, headers, file);
-        let hits = |start: u64, end: u64| {
-            // The first range ending after `start` decides: ranges are sorted and disjoint.
-            let i = protected.partition_point(|&(_, e)| e <= start);
-            protected.get(i).is_some_and(|&(s, _)| s < end)
+        // Asked in RVA order (each question starts at or after the one before), so the first
+        // range that ends after the question's start is found by walking on, not searching.
+        let mut next = 0;
+        let mut hits = |start: u64, end: u64| {
+            while protected.get(next).is_some_and(|&(_, e)| e <= start) {
+                next += 1;
+            }
+            protected.get(next).is_some_and(|&(s, _)| s < end)
         };
         let mut runs: Vec<Run> = Vec::new();
         // Whether the run last pushed ends with the body of `uses[i - 1]`.
@@ -64,24 +68,30 @@ impl Freed {
                 continue;
             };
             let (start, end) = (u64::from(u.rva), u64::from(u.rva) + len as u64);
+            // The gap after the open run, asked first: it starts before this body.
+            let joins = open
+                && runs.last().is_some_and(|last| {
+                    let last_end = u64::from(last.rva) + last.len as u64;
+                    // The same stretch: RVAs and file offsets advance together.
+                    let linear = at.wrapping_sub(last.at) as u64 == start - u64::from(last.rva);
+                    let zero = file
+                        .get(last.at + last.len..at)
+                        .is_some_and(|g| g.iter().all(|&b| b == 0));
+                    start >= last_end
+                        && start - last_end < 4
+                        && linear
+                        && zero
+                        && !hits(last_end, start)
+                });
             // File offsets are the input's, 32-bit fields of its section table.
             let past_32 = u32::try_from(at + len).is_err();
             if len == 0 || past_32 || hits(start, end) {
                 open = false;
                 continue;
             }
-            if open && let Some(last) = runs.last_mut() {
-                let last_end = u64::from(last.rva) + last.len as u64;
-                let gap = start.wrapping_sub(last_end);
-                // The same stretch: RVAs and file offsets advance together.
-                let linear = at.wrapping_sub(last.at) as u64 == start - u64::from(last.rva);
-                let zero = file
-                    .get(last.at + last.len..at)
-                    .is_some_and(|g| g.iter().all(|&b| b == 0));
-                if start >= last_end && gap < 4 && linear && zero && !hits(last_end, start) {
-                    last.len = at + len - last.at;
-                    continue;
-                }
+            if joins && let Some(last) = runs.last_mut() {
+                last.len = at + len - last.at;
+                continue;
             }
             runs.push(Run {
                 rva: u.rva,
