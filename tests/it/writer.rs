@@ -930,7 +930,7 @@ fn class_libraries_rewritten_into_freed_space_run_a_program_under_mono() {
         "System.Xml.dll",
     ];
     for lib in names {
-        let image = Image::open(&dir.join(lib)).unwrap();
+        let image = Image::open(dir.join(lib)).unwrap();
         let mut report = ilcheck::corpus::RewriteReport::default();
         let bytes = ilcheck::corpus::rewrite_image(&image, &opts, &mut report).unwrap();
         let w = report.write.as_ref().unwrap();
