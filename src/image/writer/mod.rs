@@ -446,6 +446,13 @@ struct Relocation {
     placement: u32,
     /// Its original's index in the originals' `uses` (`u32::MAX`: none known).
     original: u32,
+    /// Its MethodDef.
+    rid: u32,
+    /// Its original's RVA.
+    old_rva: u32,
+    /// Its new bytes in the writer's arena.
+    start: usize,
+    end: usize,
     spot: Spot,
     /// The first of the sharers given these bytes: the one whose copy is written.
     first: bool,
@@ -519,9 +526,17 @@ impl<'w> Replacements<'w> {
         self.arena.get(r)
     }
 
-    /// Every replaced rid with its bytes, ascending.
-    fn iter(&self) -> impl Iterator<Item = (u32, &'w [u8])> + '_ {
-        (0..self.bodies.len() as u32).filter_map(|rid| Some((rid, self.get(rid)?)))
+    /// Every replaced rid with its bytes and their range in the arena, ascending.
+    fn iter(&self) -> impl Iterator<Item = (u32, Range<usize>, &'w [u8])> + '_ {
+        (0..self.bodies.len() as u32).filter_map(|rid| {
+            let r = self.bodies.get(rid as usize)?.clone()?;
+            Some((rid, r.clone(), self.arena.get(r)?))
+        })
+    }
+
+    /// The bytes at `start..end` of the arena (a range [`Self::iter`] gave).
+    fn at(&self, start: usize, end: usize) -> &'w [u8] {
+        self.arena.get(start..end).unwrap_or_default()
     }
 }
 
@@ -848,7 +863,7 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
         // Per shared RVA (by its first sharer): every sharer is given the same bytes.
         let mut agree: HashMap<usize, bool> = HashMap::new();
 
-        for (rid, bytes) in replacements.iter() {
+        for (rid, range, bytes) in replacements.iter() {
             let (rva, use_) = match originals.index_of_rid(rid) {
                 Some(i) => (originals.uses[i].rva, Some(i)),
                 None => {
@@ -872,6 +887,10 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
                     relocations.push(Relocation {
                         placement: placements.len() as u32,
                         original: use_.map_or(u32::MAX, |i| i as u32),
+                        rid,
+                        old_rva: rva,
+                        start: range.start,
+                        end: range.end,
                         spot: Spot::Pending,
                         first: true,
                     });
@@ -887,16 +906,8 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
             }
         }
         summary.unchanged = summary.method_defs - summary.in_place - summary.relocated;
-        // The rid, original RVA and new bytes of a relocated body.
-        let relocated = |r: &Relocation| {
-            let (rid, p) = placements[r.placement as usize];
-            let old = match p {
-                Placement::Relocated { old_rva, .. } | Placement::InPlace { rva: old_rva } => {
-                    old_rva
-                }
-            };
-            (rid, old, replacements.get(rid).unwrap_or_default())
-        };
+        // A relocated body's new bytes.
+        let bytes_of = |r: &Relocation| replacements.at(r.start, r.end);
 
         let mut freed = if self.reuse_freed && !relocations.is_empty() {
             freed::Freed::collect(self.image, &headers, input, &originals, per_use)
@@ -907,7 +918,7 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
         // Sharers given the same bytes share one copy, the first one's.
         let mut relocated_at: HashMap<(u32, &[u8]), Spot> = HashMap::new();
         for r in relocations.iter_mut() {
-            let (_, rva, bytes) = relocated(r);
+            let (rva, bytes) = (r.old_rva, bytes_of(r));
             // Only a shared RVA can be relocated twice with the same bytes.
             let shared = originals
                 .uses
@@ -965,7 +976,7 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
             if let (Spot::Freed { at, .. }, true) = (r.spot, r.first) {
                 // Inside an original body's extent (or the zero padding after one), which the
                 // reader found inside the file.
-                out.overwrite(at as usize, relocated(r).2);
+                out.overwrite(at as usize, bytes_of(r));
             }
         }
 
@@ -978,7 +989,7 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
                 for r in relocations.iter() {
                     if let (Spot::Area(o), true) = (r.spot, r.first) {
                         out.resize(base + o as usize, 0);
-                        out.extend_from_slice(relocated(r).2);
+                        out.extend_from_slice(bytes_of(r));
                     }
                 }
                 if let (Some(md), Some(at)) = (metadata, metadata_at) {
@@ -1016,22 +1027,25 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
                 .ok_or(WriteError::Overflow {
                     what: "relocated body RVA",
                 })?;
-                let (rid, p) = &mut placements[r.placement as usize];
-                if let Placement::Relocated { new_rva: n, .. } = p {
+                if let Some((_, Placement::Relocated { new_rva: n, .. })) =
+                    placements.get_mut(r.placement as usize)
+                {
                     *n = new_rva;
                 }
+                let rid = r.rid;
                 // The row lies in the table stream: the reader checked rows × row_size (and
                 // the new metadata's layout was read back from its bytes).
                 let at = match (metadata, metadata_file_at) {
                     (Some(md), Some(base)) => {
                         let (at, _) = md
-                            .cell_at(Table::MethodDef, *rid, 0)
+                            .cell_at(Table::MethodDef, rid, 0)
                             .ok_or(WriteError::RvaColumn { width: 0 })?;
                         base + at
                     }
-                    _ => table.offset + (*rid as usize - 1) * table.row_size as usize + col,
+                    _ => table.offset + (rid as usize - 1) * table.row_size as usize + col,
                 };
-                out.write_at(at, &new_rva.to_le_bytes());
+                // The file changes anyway (a body moved): no need to ask whether this does.
+                out.overwrite(at, &new_rva.to_le_bytes());
             }
         }
         if let (Some(new), Some(md), Some(at)) = (&area, metadata, metadata_at) {

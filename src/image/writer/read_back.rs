@@ -238,7 +238,7 @@ mod tests {
         let mut spans = Spans::of(&written.pe().sections, out.len());
         let replacements = w.replacements();
         let mut found = 0;
-        for (rid, expected) in replacements.iter() {
+        for (rid, _, expected) in replacements.iter() {
             let token = Token::new(Table::MethodDef, rid);
             let rva = written.method(rid).unwrap().rva();
             let (_, bytes) = written.body_at(token, rva).unwrap();
