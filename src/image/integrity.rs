@@ -6,7 +6,9 @@
 //! reports "clean" on them would be wrong.
 
 use super::Image;
-use super::pe::{CERTIFICATE_DIRECTORY, CLI_HEADER_DIRECTORY, DEBUG_DIRECTORY, DataDir};
+use super::pe::{
+    CERTIFICATE_DIRECTORY, CLI_HEADER_DIRECTORY, DEBUG_DIRECTORY, DEBUG_ENTRY_SIZE, DataDir,
+};
 
 /// The kinds of integrity finding, each a stable code name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -83,9 +85,6 @@ const PE_DIRECTORY_NAMES: [&str; 16] = [
     "reserved directory",
 ];
 
-/// Size of one debug directory entry (IMAGE_DEBUG_DIRECTORY).
-const DEBUG_ENTRY_SIZE: usize = 28;
-
 /// Every integrity finding of `image`, in header order.
 pub fn check(image: &Image<'_>) -> Vec<IntegrityFinding> {
     let file = image.bytes();
@@ -125,18 +124,7 @@ pub fn check(image: &Image<'_>) -> Vec<IntegrityFinding> {
         }
     }
     let cli = image.cli_header();
-    for (what, d) in [
-        ("CLI metadata", cli.metadata),
-        ("CLI resources", cli.resources),
-        ("strong-name signature", cli.strong_name_signature),
-        ("code manager table", cli.code_manager_table),
-        ("vtable fixups", cli.vtable_fixups),
-        ("export address table jumps", cli.export_address_table_jumps),
-        (
-            "managed native (ReadyToRun) header",
-            cli.managed_native_header,
-        ),
-    ] {
+    for (what, d) in cli.directories() {
         directory(what, d);
     }
     if let Some(&cert) = pe.directories.get(CERTIFICATE_DIRECTORY) {

@@ -136,8 +136,36 @@ pub(crate) const COFF_HEADER_SIZE: usize = 20;
 /// offset.
 pub const CERTIFICATE_DIRECTORY: usize = 4;
 
+/// Data directory index of the base relocation table.
+pub const BASE_RELOCATION_DIRECTORY: usize = 5;
+
 /// Data directory index of the debug directory.
 pub const DEBUG_DIRECTORY: usize = 6;
+
+/// Size of one debug directory entry (IMAGE_DEBUG_DIRECTORY): SizeOfData at 16,
+/// AddressOfRawData at 20, PointerToRawData at 24.
+pub const DEBUG_ENTRY_SIZE: usize = 28;
+
+impl CliHeader {
+    /// The header's data directories (II.25.3.3) in header order, each named for messages.
+    pub fn directories(&self) -> [(&'static str, DataDir); 7] {
+        [
+            ("CLI metadata", self.metadata),
+            ("CLI resources", self.resources),
+            ("strong-name signature", self.strong_name_signature),
+            ("code manager table", self.code_manager_table),
+            ("vtable fixups", self.vtable_fixups),
+            (
+                "export address table jumps",
+                self.export_address_table_jumps,
+            ),
+            (
+                "managed native (ReadyToRun) header",
+                self.managed_native_header,
+            ),
+        ]
+    }
+}
 
 impl PeInfo {
     /// Parses the PE headers, the section table and the CLI header of `file`.

@@ -11,6 +11,9 @@
 //! vtable fixup — is left alone, as are the gaps beside it.
 
 use super::*;
+use crate::image::pe::{
+    BASE_RELOCATION_DIRECTORY, CERTIFICATE_DIRECTORY, DEBUG_DIRECTORY, DEBUG_ENTRY_SIZE,
+};
 
 /// Consecutive freed bytes, in one linear stretch of RVAs and file offsets.
 #[derive(Debug, Clone, Copy)]
@@ -83,8 +86,9 @@ impl Freed {
                         && zero
                         && !hits(last_end, start)
                 });
-            // File offsets are the input's, 32-bit fields of its section table.
-            let past_32 = u32::try_from(at + len).is_err();
+            // File offsets are the input's, 32-bit fields of its section table, and RVAs are
+            // 32-bit: a body running past either (hostile headers) is not taken.
+            let past_32 = u32::try_from(at + len).is_err() || end > u64::from(u32::MAX);
             if len == 0 || past_32 || hits(start, end) {
                 open = false;
                 continue;
@@ -163,18 +167,16 @@ fn protected_ranges(image: &Image<'_>, headers: &Headers, file: &[u8]) -> Vec<(u
         let at = image.rva_to_offset(rva)?;
         file.get(at..at.checked_add(len as usize)?)
     };
-    for index in 0..headers.directory_count.min(16) {
-        if index == SECURITY_DIRECTORY {
+    for (index, &d) in image.pe().directories.iter().enumerate() {
+        if index == CERTIFICATE_DIRECTORY {
             continue;
         }
-        let Some(d) = headers.directory(file, index) else {
-            continue;
-        };
         add(d.rva, d.size);
         match index {
             DEBUG_DIRECTORY => {
-                // II.25.2.3.3: 28-byte records; SizeOfData at 16, AddressOfRawData at 20.
-                for record in read(d.rva, d.size).unwrap_or_default().chunks_exact(28) {
+                // SizeOfData at 16, AddressOfRawData at 20.
+                let records = read(d.rva, d.size).unwrap_or_default();
+                for record in records.chunks_exact(DEBUG_ENTRY_SIZE) {
                     add(
                         le_u32(record, 20).unwrap_or(0),
                         le_u32(record, 16).unwrap_or(0),
@@ -203,15 +205,7 @@ fn protected_ranges(image: &Image<'_>, headers: &Headers, file: &[u8]) -> Vec<(u
         }
     }
     let cli = image.cli_header();
-    for d in [
-        cli.metadata,
-        cli.resources,
-        cli.strong_name_signature,
-        cli.code_manager_table,
-        cli.vtable_fixups,
-        cli.export_address_table_jumps,
-        cli.managed_native_header,
-    ] {
+    for (_, d) in cli.directories() {
         add(d.rva, d.size);
     }
     // II.25.3.3.3: 8-byte fixups of (RVA, count, type); 64-bit slots with type bit 0x2.

@@ -71,8 +71,6 @@ const IMAGE_SCN_CNT_INITIALIZED_DATA: u32 = 0x40;
 const IMAGE_SCN_MEM_DISCARDABLE: u32 = 0x0200_0000;
 const SECURITY_DIRECTORY: u32 = 4;
 const CLI_HEADER_DIRECTORY: u32 = 14;
-const BASE_RELOCATION_DIRECTORY: u32 = 5;
-const DEBUG_DIRECTORY: u32 = 6;
 
 /// Why a patched assembly could not be written. Offsets are file offsets of the input.
 #[derive(Debug, Error)]
@@ -951,7 +949,6 @@ impl<'i, 'a> ImageWriter<'i, 'a> {
             }
             r.spot = spot;
         }
-        drop(relocated_at);
         summary.freed_bytes = freed.freed_bytes();
         summary.reused_bytes = freed.reused_bytes();
         // New metadata follows the bodies, 4-byte aligned (II.24.2.1).
