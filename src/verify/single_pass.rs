@@ -204,16 +204,16 @@ impl SinglePass {
                 if (arg & e.vmask) + e.imm as u32 >= limits[e.var as usize & 3] {
                     return None;
                 }
-                if e.check == fx::check::TOKEN {
-                    if ntok == TOKEN_BATCH {
-                        if !r.tokens_pass(tokens) {
-                            return None;
-                        }
-                        ntok = 0;
+                // Stored whatever the instruction and counted only for a token: a branch on
+                // the kind would be mispredicted about as often as tokens come.
+                if ntok == TOKEN_BATCH {
+                    if !r.tokens_pass(tokens) {
+                        return None;
                     }
-                    tokens[ntok] = (e.operand, arg);
-                    ntok += 1;
+                    ntok = 0;
                 }
+                tokens[ntok] = (e.operand, arg);
+                ntok += usize::from(e.check == fx::check::TOKEN);
                 // The short way: nothing is known about this byte yet but perhaps the depth a
                 // forward branch brings, which is this one (no prefix before it, no region bound
                 // here), and the instruction only adjusts the depth, by its opcode or its

@@ -2918,3 +2918,47 @@ fn generated_bodies_with_regions_take_the_single_pass() {
     );
     eprintln!("the single pass took {taken} of {with_regions} generated bodies with regions");
 }
+
+/// A bad token is found wherever it falls among a long body's tokens: the single pass checks
+/// them in batches, so just before, at and just after each batch's end, with instructions that
+/// carry no token between them.
+#[test]
+fn a_bad_token_is_found_on_either_side_of_a_token_batch() {
+    use crate::image::Image;
+    let image = Image::parse(crate::corpus::EMBEDDED[0].1).unwrap();
+    let r = ImageResolver::new(&image);
+    let good = (1..)
+        .map(|i| 0x7000_0000 | i)
+        .find(|&t| r.string_exists(t) == Some(true))
+        .unwrap();
+    let bad = 0x70FF_FFFF;
+    assert_eq!(r.string_exists(bad), Some(false));
+    let n = 3 * 4096 + 5;
+    // `ldstr; pop`, with a `nop` after every third; the offset of each `ldstr`.
+    let code_with = |at: Option<usize>| {
+        let (mut code, mut offsets) = (Vec::new(), Vec::new());
+        for k in 0..n {
+            offsets.push(code.len() as u32);
+            let t = if Some(k) == at { bad } else { good };
+            code.push(0x72);
+            code.extend_from_slice(&t.to_le_bytes());
+            code.push(0x26);
+            if k % 3 == 0 {
+                code.push(0x00);
+            }
+        }
+        code.push(0x2A);
+        (code, offsets)
+    };
+    let (clean, _) = code_with(None);
+    assert_eq!(verify_code(&clean, &[], Some(8), &r), Vec::new());
+    for at in [0, 4095, 4096, 4097, 8191, 8192, 8193, 12287, 12288, n - 1] {
+        let (code, offsets) = code_with(Some(at));
+        let found = verify_code(&code, &[], Some(8), &r);
+        assert!(
+            found.iter().any(|d| d.offset == offsets[at]),
+            "the bad token of ldstr {at} (offset {}) not reported: {found:?}",
+            offsets[at]
+        );
+    }
+}
