@@ -73,8 +73,8 @@ pub(super) fn count(buf: &[u8], len: usize) -> Option<(usize, usize)> {
     whole.then_some((n, nb))
 }
 
-/// Token operands checked in one [`Resolver::tokens_pass`] call: the fast decode passes them in
-/// batches of this many, so that their buffer does not grow with the code.
+/// Token operands checked in one [`Resolver::tokens_pass`] call: the fast decode and the single
+/// pass hand them over in batches of this many, so that their buffer does not grow with the code.
 pub(super) const TOKEN_BATCH: usize = 4096;
 
 /// When `buf` has fewer than `min` entries past `used`, makes it hold `want` past `used` (but

@@ -16,7 +16,7 @@
 mod regions;
 
 use super::clauses::Clauses;
-use super::flow::{entry, prefix_allows, window};
+use super::flow::{TOKEN_BATCH, entry, prefix_allows, window};
 use super::{Ctx, Resolver, fx};
 use crate::instr::LENGTHS_WINDOW;
 use crate::opcode::{Flow, Opcode, OperandKind};
@@ -36,9 +36,6 @@ const DEPTH: u16 = BOUNDARY - 1;
 const MAX_DEPTH: u32 = DEPTH as u32;
 /// Longer code goes to the full passes, so that offsets fit in `u32` with room to spare.
 const MAX_LEN: usize = 1 << 28;
-/// Token operands checked in one [`Resolver::tokens_pass`] call: passed in batches of this
-/// many as they are met, so that their buffer does not grow with the code.
-const TOKEN_BATCH: usize = 4096;
 
 /// Prefixes in a row that the pass follows; longer runs go to the full passes.
 const MAX_PREFIXES: usize = 4;

@@ -2933,7 +2933,8 @@ fn a_bad_token_is_found_on_either_side_of_a_token_batch() {
         .unwrap();
     let bad = 0x70FF_FFFF;
     assert_eq!(r.string_exists(bad), Some(false));
-    let n = 3 * 4096 + 5;
+    let batch = super::flow::TOKEN_BATCH;
+    let n = 3 * batch + 5;
     // `ldstr; pop`, with a `nop` after every third; the offset of each `ldstr`.
     let code_with = |at: Option<usize>| {
         let (mut code, mut offsets) = (Vec::new(), Vec::new());
@@ -2952,7 +2953,9 @@ fn a_bad_token_is_found_on_either_side_of_a_token_batch() {
     };
     let (clean, _) = code_with(None);
     assert_eq!(verify_code(&clean, &[], Some(8), &r), Vec::new());
-    for at in [0, 4095, 4096, 4097, 8191, 8192, 8193, 12287, 12288, n - 1] {
+    let ends = [batch, 2 * batch, 3 * batch];
+    let around = ends.iter().flat_map(|&e| [e - 1, e, e + 1]);
+    for at in std::iter::once(0).chain(around).chain([n - 1]) {
         let (code, offsets) = code_with(Some(at));
         let found = verify_code(&code, &[], Some(8), &r);
         assert!(
