@@ -541,39 +541,39 @@ impl TypeChecker {
         self.ins.clear();
         self.targets.clear();
         self.counts_at.clear();
-        // Block starts: targets, the instruction after a transfer (marked as it is decoded);
-        // handler entries are seeded. A start is where states merge. Counted in a local: a
-        // field would be read and written back per instruction.
-        let mut starts = 0usize;
-        let mut after_transfer = false;
         if self.at.len() <= code.len() {
             self.at.resize(code.len() + 1, u32::MAX);
         }
-        let mut pos = 0usize;
-        // Two loops over one step: while the longest fixed-length instruction fits, neither an
-        // instruction's length nor its four-byte operand read is checked against the end.
-        while pos + LONGEST <= code.len() {
-            let Some((len, transfer)) = self.decode_one::<true>(code, pos, after_transfer) else {
-                return false;
-            };
-            starts += usize::from(after_transfer);
-            after_transfer = transfer;
-            pos += len;
-        }
-        while pos < code.len() {
-            let Some((len, transfer)) = self.decode_one::<false>(code, pos, after_transfer) else {
-                return false;
-            };
-            starts += usize::from(after_transfer);
-            after_transfer = transfer;
-            pos += len;
-        }
+        // An instruction takes at least a byte: the decoder writes into spare capacity by
+        // index, with no capacity test or length update per instruction.
+        self.ins.reserve(code.len());
+        let mut d = Decoder {
+            ins: &mut self.ins.spare_capacity_mut()[..code.len()],
+            at: &mut self.at[..code.len()],
+            targets: &mut self.targets,
+            counts_at: &mut self.counts_at,
+            n: 0,
+        };
+        let decoded = d.run(code);
+        let n = d.n;
+        // SAFETY: the decoder wrote every entry below `n` of the spare capacity (it bumps `n`
+        // only after a write), and `n <= code.len() <= capacity`.
+        unsafe { self.ins.set_len(n) };
+        let Some(starts) = decoded else {
+            return false;
+        };
         self.starts = starts;
+        self.settle_targets();
+        true
+    }
+
+    /// Grows `entry_len` to the body and turns `targets` into instruction indices, marking
+    /// the starts they make (the switch counts stay).
+    fn settle_targets(&mut self) {
         // Grown once per body, not tested per seed; never cleared (see `entry_len`).
         if self.entry_len.len() < self.ins.len() {
             self.entry_len.resize(self.ins.len(), 0);
         }
-        // Targets as instruction indices, and the starts they make; the switch counts stay.
         let mut counts = 0;
         for k in 0..self.targets.len() {
             if self.counts_at.get(counts) == Some(&(k as u32)) {
@@ -588,102 +588,6 @@ impl TypeChecker {
                 self.starts += 1;
             }
             self.targets[k] = i.map_or(u32::MAX, |i| i as u32);
-        }
-        true
-    }
-
-    /// Decodes the instruction at `pos` into `ins` (a block start when `start`): its length
-    /// and whether the instruction after it starts a block, or `None` when it is rejected.
-    /// `ROOM`: [`LONGEST`] bytes are left from `pos`, so a fixed length and a four-byte
-    /// operand read need no check.
-    #[inline(always)]
-    fn decode_one<const ROOM: bool>(
-        &mut self,
-        code: &[u8],
-        pos: usize,
-        start: bool,
-    ) -> Option<(usize, bool)> {
-        let first = *code.get(pos)?;
-        let (index, opsize) = if first == 0xFE {
-            (256 + *code.get(pos + 1)? as usize, 2)
-        } else {
-            (first as usize, 1)
-        };
-        let slot = &SLOTS[index];
-        let op = slot.opcode?;
-        let mut len = slot.len as usize;
-        if !ROOM && code.len() - pos < len {
-            return None;
-        }
-        let at = pos + opsize;
-        // The integer operand without a branch on its kind: four bytes read (fewer at the
-        // end of the code), the operand's own kept by the mask, a signed byte extended.
-        let raw = if ROOM {
-            code.get(at..at + 4)
-                .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-        } else {
-            operand_bytes(code, at)
-        };
-        let mut arg = ((raw & slot.mask) ^ slot.sign).wrapping_sub(slot.sign);
-        let mut transfer = slot.transfer;
-        if slot.target != Target::No {
-            arg = self.targets.len() as u32;
-            // A `switch` with an empty table falls through, as any instruction.
-            transfer = self.branch_targets(code, pos, &mut len, slot.target, raw)? > 0;
-        }
-        if let Some(a) = self.at.get_mut(pos) {
-            *a = self.ins.len() as u32;
-        }
-        self.ins.push(Ins {
-            off: pos as u32,
-            arg,
-            entry: NO_ENTRY,
-            op,
-            flow: slot.flow,
-            start,
-        });
-        Some((len, transfer))
-    }
-
-    /// Pushes the targets of the branch or `switch` at `pos`, whose operand bytes start with
-    /// `raw` (a switch's length grows by its table, its count pushed first); their number, or
-    /// `None` when a switch table runs past the code.
-    fn branch_targets(
-        &mut self,
-        code: &[u8],
-        pos: usize,
-        len: &mut usize,
-        kind: Target,
-        raw: u32,
-    ) -> Option<u32> {
-        match kind {
-            Target::No => Some(0),
-            Target::Short => {
-                let d = i64::from(raw as u8 as i8);
-                self.targets.push(target((pos + *len) as i64 + d));
-                Some(1)
-            }
-            Target::Long => {
-                let d = i64::from(raw as i32);
-                self.targets.push(target((pos + *len) as i64 + d));
-                Some(1)
-            }
-            Target::Switch => {
-                let count = raw as usize;
-                let table = pos + *len;
-                if count > (code.len() - table) / 4 {
-                    return None;
-                }
-                *len += 4 * count;
-                self.counts_at.push(self.targets.len() as u32);
-                self.targets.push(count as u32);
-                let next = (pos + *len) as i64;
-                for c in 0..count {
-                    let d = operand_bytes(code, table + 4 * c) as i32;
-                    self.targets.push(target(next + i64::from(d)));
-                }
-                Some(count as u32)
-            }
         }
     }
 
@@ -911,6 +815,142 @@ fn own_why(own_this: bool) -> &'static str {
         "this, which the method stores to or takes the address of"
     } else {
         "not the method's own this"
+    }
+}
+
+/// The decoder's view of the checker's buffers for one body: the spare capacity of `ins` and
+/// the offset index written by index, the targets pushed.
+struct Decoder<'a> {
+    ins: &'a mut [std::mem::MaybeUninit<Ins>],
+    at: &'a mut [u32],
+    targets: &'a mut Vec<u32>,
+    counts_at: &'a mut Vec<u32>,
+    /// Instructions written.
+    n: usize,
+}
+
+impl Decoder<'_> {
+    /// Decodes all of `code`; the number of instructions after a transfer (block starts
+    /// before the targets are counted), or `None` at the first instruction rejected.
+    fn run(&mut self, code: &[u8]) -> Option<usize> {
+        // Block starts: targets, the instruction after a transfer (marked as it is decoded);
+        // handler entries are seeded. A start is where states merge.
+        let mut starts = 0usize;
+        let mut after_transfer = false;
+        let mut pos = 0usize;
+        // Two loops over one step: while the longest fixed-length instruction fits, neither an
+        // instruction's length nor its four-byte operand read is checked against the end.
+        while pos + LONGEST <= code.len() {
+            let (len, transfer) = self.one::<true>(code, pos, after_transfer)?;
+            starts += usize::from(after_transfer);
+            after_transfer = transfer;
+            pos += len;
+        }
+        while pos < code.len() {
+            let (len, transfer) = self.one::<false>(code, pos, after_transfer)?;
+            starts += usize::from(after_transfer);
+            after_transfer = transfer;
+            pos += len;
+        }
+        Some(starts)
+    }
+
+    /// Decodes the instruction at `pos` (a block start when `start`): its length and whether
+    /// the instruction after it starts a block, or `None` when it is rejected. `ROOM`:
+    /// [`LONGEST`] bytes are left from `pos`, so a fixed length and a four-byte operand read
+    /// need no check.
+    #[inline(always)]
+    fn one<const ROOM: bool>(
+        &mut self,
+        code: &[u8],
+        pos: usize,
+        start: bool,
+    ) -> Option<(usize, bool)> {
+        let first = *code.get(pos)?;
+        let (index, opsize) = if first == 0xFE {
+            (256 + *code.get(pos + 1)? as usize, 2)
+        } else {
+            (first as usize, 1)
+        };
+        let slot = &SLOTS[index];
+        let op = slot.opcode?;
+        let mut len = slot.len as usize;
+        if !ROOM && code.len() - pos < len {
+            return None;
+        }
+        let at = pos + opsize;
+        // The integer operand without a branch on its kind: four bytes read (fewer at the
+        // end of the code), the operand's own kept by the mask, a signed byte extended.
+        let raw = if ROOM {
+            code.get(at..at + 4)
+                .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        } else {
+            operand_bytes(code, at)
+        };
+        let mut arg = ((raw & slot.mask) ^ slot.sign).wrapping_sub(slot.sign);
+        let mut transfer = slot.transfer;
+        if slot.target != Target::No {
+            arg = self.targets.len() as u32;
+            // A `switch` with an empty table falls through, as any instruction.
+            transfer = self.branch_targets(code, pos, &mut len, slot.target, raw)? > 0;
+        }
+        let n = self.n;
+        // `n <= pos < code.len()`, the length of both slices: neither index fails.
+        if let (Some(a), Some(x)) = (self.at.get_mut(pos), self.ins.get_mut(n)) {
+            *a = n as u32;
+            x.write(Ins {
+                off: pos as u32,
+                arg,
+                entry: NO_ENTRY,
+                op,
+                flow: slot.flow,
+                start,
+            });
+            self.n = n + 1;
+        }
+        Some((len, transfer))
+    }
+
+    /// Pushes the targets of the branch or `switch` at `pos`, whose operand bytes start with
+    /// `raw` (a switch's length grows by its table, its count pushed first); their number, or
+    /// `None` when a switch table runs past the code.
+    fn branch_targets(
+        &mut self,
+        code: &[u8],
+        pos: usize,
+        len: &mut usize,
+        kind: Target,
+        raw: u32,
+    ) -> Option<u32> {
+        match kind {
+            Target::No => Some(0),
+            Target::Short => {
+                let d = i64::from(raw as u8 as i8);
+                self.targets.push(target((pos + *len) as i64 + d));
+                Some(1)
+            }
+            Target::Long => {
+                let d = i64::from(raw as i32);
+                self.targets.push(target((pos + *len) as i64 + d));
+                Some(1)
+            }
+            Target::Switch => {
+                let count = raw as usize;
+                let table = pos + *len;
+                if count > (code.len() - table) / 4 {
+                    return None;
+                }
+                *len += 4 * count;
+                self.counts_at.push(self.targets.len() as u32);
+                self.targets.push(count as u32);
+                let next = (pos + *len) as i64;
+                for c in 0..count {
+                    let d = operand_bytes(code, table + 4 * c) as i32;
+                    self.targets.push(target(next + i64::from(d)));
+                }
+                Some(count as u32)
+            }
+        }
     }
 }
 
