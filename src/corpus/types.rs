@@ -72,6 +72,44 @@ impl TypeSummary {
 pub struct TypePass<'s> {
     store: &'s ModuleStore,
     checker: TypeChecker,
+    read_ahead: ReadAhead,
+}
+
+/// When [`TypePass::run`] resolves an image's rows in table order before checking its methods
+/// ([`TypeSystem::read_ahead`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ReadAhead {
+    /// When at least half of the image's methods are to be checked. On mono 4.5 (136
+    /// assemblies, one thread) reading ahead takes the type pass from 0.216 to 0.195 s when
+    /// every method is checked, 0.138 to 0.134 s when half are, and from 0.090 to 0.102 s
+    /// (slower) when a quarter are.
+    #[default]
+    MostChecked,
+    /// Always.
+    Always,
+    /// Never: every row resolved when a method first asks for it.
+    Never,
+}
+
+impl ReadAhead {
+    /// Whether to read `image` ahead before checking the methods `work[k]` with `accepted(k)`.
+    fn worth(
+        self,
+        image: &Image<'_>,
+        work: &[(Method<'_>, Result<Body<'_>, ImageError>)],
+        accepted: impl Fn(usize) -> bool,
+    ) -> bool {
+        match self {
+            ReadAhead::Always => true,
+            ReadAhead::Never => false,
+            ReadAhead::MostChecked => {
+                let checked = (0..work.len())
+                    .filter(|&k| work[k].1.is_ok() && accepted(k))
+                    .count() as u64;
+                checked * 2 >= u64::from(image.tables().rows(crate::image::Table::MethodDef))
+            }
+        }
+    }
 }
 
 impl<'s> TypePass<'s> {
@@ -80,7 +118,15 @@ impl<'s> TypePass<'s> {
         TypePass {
             store,
             checker: TypeChecker::new(),
+            read_ahead: ReadAhead::default(),
         }
+    }
+
+    /// The pass with `read_ahead` as its rule for reading an image's rows ahead (the answers
+    /// are the same whatever the rule; only the time differs).
+    pub fn with_read_ahead(mut self, read_ahead: ReadAhead) -> Self {
+        self.read_ahead = read_ahead;
+        self
     }
 
     /// Type-checks the methods `work[k]` for which `accepted(k)` holds, calling `found` with
@@ -97,6 +143,9 @@ impl<'s> TypePass<'s> {
     ) {
         let start = std::time::Instant::now();
         let mut ts = TypeSystem::new(self.store, image, path);
+        if self.read_ahead.worth(image, work, &accepted) {
+            ts.read_ahead();
+        }
         for (k, (method, body)) in work.iter().enumerate() {
             let Ok(body) = body else { continue };
             if !accepted(k) {

@@ -5,7 +5,7 @@
 
 use crate::support;
 
-use ilcheck::corpus::{self, Input, TypePass, TypeSummary, VerifyOptions};
+use ilcheck::corpus::{self, Input, ReadAhead, TypePass, TypeSummary, VerifyOptions};
 use ilcheck::verify::types::ModuleStore;
 use ilcheck::verify::{Code, Level, Verdict};
 use std::collections::{BTreeMap, BTreeSet};
@@ -404,6 +404,105 @@ fn unresolvable_references_make_methods_checked_in_part() {
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// What a type pass reports of one image under a read-ahead rule: every finding, and what the
+/// summary counts.
+type PassAnswers = (Vec<(usize, Code, u32, String)>, String);
+
+fn pass_answers(store: &ModuleStore, path: &Path, rule: ReadAhead) -> PassAnswers {
+    let image = ilcheck::image::Image::open(path).unwrap();
+    let work: Vec<_> = image
+        .methods()
+        .filter(|m| m.rva() != 0)
+        .map(|m| (m, m.decoded_body()))
+        .collect();
+    let mut pass = TypePass::new(store).with_read_ahead(rule);
+    let mut summary = TypeSummary::default();
+    let mut found = Vec::new();
+    pass.run(
+        &image,
+        Some(path),
+        &work,
+        |_| true,
+        &mut summary,
+        |k, code, offset, message| found.push((k, code, offset, message)),
+    );
+    let counts = format!(
+        "checked {} in part {} {:?} {:?} bytes {}",
+        summary.methods_checked,
+        summary.methods_in_part,
+        summary.in_part,
+        summary.by_verdict,
+        summary.il_bytes
+    );
+    (found, counts)
+}
+
+/// Resolving an image's rows in table order before its methods are checked changes no answer:
+/// every finding (code, offset, message) and every count of methods checked in part is the
+/// same as when each row is resolved on first use, on the project's type cases, on them
+/// without their references, and on all of mono 4.5.
+#[test]
+fn reading_ahead_changes_no_answer() {
+    let test = "reading_ahead_changes_no_answer";
+    let cases = repo().join("corpus/bin/type_cases.dll");
+    let runtime = |rule| {
+        let store = ModuleStore::with_runtime_dirs(Vec::new());
+        pass_answers(&store, &cases, rule)
+    };
+    let (found, _) = runtime(ReadAhead::Always);
+    assert!(!found.is_empty(), "the type cases have findings");
+    assert_eq!(found, runtime(ReadAhead::Never).0, "type_cases.dll");
+    // Without references: the rows that cannot be resolved are kept as such either way.
+    let alone = |rule| pass_answers(&ModuleStore::new(Vec::new()), &cases, rule);
+    {
+        let (a, b) = (alone(ReadAhead::Always), alone(ReadAhead::Never));
+        for x in &a.0 {
+            if !b.0.contains(x) {
+                eprintln!("AHEAD ONLY {x:?}");
+            }
+        }
+        for x in &b.0 {
+            if !a.0.contains(x) {
+                eprintln!("DEMAND ONLY {x:?}");
+            }
+        }
+        eprintln!("A {}\nB {}", a.1, b.1);
+    }
+    assert_eq!(
+        alone(ReadAhead::Always),
+        alone(ReadAhead::Never),
+        "type_cases.dll alone"
+    );
+
+    let Some(mono) = support::mono_corpus(test) else {
+        return;
+    };
+    let mut dlls: Vec<PathBuf> = std::fs::read_dir(&mono)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "dll"))
+        .collect();
+    dlls.sort();
+    assert!(
+        dlls.len() > 100,
+        "{} assemblies in {}",
+        dlls.len(),
+        mono.display()
+    );
+    let (ahead, on_demand) = (
+        ModuleStore::with_runtime_dirs(Vec::new()),
+        ModuleStore::with_runtime_dirs(Vec::new()),
+    );
+    let mut findings = 0;
+    for dll in &dlls {
+        let a = pass_answers(&ahead, dll, ReadAhead::Always);
+        let b = pass_answers(&on_demand, dll, ReadAhead::Never);
+        assert_eq!(a, b, "{}", dll.display());
+        findings += a.0.len();
+    }
+    assert!(findings > 1000, "{findings} findings on mono 4.5");
 }
 
 /// Runtime-async methods: their bodies, and the same bodies without the flag.

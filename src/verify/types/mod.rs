@@ -14,6 +14,7 @@
 
 pub mod check;
 pub(crate) mod fx;
+mod read_ahead;
 pub mod system;
 pub mod ty;
 pub mod vtype;

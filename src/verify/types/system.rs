@@ -42,12 +42,11 @@ struct ModuleIndex {
     nested: OnceLock<FxMap<u32, FxMap<Box<str>, u32>>>,
     /// ExportedTypes by namespace and name: the Implementation token.
     exported: OnceLock<ByName<Token>>,
-    /// InterfaceImpl rows as (class, interface), sorted by class, in row order within one
-    /// (a sorted list: no `Vec` per class; the table is usually sorted already).
-    interfaces: OnceLock<Vec<(u32, Token)>>,
-    /// GenericParam rows as (owner, number, flags), sorted: an owner's flags in parameter
-    /// order.
-    generics: OnceLock<Vec<(Token, u16, u16)>>,
+    /// The interfaces of each TypeDef, from the InterfaceImpl rows in row order.
+    interfaces: OnceLock<Runs<Token>>,
+    /// The generic parameters of each TypeDef from the GenericParam rows, as (number, flags)
+    /// in parameter order.
+    generics: OnceLock<Runs<(u16, u16)>>,
     /// Whether the module defines `System.Object` without a base: the core library.
     corlib: OnceLock<bool>,
     /// The enclosing TypeDef of each TypeDef, as [`crate::image::tables::Tables::enclosing_type`]
@@ -150,46 +149,36 @@ impl ModuleIndex {
         let all = self.interfaces.get_or_init(|| {
             let t = img.tables();
             // Rows are bounded by the table stream, already read.
-            let mut all = Vec::with_capacity(t.rows(Table::InterfaceImpl) as usize);
-            for rid in 1..=t.rows(Table::InterfaceImpl) {
-                if let (Ok(class), Ok(iface)) = (
-                    t.cell(Table::InterfaceImpl, rid, 0),
-                    t.cell(Table::InterfaceImpl, rid, 1),
-                ) && let Some(tok) = CodedIndex::TypeDefOrRef.decode(iface)
-                {
-                    all.push((class, tok));
-                }
-            }
-            // Stable: one class's interfaces stay in row order.
-            all.sort_by_key(|&(class, _)| class);
-            all
+            let rows = (1..=t.rows(Table::InterfaceImpl)).filter_map(|rid| {
+                let class = t.cell(Table::InterfaceImpl, rid, 0).ok()?;
+                let iface = t.cell(Table::InterfaceImpl, rid, 1).ok()?;
+                Some((class, CodedIndex::TypeDefOrRef.decode(iface)?))
+            });
+            Runs::new(t.rows(Table::TypeDef), rows.collect())
         });
-        run_of(all, |&(c, _)| c.cmp(&class)).iter().map(|&(_, t)| t)
+        all.of(class).iter().copied()
     }
 
-    /// The flags of the generic parameters of `owner` (a TypeDef or MethodDef token), in
-    /// parameter order.
-    fn generics(&self, img: &Image<'_>, owner: Token) -> impl Iterator<Item = u16> + '_ {
+    /// The flags of the generic parameters of TypeDef `rid`, in parameter order.
+    fn generics(&self, img: &Image<'_>, rid: u32) -> impl Iterator<Item = u16> + '_ {
         let all = self.generics.get_or_init(|| {
             let t = img.tables();
-            // Rows are bounded by the table stream, already read.
-            let mut all = Vec::with_capacity(t.rows(Table::GenericParam) as usize);
-            for rid in 1..=t.rows(Table::GenericParam) {
-                if let (Ok(number), Ok(flags), Ok(owner)) = (
-                    t.cell(Table::GenericParam, rid, 0),
-                    t.cell(Table::GenericParam, rid, 1),
-                    t.cell(Table::GenericParam, rid, 2),
-                ) && let Some(owner) = CodedIndex::TypeOrMethodDef.decode(owner)
-                {
-                    all.push((owner, number as u16, flags as u16));
-                }
-            }
-            all.sort_unstable();
-            all
+            // Rows are bounded by the table stream, already read. A method's parameters
+            // are not asked for here.
+            let rows = (1..=t.rows(Table::GenericParam)).filter_map(|rid| {
+                let number = t.cell(Table::GenericParam, rid, 0).ok()?;
+                let flags = t.cell(Table::GenericParam, rid, 1).ok()?;
+                let owner = t.cell(Table::GenericParam, rid, 2).ok()?;
+                let owner = CodedIndex::TypeOrMethodDef.decode(owner)?;
+                (owner.table() == Some(Table::TypeDef))
+                    .then_some((owner.rid(), (number as u16, flags as u16)))
+            });
+            let mut rows: Vec<_> = rows.collect();
+            // In parameter order whatever the row order (then by flags, as a total order).
+            rows.sort_unstable();
+            Runs::new(t.rows(Table::TypeDef), rows)
         });
-        run_of(all, |&(o, _, _)| o.cmp(&owner))
-            .iter()
-            .map(|&(_, _, f)| f)
+        all.of(rid).iter().map(|&(_, f)| f)
     }
 
     /// The TypeDef enclosing TypeDef `rid`, as `Tables::enclosing_type` answers (an error
@@ -274,6 +263,45 @@ fn run_of<T>(sorted: &[T], cmp: impl Fn(&T) -> std::cmp::Ordering) -> &[T] {
     let lo = sorted.partition_point(|e| cmp(e).is_lt());
     let len = sorted[lo..].partition_point(|e| cmp(e).is_le());
     &sorted[lo..lo + len]
+}
+
+/// Items of rows 1..=`rows` of a table, each row's in one run: the answer for a row is two
+/// loads, not a search (asked once per type read, of every module's types).
+#[derive(Debug, Default)]
+struct Runs<T> {
+    /// Where the run of row `r` starts in `items`; it ends where row `r + 1`'s starts.
+    starts: Vec<u32>,
+    items: Vec<T>,
+}
+
+impl<T> Runs<T> {
+    /// The runs of `(row, item)` pairs, in their order within a row. Rows past `rows` are
+    /// dropped (never asked: they name no row), so a corrupt row number allocates nothing.
+    fn new(rows: u32, mut pairs: Vec<(u32, T)>) -> Self {
+        pairs.retain(|&(r, _)| r <= rows);
+        // Stable, and linear on the usual sorted table.
+        pairs.sort_by_key(|&(r, _)| r);
+        let mut starts = vec![0u32; rows as usize + 2];
+        for &(r, _) in &pairs {
+            starts[r as usize + 1] += 1;
+        }
+        for r in 1..starts.len() {
+            starts[r] += starts[r - 1];
+        }
+        Runs {
+            starts,
+            items: pairs.into_iter().map(|(_, item)| item).collect(),
+        }
+    }
+
+    /// The items of row `r`, in order (none for a row past the table).
+    fn of(&self, r: u32) -> &[T] {
+        let r = r as usize;
+        match (self.starts.get(r), self.starts.get(r + 1)) {
+            (Some(&a), Some(&b)) => self.items.get(a as usize..b as usize).unwrap_or(&[]),
+            _ => &[],
+        }
+    }
 }
 
 /// The first TypeDef named `ns.name` that is not nested, as [`ModuleIndex::top`] keeps it,
@@ -567,6 +595,8 @@ pub struct TypeSystem<'a> {
     current_index: ModuleIndex,
     refs: Vec<Arc<Loaded>>,
     by_name: FxMap<String, Option<u32>>,
+    /// [`TypeSystem::assembly_ref`]'s answers by (module, AssemblyRef row).
+    assembly_refs: FxMap<(u32, u32), Option<u32>>,
     /// An assembly name lowered for [`TypeSystem::assembly`]'s lookup.
     lower: String,
     /// A type's arguments while [`TypeSystem::supertypes`] substitutes them.
@@ -671,6 +701,7 @@ impl<'a> TypeSystem<'a> {
             current_index: ModuleIndex::default(),
             refs: Vec::new(),
             by_name,
+            assembly_refs: FxMap::default(),
             lower: String::new(),
             super_args: Vec::new(),
             walk_seen: FxSet::default(),
@@ -752,6 +783,26 @@ impl<'a> TypeSystem<'a> {
         });
         self.by_name.insert(key, m);
         m
+    }
+
+    /// The module of AssemblyRef `rid` of module `m` (whose image is `img`), by
+    /// [`TypeSystem::assembly`], kept per row: most TypeRefs of a module name one of a few
+    /// assemblies.
+    fn assembly_ref(&mut self, m: u32, img: &Image<'_>, rid: u32) -> Option<u32> {
+        if let Some(&known) = self.assembly_refs.get(&(m, rid)) {
+            return known;
+        }
+        let found = img
+            .tables()
+            .assembly_ref(rid)
+            .ok()
+            .and_then(|row| img.strings().get(row.name).ok())
+            .and_then(|name| self.assembly(name));
+        // Rows past the table are not kept (they resolve to nothing again).
+        if rid <= img.tables().rows(Table::AssemblyRef) {
+            self.assembly_refs.insert((m, rid), found);
+        }
+        found
     }
 
     // -----------------------------------------------------------------------------------------
@@ -848,9 +899,7 @@ impl<'a> TypeSystem<'a> {
         );
         match scope.table() {
             Some(Table::AssemblyRef) => {
-                let row = img.tables().assembly_ref(scope.rid()).ok()?;
-                let asm = s.get(row.name).ok()?;
-                let target = self.assembly(asm)?;
+                let target = self.assembly_ref(m, img, scope.rid())?;
                 self.find_top(target, ns, name, depth + 1)
             }
             Some(Table::TypeRef) => {
@@ -907,8 +956,11 @@ impl<'a> TypeSystem<'a> {
         }
         let t = self.key_type_uncached(key, value);
         // Only answers that do not depend on the signature's marker are kept: the definition
-        // was read (not still being read, as inside its own base chain).
-        if self.info_kept(key).is_some_and(Option::is_some) || self.wk_keys.get(&t) == Some(&key) {
+        // was read (not still being read, as inside its own base chain) and its kind is known
+        // (one whose base is unresolved is a value type or a class as each signature says,
+        // whichever asks first).
+        let known = |i: &Option<Rc<TypeInfo>>| i.as_ref().is_some_and(|i| i.kind != Kind::Unknown);
+        if self.info_kept(key).is_some_and(known) || self.wk_keys.get(&t) == Some(&key) {
             if key.module == 0 {
                 let rows = self.current.tables().rows(Table::TypeDef);
                 self.own_key_types.put(key.rid, rows, t);
@@ -1636,9 +1688,7 @@ impl<'a> TypeSystem<'a> {
                 _ => ns,
             };
             let ifaces: Vec<Token> = idx.interfaces(img, key.rid).collect();
-            let generics: Vec<u16> = idx
-                .generics(img, Token::new(Table::TypeDef, key.rid))
-                .collect();
+            let generics: Vec<u16> = idx.generics(img, key.rid).collect();
             let next_fields = if key.rid < t.rows(Table::TypeDef) {
                 t.type_def(key.rid + 1).ok()?.field_list
             } else {
