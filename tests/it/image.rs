@@ -13,13 +13,7 @@ use crate::support;
 /// the test instead under `ILCHECK_REQUIRE_MONO=1`).
 fn mono_assemblies(test: &str) -> Option<Vec<PathBuf>> {
     let dir = support::mono_corpus(test)?;
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .expect("read mono dir")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "dll") && p.is_file())
-        .collect();
-    files.sort();
-    Some(files)
+    Some(support::files_with_extension(&dir, "dll"))
 }
 
 fn mono_file(test: &str, name: &str) -> Option<PathBuf> {

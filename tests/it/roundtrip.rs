@@ -78,12 +78,7 @@ fn mono_corpus_round_trips_byte_for_byte() {
     let Some(dir) = support::mono_corpus("mono_corpus_round_trips_byte_for_byte") else {
         return;
     };
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "dll"))
-        .collect();
-    files.sort();
+    let files = support::files_with_extension(&dir, "dll");
     let inputs: Vec<Input> = files.into_iter().map(Input::found).collect();
     let r = run(&inputs, true);
     let summary = ilcheck::report::roundtrip_summary(&r);

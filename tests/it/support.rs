@@ -180,3 +180,18 @@ pub fn comparable(report: &impl serde::Serialize) -> serde_json::Value {
     strip(&mut v);
     v
 }
+
+/// The files of `dir` whose names end in `.ext`, sorted by path (an unreadable directory or
+/// entry fails the test).
+pub fn files_with_extension(dir: &Path, ext: &str) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| {
+            e.unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+                .path()
+        })
+        .filter(|p| p.extension().is_some_and(|e| e == ext) && p.is_file())
+        .collect();
+    files.sort();
+    files
+}

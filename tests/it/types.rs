@@ -456,20 +456,6 @@ fn reading_ahead_changes_no_answer() {
     assert_eq!(found, runtime(ReadAhead::Never).0, "type_cases.dll");
     // Without references: the rows that cannot be resolved are kept as such either way.
     let alone = |rule| pass_answers(&ModuleStore::new(Vec::new()), &cases, rule);
-    {
-        let (a, b) = (alone(ReadAhead::Always), alone(ReadAhead::Never));
-        for x in &a.0 {
-            if !b.0.contains(x) {
-                eprintln!("AHEAD ONLY {x:?}");
-            }
-        }
-        for x in &b.0 {
-            if !a.0.contains(x) {
-                eprintln!("DEMAND ONLY {x:?}");
-            }
-        }
-        eprintln!("A {}\nB {}", a.1, b.1);
-    }
     assert_eq!(
         alone(ReadAhead::Always),
         alone(ReadAhead::Never),
@@ -479,12 +465,7 @@ fn reading_ahead_changes_no_answer() {
     let Some(mono) = support::mono_corpus(test) else {
         return;
     };
-    let mut dlls: Vec<PathBuf> = std::fs::read_dir(&mono)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "dll"))
-        .collect();
-    dlls.sort();
+    let dlls = support::files_with_extension(&mono, "dll");
     assert!(
         dlls.len() > 100,
         "{} assemblies in {}",

@@ -291,12 +291,7 @@ fn woven_generated_programs_print_the_same_lines() {
         "generate: {}",
         String::from_utf8_lossy(&o.stderr)
     );
-    let mut programs: Vec<PathBuf> = std::fs::read_dir(&originals)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "exe"))
-        .collect();
-    programs.sort();
+    let programs = support::files_with_extension(&originals, "exe");
     assert_eq!(programs.len(), 4, "{programs:?}");
     for original in &programs {
         let name = original.file_name().unwrap().to_string_lossy().into_owned();

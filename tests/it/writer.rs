@@ -18,12 +18,7 @@ fn corpus_bin() -> PathBuf {
 }
 
 fn corpus_exes() -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(corpus_bin())
-        .expect("corpus/bin")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "exe"))
-        .collect();
-    v.sort();
+    let v = support::files_with_extension(&corpus_bin(), "exe");
     assert!(!v.is_empty(), "no corpus executables");
     v
 }
@@ -677,12 +672,7 @@ fn mono_class_libraries_relocate_every_body() {
     let Some(dir) = support::mono_corpus("mono_class_libraries_relocate_every_body") else {
         return;
     };
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "dll") && p.is_file())
-        .collect();
-    files.sort();
+    let files = support::files_with_extension(&dir, "dll");
     let (mut write_time, mut input_bytes, mut output_bytes) = (Duration::ZERO, 0usize, 0usize);
     let (mut relocated, mut in_place, mut signed, mut recomputed, mut grown) = (0, 0, 0, 0, 0);
     for path in &files {
