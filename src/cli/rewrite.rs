@@ -210,7 +210,7 @@ pub fn options(a: &RewriteArgs) -> Result<RewriteOptions> {
 /// Rewrites one assembly into `output`; the report says what was done.
 pub fn rewrite_file(input: &Path, output: &Path, opts: &RewriteOptions) -> Result<RewriteReport> {
     let mut buffers = Buffers::default();
-    let (report, file, _) = rewrite_to_temp(input, output, opts, &mut buffers, None)?;
+    let (report, file, _) = rewrite_to_temp(input, output, opts, &mut buffers, Writing::Whole)?;
     file.commit()
         .with_context(|| format!("writing {}", output.display()))?;
     Ok(report)
@@ -258,17 +258,29 @@ const READ_LIMIT: u64 = 64 << 20;
 /// over.
 type ImagePool = std::sync::Mutex<Vec<Vec<u8>>>;
 
+/// How [`rewrite_to_temp`] writes its output.
+#[derive(Clone, Copy)]
+enum Writing<'p> {
+    /// Itself, from the device's side of the page cache where that pays
+    /// ([`ilcheck::fsio::AtomicFile::write_whole`]): one file, nothing else to do meanwhile.
+    Whole,
+    /// A large output where direct I/O pays is handed over in its buffer (replaced with one of
+    /// the pool) for another thread to write; others are written as [`Writing::Whole`].
+    HandOver(&'p ImagePool),
+    /// Itself, into the page cache, its flush started: with a worker on every core, handing
+    /// over or copying into a direct-I/O buffer is work taken from the cores for nothing.
+    PageCache,
+}
+
 /// [`rewrite_file`] up to the complete temporary file beside `output`: committing it (flush
-/// to disk, rename over `output`) is the caller's. With a `pool`, an output large
-/// enough for direct I/O, on a file system where direct I/O pays, is not written here: its
-/// buffer is returned (and replaced with one of the pool), for the caller to write
-/// ([`ilcheck::fsio::AtomicFile::write_whole`]) on another thread.
+/// to disk, rename over `output`) is the caller's, and so is writing the buffer returned
+/// when `writing` hands it over.
 fn rewrite_to_temp(
     input: &Path,
     output: &Path,
     opts: &RewriteOptions,
     buffers: &mut Buffers,
-    pool: Option<&ImagePool>,
+    writing: Writing<'_>,
 ) -> Result<(RewriteReport, ilcheck::fsio::AtomicFile, Option<Vec<u8>>)> {
     let image =
         read_image(input, &mut buffers.input).with_context(|| format!("{}", input.display()))?;
@@ -312,7 +324,14 @@ fn rewrite_to_temp(
         // cache, which costs this thread no more than handing over would, and the buffer
         // stays this worker's (already paged in) for its next output.
         let direct_pays = || bytes.len() >= ilcheck::fsio::DIRECT_MIN && file.direct_pays();
-        if let Some(pool) = pool.filter(|_| direct_pays()) {
+        if let Writing::PageCache = writing {
+            std::io::Write::write_all(&mut file, bytes)?;
+            file.start_writeback()?;
+            return Ok((file, None));
+        }
+        if let Writing::HandOver(pool) = writing
+            && direct_pays()
+        {
             let spare = pool
                 .lock()
                 .ok()
@@ -450,6 +469,15 @@ fn many(a: &RewriteArgs, mut opts: RewriteOptions) -> Result<ExitCode> {
     let written = std::sync::Mutex::new(written);
     let dirs = std::sync::Mutex::new(std::collections::BTreeSet::new());
     let pool = ImagePool::default();
+    // Handing a large output over pays only where a core would otherwise idle: with a worker
+    // on every core, the committer's copy into a direct-I/O buffer, and the fresh image buffer
+    // the worker takes instead, are work that writing into the page cache (the flush left to
+    // a committer) does not have.
+    let writing = if workers < std::thread::available_parallelism().map_or(1, |n| n.get()) {
+        Writing::HandOver(&pool)
+    } else {
+        Writing::PageCache
+    };
     let (jobs, order, next, opts, store) = (&jobs, &order, &next, &opts, &store);
     let (written, dirs, pool) = (&written, &dirs, &pool);
     std::thread::scope(|s| {
@@ -496,7 +524,7 @@ fn many(a: &RewriteArgs, mut opts: RewriteOptions) -> Result<ExitCode> {
                     let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     let Some(&i) = order.get(k) else { break };
                     let j = &jobs[i];
-                    match rewrite_to_temp(&j.input, &j.output, opts, &mut buffers, Some(pool)) {
+                    match rewrite_to_temp(&j.input, &j.output, opts, &mut buffers, writing) {
                         Ok((report, file, held)) => {
                             // The committer outlives every worker; should it be gone, the
                             // file is dropped (its temporary removed) and the slot says so.
