@@ -12,6 +12,7 @@ fn main() -> std::io::Result<()> {
     for target in [
         "decode_body",
         "read_image",
+        "verify_types",
         "verify_any",
         "rewrite_generated",
         "relax",
@@ -22,6 +23,7 @@ fn main() -> std::io::Result<()> {
     for (name, bytes) in ilcheck::corpus::EMBEDDED {
         let file = name.rsplit('/').next().unwrap_or(name);
         std::fs::write(out.join("read_image").join(file), bytes)?;
+        std::fs::write(out.join("verify_types").join(file), bytes)?;
         let Ok(image) = ilcheck::image::Image::parse(bytes) else {
             continue;
         };

@@ -142,6 +142,63 @@ pub fn verify_any(data: &[u8]) {
     }
 }
 
+/// Arbitrary bytes as a PE image, type-checked: the type system and the checker never panic
+/// and stay bounded, whatever the image's signatures, TypeRefs, generics and base chains say;
+/// and reading the image's rows ahead (in table order) gives the same findings, and the same
+/// methods checked in part, as resolving each row when a method first asks. The image is also
+/// held in memory as a reference under its own assembly name, so an AssemblyRef naming it
+/// (a module that references itself, or a cycle through one) resolves, as it would for a file
+/// in the input's directory. Methods the structural verifier rejects are checked too (the
+/// command line skips them, a library caller may not), with their findings left uncompared.
+pub fn verify_types(data: &[u8]) {
+    use crate::corpus::{ReadAhead, TypePass, TypeSummary, types_checked};
+    use crate::verify::types::ModuleStore;
+    let Ok(image) = Image::parse(data) else {
+        return;
+    };
+    let mut store = ModuleStore::new(Vec::new());
+    if let Ok(itself) = Image::from_shared(std::sync::Arc::from(data)) {
+        store.hold(itself, "itself.dll".into());
+    }
+    // Bounded, so a hostile row count cannot make one input run for minutes.
+    let work: Vec<_> = image
+        .methods()
+        .filter(|m| m.rva() != 0)
+        .take(1024)
+        .map(|m| (m, m.decoded_body()))
+        .collect();
+    let mut verifier = Verifier::new();
+    let mut resolver = crate::verify::ImageResolver::new(&image);
+    let clean: Vec<bool> = work
+        .iter()
+        .map(|(m, body)| {
+            body.as_ref().is_ok_and(|body| {
+                resolver.set_method(m, body);
+                let diags = verifier.verify(body, &resolver, &crate::verify::Options::ALL);
+                types_checked(diags.iter().map(|d| d.code))
+            })
+        })
+        .collect();
+    type Found = Vec<(usize, crate::verify::Code, u32, String)>;
+    let run = |read_ahead: ReadAhead, accepted: &dyn Fn(usize) -> bool| -> (Found, u64) {
+        let mut pass = TypePass::new(&store).with_read_ahead(read_ahead);
+        let mut summary = TypeSummary::default();
+        let mut found = Vec::new();
+        pass.run(&image, None, &work, accepted, &mut summary, |k, c, o, m| {
+            found.push((k, c, o, m))
+        });
+        (found, summary.methods_in_part)
+    };
+    let accepted = |k: usize| clean[k];
+    let on_demand = run(ReadAhead::Never, &accepted);
+    let ahead = run(ReadAhead::Always, &accepted);
+    assert_eq!(
+        on_demand, ahead,
+        "reading ahead changes the findings or the methods checked in part"
+    );
+    run(ReadAhead::Never, &|_| true);
+}
+
 /// Arbitrary bytes as the choice stream of a generated body: it verifies, round-trips, survives
 /// every transform of the rewriter with the same behaviour under the interpreter, and every
 /// one-rule mutation of it is caught with its expected code.

@@ -9,6 +9,7 @@ type Property = fn(&[u8]);
 const TARGETS: &[(&str, Property)] = &[
     ("decode_body", properties::decode_body),
     ("read_image", properties::read_image),
+    ("verify_types", properties::verify_types),
     ("verify_any", properties::verify_any),
     ("rewrite_generated", properties::rewrite_generated),
     ("relax", properties::relax),
@@ -71,6 +72,7 @@ fn properties_hold_on_project_assemblies_and_their_bodies() {
             properties::verify_any(&with_facts);
             bodies += 1;
         }
+        properties::verify_types(bytes);
         // Truncations of the image at a spread of offsets.
         for cut in (0..bytes.len()).step_by(bytes.len() / 97 + 1) {
             properties::read_image(&bytes[..cut]);

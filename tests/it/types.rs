@@ -637,3 +637,35 @@ fn runtime_async_methods_return_their_tasks_result() {
         assert!(o.success(), "{t}: {}", o.describe());
     }
 }
+
+/// A reference held in memory ([`ModuleStore::hold`]) is found by its assembly name as the
+/// same file in a directory is: the type cases checked against mono's `mscorlib` held in
+/// memory give exactly the answers they give with it found in mono's directory, and a store
+/// holding nothing checks in part where those do not.
+#[test]
+fn a_reference_held_in_memory_answers_as_its_file() {
+    let test = "a_reference_held_in_memory_answers_as_its_file";
+    let Some(mono) = support::mono_corpus(test) else {
+        return;
+    };
+    let dir = scratch("held");
+    let cases = dir.join("type_cases.dll");
+    std::fs::copy(repo().join("corpus/bin/type_cases.dll"), &cases).unwrap();
+    let from_dir = pass_answers(
+        &ModuleStore::new(vec![mono.clone()]),
+        &cases,
+        ReadAhead::Never,
+    );
+    let bytes: std::sync::Arc<[u8]> = std::fs::read(mono.join("mscorlib.dll")).unwrap().into();
+    let mut held = ModuleStore::new(Vec::new());
+    let image = ilcheck::image::Image::from_shared(bytes).unwrap();
+    assert!(held.hold(image, "mscorlib (in memory)".into()));
+    let from_memory = pass_answers(&held, &cases, ReadAhead::Never);
+    assert_eq!(
+        from_memory, from_dir,
+        "mscorlib in memory against mono's file"
+    );
+    let alone = pass_answers(&ModuleStore::new(Vec::new()), &cases, ReadAhead::Never);
+    assert_ne!(alone.1, from_dir.1, "without mscorlib the counts differ");
+    let _ = std::fs::remove_dir_all(&dir);
+}

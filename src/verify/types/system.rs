@@ -341,6 +341,8 @@ impl Loaded {
 pub struct ModuleStore {
     dirs: Vec<PathBuf>,
     opened: Mutex<HashMap<PathBuf, Option<Arc<Loaded>>>>,
+    /// Assemblies held in memory ([`ModuleStore::hold`]), found by name before any directory.
+    held: Vec<Arc<Loaded>>,
 }
 
 impl ModuleStore {
@@ -349,7 +351,25 @@ impl ModuleStore {
         ModuleStore {
             dirs,
             opened: Mutex::default(),
+            held: Vec::new(),
         }
+    }
+
+    /// Adds an assembly held in memory (a probe a rewriter is about to reference, say),
+    /// found by its assembly name, as any reference is, before the input's directory and the
+    /// store's; `label` stands for its path in what is reported. False, and nothing added,
+    /// when the image has no assembly or module name to be found by.
+    pub fn hold(&mut self, image: Image<'static>, label: PathBuf) -> bool {
+        let Some(name) = assembly_name(&image) else {
+            return false;
+        };
+        self.held.push(Arc::new(Loaded {
+            image,
+            path: label,
+            name,
+            index: ModuleIndex::default(),
+        }));
+        true
     }
 
     /// `dirs`, then the runtime directories found on this machine: mono's 4.5 profile and its
@@ -367,6 +387,11 @@ impl ModuleStore {
     /// The assembly of simple name `name`, looked for beside `near` and then in the store's
     /// directories.
     fn find(&self, name: &str, near: Option<&Path>) -> Option<Arc<Loaded>> {
+        // Assembly names compare without regard to ASCII case (II.6.2.1.1 leaves culture
+        // aside; the runtimes' binders ignore case).
+        if let Some(l) = self.held.iter().find(|l| l.name.eq_ignore_ascii_case(name)) {
+            return Some(l.clone());
+        }
         let dirs = near
             .into_iter()
             .chain(self.dirs.iter().map(PathBuf::as_path));
@@ -402,7 +427,7 @@ impl ModuleStore {
         loaded
     }
 
-    /// Number of references opened so far.
+    /// Number of reference files opened so far (assemblies held in memory not counted).
     pub fn opened(&self) -> usize {
         self.opened
             .lock()
