@@ -13,6 +13,7 @@ fn main() -> std::io::Result<()> {
         "decode_body",
         "read_image",
         "verify_types",
+        "verify_types_body",
         "verify_any",
         "rewrite_generated",
         "relax",
@@ -35,6 +36,12 @@ fn main() -> std::io::Result<()> {
             }
             let id = format!("{file}-{:08x}", m.token().0);
             std::fs::write(out.join("decode_body").join(&id), body)?;
+            // The type cases' bodies, each framed by its own method.
+            if file == "type_cases.dll" {
+                let mut framed = m.rid().to_le_bytes()[..2].to_vec();
+                framed.extend_from_slice(body);
+                std::fs::write(out.join("verify_types_body").join(&id), framed)?;
+            }
             let mut with_facts = vec![3, 0, 2, 0];
             with_facts.extend_from_slice(body);
             std::fs::write(out.join("verify_any").join(&id), with_facts)?;

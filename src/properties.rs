@@ -199,6 +199,62 @@ pub fn verify_types(data: &[u8]) {
     run(ReadAhead::Never, &|_| true);
 }
 
+/// Arbitrary bytes as a method body of the project's `type_cases.dll` (the first two bytes
+/// choose the method whose signature and declaring type frame it; the rest is the body, header
+/// and all), type-checked against the runtime's core library where one is installed: the
+/// checker never panics, and its answer (findings, their count beyond the limit, whether and
+/// why it checked in part) is the same from a fresh checker and from one that has just checked
+/// another body, and from a type system that resolved other rows first: nothing of one body
+/// leaks into the next.
+pub fn verify_types_body(data: &[u8]) {
+    use crate::verify::types::{ModuleStore, TypeChecker, TypeSystem};
+    use std::sync::OnceLock;
+    static HOST: OnceLock<Option<(Image<'static>, ModuleStore)>> = OnceLock::new();
+    let Some((image, store)) = HOST.get_or_init(|| {
+        let (_, bytes) = crate::corpus::EMBEDDED
+            .iter()
+            .find(|(name, _)| name.ends_with("/type_cases.dll"))?;
+        let image = Image::parse(bytes).ok()?;
+        Some((image, ModuleStore::with_runtime_dirs(Vec::new())))
+    }) else {
+        panic!("the embedded type_cases.dll does not read");
+    };
+    let (choice, rest) = data.split_at(data.len().min(2));
+    let Ok(body) = Body::parse(rest) else { return };
+    let methods = image.method_count().max(1);
+    let rid = 1 + u32::from(u16::from_le_bytes([
+        choice.first().copied().unwrap_or(0),
+        choice.get(1).copied().unwrap_or(0),
+    ])) % methods;
+    let answer = |checker: &mut TypeChecker, ts: &mut TypeSystem<'_>| {
+        let out = checker.check(ts, rid, &body);
+        (out.diagnostics.to_vec(), out.dropped, out.partial)
+    };
+    let mut ts = TypeSystem::new(store, image, None);
+    let fresh = answer(&mut TypeChecker::new(), &mut ts);
+    // Another body first: the host's longest, checked as its own method.
+    let mut reused = TypeChecker::new();
+    if let Some((other, other_body)) = image
+        .methods()
+        .filter_map(|m| Some((m.rid(), m.decoded_body().ok()?)))
+        .max_by_key(|(_, b)| b.code.len())
+    {
+        reused.check(&mut ts, other, &other_body);
+    }
+    let mut again = TypeSystem::new(store, image, None);
+    assert_eq!(
+        answer(&mut reused, &mut again),
+        fresh,
+        "a checker's answer depends on the body it checked before"
+    );
+    // The type system that resolved both bodies' rows already answers as a new one did.
+    assert_eq!(
+        answer(&mut reused, &mut ts),
+        fresh,
+        "the answer depends on what the type system resolved before"
+    );
+}
+
 /// Arbitrary bytes as the choice stream of a generated body: it verifies, round-trips, survives
 /// every transform of the rewriter with the same behaviour under the interpreter, and every
 /// one-rule mutation of it is caught with its expected code.

@@ -10,6 +10,7 @@ const TARGETS: &[(&str, Property)] = &[
     ("decode_body", properties::decode_body),
     ("read_image", properties::read_image),
     ("verify_types", properties::verify_types),
+    ("verify_types_body", properties::verify_types_body),
     ("verify_any", properties::verify_any),
     ("rewrite_generated", properties::rewrite_generated),
     ("relax", properties::relax),
@@ -61,6 +62,7 @@ fn generator_properties_hold_on_fixed_seeds() {
 #[test]
 fn properties_hold_on_project_assemblies_and_their_bodies() {
     let mut bodies = 0;
+    let mut typed = 0;
     for (name, bytes) in ilcheck::corpus::EMBEDDED {
         properties::read_image(bytes);
         let image = ilcheck::image::Image::parse(bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -70,6 +72,12 @@ fn properties_hold_on_project_assemblies_and_their_bodies() {
             let mut with_facts = vec![3, 0, 2, 0];
             with_facts.extend_from_slice(m.body().unwrap_or(tail));
             properties::verify_any(&with_facts);
+            if name.ends_with("/type_cases.dll") {
+                let mut framed = m.rid().to_le_bytes()[..2].to_vec();
+                framed.extend_from_slice(m.body().unwrap_or(tail));
+                properties::verify_types_body(&framed);
+                typed += 1;
+            }
             bodies += 1;
         }
         properties::verify_types(bytes);
@@ -79,4 +87,5 @@ fn properties_hold_on_project_assemblies_and_their_bodies() {
         }
     }
     assert!(bodies > 400, "{bodies}");
+    assert!(typed > 100, "{typed} type cases");
 }
