@@ -15,6 +15,7 @@ fn main() -> std::io::Result<()> {
         "verify_types",
         "verify_types_body",
         "verify_any",
+        "rewrite_any",
         "rewrite_generated",
         "relax",
     ] {
@@ -44,7 +45,8 @@ fn main() -> std::io::Result<()> {
             }
             let mut with_facts = vec![3, 0, 2, 0];
             with_facts.extend_from_slice(body);
-            std::fs::write(out.join("verify_any").join(&id), with_facts)?;
+            std::fs::write(out.join("verify_any").join(&id), &with_facts)?;
+            std::fs::write(out.join("rewrite_any").join(&id), with_facts)?;
             seeds += 1;
         }
     }

@@ -93,26 +93,7 @@ pub fn verify_any(data: &[u8]) {
     let Ok(body) = Body::parse(rest) else { return };
     let mut verifier = Verifier::new();
     let _ = verifier.verify(&body, &NoResolver, &crate::verify::Options::ALL);
-    let byte = |i: usize| facts.get(i).copied().unwrap_or(0);
-    let mut resolver = SyntheticResolver::new()
-        .method(u16::from(byte(0) % 8), byte(1) & 1 == 0)
-        .locals(u32::from(byte(2) % 16));
-    // Every call token in the body gets a signature derived from its value.
-    for instr in body.instructions().flatten() {
-        if let crate::instr::Operand::Token(t) = instr.operand {
-            let sig = CallSig::static_method((t % 5) as u16, t & 8 == 0);
-            resolver = resolver
-                .call(
-                    t,
-                    if t & 16 == 0 {
-                        sig
-                    } else {
-                        CallSig::instance((t % 3) as u16, t & 32 == 0)
-                    },
-                )
-                .token(t);
-        }
-    }
+    let resolver = synthetic_module(facts, &body, 0);
     let clauses: Vec<_> = body.clauses().collect();
     for r in [&resolver as &dyn crate::verify::Resolver, &NoResolver] {
         if let Err(e) = single_pass_agrees(body.code, &clauses, body.max_stack(), r) {
@@ -140,6 +121,137 @@ pub fn verify_any(data: &[u8]) {
             body.max_stack()
         );
     }
+}
+
+/// The synthetic module `verify_any` and `rewrite_any` verify a body in: its method's argument
+/// count and return from `facts`, `spare` locals beyond the ones `facts` gives, and a
+/// signature for every token of the body derived from the token's value.
+fn synthetic_module(facts: &[u8], body: &Body<'_>, spare: u32) -> SyntheticResolver {
+    let byte = |i: usize| facts.get(i).copied().unwrap_or(0);
+    let mut resolver = SyntheticResolver::new()
+        .method(u16::from(byte(0) % 8), byte(1) & 1 == 0)
+        .locals(u32::from(byte(2) % 16) + spare);
+    for instr in body.instructions().flatten() {
+        if let crate::instr::Operand::Token(t) = instr.operand {
+            let sig = CallSig::static_method((t % 5) as u16, t & 8 == 0);
+            resolver = resolver
+                .call(
+                    t,
+                    if t & 16 == 0 {
+                        sig
+                    } else {
+                        CallSig::instance((t % 3) as u16, t & 32 == 0)
+                    },
+                )
+                .token(t);
+        }
+    }
+    resolver
+}
+
+/// Arbitrary bytes as a body in a synthetic module (4 bytes of facts first, as `verify_any`
+/// reads them): when the verifier finds it clean, every transform of the rewriter either
+/// declines with a typed error or writes a body that parses to exactly the bytes written and
+/// verifies clean; and wherever the entry/exit transforms' byte-level splice answers, under
+/// every branch-form option, the IR path gives the same bytes and outcome. Where
+/// `rewrite_generated` draws valid bodies from the generator, this takes whatever valid body
+/// the fuzzer reaches from real ones: shapes no generator makes.
+#[cfg(feature = "gen")]
+pub fn rewrite_any(data: &[u8]) {
+    rewrite_any_written(data);
+}
+
+/// [`rewrite_any`], returning how many bodies the transforms wrote (0 for an input the
+/// verifier does not find clean), so that a test can tell the property was exercised.
+#[cfg(feature = "gen")]
+pub fn rewrite_any_written(data: &[u8]) -> usize {
+    use crate::generate::valid::{EXCEPTION_CLASS, LOCALS_SIG};
+    use crate::ir::method::Operand;
+    use crate::ir::{
+        BranchForms, EntryExit, Instr, LayoutOptions, Rewriter, Transform, TransformOptions,
+    };
+    use crate::opcode::Opcode;
+    let (facts, rest) = data.split_at(data.len().min(4));
+    let Ok(body) = Body::parse(rest) else {
+        return 0;
+    };
+    let returns_void = facts.get(1).is_none_or(|b| b & 1 == 0);
+    let own = u32::from(facts.get(2).copied().unwrap_or(0) % 16);
+    // One local more than the body's, for the wrap transforms to keep a return value in.
+    let resolver = synthetic_module(facts, &body, 1)
+        .token(EXCEPTION_CLASS)
+        .token(LOCALS_SIG);
+    let mut verifier = Verifier::new();
+    let options = &crate::verify::Options::ALL;
+    if !verifier.verify(&body, &resolver, options).is_empty() || !verifier.is_complete() {
+        return 0;
+    }
+    let mut written = 0;
+    let opts = TransformOptions {
+        prologue: vec![
+            Instr::new(Opcode::Ldc_I4, Operand::Int32(0x1234_5678)),
+            Instr::op(Opcode::Pop),
+        ],
+        epilogue: vec![Instr::op(Opcode::Nop)],
+        catch_type: EXCEPTION_CLASS,
+        returns_void: Some(returns_void),
+        return_local: Some(own as u16),
+        store_return: true,
+        ..TransformOptions::default()
+    };
+    let mut rewriter = Rewriter::new();
+    for transform in Transform::ALL {
+        let mut out = Vec::new();
+        let layout = LayoutOptions::default();
+        let Ok(_) = rewriter.rewrite(&body, transform, &opts, &layout, &resolver, &mut out) else {
+            assert!(
+                out.is_empty(),
+                "{}: a refused rewrite wrote bytes",
+                transform.name()
+            );
+            continue;
+        };
+        let new = Body::parse(&out).unwrap_or_else(|e| {
+            panic!("{}: the written body does not parse: {e}", transform.name())
+        });
+        assert_eq!(
+            new.len(),
+            out.len(),
+            "{}: bytes past the body",
+            transform.name()
+        );
+        let found = verifier.verify(&new, &resolver, options);
+        assert!(found.is_empty(), "{}: {found:?}", transform.name());
+        written += 1;
+    }
+    for which in [
+        EntryExit::Prologue,
+        EntryExit::Epilogue,
+        EntryExit::PrologueEpilogue,
+    ] {
+        for branch_forms in [
+            BranchForms::KeepOriginal,
+            BranchForms::AllLong,
+            BranchForms::ShortestWhereFits,
+        ] {
+            let layout = LayoutOptions {
+                branch_forms,
+                ..LayoutOptions::default()
+            };
+            let t = which.transform();
+            let mut fast = Vec::new();
+            let Ok(got) = rewriter.splice(&body, t, &opts, &layout, &resolver, &mut fast) else {
+                continue;
+            };
+            let mut slow = Vec::new();
+            let want = rewriter.rewrite_ir(&body, t, &opts, &layout, &resolver, &mut slow);
+            assert!(
+                want == Ok(got) && fast == slow,
+                "{which:?} {branch_forms:?}: spliced {got:?}, IR {want:?}"
+            );
+        }
+    }
+    written
 }
 
 /// Arbitrary bytes as a PE image, type-checked: the type system and the checker never panic

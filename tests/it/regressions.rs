@@ -12,6 +12,7 @@ const TARGETS: &[(&str, Property)] = &[
     ("verify_types", properties::verify_types),
     ("verify_types_body", properties::verify_types_body),
     ("verify_any", properties::verify_any),
+    ("rewrite_any", properties::rewrite_any),
     ("rewrite_generated", properties::rewrite_generated),
     ("relax", properties::relax),
 ];
@@ -63,6 +64,7 @@ fn generator_properties_hold_on_fixed_seeds() {
 fn properties_hold_on_project_assemblies_and_their_bodies() {
     let mut bodies = 0;
     let mut typed = 0;
+    let mut rewritten = 0;
     for (name, bytes) in ilcheck::corpus::EMBEDDED {
         properties::read_image(bytes);
         let image = ilcheck::image::Image::parse(bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -72,6 +74,7 @@ fn properties_hold_on_project_assemblies_and_their_bodies() {
             let mut with_facts = vec![3, 0, 2, 0];
             with_facts.extend_from_slice(m.body().unwrap_or(tail));
             properties::verify_any(&with_facts);
+            rewritten += properties::rewrite_any_written(&with_facts);
             if name.ends_with("/type_cases.dll") {
                 let mut framed = m.rid().to_le_bytes()[..2].to_vec();
                 framed.extend_from_slice(m.body().unwrap_or(tail));
@@ -88,4 +91,9 @@ fn properties_hold_on_project_assemblies_and_their_bodies() {
     }
     assert!(bodies > 400, "{bodies}");
     assert!(typed > 100, "{typed} type cases");
+    assert!(
+        rewritten > 400,
+        "{rewritten} bodies rewritten from clean ones"
+    );
+    eprintln!("{bodies} bodies, {typed} type cases, {rewritten} rewrites");
 }
