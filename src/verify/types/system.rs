@@ -384,11 +384,11 @@ impl ModuleStore {
         &self.dirs
     }
 
-    /// The assembly of simple name `name`, looked for beside `near` and then in the store's
-    /// directories.
+    /// The assembly of simple name `name`: one held in memory, else looked for beside `near`
+    /// and then in the store's directories.
     fn find(&self, name: &str, near: Option<&Path>) -> Option<Arc<Loaded>> {
-        // Assembly names compare without regard to ASCII case (II.6.2.1.1 leaves culture
-        // aside; the runtimes' binders ignore case).
+        // Assembly names compare without regard to ASCII case, as the runtimes' binders
+        // compare them.
         if let Some(l) = self.held.iter().find(|l| l.name.eq_ignore_ascii_case(name)) {
             return Some(l.clone());
         }
