@@ -660,7 +660,7 @@ fn verify(
     } else {
         inputs(paths, shard)?
     };
-    let store = types.store();
+    let store = types.store()?;
     // The originals' type findings are counted too, so patched and original are compared alike.
     let mut pass = corpus::TypePass::new(&store);
     let pass = types.types().then_some(&mut pass);

@@ -29,7 +29,9 @@ pub struct TypeArgs {
     /// the runtimes' directories); may be repeated.
     #[arg(long = "reference-dir", value_name = "DIR")]
     pub reference_dirs: Vec<PathBuf>,
-    /// A referenced assembly (its directory is searched); may be repeated.
+    /// A referenced assembly: found by its assembly name whatever its file is called, before
+    /// any directory (its own directory is searched too, for what it references); may be
+    /// repeated.
     #[arg(long = "reference", value_name = "PATH")]
     pub references: Vec<PathBuf>,
 }
@@ -48,11 +50,18 @@ impl TypeArgs {
         }
     }
 
-    /// Where references are found: the directories given, those of the references given,
-    /// then the runtimes'.
-    pub fn store(&self) -> ModuleStore {
+    /// Where references are found: the assemblies given (by their assembly names), then the
+    /// input's directory, the directories given, those of the assemblies given, and the
+    /// runtimes'. A `--reference` that is not a readable .NET assembly is an error.
+    pub fn store(&self) -> anyhow::Result<ModuleStore> {
+        use anyhow::Context;
         let mut dirs = self.reference_dirs.clone();
+        let mut held = Vec::new();
         for r in &self.references {
+            let image = ilcheck::image::Image::open(r).with_context(|| {
+                format!("--reference {}: not a readable .NET assembly", r.display())
+            })?;
+            held.push((image, r.clone()));
             if let Some(d) = r.parent() {
                 let d = if d.as_os_str().is_empty() {
                     PathBuf::from(".")
@@ -64,6 +73,15 @@ impl TypeArgs {
                 }
             }
         }
-        ModuleStore::with_runtime_dirs(dirs)
+        let mut store = ModuleStore::with_runtime_dirs(dirs);
+        for (image, path) in held {
+            if !store.hold(image, path.clone()) {
+                anyhow::bail!(
+                    "--reference {}: no assembly or module name to be found by",
+                    path.display()
+                );
+            }
+        }
+        Ok(store)
     }
 }

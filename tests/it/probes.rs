@@ -1,6 +1,7 @@
 //! Probes by name: the project's programs rewritten by `wrap-finally` with entry and exit probes
 //! of a probe assembly (`corpus/probe/probe.cs`, built with mcs) run under mono and CoreCLR with
-//! their own output unchanged, and every method entered exits exactly once, also when it throws.
+//! their own output unchanged, and every method entered exits exactly once, also when it throws;
+//! and `verify --reference` finds a referenced assembly by its name, not its file's.
 
 use crate::support;
 
@@ -362,4 +363,71 @@ fn a_ready_to_run_framework_assembly_runs_its_probes_under_coreclr() {
         "{enters} enters, {exits} exits: {err}"
     );
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// `verify --reference PATH` finds the assembly at PATH by its assembly name, whatever the file
+/// is called: a program whose class derives from a library's, the library elsewhere under
+/// another name, is checked in part without it (the base chain is unknown) and in full with
+/// it; a `--reference` that is no .NET assembly is an error naming it, exit 2.
+#[test]
+fn verify_finds_a_reference_by_its_assembly_name() {
+    let test = "verify_finds_a_reference_by_its_assembly_name";
+    if !support::mono_tool(test, "mcs") {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("ilcheck-named-ref-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    for d in ["lib", "out", "elsewhere"] {
+        std::fs::create_dir_all(dir.join(d)).unwrap();
+    }
+    let mcs = |args: &[&str]| {
+        let o = support::run(Command::new("mcs").current_dir(&dir).args(args));
+        assert!(o.success(), "mcs: {}", String::from_utf8_lossy(&o.stderr));
+    };
+    std::fs::write(dir.join("L.cs"), "namespace Acme { public class Base { } }").unwrap();
+    std::fs::write(
+        dir.join("P.cs"),
+        "class D : Acme.Base { } static class P { \
+         static Acme.Base F() { return new D(); } static void Main() { F(); } }",
+    )
+    .unwrap();
+    mcs(&["-target:library", "-out:lib/Acme.Lib.dll", "L.cs"]);
+    mcs(&["-out:out/P.exe", "-r:lib/Acme.Lib.dll", "P.cs"]);
+    let renamed = dir.join("elsewhere/renamed.dll");
+    std::fs::rename(dir.join("lib/Acme.Lib.dll"), &renamed).unwrap();
+    let program = dir.join("out/P.exe");
+    let in_part = |extra: &[&std::ffi::OsStr]| {
+        let o = support::run(
+            Command::new(BIN)
+                .arg("verify")
+                .arg(&program)
+                .args(["--json", "--level", "unverifiable"])
+                .args(extra),
+        );
+        assert!(o.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        json["types"]["methods_in_part"].as_u64().unwrap()
+    };
+    assert!(in_part(&[]) > 0, "D's base is unknown without the library");
+    assert_eq!(
+        in_part(&["--reference".as_ref(), renamed.as_os_str()]),
+        0,
+        "the library found by its assembly name"
+    );
+    let not_an_assembly = dir.join("elsewhere/notes.dll");
+    std::fs::write(&not_an_assembly, b"not a PE file").unwrap();
+    let o = support::run(
+        Command::new(BIN)
+            .arg("verify")
+            .arg(&program)
+            .arg("--reference")
+            .arg(&not_an_assembly),
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.code, Some(2), "{err}");
+    assert!(
+        err.contains("notes.dll") && err.contains("not a readable .NET assembly"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
