@@ -93,7 +93,7 @@ pub fn verify_any(data: &[u8]) {
     let Ok(body) = Body::parse(rest) else { return };
     let mut verifier = Verifier::new();
     let _ = verifier.verify(&body, &NoResolver, &crate::verify::Options::ALL);
-    let resolver = synthetic_module(facts, &body, 0);
+    let resolver = synthetic_module(&Facts::read(facts), &body, 0);
     let clauses: Vec<_> = body.clauses().collect();
     for r in [&resolver as &dyn crate::verify::Resolver, &NoResolver] {
         if let Err(e) = single_pass_agrees(body.code, &clauses, body.max_stack(), r) {
@@ -123,14 +123,32 @@ pub fn verify_any(data: &[u8]) {
     }
 }
 
-/// The synthetic module `verify_any` and `rewrite_any` verify a body in: its method's argument
-/// count and return from `facts`, `spare` locals beyond the ones `facts` gives, and a
-/// signature for every token of the body derived from the token's value.
-fn synthetic_module(facts: &[u8], body: &Body<'_>, spare: u32) -> SyntheticResolver {
-    let byte = |i: usize| facts.get(i).copied().unwrap_or(0);
+/// What the first bytes of a `verify_any` or `rewrite_any` input say of the method its body
+/// belongs to (missing bytes read as 0).
+struct Facts {
+    args: u16,
+    returns_void: bool,
+    locals: u32,
+}
+
+impl Facts {
+    fn read(bytes: &[u8]) -> Facts {
+        let byte = |i: usize| bytes.get(i).copied().unwrap_or(0);
+        Facts {
+            args: u16::from(byte(0) % 8),
+            returns_void: byte(1) & 1 == 0,
+            locals: u32::from(byte(2) % 16),
+        }
+    }
+}
+
+/// The synthetic module `verify_any` and `rewrite_any` verify a body in: the method `facts`
+/// describe with `spare` locals more, and a signature for every token of the body derived
+/// from the token's value.
+fn synthetic_module(facts: &Facts, body: &Body<'_>, spare: u32) -> SyntheticResolver {
     let mut resolver = SyntheticResolver::new()
-        .method(u16::from(byte(0) % 8), byte(1) & 1 == 0)
-        .locals(u32::from(byte(2) % 16) + spare);
+        .method(facts.args, facts.returns_void)
+        .locals(facts.locals + spare);
     for instr in body.instructions().flatten() {
         if let crate::instr::Operand::Token(t) = instr.operand {
             let sig = CallSig::static_method((t % 5) as u16, t & 8 == 0);
@@ -166,19 +184,14 @@ pub fn rewrite_any(data: &[u8]) {
 #[cfg(feature = "gen")]
 pub fn rewrite_any_written(data: &[u8]) -> usize {
     use crate::generate::valid::{EXCEPTION_CLASS, LOCALS_SIG};
-    use crate::ir::method::Operand;
-    use crate::ir::{
-        BranchForms, EntryExit, Instr, LayoutOptions, Rewriter, Transform, TransformOptions,
-    };
-    use crate::opcode::Opcode;
+    use crate::ir::{BranchForms, EntryExit, LayoutOptions, Rewriter, Transform};
     let (facts, rest) = data.split_at(data.len().min(4));
     let Ok(body) = Body::parse(rest) else {
         return 0;
     };
-    let returns_void = facts.get(1).is_none_or(|b| b & 1 == 0);
-    let own = u32::from(facts.get(2).copied().unwrap_or(0) % 16);
+    let facts = Facts::read(facts);
     // One local more than the body's, for the wrap transforms to keep a return value in.
-    let resolver = synthetic_module(facts, &body, 1)
+    let resolver = synthetic_module(&facts, &body, 1)
         .token(EXCEPTION_CLASS)
         .token(LOCALS_SIG);
     let mut verifier = Verifier::new();
@@ -187,18 +200,9 @@ pub fn rewrite_any_written(data: &[u8]) -> usize {
         return 0;
     }
     let mut written = 0;
-    let opts = TransformOptions {
-        prologue: vec![
-            Instr::new(Opcode::Ldc_I4, Operand::Int32(0x1234_5678)),
-            Instr::op(Opcode::Pop),
-        ],
-        epilogue: vec![Instr::op(Opcode::Nop)],
-        catch_type: EXCEPTION_CLASS,
-        returns_void: Some(returns_void),
-        return_local: Some(own as u16),
-        store_return: true,
-        ..TransformOptions::default()
-    };
+    // The locals `facts` give number at most 15: the spare one's index fits.
+    let spare = facts.locals as u16;
+    let opts = crate::generate::check::checked_options(facts.returns_void, spare);
     let mut rewriter = Rewriter::new();
     for transform in Transform::ALL {
         let mut out = Vec::new();
@@ -321,13 +325,20 @@ pub fn verify_types(data: &[u8]) {
 pub fn verify_types_body(data: &[u8]) {
     use crate::verify::types::{ModuleStore, TypeChecker, TypeSystem};
     use std::sync::OnceLock;
-    static HOST: OnceLock<Option<(Image<'static>, ModuleStore)>> = OnceLock::new();
-    let Some((image, store)) = HOST.get_or_init(|| {
+    // The host image, the store, and the host's longest body (the other body checked first).
+    type Host = (Image<'static>, ModuleStore, Option<u32>);
+    static HOST: OnceLock<Option<Host>> = OnceLock::new();
+    let Some((image, store, longest)) = HOST.get_or_init(|| {
         let (_, bytes) = crate::corpus::EMBEDDED
             .iter()
             .find(|(name, _)| name.ends_with("/type_cases.dll"))?;
         let image = Image::parse(bytes).ok()?;
-        Some((image, ModuleStore::with_runtime_dirs(Vec::new())))
+        let longest = image
+            .methods()
+            .filter_map(|m| Some((m.rid(), m.decoded_body().ok()?.code.len())))
+            .max_by_key(|&(_, len)| len)
+            .map(|(rid, _)| rid);
+        Some((image, ModuleStore::with_runtime_dirs(Vec::new()), longest))
     }) else {
         panic!("the embedded type_cases.dll does not read");
     };
@@ -346,12 +357,9 @@ pub fn verify_types_body(data: &[u8]) {
     let fresh = answer(&mut TypeChecker::new(), &mut ts);
     // Another body first: the host's longest, checked as its own method.
     let mut reused = TypeChecker::new();
-    if let Some((other, other_body)) = image
-        .methods()
-        .filter_map(|m| Some((m.rid(), m.decoded_body().ok()?)))
-        .max_by_key(|(_, b)| b.code.len())
-    {
-        reused.check(&mut ts, other, &other_body);
+    let other = longest.and_then(|rid| Some((rid, image.method(rid).ok()?.decoded_body().ok()?)));
+    if let Some((rid, other_body)) = other {
+        reused.check(&mut ts, rid, &other_body);
     }
     let mut again = TypeSystem::new(store, image, None);
     assert_eq!(

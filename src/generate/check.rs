@@ -101,6 +101,30 @@ pub fn runs_within_fuel(g: &Generated) -> Result<(), String> {
     Ok(())
 }
 
+/// A prologue that leaves the stack as it found it, long enough to move every offset:
+/// `ldc.i4 0x12345678; pop`.
+fn marker_prologue() -> Vec<Instr> {
+    vec![
+        Instr::new(Opcode::Ldc_I4, Operand::Int32(0x1234_5678)),
+        Instr::op(Opcode::Pop),
+    ]
+}
+
+/// The options every transform is checked with: [`marker_prologue`], a `nop` epilogue, the
+/// synthetic exception class for the wraps to catch, and `spare` as the local a wrap keeps the
+/// return value in (the epilogue copies it there too, as for a probe that reads it).
+pub(crate) fn checked_options(returns_void: bool, spare: u16) -> TransformOptions {
+    TransformOptions {
+        prologue: marker_prologue(),
+        epilogue: vec![Instr::op(Opcode::Nop)],
+        catch_type: EXCEPTION_CLASS,
+        returns_void: Some(returns_void),
+        return_local: Some(spare),
+        store_return: true,
+        ..TransformOptions::default()
+    }
+}
+
 /// Every transform of the rewriter keeps the body valid and its behaviour (result, exception,
 /// calls, final arguments and locals) unchanged; `identity` is a fixed point; no branch lands
 /// outside the code; after `shorten` no long branch could have been short.
@@ -112,21 +136,7 @@ pub fn transforms_preserve(g: &Generated) -> Result<(), String> {
     // A spare local for the wrap transforms to hold a return value in.
     let spare = g.shape.locals;
     let resolver = g.resolver.clone().locals(spare as u32 + 1);
-    let opts = TransformOptions {
-        prologue: vec![
-            Instr::new(Opcode::Ldc_I4, Operand::Int32(0x1234_5678)),
-            Instr::op(Opcode::Pop),
-        ],
-        epilogue: vec![Instr::op(Opcode::Nop)],
-        catch_type: EXCEPTION_CLASS,
-        returns_void: Some(g.shape.returns_void),
-        return_local: Some(spare),
-        // The epilogue copies a return value there too, as for a probe that reads it.
-        store_return: true,
-        new_locals: None,
-        wrap_entry: Vec::new(),
-        wrap_exit: Vec::new(),
-    };
+    let opts = checked_options(g.shape.returns_void, spare);
     let mut rewriter = Rewriter::new();
     for transform in Transform::ALL {
         let name = transform.name();
@@ -187,10 +197,7 @@ pub fn splice_agrees(g: &Generated) -> Result<usize, String> {
     let body = Body::parse(&bytes).map_err(|e| e.to_string())?;
     let resolver = &g.resolver;
     let short = TransformOptions {
-        prologue: vec![
-            Instr::new(Opcode::Ldc_I4, Operand::Int32(0x1234_5678)),
-            Instr::op(Opcode::Pop),
-        ],
+        prologue: marker_prologue(),
         returns_void: Some(g.shape.returns_void),
         ..TransformOptions::default()
     };
