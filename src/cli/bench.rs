@@ -418,7 +418,10 @@ fn measure_rewriter(
     let (mut walls, mut cpus) = (Vec::new(), Vec::new());
     let mut per: Vec<Vec<f64>> = vec![Vec::new(); staged.len()];
     let out_dir = work.join("out");
-    for round in 0..a.warmup + a.rounds {
+    // A rewriter that fails a call gets no speed figure, so the bench stops at its first
+    // failure, warm-up included: a hanging rewriter costs one deadline, not one per call.
+    let mut failed = false;
+    'rounds: for round in 0..a.warmup + a.rounds {
         let measured = round >= a.warmup;
         let _ = std::fs::remove_dir_all(&out_dir);
         std::fs::create_dir_all(&out_dir)?;
@@ -426,24 +429,28 @@ fn measure_rewriter(
         let start = Instant::now();
         if dir_mode {
             let o = cmd.run(&in_dir, &out_dir, timeout)?;
-            if !o.success() && measured {
+            if !o.success() {
                 line.problems
                     .push(format!("the rewriter ended with {}", o.describe()));
+                failed = true;
+                break 'rounds;
             }
         } else {
             for (k, (_, input)) in staged.iter().enumerate() {
                 let out = out_dir.join(input.file_name().unwrap_or_default());
                 let t = Instant::now();
                 let o = cmd.run(input, &out, timeout)?;
+                if !o.success() {
+                    line.problems.push(format!(
+                        "{}: the rewriter ended with {}",
+                        input.display(),
+                        o.describe()
+                    ));
+                    failed = true;
+                    break 'rounds;
+                }
                 if measured {
                     per[k].push(t.elapsed().as_secs_f64());
-                    if !o.success() {
-                        line.problems.push(format!(
-                            "{}: the rewriter ended with {}",
-                            input.display(),
-                            o.describe()
-                        ));
-                    }
                 }
             }
         }
@@ -455,11 +462,14 @@ fn measure_rewriter(
         }
         line.peak_rss_kib = line.peak_rss_kib.max(after.max_rss_kib);
     }
+    if failed {
+        line.problems
+            .push("stopped at the rewriter's first failure: no speed figure".into());
+        return Ok(line);
+    }
     line.rounds = walls.clone();
     line.wall = Spread::of(walls);
     line.cpu = Spread::of(cpus);
-    let mut seen = std::collections::HashSet::new();
-    line.problems.retain(|p| seen.insert(p.clone()));
     if !dir_mode {
         line.per_assembly = staged
             .iter()

@@ -98,7 +98,8 @@ pub struct FuzzArgs {
     /// Programs a runtime server runs before it is replaced by a new one.
     #[arg(long, value_name = "N", default_value_t = ilcheck::harness::server::DEFAULT_RESTART_AFTER)]
     pub server_restart: u32,
-    /// Most seconds spent minimising one failure.
+    /// Most seconds spent minimising one failure: no check runs past them (a run's deadline
+    /// is cut to the time left), nor past the end of --time.
     #[arg(long, default_value_t = 90)]
     pub minimise_time: u64,
     /// Most checks (rewriter and runtime runs) spent minimising one failure.
@@ -303,8 +304,8 @@ fn print_summary(s: &FuzzSummary) {
     );
     let st = &s.stages;
     println!(
-        "time by stage (all workers): generate {:.1} s, rewriter {:.1} s, verify {:.1} s, runtimes {:.1} s",
-        st.generate, st.rewriter, st.verify, st.runtimes
+        "time by stage (all workers): generate {:.1} s, rewriter {:.1} s, verify {:.1} s, runtimes {:.1} s, minimise {:.1} s",
+        st.generate, st.rewriter, st.verify, st.runtimes, st.minimise
     );
     let sv = &s.servers;
     if sv.started > 0 {

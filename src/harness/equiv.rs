@@ -45,6 +45,8 @@ pub struct RunSummary {
     pub ended: String,
     /// Whether it exited with 0 in time.
     pub ok: bool,
+    /// Whether its deadline passed (it was killed with its process group).
+    pub timed_out: bool,
     /// The first lines of its standard error.
     pub stderr_tail: String,
     /// Result lines printed.
@@ -140,6 +142,7 @@ impl RunSummary {
         RunSummary {
             ended: o.describe(),
             ok: o.success(),
+            timed_out: o.timed_out,
             stderr_tail: head.join("\n"),
             result_lines: lines,
             defect_message: defect.as_ref().and_then(|_| defect_message(o)),
@@ -280,6 +283,7 @@ pub fn compare_with(
                 original: RunSummary {
                     ended: "not run: the rewritten program printed the expected lines".into(),
                     ok: true,
+                    timed_out: false,
                     stderr_tail: String::new(),
                     result_lines: e.len(),
                     defect: None,

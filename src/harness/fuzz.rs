@@ -167,6 +167,9 @@ pub struct StageTimes {
     pub verify: f64,
     /// Both programs under every runtime.
     pub runtimes: f64,
+    /// Minimising failures and checking the minimised programs again (every stage of those
+    /// checks: they are not counted in the others).
+    pub minimise: f64,
 }
 
 impl StageTimes {
@@ -176,6 +179,7 @@ impl StageTimes {
         self.rewriter += other.rewriter;
         self.verify += other.verify;
         self.runtimes += other.runtimes;
+        self.minimise += other.minimise;
     }
 }
 
@@ -192,6 +196,9 @@ pub struct CaseResult {
     pub original: PathBuf,
     /// Where the rewritten program was to be written.
     pub rewritten: PathBuf,
+    /// A run timed out under a deadline cut below the configured one (a check near the end
+    /// of minimisation's budget): the result does not say whether the programs hang.
+    pub cut: bool,
 }
 
 fn secs(since: Instant) -> f64 {
@@ -234,13 +241,22 @@ pub enum Depth {
 }
 
 /// Checks one program: the rewriter, the verifier against the original, and the runtimes.
+/// With `until`, no run's deadline passes it (each is the configured one or the time left,
+/// whichever is shorter; a run that times out under a shortened deadline sets
+/// [`CaseResult::cut`]).
 pub fn check_program(
     setup: &Setup,
     execs: &mut [Executor],
     program: &Program,
     dir: &Path,
     depth: Depth,
+    until: Option<Instant>,
 ) -> std::io::Result<CaseResult> {
+    let deadline = |configured: Duration| {
+        until.map_or(configured, |u| {
+            configured.min(u.saturating_duration_since(Instant::now()))
+        })
+    };
     let mut times = StageTimes::default();
     let t = Instant::now();
     let (odir, rdir) = (dir.join("original"), dir.join("rewritten"));
@@ -258,6 +274,7 @@ pub fn check_program(
         methods: program.manifest.methods.len(),
         original: original.clone(),
         rewritten: rewritten.clone(),
+        cut: false,
     };
     let fail = |kind: FailureKind, signature: String, summary: String, rewriter: String| Failure {
         kind,
@@ -270,10 +287,11 @@ pub fn check_program(
     };
 
     let t = Instant::now();
-    let run = setup
-        .rewriter
-        .run(&original, &rewritten, setup.rewriter_timeout);
+    let rewriter_deadline = deadline(setup.rewriter_timeout);
+    let run = setup.rewriter.run(&original, &rewritten, rewriter_deadline);
     result.times.rewriter += secs(t);
+    result.cut |=
+        rewriter_deadline < setup.rewriter_timeout && run.as_ref().is_ok_and(|o| o.timed_out);
     let run = match run {
         Ok(o) => o,
         Err(e) => {
@@ -388,14 +406,13 @@ pub fn check_program(
         .collect();
     let decided = depth == Depth::Decide && !findings.is_empty();
     for exec in execs.iter_mut().filter(|_| !decided) {
-        match compare_with(
-            exec,
-            &original,
-            &rewritten,
-            Some(&expected),
-            setup.run_timeout,
-        ) {
-            Ok(c) => runtimes.push(c),
+        let run_deadline = deadline(setup.run_timeout);
+        match compare_with(exec, &original, &rewritten, Some(&expected), run_deadline) {
+            Ok(c) => {
+                result.cut |= run_deadline < setup.run_timeout
+                    && (c.original.timed_out || c.rewritten.timed_out);
+                runtimes.push(c);
+            }
             Err(e) => {
                 return Err(std::io::Error::other(format!(
                     "running {}: {e}",
@@ -526,7 +543,7 @@ fn dedup<'a>(items: &[&'a str]) -> Vec<&'a str> {
     out
 }
 
-/// Builds and checks the program of `methods`.
+/// Builds and checks the program of `methods` (`until` as for [`check_program`]).
 pub fn check_methods(
     setup: &Setup,
     execs: &mut [Executor],
@@ -534,11 +551,12 @@ pub fn check_methods(
     methods: &[ProgramMethod],
     dir: &Path,
     depth: Depth,
+    until: Option<Instant>,
 ) -> std::io::Result<(Program, CaseResult)> {
     let t = Instant::now();
     let program = build_program(name, methods, &setup.config).map_err(std::io::Error::other)?;
     let gen_time = secs(t);
-    let mut r = check_program(setup, execs, &program, dir, depth)?;
+    let mut r = check_program(setup, execs, &program, dir, depth, until)?;
     r.times.generate += gen_time;
     Ok((program, r))
 }
@@ -548,7 +566,9 @@ pub fn check_methods(
 pub struct MinimiseBudget {
     /// Most checks (each runs the rewriter and the runtimes).
     pub checks: u32,
-    /// Most wall time.
+    /// Most wall time: no check runs past it (each run's deadline is cut to the time left, and
+    /// a check whose run timed out under a cut deadline does not count as failing), so a
+    /// hanging rewriter or program costs at most this, not a full deadline per check.
     pub time: Duration,
 }
 
@@ -574,15 +594,16 @@ pub fn minimise(
     budget: MinimiseBudget,
 ) -> std::io::Result<Vec<ProgramMethod>> {
     let (implicated, signature) = (&failure.methods, &failure.signature);
-    let start = Instant::now();
+    let until = Instant::now() + budget.time;
     let mut checks = 0u32;
     let mut fails = |candidate: &[ProgramMethod]| -> std::io::Result<bool> {
-        if candidate.is_empty() || checks >= budget.checks || start.elapsed() > budget.time {
+        if candidate.is_empty() || checks >= budget.checks || Instant::now() >= until {
             return Ok(false);
         }
         checks += 1;
-        let (_, r) = check_methods(setup, execs, name, candidate, dir, Depth::Decide)?;
-        Ok(r.failure.is_some_and(|f| &f.signature == signature))
+        let depth = Depth::Decide;
+        let (_, r) = check_methods(setup, execs, name, candidate, dir, depth, Some(until))?;
+        Ok(!r.cut && r.failure.is_some_and(|f| &f.signature == signature))
     };
 
     let mut current = methods;
@@ -839,12 +860,13 @@ pub fn write_repro(
             f.rewriter.trim()
         );
     }
+    // Mapped, not read: the rewritten file is whatever the rewriter wrote, of any size.
     if let (Ok(o), Ok(r)) = (
-        std::fs::read(&result.original),
-        std::fs::read(&result.rewritten),
+        crate::image::Image::open(&result.original),
+        crate::image::Image::open(&result.rewritten),
     ) {
         for m in program.manifest.methods.iter().map(|m| &m.name) {
-            let (a, b) = (method_listing(&o, m), method_listing(&r, m));
+            let (a, b) = (method_listing_in(&o, m), method_listing_in(&r, m));
             if a == b {
                 continue;
             }
@@ -867,9 +889,23 @@ pub fn write_repro(
             std::fs::create_dir_all(dir.join(sub))?;
             for e in std::fs::read_dir(&from)? {
                 let e = e?;
-                if e.file_type()?.is_file() {
-                    crate::fsio::copy_atomic(&e.path(), &dir.join(sub).join(e.file_name()))?;
+                if !e.file_type()?.is_file() {
+                    continue;
                 }
+                let len = e.metadata()?.len();
+                if len > REPRO_FILE_LIMIT {
+                    // A rewriter that wrote gigabytes of garbage is reproduced by running it
+                    // again, not by keeping its output.
+                    let _ = writeln!(
+                        md,
+                        "`{sub}/{}` ({len} bytes) is not kept: it is larger than {} MiB. \
+                         Run the rewriter as above to write it again.\n",
+                        e.file_name().to_string_lossy(),
+                        REPRO_FILE_LIMIT >> 20
+                    );
+                    continue;
+                }
+                crate::fsio::copy_atomic(&e.path(), &dir.join(sub).join(e.file_name()))?;
             }
         }
         // So that `dotnet NAME.exe` runs either program by hand (the rewriter writes only the
@@ -884,6 +920,9 @@ pub fn write_repro(
     let json = serde_json::to_string_pretty(f).map_err(std::io::Error::other)?;
     crate::fsio::write_atomic(&dir.join("failure.json"), json.as_bytes())
 }
+
+/// Largest file a repro folder keeps a copy of (the rewriter's output can be anything).
+pub const REPRO_FILE_LIMIT: u64 = 64 << 20;
 
 /// What a finding usually means about the rewriter that caused it, for the repro report.
 pub fn rewriter_hint(code: &str) -> &'static str {
@@ -933,15 +972,20 @@ pub fn rewriter_hint(code: &str) -> &'static str {
 
 /// The disassembly of method `name` (`M3`) of an image, tokens named, or why there is none.
 pub fn method_listing(image: &[u8], name: &str) -> String {
-    let Ok(img) = crate::image::Image::parse(image) else {
-        return "(not a readable image)\n".into();
-    };
+    match crate::image::Image::parse(image) {
+        Ok(img) => method_listing_in(&img, name),
+        Err(_) => "(not a readable image)\n".into(),
+    }
+}
+
+/// [`method_listing`] of an image already open.
+pub fn method_listing_in(img: &crate::image::Image<'_>, name: &str) -> String {
     for m in img.methods() {
         let Ok(n) = m.name() else { continue };
         if n != name {
             continue;
         }
-        let names = crate::disasm::ImageNamer::new(&img);
+        let names = crate::disasm::ImageNamer::new(img);
         return match m.body_bytes().map(crate::body::Body::parse) {
             Ok(Ok(b)) => crate::disasm::disassemble_with(&b, Some(&names)),
             Ok(Err(e)) => format!("(body does not decode: {e})\n"),
@@ -1033,7 +1077,8 @@ pub fn run_loop(
                         break;
                     }
                     let seed = opts.seed.wrapping_add(k);
-                    match one_case(setup, &mut execs, opts, seed, &work, summary, progress) {
+                    let end = opts.time.map(|t| start + t);
+                    match one_case(setup, &mut execs, opts, seed, &work, end, summary, progress) {
                         Ok(()) => {}
                         Err(e) => {
                             *error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
@@ -1071,12 +1116,16 @@ fn lock(s: &std::sync::Mutex<FuzzSummary>) -> std::sync::MutexGuard<'_, FuzzSumm
     s.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// One case of the loop: generated, checked, and when it fails with a signature that wants a
+/// repro, minimised within the budget and the time the loop has left (`end`, from `--time`).
+#[allow(clippy::too_many_arguments)]
 fn one_case(
     setup: &Setup,
     execs: &mut [Executor],
     opts: &LoopOptions,
     seed: u64,
     work: &Path,
+    end: Option<Instant>,
     summary: &std::sync::Mutex<FuzzSummary>,
     progress: &(dyn Fn(Progress) + Sync),
 ) -> std::io::Result<()> {
@@ -1088,7 +1137,7 @@ fn one_case(
     program.manifest.seed = seed;
     let gen_time = secs(t);
     let case_dir = work.join("case");
-    let mut r = check_program(setup, execs, &program, &case_dir, Depth::Decide)?;
+    let mut r = check_program(setup, execs, &program, &case_dir, Depth::Decide, None)?;
     r.times.generate += gen_time;
     let keep_repro = {
         let mut s = lock(summary);
@@ -1135,22 +1184,44 @@ fn one_case(
         let _ = std::fs::remove_dir_all(&case_dir);
         return Ok(());
     };
+    let t = Instant::now();
     let min_dir = work.join("minimise");
-    let minimal = minimise(
-        setup,
-        execs,
-        &name,
-        methods.clone(),
-        &f,
-        &min_dir,
-        opts.budget,
-    )?;
-    let (mut small, mut result) =
-        check_methods(setup, execs, &name, &minimal, &min_dir, Depth::Report)?;
-    if result.failure.as_ref().map(|x| &x.signature) != Some(&f.signature) {
-        // Minimisation ran out of budget on a flaky failure: keep the whole case.
-        small = program;
-        result = r;
+    // Within the budget and what is left of the loop's time: a failure found near the end is
+    // kept as it is (or minimised as far as the time allows) rather than running over.
+    let left = end.map_or(opts.budget.time, |e| e.saturating_duration_since(t));
+    let budget = MinimiseBudget {
+        time: opts.budget.time.min(left),
+        ..opts.budget
+    };
+    let minimal = if budget.time.is_zero() {
+        methods.clone()
+    } else {
+        minimise(setup, execs, &name, methods.clone(), &f, &min_dir, budget)?
+    };
+    // The rewriter's own failures are the same at either depth (the runtimes never run): an
+    // unminimised program keeps the result it has.
+    let rewriter_stage = matches!(
+        f.kind,
+        FailureKind::RewriterCrashed
+            | FailureKind::RewriterTimedOut
+            | FailureKind::NoOutput
+            | FailureKind::NotDotNet
+    );
+    let (mut small, result) = if rewriter_stage && same_methods(&minimal, &methods) {
+        (program, r)
+    } else {
+        let depth = Depth::Report;
+        let (small, result) = check_methods(setup, execs, &name, &minimal, &min_dir, depth, None)?;
+        if result.failure.as_ref().map(|x| &x.signature) == Some(&f.signature) {
+            (small, result)
+        } else {
+            // Minimisation ran out of budget on a flaky failure: keep the whole case.
+            (program, r)
+        }
+    };
+    {
+        let mut s = lock(summary);
+        s.stages.minimise += secs(t);
     }
     small.manifest.seed = seed;
     let safe: String = f
@@ -1189,6 +1260,14 @@ fn one_case(
     Ok(())
 }
 
+/// Whether two method lists are the same programs' methods (names and choice streams).
+fn same_methods(a: &[ProgramMethod], b: &[ProgramMethod]) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|(x, y)| x.name == y.name && x.choice_bytes() == y.choice_bytes())
+}
+
 /// Re-checks a kept original program (`--replay`): rebuilds nothing, runs the rewriter on the
 /// assembly as it is, with its manifest beside it.
 pub fn replay(setup: &Setup, original: &Path, work: &Path) -> std::io::Result<CaseResult> {
@@ -1207,5 +1286,6 @@ pub fn replay(setup: &Setup, original: &Path, work: &Path) -> std::io::Result<Ca
         &Program { bytes, manifest },
         work,
         Depth::Report,
+        None,
     )
 }

@@ -68,27 +68,17 @@ pub enum ProcessError {
     },
 }
 
-/// Reads `stream` to its end, keeping at most `limit` bytes; returns them and whether more came.
-fn drain(mut stream: impl Read, limit: usize) -> (Vec<u8>, bool) {
-    let mut kept = Vec::new();
-    let mut buf = [0u8; 8192];
-    let mut cut = false;
-    loop {
-        match stream.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                let room = limit.saturating_sub(kept.len());
-                kept.extend_from_slice(&buf[..n.min(room)]);
-                cut |= n > room;
-            }
-        }
-    }
-    (kept, cut)
-}
+/// How long the pipes are read after the child has ended and its process group was killed:
+/// long enough for the last output still in the pipes, short enough that a process which left
+/// the group (`setsid`) holding them open costs little.
+const GRACE: Duration = Duration::from_millis(500);
 
 /// Runs `command` to its end or until `timeout`, with stdin closed and each output stream kept up
 /// to `output_limit` bytes (the rest is read and dropped, so the child never blocks on a full
-/// pipe). On timeout the child's whole process group is killed.
+/// pipe). On timeout the child's whole process group is killed. When the child ends by itself,
+/// whatever it left running in its process group is killed too: a command's run is the command
+/// and what it started, and a background process still writing after it (or holding its output
+/// open, which would keep a reader waiting for the end of the output) is not part of its result.
 pub fn run_bounded(
     command: &mut Command,
     timeout: Duration,
@@ -105,56 +95,269 @@ pub fn run_bounded(
         command.process_group(0);
     }
     let start = Instant::now();
-    let mut child = command.spawn().map_err(|source| ProcessError::Spawn {
+    let child = command.spawn().map_err(|source| ProcessError::Spawn {
         program: program.clone(),
         source,
     })?;
-    let out = child
-        .stdout
-        .take()
-        .map(|s| std::thread::spawn(move || drain(s, output_limit)));
-    let err = child
-        .stderr
-        .take()
-        .map(|s| std::thread::spawn(move || drain(s, output_limit)));
-    let mut timed_out = false;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if start.elapsed() >= timeout => {
-                timed_out = true;
-                kill_group(&mut child);
-                break child.wait().map_err(|source| ProcessError::Wait {
-                    program: program.clone(),
-                    source,
-                })?;
+    let watched = Watched {
+        child,
+        start,
+        timeout,
+        output_limit,
+        program,
+    };
+    #[cfg(unix)]
+    return watched.supervise();
+    #[cfg(not(unix))]
+    return watched.supervise_threads();
+}
+
+/// A child being run by [`run_bounded`].
+struct Watched {
+    child: std::process::Child,
+    start: Instant,
+    timeout: Duration,
+    output_limit: usize,
+    program: String,
+}
+
+/// One output stream: what is kept of it, and whether more came.
+#[derive(Default)]
+struct Kept {
+    bytes: Vec<u8>,
+    cut: bool,
+}
+
+impl Kept {
+    fn take(&mut self, data: &[u8], limit: usize) {
+        let room = limit.saturating_sub(self.bytes.len());
+        self.bytes.extend_from_slice(&data[..data.len().min(room)]);
+        self.cut |= data.len() > room;
+    }
+}
+
+impl Watched {
+    fn wait_error(&self, source: std::io::Error) -> ProcessError {
+        ProcessError::Wait {
+            program: self.program.clone(),
+            source,
+        }
+    }
+
+    fn outcome(
+        &self,
+        status: std::process::ExitStatus,
+        timed_out: bool,
+        elapsed: Duration,
+        out: Kept,
+        err: Kept,
+    ) -> Outcome {
+        #[cfg(unix)]
+        let signal = std::os::unix::process::ExitStatusExt::signal(&status);
+        #[cfg(not(unix))]
+        let signal = None;
+        Outcome {
+            code: status.code(),
+            signal,
+            timed_out,
+            truncated: out.cut || err.cut,
+            stdout: out.bytes,
+            stderr: err.bytes,
+            elapsed,
+        }
+    }
+
+    /// One thread reads both pipes (non-blocking, `poll(2)`) and watches the child: the
+    /// deadline covers the child, and the reading of its output ends a short [`GRACE`] after
+    /// the child and its process group are gone, whoever still holds the pipes.
+    #[cfg(unix)]
+    fn supervise(mut self) -> Result<Outcome, ProcessError> {
+        use std::os::fd::{AsRawFd, OwnedFd};
+        // Stdout, then stderr: the pipes' read ends as files, non-blocking.
+        let ends = [
+            self.child.stdout.take().map(OwnedFd::from),
+            self.child.stderr.take().map(OwnedFd::from),
+        ];
+        let mut pipes: Vec<(Option<std::fs::File>, Kept)> = ends
+            .into_iter()
+            .map(|end| {
+                let file = end.map(std::fs::File::from);
+                if let Some(f) = &file {
+                    let fd = f.as_raw_fd();
+                    // SAFETY: fcntl on a descriptor this process owns (the pipe's read end).
+                    unsafe {
+                        let flags = libc::fcntl(fd, libc::F_GETFL);
+                        if flags >= 0 {
+                            libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
+                        }
+                    }
+                }
+                (file, Kept::default())
+            })
+            .collect();
+        let mut open: Vec<bool> = pipes.iter().map(|(f, _)| f.is_some()).collect();
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut timed_out = false;
+        // Set once the child has been reaped: its status, when it ended, and when reading stops.
+        let mut ended: Option<(std::process::ExitStatus, Duration, Instant)> = None;
+        loop {
+            if ended.is_none() {
+                let exited = match leader_exited(&self.child) {
+                    Ok(e) => e,
+                    Err(source) => {
+                        kill_group(&mut self.child);
+                        let _ = self.child.wait();
+                        return Err(self.wait_error(source));
+                    }
+                };
+                let late = !exited && self.start.elapsed() >= self.timeout;
+                if exited || late {
+                    timed_out = late;
+                    // The child is not reaped yet (a zombie holds its pid and process group),
+                    // so the group signalled is its own whatever happened since.
+                    kill_group(&mut self.child);
+                    let elapsed = self.start.elapsed();
+                    let status = self.child.wait().map_err(|e| self.wait_error(e))?;
+                    ended = Some((status, elapsed, Instant::now() + GRACE));
+                }
             }
-            Ok(None) => std::thread::sleep(poll_interval(start.elapsed())),
-            Err(source) => {
-                kill_group(&mut child);
-                return Err(ProcessError::Wait { program, source });
+            if let Some((_, _, stop)) = ended
+                && (!open.contains(&true) || Instant::now() >= stop)
+            {
+                break;
+            }
+            let wait = match ended {
+                Some((_, _, stop)) => stop.saturating_duration_since(Instant::now()),
+                None => poll_interval(self.start.elapsed())
+                    .min(self.timeout.saturating_sub(self.start.elapsed())),
+            };
+            let mut fds: Vec<libc::pollfd> = pipes
+                .iter()
+                .zip(&open)
+                .filter_map(|((f, _), o)| f.as_ref().filter(|_| *o))
+                .map(|f| libc::pollfd {
+                    fd: f.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                })
+                .collect();
+            let ms = wait.as_millis().clamp(1, i32::MAX as u128) as i32;
+            // SAFETY: `fds` is a live array of `fds.len()` pollfd structs; with none, poll
+            // only sleeps.
+            let ready = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+            if ready <= 0 {
+                continue;
+            }
+            for f in fds.iter().filter(|f| f.revents != 0) {
+                let at = |(file, _): &(Option<std::fs::File>, Kept)| {
+                    file.as_ref().is_some_and(|x| x.as_raw_fd() == f.fd)
+                };
+                let Some(k) = pipes.iter().position(at) else {
+                    continue;
+                };
+                let (Some(reader), kept) = &mut pipes[k] else {
+                    continue;
+                };
+                loop {
+                    match reader.read(&mut buf) {
+                        Ok(0) => {
+                            open[k] = false;
+                            break;
+                        }
+                        Ok(n) => kept.take(&buf[..n], self.output_limit),
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        Err(_) => {
+                            open[k] = false;
+                            break;
+                        }
+                    }
+                }
             }
         }
-    };
-    let elapsed = start.elapsed();
-    let join = |h: Option<std::thread::JoinHandle<(Vec<u8>, bool)>>| {
-        h.and_then(|h| h.join().ok()).unwrap_or_default()
-    };
-    let (stdout, cut_out) = join(out);
-    let (stderr, cut_err) = join(err);
-    #[cfg(unix)]
-    let signal = std::os::unix::process::ExitStatusExt::signal(&status);
+        let (status, elapsed, _) = ended.expect("the loop ends only once the child has ended");
+        let mut kept = pipes.into_iter().map(|(_, k)| k);
+        let (out, err) = (kept.next(), kept.next());
+        Ok(self.outcome(
+            status,
+            timed_out,
+            elapsed,
+            out.unwrap_or_default(),
+            err.unwrap_or_default(),
+        ))
+    }
+
+    /// Where there is no `poll(2)`: a thread drains each pipe, and the deadline covers the
+    /// child alone.
     #[cfg(not(unix))]
-    let signal = None;
-    Ok(Outcome {
-        code: status.code(),
-        signal,
-        timed_out,
-        stdout,
-        stderr,
-        truncated: cut_out || cut_err,
-        elapsed,
-    })
+    fn supervise_threads(mut self) -> Result<Outcome, ProcessError> {
+        let limit = self.output_limit;
+        let drain = move |mut stream: Box<dyn Read + Send>| {
+            let mut kept = Kept::default();
+            let mut buf = [0u8; 8192];
+            while let Ok(n) = stream.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                kept.take(&buf[..n], limit);
+            }
+            kept
+        };
+        let out = self.child.stdout.take().map(|s| {
+            let s: Box<dyn Read + Send> = Box::new(s);
+            std::thread::spawn(move || drain(s))
+        });
+        let err = self.child.stderr.take().map(|s| {
+            let s: Box<dyn Read + Send> = Box::new(s);
+            std::thread::spawn(move || drain(s))
+        });
+        let mut timed_out = false;
+        let status = loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) => break status,
+                Ok(None) if self.start.elapsed() >= self.timeout => {
+                    timed_out = true;
+                    kill_group(&mut self.child);
+                    break self.child.wait().map_err(|e| self.wait_error(e))?;
+                }
+                Ok(None) => std::thread::sleep(poll_interval(self.start.elapsed())),
+                Err(source) => {
+                    kill_group(&mut self.child);
+                    return Err(self.wait_error(source));
+                }
+            }
+        };
+        let elapsed = self.start.elapsed();
+        let join = |h: Option<std::thread::JoinHandle<Kept>>| {
+            h.and_then(|h| h.join().ok()).unwrap_or_default()
+        };
+        let (out, err) = (join(out), join(err));
+        Ok(self.outcome(status, timed_out, elapsed, out, err))
+    }
+}
+
+/// Whether the child has ended, without reaping it (`waitid` with `WNOWAIT`): until it is
+/// reaped its pid cannot be reused, so its process group can still be signalled safely.
+#[cfg(unix)]
+fn leader_exited(child: &std::process::Child) -> std::io::Result<bool> {
+    let pid: libc::id_t = child.id();
+    // SAFETY: waitid writes one siginfo_t that we own and zero-initialised; WNOWAIT leaves the
+    // child to be reaped by `Child::wait`.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    let r = unsafe {
+        libc::waitid(
+            libc::P_PID,
+            pid,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        )
+    };
+    if r != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // With WNOHANG, a child that has not changed state leaves si_pid zero.
+    // SAFETY: the field is set by waitid for an exited child, and zero as initialised.
+    Ok(unsafe { info.si_pid() } != 0)
 }
 
 /// Short sleeps at first (most children here finish in milliseconds), longer ones later.
@@ -203,6 +406,74 @@ mod tests {
         assert!(o.timed_out && !o.success(), "{o:?}");
         assert!(o.elapsed < Duration::from_secs(10), "{o:?}");
         assert!(o.describe().starts_with("timed out"));
+    }
+
+    /// Whether a process `pid` is alive (a zombie counts as gone).
+    fn alive(pid: i32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+            s.rsplit(')')
+                .next()
+                .is_some_and(|r| !r.trim_start().starts_with('Z'))
+        })
+    }
+
+    #[test]
+    fn a_child_that_leaves_a_process_behind_ends_at_once_and_takes_it_along() {
+        // The shell exits 0 at once; its background child holds both pipes open for 30 s.
+        let o = run_bounded(
+            &mut sh("echo $$ >&2; sleep 30 & echo $!; echo done"),
+            Duration::from_secs(20),
+            1024,
+        )
+        .unwrap();
+        assert!(o.success(), "{o:?}");
+        assert!(o.elapsed < Duration::from_secs(5), "{o:?}");
+        let text = String::from_utf8_lossy(&o.stdout).into_owned();
+        let mut lines = text.lines();
+        let stray: i32 = lines
+            .next()
+            .and_then(|l| l.trim().parse().ok())
+            .expect("its pid");
+        assert_eq!(lines.next(), Some("done"), "{o:?}");
+        // Killed with the group once the shell had ended: gone, or a zombie about to be reaped
+        // by init.
+        let by = Instant::now() + Duration::from_secs(5);
+        while alive(stray) && Instant::now() < by {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(
+            !alive(stray),
+            "the background process {stray} outlived its command"
+        );
+    }
+
+    #[test]
+    fn a_process_that_left_the_group_holding_the_pipes_costs_a_short_grace() {
+        // `setsid` takes the sleeper out of the group the timeout kills; it still holds the
+        // pipes. The run ends when the shell has, plus the grace.
+        let o = run_bounded(
+            &mut sh("setsid sleep 30 & echo $!"),
+            Duration::from_secs(20),
+            1024,
+        )
+        .unwrap();
+        let escaped: Option<i32> = String::from_utf8_lossy(&o.stdout).trim().parse().ok();
+        assert!(o.success() && escaped.is_some(), "{o:?}");
+        assert!(o.elapsed < Duration::from_secs(5), "{o:?}");
+        let started = Instant::now();
+        let late = run_bounded(
+            &mut sh("setsid sleep 30 & echo $!; sleep 30"),
+            Duration::from_millis(300),
+            1024,
+        )
+        .unwrap();
+        assert!(late.timed_out, "{late:?}");
+        assert!(started.elapsed() < Duration::from_secs(5), "{late:?}");
+        let late: Option<i32> = String::from_utf8_lossy(&late.stdout).trim().parse().ok();
+        for pid in escaped.into_iter().chain(late) {
+            // SAFETY: kill(2) of a process this test started, out of every group it knows.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
     }
 
     #[test]

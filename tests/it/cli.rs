@@ -777,6 +777,29 @@ fn bench_measures_checks_and_compares() {
     assert_eq!(code, 1, "{out}{err}");
     assert!(out.contains("no speed figure"), "{out}");
 
+    // A hanging rewriter costs one deadline, not one per call: the bench stops at its first
+    // failure (here in the warm-up, over every assembly of the corpus and four rounds).
+    let start = std::time::Instant::now();
+    let (code, out, err) = ilcheck(&[
+        "bench",
+        "corpus/bin",
+        "--rewriter",
+        "sh -c 'exec sleep 30' sh {in} {out}",
+        "--rounds",
+        "3",
+        "--warmup",
+        "1",
+        "--timeout",
+        "1",
+    ]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("timed out"), "{out}");
+    assert!(
+        out.contains("stopped at the rewriter's first failure"),
+        "{out}"
+    );
+    assert!(start.elapsed().as_secs() < 10, "took {:?}", start.elapsed());
+
     // A previous run ten times faster: a regression.
     let mut prev = v.clone();
     for l in prev["lines"].as_array_mut().unwrap() {

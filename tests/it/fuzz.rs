@@ -551,6 +551,100 @@ fn misbehaving_rewriters_are_findings_about_them() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// What a rewriter leaves behind or floods ilcheck with costs bounded time and space: a
+/// background process that keeps the rewriter's output open does not hold the case up (it is
+/// killed with its process group once the rewriter has exited); a hang is minimised within
+/// `--minimise-time` and not past `--time`, never a full deadline per check; an output of any
+/// size is mapped, not read, and a repro folder does not keep one larger than its limit.
+#[test]
+fn rewriters_that_linger_hang_or_flood_cost_bounded_time_and_space() {
+    let dir = scratch("linger");
+    let base = [
+        "--runtime",
+        "none",
+        "--seed",
+        "3",
+        "--methods-per-assembly",
+        "5",
+    ];
+    let timed = |rewriter: &str, extra: &[&str], keep: &str| {
+        let start = std::time::Instant::now();
+        let mut args = vec!["--rewriter", rewriter];
+        args.extend(base);
+        args.extend(extra);
+        let o = fuzz(&args, &dir.join(keep));
+        (o, start.elapsed())
+    };
+
+    // A correct rewrite (a copy) whose background child holds stdout for 30 s.
+    let lingering = "sh -c 'cp \"$1\" \"$2\"; sleep 30 &' sh {in} {out}";
+    let (o, took) = timed(lingering, &["--cases", "2", "--jobs", "1"], "lingering");
+    assert_eq!(o.code, Some(0), "{}", text(&o));
+    assert_eq!(summary(&o)["cases"], 2);
+    assert!(took.as_secs() < 15, "took {took:?}: {}", text(&o));
+
+    // A hang: one 3 s deadline for the case, then 1 s of minimisation (a check it cannot
+    // finish in time does not count), and no second run of an unshrunk hang.
+    let hang = "sh -c 'exec sleep 30' sh {in} {out}";
+    let (o, took) = timed(
+        hang,
+        &[
+            "--cases",
+            "1",
+            "--rewriter-timeout",
+            "3",
+            "--minimise-time",
+            "1",
+        ],
+        "hang",
+    );
+    assert_eq!(
+        summary(&o)["failures"][0]["signature"],
+        "rewriter-timed-out"
+    );
+    assert!(took.as_secs() < 7, "took {took:?}: {}", text(&o));
+    assert!(
+        summary(&o)["stages"]["minimise"].as_f64().unwrap() < 2.5,
+        "{}",
+        text(&o)
+    );
+
+    // The same hang found as `--time` runs out: kept as it is, not minimised past the end.
+    let (o, took) = timed(
+        hang,
+        &["--time", "1", "--jobs", "1", "--rewriter-timeout", "3"],
+        "hang-at-end",
+    );
+    assert_eq!(
+        summary(&o)["failures"][0]["signature"],
+        "rewriter-timed-out"
+    );
+    assert!(took.as_secs() < 7, "took {took:?}: {}", text(&o));
+
+    // 100 MB (sparse) of nothing as the output.
+    let flood = "sh -c 'truncate -s 100M \"$2\"' sh {in} {out}";
+    let (o, _) = timed(flood, &["--cases", "1"], "flood");
+    assert_eq!(summary(&o)["failures"][0]["signature"], "not-dotnet");
+    let repro = std::fs::read_dir(dir.join("flood"))
+        .unwrap()
+        .flatten()
+        .next()
+        .unwrap()
+        .path();
+    let report = std::fs::read_to_string(repro.join("report.md")).unwrap();
+    assert!(report.contains("is not kept"), "{report}");
+    let kept: u64 = std::fs::read_dir(repro.join("rewritten"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.metadata().unwrap().len())
+        .sum();
+    assert!(
+        kept < ilcheck::harness::fuzz::REPRO_FILE_LIMIT,
+        "{kept} bytes kept"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `equiv`: a program against itself is the same (exit 0); against a program of another seed
 /// under the same name, its lines differ (exit 1).
 #[test]
