@@ -378,6 +378,24 @@ impl Drop for AtomicFile {
     }
 }
 
+/// Whether `b` names the file `a` is, through any path, `..`, symbolic or hard link (on Unix:
+/// the same device and inode); false when either does not exist.
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        #[cfg(unix)]
+        (Ok(x), Ok(y)) => {
+            use std::os::unix::fs::MetadataExt;
+            x.dev() == y.dev() && x.ino() == y.ino()
+        }
+        #[cfg(not(unix))]
+        (Ok(_), Ok(_)) => match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+            (Ok(x), Ok(y)) => x == y,
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
 /// Writes `bytes` to `target` atomically (see [`AtomicFile`]).
 pub fn write_atomic(target: &Path, bytes: &[u8]) -> io::Result<()> {
     let mut f = AtomicFile::create(target)?;
@@ -526,6 +544,28 @@ mod tests {
         f.commit().unwrap();
         assert!(std::fs::read(&target).unwrap() == data);
         let _ = std::fs::remove_dir_all(&places[0]);
+    }
+
+    #[test]
+    fn the_same_file_is_known_through_any_name() {
+        let dir = scratch("same-file");
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        let a = dir.join("a.dll");
+        std::fs::write(&a, b"MZ").unwrap();
+        std::fs::write(dir.join("b.dll"), b"MZ").unwrap();
+        std::fs::hard_link(&a, dir.join("hard.dll")).unwrap();
+        #[cfg(unix)]
+        std::os::unix::fs::symlink("a.dll", dir.join("sym.dll")).unwrap();
+        assert!(same_file(&a, &dir.join("sub/../a.dll")));
+        assert!(same_file(&a, &dir.join("hard.dll")));
+        #[cfg(unix)]
+        assert!(same_file(&dir.join("sym.dll"), &a));
+        assert!(
+            !same_file(&a, &dir.join("b.dll")),
+            "same bytes, another file"
+        );
+        assert!(!same_file(&a, &dir.join("missing.dll")));
+        std::fs::remove_dir_all(&dir).ok();
     }
 
     #[test]

@@ -522,6 +522,34 @@ fn run_exit_code(unreadable: bool, strict_skips: bool, failed: bool) -> ExitCode
     }
 }
 
+/// Refuses a report path that names a file the run reads (an input or an original, through
+/// any name or link): a report never replaces what it reports on.
+fn refuse_reports_over_inputs(
+    reports: &[&Option<PathBuf>],
+    inputs: &[Input],
+    more: &[PathBuf],
+) -> Result<()> {
+    let read = inputs
+        .iter()
+        .filter_map(|i| match i {
+            Input::File { path, .. } => Some(path),
+            Input::Embedded { .. } | Input::Memory { .. } => None,
+        })
+        .chain(more);
+    for r in reports.iter().copied().flatten() {
+        for p in read.clone() {
+            if ilcheck::fsio::same_file(p, r) {
+                bail!(
+                    "{}: is {}, which this run reads; a report never replaces what it reports on",
+                    r.display(),
+                    p.display()
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Writes a report file atomically.
 fn write_output(path: &std::path::Path, text: &str) -> Result<()> {
     ilcheck::fsio::write_atomic(path, text.as_bytes())
@@ -552,6 +580,7 @@ fn roundtrip(
         sources,
         problems,
     } = inputs(paths, shard)?;
+    refuse_reports_over_inputs(&[&report_path], &inputs, &[])?;
     if !json {
         eprintln!("ilcheck roundtrip: {}", sources.join("; "));
     }
@@ -660,6 +689,14 @@ fn verify(
     } else {
         inputs(paths, shard)?
     };
+    // The originals too: every file of a baseline directory, and both sides of each pair.
+    let mut originals = corpus::discover(&baseline).unwrap_or_default();
+    for text in &pairs {
+        if let Ok((patched, original)) = parse_pair(text) {
+            originals.extend([patched, original]);
+        }
+    }
+    refuse_reports_over_inputs(&[&sarif, &report_path], &inputs, &originals)?;
     let store = types.store()?;
     // The originals' type findings are counted too, so patched and original are compared alike.
     let mut pass = corpus::TypePass::new(&store);

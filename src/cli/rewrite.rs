@@ -414,7 +414,8 @@ fn jobs(a: &RewriteArgs) -> Result<(Vec<Job>, Vec<corpus::Skipped>)> {
                 j.output.display()
             );
         }
-        if j.output == j.input {
+        // By any name (`DIR/../DIR`, a link): each output would replace its input.
+        if j.output == j.input || ilcheck::fsio::same_file(&j.input, &j.output) {
             bail!(
                 "{}: the output directory is the input's own directory",
                 j.input.display()

@@ -351,3 +351,78 @@ fn report_files_are_written_atomically_or_not_at_all() {
     assert!(temp_files(&dir).is_empty());
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A report never replaces a file the run reads, by whatever name it is given (`DIR/..`, a
+/// symbolic or hard link): `verify`, `roundtrip` and `bench` refuse before they run (exit 2), leaving
+/// inputs and originals as they were; and `rewrite DIR -o` the same directory by another name
+/// is refused as `-o DIR` is.
+#[test]
+fn reports_and_directory_rewrites_never_replace_what_they_read() {
+    let dir = scratch("reads");
+    let source = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("corpus/bin/control_flow.exe");
+    let (input, original) = (dir.join("a.exe"), dir.join("orig.exe"));
+    std::fs::copy(&source, &input).unwrap();
+    std::fs::copy(&source, &original).unwrap();
+    std::fs::hard_link(&input, dir.join("hard.exe")).unwrap();
+    std::os::unix::fs::symlink("a.exe", dir.join("sym.exe")).unwrap();
+    let bytes = std::fs::read(&source).unwrap();
+    let run = |args: &[&str]| {
+        Command::new(BIN)
+            .args(args)
+            .current_dir(&dir)
+            .output()
+            .unwrap()
+    };
+    for args in [
+        &["verify", "a.exe", "--report", "a.exe"][..],
+        &["verify", "a.exe", "--sarif", "../reads-nothing/a.exe"],
+        &["verify", "a.exe", "--sarif", "sym.exe"],
+        &["verify", "a.exe", "--report", "hard.exe"],
+        &[
+            "verify",
+            "a.exe",
+            "--baseline",
+            "orig.exe",
+            "--report",
+            "orig.exe",
+        ],
+        &[
+            "verify",
+            "--baseline-pair",
+            "a.exe=orig.exe",
+            "--report",
+            "./orig.exe",
+        ],
+        &["roundtrip", "a.exe", "--report", "sym.exe"],
+        &["bench", "a.exe", "--rounds", "1", "--report", "hard.exe"],
+    ] {
+        let args: Vec<String> = args
+            .iter()
+            .map(|a| a.replace("reads-nothing", &dir.file_name().unwrap().to_string_lossy()))
+            .collect();
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = run(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains("never replaces"), "{args:?}: {stderr}");
+        assert_eq!(std::fs::read(&input).unwrap(), bytes, "{args:?}");
+        assert_eq!(std::fs::read(&original).unwrap(), bytes, "{args:?}");
+    }
+    // Another report path is written as usual.
+    assert_eq!(
+        run(&["verify", "a.exe", "--report", "r.md"]).status.code(),
+        Some(0)
+    );
+
+    let sub = dir.join("d");
+    std::fs::create_dir_all(&sub).unwrap();
+    std::fs::copy(&source, sub.join("a.exe")).unwrap();
+    let same = format!("{}/../d", sub.display());
+    let out = run(&["rewrite", "d", "-o", &same, "-t", "nop-pad"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("the input's own directory"), "{stderr}");
+    assert_eq!(std::fs::read(sub.join("a.exe")).unwrap(), bytes);
+    assert!(temp_files(&dir).is_empty() && temp_files(&sub).is_empty());
+    std::fs::remove_dir_all(&dir).ok();
+}
