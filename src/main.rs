@@ -174,7 +174,12 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("ilcheck: {e:#}");
-            ExitCode::from(2)
+            if ilcheck::harness::stop_requested() {
+                // A run cut short by SIGINT or SIGTERM (`fuzz --replay`, `equiv`, `bench`).
+                ExitCode::from(cli::interrupt::EXIT_STOPPED)
+            } else {
+                ExitCode::from(2)
+            }
         }
     }
 }
@@ -192,8 +197,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Rewrite(args) => cli::rewrite::run(args),
         Command::Generate(args) => cli::generate::run(args),
         Command::Fuzz(args) => cli::fuzz::run(args),
-        Command::Equiv(args) => cli::fuzz::equiv(args),
-        Command::Bench(args) => cli::bench::run(args),
+        Command::Equiv(args) => {
+            cli::interrupt::install();
+            cli::fuzz::equiv(args)
+        }
+        Command::Bench(args) => {
+            cli::interrupt::install();
+            cli::bench::run(args)
+        }
         Command::Report(cmd) => cli::report::run(cmd),
         Command::Verify {
             paths,

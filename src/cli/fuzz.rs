@@ -155,6 +155,7 @@ fn scratch(what: &str) -> PathBuf {
 
 /// Runs `ilcheck fuzz`.
 pub fn run(a: FuzzArgs) -> Result<ExitCode> {
+    super::interrupt::install();
     let host_dir = scratch("host");
     let r = run_with_host(a, &host_dir);
     let _ = std::fs::remove_dir_all(&host_dir);
@@ -287,14 +288,20 @@ fn run_with_host(a: FuzzArgs, host_dir: &Path) -> Result<ExitCode> {
     } else {
         print_summary(&summary);
     }
-    Ok(
-        if summary.failed_cases > 0 || a.fail_on_runtime_defects && summary.runtime_defect_cases > 0
-        {
-            ExitCode::from(1)
-        } else {
-            ExitCode::SUCCESS
-        },
-    )
+    Ok(if summary.stopped {
+        eprintln!(
+            "ilcheck fuzz: stopped by a signal after {} program(s); what it started is killed, \
+             its scratch directories removed, and the repro folders of the failures found kept",
+            summary.cases
+        );
+        ExitCode::from(super::interrupt::EXIT_STOPPED)
+    } else if summary.failed_cases > 0
+        || a.fail_on_runtime_defects && summary.runtime_defect_cases > 0
+    {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 fn print_summary(s: &FuzzSummary) {

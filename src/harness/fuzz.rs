@@ -10,7 +10,7 @@
 use super::equiv::{RuntimeComparison, compare_with};
 use super::program::{Manifest, Program, ProgramMethod, build_program, generate_methods};
 use super::rewriter::RewriterCommand;
-use super::runtime::Runtime;
+use super::runtime::{Runtime, RuntimeError};
 use super::server::{Executor, ServerOptions, ServerStats};
 use crate::corpus::{self, Input};
 use crate::generate::Config;
@@ -201,6 +201,17 @@ pub struct CaseResult {
     pub cut: bool,
 }
 
+/// The error a check returns when a stop was requested ([`super::process::request_stop`]):
+/// the loop ends without counting the case, and a failure being minimised keeps what it has.
+fn stopped_error() -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::Interrupted, "stopped (interrupted)")
+}
+
+/// Whether `e` is [`stopped_error`]'s.
+fn is_stopped(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::Interrupted && super::process::stop_requested()
+}
+
 fn secs(since: Instant) -> f64 {
     since.elapsed().as_secs_f64()
 }
@@ -294,6 +305,7 @@ pub fn check_program(
         rewriter_deadline < setup.rewriter_timeout && run.as_ref().is_ok_and(|o| o.timed_out);
     let run = match run {
         Ok(o) => o,
+        Err(super::process::ProcessError::Stopped { .. }) => return Err(stopped_error()),
         Err(e) => {
             let k = FailureKind::RewriterCrashed;
             result.failure = Some(fail(
@@ -412,6 +424,9 @@ pub fn check_program(
                 result.cut |= run_deadline < setup.run_timeout
                     && (c.original.timed_out || c.rewritten.timed_out);
                 runtimes.push(c);
+            }
+            Err(RuntimeError::Process(super::process::ProcessError::Stopped { .. })) => {
+                return Err(stopped_error());
             }
             Err(e) => {
                 return Err(std::io::Error::other(format!(
@@ -597,7 +612,11 @@ pub fn minimise(
     let until = Instant::now() + budget.time;
     let mut checks = 0u32;
     let mut fails = |candidate: &[ProgramMethod]| -> std::io::Result<bool> {
-        if candidate.is_empty() || checks >= budget.checks || Instant::now() >= until {
+        if candidate.is_empty()
+            || checks >= budget.checks
+            || Instant::now() >= until
+            || super::process::stop_requested()
+        {
             return Ok(false);
         }
         checks += 1;
@@ -729,6 +748,9 @@ pub struct FuzzSummary {
     pub servers: ServerStats,
     /// Methods checked per second of wall time.
     pub methods_per_second: f64,
+    /// The loop was stopped by a signal ([`super::process::request_stop`]) before its end:
+    /// the cases counted are those it finished, and every failure found has its repro folder.
+    pub stopped: bool,
 }
 
 /// Writes a repro folder for a minimised failure: the programs, `report.md`, and the command
@@ -1068,6 +1090,7 @@ pub fn run_loop(
                 let mut execs = setup.executors();
                 loop {
                     if stop.load(Ordering::Relaxed)
+                        || super::process::stop_requested()
                         || opts.time.is_some_and(|t| start.elapsed() >= t)
                     {
                         break;
@@ -1080,6 +1103,8 @@ pub fn run_loop(
                     let end = opts.time.map(|t| start + t);
                     match one_case(setup, &mut execs, opts, seed, &work, end, summary, progress) {
                         Ok(()) => {}
+                        // Interrupted: the case is not counted, and the loop ends.
+                        Err(e) if is_stopped(&e) => break,
                         Err(e) => {
                             *error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
                             stop.store(true, Ordering::Relaxed);
@@ -1102,6 +1127,7 @@ pub fn run_loop(
         return Err(e);
     }
     let mut s = summary.into_inner().unwrap_or_else(|p| p.into_inner());
+    s.stopped = super::process::stop_requested();
     s.seconds = secs(start);
     s.methods_per_second = if s.seconds > 0.0 {
         s.methods as f64 / s.seconds
@@ -1193,10 +1219,15 @@ fn one_case(
         time: opts.budget.time.min(left),
         ..opts.budget
     };
-    let minimal = if budget.time.is_zero() {
+    // A stop requested during minimisation keeps the failure as it is.
+    let minimal = if budget.time.is_zero() || super::process::stop_requested() {
         methods.clone()
     } else {
-        minimise(setup, execs, &name, methods.clone(), &f, &min_dir, budget)?
+        match minimise(setup, execs, &name, methods.clone(), &f, &min_dir, budget) {
+            Ok(m) => m,
+            Err(e) if is_stopped(&e) => methods.clone(),
+            Err(e) => return Err(e),
+        }
     };
     // The rewriter's own failures are the same at either depth (the runtimes never run): an
     // unminimised program keeps the result it has.
@@ -1207,16 +1238,22 @@ fn one_case(
             | FailureKind::NoOutput
             | FailureKind::NotDotNet
     );
-    let (mut small, result) = if rewriter_stage && same_methods(&minimal, &methods) {
+    let unshrunk = same_methods(&minimal, &methods);
+    let (mut small, result) = if unshrunk && (rewriter_stage || super::process::stop_requested()) {
         (program, r)
     } else {
         let depth = Depth::Report;
-        let (small, result) = check_methods(setup, execs, &name, &minimal, &min_dir, depth, None)?;
-        if result.failure.as_ref().map(|x| &x.signature) == Some(&f.signature) {
-            (small, result)
-        } else {
-            // Minimisation ran out of budget on a flaky failure: keep the whole case.
-            (program, r)
+        match check_methods(setup, execs, &name, &minimal, &min_dir, depth, None) {
+            Ok((small, result))
+                if result.failure.as_ref().map(|x| &x.signature) == Some(&f.signature) =>
+            {
+                (small, result)
+            }
+            // Minimisation ran out of budget on a flaky failure, or a stop was requested: keep
+            // the whole case.
+            Ok(_) => (program, r),
+            Err(e) if is_stopped(&e) => (program, r),
+            Err(e) => return Err(e),
         }
     };
     {

@@ -18,6 +18,8 @@ pub mod server;
 #[cfg(feature = "gen")]
 pub mod type_mutants;
 
-pub use process::{Outcome, ProcessError, Usage, Who, run_bounded, usage};
+pub use process::{
+    Outcome, ProcessError, Usage, Who, request_stop, run_bounded, stop_requested, usage,
+};
 pub use runtime::{Runtime, RuntimeError, RuntimeKind};
 pub use server::{Executor, Host, ServerOptions, ServerStats};

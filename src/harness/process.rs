@@ -58,6 +58,13 @@ pub enum ProcessError {
         /// The operating system's reason.
         source: std::io::Error,
     },
+    /// A stop was requested ([`request_stop`]): the child, if it had started, was killed with
+    /// its process group.
+    #[error("{program}: stopped (interrupted)")]
+    Stopped {
+        /// The program as given.
+        program: String,
+    },
     /// Waiting for the child failed.
     #[error("waiting for {program}: {source}")]
     Wait {
@@ -66,6 +73,23 @@ pub enum ProcessError {
         /// The operating system's reason.
         source: std::io::Error,
     },
+}
+
+/// Set by [`request_stop`].
+static STOP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Asks every child run by this process to stop: a run under way kills its process group and
+/// returns [`ProcessError::Stopped`] within a few milliseconds, and no run starts after it. A
+/// signal handler may call it (one atomic store): the command line's on SIGINT and SIGTERM, so
+/// that an interrupted `fuzz` or `bench` leaves no rewriter or runtime running and no scratch
+/// directory behind.
+pub fn request_stop() {
+    STOP.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether [`request_stop`] was called.
+pub fn stop_requested() -> bool {
+    STOP.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// How long the pipes are read after the child has ended and its process group was killed:
@@ -85,6 +109,9 @@ pub fn run_bounded(
     output_limit: usize,
 ) -> Result<Outcome, ProcessError> {
     let program = command.get_program().to_string_lossy().into_owned();
+    if stop_requested() {
+        return Err(ProcessError::Stopped { program });
+    }
     command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -210,6 +237,13 @@ impl Watched {
                         return Err(self.wait_error(source));
                     }
                 };
+                if !exited && stop_requested() {
+                    kill_group(&mut self.child);
+                    let _ = self.child.wait();
+                    return Err(ProcessError::Stopped {
+                        program: self.program.clone(),
+                    });
+                }
                 let late = !exited && self.start.elapsed() >= self.timeout;
                 if exited || late {
                     timed_out = late;
@@ -315,6 +349,13 @@ impl Watched {
         let status = loop {
             match self.child.try_wait() {
                 Ok(Some(status)) => break status,
+                Ok(None) if stop_requested() => {
+                    kill_group(&mut self.child);
+                    let _ = self.child.wait();
+                    return Err(ProcessError::Stopped {
+                        program: self.program.clone(),
+                    });
+                }
                 Ok(None) if self.start.elapsed() >= self.timeout => {
                     timed_out = true;
                     kill_group(&mut self.child);

@@ -36,7 +36,7 @@
 //! arrives between requests (something a program started is still running).
 
 use super::host::{HOST_NAME, HostError, host_assembly};
-use super::process::{Outcome, kill_group};
+use super::process::{Outcome, ProcessError, kill_group};
 use super::runtime::{OUTPUT_LIMIT, RUNTIMECONFIG, Runtime, RuntimeError};
 use serde::Serialize;
 use std::io::{Read, Write};
@@ -123,6 +123,9 @@ pub enum Unanswered {
     /// A path the protocol cannot carry (not UTF-8, or with a line break).
     #[error("the program's path cannot be sent to a server")]
     BadPath,
+    /// A stop was requested ([`super::process::request_stop`]).
+    #[error("stopped (interrupted)")]
+    Stopped,
 }
 
 /// A piece of a server's output, from the threads that read its pipes.
@@ -340,17 +343,24 @@ impl Server {
             {
                 return Err(Unanswered::Flood);
             }
+            if super::process::stop_requested() {
+                return Err(Unanswered::Stopped);
+            }
             let left = timeout
                 .checked_sub(start.elapsed())
                 .ok_or(Unanswered::TimedOut)?;
-            match self.rx.recv_timeout(left) {
+            // In slices, so that a requested stop is seen within one.
+            match self.rx.recv_timeout(left.min(STOP_SLICE)) {
                 Ok(Chunk::Out(b)) => self.out.extend(b),
                 Ok(Chunk::Err(b)) => self.err.extend(b),
                 Ok(Chunk::End) | Err(RecvTimeoutError::Disconnected) => {
                     self.ended = true;
                     return Err(Unanswered::Died);
                 }
-                Err(RecvTimeoutError::Timeout) => return Err(Unanswered::TimedOut),
+                Err(RecvTimeoutError::Timeout) if left <= STOP_SLICE => {
+                    return Err(Unanswered::TimedOut);
+                }
+                Err(RecvTimeoutError::Timeout) => {}
             }
         }
     }
@@ -363,6 +373,9 @@ impl Server {
         (std::mem::take(&mut self.out), std::mem::take(&mut self.err))
     }
 }
+
+/// The longest a server's request waits before it looks whether a stop was requested.
+const STOP_SLICE: Duration = Duration::from_millis(20);
 
 impl Drop for Server {
     fn drop(&mut self) {
@@ -492,6 +505,13 @@ impl Executor {
                     Ok(o) => {
                         self.stats.served += 1;
                         return Ok(o);
+                    }
+                    Err(Unanswered::Stopped) => {
+                        // Dropping the server kills its process group.
+                        self.server = None;
+                        return Err(RuntimeError::Process(ProcessError::Stopped {
+                            program: self.runtime.program().display().to_string(),
+                        }));
                     }
                     Err(Unanswered::BadPath) => {}
                     Err(Unanswered::TimedOut) => {

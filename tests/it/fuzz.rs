@@ -645,6 +645,82 @@ fn rewriters_that_linger_hang_or_flood_cost_bounded_time_and_space() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// SIGINT (a user's Ctrl-C) stops `fuzz` at once and cleanly: the rewriters it started are
+/// killed (they run in process groups of their own, which the terminal's signal does not
+/// reach), its scratch directories are removed, and it exits 130 with its summary.
+#[test]
+fn an_interrupted_loop_leaves_nothing_running_or_behind() {
+    let dir = scratch("interrupt");
+    std::fs::create_dir_all(&dir).unwrap();
+    let pids = dir.join("pids");
+    let rewriter = format!(
+        "sh -c 'echo $$ >> \"{}\"; sleep 30; cp \"$1\" \"$2\"' sh {{in}} {{out}}",
+        pids.display()
+    );
+    let child = ilcheck()
+        .args([
+            "fuzz",
+            "--rewriter",
+            &rewriter,
+            "--runtime",
+            "none",
+            "--jobs",
+            "2",
+        ])
+        .args(["--time", "60", "--json", "--keep-failures"])
+        .arg(dir.join("kept"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let by = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let started = || {
+        std::fs::read_to_string(&pids)
+            .map(|t| {
+                t.lines()
+                    .filter_map(|l| l.trim().parse::<i32>().ok())
+                    .collect()
+            })
+            .unwrap_or_else(|_| Vec::new())
+    };
+    while started().len() < 2 && std::time::Instant::now() < by {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let rewriters: Vec<i32> = started();
+    assert_eq!(rewriters.len(), 2, "both workers' rewriters started");
+    let pid = i32::try_from(child.id()).unwrap();
+    // SAFETY: kill(2) of the child this test started.
+    unsafe { libc::kill(pid, libc::SIGINT) };
+    let stopped = std::time::Instant::now();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        stopped.elapsed().as_secs() < 5,
+        "took {:?}",
+        stopped.elapsed()
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["stopped"], true);
+    assert_eq!(summary["cases"], 0, "no case finished");
+    for r in rewriters {
+        let alive = std::fs::read_to_string(format!("/proc/{r}/stat")).is_ok_and(|s| {
+            !s.rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z')
+        });
+        assert!(!alive, "the rewriter {r} outlived the interrupted loop");
+    }
+    let tmp = std::env::temp_dir();
+    for what in ["fuzz", "host"] {
+        let left = tmp.join(format!("ilcheck-{what}-{pid}"));
+        assert!(!left.exists(), "{} left behind", left.display());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `equiv`: a program against itself is the same (exit 0); against a program of another seed
 /// under the same name, its lines differ (exit 1).
 #[test]
