@@ -74,7 +74,10 @@ pub struct Runtime {
 }
 
 /// The runtimeconfig.json that lets `dotnet NAME.exe` run a program on .NET Core 3.1 or later.
-pub const RUNTIMECONFIG: &str = "{\n  \"runtimeOptions\": {\n    \"tfm\": \"netcoreapp3.1\",\n    \"rollForward\": \"Major\",\n    \"framework\": { \"name\": \"Microsoft.NETCore.App\", \"version\": \"3.1.0\" }\n  }\n}\n";
+/// Globalization is invariant, as in the harness's own runs: the result lines do not depend on
+/// culture data, and a machine whose ICU the runtime does not know (CoreCLR 3.1 on Debian 12,
+/// with ICU 72) runs the program by hand instead of failing at the first number it formats.
+pub const RUNTIMECONFIG: &str = "{\n  \"runtimeOptions\": {\n    \"tfm\": \"netcoreapp3.1\",\n    \"rollForward\": \"Major\",\n    \"framework\": { \"name\": \"Microsoft.NETCore.App\", \"version\": \"3.1.0\" },\n    \"configProperties\": { \"System.Globalization.Invariant\": true }\n  }\n}\n";
 
 /// Most output a program run keeps per stream.
 pub(crate) const OUTPUT_LIMIT: usize = 16 << 20;
