@@ -1,7 +1,8 @@
-//! SIGINT and SIGTERM for the commands that run other programs for long (`fuzz`, `bench`): the
+//! SIGINT and SIGTERM for the commands that run long (`fuzz`, `bench`, `equiv`, `rewrite`): the
 //! first signal asks every child run to stop ([`ilcheck::harness::request_stop`]), so the
-//! command kills what it started, removes its scratch directories and reports what it did so
-//! far; a second signal ends the process at once (the handler is reset on first use).
+//! command kills what it started, removes its scratch directories and temporary files and
+//! reports what it did so far; a second signal ends the process at once (the handler is reset
+//! on first use).
 
 /// The exit code of a command that stopped on a signal (128 + SIGINT, as shells report it).
 pub const EXIT_STOPPED: u8 = 130;

@@ -211,6 +211,11 @@ pub fn options(a: &RewriteArgs) -> Result<RewriteOptions> {
 pub fn rewrite_file(input: &Path, output: &Path, opts: &RewriteOptions) -> Result<RewriteReport> {
     let mut buffers = Buffers::default();
     let (report, file, _) = rewrite_to_temp(input, output, opts, &mut buffers, Writing::Whole)?;
+    if ilcheck::harness::stop_requested() {
+        // Dropped: the temporary file goes, and `output` stays as it was.
+        drop(file);
+        bail!("{}: not written: stopped by a signal", output.display());
+    }
     file.commit()
         .with_context(|| format!("writing {}", output.display()))?;
     Ok(report)
@@ -350,6 +355,9 @@ fn rewrite_to_temp(
 
 /// Runs `ilcheck rewrite`.
 pub fn run(a: RewriteArgs) -> Result<ExitCode> {
+    // Ctrl-C ends the run between assemblies: what is complete is written, nothing else is
+    // left behind (not even a temporary file).
+    super::interrupt::install();
     let single =
         a.inputs.len() == 1 && a.inputs[0].is_file() && !a.output.is_dir() && a.shard.is_none();
     let opts = options(&a)?;
@@ -522,6 +530,9 @@ fn many(a: &RewriteArgs, mut opts: RewriteOptions) -> Result<ExitCode> {
             s.spawn(move || {
                 let mut buffers = Buffers::default();
                 loop {
+                    if ilcheck::harness::stop_requested() {
+                        break;
+                    }
                     let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     let Some(&i) = order.get(k) else { break };
                     let j = &jobs[i];
@@ -546,6 +557,7 @@ fn many(a: &RewriteArgs, mut opts: RewriteOptions) -> Result<ExitCode> {
         ilcheck::fsio::sync_dir(&dir);
     }
     let wall = start.elapsed().as_secs_f64();
+    let stopped = ilcheck::harness::stop_requested();
     let mut reports = Vec::new();
     let mut failed = 0usize;
     let mut rejected = 0u64;
@@ -579,7 +591,9 @@ fn many(a: &RewriteArgs, mut opts: RewriteOptions) -> Result<ExitCode> {
             }
             None => {
                 failed += 1;
-                eprintln!("ilcheck: {}: not rewritten", j.input.display());
+                if !stopped {
+                    eprintln!("ilcheck: {}: not rewritten", j.input.display());
+                }
             }
         }
     }
@@ -595,6 +609,15 @@ fn many(a: &RewriteArgs, mut opts: RewriteOptions) -> Result<ExitCode> {
             failed,
             il_in as f64 / 1e6,
         );
+    }
+    if stopped {
+        eprintln!(
+            "ilcheck rewrite: stopped by a signal: {} of {} assemblies written, the others not \
+             started (no temporary file is left)",
+            reports.len(),
+            jobs.len()
+        );
+        return Ok(ExitCode::from(super::interrupt::EXIT_STOPPED));
     }
     Ok(if failed > 0 || !problems.is_empty() {
         ExitCode::from(2)

@@ -426,3 +426,61 @@ fn reports_and_directory_rewrites_never_replace_what_they_read() {
     assert!(temp_files(&dir).is_empty() && temp_files(&sub).is_empty());
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// SIGINT (Ctrl-C) during `rewrite DIR -o OUT` ends the run between assemblies: exit 130, every
+/// output written is whole (the same bytes as an uninterrupted rewrite of its input), the rest
+/// are not started, and no temporary file is left.
+#[test]
+fn an_interrupted_rewrite_writes_whole_files_or_none() {
+    let dir = scratch("interrupted");
+    let (inputs, out) = (dir.join("in"), dir.join("out"));
+    std::fs::create_dir_all(&inputs).unwrap();
+    let source = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("corpus/bin/features.exe");
+    for k in 0..400 {
+        std::fs::copy(&source, inputs.join(format!("f{k:03}.exe"))).unwrap();
+    }
+    let written = |d: &Path| -> Vec<PathBuf> {
+        std::fs::read_dir(d)
+            .map(|r| r.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default()
+    };
+    let child = Command::new(BIN)
+        .args(["rewrite"])
+        .arg(&inputs)
+        .arg("-o")
+        .arg(&out)
+        .args(["-t", "wrap-finally", "--threads", "1"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once the first output is in place, the run is under way.
+    let by = Instant::now() + Duration::from_secs(30);
+    while written(&out).is_empty() && Instant::now() < by {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // SAFETY: kill(2) of the child this test started.
+    unsafe { libc::kill(i32::try_from(child.id()).unwrap(), libc::SIGINT) };
+    let o = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("stopped by a signal"), "{stderr}");
+    assert!(temp_files(&out).is_empty(), "{:?}", temp_files(&out));
+    let done = written(&out);
+    assert!(
+        done.len() < 400,
+        "every assembly was written before the signal"
+    );
+    let expected = dir.join("expected.exe");
+    assert!(
+        rewrite(&source, &expected, "wrap-finally")
+            .status()
+            .unwrap()
+            .success()
+    );
+    let expected = std::fs::read(&expected).unwrap();
+    for f in &done {
+        assert_eq!(std::fs::read(f).unwrap(), expected, "{}", f.display());
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
