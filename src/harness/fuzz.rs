@@ -1315,6 +1315,15 @@ pub fn replay(setup: &Setup, original: &Path, work: &Path) -> std::io::Result<Ca
         .map_err(|e| std::io::Error::other(format!("{}: {e}", manifest_path.display())))?;
     let manifest: Manifest = serde_json::from_str(&text)
         .map_err(|e| std::io::Error::other(format!("{}: {e}", manifest_path.display())))?;
+    // A generated program is small; anything larger than a repro keeps is not one (and is not
+    // read into memory).
+    let len = std::fs::metadata(original)?.len();
+    if len > REPRO_FILE_LIMIT {
+        return Err(std::io::Error::other(format!(
+            "{}: {len} bytes, larger than any program ilcheck generates",
+            original.display()
+        )));
+    }
     let bytes = std::fs::read(original)?;
     let mut execs = setup.executors();
     check_program(

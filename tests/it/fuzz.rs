@@ -669,6 +669,27 @@ fn rewriters_that_linger_hang_or_flood_cost_bounded_time_and_space() {
         kept < ilcheck::harness::fuzz::REPRO_FILE_LIMIT,
         "{kept} bytes kept"
     );
+
+    // `--replay` of a file larger than any generated program: refused, not read into memory.
+    let manifest = std::fs::read_dir(repro.join("original"))
+        .unwrap()
+        .flatten()
+        .find(|e| e.file_name().to_string_lossy().ends_with(".manifest.json"))
+        .unwrap()
+        .path();
+    let big = dir.join("big.exe");
+    std::fs::copy(&manifest, dir.join("big.manifest.json")).unwrap();
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(100 << 20)
+        .unwrap();
+    let o = support::run(
+        ilcheck()
+            .args(["fuzz", "--rewriter", "cp {in} {out}", "--replay"])
+            .arg(&big),
+    );
+    assert_eq!(o.code, Some(2), "{}", text(&o));
+    assert!(text(&o).contains("larger than any program"), "{}", text(&o));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
