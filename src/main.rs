@@ -533,32 +533,24 @@ fn run_exit_code(unreadable: bool, strict_skips: bool, failed: bool) -> ExitCode
     }
 }
 
-/// Refuses a report path that names a file the run reads (an input or an original, through
-/// any name or link): a report never replaces what it reports on.
+/// [`cli::refuse_reports_over`] for a run over `inputs` (their files) and `more`.
 fn refuse_reports_over_inputs(
     reports: &[&Option<PathBuf>],
     inputs: &[Input],
     more: &[PathBuf],
 ) -> Result<()> {
-    let read = inputs
+    let read: Vec<&std::path::Path> = inputs
         .iter()
         .filter_map(|i| match i {
-            Input::File { path, .. } => Some(path),
+            Input::File { path, .. } => Some(path.as_path()),
             Input::Embedded { .. } | Input::Memory { .. } => None,
         })
-        .chain(more);
-    for r in reports.iter().copied().flatten() {
-        for p in read.clone() {
-            if ilcheck::fsio::same_file(p, r) {
-                bail!(
-                    "{}: is {}, which this run reads; a report never replaces what it reports on",
-                    r.display(),
-                    p.display()
-                );
-            }
-        }
-    }
-    Ok(())
+        .chain(more.iter().map(PathBuf::as_path))
+        .collect();
+    cli::refuse_reports_over(
+        reports.iter().copied().flatten().map(PathBuf::as_path),
+        &read,
+    )
 }
 
 /// Writes a report file atomically.

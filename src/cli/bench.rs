@@ -156,18 +156,8 @@ pub fn run(a: BenchArgs) -> Result<ExitCode> {
         bail!("--rounds must be at least 1");
     }
     if let Some(report) = &a.report {
-        for written in [report.clone(), report.with_extension("svg")] {
-            if let Some(p) = inputs
-                .iter()
-                .find(|p| ilcheck::fsio::same_file(p, &written))
-            {
-                bail!(
-                    "{}: is {}, which this run reads; a report never replaces what it reports on",
-                    written.display(),
-                    p.display()
-                );
-            }
-        }
+        let read: Vec<&Path> = inputs.iter().map(PathBuf::as_path).collect();
+        super::refuse_reports_over([report.as_path(), &report.with_extension("svg")], &read)?;
     }
     let mut result = BenchResult {
         schema: "ilcheck.bench/1".into(),

@@ -888,7 +888,7 @@ pub fn write_repro(
         crate::image::Image::open(&result.rewritten),
     ) {
         for m in program.manifest.methods.iter().map(|m| &m.name) {
-            let (a, b) = (method_listing_in(&o, m), method_listing_in(&r, m));
+            let (a, b) = (method_listing(&o, m), method_listing(&r, m));
             if a == b {
                 continue;
             }
@@ -993,15 +993,7 @@ pub fn rewriter_hint(code: &str) -> &'static str {
 }
 
 /// The disassembly of method `name` (`M3`) of an image, tokens named, or why there is none.
-pub fn method_listing(image: &[u8], name: &str) -> String {
-    match crate::image::Image::parse(image) {
-        Ok(img) => method_listing_in(&img, name),
-        Err(_) => "(not a readable image)\n".into(),
-    }
-}
-
-/// [`method_listing`] of an image already open.
-pub fn method_listing_in(img: &crate::image::Image<'_>, name: &str) -> String {
+pub fn method_listing(img: &crate::image::Image<'_>, name: &str) -> String {
     for m in img.methods() {
         let Ok(n) = m.name() else { continue };
         if n != name {

@@ -200,7 +200,8 @@ impl Watched {
     #[cfg(unix)]
     fn supervise(mut self) -> Result<Outcome, ProcessError> {
         use std::os::fd::{AsRawFd, OwnedFd};
-        // Stdout, then stderr: the pipes' read ends as files, non-blocking.
+        // Stdout, then stderr: the pipes' read ends as files, non-blocking; a pipe's file is
+        // dropped (closed) at its end.
         let ends = [
             self.child.stdout.take().map(OwnedFd::from),
             self.child.stderr.take().map(OwnedFd::from),
@@ -222,7 +223,6 @@ impl Watched {
                 (file, Kept::default())
             })
             .collect();
-        let mut open: Vec<bool> = pipes.iter().map(|(f, _)| f.is_some()).collect();
         let mut buf = vec![0u8; 64 * 1024];
         let mut timed_out = false;
         // Set once the child has been reaped: its status, when it ended, and when reading stops.
@@ -256,7 +256,7 @@ impl Watched {
                 }
             }
             if let Some((_, _, stop)) = ended
-                && (!open.contains(&true) || Instant::now() >= stop)
+                && (pipes.iter().all(|(f, _)| f.is_none()) || Instant::now() >= stop)
             {
                 break;
             }
@@ -267,8 +267,7 @@ impl Watched {
             };
             let mut fds: Vec<libc::pollfd> = pipes
                 .iter()
-                .zip(&open)
-                .filter_map(|((f, _), o)| f.as_ref().filter(|_| *o))
+                .filter_map(|(f, _)| f.as_ref())
                 .map(|f| libc::pollfd {
                     fd: f.as_raw_fd(),
                     events: libc::POLLIN,
@@ -289,22 +288,14 @@ impl Watched {
                 let Some(k) = pipes.iter().position(at) else {
                     continue;
                 };
-                let (Some(reader), kept) = &mut pipes[k] else {
-                    continue;
-                };
-                loop {
+                let (file, kept) = &mut pipes[k];
+                while let Some(reader) = file {
                     match reader.read(&mut buf) {
-                        Ok(0) => {
-                            open[k] = false;
-                            break;
-                        }
+                        Ok(0) => *file = None,
                         Ok(n) => kept.take(&buf[..n], self.output_limit),
                         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
                         Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                        Err(_) => {
-                            open[k] = false;
-                            break;
-                        }
+                        Err(_) => *file = None,
                     }
                 }
             }
