@@ -341,6 +341,10 @@ impl Loaded {
 pub struct ModuleStore {
     dirs: Vec<PathBuf>,
     opened: Mutex<HashMap<PathBuf, Option<Arc<Loaded>>>>,
+    /// [`ModuleStore::find`]'s answers by (directory searched first, name): every
+    /// image of a run asks for the same few assemblies, and each search costs a `stat` per
+    /// directory and extension tried.
+    found: Mutex<HashMap<(Option<PathBuf>, String), Option<Arc<Loaded>>>>,
     /// Assemblies held in memory ([`ModuleStore::hold`]), found by name before any directory.
     held: Vec<Arc<Loaded>>,
 }
@@ -351,6 +355,7 @@ impl ModuleStore {
         ModuleStore {
             dirs,
             opened: Mutex::default(),
+            found: Mutex::default(),
             held: Vec::new(),
         }
     }
@@ -392,6 +397,19 @@ impl ModuleStore {
         if let Some(l) = self.held.iter().find(|l| l.name.eq_ignore_ascii_case(name)) {
             return Some(l.clone());
         }
+        // Kept by the name as asked: the search looks for files of that spelling.
+        let key = (near.map(Path::to_path_buf), name.to_string());
+        let found = || self.found.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(l) = found().get(&key) {
+            return l.clone();
+        }
+        let l = self.search(name, near);
+        found().insert(key, l.clone());
+        l
+    }
+
+    /// [`ModuleStore::find`]'s search of the directories.
+    fn search(&self, name: &str, near: Option<&Path>) -> Option<Arc<Loaded>> {
         let dirs = near
             .into_iter()
             .chain(self.dirs.iter().map(PathBuf::as_path));
