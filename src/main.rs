@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 mod cli;
+use cli::out::{errln, out, outln};
 
 #[derive(Parser)]
 #[command(
@@ -171,9 +172,15 @@ enum Command {
 
 fn main() -> ExitCode {
     match run(Cli::parse()) {
+        // A report that could not be written (other than to a reader that stopped early) is
+        // not a success, whatever the run found.
+        Ok(_) if let Some(why) = cli::out::failure() => {
+            errln!("ilcheck: {why}");
+            ExitCode::from(2)
+        }
         Ok(code) => code,
         Err(e) => {
-            eprintln!("ilcheck: {e:#}");
+            errln!("ilcheck: {e:#}");
             if ilcheck::harness::stop_requested() {
                 // A run cut short by SIGINT or SIGTERM (`fuzz --replay`, `equiv`, `bench`).
                 ExitCode::from(cli::interrupt::EXIT_STOPPED)
@@ -315,7 +322,7 @@ fn disasm(
     let body = match Body::parse(&bytes) {
         Ok(b) => b,
         Err(e) => {
-            eprintln!("{source}: {e}");
+            errln!("{source}: {e}");
             return Ok(ExitCode::from(1));
         }
     };
@@ -333,16 +340,16 @@ fn disasm(
         r => r.context("writing the listing")?,
     }
     if body.len() < bytes.len() {
-        println!("// {} bytes after the body's end", bytes.len() - body.len());
+        outln!("// {} bytes after the body's end", bytes.len() - body.len());
     }
     if canonical {
         let mut out = Vec::new();
         body.encode_canonical(&mut out)?;
-        println!("// canonical: {}", ilcheck::disasm::hex(&out));
+        outln!("// canonical: {}", ilcheck::disasm::hex(&out));
     }
     let code_ok = body.validate_code();
     if let Err(e) = code_ok {
-        eprintln!("{source}: {e}");
+        errln!("{source}: {e}");
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)
@@ -382,13 +389,13 @@ fn disasm_assembly(
         .collect();
     if chosen.is_empty() && all {
         // A reference assembly or a resource-only module: nothing to print, nothing wrong.
-        println!("// {} defines no methods", path.display());
+        outln!("// {} defines no methods", path.display());
         return Ok(ExitCode::SUCCESS);
     }
     if chosen.is_empty() {
         let mut asked: Vec<String> = methods.iter().map(|g| format!("'{g}'")).collect();
         asked.extend(tokens.iter().cloned());
-        eprintln!(
+        errln!(
             "ilcheck disasm: no method of {} matches {} (it has {} methods{})",
             path.display(),
             asked.join(" or "),
@@ -407,7 +414,7 @@ fn disasm_assembly(
             let _ = out.write_char('\n');
         }
         if let Err(why) = ilcheck::disasm::write_method(&mut out, method, names) {
-            eprintln!("{}: {why}", path.display());
+            errln!("{}: {why}", path.display());
             failed = true;
         }
         if canonical && let Ok(body) = method.decoded_body() {
@@ -585,7 +592,7 @@ fn roundtrip(
     } = inputs(paths, shard)?;
     refuse_reports_over_inputs(&[&report_path], &inputs, &[])?;
     if !json {
-        eprintln!("ilcheck roundtrip: {}", sources.join("; "));
+        errln!("ilcheck roundtrip: {}", sources.join("; "));
     }
     let mut report = RoundtripReport {
         sources,
@@ -604,9 +611,9 @@ fn roundtrip(
     });
     bar.finish_and_clear();
     if json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print!("{}", ilcheck::report::roundtrip_summary(&report));
+        out!("{}", ilcheck::report::roundtrip_summary(&report));
     }
     if let Some(path) = report_path {
         let command = std::env::args().collect::<Vec<_>>().join(" ");
@@ -731,15 +738,15 @@ fn verify(
     );
     bar.finish_and_clear();
     if json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print!("{}", ilcheck::report::verify_text(&report));
+        out!("{}", ilcheck::report::verify_text(&report));
     }
     // Said on standard error too, whatever the format: a patched assembly compared with
     // nothing must not pass unnoticed in a CI log.
     for a in &report.per_assembly {
         if let Some(why) = &a.no_original {
-            eprintln!(
+            errln!(
                 "ilcheck verify: {}",
                 ilcheck::report::no_original_warning(&a.assembly, why)
             );

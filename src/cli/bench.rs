@@ -1,6 +1,7 @@
 //! `ilcheck bench`: any rewriter's speed on given assemblies, with ilcheck's own rewrite of the
 //! same inputs in the same run as the reference line; outputs checked before a figure counts.
 
+use crate::cli::out::{errln, out, outln};
 use anyhow::{Context, Result, bail};
 use ilcheck::corpus::{self, Input};
 use ilcheck::harness::rewriter::RewriterCommand;
@@ -138,7 +139,7 @@ fn il_of(path: &Path) -> Result<(u64, u64)> {
 pub fn run(a: BenchArgs) -> Result<ExitCode> {
     let found = corpus::discover_all(&a.paths);
     for p in &found.problems {
-        eprintln!("ilcheck: {}: {}", p.path, p.reason);
+        errln!("ilcheck: {}: {}", p.path, p.reason);
     }
     let inputs: Vec<PathBuf> = found
         .inputs
@@ -198,9 +199,9 @@ pub fn run(a: BenchArgs) -> Result<ExitCode> {
     };
     let changes = previous.as_ref().map(|p| changes(p, &result));
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&result)?);
+        outln!("{}", serde_json::to_string_pretty(&result)?);
     } else {
-        print!("{}", text(&result, changes.as_deref()));
+        out!("{}", text(&result, changes.as_deref()));
     }
     if let Some(path) = &a.report {
         write_report(path, &result, changes.as_deref())?;

@@ -1,6 +1,7 @@
 //! `ilcheck fuzz` and `ilcheck equiv`: a user's rewriter against generated programs, and the
 //! differential run of two programs.
 
+use crate::cli::out::{errln, outln};
 use anyhow::{Context, Result, bail};
 use ilcheck::harness::equiv::compare_on;
 use ilcheck::harness::fuzz::{self, FuzzSummary, LoopOptions, MinimiseBudget, Progress, Setup};
@@ -171,26 +172,32 @@ fn run_with_host(a: FuzzArgs, host_dir: &Path) -> Result<ExitCode> {
         let _ = std::fs::remove_dir_all(&work);
         return Ok(match r.failure {
             None => {
-                println!("{}: no failure", original.display());
+                outln!("{}: no failure", original.display());
                 ExitCode::SUCCESS
             }
             Some(f) => {
                 let blames = f.kind.blames_rewriter() || a.fail_on_runtime_defects;
                 if a.json {
-                    println!("{}", serde_json::to_string_pretty(&f)?);
+                    outln!("{}", serde_json::to_string_pretty(&f)?);
                 } else {
-                    println!("{}: {} — {}", original.display(), f.signature, f.summary);
+                    outln!("{}: {} — {}", original.display(), f.signature, f.summary);
                     for x in &f.findings {
-                        println!(
+                        outln!(
                             "  {} IL_{:04x} {}: {}",
-                            x.full_name, x.offset, x.code, x.message
+                            x.full_name,
+                            x.offset,
+                            x.code,
+                            x.message
                         );
                     }
                     for c in &f.runtimes {
                         for d in &c.diffs {
-                            println!(
+                            outln!(
                                 "  {}: -{}\n  {}: +{}",
-                                c.runtime, d.original, c.runtime, d.rewritten
+                                c.runtime,
+                                d.original,
+                                c.runtime,
+                                d.rewritten
                             );
                         }
                     }
@@ -199,7 +206,7 @@ fn run_with_host(a: FuzzArgs, host_dir: &Path) -> Result<ExitCode> {
                     ExitCode::from(1)
                 } else {
                     if !a.json {
-                        println!(
+                        outln!(
                             "a runtime defect, not a failure of the rewriter (--fail-on-runtime-defects counts it)"
                         );
                     }
@@ -247,7 +254,7 @@ fn run_with_host(a: FuzzArgs, host_dir: &Path) -> Result<ExitCode> {
         indicatif::ProgressBar::hidden()
     };
     let start = std::time::Instant::now();
-    eprintln!(
+    errln!(
         "ilcheck fuzz: seed {seed}, {jobs} job(s), {} methods per program, runtimes: {}{}",
         setup.methods_per_assembly,
         if setup.runtimes.is_empty() {
@@ -276,7 +283,7 @@ fn run_with_host(a: FuzzArgs, host_dir: &Path) -> Result<ExitCode> {
             methods as f64 / start.elapsed().as_secs_f64().max(1e-9)
         )),
         Progress::Repro { signature, dir } => {
-            bar.suspend(|| eprintln!("failure {signature}: repro in {}", dir.display()))
+            bar.suspend(|| errln!("failure {signature}: repro in {}", dir.display()))
         }
     };
     let summary = fuzz::run_loop(&setup, &opts, &report);
@@ -284,12 +291,12 @@ fn run_with_host(a: FuzzArgs, host_dir: &Path) -> Result<ExitCode> {
     let _ = std::fs::remove_dir_all(&work);
     let summary = summary.context("fuzz loop")?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&summary)?);
+        outln!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
         print_summary(&summary);
     }
     Ok(if summary.stopped {
-        eprintln!(
+        errln!(
             "ilcheck fuzz: stopped by a signal after {} program(s); what it started is killed, \
              its scratch directories removed, and the repro folders of the failures found kept",
             summary.cases
@@ -305,18 +312,26 @@ fn run_with_host(a: FuzzArgs, host_dir: &Path) -> Result<ExitCode> {
 }
 
 fn print_summary(s: &FuzzSummary) {
-    println!(
+    outln!(
         "{} programs, {} methods in {:.1} s: {:.0} methods/s; seed {}",
-        s.cases, s.methods, s.seconds, s.methods_per_second, s.seed
+        s.cases,
+        s.methods,
+        s.seconds,
+        s.methods_per_second,
+        s.seed
     );
     let st = &s.stages;
-    println!(
+    outln!(
         "time by stage (all workers): generate {:.1} s, rewriter {:.1} s, verify {:.1} s, runtimes {:.1} s, minimise {:.1} s",
-        st.generate, st.rewriter, st.verify, st.runtimes, st.minimise
+        st.generate,
+        st.rewriter,
+        st.verify,
+        st.runtimes,
+        st.minimise
     );
     let sv = &s.servers;
     if sv.started > 0 {
-        println!(
+        outln!(
             "program runs: {} by runtime servers ({} started), {} in a process of their own ({} re-run after a server did not answer){}",
             sv.served,
             sv.started,
@@ -330,13 +345,14 @@ fn print_summary(s: &FuzzSummary) {
         );
     }
     if sv.timeouts > 0 {
-        println!(
+        outln!(
             "program runs that reached --run-timeout: {} ({:.1} s waited)",
-            sv.timeouts, sv.timeout_seconds
+            sv.timeouts,
+            sv.timeout_seconds
         );
     }
     if s.failures.is_empty() {
-        println!("no failures");
+        outln!("no failures");
     }
     let line = |f: &fuzz::FailureCount| {
         let repros: Vec<String> = f
@@ -345,7 +361,7 @@ fn print_summary(s: &FuzzSummary) {
             .filter(|p| !p.as_os_str().is_empty())
             .map(|p| p.display().to_string())
             .collect();
-        println!(
+        outln!(
             "{}: {} program(s); repro: {}",
             f.signature,
             f.cases,
@@ -354,7 +370,7 @@ fn print_summary(s: &FuzzSummary) {
     };
     s.failures.iter().for_each(line);
     if !s.runtime_defects.is_empty() {
-        println!(
+        outln!(
             "runtime defects exposed ({} program(s); not failures of the rewriter: the runtime died in its own code on output that verifies and runs on the other runtime; --fail-on-runtime-defects counts them):",
             s.runtime_defect_cases
         );
@@ -413,7 +429,7 @@ pub fn equiv(a: EquivArgs) -> Result<ExitCode> {
             Some(m.expected_lines().into_iter().map(String::from).collect())
         }
         _ => {
-            eprintln!(
+            errln!(
                 "ilcheck equiv: no manifest beside {}: comparing the two programs' result lines only",
                 a.original.display()
             );
@@ -431,10 +447,10 @@ pub fn equiv(a: EquivArgs) -> Result<ExitCode> {
     let _ = std::fs::remove_dir_all(&work);
     let same = out.iter().all(|c| c.same());
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        outln!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         for c in &out {
-            println!(
+            outln!(
                 "{}: {} of {} result lines differ; original {}, patched {}",
                 c.runtime,
                 c.diffs.len(),
@@ -443,17 +459,17 @@ pub fn equiv(a: EquivArgs) -> Result<ExitCode> {
                 c.rewritten.ended
             );
             if !c.runtime_disagrees.is_empty() {
-                println!(
+                outln!(
                     "  not compared ({} got them wrong on the original too): {}",
                     c.runtime,
                     c.runtime_disagrees.join(", ")
                 );
             }
             for d in c.diffs.iter().take(20) {
-                println!("  -{}\n  +{}", d.original, d.rewritten);
+                outln!("  -{}\n  +{}", d.original, d.rewritten);
             }
             if c.crashed() && !c.rewritten.stderr_tail.is_empty() {
-                println!("  stderr of the patched run:\n{}", c.rewritten.stderr_tail);
+                outln!("  stderr of the patched run:\n{}", c.rewritten.stderr_tail);
             }
         }
     }

@@ -1,5 +1,6 @@
 //! `ilcheck generate`: runnable assemblies of generated methods, with their manifests.
 
+use crate::cli::out::outln;
 use anyhow::{Context, Result};
 use ilcheck::generate::Config;
 use ilcheck::harness::program::generate_program;
@@ -53,7 +54,7 @@ pub fn run(a: GenerateArgs) -> Result<ExitCode> {
             .write_to(&a.output)
             .with_context(|| format!("writing {name} into {}", a.output.display()))?;
     }
-    println!(
+    outln!(
         "wrote {} assemblies ({methods} methods) with their manifests to {}",
         a.count,
         a.output.display()

@@ -5,6 +5,7 @@ pub mod bench;
 pub mod fuzz;
 pub mod generate;
 pub mod interrupt;
+pub mod out;
 pub mod report;
 pub mod rewrite;
 pub mod types;

@@ -1,5 +1,6 @@
 //! `ilcheck report merge`: the JSON reports of shards of one corpus (`--shard K/N`) made one.
 
+use crate::cli::out::outln;
 use anyhow::{Context, Result, bail};
 use serde_json::{Map, Value};
 use std::path::PathBuf;
@@ -117,7 +118,7 @@ pub fn run(cmd: ReportCommand) -> Result<ExitCode> {
     match &output {
         Some(p) => ilcheck::fsio::write_atomic(p, json.as_bytes())
             .with_context(|| format!("writing {}", p.display()))?,
-        None => println!("{json}"),
+        None => outln!("{json}"),
     }
     if let Some(p) = &markdown {
         use std::fmt::Write as _;

@@ -1,6 +1,7 @@
 //! `ilcheck rewrite`: one assembly to one file, or many (files and directories) into a
 //! directory, every core used across the assemblies.
 
+use crate::cli::out::{errln, out, outln};
 use anyhow::{Context, Result, bail};
 use ilcheck::corpus::{self, Input, RewriteOptions, RewriteReport};
 use std::path::{Path, PathBuf};
@@ -364,9 +365,9 @@ pub fn run(a: RewriteArgs) -> Result<ExitCode> {
     if single {
         let report = rewrite_file(&a.inputs[0], &a.output, &opts)?;
         if a.json {
-            println!("{}", serde_json::to_string_pretty(&report)?);
+            outln!("{}", serde_json::to_string_pretty(&report)?);
         } else {
-            print!("{}", ilcheck::report::rewrite_text(&report));
+            out!("{}", ilcheck::report::rewrite_text(&report));
         }
         return Ok(if report.ok() {
             ExitCode::SUCCESS
@@ -569,7 +570,7 @@ fn many(a: &RewriteArgs, mut opts: RewriteOptions) -> Result<ExitCode> {
                 if !a.json {
                     let rej: u64 = report.rejected.values().sum();
                     let skipped: u64 = report.skipped.values().sum();
-                    println!(
+                    outln!(
                         "{} → {}: {} selected, {} rewritten, {} skipped, {} rejected",
                         j.input.display(),
                         j.output.display(),
@@ -587,23 +588,23 @@ fn many(a: &RewriteArgs, mut opts: RewriteOptions) -> Result<ExitCode> {
             }
             Some(Err(e)) => {
                 failed += 1;
-                eprintln!("ilcheck: {e}");
+                errln!("ilcheck: {e}");
             }
             None => {
                 failed += 1;
                 if !stopped {
-                    eprintln!("ilcheck: {}: not rewritten", j.input.display());
+                    errln!("ilcheck: {}: not rewritten", j.input.display());
                 }
             }
         }
     }
     for p in &problems {
-        eprintln!("ilcheck: {}: {}", p.path, p.reason);
+        errln!("ilcheck: {}: {}", p.path, p.reason);
     }
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&reports)?);
+        outln!("{}", serde_json::to_string_pretty(&reports)?);
     } else {
-        println!(
+        outln!(
             "total: {} assemblies ({} failed), {selected} methods selected, {rewritten} rewritten, {rejected} rejected; {:.1} MB of IL in {wall:.3} s on {workers} thread(s)",
             jobs.len(),
             failed,
@@ -611,7 +612,7 @@ fn many(a: &RewriteArgs, mut opts: RewriteOptions) -> Result<ExitCode> {
         );
     }
     if stopped {
-        eprintln!(
+        errln!(
             "ilcheck rewrite: stopped by a signal: {} of {} assemblies written, the others not \
              started (no temporary file is left)",
             reports.len(),

@@ -896,3 +896,94 @@ fn sharded_verify_merges_into_the_whole() {
     assert_eq!(code, 2, "{err}");
     let _ = std::fs::remove_dir_all(&tmp);
 }
+
+/// Runs `args` with standard output a pipe that is closed after its first line, as
+/// `ilcheck … | head -1` does; the exit code and standard error.
+fn with_reader_gone(args: &[&str]) -> (i32, String) {
+    use std::io::{BufRead, Read};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ilcheck"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("runs");
+    let mut first = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    // The reader is dropped here: every later write meets a closed pipe.
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert!(!first.is_empty(), "{args:?} printed nothing");
+    (status.code().unwrap_or(-1), err)
+}
+
+#[test]
+fn a_reader_that_stops_early_ends_the_printing_not_the_run() {
+    let dir = std::env::temp_dir().join(format!("ilcheck-reader-gone-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let shard = dir.join("s1.json");
+    std::fs::write(
+        &shard,
+        ilcheck(&["verify", "corpus/bin", "--json", "--shard", "1/2"]).1,
+    )
+    .unwrap();
+    let rewritten = dir.join("rewritten");
+    let cases: [(&[&str], i32); 7] = [
+        (&["verify", "corpus/bin"], 1),
+        (&["verify", "corpus/bin", "--json"], 1),
+        (&["verify", "corpus/bin", "--sarif", "/dev/stdout"], 1),
+        (&["roundtrip", "corpus/bin", "--json"], 0),
+        (
+            &[
+                "rewrite",
+                "corpus/bin",
+                "-o",
+                rewritten.to_str().unwrap(),
+                "-t",
+                "prologue",
+                "--json",
+            ],
+            0,
+        ),
+        (&["report", "merge", shard.to_str().unwrap()], 0),
+        (&["disasm", "corpus/bin/features.exe"], 0),
+    ];
+    for (args, want) in cases {
+        let (code, err) = with_reader_gone(args);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_eq!(code, want, "{args:?}: {err}");
+    }
+    // The rewrite still wrote every output.
+    assert!(rewritten.join("features.exe").is_file());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_report_that_cannot_be_written_is_exit_2() {
+    if !std::path::Path::new("/dev/full").exists() {
+        panic!("/dev/full is missing: this test needs it");
+    }
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_ilcheck"))
+        .args(["roundtrip", "corpus/bin", "--json"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdout(full)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("writing to standard output"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
