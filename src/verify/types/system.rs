@@ -335,6 +335,9 @@ impl Loaded {
     }
 }
 
+/// A search of [`ModuleStore::find`]: the directory searched first, and the name.
+type Search = (Option<PathBuf>, String);
+
 /// Where references are found, and the ones opened so far. Shared by threads and by every
 /// image of a run, so each reference is opened once.
 #[derive(Debug, Default)]
@@ -344,7 +347,7 @@ pub struct ModuleStore {
     /// [`ModuleStore::find`]'s answers by (directory searched first, name): every
     /// image of a run asks for the same few assemblies, and each search costs a `stat` per
     /// directory and extension tried.
-    found: Mutex<HashMap<(Option<PathBuf>, String), Option<Arc<Loaded>>>>,
+    found: Mutex<HashMap<Search, Option<Arc<Loaded>>>>,
     /// Assemblies held in memory ([`ModuleStore::hold`]), found by name before any directory.
     held: Vec<Arc<Loaded>>,
 }
