@@ -22,6 +22,10 @@ pub enum ReportCommand {
         /// Also write a Markdown summary: totals, and counts per code or kind.
         #[arg(long, value_name = "FILE.md")]
         markdown: Option<PathBuf>,
+        /// Merge the shards given even when some of the run's are missing (by default that is
+        /// an error: the totals would cover part of the corpus).
+        #[arg(long)]
+        allow_missing: bool,
     },
 }
 
@@ -70,14 +74,107 @@ fn count_by(v: &Value, list: &str, field: &str) -> Vec<(String, u64)> {
     counts
 }
 
+/// The fields every report of `schema` has, with the JSON each holds: those of an empty report
+/// of that kind as ilcheck writes it (`null` where any value may stand). `None` for a kind
+/// that does not merge.
+fn expected_fields(schema: &str) -> Option<Map<String, Value>> {
+    let empty = match schema {
+        "ilcheck.verify/1" => serde_json::to_value(ilcheck::corpus::VerifyReport::default()),
+        "ilcheck.roundtrip/1" => serde_json::to_value(ilcheck::corpus::RoundtripReport::default()),
+        "ilcheck.fuzz/1" => serde_json::to_value(ilcheck::harness::fuzz::FuzzSummary::default()),
+        _ => return None,
+    };
+    match empty {
+        Ok(Value::Object(m)) => Some(m),
+        _ => None,
+    }
+}
+
+/// Whether `a` and `b` are the same kind of JSON value.
+fn same_kind(a: &Value, b: &Value) -> bool {
+    std::mem::discriminant(a) == std::mem::discriminant(b)
+}
+
+/// The `shard K/N` a report's `sources` name, if any.
+fn shard_of(report: &Value) -> Option<(u64, u64)> {
+    report["sources"].as_array()?.iter().find_map(|s| {
+        let (k, n) = s.as_str()?.strip_prefix("shard ")?.split_once('/')?;
+        Some((k.parse().ok()?, n.parse().ok()?))
+    })
+}
+
+/// Checks that the reports are shards of one run, each once: the same shard count, no shard
+/// twice, no whole run among shards, none missing unless `allow_missing`. Reports without
+/// shards (fuzz runs, say) are refused only when two are the same.
+fn check_shards(reports: &[(PathBuf, Value)], allow_missing: bool) -> Result<()> {
+    let shards: Vec<Option<(u64, u64)>> = reports.iter().map(|(_, v)| shard_of(v)).collect();
+    if let Some(k) = shards.iter().position(Option::is_some)
+        && let Some(w) = shards.iter().position(Option::is_none)
+    {
+        bail!(
+            "{} is a whole run and {} a shard of one: merging them counts the shard twice",
+            reports[w].0.display(),
+            reports[k].0.display()
+        );
+    }
+    let mut seen: Vec<(u64, &PathBuf)> = Vec::new();
+    let mut count: Option<(u64, &PathBuf)> = None;
+    for ((path, _), shard) in reports.iter().zip(&shards) {
+        let Some((k, n)) = *shard else { continue };
+        match count {
+            Some((m, first)) if m != n => bail!(
+                "{} is shard {k}/{n}, {} a shard of {m}: not the shards of one run",
+                path.display(),
+                first.display()
+            ),
+            _ => count = Some((n, path)),
+        }
+        if let Some((_, other)) = seen.iter().find(|(j, _)| *j == k) {
+            bail!(
+                "{} and {} are both shard {k}/{n}: merging them counts it twice",
+                other.display(),
+                path.display()
+            );
+        }
+        seen.push((k, path));
+    }
+    if let Some((n, _)) = count {
+        let missing: Vec<String> = (1..=n)
+            .filter(|k| !seen.iter().any(|(j, _)| j == k))
+            .map(|k| format!("{k}/{n}"))
+            .collect();
+        if !missing.is_empty() && !allow_missing {
+            bail!(
+                "shard{} {} missing: the merged totals would cover part of the corpus \
+                 (--allow-missing merges what is there)",
+                if missing.len() > 1 { "s" } else { "" },
+                missing.join(", ")
+            );
+        }
+    }
+    for (i, (a, va)) in reports.iter().enumerate() {
+        if let Some((b, _)) = reports[..i].iter().find(|(_, vb)| vb == va) {
+            bail!(
+                "{} and {} are the same report: merging them counts it twice",
+                b.display(),
+                a.display()
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Runs `ilcheck report`.
 pub fn run(cmd: ReportCommand) -> Result<ExitCode> {
     let ReportCommand::Merge {
         reports,
         output,
         markdown,
+        allow_missing,
     } = cmd;
-    let mut merged: Option<Value> = None;
+    let read: Vec<&std::path::Path> = reports.iter().map(PathBuf::as_path).collect();
+    crate::cli::refuse_reports_over(output.iter().chain(&markdown).map(PathBuf::as_path), &read)?;
+    let mut parsed: Vec<(PathBuf, Value)> = Vec::new();
     for p in &reports {
         let text =
             std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
@@ -87,18 +184,49 @@ pub fn run(cmd: ReportCommand) -> Result<ExitCode> {
         if schema.is_empty() {
             bail!("{}: not an ilcheck JSON report (no schema)", p.display());
         }
+        let Some(fields) = expected_fields(&schema) else {
+            bail!(
+                "{}: a {schema} report does not merge (verify, roundtrip and fuzz reports do)",
+                p.display()
+            );
+        };
+        // A report cut short, or written by hand, would be merged as zeros.
+        for (key, empty) in &fields {
+            match v.get(key) {
+                None => bail!("{}: not a whole {schema} report: no `{key}`", p.display()),
+                Some(got) if !empty.is_null() && !same_kind(got, empty) => bail!(
+                    "{}: not a {schema} report: `{key}` is {got}, where the report has {}",
+                    p.display(),
+                    match empty {
+                        Value::Array(_) => "a list",
+                        Value::Object(_) => "an object",
+                        Value::Number(_) => "a number",
+                        Value::String(_) => "a string",
+                        Value::Bool(_) => "true or false",
+                        Value::Null => "null",
+                    }
+                ),
+                Some(_) => {}
+            }
+        }
+        if let Some((first, v0)) = parsed.first()
+            && v0["schema"].as_str() != Some(schema.as_str())
+        {
+            bail!(
+                "{}: schema {schema} differs from {}'s {}",
+                p.display(),
+                first.display(),
+                v0["schema"]
+            );
+        }
+        parsed.push((p.clone(), v));
+    }
+    check_shards(&parsed, allow_missing)?;
+    let mut merged: Option<Value> = None;
+    for (_, v) in parsed {
         match &mut merged {
             None => merged = Some(v),
-            Some(m) => {
-                if m["schema"].as_str() != Some(schema.as_str()) {
-                    bail!(
-                        "{}: schema {schema} differs from the first report's {}",
-                        p.display(),
-                        m["schema"]
-                    );
-                }
-                merge_into(m, &v);
-            }
+            Some(m) => merge_into(m, &v),
         }
     }
     let mut merged = merged.unwrap_or(Value::Object(Map::new()));

@@ -894,6 +894,54 @@ fn sharded_verify_merges_into_the_whole() {
     );
     let (code, _, err) = ilcheck(&["report", "merge", parts[0].as_str(), "Cargo.toml"]);
     assert_eq!(code, 2, "{err}");
+
+    // What would give wrong totals is refused, naming why; no report replaces an input.
+    let whole_path = tmp.join("whole.json");
+    std::fs::write(&whole_path, serde_json::to_string(&whole).unwrap()).unwrap();
+    let stub = tmp.join("stub.json");
+    std::fs::write(&stub, r#"{"schema":"ilcheck.verify/1"}"#).unwrap();
+    let other = tmp.join("half.json");
+    let (_, half, _) = ilcheck(&["verify", "corpus/bin", "--json", "--shard", "1/2"]);
+    std::fs::write(&other, half).unwrap();
+    let (p1, p2, p3) = (parts[0].as_str(), parts[1].as_str(), parts[2].as_str());
+    let md = md.to_str().unwrap();
+    let refused: [(Vec<&str>, &str); 7] = [
+        (vec![p1, p1, p2, p3], "both shard 1/3"),
+        (vec![p1, p2], "shard 3/3 missing"),
+        (
+            vec![p1, p2, p3, other.to_str().unwrap()],
+            "not the shards of one run",
+        ),
+        (vec![whole_path.to_str().unwrap(), p1], "a whole run"),
+        (
+            vec![whole_path.to_str().unwrap(), stub.to_str().unwrap()],
+            "not a whole",
+        ),
+        (vec![p1, p2, p3, "-o", p2], "which this run reads"),
+        (vec![p1, p2, p3, "--markdown", p3], "which this run reads"),
+    ];
+    for (args, why) in refused {
+        let before: Vec<Vec<u8>> = parts.iter().map(|p| std::fs::read(p).unwrap()).collect();
+        let mut all = vec!["report", "merge"];
+        all.extend(args.iter().copied());
+        let (code, _, err) = ilcheck(&all);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(why), "{args:?}: {err}");
+        let after: Vec<Vec<u8>> = parts.iter().map(|p| std::fs::read(p).unwrap()).collect();
+        assert!(before == after, "{args:?} changed an input");
+    }
+    let (code, out, err) = ilcheck(&[
+        "report",
+        "merge",
+        p1,
+        p2,
+        "--allow-missing",
+        "--markdown",
+        md,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let partial: Value = serde_json::from_str(&out).unwrap();
+    assert!(partial["assemblies"].as_u64() < whole["assemblies"].as_u64());
     let _ = std::fs::remove_dir_all(&tmp);
 }
 
