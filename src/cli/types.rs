@@ -52,9 +52,14 @@ impl TypeArgs {
 
     /// Where references are found: the assemblies given (by their assembly names), then the
     /// input's directory, the directories given, those of the assemblies given, and the
-    /// runtimes'. A `--reference` that is not a readable .NET assembly is an error.
+    /// runtimes'. A `--reference` that is not a readable .NET assembly, or a
+    /// `--reference-dir` that is not a directory, is an error: a reference that was meant to
+    /// be found and is not would leave methods checked in part without saying why.
     pub fn store(&self) -> anyhow::Result<ModuleStore> {
         use anyhow::Context;
+        if let Some(d) = self.reference_dirs.iter().find(|d| !d.is_dir()) {
+            anyhow::bail!("--reference-dir {}: not a directory", d.display());
+        }
         let mut dirs = self.reference_dirs.clone();
         let mut held = Vec::new();
         for r in &self.references {

@@ -429,5 +429,20 @@ fn verify_finds_a_reference_by_its_assembly_name() {
         err.contains("notes.dll") && err.contains("not a readable .NET assembly"),
         "{err}"
     );
+    // A directory of references that is not there is said, not passed over.
+    let missing = dir.join("no-such-dir");
+    let o = support::run(
+        Command::new(BIN)
+            .arg("verify")
+            .arg(&program)
+            .arg("--reference-dir")
+            .arg(&missing),
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.code, Some(2), "{err}");
+    assert!(
+        err.contains("no-such-dir") && err.contains("not a directory"),
+        "{err}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

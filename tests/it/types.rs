@@ -669,3 +669,47 @@ fn a_reference_held_in_memory_answers_as_its_file() {
     assert_ne!(alone.1, from_dir.1, "without mscorlib the counts differ");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A .NET Core assembly copied away from its framework resolves its references in CoreCLR's
+/// directories, not mono's (whose `System.Runtime` facade leads to `mscorlib`): no finding, as
+/// in place. Sent to mono's on purpose, the two core libraries' types of one name are told
+/// apart by their assemblies in the message.
+#[test]
+fn a_core_assembly_away_from_its_framework_resolves_against_it() {
+    let test = "a_core_assembly_away_from_its_framework_resolves_against_it";
+    let core = ilcheck::harness::runtime::coreclr_framework_dir().filter(|d| d.is_dir());
+    let Some(mono) = support::mono_corpus(test) else {
+        return;
+    };
+    if !support::present(test, "CoreCLR's shared framework", core.is_some()) {
+        return;
+    }
+    let dir = scratch("core-away");
+    let copy = dir.join("System.Collections.dll");
+    std::fs::copy(core.unwrap().join("System.Collections.dll"), &copy).unwrap();
+    let out = ilcheck().arg("verify").arg(&copy).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let out = ilcheck()
+        .arg("verify")
+        .arg(&copy)
+        .arg("--reference-dir")
+        .arg(mono.join("Facades"))
+        .arg("--reference-dir")
+        .arg(&mono)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains(
+            "found System.RuntimeTypeHandle (of System.Private.CoreLib), expected \
+             System.RuntimeTypeHandle (of mscorlib)"
+        ) || text.contains(
+            "found System.RuntimeTypeHandle (of mscorlib), expected \
+             System.RuntimeTypeHandle (of System.Private.CoreLib)"
+        ),
+        "{text}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

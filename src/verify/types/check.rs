@@ -5,7 +5,9 @@
 
 use super::system::{Ans, TypeSystem};
 use super::ty::{Prim, TyId, TyNode, TypeKey};
-use super::vtype::{Home, Unmergeable, V, fits, fits_v, merge, name, prim_of, stack_of};
+use super::vtype::{
+    Home, Unmergeable, V, fits, fits_v, merge, name, names_apart, prim_of, stack_of, type_of,
+};
 use crate::body::{Body, ClauseKind};
 use crate::image::tables::Token;
 use crate::opcode::{ALL, DECODE, Flow, Opcode, OperandKind, Pops, Pushes};
@@ -1176,11 +1178,9 @@ impl TypeChecker {
         want: TyId,
         what: What,
     ) {
-        let msg = format!(
-            "{what}: found {}, expected {}",
-            name(ts, found),
-            ts.name(want)
-        );
+        let (f, w) = (name(ts, found), ts.name(want));
+        let (f, w) = names_apart(ts, (f, type_of(found)), (w, Some(want)));
+        let msg = format!("{what}: found {f}, expected {w}");
         self.report(code, off, msg);
     }
 
@@ -1210,11 +1210,9 @@ impl TypeChecker {
         want: V,
         what: What,
     ) {
-        let msg = format!(
-            "{what}: found {}, expected {}",
-            name(ts, found),
-            name(ts, want)
-        );
+        let (f, w) = (name(ts, found), name(ts, want));
+        let (f, w) = names_apart(ts, (f, type_of(found)), (w, type_of(want)));
+        let msg = format!("{what}: found {f}, expected {w}");
         self.report(code, off, msg);
     }
 

@@ -20,6 +20,6 @@ pub mod ty;
 pub mod vtype;
 
 pub use check::{Outcome, Partial, TypeChecker};
-pub use system::{Ans, Kind, ModuleStore, TypeInfo, TypeSystem, runtime_dirs};
+pub use system::{Ans, Flavour, Kind, ModuleStore, TypeInfo, TypeSystem, runtime_dirs};
 pub use ty::{MethodSig, MethodTy, Prim, TyId, TyNode, TypeKey};
 pub use vtype::{Home, V};

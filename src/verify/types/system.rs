@@ -335,14 +335,54 @@ impl Loaded {
     }
 }
 
-/// A search of [`ModuleStore::find`]: the directory searched first, and the name.
-type Search = (Option<PathBuf>, String);
+/// A search of [`ModuleStore::find`]: the directory searched first, the runtime whose
+/// directories come first, and the name.
+type Search = (Option<PathBuf>, Flavour, String);
+
+/// The runtime an image is built against, which decides whose libraries its references name:
+/// mono's 4.5 profile (`mscorlib`) or CoreCLR's shared framework (`System.Private.CoreLib`,
+/// `System.Runtime`). Both define `System.RuntimeTypeHandle` and the like in different core
+/// libraries, so an image whose references were found in the other runtime's directories
+/// would see its own types as strangers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Flavour {
+    /// .NET Framework and mono: references looked for in mono's directories first.
+    Framework,
+    /// .NET Core: references looked for in CoreCLR's shared framework first.
+    Core,
+}
+
+impl Flavour {
+    /// The flavour of `img`, from the core library it names: `System.Private.CoreLib` (or
+    /// being it) or `System.Runtime` without `mscorlib` is .NET Core; anything else (`mscorlib`,
+    /// `netstandard`, nothing) is the Framework, which both runtimes can resolve.
+    pub fn of(img: &Image<'_>) -> Flavour {
+        let t = img.tables();
+        let names = (1..=t.rows(Table::AssemblyRef)).filter_map(|rid| {
+            let row = t.assembly_ref(rid).ok()?;
+            img.strings().get(row.name).ok()
+        });
+        let (mut core, mut runtime, mut mscorlib) = (false, false, false);
+        for n in names.chain(assembly_name(img).as_deref()) {
+            core |= n.eq_ignore_ascii_case("System.Private.CoreLib");
+            runtime |= n.eq_ignore_ascii_case("System.Runtime");
+            mscorlib |= n.eq_ignore_ascii_case("mscorlib");
+        }
+        if core || (runtime && !mscorlib) {
+            Flavour::Core
+        } else {
+            Flavour::Framework
+        }
+    }
+}
 
 /// Where references are found, and the ones opened so far. Shared by threads and by every
 /// image of a run, so each reference is opened once.
 #[derive(Debug, Default)]
 pub struct ModuleStore {
     dirs: Vec<PathBuf>,
+    /// The runtimes' directories, searched after `dirs`: those of the image's flavour first.
+    runtime: Vec<(Flavour, PathBuf)>,
     opened: Mutex<HashMap<PathBuf, Option<Arc<Loaded>>>>,
     /// [`ModuleStore::find`]'s answers by (directory searched first, name): every
     /// image of a run asks for the same few assemblies, and each search costs a `stat` per
@@ -357,6 +397,7 @@ impl ModuleStore {
     pub fn new(dirs: Vec<PathBuf>) -> Self {
         ModuleStore {
             dirs,
+            runtime: Vec::new(),
             opened: Mutex::default(),
             found: Mutex::default(),
             held: Vec::new(),
@@ -380,42 +421,57 @@ impl ModuleStore {
         true
     }
 
-    /// `dirs`, then the runtime directories found on this machine: mono's 4.5 profile and its
-    /// facades, and CoreCLR's shared framework.
-    pub fn with_runtime_dirs(mut dirs: Vec<PathBuf>) -> Self {
-        dirs.extend(runtime_dirs());
-        Self::new(dirs)
+    /// `dirs`, then the runtime directories found on this machine ([`runtime_dirs`]): mono's
+    /// 4.5 profile and its facades, and CoreCLR's shared framework, those of the runtime an
+    /// image is built against first ([`Flavour`]).
+    pub fn with_runtime_dirs(dirs: Vec<PathBuf>) -> Self {
+        let mut store = Self::new(dirs);
+        store.runtime = flavoured_runtime_dirs();
+        store
     }
 
-    /// The directories searched after the input's own.
-    pub fn dirs(&self) -> &[PathBuf] {
-        &self.dirs
+    /// The directories searched after the input's own: those given, then the runtimes'.
+    pub fn dirs(&self) -> Vec<&Path> {
+        let runtime = self.runtime.iter().map(|(_, d)| d.as_path());
+        self.dirs
+            .iter()
+            .map(PathBuf::as_path)
+            .chain(runtime)
+            .collect()
     }
 
-    /// The assembly of simple name `name`: one held in memory, else looked for beside `near`
-    /// and then in the store's directories.
-    fn find(&self, name: &str, near: Option<&Path>) -> Option<Arc<Loaded>> {
+    /// The assembly of simple name `name`: one held in memory, else looked for beside `near`,
+    /// in the store's directories, and in the runtimes' (`flavour`'s first).
+    fn find(&self, name: &str, near: Option<&Path>, flavour: Flavour) -> Option<Arc<Loaded>> {
         // Assembly names compare without regard to ASCII case, as the runtimes' binders
         // compare them.
         if let Some(l) = self.held.iter().find(|l| l.name.eq_ignore_ascii_case(name)) {
             return Some(l.clone());
         }
         // Kept by the name as asked: the search looks for files of that spelling.
-        let key = (near.map(Path::to_path_buf), name.to_string());
+        let key = (near.map(Path::to_path_buf), flavour, name.to_string());
         let found = || self.found.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(l) = found().get(&key) {
             return l.clone();
         }
-        let l = self.search(name, near);
+        let l = self.search(name, near, flavour);
         found().insert(key, l.clone());
         l
     }
 
     /// [`ModuleStore::find`]'s search of the directories.
-    fn search(&self, name: &str, near: Option<&Path>) -> Option<Arc<Loaded>> {
+    fn search(&self, name: &str, near: Option<&Path>, flavour: Flavour) -> Option<Arc<Loaded>> {
+        let runtime = |first: bool| {
+            self.runtime
+                .iter()
+                .filter(move |(f, _)| (*f == flavour) == first)
+                .map(|(_, d)| d.as_path())
+        };
         let dirs = near
             .into_iter()
-            .chain(self.dirs.iter().map(PathBuf::as_path));
+            .chain(self.dirs.iter().map(PathBuf::as_path))
+            .chain(runtime(true))
+            .chain(runtime(false));
         for dir in dirs {
             for ext in ["dll", "exe"] {
                 let path = dir.join(format!("{name}.{ext}"));
@@ -457,17 +513,25 @@ impl ModuleStore {
     }
 }
 
-/// The runtime directories that exist on this machine.
+/// The runtime directories that exist on this machine: mono's, then CoreCLR's.
 pub fn runtime_dirs() -> Vec<PathBuf> {
+    flavoured_runtime_dirs()
+        .into_iter()
+        .map(|(_, d)| d)
+        .collect()
+}
+
+/// [`runtime_dirs`] with the runtime each belongs to.
+fn flavoured_runtime_dirs() -> Vec<(Flavour, PathBuf)> {
     let mut out = Vec::new();
     for d in ["/usr/lib/mono/4.5", "/usr/lib/mono/4.5/Facades"] {
         let p = PathBuf::from(d);
         if p.is_dir() {
-            out.push(p);
+            out.push((Flavour::Framework, p));
         }
     }
     if let Some(p) = crate::harness::runtime::coreclr_framework_dir() {
-        out.push(p);
+        out.push((Flavour::Core, p));
     }
     out
 }
@@ -636,6 +700,8 @@ impl ModRef<'_> {
 pub struct TypeSystem<'a> {
     store: &'a ModuleStore,
     near: Option<PathBuf>,
+    /// Whose runtime directories the image's references are looked for in first.
+    flavour: Flavour,
     current: &'a Image<'a>,
     current_name: String,
     current_index: ModuleIndex,
@@ -742,6 +808,7 @@ impl<'a> TypeSystem<'a> {
         TypeSystem {
             store,
             near: path.and_then(Path::parent).map(Path::to_path_buf),
+            flavour: Flavour::of(image),
             current: image,
             current_name,
             current_index: ModuleIndex::default(),
@@ -815,7 +882,7 @@ impl<'a> TypeSystem<'a> {
             return m;
         }
         let key = self.lower.clone();
-        let found = self.store.find(name, self.near.as_deref());
+        let found = self.store.find(name, self.near.as_deref(), self.flavour);
         let m = found.map(|l| {
             // One module per assembly, even when found under two names.
             if let Some(i) = self.refs.iter().position(|r| Arc::ptr_eq(r, &l)) {
@@ -2305,6 +2372,16 @@ impl<'a> TypeSystem<'a> {
             }
         }
         TyId::UNKNOWN
+    }
+
+    /// The simple name of the assembly defining a class, value type or instance (its
+    /// definition's), for messages.
+    pub fn defined_in(&self, t: TyId) -> Option<&str> {
+        let key = self.key_of(t)?;
+        match key.module {
+            0 => Some(self.current_name.as_str()),
+            m => self.refs.get(m as usize - 1).map(|l| l.name.as_str()),
+        }
     }
 
     /// The ILAsm-style name of a type, for messages.

@@ -136,6 +136,33 @@ pub fn name(ts: &mut TypeSystem<'_>, v: V) -> String {
     }
 }
 
+/// The names of a found and an expected type for a message; where the two read the same
+/// (`System.RuntimeTypeHandle` of two core libraries), each followed by the assembly that
+/// defines it.
+pub fn names_apart(
+    ts: &mut TypeSystem<'_>,
+    found: (String, Option<TyId>),
+    want: (String, Option<TyId>),
+) -> (String, String) {
+    let (mut f, mut w) = (found.0, want.0);
+    if f == w {
+        for (name, t) in [(&mut f, found.1), (&mut w, want.1)] {
+            if let Some(asm) = t.and_then(|t| ts.defined_in(t)) {
+                *name = format!("{name} (of {asm})");
+            }
+        }
+    }
+    (f, w)
+}
+
+/// The type a slot holds, where it names one.
+pub fn type_of(v: V) -> Option<TyId> {
+    match v {
+        V::Obj(t) | V::Value(t) | V::Var(t) | V::ByRef(t, _) => Some(t),
+        V::Unknown | V::I4 | V::I8 | V::I | V::F | V::Null => None,
+    }
+}
+
 /// Why a value does not fit: the code (which says the verdict class) and nothing else; the
 /// caller writes the message.
 pub type Misfit = Code;
