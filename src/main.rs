@@ -148,7 +148,8 @@ enum Command {
     /// or when nothing matches --method/--token, 2 when the file cannot be read or is a PE file
     /// that is not a readable .NET assembly, or on usage errors.
     Disasm {
-        /// Body bytes as hex, e.g. "2A" or "13 30 01 00 …".
+        /// Body bytes as hex, header included: e.g. "06 2A" (a tiny header for one byte of
+        /// code, then `ret`) or "13 30 01 00 …".
         #[arg(long, conflicts_with = "file")]
         hex: Option<String>,
         /// An assembly (a PE file), or a file holding one method body's bytes.

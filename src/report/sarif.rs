@@ -245,6 +245,19 @@ pub fn verify_sarif(r: &VerifyReport) -> Value {
                 &format!("{why}; every finding is reported as new"),
             ))
         }))
+        // A log cut at --max must say so: a code-scanning UI shows what the log holds.
+        .chain((r.findings_total > r.findings.len() as u64).then(|| {
+            json!({
+                "level": "warning",
+                "message": { "text": format!(
+                    "{} more findings not listed (--max): {} of {} are in this log; \
+                     raise --max to list every one",
+                    r.findings_total - r.findings.len() as u64,
+                    r.findings.len(),
+                    r.findings_total
+                ) },
+            })
+        }))
         .collect();
     json!({
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",

@@ -260,6 +260,27 @@ fn verify_findings_json_sarif_and_baseline() {
     std::fs::remove_file(&sarif).ok();
     assert_eq!(log["version"], "2.1.0");
     assert!(!log["runs"][0]["results"].as_array().unwrap().is_empty());
+    let notes =
+        |log: &Value| log["runs"][0]["invocations"][0]["toolExecutionNotifications"].to_string();
+    assert!(!notes(&log).contains("not listed"), "{}", notes(&log));
+    // A log cut at --max says how much it leaves out.
+    let (code, _, _) = ilcheck(&[
+        "verify",
+        "corpus/bin/verify_cases.dll",
+        "--max",
+        "2",
+        "--sarif",
+        sarif.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1);
+    let cut: Value = serde_json::from_str(&std::fs::read_to_string(&sarif).unwrap()).unwrap();
+    std::fs::remove_file(&sarif).ok();
+    assert_eq!(cut["runs"][0]["results"].as_array().unwrap().len(), 2);
+    assert!(
+        notes(&cut).contains("more findings not listed (--max)"),
+        "{}",
+        notes(&cut)
+    );
 
     // Against itself as the baseline nothing is new.
     let (code, out, err) = ilcheck(&[
