@@ -133,7 +133,8 @@ pub struct RewriteReport {
     pub listed: Vec<NotRewritten>,
     /// Bytes of IL of the selected methods that decoded, before the rewrite.
     pub il_bytes_in: u64,
-    /// Bytes of IL of the methods written (rewritten or unchanged), after it.
+    /// Bytes of IL of the same methods after it: rewritten, unchanged, or left as they were
+    /// (skipped, invalid before, rejected).
     pub il_bytes_out: u64,
     /// Lift, transform, layout with relaxation, max stack and verification of every selected
     /// method (wall time, on `threads` threads).
@@ -812,6 +813,8 @@ impl<'i, 'o> Worker<'i, 'o> {
             }
             Err(RewriteError::Skipped(reason)) => {
                 let bytes = body.code.len() as u64;
+                // Written as it was: its IL is in the output.
+                part.report.il_bytes_out += bytes;
                 bump(&mut part.report.skipped, reason.name());
                 *part
                     .report
@@ -835,8 +838,16 @@ impl<'i, 'o> Worker<'i, 'o> {
                 let before =
                     self.verifier
                         .verify(&body, &self.resolver, &crate::verify::Options::ALL);
-                if before.iter().any(|d| d.code.verdict() == Verdict::Invalid) {
+                // Left as it was either way: its IL is in the output.
+                part.report.il_bytes_out += body.code.len() as u64;
+                if let Some(d) = before.iter().find(|d| d.code.verdict() == Verdict::Invalid) {
                     part.report.invalid_before += 1;
+                    let why = format!(
+                        "invalid before the rewrite: {} at IL_{:04x}",
+                        d.code.as_str(),
+                        d.offset
+                    );
+                    self.list(part, method, why);
                     return;
                 }
                 bump(&mut part.report.rejected, rule_of(&err));
@@ -864,6 +875,7 @@ fn merge_counts(into: &mut RewriteReport, part: &RewriteReport) {
     into.selected += part.selected;
     into.invalid_before += part.invalid_before;
     into.il_bytes_in += part.il_bytes_in;
+    into.il_bytes_out += part.il_bytes_out;
     into.locals_added += part.locals_added;
     into.init_locals_set += part.init_locals_set;
     for (map, from) in [

@@ -1023,7 +1023,15 @@ fn a_reader_that_stops_early_ends_the_printing_not_the_run() {
             ],
             0,
         ),
-        (&["report", "merge", shard.to_str().unwrap()], 0),
+        (
+            &[
+                "report",
+                "merge",
+                shard.to_str().unwrap(),
+                "--allow-missing",
+            ],
+            0,
+        ),
         (&["disasm", "corpus/bin/features.exe"], 0),
     ];
     for (args, want) in cases {
