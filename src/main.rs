@@ -401,7 +401,7 @@ fn disasm_assembly(
             path.display(),
             asked.join(" or "),
             image.method_count(),
-            disasm_hint(&image, methods)
+            cli::glob_hint(|| image.methods(), methods)
         );
         return Ok(ExitCode::from(1));
     }
@@ -444,23 +444,6 @@ fn disasm_assembly(
 
 /// For a glob that matched nothing: how full names look, from a method whose name without
 /// its parameter list the glob matches (`Ns.T::M` for `Ns.T::M(int32)`), or else the first.
-fn disasm_hint(image: &ilcheck::image::Image<'_>, globs: &[String]) -> String {
-    let names = || image.methods().filter_map(|m| m.full_name().ok());
-    let near = names().find_map(|n| {
-        let bare = &n[..n.find('(').unwrap_or(n.len())];
-        globs
-            .iter()
-            .find(|g| corpus::glob_match(g, bare))
-            .map(|g| format!("; {n} would match '{g}*'"))
-    });
-    near.or_else(|| {
-        names()
-            .next()
-            .map(|n| format!("; full names include the parameters, e.g. {n}"))
-    })
-    .unwrap_or_default()
-}
-
 /// What a run reads: the inputs, a description of where they came from, and the entries that
 /// could not be looked at (each with its path and reason; the rest are still read).
 struct Inputs {

@@ -81,7 +81,8 @@ pub struct FuzzArgs {
     /// Generated methods per program. Each program costs a rewriter start (a Cecil weaver under
     /// mono: about 0.3 s, however many methods) and a JIT of its methods per runtime, so larger
     /// programs check more methods a second; minimisation still ends at one to three methods.
-    #[arg(long, default_value_t = 300)]
+    /// At most 10,000.
+    #[arg(long, default_value_t = 300, value_parser = super::generate::methods_per_assembly)]
     pub methods_per_assembly: u32,
     /// Generator settings as JSON (see `ilcheck generate --config`).
     #[arg(long, value_name = "FILE")]

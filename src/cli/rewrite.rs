@@ -72,7 +72,9 @@ pub struct RewriteArgs {
     /// wrap-finally, wrap-catch.
     #[arg(long, short)]
     pub transform: String,
-    /// Only methods whose full name matches this glob (`*`, `?`), e.g. `Ns.Type::*`.
+    /// Only methods whose full name matches this glob (`*`, `?`), e.g. `Ns.Type::*` (full
+    /// names include the parameters). A glob that selects no method with a body (in a run over
+    /// many assemblies: in none of them) is exit 1, and nothing is written.
     #[arg(long)]
     pub methods: Option<String>,
     /// Branch forms in the output.
@@ -82,19 +84,22 @@ pub struct RewriteArgs {
     /// 'void [Acme.Probe]Acme.Probe::Enter(string, int32)', found in a --reference assembly
     /// (string: the method's full name; int32: its token; object[]: its arguments), or a raw
     /// TOKEN of a parameterless static void method. For wrap-finally and wrap-catch: before the
-    /// new try.
+    /// new try. Only with the transforms that call it: prologue, prologue-epilogue, wrap-*.
     #[arg(long, value_name = "PROBE|TOKEN")]
     pub prologue_call: Option<String>,
     /// The call before every return, as --prologue-call (but object, not object[]: the return
     /// value, boxed; null for void). For wrap-finally: in the finally handler, so it runs on
-    /// every exit, exceptional ones included.
+    /// every exit, exceptional ones included. Only with epilogue, prologue-epilogue and
+    /// wrap-finally.
     #[arg(long, value_name = "PROBE|TOKEN")]
     pub epilogue_call: Option<String>,
-    /// An assembly a probe of --prologue-call/--epilogue-call is looked up in (repeatable).
+    /// An assembly a probe of --prologue-call/--epilogue-call is looked up in (repeatable; only
+    /// with a probe named by signature).
     #[arg(long = "reference", value_name = "PATH")]
     pub references: Vec<PathBuf>,
-    /// The exception type token for wrap-catch (default: System.Exception, referenced from the
-    /// core library when the assembly has no reference to it yet).
+    /// The exception type for wrap-catch (only): a TypeRef, TypeDef or TypeSpec token in hex,
+    /// of a row the assembly has (default: System.Exception, referenced from the core library
+    /// when the assembly has no reference to it yet).
     #[arg(long, value_name = "TOKEN")]
     pub catch_type: Option<String>,
     /// Print the JSON report (schema: docs/rewrite-json.md; with several assemblies, an array
@@ -140,6 +145,7 @@ pub fn options(a: &RewriteArgs) -> Result<RewriteOptions> {
             names.join(", ")
         );
     };
+    check_options_used(a, transform)?;
     let mut topts = TransformOptions::default();
     let mut probes = corpus::Probes::default();
     let references: Vec<ilcheck::image::Image<'static>> = a
@@ -184,7 +190,7 @@ pub fn options(a: &RewriteArgs) -> Result<RewriteOptions> {
     }
     // 0: System.Exception, found in the assembly or referenced anew from its core library.
     topts.catch_type = match &a.catch_type {
-        Some(t) => parse_token(t)?,
+        Some(t) => catch_type_token(t)?,
         None => 0,
     };
     let layout = LayoutOptions {
@@ -208,10 +214,153 @@ pub fn options(a: &RewriteArgs) -> Result<RewriteOptions> {
     })
 }
 
-/// Rewrites one assembly into `output`; the report says what was done.
-pub fn rewrite_file(input: &Path, output: &Path, opts: &RewriteOptions) -> Result<RewriteReport> {
+/// Refuses an option the transform would not use (a usage error): a probe it never calls, a
+/// catch type for a transform other than `wrap-catch`, a `--reference` with no probe named to
+/// look up in it. Each would otherwise pass silently, or change the output (a probe's
+/// references are metadata) while instrumenting nothing.
+fn check_options_used(a: &RewriteArgs, transform: ilcheck::ir::Transform) -> Result<()> {
+    use ilcheck::ir::Transform;
+    let taking = |takes: fn(Transform) -> bool| {
+        let names: Vec<&str> = Transform::ALL
+            .into_iter()
+            .filter(|t| takes(*t))
+            .map(|t| t.name())
+            .collect();
+        names.join(", ")
+    };
+    for (given, option, takes) in [
+        (
+            a.prologue_call.is_some(),
+            "--prologue-call",
+            Transform::runs_entry_code as fn(Transform) -> bool,
+        ),
+        (
+            a.epilogue_call.is_some(),
+            "--epilogue-call",
+            Transform::runs_exit_code,
+        ),
+        (a.catch_type.is_some(), "--catch-type", |t| {
+            t == Transform::WrapCatch
+        }),
+    ] {
+        if given && !takes(transform) {
+            bail!(
+                "{option} is not used by -t {}; the transforms that take it: {}",
+                transform.name(),
+                taking(takes)
+            );
+        }
+    }
+    let by_name = [&a.prologue_call, &a.epilogue_call]
+        .into_iter()
+        .flatten()
+        .any(|p| p.contains('('));
+    if !a.references.is_empty() && !by_name {
+        bail!(
+            "--reference is where probes named by signature are looked up, and no \
+             --prologue-call or --epilogue-call names one"
+        );
+    }
+    Ok(())
+}
+
+/// The `--catch-type` token: a TypeDef, TypeRef or TypeSpec token, the only kinds a catch
+/// clause can name.
+fn catch_type_token(text: &str) -> Result<u32> {
+    use ilcheck::image::{Table, Token};
+    let token = parse_token(text)?;
+    let t = Token(token);
+    let is_type = matches!(
+        t.table(),
+        Some(Table::TypeDef | Table::TypeRef | Table::TypeSpec)
+    );
+    if !is_type || t.rid() == 0 {
+        bail!(
+            "--catch-type {text}: not a type token; give the exception type's TypeRef \
+             (0x01xxxxxx), TypeDef (0x02xxxxxx) or TypeSpec (0x1bxxxxxx) token, in hex, or leave \
+             it out to catch System.Exception"
+        );
+    }
+    Ok(token)
+}
+
+/// Refuses a `--catch-type` whose row `image` does not have: every wrapped method's catch
+/// clause would name nothing, and the verifier would reject each rewrite.
+fn check_catch_type(image: &ilcheck::image::Image<'_>, opts: &RewriteOptions) -> Result<()> {
+    use ilcheck::image::Token;
+    let token = Token(opts.transform_opts.catch_type);
+    if opts.transform != ilcheck::ir::Transform::WrapCatch || token.is_null() {
+        return Ok(());
+    }
+    if let Some(table) = token.table() {
+        let rows = image.tables_header().rows(table);
+        if token.rid() > rows {
+            bail!(
+                "--catch-type {:#010x}: the assembly has {rows} {table:?} rows",
+                token.0
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `--methods` selected no method with a body: exit 1, and nothing is written.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct NoMethodSelected(String);
+
+impl NoMethodSelected {
+    /// The error of `glob` over `inputs` (each opened again to say what names there are).
+    fn of(glob: &str, inputs: &[&Path]) -> NoMethodSelected {
+        let (mut bodies, mut hint) = (0usize, String::new());
+        for p in inputs {
+            let Ok(image) = ilcheck::image::Image::open(p) else {
+                continue;
+            };
+            let with_body = || image.methods().filter(|m| m.rva() != 0);
+            bodies += with_body().count();
+            // A name the glob nearly matches beats an example of the form names take.
+            if !hint.contains("would match") {
+                let here = super::glob_hint(with_body, &[glob.to_string()]);
+                if hint.is_empty() || here.contains("would match") {
+                    hint = here;
+                }
+            }
+        }
+        let whose = match inputs {
+            [one] => format!(
+                "of {} matches '{glob}' (it has {bodies} methods with a body{hint})",
+                one.display()
+            ),
+            _ => format!(
+                "of the {} assemblies matches '{glob}' (they have {bodies} methods with a \
+                 body{hint})",
+                inputs.len()
+            ),
+        };
+        NoMethodSelected(format!("no method {whose}; nothing written"))
+    }
+}
+
+/// Rewrites one assembly into `output`; the report says what was done. With `must_select`, a
+/// `--methods` glob that selects no method with a body is a [`NoMethodSelected`] error, and
+/// nothing is written: an unchanged copy would pass for an instrumented assembly.
+pub fn rewrite_file(
+    input: &Path,
+    output: &Path,
+    opts: &RewriteOptions,
+    must_select: bool,
+) -> Result<RewriteReport> {
     let mut buffers = Buffers::default();
     let (report, file, _) = rewrite_to_temp(input, output, opts, &mut buffers, Writing::Whole)?;
+    if must_select
+        && report.selected == 0
+        && let Some(glob) = &opts.methods
+    {
+        // Dropped: the temporary file goes.
+        drop(file);
+        return Err(NoMethodSelected::of(glob, &[input]).into());
+    }
     if ilcheck::harness::stop_requested() {
         // Dropped: the temporary file goes, and `output` stays as it was.
         drop(file);
@@ -290,6 +439,7 @@ fn rewrite_to_temp(
 ) -> Result<(RewriteReport, ilcheck::fsio::AtomicFile, Option<Vec<u8>>)> {
     let image =
         read_image(input, &mut buffers.input).with_context(|| format!("{}", input.display()))?;
+    check_catch_type(&image, opts).with_context(|| format!("{}", input.display()))?;
     let mut report = RewriteReport {
         input: input.display().to_string(),
         output: output.display().to_string(),
@@ -363,7 +513,13 @@ pub fn run(a: RewriteArgs) -> Result<ExitCode> {
         a.inputs.len() == 1 && a.inputs[0].is_file() && !a.output.is_dir() && a.shard.is_none();
     let opts = options(&a)?;
     if single {
-        let report = rewrite_file(&a.inputs[0], &a.output, &opts)?;
+        let report = match rewrite_file(&a.inputs[0], &a.output, &opts, true) {
+            Err(e) if e.is::<NoMethodSelected>() => {
+                errln!("ilcheck rewrite: {e}");
+                return Ok(ExitCode::from(1));
+            }
+            r => r?,
+        };
         if a.json {
             outln!("{}", serde_json::to_string_pretty(&report)?);
         } else {
@@ -479,6 +635,12 @@ fn many(a: &RewriteArgs, mut opts: RewriteOptions) -> Result<ExitCode> {
     let written = std::sync::Mutex::new(written);
     let dirs = std::sync::Mutex::new(std::collections::BTreeSet::new());
     let pool = ImagePool::default();
+    // With --methods, an assembly where the glob selects nothing is normal among many, but a
+    // glob that selects nothing anywhere is a mistake, reported with nothing written: such an
+    // assembly's output is held back (its temporary dropped) until some assembly's selection
+    // is known not to be empty, and written at the end when one was.
+    let matched = std::sync::atomic::AtomicBool::new(opts.methods.is_none());
+    let deferred = std::sync::Mutex::new(Vec::new());
     // Handing a large output over pays only where a core would otherwise idle: with a worker
     // on every core, the committer's copy into a direct-I/O buffer, and the fresh image buffer
     // the worker takes instead, are work that writing into the page cache (the flush left to
@@ -490,6 +652,7 @@ fn many(a: &RewriteArgs, mut opts: RewriteOptions) -> Result<ExitCode> {
     };
     let (jobs, order, next, opts, store) = (&jobs, &order, &next, &opts, &store);
     let (written, dirs, pool) = (&written, &dirs, &pool);
+    let (matched, deferred) = (&matched, &deferred);
     std::thread::scope(|s| {
         // The inputs are read in the workers' order; the disk starts on all of them now.
         s.spawn(move || ilcheck::fsio::prefetch(order.iter().map(|&i| jobs[i].input.as_path())));
@@ -538,7 +701,22 @@ fn many(a: &RewriteArgs, mut opts: RewriteOptions) -> Result<ExitCode> {
                     let Some(&i) = order.get(k) else { break };
                     let j = &jobs[i];
                     match rewrite_to_temp(&j.input, &j.output, opts, &mut buffers, writing) {
+                        Ok((report, file, held))
+                            if report.selected == 0
+                                && !matched.load(std::sync::atomic::Ordering::Relaxed) =>
+                        {
+                            drop(file);
+                            if let (Some(image), Ok(mut p)) = (held, pool.lock()) {
+                                p.push(image);
+                            }
+                            if let Ok(mut d) = deferred.lock() {
+                                d.push(i);
+                            }
+                        }
                         Ok((report, file, held)) => {
+                            if report.selected > 0 {
+                                matched.store(true, std::sync::atomic::Ordering::Relaxed);
+                            }
                             // The committer outlives every worker; should it be gone, the
                             // file is dropped (its temporary removed) and the slot says so.
                             let _ = done.send((i, report, file, held));
@@ -556,6 +734,34 @@ fn many(a: &RewriteArgs, mut opts: RewriteOptions) -> Result<ExitCode> {
         .unwrap_or_default()
     {
         ilcheck::fsio::sync_dir(&dir);
+    }
+    let deferred = deferred
+        .lock()
+        .map(|mut d| std::mem::take(&mut *d))
+        .unwrap_or_default();
+    if !deferred.is_empty() && !matched.load(std::sync::atomic::Ordering::Relaxed) {
+        if let Some(glob) = &opts.methods
+            && !ilcheck::harness::stop_requested()
+        {
+            // Every assembly rewritten selected nothing: none was written.
+            for r in &results {
+                if let Ok(Some(Err(e))) = r.lock().as_deref() {
+                    errln!("ilcheck: {e}");
+                }
+            }
+            let inputs: Vec<&Path> = deferred.iter().map(|&i| jobs[i].input.as_path()).collect();
+            errln!("ilcheck rewrite: {}", NoMethodSelected::of(glob, &inputs));
+            return Ok(ExitCode::from(1));
+        }
+    } else {
+        for i in deferred {
+            if ilcheck::harness::stop_requested() {
+                break;
+            }
+            let j = &jobs[i];
+            let r = rewrite_file(&j.input, &j.output, opts, false).map_err(|e| format!("{e:#}"));
+            store(i, r);
+        }
     }
     let wall = start.elapsed().as_secs_f64();
     let stopped = ilcheck::harness::stop_requested();

@@ -43,7 +43,9 @@ pub struct RewriteOptions {
     pub keep_old_bodies: bool,
     /// Probes to call at entry and exit, by name (they override the transform options'
     /// prologue and epilogue; for the wrap transforms, they are the code at entry and in the
-    /// finally handler).
+    /// finally handler). A probe the transform does not call
+    /// ([`Transform::runs_entry_code`], [`Transform::runs_exit_code`]) is ignored: no
+    /// metadata is added for it.
     pub probes: Probes,
 }
 
@@ -308,7 +310,17 @@ impl<'i, 'a> EmitPlan<'i, 'a> {
     fn plan_probes(&mut self, image: &Image<'_>, opts: &RewriteOptions) -> Result<(), EmitError> {
         use crate::ir::transforms::{as_object, fits_object, ldloc, return_value_bytes};
         const VOID: u8 = 0x01;
-        let Probes { entry, exit } = &opts.probes;
+        // A probe the transform never calls gets no reference: nothing would use it.
+        let entry = opts
+            .probes
+            .entry
+            .as_ref()
+            .filter(|_| opts.transform.runs_entry_code());
+        let exit = opts
+            .probes
+            .exit
+            .as_ref()
+            .filter(|_| opts.transform.runs_exit_code());
         if entry.is_none() && exit.is_none() {
             return Ok(());
         }
@@ -1031,6 +1043,7 @@ fn rewrite_image_to(
     writer.reserve(parts.iter().map(|(_, p)| p.bodies.len()).sum());
     let mut listed = Vec::new();
     let mut skipped = Vec::new();
+    let mut rewritten = 0u64;
     for (_, mut part) in parts {
         merge_counts(report, &part.report);
         skipped.append(&mut part.skipped);
@@ -1060,6 +1073,7 @@ fn rewrite_image_to(
             }
             if d.changed {
                 report.rewritten += 1;
+                rewritten += 1;
             } else {
                 report.unchanged += 1;
             }
@@ -1078,14 +1092,17 @@ fn rewrite_image_to(
         .extend(skipped.into_iter().map(|(_, n)| n));
     report.rewrite_seconds += start.elapsed().as_secs_f64();
     let start = Instant::now();
-    if !plan.builder.is_empty() {
+    // The additions are for the rewritten bodies: with none written (every method skipped,
+    // rejected or left unchanged), the output carries no metadata that nothing uses.
+    let add_metadata = !plan.builder.is_empty() && rewritten > 0;
+    if add_metadata {
         report.metadata_rows_added = Table::ALL
             .iter()
             .map(|&t| u64::from(plan.builder.rows(t) - image.tables_header().rows(t)))
             .sum();
     }
     // The metadata is laid out, then written straight into the image (no root of its own).
-    let prepared = if plan.builder.is_empty() {
+    let prepared = if !add_metadata {
         None
     } else {
         Some(plan.builder.prepare()?)

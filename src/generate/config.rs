@@ -190,7 +190,136 @@ impl Default for Config {
     }
 }
 
+/// A [`Config`] field outside the range [`Config::check`] allows.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{field} is {value}; allowed: {min} to {max}{note}")]
+pub struct ConfigError {
+    /// The field, as JSON names it (`branches.short` for a nested one).
+    pub field: &'static str,
+    /// The value given.
+    pub value: u64,
+    /// The least value allowed.
+    pub min: u64,
+    /// The greatest value allowed.
+    pub max: u64,
+    /// Why the bound is what it is, when it depends on another field (else empty).
+    pub note: &'static str,
+}
+
 impl Config {
+    /// Most statements in a body's outermost block: the statement budget is three times this,
+    /// and each loop adds a counter local (see [`Config::MAX_LOCALS`]).
+    pub const MAX_STATEMENTS: u32 = 10_000;
+    /// Deepest nesting of blocks, and of try regions: generating recurses this deep.
+    pub const MAX_NESTING: u32 = 64;
+    /// Deepest nesting of expressions: generating recurses this deep, and the stack a call
+    /// at each level fills grows with it.
+    pub const MAX_EXPR_DEPTH: u32 = 16;
+    /// Most targets of a `switch` (4 bytes each; a body may hold many switches).
+    pub const MAX_SWITCH_TARGETS: u32 = 4_096;
+    /// Most locals: local indexes are 16-bit, and loop counters come on top (one a loop, at
+    /// most three times [`Config::MAX_STATEMENTS`]).
+    pub const MAX_LOCALS: u16 = 32_768;
+    /// Most arguments of a generated method: with calls to such methods nested
+    /// [`Config::MAX_EXPR_DEPTH`] deep, the stack stays well within MaxStack's 16 bits.
+    pub const MAX_ARGS: u16 = 1_024;
+    /// Most parameters of a synthetic callee.
+    pub const MAX_CALL_PARAMS: u16 = 64;
+    /// Most synthetic callees of a method. Each is a method of the program with its own
+    /// signature, so the program grows with callees times parameters times methods.
+    pub const MAX_CALLEES: u32 = 64;
+
+    /// Checks every count and percentage against its range, so that no setting makes the
+    /// generator allocate or recurse without bound. The generator assumes a checked config
+    /// (the defaults, [`Config::straight_line`] and [`Config::everything`] are).
+    pub fn check(&self) -> Result<(), ConfigError> {
+        let range = |field, value: u64, min: u64, max: u64, note| {
+            if (min..=max).contains(&value) {
+                Ok(())
+            } else {
+                Err(ConfigError {
+                    field,
+                    value,
+                    min,
+                    max,
+                    note,
+                })
+            }
+        };
+        let counts: [(&'static str, u64, u64); 8] = [
+            (
+                "max_statements",
+                self.max_statements.into(),
+                Self::MAX_STATEMENTS.into(),
+            ),
+            (
+                "max_nesting",
+                self.max_nesting.into(),
+                Self::MAX_NESTING.into(),
+            ),
+            (
+                "max_eh_depth",
+                self.max_eh_depth.into(),
+                Self::MAX_NESTING.into(),
+            ),
+            (
+                "max_expr_depth",
+                self.max_expr_depth.into(),
+                Self::MAX_EXPR_DEPTH.into(),
+            ),
+            (
+                "max_switch_targets",
+                self.max_switch_targets.into(),
+                Self::MAX_SWITCH_TARGETS.into(),
+            ),
+            (
+                "max_locals",
+                self.max_locals.into(),
+                Self::MAX_LOCALS.into(),
+            ),
+            ("max_args", self.max_args.into(), Self::MAX_ARGS.into()),
+            (
+                "max_call_params",
+                self.max_call_params.into(),
+                Self::MAX_CALL_PARAMS.into(),
+            ),
+        ];
+        for (field, value, max) in counts {
+            range(field, value, 0, max, "")?;
+        }
+        range(
+            "max_callees",
+            self.max_callees.into(),
+            0,
+            Self::MAX_CALLEES.into(),
+            "",
+        )?;
+        range(
+            "min_statements",
+            self.min_statements.into(),
+            0,
+            self.max_statements.into(),
+            " (at most max_statements)",
+        )?;
+        let percents = [
+            ("tiny_percent", self.tiny_percent),
+            ("huge_percent", self.huge_percent),
+            ("many_clauses_percent", self.many_clauses_percent),
+            ("entry_loop_percent", self.entry_loop_percent),
+            ("entry_try_percent", self.entry_try_percent),
+            ("end_handler_percent", self.end_handler_percent),
+            ("lean_stack_percent", self.lean_stack_percent),
+            ("byref_percent", self.byref_percent),
+            ("int64_percent", self.int64_percent),
+            ("struct_percent", self.struct_percent),
+            ("object_percent", self.object_percent),
+        ];
+        for (field, value) in percents {
+            range(field, value.into(), 0, 100, " (a percentage)")?;
+        }
+        Ok(())
+    }
+
     /// Straight-line code without branches, EH or calls.
     pub fn straight_line() -> Config {
         Config {

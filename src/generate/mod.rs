@@ -13,7 +13,7 @@ pub mod mutate;
 pub mod strategy;
 pub mod valid;
 
-pub use config::{BranchMix, ClauseKinds, Config};
+pub use config::{BranchMix, ClauseKinds, Config, ConfigError};
 pub use mutate::{Mutant, Mutation, mutate};
 pub use valid::{
     ArgType, Callee, Generated, Peer, Shape, Sites, ValType, generate, generate_calling,

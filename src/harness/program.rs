@@ -70,6 +70,15 @@ const CHOICE_BYTES: usize = 4096;
 #[derive(Debug, Error)]
 #[non_exhaustive]
 pub enum ProgramError {
+    /// The generator's settings are out of range ([`Config::check`]).
+    #[error("generator config: {0}")]
+    Config(#[from] crate::generate::ConfigError),
+    /// More methods were asked for than a program holds ([`MAX_METHODS`]).
+    #[error("{count} methods per program; allowed: 0 to {MAX_METHODS}")]
+    TooManyMethods {
+        /// The count asked for.
+        count: u32,
+    },
     /// Metadata could not be added.
     #[error("metadata: {0}")]
     Emit(#[from] EmitError),
@@ -204,8 +213,12 @@ pub struct ManifestMethod {
 }
 
 impl Manifest {
-    /// The methods again, from their seeds or choice streams and [`Manifest::config`].
+    /// The methods again, from their seeds or choice streams and [`Manifest::config`] (an
+    /// error when [`Config::check`] refuses it: a manifest is input like any other).
     pub fn program_methods(&self) -> Result<Vec<ProgramMethod>, String> {
+        self.config
+            .check()
+            .map_err(|e| format!("manifest config: {e}"))?;
         self.methods
             .iter()
             .map(|m| match &m.choices {
@@ -297,7 +310,8 @@ pub const MAX_PEERS: usize = 3;
 /// `count` methods for the program of `seed`, named `M0`, `M1`, …; each is offered to call
 /// the [`MAX_PEERS`] latest earlier ones that call no other (when [`Config::peer_calls`]).
 pub fn generate_methods(seed: u64, count: u32, config: &Config) -> Vec<ProgramMethod> {
-    let mut methods: Vec<ProgramMethod> = Vec::with_capacity(count as usize);
+    // Reserved only up to what a program holds: `count` is the caller's.
+    let mut methods: Vec<ProgramMethod> = Vec::with_capacity(count.min(MAX_METHODS) as usize);
     let mut leaves: Vec<Peer> = Vec::new();
     for i in 0..count {
         let peers = if config.peer_calls {
@@ -347,13 +361,22 @@ fn interp_code(m: &ProgramMethod) -> Result<(Vec<u8>, Vec<Clause>), ProgramError
     Ok((body.code.to_vec(), body.clauses().collect()))
 }
 
-/// The program of `seed`: `count` generated methods and a `Main` that runs them.
+/// Most generated methods in one program: each is a body, a manifest entry and a call in
+/// `Main`; more add nothing a run of several programs does not.
+pub const MAX_METHODS: u32 = 10_000;
+
+/// The program of `seed`: `count` generated methods and a `Main` that runs them. A `config`
+/// that [`Config::check`] refuses, or a `count` above [`MAX_METHODS`], is an error.
 pub fn generate_program(
     name: &str,
     seed: u64,
     count: u32,
     config: &Config,
 ) -> Result<Program, ProgramError> {
+    config.check()?;
+    if count > MAX_METHODS {
+        return Err(ProgramError::TooManyMethods { count });
+    }
     let methods = generate_methods(seed, count, config);
     let mut p = build_program(name, &methods, config)?;
     p.manifest.seed = seed;

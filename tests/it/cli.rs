@@ -1064,3 +1064,157 @@ fn a_report_that_cannot_be_written_is_exit_2() {
     assert!(err.contains("writing to standard output"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
 }
+
+/// `rewrite --methods` that selects no method with a body is exit 1 with the number of methods
+/// and a name of the form they take, and writes nothing: an unchanged copy would pass for an
+/// instrumented assembly. Among many assemblies, one where it selects nothing is written as
+/// usual; the error is for a glob that selects nothing in any of them.
+#[test]
+fn rewrite_methods_that_select_nothing_write_nothing() {
+    let dir = std::env::temp_dir().join(format!("ilcheck-select-none-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("b.exe");
+    let rewrite = |input: &str, out: &std::path::Path, glob: &str| {
+        ilcheck(&[
+            "rewrite",
+            input,
+            "-o",
+            out.to_str().unwrap(),
+            "-t",
+            "prologue-epilogue",
+            "--methods",
+            glob,
+        ])
+    };
+    // The parameters are part of the name: the hint says so with the name it nearly matched.
+    let (code, text, err) = rewrite("corpus/bin/control_flow.exe", &out, "ControlFlow::Nested");
+    assert_eq!(code, 1, "{text}{err}");
+    assert!(
+        err.contains("no method of corpus/bin/control_flow.exe matches"),
+        "{err}"
+    );
+    assert!(err.contains("it has 24 methods with a body"), "{err}");
+    assert!(
+        err.contains("ControlFlow::Nested(int32) would match 'ControlFlow::Nested*'"),
+        "{err}"
+    );
+    assert!(!out.exists());
+    let (code, _, err) = rewrite("corpus/bin/control_flow.exe", &out, "NoSuch::*");
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("full names include the parameters, e.g. "),
+        "{err}"
+    );
+    assert!(!out.exists());
+    let (code, text, err) = rewrite("corpus/bin/control_flow.exe", &out, "*::Nested(*");
+    assert_eq!(code, 0, "{text}{err}");
+    assert!(text.contains("1 selected, 1 rewritten"), "{text}");
+    // Many assemblies: nothing anywhere is the error, nothing written.
+    let many = dir.join("many");
+    let (code, text, err) = rewrite("corpus/bin", &many, "ControlFlow::Nested");
+    assert_eq!(code, 1, "{text}{err}");
+    assert!(err.contains("no method of the "), "{err}");
+    assert!(err.contains("would match 'ControlFlow::Nested*'"), "{err}");
+    let written = std::fs::read_dir(&many)
+        .map(|d| d.flatten().count())
+        .unwrap_or(0);
+    assert_eq!(written, 0, "{text}");
+    // Selected in one: every assembly written, the others unchanged.
+    let (code, text, err) = rewrite("corpus/bin", &many, "*::Nested(*");
+    assert_eq!(code, 0, "{text}{err}");
+    let inputs: Vec<_> = std::fs::read_dir("corpus/bin")
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|n| {
+            let n = n.to_string_lossy();
+            n.ends_with(".dll") || n.ends_with(".exe")
+        })
+        .collect();
+    assert!(inputs.len() > 2);
+    for name in &inputs {
+        let (a, b) = (
+            std::fs::read(std::path::Path::new("corpus/bin").join(name)).unwrap(),
+            std::fs::read(many.join(name)).unwrap(),
+        );
+        // ControlFlow::Nested is in control_flow.exe and its debug build.
+        let selected = name.to_string_lossy().starts_with("control_flow.");
+        assert_eq!(a != b, selected, "{name:?}: {text}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// `--catch-type` takes a type token of a row the assembly has, and only with `wrap-catch`;
+/// anything else is a usage error (exit 2), nothing written.
+#[test]
+fn rewrite_catch_type_must_name_a_type() {
+    let dir = std::env::temp_dir().join(format!("ilcheck-catch-type-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("c.exe");
+    for (transform, token, says) in [
+        ("wrap-catch", "0x70000001", "0x70000001: not a type token"),
+        ("wrap-catch", "0x06000001", "0x06000001: not a type token"),
+        ("wrap-catch", "0x01000000", "0x01000000: not a type token"),
+        (
+            "wrap-catch",
+            "0x01000999",
+            "0x01000999: the assembly has 26 TypeRef rows",
+        ),
+        ("wrap-finally", "0x01000001", "not used by -t wrap-finally"),
+    ] {
+        let (code, text, err) = ilcheck(&[
+            "rewrite",
+            "corpus/bin/control_flow.exe",
+            "-o",
+            out.to_str().unwrap(),
+            "-t",
+            transform,
+            "--catch-type",
+            token,
+        ]);
+        assert_eq!(code, 2, "{token}: {text}{err}");
+        assert!(err.contains(says), "{token}: {err}");
+        assert!(!out.exists(), "{token}");
+    }
+    let (code, text, err) = ilcheck(&[
+        "rewrite",
+        "corpus/bin/control_flow.exe",
+        "-o",
+        out.to_str().unwrap(),
+        "-t",
+        "wrap-catch",
+        "--catch-type",
+        "0x01000002",
+    ]);
+    assert_eq!(code, 0, "{text}{err}");
+    assert!(text.contains("24 rewritten"), "{text}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A rewrite that rewrites nothing adds no metadata: every method skipped (a catch type the
+/// library is given that is no type) leaves the image as it was.
+#[test]
+fn nothing_rewritten_adds_no_metadata() {
+    use ilcheck::corpus::{self, RewriteOptions, RewriteReport};
+    let bytes = std::fs::read(format!(
+        "{}/corpus/bin/control_flow.exe",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    let image = ilcheck::image::Image::parse(&bytes).unwrap();
+    let mut opts = RewriteOptions::new("wrap-catch").unwrap();
+    opts.transform_opts.catch_type = 0x7000_0001;
+    let mut report = RewriteReport::default();
+    let out = corpus::rewrite_image(&image, &opts, &mut report).unwrap();
+    assert_eq!(report.rewritten, 0, "{report:#?}");
+    assert_eq!(report.skipped.get("NoCatchType"), Some(&24), "{report:#?}");
+    assert_eq!(report.metadata_rows_added, 0, "{report:#?}");
+    assert!(out == bytes, "the output differs from the input");
+    // With a type to catch the same rewrite adds its locals' signatures.
+    opts.transform_opts.catch_type = 0x0100_0002;
+    let mut report = RewriteReport::default();
+    corpus::rewrite_image(&image, &opts, &mut report).unwrap();
+    assert_eq!(report.rewritten, 24, "{report:#?}");
+    assert!(report.metadata_rows_added > 0, "{report:#?}");
+}

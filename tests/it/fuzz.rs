@@ -913,3 +913,114 @@ fn programs_with_structs_and_classes_verify_clean_as_unverifiable() {
     eprintln!("{out}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `generate` range-checks every count of its config and `--methods-per-assembly` before it
+/// generates anything: a value out of range is exit 2 naming the field and its range, nothing
+/// written. (Run under a 2 GB address-space limit: `max_switch_targets` of 2^32 - 1 aborted
+/// allocating its labels.)
+#[test]
+fn generate_refuses_counts_out_of_range() {
+    let dir = scratch("config-ranges");
+    let config = dir.join("c.json");
+    let out = dir.join("g");
+    let generate = |json: &str, methods: &str| {
+        std::fs::write(&config, json).unwrap();
+        let script = format!(
+            "ulimit -v 2000000; exec '{}' generate -o '{}' --config '{}' --methods-per-assembly {methods}",
+            env!("CARGO_BIN_EXE_ilcheck"),
+            out.display(),
+            config.display()
+        );
+        support::run(Command::new("sh").arg("-c").arg(script))
+    };
+    for (json, says) in [
+        (
+            r#"{"max_switch_targets": 4294967295}"#,
+            "max_switch_targets is 4294967295; allowed: 0 to 4096",
+        ),
+        (
+            r#"{"max_switch_targets": 100000000}"#,
+            "max_switch_targets is 100000000; allowed: 0 to 4096",
+        ),
+        (
+            r#"{"max_statements": 4294967295}"#,
+            "max_statements is 4294967295; allowed: 0 to 10000",
+        ),
+        (
+            r#"{"min_statements": 13}"#,
+            "min_statements is 13; allowed: 0 to 12 (at most max_statements)",
+        ),
+        (
+            r#"{"max_nesting": 100000}"#,
+            "max_nesting is 100000; allowed: 0 to 64",
+        ),
+        (
+            r#"{"max_expr_depth": 1000}"#,
+            "max_expr_depth is 1000; allowed: 0 to 16",
+        ),
+        (
+            r#"{"max_locals": 65535}"#,
+            "max_locals is 65535; allowed: 0 to 32768",
+        ),
+        (
+            r#"{"max_callees": 100000}"#,
+            "max_callees is 100000; allowed: 0 to 64",
+        ),
+        (
+            r#"{"tiny_percent": 255}"#,
+            "tiny_percent is 255; allowed: 0 to 100",
+        ),
+    ] {
+        let o = generate(json, "3");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.code, Some(2), "{json}: {}", text(&o));
+        assert!(err.contains(says), "{json}: {err}");
+        assert!(!out.join("g1.exe").exists(), "{json}");
+    }
+    let o = generate("{}", "10001");
+    assert_eq!(o.code, Some(2), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("allowed: 0 to 10000"));
+    // At the limits, a program is generated (and the 2 GB are plenty).
+    let o = generate(
+        r#"{"max_switch_targets": 4096, "max_statements": 10000, "max_nesting": 64,
+            "max_eh_depth": 64, "max_expr_depth": 16, "max_locals": 32768, "max_args": 1024,
+            "max_callees": 64, "max_call_params": 64}"#,
+        "3",
+    );
+    assert!(o.success(), "{}", text(&o));
+    assert!(out.join("g1.exe").is_file());
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Seeds never wrap around: a `--seed` and `--count` whose last seed would pass 2^64 - 1 are
+/// refused (exit 2) before anything is written, where they once named the second program
+/// `g0.exe`; the last seed itself is fine.
+#[test]
+fn generate_seeds_do_not_wrap_around() {
+    let dir = scratch("seed-wrap");
+    let max = u64::MAX.to_string();
+    let o = support::run(ilcheck().args(["generate", "-o"]).arg(&dir).args([
+        "--seed",
+        &max,
+        "--count",
+        "2",
+        "--methods-per-assembly",
+        "1",
+    ]));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.code, Some(2), "{}", text(&o));
+    assert!(err.contains("at most --count 1 from this seed"), "{err}");
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+    let o = support::run(ilcheck().args(["generate", "-o"]).arg(&dir).args([
+        "--seed",
+        &max,
+        "--count",
+        "1",
+        "--methods-per-assembly",
+        "1",
+    ]));
+    assert!(o.success(), "{}", text(&o));
+    assert!(dir.join(format!("g{max}.exe")).is_file());
+    assert!(!dir.join("g0.exe").exists());
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -180,17 +180,21 @@ fn the_exit_probe_gets_the_return_value() {
         let patched = dir.join(transform).join("control_flow.exe");
         std::fs::create_dir_all(patched.parent().unwrap()).unwrap();
         std::fs::copy(&probe, patched.with_file_name("Acme.Probe.dll")).unwrap();
+        // `epilogue` calls no entry probe, and is refused one.
+        let entry: &[&str] = if transform == "epilogue" {
+            &[]
+        } else {
+            &["--prologue-call", ENTER]
+        };
         let o = support::run(
             Command::new(BIN)
                 .arg("rewrite")
                 .arg(&original)
                 .arg("-o")
                 .arg(&patched)
+                .args(["-t", transform])
+                .args(entry)
                 .args([
-                    "-t",
-                    transform,
-                    "--prologue-call",
-                    ENTER,
                     "--epilogue-call",
                     "void [Acme.Probe]Acme.Probe::ExitValue(string, object)",
                     "--reference",
@@ -445,4 +449,89 @@ fn verify_finds_a_reference_by_its_assembly_name() {
         "{err}"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A probe option the transform does not use is a usage error (exit 2) naming the transforms
+/// that take it, nothing written: before, `identity` or `widen` with a probe wrote an output
+/// that gained the probe's references and nothing that called it.
+#[test]
+fn probe_options_a_transform_does_not_use_are_refused() {
+    let test = "probe_options_a_transform_does_not_use_are_refused";
+    if !support::mono_tool(test, "mcs") {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("ilcheck-probe-unused-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let probe = support::build_probe(&dir);
+    let out = dir.join("out.exe");
+    let run = |args: &[&str]| {
+        support::run(
+            Command::new(BIN)
+                .arg("rewrite")
+                .arg(root().join("corpus/bin/control_flow.exe"))
+                .arg("-o")
+                .arg(&out)
+                .args(args)
+                .arg("--reference")
+                .arg(&probe),
+        )
+    };
+    for (transform, option, probe_text, takers) in [
+        (
+            "identity",
+            "--prologue-call",
+            ENTER,
+            "prologue, prologue-epilogue, wrap-finally, wrap-catch",
+        ),
+        (
+            "widen",
+            "--prologue-call",
+            ENTER,
+            "prologue, prologue-epilogue, wrap-finally, wrap-catch",
+        ),
+        (
+            "widen",
+            "--epilogue-call",
+            EXIT,
+            "epilogue, prologue-epilogue, wrap-finally",
+        ),
+        (
+            "epilogue",
+            "--prologue-call",
+            ENTER,
+            "prologue, prologue-epilogue, wrap-finally, wrap-catch",
+        ),
+        (
+            "prologue",
+            "--epilogue-call",
+            EXIT,
+            "epilogue, prologue-epilogue, wrap-finally",
+        ),
+        (
+            "wrap-catch",
+            "--epilogue-call",
+            EXIT,
+            "epilogue, prologue-epilogue, wrap-finally",
+        ),
+    ] {
+        let o = run(&["-t", transform, option, probe_text]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.code, Some(2), "{transform} {option}: {err}");
+        assert!(
+            err.contains(&format!("{option} is not used by -t {transform}"))
+                && err.contains(takers),
+            "{transform} {option}: {err}"
+        );
+        assert!(!out.exists(), "{transform} {option}");
+    }
+    // --reference alone looks nothing up.
+    let o = run(&["-t", "identity"]);
+    assert_eq!(o.code, Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--reference"));
+    assert!(!out.exists());
+    // Where the transform calls it, the probe is taken.
+    let o = run(&["-t", "wrap-catch", "--prologue-call", ENTER]);
+    assert!(o.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("24 rewritten"));
+    std::fs::remove_dir_all(&dir).ok();
 }

@@ -305,6 +305,43 @@ impl Transform {
         matches!(self, Transform::WrapFinally | Transform::WrapCatch)
     }
 
+    /// Whether it runs entry code: [`TransformOptions::prologue`] (`prologue`,
+    /// `prologue-epilogue`) or [`TransformOptions::wrap_entry`] (`wrap-finally`, `wrap-catch`).
+    /// A custom transform may read any option: true.
+    pub fn runs_entry_code(self) -> bool {
+        match self {
+            Transform::Prologue
+            | Transform::PrologueEpilogue
+            | Transform::WrapFinally
+            | Transform::WrapCatch
+            | Transform::Custom { .. } => true,
+            Transform::Identity
+            | Transform::NopPad
+            | Transform::Widen
+            | Transform::Shorten
+            | Transform::Epilogue => false,
+        }
+    }
+
+    /// Whether it runs exit code: [`TransformOptions::epilogue`] before each `ret`
+    /// (`epilogue`, `prologue-epilogue`) or [`TransformOptions::wrap_exit`] in the finally
+    /// handler (`wrap-finally`; the handler of `wrap-catch` only rethrows). A custom transform
+    /// may read any option: true.
+    pub fn runs_exit_code(self) -> bool {
+        match self {
+            Transform::Epilogue
+            | Transform::PrologueEpilogue
+            | Transform::WrapFinally
+            | Transform::Custom { .. } => true,
+            Transform::Identity
+            | Transform::NopPad
+            | Transform::Widen
+            | Transform::Shorten
+            | Transform::Prologue
+            | Transform::WrapCatch => false,
+        }
+    }
+
     /// Whether exit code goes before each `ret` (rather than in a handler).
     pub fn epilogue_before_ret(self) -> bool {
         self.entry_exit().is_some_and(EntryExit::epilogue)
