@@ -120,10 +120,13 @@ enum Command {
     /// minimised into repro folders.
     ///
     /// Exit code 0 when no case failed, 1 when some did (see --keep-failures), 2 on setup
-    /// errors (rewriter or runtime missing).
+    /// errors (rewriter or runtime missing, a runtime that cannot run the generated programs
+    /// or whose runtime server does not start).
     Fuzz(cli::fuzz::FuzzArgs),
     /// Run a generated program and its rewritten copy under the runtimes and compare their
-    /// result lines (exit 0 same, 1 different, 2 setup errors).
+    /// result lines (exit 0 same; 1 different, or the patched file is not a .NET assembly;
+    /// 2 setup errors: an original that cannot be read, a runtime missing or unable to run the
+    /// original).
     Equiv(cli::fuzz::EquivArgs),
     /// Measure a rewriter (any program: 'CMD {in} {out}' or 'CMD {in_dir} {out_dir}') on
     /// assemblies: wall and CPU time, MB/s of IL, methods/s, peak RSS, its output checked, and

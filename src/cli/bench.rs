@@ -222,6 +222,7 @@ pub fn run(a: BenchArgs) -> Result<ExitCode> {
 fn changes(previous: &BenchResult, now: &BenchResult) -> Vec<(String, f64)> {
     now.lines
         .iter()
+        .filter(|l| l.mb_per_s.is_some())
         .filter_map(|l| {
             let p = previous.lines.iter().find(|p| p.name == l.name)?;
             (p.wall.median > 0.0).then(|| {
@@ -248,11 +249,15 @@ fn text(r: &BenchResult, changes: Option<&[(String, f64)]>) -> String {
     );
     for l in &r.lines {
         let _ = writeln!(s, "{}", l.name);
-        let _ = writeln!(
-            s,
-            "  wall {:.3} / {:.3} / {:.3} s (min/median/max), CPU {:.3} / {:.3} / {:.3} s",
-            l.wall.min, l.wall.median, l.wall.max, l.cpu.min, l.cpu.median, l.cpu.max
-        );
+        if l.rounds.is_empty() {
+            let _ = writeln!(s, "  no round measured");
+        } else {
+            let _ = writeln!(
+                s,
+                "  wall {:.3} / {:.3} / {:.3} s (min/median/max), CPU {:.3} / {:.3} / {:.3} s",
+                l.wall.min, l.wall.median, l.wall.max, l.cpu.min, l.cpu.median, l.cpu.max
+            );
+        }
         match (l.mb_per_s, l.methods_per_s) {
             (Some(mb), Some(m)) => {
                 let _ = writeln!(
@@ -272,7 +277,10 @@ fn text(r: &BenchResult, changes: Option<&[(String, f64)]>) -> String {
             let _ = writeln!(s, "  change against --compare: {:+.1}% median wall", c.1);
         }
     }
+    // A ratio of a line without a figure would compare a broken run's time.
     if let [first, .., last] = &r.lines[..]
+        && first.mb_per_s.is_some()
+        && last.mb_per_s.is_some()
         && last.wall.median > 0.0
     {
         let _ = writeln!(
@@ -440,17 +448,27 @@ fn measure_rewriter(
                 failed = true;
                 break 'rounds;
             }
+            for (orig, input) in &staged {
+                if let Some(why) = no_output(&out_dir.join(input.file_name().unwrap_or_default())) {
+                    line.problems.push(format!("{}: {why}", orig.display()));
+                    failed = true;
+                }
+            }
+            if failed {
+                break 'rounds;
+            }
         } else {
-            for (k, (_, input)) in staged.iter().enumerate() {
+            for (k, (orig, input)) in staged.iter().enumerate() {
                 let out = out_dir.join(input.file_name().unwrap_or_default());
                 let t = Instant::now();
                 let o = cmd.run(input, &out, timeout)?;
-                if !o.success() {
-                    line.problems.push(format!(
-                        "{}: the rewriter ended with {}",
-                        input.display(),
-                        o.describe()
-                    ));
+                let problem = if o.success() {
+                    no_output(&out)
+                } else {
+                    Some(format!("the rewriter ended with {}", o.describe()))
+                };
+                if let Some(why) = problem {
+                    line.problems.push(format!("{}: {why}", orig.display()));
                     failed = true;
                     break 'rounds;
                 }
@@ -482,33 +500,50 @@ fn measure_rewriter(
             .map(|((orig, _), t)| (orig.display().to_string(), Spread::of(t).median))
             .collect();
     }
-    // The last round's outputs against the originals.
+    // The last round's outputs against the originals (every call wrote one, checked above).
     let originals: Vec<Input> = staged.iter().map(|(_, s)| Input::named(s)).collect();
     let baseline = corpus::Baseline::load(&originals).map_err(anyhow::Error::msg)?;
-    let mut outputs = Vec::new();
-    for (_, s) in &staged {
-        let out = out_dir.join(s.file_name().unwrap_or_default());
-        if out.is_file() {
-            outputs.push(Input::named(out));
-        } else {
-            line.problems.push(format!("{}: no output", s.display()));
-        }
-    }
+    let outputs: Vec<(PathBuf, PathBuf)> = staged
+        .iter()
+        .map(|(orig, s)| {
+            (
+                orig.clone(),
+                out_dir.join(s.file_name().unwrap_or_default()),
+            )
+        })
+        .collect();
+    let inputs: Vec<Input> = outputs.iter().map(|(_, o)| Input::named(o)).collect();
     let mut report = corpus::VerifyReport::default();
     corpus::verify(
-        &outputs,
+        &inputs,
         corpus::VerifyOptions::default(),
         Some(&baseline),
         &mut report,
         |_| {},
     );
+    // The outputs are in a scratch directory that is gone when this is read: each is named
+    // by the user's input it was written from.
+    let named = |path: &str| {
+        outputs
+            .iter()
+            .find(|(_, o)| o.display().to_string() == path)
+            .map_or_else(
+                || path.to_string(),
+                |(orig, _)| format!("{} (the rewriter's output of it)", orig.display()),
+            )
+    };
     for e in &report.image_errors {
-        line.problems.push(format!("{}: {}", e.path, e.reason));
+        line.problems
+            .push(format!("{}: {}", named(&e.path), e.reason));
     }
     for f in report.findings.iter().take(20) {
         line.problems.push(format!(
             "{}: {} IL_{:04x} {}: {}",
-            f.assembly, f.method, f.offset, f.code, f.message
+            named(&f.assembly),
+            f.method,
+            f.offset,
+            f.code,
+            f.message
         ));
     }
     if report.findings_total > 20 {
@@ -516,6 +551,16 @@ fn measure_rewriter(
             .push(format!("… {} findings in all", report.findings_total));
     }
     Ok(line)
+}
+
+/// Why `out` is no output of a rewriter call that exited 0: missing, empty, or not a file.
+fn no_output(out: &Path) -> Option<String> {
+    match std::fs::metadata(out) {
+        Ok(m) if m.is_file() && m.len() > 0 => None,
+        Ok(m) if m.is_file() => Some("the rewriter exited 0 but its output is empty".into()),
+        Ok(_) => Some("the rewriter exited 0 but its output is not a file".into()),
+        Err(_) => Some("the rewriter exited 0 but wrote no output".into()),
+    }
 }
 
 /// ilcheck's own rewrite of the same inputs, in process: read, rewrite, verify and write each

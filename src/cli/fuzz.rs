@@ -8,6 +8,7 @@ use ilcheck::harness::fuzz::{self, FuzzSummary, LoopOptions, MinimiseBudget, Pro
 use ilcheck::harness::program::Manifest;
 use ilcheck::harness::rewriter::RewriterCommand;
 use ilcheck::harness::{Host, Runtime, RuntimeKind, ServerOptions};
+use ilcheck::image::{Image, ImageError};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -166,12 +167,31 @@ pub fn run(a: FuzzArgs) -> Result<ExitCode> {
 
 fn run_with_host(a: FuzzArgs, host_dir: &Path) -> Result<ExitCode> {
     let setup = setup(&a, host_dir)?;
+    // A runtime that cannot run ilcheck's own programs would pass every case: a set-up error.
+    let check_dir = scratch("check");
+    let checked = setup.check_runtimes(&check_dir);
+    let _ = std::fs::remove_dir_all(&check_dir);
+    checked?;
     if let Some(original) = &a.replay {
         let work = scratch("replay");
         let r = fuzz::replay(&setup, original, &work)
             .with_context(|| format!("replaying {}", original.display()))?;
         let _ = std::fs::remove_dir_all(&work);
+        for (runtime, why) in &r.originals_failed {
+            errln!(
+                "ilcheck fuzz: {runtime} could not run the original {}: it {why}; what it did not print was not compared",
+                original.display()
+            );
+        }
         return Ok(match r.failure {
+            None if !r.originals_failed.is_empty() => {
+                let names: Vec<&str> = r.originals_failed.iter().map(|(n, _)| n.as_str()).collect();
+                bail!(
+                    "{}: not checked under {}, which could not run the original",
+                    original.display(),
+                    names.join(" and ")
+                );
+            }
             None => {
                 outln!("{}: no failure", original.display());
                 ExitCode::SUCCESS
@@ -296,6 +316,7 @@ fn run_with_host(a: FuzzArgs, host_dir: &Path) -> Result<ExitCode> {
     } else {
         print_summary(&summary);
     }
+    let unusable = summary.unusable_runtimes();
     Ok(if summary.stopped {
         errln!(
             "ilcheck fuzz: stopped by a signal after {} program(s); what it started is killed, \
@@ -303,9 +324,20 @@ fn run_with_host(a: FuzzArgs, host_dir: &Path) -> Result<ExitCode> {
             summary.cases
         );
         ExitCode::from(super::interrupt::EXIT_STOPPED)
-    } else if summary.failed_cases > 0
-        || a.fail_on_runtime_defects && summary.runtime_defect_cases > 0
-    {
+    } else if summary.failed_cases > 0 {
+        ExitCode::from(1)
+    } else if !unusable.is_empty() {
+        // Nothing was checked under that runtime: no verdict, whatever the other runtimes say.
+        for r in unusable {
+            errln!(
+                "ilcheck: {} could not run any of the {} original program(s) it was given (first: {}): nothing was checked under it",
+                r.runtime,
+                r.cases,
+                r.first_failure.as_deref().unwrap_or("")
+            );
+        }
+        ExitCode::from(2)
+    } else if a.fail_on_runtime_defects && summary.runtime_defect_cases > 0 {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
@@ -352,8 +384,21 @@ fn print_summary(s: &FuzzSummary) {
             sv.timeout_seconds
         );
     }
+    for r in s.by_runtime.iter().filter(|r| r.originals_failed > 0) {
+        outln!(
+            "{} could not run the original of {} of the {} program(s) it ran (first: {}): its lines of those were not compared",
+            r.runtime,
+            r.originals_failed,
+            r.cases,
+            r.first_failure.as_deref().unwrap_or("")
+        );
+    }
     if s.failures.is_empty() {
-        outln!("no failures");
+        if s.unusable_runtimes().is_empty() {
+            outln!("no failures");
+        } else {
+            outln!("no verdict: a runtime ran none of the original programs");
+        }
     }
     let line = |f: &fuzz::FailureCount| {
         let repros: Vec<String> = f
@@ -379,6 +424,27 @@ fn print_summary(s: &FuzzSummary) {
     }
 }
 
+/// Which runtimes `equiv` runs the two programs under (it has nothing to do without one).
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum EquivRuntime {
+    /// Mono only.
+    Mono,
+    /// CoreCLR only.
+    Coreclr,
+    /// Mono and CoreCLR.
+    Both,
+}
+
+impl From<EquivRuntime> for RuntimeChoice {
+    fn from(r: EquivRuntime) -> Self {
+        match r {
+            EquivRuntime::Mono => RuntimeChoice::Mono,
+            EquivRuntime::Coreclr => RuntimeChoice::Coreclr,
+            EquivRuntime::Both => RuntimeChoice::Both,
+        }
+    }
+}
+
 /// Arguments of `ilcheck equiv`.
 #[derive(clap::Args)]
 pub struct EquivArgs {
@@ -388,7 +454,7 @@ pub struct EquivArgs {
     pub patched: PathBuf,
     /// Runtimes that run both.
     #[arg(long, value_enum, default_value = "both")]
-    pub runtime: RuntimeChoice,
+    pub runtime: EquivRuntime,
     /// Files copied beside both programs (e.g. a probe assembly).
     #[arg(long, num_args = 1.., value_name = "FILE")]
     pub with: Vec<PathBuf>,
@@ -418,10 +484,35 @@ fn stage(dir: &Path, program: &Path, with: &[PathBuf]) -> Result<PathBuf> {
 
 /// Runs `ilcheck equiv`.
 pub fn equiv(a: EquivArgs) -> Result<ExitCode> {
-    let runtimes = runtimes(a.runtime)?;
-    if runtimes.is_empty() {
-        bail!("equiv needs a runtime (--runtime mono, coreclr or both)");
+    // The original is the reference: one that cannot be read is a usage error. The patched
+    // file is what is judged: one that is there but is not .NET is a finding (exit 1), not a
+    // run whose every result line differs.
+    if let Err(e) = Image::open(&a.original) {
+        bail!(
+            "{}: the original is not a readable .NET assembly: {e}",
+            a.original.display()
+        );
     }
+    match Image::open(&a.patched) {
+        Ok(_) => {}
+        Err(ImageError::Io(e)) => {
+            bail!("{}: cannot read the patched file: {e}", a.patched.display())
+        }
+        Err(e) => {
+            let why = e.to_string();
+            if a.json {
+                let v = serde_json::json!({ "patched": a.patched, "not_dotnet": why });
+                outln!("{}", serde_json::to_string_pretty(&v)?);
+            } else {
+                outln!(
+                    "{}: the patched file is not a .NET assembly: {why}; nothing was run",
+                    a.patched.display()
+                );
+            }
+            return Ok(ExitCode::from(1));
+        }
+    }
+    let runtimes = runtimes(a.runtime.into())?;
     let expected: Option<Vec<String>> = match Manifest::beside(&a.original) {
         Some(p) if p.is_file() => {
             let text = std::fs::read_to_string(&p)?;
@@ -438,19 +529,30 @@ pub fn equiv(a: EquivArgs) -> Result<ExitCode> {
         }
     };
     let work = scratch("equiv");
-    let o = stage(&work.join("original"), &a.original, &a.with)?;
-    let p = stage(&work.join("patched"), &a.patched, &a.with)?;
+    let staged = stage(&work.join("original"), &a.original, &a.with)
+        .and_then(|o| Ok((o, stage(&work.join("patched"), &a.patched, &a.with)?)));
     let timeout = Duration::from_secs(a.run_timeout);
     let mut out = Vec::new();
-    for rt in &runtimes {
-        out.push(compare_on(rt, &o, &p, expected.as_deref(), timeout)?);
-    }
+    let ran = staged.and_then(|(o, p)| {
+        for rt in &runtimes {
+            out.push(compare_on(rt, &o, &p, expected.as_deref(), timeout)?);
+        }
+        Ok(())
+    });
     let _ = std::fs::remove_dir_all(&work);
-    let same = out.iter().all(|c| c.same());
+    ran?;
     if a.json {
         outln!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         for c in &out {
+            if let Some(why) = &c.original_failed {
+                outln!(
+                    "{}: not compared: the original {why}; patched {}",
+                    c.runtime,
+                    c.rewritten.ended
+                );
+                continue;
+            }
             outln!(
                 "{}: {} of {} result lines differ; original {}, patched {}",
                 c.runtime,
@@ -474,7 +576,24 @@ pub fn equiv(a: EquivArgs) -> Result<ExitCode> {
             }
         }
     }
-    Ok(if same {
+    // The original is ilcheck's known-good program: a runtime that cannot run it is broken or
+    // not set up, and its comparison says nothing either way.
+    let broken: Vec<String> = runtimes
+        .iter()
+        .zip(&out)
+        .filter_map(|(rt, c)| {
+            c.original_failed
+                .as_ref()
+                .map(|why| format!("{} could not run the original: it {why}", rt.describe()))
+        })
+        .collect();
+    if !broken.is_empty() {
+        bail!(
+            "{}; the runtime is broken or not set up (scripts/setup.sh installs it; --runtime chooses others)",
+            broken.join("; ")
+        );
+    }
+    Ok(if out.iter().all(|c| c.same()) {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)

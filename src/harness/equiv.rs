@@ -167,6 +167,12 @@ pub struct RuntimeComparison {
     pub runtime_disagrees: Vec<String>,
     /// Lines compared.
     pub compared: usize,
+    /// Why the runtime could not run the original, when it ran it and could not: it crashed,
+    /// hung or exited non-zero, or printed no result lines, or another number of them than
+    /// the manifest lists. The original is the reference, so what it did not print was not
+    /// compared: the runtime (or its set-up) is at fault, not the rewrite.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub original_failed: Option<String>,
 }
 
 impl RuntimeComparison {
@@ -184,6 +190,39 @@ impl RuntimeComparison {
     pub fn same(&self) -> bool {
         !self.crashed() && self.diffs.is_empty()
     }
+}
+
+/// Why a run of an original program is no reference (see
+/// [`RuntimeComparison::original_failed`]): `lines` result lines printed, `expected` the
+/// manifest's count when known.
+pub fn original_failure(o: &Outcome, lines: usize, expected: Option<usize>) -> Option<String> {
+    let why = if !o.success() {
+        let how = if o.timed_out {
+            o.describe()
+        } else if let Some(code) = o.code {
+            format!("exited with code {code}")
+        } else if let Some(signal) = o.signal {
+            format!("was killed by signal {signal}")
+        } else {
+            o.describe()
+        };
+        // The runtime's first line of complaint says more than the exit status alone.
+        let err = String::from_utf8_lossy(&o.stderr);
+        match err.lines().map(str::trim).find(|l| !l.is_empty()) {
+            Some(first) => format!("{how} ({})", first.chars().take(200).collect::<String>()),
+            None => how,
+        }
+    } else if lines == 0 {
+        "exited 0 without printing a result line".to_string()
+    } else {
+        match expected {
+            Some(n) if n != lines => {
+                format!("printed {lines} result line(s) where its manifest lists {n}")
+            }
+            _ => return None,
+        }
+    };
+    Some(why)
 }
 
 fn method_of(line: &str) -> String {
@@ -293,6 +332,7 @@ pub fn compare_with(
                 diffs: Vec::new(),
                 runtime_disagrees: Vec::new(),
                 compared: e.len(),
+                original_failed: None,
             });
         }
     }
@@ -310,6 +350,7 @@ pub fn compare_with(
         diffs,
         runtime_disagrees,
         compared,
+        original_failed: original_failure(&o, ol.len(), expected.map(<[String]>::len)),
     })
 }
 
@@ -390,6 +431,40 @@ mod tests {
         let mut hung = ended(None, Some(9), "", "");
         hung.timed_out = true;
         assert_eq!(runtime_defect(Mono, &hung), None);
+    }
+
+    #[test]
+    fn an_original_that_does_not_run_as_generated_is_no_reference() {
+        let why = |o: &Outcome, lines, expected| original_failure(o, lines, expected);
+        assert_eq!(why(&ended(Some(0), None, "", ""), 3, Some(3)), None);
+        assert_eq!(why(&ended(Some(0), None, "", ""), 3, None), None);
+        assert_eq!(
+            why(&ended(None, Some(11), "", ""), 0, Some(3)).as_deref(),
+            Some("was killed by signal 11")
+        );
+        assert_eq!(
+            why(
+                &ended(Some(1), None, "", "\nCannot open assembly\nmore"),
+                0,
+                Some(3)
+            )
+            .as_deref(),
+            Some("exited with code 1 (Cannot open assembly)")
+        );
+        assert_eq!(
+            why(&ended(Some(0), None, "", ""), 0, None).as_deref(),
+            Some("exited 0 without printing a result line")
+        );
+        assert_eq!(
+            why(&ended(Some(0), None, "", ""), 2, Some(3)).as_deref(),
+            Some("printed 2 result line(s) where its manifest lists 3")
+        );
+        let mut hung = ended(None, Some(9), "", "");
+        hung.timed_out = true;
+        assert_eq!(
+            why(&hung, 0, Some(3)).as_deref(),
+            Some("timed out after 0.0 s")
+        );
     }
 
     #[test]

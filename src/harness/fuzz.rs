@@ -7,11 +7,14 @@
 //! signature while it drops methods and then simplifies each remaining method's choice stream
 //! (zeroed choices pick the simplest statement, so fewer instructions and clauses).
 
-use super::equiv::{RuntimeComparison, compare_with};
-use super::program::{Manifest, Program, ProgramMethod, build_program, generate_methods};
+use super::equiv::{RuntimeComparison, compare_with, original_failure};
+use super::program::{
+    Manifest, Program, ProgramMethod, build_program, generate_methods, generate_program,
+    result_lines,
+};
 use super::rewriter::RewriterCommand;
 use super::runtime::{Runtime, RuntimeError};
-use super::server::{Executor, ServerOptions, ServerStats};
+use super::server::{Executor, START_TIMEOUT, Server, ServerOptions, ServerStats, Unanswered};
 use crate::corpus::{self, Input};
 use crate::generate::Config;
 use serde::Serialize;
@@ -51,6 +54,113 @@ impl Setup {
                 None => Executor::fresh(rt.clone()),
             })
             .collect()
+    }
+
+    /// Checks that every runtime runs a small generated program as its manifest says, in a
+    /// process of its own and, with servers, through a runtime server: a runtime that crashes,
+    /// hangs or prints nothing on every program would otherwise make every case look clean
+    /// (a rewritten program is only judged against its original's run). The program is
+    /// written into `dir`, which the caller removes.
+    pub fn check_runtimes(&self, dir: &Path) -> Result<(), RuntimeUnusable> {
+        for rt in &self.runtimes {
+            check_runtime(rt, self.servers.as_ref(), dir, self.run_timeout)?;
+        }
+        Ok(())
+    }
+}
+
+/// Methods of the program [`Setup::check_runtimes`] runs: few, so that a runtime's defect on
+/// some generated method is unlikely to be taken for a broken runtime.
+pub const CHECK_METHODS: u32 = 4;
+
+/// Why a runtime that was found cannot check programs ([`Setup::check_runtimes`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RuntimeUnusable {
+    /// The runtime did not run a generated program as its manifest says.
+    #[error(
+        "{runtime} cannot run the programs ilcheck generates: a program of {CHECK_METHODS} generated methods {why}; the runtime is broken or not set up (scripts/setup.sh installs it; --runtime chooses others)"
+    )]
+    Program {
+        /// The runtime and where it is (`mono (/usr/bin/mono)`).
+        runtime: String,
+        /// What the run did.
+        why: String,
+    },
+    /// The runtime runs programs in processes of their own, but not through a server.
+    #[error(
+        "{runtime} runs generated programs, but its runtime server {why}; --no-server runs every program in a process of its own"
+    )]
+    Server {
+        /// The runtime and where it is.
+        runtime: String,
+        /// What the server did.
+        why: String,
+    },
+    /// The program could not be written.
+    #[error("writing the program that checks the runtimes: {0}")]
+    Io(#[from] std::io::Error),
+    /// The runtime could not be started, or a stop was requested.
+    #[error("{runtime}: {source}")]
+    Runtime {
+        /// The runtime and where it is.
+        runtime: String,
+        /// Why.
+        source: RuntimeError,
+    },
+}
+
+fn check_runtime(
+    rt: &Runtime,
+    servers: Option<&ServerOptions>,
+    dir: &Path,
+    timeout: Duration,
+) -> Result<(), RuntimeUnusable> {
+    let runtime = rt.describe();
+    let program = generate_program("check", 1, CHECK_METHODS, &Config::default())
+        .map_err(std::io::Error::other)?;
+    std::fs::create_dir_all(dir)?;
+    let exe = program.write_to(dir)?;
+    let expected = program.manifest.expected_lines().len();
+    let lines =
+        |o: &super::process::Outcome| result_lines(&String::from_utf8_lossy(&o.stdout)).len();
+    let o = rt
+        .run(&exe, &[], timeout)
+        .map_err(|source| RuntimeUnusable::Runtime {
+            runtime: runtime.clone(),
+            source,
+        })?;
+    if let Some(why) = original_failure(&o, lines(&o), Some(expected)) {
+        return Err(RuntimeUnusable::Program { runtime, why });
+    }
+    let Some(options) = servers else {
+        return Ok(());
+    };
+    let unanswered = |e: Unanswered| match e {
+        Unanswered::Stopped => RuntimeUnusable::Runtime {
+            runtime: runtime.clone(),
+            source: RuntimeError::Process(super::process::ProcessError::Stopped {
+                program: rt.program().display().to_string(),
+            }),
+        },
+        Unanswered::Start(why) => RuntimeUnusable::Server {
+            runtime: runtime.clone(),
+            why: format!("did not start: {why}"),
+        },
+        e => RuntimeUnusable::Server {
+            runtime: runtime.clone(),
+            why: format!("did not run a generated program: {e}"),
+        },
+    };
+    let mut server =
+        Server::start(rt, &options.host, timeout.min(START_TIMEOUT)).map_err(unanswered)?;
+    let o = server.run(&exe, timeout).map_err(unanswered)?;
+    match original_failure(&o, lines(&o), Some(expected)) {
+        Some(why) => Err(RuntimeUnusable::Server {
+            runtime,
+            why: format!("ran a generated program that {why}"),
+        }),
+        None => Ok(()),
     }
 }
 
@@ -199,6 +309,12 @@ pub struct CaseResult {
     /// A run timed out under a deadline cut below the configured one (a check near the end
     /// of minimisation's budget): the result does not say whether the programs hang.
     pub cut: bool,
+    /// The runtimes the programs ran under (none when the rewriter failed, or a verifier
+    /// finding decided the case first).
+    pub ran: Vec<String>,
+    /// Per runtime that could not run the original, why
+    /// ([`RuntimeComparison::original_failed`]): `(runtime, why)`.
+    pub originals_failed: Vec<(String, String)>,
 }
 
 /// The error a check returns when a stop was requested ([`super::process::request_stop`]):
@@ -286,6 +402,8 @@ pub fn check_program(
         original: original.clone(),
         rewritten: rewritten.clone(),
         cut: false,
+        ran: Vec::new(),
+        originals_failed: Vec::new(),
     };
     let fail = |kind: FailureKind, signature: String, summary: String, rewriter: String| Failure {
         kind,
@@ -437,6 +555,14 @@ pub fn check_program(
         }
     }
     result.times.runtimes += secs(t);
+    for c in &runtimes {
+        result.ran.push(c.runtime.clone());
+        if let Some(why) = &c.original_failed {
+            result
+                .originals_failed
+                .push((c.runtime.clone(), why.clone()));
+        }
+    }
 
     let mut methods: Vec<String> = Vec::new();
     let mut implicate = |m: &str| {
@@ -715,6 +841,33 @@ pub struct FailureCount {
     pub repros: Vec<PathBuf>,
 }
 
+/// One runtime's part in the loop ([`FuzzSummary::by_runtime`]).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct RuntimeCases {
+    /// `mono` or `coreclr`.
+    pub runtime: String,
+    /// Cases whose programs ran under it.
+    pub cases: u64,
+    /// Of those, cases whose original it could not run: their lines under it were not
+    /// compared (or only those the original printed).
+    pub originals_failed: u64,
+    /// The first such case's program and what the runtime did (`g17.exe: timed out after
+    /// 20.0 s`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_failure: Option<String>,
+}
+
+impl FuzzSummary {
+    /// The runtimes that ran cases and could not run a single one of their originals: nothing
+    /// was checked under them, so the loop's verdict does not hold for them.
+    pub fn unusable_runtimes(&self) -> Vec<&RuntimeCases> {
+        self.by_runtime
+            .iter()
+            .filter(|r| r.cases > 0 && r.originals_failed == r.cases)
+            .collect()
+    }
+}
+
 /// The loop's summary (`ilcheck fuzz --json`).
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct FuzzSummary {
@@ -739,6 +892,9 @@ pub struct FuzzSummary {
     pub runtime_defect_cases: u64,
     /// Runtime defects, per signature.
     pub runtime_defects: Vec<FailureCount>,
+    /// Per runtime: the cases whose programs it ran, and those whose original it could not
+    /// run ([`CaseResult::originals_failed`]).
+    pub by_runtime: Vec<RuntimeCases>,
     /// Wall time of the loop.
     pub seconds: f64,
     /// Time per stage, summed over workers (minimisation not included).
@@ -841,7 +997,7 @@ pub fn write_repro(
         md.push('\n');
     }
     for c in &f.runtimes {
-        if c.same() && c.runtime_disagrees.is_empty() {
+        if c.same() && c.runtime_disagrees.is_empty() && c.original_failed.is_none() {
             continue;
         }
         let _ = writeln!(md, "## Under {}\n", c.runtime);
@@ -850,6 +1006,13 @@ pub fn write_repro(
             "original: {}; rewritten: {}\n",
             c.original.ended, c.rewritten.ended
         );
+        if let Some(why) = &c.original_failed {
+            let _ = writeln!(
+                md,
+                "{} could not run the original: it {why}. What the original did not print was not compared.\n",
+                c.runtime
+            );
+        }
         if !c.runtime_disagrees.is_empty() {
             let _ = writeln!(
                 md,
@@ -1070,6 +1233,14 @@ pub fn run_loop(
             .iter()
             .map(|r| r.kind().name().to_string())
             .collect(),
+        by_runtime: setup
+            .runtimes
+            .iter()
+            .map(|r| RuntimeCases {
+                runtime: r.kind().name().to_string(),
+                ..RuntimeCases::default()
+            })
+            .collect(),
         seed: opts.seed,
         ..FuzzSummary::default()
     });
@@ -1162,6 +1333,16 @@ fn one_case(
         s.cases += 1;
         s.methods += r.methods as u64;
         s.stages.add(&r.times);
+        for rc in &mut s.by_runtime {
+            if r.ran.contains(&rc.runtime) {
+                rc.cases += 1;
+            }
+            if let Some((_, why)) = r.originals_failed.iter().find(|(n, _)| n == &rc.runtime) {
+                rc.originals_failed += 1;
+                rc.first_failure
+                    .get_or_insert_with(|| format!("{}: {why}", program.manifest.assembly));
+            }
+        }
         let keep = if let Some(f) = &r.failure {
             let list = if f.kind.blames_rewriter() {
                 s.failed_cases += 1;

@@ -49,7 +49,7 @@ use std::time::{Duration, Instant};
 pub const DEFAULT_RESTART_AFTER: u32 = 50;
 
 /// Longest wait for a new server's answer to its first ping.
-const START_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const START_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Servers that fail to start this many times in a row are given up: the rest runs fresh.
 const GIVE_UP_AFTER: u32 = 3;
@@ -249,9 +249,26 @@ impl Server {
         match server.request("", timeout) {
             Ok(_) => Ok(server),
             Err(e) => {
+                // The runtime's complaint may still be in its standard error's pipe when its
+                // standard output ends: read both to their ends (bounded) to give the reason.
+                kill_group(&mut server.child);
+                let by = Instant::now() + Duration::from_secs(1);
+                while let Some(left) = by.checked_duration_since(Instant::now()) {
+                    match server.rx.recv_timeout(left) {
+                        Ok(Chunk::Err(b)) if server.err.len() < OUTPUT_LIMIT => {
+                            server.err.extend(b);
+                        }
+                        Ok(_) => {}
+                        Err(_) => break,
+                    }
+                }
                 let err = String::from_utf8_lossy(&server.err);
-                let first = err.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
-                Err(Unanswered::Start(format!("{e}; {first}")))
+                Err(Unanswered::Start(
+                    match err.lines().map(str::trim).find(|l| !l.is_empty()) {
+                        Some(first) => format!("{e}; {first}"),
+                        None => e.to_string(),
+                    },
+                ))
             }
         }
     }

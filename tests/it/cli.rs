@@ -859,6 +859,111 @@ fn bench_measures_checks_and_compares() {
     let _ = std::fs::remove_dir_all(&tmp);
 }
 
+/// `bench`: a call that exits 0 but leaves no output (none, or an empty file) ends the
+/// measurement at that call, warm-ups included, as a crash does; a line without a figure gets
+/// no ratio to the reference; problems name the user's input, not the scratch copy.
+#[test]
+fn bench_stops_at_a_call_that_writes_nothing() {
+    let tmp = std::env::temp_dir().join(format!("ilcheck-writes-nothing-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).unwrap();
+    let calls = tmp.join("calls.log");
+    let inputs = ["corpus/bin/control_flow.exe", "corpus/bin/features.exe"];
+    let log = format!("echo call >> '{}'", calls.display());
+    for (what, rewriter, said) in [
+        (
+            "nothing",
+            format!("sh -c \"{log}\" sh {{in}} {{out}}"),
+            "the rewriter exited 0 but wrote no output",
+        ),
+        (
+            "empty",
+            format!("sh -c \"{log}; : > \\\"$2\\\"\" sh {{in}} {{out}}"),
+            "the rewriter exited 0 but its output is empty",
+        ),
+        (
+            "crash",
+            format!("sh -c \"{log}; exit 3\" sh {{in}} {{out}}"),
+            "the rewriter ended with exit code 3",
+        ),
+    ] {
+        let _ = std::fs::remove_file(&calls);
+        let (code, out, err) = ilcheck(&[
+            "bench",
+            inputs[0],
+            inputs[1],
+            "--rewriter",
+            &rewriter,
+            "--rounds",
+            "3",
+            "--warmup",
+            "2",
+        ]);
+        assert_eq!(code, 1, "{what}: {out}{err}");
+        let n = std::fs::read_to_string(&calls)
+            .unwrap_or_default()
+            .lines()
+            .count();
+        assert_eq!(n, 1, "{what}: the rewriter was called {n} times: {out}");
+        assert!(
+            out.contains(&format!("problem: {}: {said}", inputs[0])),
+            "{what}: {out}"
+        );
+        assert!(
+            !out.contains("ilcheck-bench-"),
+            "{what}: a scratch path: {out}"
+        );
+        assert!(!out.contains("ratio"), "{what}: {out}");
+    }
+    // Every call writes, but garbage: rounds measured, no figure, no ratio, and the problem
+    // names the input whose output it is.
+    let (code, out, err) = ilcheck(&[
+        "bench",
+        inputs[0],
+        "--rewriter",
+        "sh -c 'echo garbage > \"$2\"' sh {in} {out}",
+        "--rounds",
+        "1",
+        "--warmup",
+        "0",
+    ]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        out.contains("no speed figure") && !out.contains("ratio"),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "problem: {} (the rewriter's output of it): not a PE image",
+            inputs[0]
+        )),
+        "{out}"
+    );
+    // One call for the whole directory that writes nothing: each input named.
+    let (code, out, err) = ilcheck(&[
+        "bench",
+        inputs[0],
+        inputs[1],
+        "--rewriter",
+        "true {in_dir} {out_dir}",
+        "--rounds",
+        "2",
+        "--warmup",
+        "1",
+    ]);
+    assert_eq!(code, 1, "{out}{err}");
+    for i in inputs {
+        assert!(
+            out.contains(&format!(
+                "problem: {i}: the rewriter exited 0 but wrote no output"
+            )),
+            "{out}"
+        );
+    }
+    assert!(!out.contains("ratio"), "{out}");
+    let _ = std::fs::remove_dir_all(&tmp);
+}
+
 /// `verify --shard K/N` over a corpus, merged with `report merge`, counts what one run counts.
 #[test]
 fn sharded_verify_merges_into_the_whole() {

@@ -1024,3 +1024,278 @@ fn generate_seeds_do_not_wrap_around() {
     assert!(!dir.join("g0.exe").exists());
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A directory holding an executable `mono` that is the shell script `body`: put first on PATH,
+/// it is the runtime `--runtime mono` finds.
+fn fake_mono(dir: &Path, body: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(dir).unwrap();
+    let mono = dir.join("mono");
+    std::fs::write(&mono, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(&mono, std::fs::Permissions::from_mode(0o755)).unwrap();
+    dir.to_path_buf()
+}
+
+/// PATH with `dir` first.
+fn path_with(dir: &Path) -> std::ffi::OsString {
+    let mut dirs = vec![dir.to_path_buf()];
+    dirs.extend(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    ));
+    std::env::join_paths(dirs).unwrap()
+}
+
+/// A runtime that crashes or hangs on every program is no pass: `equiv` and `fuzz` (with and
+/// without runtime servers, and `--replay`) stop with a set-up error (exit 2) that names the
+/// runtime and what it did, and `fuzz` never says "no failures". No real runtime needed.
+#[test]
+fn a_runtime_that_cannot_run_the_originals_is_a_setup_error() {
+    let dir = scratch("broken-runtime");
+    let o = support::run(
+        ilcheck()
+            .args(["generate", "--methods-per-assembly", "5", "-o"])
+            .arg(dir.join("gen")),
+    );
+    assert!(o.success(), "{}", text(&o));
+    let g1 = dir.join("gen/g1.exe");
+    let copy = "sh -c 'cp \"$1\" \"$2\"' sh {in} {out}";
+    for (name, body, said) in [
+        ("segv", "kill -SEGV $$", "killed by signal 11"),
+        ("hang", "exec sleep 30", "timed out"),
+    ] {
+        let path = path_with(&fake_mono(&dir.join(name), body));
+        let equiv = support::run(
+            ilcheck()
+                .env("PATH", &path)
+                .args(["equiv", "--runtime", "mono", "--run-timeout", "1"])
+                .arg(&g1)
+                .arg(&g1),
+        );
+        assert_eq!(equiv.code, Some(2), "{name}: {}", text(&equiv));
+        let err = String::from_utf8_lossy(&equiv.stderr);
+        assert!(
+            err.contains("mono (")
+                && err.contains("could not run the original")
+                && err.contains(said),
+            "{name}: {}",
+            text(&equiv)
+        );
+        for extra in [
+            &[][..],
+            &["--no-server"],
+            &["--replay", g1.to_str().unwrap()],
+        ] {
+            let mut args = vec![
+                "--rewriter",
+                copy,
+                "--runtime",
+                "mono",
+                "--run-timeout",
+                "1",
+            ];
+            args.extend(extra);
+            if !extra.contains(&"--replay") {
+                args.extend(["--cases", "2", "--jobs", "1", "--methods-per-assembly", "5"]);
+            }
+            let o = support::run(
+                ilcheck()
+                    .env("PATH", &path)
+                    .arg("fuzz")
+                    .args(&args)
+                    .arg("--keep-failures")
+                    .arg(dir.join("kept")),
+            );
+            assert_eq!(o.code, Some(2), "{name} {extra:?}: {}", text(&o));
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(
+                err.contains("cannot run the programs ilcheck generates") && err.contains(said),
+                "{name} {extra:?}: {}",
+                text(&o)
+            );
+            assert!(
+                !text(&o).contains("no failure"),
+                "{name} {extra:?}: {}",
+                text(&o)
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A runtime that runs programs but whose runtime server does not start is a set-up error
+/// that says so and names `--no-server`; a runtime that runs the check program but crashes on
+/// every program of the loop ran nothing: exit 2, no "no failures", and the JSON summary counts
+/// the originals it could not run.
+#[test]
+fn a_runtime_that_fails_later_is_not_a_pass() {
+    let test = "a_runtime_that_fails_later_is_not_a_pass";
+    let Some(mono) = support::runtimes(test)
+        .into_iter()
+        .find(|r| r.kind() == ilcheck::harness::RuntimeKind::Mono)
+    else {
+        return;
+    };
+    let real = mono.program().display().to_string();
+    let dir = scratch("late-runtime");
+    let copy = "sh -c 'cp \"$1\" \"$2\"' sh {in} {out}";
+    let base = [
+        "--rewriter",
+        copy,
+        "--runtime",
+        "mono",
+        "--cases",
+        "2",
+        "--jobs",
+        "1",
+        "--methods-per-assembly",
+        "5",
+        "--run-timeout",
+        "20",
+    ];
+
+    let no_server = fake_mono(
+        &dir.join("no-server"),
+        &format!(
+            "case \"$1\" in *ilcheck-host.exe) echo 'no server here' >&2; exit 4;; esac\nexec {real} \"$@\""
+        ),
+    );
+    let o = support::run(
+        ilcheck()
+            .env("PATH", path_with(&no_server))
+            .arg("fuzz")
+            .args(base)
+            .arg("--keep-failures")
+            .arg(dir.join("kept")),
+    );
+    assert_eq!(o.code, Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("runtime server did not start")
+            && err.contains("no server here")
+            && err.contains("--no-server"),
+        "{}",
+        text(&o)
+    );
+    // Without servers that runtime is fine.
+    let o = support::run(
+        ilcheck()
+            .env("PATH", path_with(&no_server))
+            .arg("fuzz")
+            .args(base)
+            .args(["--no-server", "--keep-failures"])
+            .arg(dir.join("kept")),
+    );
+    assert!(o.success(), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("no failures"),
+        "{}",
+        text(&o)
+    );
+
+    // The check program (`check.exe`) runs; every generated one crashes.
+    let late = fake_mono(
+        &dir.join("late"),
+        &format!("case \"$1\" in */check.exe) exec {real} \"$@\";; esac\nkill -SEGV $$"),
+    );
+    let o = support::run(
+        ilcheck()
+            .env("PATH", path_with(&late))
+            .arg("fuzz")
+            .args(base)
+            .args(["--no-server", "--json", "--keep-failures"])
+            .arg(dir.join("kept")),
+    );
+    assert_eq!(o.code, Some(2), "{}", text(&o));
+    let s = summary(&o);
+    assert_eq!(s["failed_cases"], 0, "{s}");
+    let mono_cases = &s["by_runtime"][0];
+    assert_eq!(mono_cases["runtime"], "mono", "{s}");
+    assert_eq!(mono_cases["cases"], 2, "{s}");
+    assert_eq!(mono_cases["originals_failed"], 2, "{s}");
+    assert!(
+        mono_cases["first_failure"]
+            .as_str()
+            .is_some_and(|f| f.contains("killed by signal 11")),
+        "{s}"
+    );
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("could not run any of the 2 original"),
+        "{}",
+        text(&o)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `equiv` judges the patched file before running anything: one that is not a .NET assembly
+/// is reported as such (exit 1, also as JSON), not as a run whose every line differs; an
+/// original or patched file that cannot be read, or an original that is not .NET, is a set-up
+/// error (exit 2); `--runtime none`, which has nothing to compare, is neither offered nor taken.
+#[test]
+fn equiv_tells_files_that_are_not_programs_apart() {
+    let dir = scratch("equiv-files");
+    let o = support::run(
+        ilcheck()
+            .args(["generate", "--methods-per-assembly", "5", "-o"])
+            .arg(&dir),
+    );
+    assert!(o.success(), "{}", text(&o));
+    let g1 = dir.join("g1.exe");
+    let text_dll = dir.join("text.dll");
+    std::fs::write(&text_dll, "hello\n").unwrap();
+    let o = support::run(ilcheck().arg("equiv").arg(&g1).arg(&text_dll));
+    assert_eq!(o.code, Some(1), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("the patched file is not a .NET assembly: not a PE image")
+            && !out.contains("result lines differ"),
+        "{}",
+        text(&o)
+    );
+    let o = support::run(ilcheck().arg("equiv").arg(&g1).arg(&text_dll).arg("--json"));
+    assert_eq!(o.code, Some(1), "{}", text(&o));
+    let v: serde_json::Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
+    assert!(
+        v["not_dotnet"]
+            .as_str()
+            .is_some_and(|w| w.contains("not a PE image")),
+        "{v}"
+    );
+
+    let missing = dir.join("missing.exe");
+    for (original, patched, said) in [
+        (
+            &missing,
+            &g1,
+            "the original is not a readable .NET assembly",
+        ),
+        (
+            &text_dll,
+            &g1,
+            "the original is not a readable .NET assembly",
+        ),
+        (&g1, &missing, "cannot read the patched file"),
+    ] {
+        let o = support::run(ilcheck().arg("equiv").arg(original).arg(patched));
+        assert_eq!(o.code, Some(2), "{}", text(&o));
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains(said),
+            "{}",
+            text(&o)
+        );
+    }
+
+    let help = support::run(ilcheck().args(["equiv", "--help"]));
+    let help = String::from_utf8_lossy(&help.stdout).into_owned();
+    assert!(help.contains("mono:") && !help.contains("none"), "{help}");
+    let o = support::run(
+        ilcheck()
+            .arg("equiv")
+            .arg(&g1)
+            .arg(&g1)
+            .args(["--runtime", "none"]),
+    );
+    assert_eq!(o.code, Some(2), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("possible values: mono, coreclr, both"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
