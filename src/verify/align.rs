@@ -305,6 +305,18 @@ pub fn key(ins: &Instruction<'_>) -> Key {
     }
 }
 
+/// What a metadata token stands for, as a number the original and the patched image agree
+/// on. A rewriter that writes its metadata anew (Mono.Cecil, dnlib) numbers tokens its own way,
+/// so that comparing them by value would pair `callvirt A` with `callvirt B` and report the
+/// branches between them as retargeted; given one of these, [`Aligner::compare_identified`]
+/// compares instructions and catch classes by what their tokens name.
+pub trait TokenIdentity {
+    /// The identity of `token` of the original image.
+    fn original(&mut self, token: u32) -> u64;
+    /// The identity of `token` of the patched image.
+    fn patched(&mut self, token: u32) -> u64;
+}
+
 /// One body's instructions: keys, and the offset of each (plus the code length at the end).
 #[derive(Debug, Default)]
 struct Side {
@@ -312,6 +324,8 @@ struct Side {
     offs: Vec<u32>,
     /// Instructions with targets (branches, `leave`, `switch`), by index.
     branch_at: Vec<u32>,
+    /// Instructions whose operand is a metadata token, by index.
+    token_at: Vec<u32>,
 }
 
 impl Side {
@@ -322,6 +336,7 @@ impl Side {
         self.keys.clear();
         self.offs.clear();
         self.branch_at.clear();
+        self.token_at.clear();
         let Ok(len) = u32::try_from(code.len()) else {
             return false;
         };
@@ -356,14 +371,16 @@ impl Side {
                 OperandKind::ShortI => bytes[0] as i8 as i32 as u32 as u64,
                 OperandKind::ShortLocal | OperandKind::ShortArg => le(1),
                 OperandKind::Local | OperandKind::Arg => le(2),
-                OperandKind::I
-                | OperandKind::ShortR
-                | OperandKind::Tok
+                OperandKind::I | OperandKind::ShortR => le(4),
+                OperandKind::Tok
                 | OperandKind::Type
                 | OperandKind::Field
                 | OperandKind::Method
                 | OperandKind::String
-                | OperandKind::Sig => le(4),
+                | OperandKind::Sig => {
+                    self.token_at.push(self.keys.len() as u32);
+                    le(4)
+                }
                 OperandKind::I8 | OperandKind::R => le(8),
                 OperandKind::Switch => {
                     self.branch_at.push(self.keys.len() as u32);
@@ -457,7 +474,8 @@ struct Bounds {
     /// The clause's index in its table.
     clause: u32,
     kind: ClauseKind,
-    class: u32,
+    /// A catch clause's class token (or its [`TokenIdentity`]); 0 for other kinds.
+    class: u64,
     /// try start, try end, handler start, handler end, filter start (or [`NONE`]).
     at: [u32; 5],
     /// The same as stored byte offsets.
@@ -497,7 +515,7 @@ impl Bounds {
             clause: clause as u32,
             kind,
             class: if kind == ClauseKind::Catch {
-                c.class_or_filter
+                u64::from(c.class_or_filter)
             } else {
                 0
             },
@@ -580,6 +598,24 @@ impl Aligner {
         &self.diags
     }
 
+    /// [`Self::compare`] for a patched body whose tokens are numbered otherwise than its
+    /// original's: instructions and catch classes compare by `ids`.
+    pub fn compare_identified(
+        &mut self,
+        original: &Body<'_>,
+        patched: &Body<'_>,
+        ids: &mut dyn TokenIdentity,
+    ) -> &[Diagnostic] {
+        let (mut oc, mut pc) = std::mem::take(&mut self.clauses);
+        oc.clear();
+        oc.extend(original.clauses());
+        pc.clear();
+        pc.extend(patched.clauses());
+        self.run(original.code, &oc, patched.code, &pc, Some(ids));
+        self.clauses = (oc, pc);
+        &self.diags
+    }
+
     /// [`Self::compare`] on raw code and clauses.
     pub fn compare_code(
         &mut self,
@@ -587,6 +623,17 @@ impl Aligner {
         original_clauses: &[Clause],
         patched: &[u8],
         patched_clauses: &[Clause],
+    ) -> &[Diagnostic] {
+        self.run(original, original_clauses, patched, patched_clauses, None)
+    }
+
+    fn run(
+        &mut self,
+        original: &[u8],
+        original_clauses: &[Clause],
+        patched: &[u8],
+        patched_clauses: &[Clause],
+        mut ids: Option<&mut dyn TokenIdentity>,
     ) -> &[Diagnostic] {
         self.diags.clear();
         self.stats = AlignStats::default();
@@ -608,6 +655,16 @@ impl Aligner {
             self.stats.not_aligned = Some(Unchecked::Undecodable);
             return &self.diags;
         }
+        if let Some(ids) = ids.as_deref_mut() {
+            for &i in &self.o.token_at {
+                let k = &mut self.o.keys[i as usize];
+                k.operand = ids.original(k.operand as u32);
+            }
+            for &i in &self.p.token_at {
+                let k = &mut self.p.keys[i as usize];
+                k.operand = ids.patched(k.operand as u32);
+            }
+        }
         self.align();
         self.certainty();
         let certain: usize = self.certain.iter().map(|r| r.len as usize).sum();
@@ -625,7 +682,7 @@ impl Aligner {
             return &self.diags;
         }
         self.check_branches(original, patched);
-        self.check_clauses(original_clauses, patched_clauses);
+        self.check_clauses(original_clauses, patched_clauses, ids);
         self.diags.sort_by_key(|d| (d.offset, d.code));
         &self.diags
     }
@@ -1222,13 +1279,23 @@ impl Aligner {
         None
     }
 
-    fn check_clauses(&mut self, original: &[Clause], patched: &[Clause]) {
+    fn check_clauses(
+        &mut self,
+        original: &[Clause],
+        patched: &[Clause],
+        mut ids: Option<&mut dyn TokenIdentity>,
+    ) {
         if original.is_empty() {
             return;
         }
         self.bounds.clear();
         for (k, c) in patched.iter().enumerate() {
-            if let Some(b) = Bounds::of(k, c, &self.p) {
+            if let Some(mut b) = Bounds::of(k, c, &self.p) {
+                if let Some(ids) = ids.as_deref_mut()
+                    && b.kind == ClauseKind::Catch
+                {
+                    b.class = ids.patched(b.class as u32);
+                }
                 self.bounds.push(b);
             }
         }
@@ -1241,11 +1308,16 @@ impl Aligner {
         self.by_try.extend(0..bounds.len() as u32);
         self.by_try.sort_by_key(|&k| bounds[k as usize].at[0]);
         for (index, c) in original.iter().enumerate() {
-            let Some(ob) = Bounds::of(index, c, &self.o) else {
+            let Some(mut ob) = Bounds::of(index, c, &self.o) else {
                 let boundaries = if c.kind() == ClauseKind::Filter { 5 } else { 4 };
                 self.stats.skip(Unchecked::InvalidTarget, boundaries);
                 continue;
             };
+            if let Some(ids) = ids.as_deref_mut()
+                && ob.kind == ClauseKind::Catch
+            {
+                ob.class = ids.original(ob.class as u32);
+            }
             self.check_clause(index, &ob, &bounds);
         }
         self.bounds = bounds;

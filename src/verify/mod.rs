@@ -36,7 +36,7 @@ mod stack;
 mod tests;
 pub mod types;
 
-pub use align::{AlignStats, Aligner, Key, Unchecked, key};
+pub use align::{AlignStats, Aligner, Key, TokenIdentity, Unchecked, key};
 pub use detail::{Arrival, ArrivalKind, Detail, MAX_ARRIVALS};
 pub use resolver::{
     CallSig, ImageResolver, MethodSig, NoResolver, Resolver, SyntheticResolver, TokenLimits,

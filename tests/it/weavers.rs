@@ -705,3 +705,96 @@ fn weaver_command_line() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A `foreach` in a try/finally with two `leave`s, as C# compiles it: Cecil writes the woven
+/// assembly's metadata anew and numbers its MemberRefs otherwise, so that instructions compared
+/// by token value paired `callvirt GetEnumerator` with `callvirt get_Current` and reported the
+/// correct weave's `leave` as retargeted. Compared by what the tokens name, the method aligns
+/// whole and nothing is reported.
+const FOREACH_IL: &str = r#"
+.assembly extern mscorlib { .publickeytoken = (B7 7A 5C 56 19 34 E0 89) .ver 4:0:0:0 }
+.assembly foreach_leaves { .ver 1:0:0:0 }
+.module foreach_leaves.dll
+.class public auto ansi C extends [mscorlib]System.Object
+{
+  .method public static bool IsEmpty(class [mscorlib]System.Collections.IEnumerable e) cil managed
+  {
+    .maxstack 2
+    .locals init (bool V_0, class [mscorlib]System.Collections.IEnumerator V_1)
+    ldarg.0
+    brfalse.s  TRUE
+    ldarg.0
+    callvirt   instance class [mscorlib]System.Collections.IEnumerator [mscorlib]System.Collections.IEnumerable::GetEnumerator()
+    stloc.1
+    .try
+    {
+      br.s       COND
+    BODY:
+      ldloc.1
+      callvirt   instance object [mscorlib]System.Collections.IEnumerator::get_Current()
+      pop
+      ldc.i4.0
+      stloc.0
+      leave.s    RET
+    COND:
+      ldloc.1
+      callvirt   instance bool [mscorlib]System.Collections.IEnumerator::MoveNext()
+      brtrue.s   BODY
+      leave.s    TRUE
+    }
+    finally
+    {
+      ldloc.1
+      isinst     [mscorlib]System.IDisposable
+      brfalse.s  END
+      ldloc.1
+      castclass  [mscorlib]System.IDisposable
+      callvirt   instance void [mscorlib]System.IDisposable::Dispose()
+    END:
+      endfinally
+    }
+    TRUE: ldc.i4.1
+    stloc.0
+    RET: ldloc.0
+    ret
+  }
+}
+"#;
+
+#[test]
+fn a_weave_that_renumbers_tokens_aligns_by_what_they_name() {
+    let test = "a_weave_that_renumbers_tokens_aligns_by_what_they_name";
+    if !tools(test) {
+        return;
+    }
+    let kit = kit();
+    let dir = kit.work("renumbered");
+    let source = dir.join("foreach_leaves.il");
+    std::fs::write(&source, FOREACH_IL).unwrap();
+    let original_dir = dir.join("original");
+    std::fs::create_dir_all(&original_dir).unwrap();
+    let original = original_dir.join("foreach_leaves.dll");
+    let o = support::run(
+        Command::new("ilasm")
+            .arg("/dll")
+            .arg(&source)
+            .arg(format!("/output:{}", original.display())),
+    );
+    assert!(o.success(), "ilasm: {}", o.describe());
+    let woven_dir = dir.join("woven");
+    std::fs::create_dir_all(&woven_dir).unwrap();
+    let woven = kit.weave(None, &original, &woven_dir);
+    assert_eq!(new_findings(&original, &woven), vec![]);
+    let o = support::run(
+        Command::new(BIN)
+            .args(["verify", "--json"])
+            .arg(&woven)
+            .arg("--baseline")
+            .arg(&original),
+    );
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let a = &v["alignment"];
+    assert_eq!(a["methods_aligned"], 1, "{a}");
+    assert_eq!(a["methods_in_part"], 0, "{a}");
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -13,9 +13,10 @@
 use super::{AlignmentSummary, BODY_MALFORMED, input_path};
 use crate::body::Body;
 use crate::corpus::{Input, TypePass, TypeSummary, types_checked};
+use crate::disasm::names::{ImageNamer, TokenNamer};
 use crate::image::emit::AssemblyIdentity;
 use crate::image::{Image, ImageError, Method, integrity};
-use crate::verify::{Aligner, ImageResolver, Unchecked, Verifier};
+use crate::verify::{Aligner, ImageResolver, TokenIdentity, Unchecked, Verifier};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -544,9 +545,117 @@ fn read_one(input: &Input) -> Result<(BaselineAssembly, Option<String>), String>
 /// One patched method's alignment finding: (index into the work list, the finding).
 pub(super) type Moved = (usize, crate::verify::Diagnostic);
 
-/// Aligns every method of `work` that has an original in `a` with it, counting into `summary`
-/// and appending the findings to `out`.
+/// Whether `patched` numbers its tokens as `original` does: every row of the tables tokens
+/// name is stored as in the original (a MethodDef's RVA aside; rows after them are new) and
+/// each heap those rows and `ldstr` point into begins with the original's. ilcheck's writer
+/// keeps them so; a rewriter that writes its metadata anew (Mono.Cecil, dnlib) renumbers.
+fn tokens_kept(original: &Image<'_>, patched: &Image<'_>) -> bool {
+    use crate::image::Table;
+    let prefix = |o: &[u8], p: &[u8]| p.starts_with(o);
+    if !(prefix(original.strings().data, patched.strings().data)
+        && prefix(original.blobs().data, patched.blobs().data)
+        && prefix(original.user_strings().data, patched.user_strings().data)
+        && prefix(original.guids().data, patched.guids().data))
+    {
+        return false;
+    }
+    let (oh, ph) = (original.tables_header(), patched.tables_header());
+    let (ob, pb) = (original.bytes(), patched.bytes());
+    [
+        Table::Module,
+        Table::TypeRef,
+        Table::TypeDef,
+        Table::Field,
+        Table::MethodDef,
+        Table::MemberRef,
+        Table::StandAloneSig,
+        Table::ModuleRef,
+        Table::TypeSpec,
+        Table::AssemblyRef,
+        Table::MethodSpec,
+    ]
+    .into_iter()
+    .all(|t| {
+        let (o, p) = (oh.info(t), ph.info(t));
+        if o.rows > p.rows || o.row_size != p.row_size {
+            return false;
+        }
+        let size = o.row_size as usize;
+        let len = o.rows as usize * size;
+        let (Some(orows), Some(prows)) = (
+            ob.get(o.offset..o.offset + len),
+            pb.get(p.offset..p.offset + len),
+        ) else {
+            return false;
+        };
+        if t != Table::MethodDef {
+            return orows == prows;
+        }
+        // A patched method's body moves: its RVA (column 0) is not compared.
+        let skip = o.column(0).map_or(0, |(at, width)| at + width);
+        orows
+            .chunks_exact(size)
+            .zip(prows.chunks_exact(size))
+            .all(|(a, b)| a[skip..] == b[skip..])
+    })
+}
+
+/// [`TokenIdentity`] by name: a token stands for the hash of its ILAsm text
+/// (`callvirt instance bool [mscorlib]System.Collections.IEnumerator::MoveNext()`, a string
+/// literal), read once per token and side. A token that cannot be named is only itself, and
+/// never the other side's.
+struct NamedTokens<'i> {
+    names: [ImageNamer<'i>; 2],
+    known: [HashMap<u32, u64>; 2],
+    text: String,
+}
+
+impl<'i> NamedTokens<'i> {
+    fn new(original: &'i Image<'i>, patched: &'i Image<'i>) -> Self {
+        NamedTokens {
+            names: [ImageNamer::new(original), ImageNamer::new(patched)],
+            known: [HashMap::new(), HashMap::new()],
+            text: String::new(),
+        }
+    }
+
+    fn identity(&mut self, side: usize, token: u32) -> u64 {
+        use crate::opcode::OperandKind;
+        use std::hash::{Hash, Hasher};
+        if let Some(&id) = self.known[side].get(&token) {
+            return id;
+        }
+        let kind = match token >> 24 {
+            0x70 => OperandKind::String,
+            0x11 => OperandKind::Sig,
+            _ => OperandKind::Tok,
+        };
+        self.text.clear();
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        match self.names[side].write_token(kind, token, &mut self.text) {
+            Ok(()) => (token >> 24, &self.text).hash(&mut h),
+            Err(_) => (side, token).hash(&mut h),
+        }
+        let id = h.finish();
+        self.known[side].insert(token, id);
+        id
+    }
+}
+
+impl TokenIdentity for NamedTokens<'_> {
+    fn original(&mut self, token: u32) -> u64 {
+        self.identity(0, token)
+    }
+
+    fn patched(&mut self, token: u32) -> u64 {
+        self.identity(1, token)
+    }
+}
+
+/// Aligns every method of `work` (of `patched`) that has an original in `opened` with it,
+/// counting into `summary` and appending the findings to `out`.
 pub(super) fn align_image(
+    patched: &Image<'_>,
     work: &[(Method<'_>, Result<Body<'_>, ImageError>)],
     opened: &Opened<'_>,
     aligner: &mut Aligner,
@@ -554,6 +663,10 @@ pub(super) fn align_image(
     out: &mut Vec<Moved>,
 ) {
     let originals = opened.image();
+    // Compared by value where the patched image numbers tokens as its original, by name where
+    // it does not.
+    let mut named =
+        (!tokens_kept(originals, patched)).then(|| NamedTokens::new(originals, patched));
     let body_of = |token: u32| {
         let m = originals.method(token & 0x00FF_FFFF).ok()?;
         (m.rva() != 0).then(|| m.decoded_body())
@@ -592,7 +705,10 @@ pub(super) fn align_image(
             summary.methods_identical += 1;
             continue;
         }
-        let found = aligner.compare(&o, p);
+        let found = match named.as_mut() {
+            Some(ids) => aligner.compare_identified(&o, p, ids),
+            None => aligner.compare(&o, p),
+        };
         out.extend(found.iter().map(|d| (k, d.clone())));
         let stats = aligner.stats();
         if stats.nothing_to_check {

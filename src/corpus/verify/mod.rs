@@ -691,7 +691,7 @@ fn verify_image(
     let mut moved: Vec<baseline::Moved> = Vec::new();
     if let (Some(o), Some(summary)) = (&original, report.alignment.as_mut()) {
         let start = Instant::now();
-        baseline::align_image(&work, o, aligner, summary, &mut moved);
+        baseline::align_image(image, &work, o, aligner, summary, &mut moved);
         summary.seconds += start.elapsed().as_secs_f64();
     }
     apply_level(opts.level, &mut moved, &mut report.not_reported);
