@@ -738,6 +738,9 @@ fn verify(
                 ilcheck::report::no_original_warning(&a.assembly, why)
             );
         }
+        if let Some(w) = ilcheck::report::other_build_warning(a) {
+            errln!("ilcheck verify: {w}");
+        }
     }
     if let Some(path) = sarif {
         let log = ilcheck::report::verify_sarif(&report);

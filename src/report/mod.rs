@@ -9,7 +9,7 @@ mod verify_md;
 
 pub use rewrite::rewrite_text;
 pub use sarif::verify_sarif;
-pub use verify::{no_original_warning, verify_text};
+pub use verify::{no_original_warning, other_build_warning, verify_text};
 pub use verify_md::verify_markdown;
 
 use crate::body::Body;

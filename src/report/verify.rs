@@ -94,6 +94,9 @@ pub fn verify_text(r: &VerifyReport) -> String {
         if let Some(why) = &a.no_original {
             let _ = writeln!(s, "{}", no_original_warning(&a.assembly, why));
         }
+        if let Some(w) = other_build_warning(a) {
+            let _ = writeln!(s, "{w}");
+        }
     }
     if !r.image_errors.is_empty() {
         let _ = writeln!(
@@ -175,6 +178,20 @@ pub(super) fn merged(duplicates: u32) -> String {
     } else {
         format!(" (and {duplicates} more of this code at this instruction)")
     }
+}
+
+/// The warning for an assembly compared with an original of another identity (another version
+/// under its file name), if it was.
+pub fn other_build_warning(a: &crate::corpus::AssemblySummary) -> Option<String> {
+    let (theirs, original) = (a.original_identity.as_ref()?, a.original.as_ref()?);
+    Some(format!(
+        "WARNING: {} ({}) was compared with {original} ({theirs}), another build: findings and \
+         moved branches against it may be the versions' differences, not the rewrite's; name the \
+         right original with --baseline-pair {}=ORIGINAL",
+        a.assembly,
+        a.identity.as_deref().unwrap_or("identity unreadable"),
+        a.assembly
+    ))
 }
 
 /// The warning for an assembly verified against a baseline that has no original for it.

@@ -388,6 +388,31 @@ fn verify_baseline_pairs_by_identity_or_explicitly_and_warns_when_it_cannot() {
     );
     assert!(!err.contains("WARNING"), "{err}");
 
+    // Another build under the patched file's name gives way to the one original with its
+    // identity; with none, it is compared and the report says the builds differ.
+    let other = dir.join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::copy(
+        "corpus/bin/control_flow.debug.exe",
+        other.join("renamed.exe"),
+    )
+    .unwrap();
+    let (code, v, err) = json(&[renamed, "--baseline", other.to_str().unwrap()]);
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(v["per_assembly"][0]["paired_by"], "file_name", "{v:#}");
+    assert_eq!(
+        v["per_assembly"][0]["original_identity"],
+        "control_flow.debug, Version=0.0.0.0"
+    );
+    assert!(err.contains("another build"), "{err}");
+    std::fs::copy("corpus/bin/control_flow.exe", other.join("cf.exe")).unwrap();
+    let (code, v, err) = json(&[renamed, "--baseline", other.to_str().unwrap()]);
+    assert_eq!(code, 1, "{err}");
+    only_underflow(&v);
+    assert_eq!(v["per_assembly"][0]["paired_by"], "identity", "{v:#}");
+    assert!(v["per_assembly"][0].get("original_identity").is_none());
+    assert!(!err.contains("WARNING"), "{err}");
+
     // No original: every finding new, and said on standard error and in the report.
     let (code, v, err) = json(&[renamed, "--baseline", "corpus/bin/features.exe"]);
     assert_eq!(code, 1, "{err}");

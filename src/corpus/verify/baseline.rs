@@ -286,6 +286,18 @@ impl Baseline {
             ks.iter().copied().filter(|k| same.contains(k)).collect()
         };
         match self.by_file.get(&name).map_or(&[][..], Vec::as_slice) {
+            // Another version under the same name gives way to the one original with the
+            // patched assembly's identity (a renamed copy of it); with none, the name pairs them
+            // and the report warns that the identities differ.
+            [k] if identity.is_some() && with_identity(&[*k]).is_empty() => {
+                if let Some(&[j]) = identity
+                    .and_then(|id| self.by_identity.get(id))
+                    .map(Vec::as_slice)
+                {
+                    return pick(j, PairedBy::Identity);
+                }
+                return pick(*k, PairedBy::FileName);
+            }
             [k] => return pick(*k, PairedBy::FileName),
             [] => {}
             several => {

@@ -142,6 +142,11 @@ pub struct AssemblySummary {
     /// With a baseline: why no original was found (every finding is then new).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub no_original: Option<String>,
+    /// With a baseline: the original's identity, when it is not the assembly's own (another
+    /// version under the same file name): its findings and alignment are compared with a
+    /// different build, which the report warns of.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub original_identity: Option<String>,
 }
 
 /// The verification report. The JSON schema is documented in `docs/verify-json.md`.
@@ -604,6 +609,10 @@ fn verify_image(
             Ok((o, by)) => {
                 summary.original = Some(o.assembly.name.clone());
                 summary.paired_by = Some(by);
+                let theirs = baseline::identity_of(o.image());
+                if identity.is_some() && theirs.is_some() && theirs != identity {
+                    summary.original_identity = theirs;
+                }
                 Some(o)
             }
             Err(why) => {
