@@ -617,20 +617,37 @@ pub fn equiv(a: EquivArgs) -> Result<ExitCode> {
         }
     }
     // The original is ilcheck's known-good program: a runtime that cannot run it is broken or
-    // not set up, and its comparison says nothing either way.
-    let broken: Vec<String> = runtimes
-        .iter()
-        .zip(&out)
-        .filter_map(|(rt, c)| {
-            c.original_failed
-                .as_ref()
-                .map(|why| format!("{} could not run the original: it {why}", rt.describe()))
-        })
-        .collect();
+    // not set up, and its comparison says nothing either way. But a program of the user's own
+    // (no manifest) that ends well and prints no `@` line is not a runtime's fault: equiv has
+    // nothing to compare in it.
+    let mut no_lines = Vec::new();
+    let mut broken = Vec::new();
+    for (rt, c) in runtimes.iter().zip(&out) {
+        let Some(why) = &c.original_failed else {
+            continue;
+        };
+        if expected.is_none() && c.original.ok && c.original.result_lines == 0 {
+            no_lines.push(rt.kind().name());
+        } else {
+            broken.push(format!(
+                "{} could not run the original: it {why}",
+                rt.describe()
+            ));
+        }
+    }
     if !broken.is_empty() {
         bail!(
             "{}; the runtime is broken or not set up (scripts/setup.sh installs it; --runtime chooses others)",
             broken.join("; ")
+        );
+    }
+    if !no_lines.is_empty() {
+        bail!(
+            "{}: the original ran to completion (exit 0) under {} but printed no result lines: \
+             equiv compares only `@` result lines (`@ M3#0 ret 42 trace 0`), as the programs \
+             `ilcheck generate` writes print them (see docs/fuzz.md), so nothing was compared",
+            a.original.display(),
+            no_lines.join(" and ")
         );
     }
     Ok(if out.iter().all(|c| c.same()) {

@@ -1430,3 +1430,35 @@ fn equiv_tells_files_that_are_not_programs_apart() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("possible values: mono, coreclr, both"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A program of the user's own (no manifest) that runs to completion and prints no `@` result
+/// line is not a broken runtime: equiv says that it compares only result lines (exit 2, nothing
+/// compared), and does not blame the runtime.
+#[test]
+fn equiv_on_a_program_without_result_lines_says_what_it_compares() {
+    let test = "equiv_on_a_program_without_result_lines_says_what_it_compares";
+    let runtimes = support::runtimes(test);
+    if !runtimes
+        .iter()
+        .any(|r| r.kind() == ilcheck::harness::RuntimeKind::Mono)
+    {
+        return;
+    }
+    let program = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus/bin/features.exe");
+    let o = support::run(
+        ilcheck()
+            .arg("equiv")
+            .arg(&program)
+            .arg(&program)
+            .args(["--runtime", "mono"]),
+    );
+    assert_eq!(o.code, Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("ran to completion (exit 0) under mono but printed no result lines")
+            && err.contains("equiv compares only `@` result lines")
+            && !err.contains("broken or not set up"),
+        "{}",
+        text(&o)
+    );
+}
