@@ -391,6 +391,10 @@ fn disasm_assembly(
                 || (!methods.is_empty()
                     && m.full_name()
                         .is_ok_and(|n| methods.iter().any(|g| corpus::glob_match(g, &n))))
+                // The name as the header shows it (`VA(int32, ...)`) selects the method too.
+                || (!methods.is_empty()
+                    && ilcheck::disasm::header_name(m)
+                        .is_ok_and(|n| methods.iter().any(|g| corpus::glob_match(g, &n))))
         })
         .collect();
     if chosen.is_empty() && all {
