@@ -5,7 +5,7 @@ use clap::{Parser, Subcommand};
 use ilcheck::body::Body;
 use ilcheck::corpus::{self, Input, RoundtripOptions, RoundtripReport};
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 mod cli;
@@ -75,7 +75,9 @@ enum Command {
         #[arg(long, num_args = 1.., value_name = "ORIGINAL")]
         baseline: Vec<PathBuf>,
         /// An explicit pair: PATCHED is verified against ORIGINAL whatever their names
-        /// (PATCHED is verified even when not among the paths). Repeatable.
+        /// (PATCHED is verified even when not among the paths). Repeatable. A path may contain
+        /// `=`: every `=` is tried as the split, and the one whose two sides are existing files
+        /// is taken (an error when none is, or more than one).
         #[arg(long = "baseline-pair", value_name = "PATCHED=ORIGINAL")]
         baseline_pair: Vec<String>,
         /// Print the JSON report (schema: docs/verify-json.md) instead of the text.
@@ -389,6 +391,10 @@ fn disasm_assembly(
                 || (!methods.is_empty()
                     && m.full_name()
                         .is_ok_and(|n| methods.iter().any(|g| corpus::glob_match(g, &n))))
+                // The name as the header shows it (`VA(int32, ...)`) selects the method too.
+                || (!methods.is_empty()
+                    && ilcheck::disasm::header_name(m)
+                        .is_ok_and(|n| methods.iter().any(|g| corpus::glob_match(g, &n))))
         })
         .collect();
     if chosen.is_empty() && all {
@@ -616,11 +622,39 @@ fn roundtrip(
     ))
 }
 
-/// `PATCHED=ORIGINAL` of `--baseline-pair`, split at the first `=`.
+/// `PATCHED=ORIGINAL` of `--baseline-pair`. A path may contain `=` itself, so every `=` is
+/// tried, and the one split whose two sides are existing files is taken.
 fn parse_pair(text: &str) -> Result<(PathBuf, PathBuf)> {
-    match text.split_once('=') {
-        Some((p, o)) if !p.is_empty() && !o.is_empty() => Ok((p.into(), o.into())),
-        _ => bail!("--baseline-pair {text:?}: give PATCHED=ORIGINAL, two assembly files"),
+    let splits: Vec<(&str, &str)> = text
+        .match_indices('=')
+        .map(|(i, _)| (&text[..i], &text[i + 1..]))
+        .filter(|(p, o)| !p.is_empty() && !o.is_empty())
+        .collect();
+    let files = |(p, o): &(&str, &str)| Path::new(p).is_file() && Path::new(o).is_file();
+    let fit: Vec<&(&str, &str)> = splits.iter().filter(|s| files(s)).collect();
+    match (splits.as_slice(), fit.as_slice()) {
+        ([], _) => bail!("--baseline-pair {text:?}: give PATCHED=ORIGINAL, two assembly files"),
+        (_, [(p, o)]) => Ok((PathBuf::from(p), PathBuf::from(o))),
+        // One `=`: say which side is missing, as plainly as before.
+        ([(p, o)], []) => {
+            let missing = if Path::new(p).is_file() { o } else { p };
+            bail!("--baseline-pair {text:?}: {missing} is not a file")
+        }
+        (_, []) => bail!(
+            "--baseline-pair {text:?}: no `=` in it splits it into two existing files (tried {})",
+            splits
+                .iter()
+                .map(|(p, o)| format!("{p:?} and {o:?}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        (_, _) => bail!(
+            "--baseline-pair {text:?}: ambiguous: more than one `=` splits it into two existing files ({}); rename one",
+            fit.iter()
+                .map(|(p, o)| format!("{p:?} and {o:?}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     }
 }
 

@@ -115,12 +115,29 @@ pub struct FuzzArgs {
     /// still want to hear of them first.
     #[arg(long)]
     pub fail_on_runtime_defects: bool,
-    /// Check one kept program (with its manifest beside it) instead of generating.
+    /// Check one kept program (with its manifest beside it) instead of generating. For a repro
+    /// folder's `original/NAME.exe`, the failure found is compared with the one in the folder's
+    /// failure.json: "reproduced: same signature", "a different failure: …" (both exit 1) or
+    /// "not reproduced" (exit 0).
     #[arg(long, value_name = "ORIGINAL.exe", conflicts_with_all = ["time", "cases"])]
     pub replay: Option<PathBuf>,
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `fuzz --replay --json` with a failure: the failure, and how it compares with the one a
+/// repro folder recorded.
+#[derive(serde::Serialize)]
+struct ReplayJson<'a> {
+    #[serde(flatten)]
+    failure: &'a fuzz::Failure,
+    /// The signature in the repro folder's `failure.json`, when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    recorded_signature: Option<&'a str>,
+    /// Whether the failure found has the recorded signature (absent without a record).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reproduced: Option<bool>,
 }
 
 /// The loop's set-up; the runtime servers' host is written into `host_dir`.
@@ -173,6 +190,14 @@ fn run_with_host(a: FuzzArgs, host_dir: &Path) -> Result<ExitCode> {
     let _ = std::fs::remove_dir_all(&check_dir);
     checked?;
     if let Some(original) = &a.replay {
+        // A repro folder's original: what the replay finds is compared with what was kept.
+        let recorded = match fuzz::recorded_signature(original) {
+            Ok(r) => r.map(|(_, s)| s),
+            Err(why) => {
+                errln!("ilcheck fuzz: not comparing with the recorded failure: {why}");
+                None
+            }
+        };
         let work = scratch("replay");
         let r = fuzz::replay(&setup, original, &work)
             .with_context(|| format!("replaying {}", original.display()))?;
@@ -194,12 +219,20 @@ fn run_with_host(a: FuzzArgs, host_dir: &Path) -> Result<ExitCode> {
             }
             None => {
                 outln!("{}: no failure", original.display());
+                if let Some(r) = &recorded {
+                    outln!("not reproduced: no failure (recorded: {r})");
+                }
                 ExitCode::SUCCESS
             }
             Some(f) => {
                 let blames = f.kind.blames_rewriter() || a.fail_on_runtime_defects;
                 if a.json {
-                    outln!("{}", serde_json::to_string_pretty(&f)?);
+                    let v = ReplayJson {
+                        failure: &f,
+                        recorded_signature: recorded.as_deref(),
+                        reproduced: recorded.as_ref().map(|r| *r == f.signature),
+                    };
+                    outln!("{}", serde_json::to_string_pretty(&v)?);
                 } else {
                     outln!("{}: {} — {}", original.display(), f.signature, f.summary);
                     for x in &f.findings {
@@ -221,6 +254,13 @@ fn run_with_host(a: FuzzArgs, host_dir: &Path) -> Result<ExitCode> {
                                 d.rewritten
                             );
                         }
+                    }
+                    match &recorded {
+                        Some(r) if *r == f.signature => {
+                            outln!("reproduced: same signature ({r})")
+                        }
+                        Some(r) => outln!("a different failure: {} (recorded: {r})", f.signature),
+                        None => {}
                     }
                 }
                 if blames {
@@ -577,20 +617,37 @@ pub fn equiv(a: EquivArgs) -> Result<ExitCode> {
         }
     }
     // The original is ilcheck's known-good program: a runtime that cannot run it is broken or
-    // not set up, and its comparison says nothing either way.
-    let broken: Vec<String> = runtimes
-        .iter()
-        .zip(&out)
-        .filter_map(|(rt, c)| {
-            c.original_failed
-                .as_ref()
-                .map(|why| format!("{} could not run the original: it {why}", rt.describe()))
-        })
-        .collect();
+    // not set up, and its comparison says nothing either way. But a program of the user's own
+    // (no manifest) that ends well and prints no `@` line is not a runtime's fault: equiv has
+    // nothing to compare in it.
+    let mut no_lines = Vec::new();
+    let mut broken = Vec::new();
+    for (rt, c) in runtimes.iter().zip(&out) {
+        let Some(why) = &c.original_failed else {
+            continue;
+        };
+        if expected.is_none() && c.original.ok && c.original.result_lines == 0 {
+            no_lines.push(rt.kind().name());
+        } else {
+            broken.push(format!(
+                "{} could not run the original: it {why}",
+                rt.describe()
+            ));
+        }
+    }
     if !broken.is_empty() {
         bail!(
             "{}; the runtime is broken or not set up (scripts/setup.sh installs it; --runtime chooses others)",
             broken.join("; ")
+        );
+    }
+    if !no_lines.is_empty() {
+        bail!(
+            "{}: the original ran to completion (exit 0) under {} but printed no result lines: \
+             equiv compares only `@` result lines (`@ M3#0 ret 42 trace 0`), as the programs \
+             `ilcheck generate` writes print them (see docs/fuzz.md), so nothing was compared",
+            a.original.display(),
+            no_lines.join(" and ")
         );
     }
     Ok(if out.iter().all(|c| c.same()) {

@@ -344,9 +344,32 @@ impl<W: std::io::Write> Write for IoWriter<W> {
     }
 }
 
+/// A method's name as [`write_method`]'s header shows it: its full name, with `...` after the
+/// parameters of a vararg method (as its call sites show them), which the full name that
+/// `--methods` globs match lacks.
+pub fn header_name(method: &Method<'_>) -> Result<String, ImageError> {
+    let mut name = method.full_name()?;
+    // A signature that does not read is not vararg as far as the header goes: the body's
+    // listing and the verifier say what is wrong with it.
+    if method.signature().is_ok_and(|s| s.vararg) && name.ends_with(')') {
+        name.pop();
+        if !name.ends_with('(') {
+            name.push_str(", ");
+        }
+        name.push_str("...)");
+    }
+    Ok(name)
+}
+
+/// `text` in double quotes, its quotes and backslashes escaped, as ilasm writes strings.
+fn quoted(text: &str) -> String {
+    format!("\"{}\"", text.replace('\\', "\\\\").replace('"', "\\\""))
+}
+
 /// The text of one method of an image: a header line with its MethodDef token, full name (as
-/// `--methods` globs match it) and RVA, then its body as [`disassemble_with`] prints it.
-/// A method without a body (RVA 0) says so. `Err` says why the body is not wholly readable —
+/// `--methods` globs match it; `...` ends a vararg method's parameters, see [`header_name`]),
+/// a P/Invoke's library and entry point (`pinvokeimpl("libc" as "getpid")`) and RVA, then its
+/// body as [`disassemble_with`] prints it. A method without a body (RVA 0) says so. `Err` says why the body is not wholly readable —
 /// it does not decode, or some of its code does not — while the text still shows what could
 /// be read.
 pub fn write_method(
@@ -354,10 +377,22 @@ pub fn write_method(
     method: &Method<'_>,
     names: Option<&dyn TokenNamer>,
 ) -> Result<(), String> {
-    let name = method
-        .full_name()
-        .unwrap_or_else(|e| format!("<name unreadable: {e}>"));
+    let name = header_name(method).unwrap_or_else(|e| format!("<name unreadable: {e}>"));
     let _ = write!(out, "// method {} {name}", method.token());
+    match method.pinvoke() {
+        Ok(Some((library, entry))) => {
+            let _ = write!(
+                out,
+                " pinvokeimpl({} as {})",
+                quoted(library),
+                quoted(entry)
+            );
+        }
+        Ok(None) => {}
+        Err(e) => {
+            let _ = write!(out, " pinvokeimpl(<unreadable: {e}>)");
+        }
+    }
     if method.rva() == 0 {
         let _ = out.write_str(", RVA 0: no body\n");
         return Ok(());

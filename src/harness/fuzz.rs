@@ -926,7 +926,13 @@ pub fn write_repro(
     use std::fmt::Write as _;
     let _ = writeln!(md, "# ilcheck fuzz: {}\n", f.signature);
     let _ = writeln!(md, "{}\n", f.summary);
+    let how = ReproCommands::new(setup, dir, name);
     let _ = writeln!(md, "- rewriter: `{}`", setup.rewriter.template());
+    let _ = writeln!(
+        md,
+        "- run from: `{}` (the rewriter's working directory)",
+        how.cwd
+    );
     let _ = writeln!(
         md,
         "- program: `original/{name}`, {} method(s) ({}), minimised from {from_methods}; seed {}",
@@ -941,30 +947,17 @@ pub fn write_repro(
         program.manifest.seed,
     );
     let _ = writeln!(md, "- implicated: {}\n", f.methods.join(", "));
-    let _ = writeln!(md, "## Reproduce\n\n```sh");
     let _ = writeln!(
         md,
-        "ilcheck fuzz --rewriter {} --replay original/{name}{}",
-        super::rewriter::shell_quote(setup.rewriter.template()),
-        setup
-            .runtimes
-            .first()
-            .map_or(" --runtime none".to_string(), |_| String::new())
+        "## Reproduce\n\nFrom any directory (the rewriter runs where it ran, its paths relative to \
+         that directory; `--replay` compares what it finds with `failure.json`):\n\n```sh"
     );
+    let _ = writeln!(md, "{}", how.replay);
     let _ = writeln!(md, "# or step by step:");
-    let _ = writeln!(
-        md,
-        "{}",
-        setup.rewriter.shell_line(
-            Path::new(&format!("original/{name}")),
-            Path::new(&format!("rewritten/{name}"))
-        )
-    );
-    let _ = writeln!(
-        md,
-        "ilcheck verify --baseline original/{name} -- rewritten/{name}"
-    );
-    let _ = writeln!(md, "ilcheck equiv original/{name} rewritten/{name}\n```\n");
+    for line in &how.steps {
+        let _ = writeln!(md, "{line}");
+    }
+    let _ = writeln!(md, "```\n");
     if !f.findings.is_empty() {
         let _ = writeln!(md, "## Verifier findings (new against the original)\n");
         let _ = writeln!(
@@ -1102,8 +1095,146 @@ pub fn write_repro(
         }
     }
     crate::fsio::write_atomic(&dir.join("report.md"), md.as_bytes())?;
-    let json = serde_json::to_string_pretty(f).map_err(std::io::Error::other)?;
+    let record = ReproRecord {
+        failure: f,
+        rewriter_command: setup.rewriter.template(),
+        rewriter_cwd: &how.cwd,
+        with: how.with.clone(),
+        replay_command: &how.replay,
+    };
+    let json = serde_json::to_string_pretty(&record).map_err(std::io::Error::other)?;
     crate::fsio::write_atomic(&dir.join("failure.json"), json.as_bytes())
+}
+
+/// A repro folder's `failure.json`: the failure, and how to run it again.
+#[derive(Serialize)]
+struct ReproRecord<'a> {
+    #[serde(flatten)]
+    failure: &'a Failure,
+    /// The rewriter command template, as given to `--rewriter`.
+    rewriter_command: &'a str,
+    /// The directory the rewriter ran in (its relative paths are relative to it).
+    rewriter_cwd: &'a str,
+    /// The `--with` files, absolute: the repro folder's copies.
+    with: Vec<String>,
+    /// A shell command line that replays the repro from any directory.
+    replay_command: &'a str,
+}
+
+/// The commands of a repro folder, with absolute paths, so that they run as written.
+struct ReproCommands {
+    /// The rewriter's working directory (this process's), or `.` when it cannot be known.
+    cwd: String,
+    /// The `--with` files the replay passes.
+    with: Vec<String>,
+    /// `cd CWD && ilcheck fuzz --rewriter … --replay ABS/original/NAME …`.
+    replay: String,
+    /// The same step by step: the rewriter, `verify`, `equiv`.
+    steps: Vec<String>,
+}
+
+impl ReproCommands {
+    fn new(setup: &Setup, dir: &Path, name: &str) -> ReproCommands {
+        use super::rewriter::shell_quote;
+        let cwd = std::env::current_dir().ok();
+        let abs = |p: &Path| match &cwd {
+            Some(c) => c.join(p),
+            None => p.to_path_buf(),
+        };
+        let dir = abs(dir);
+        let quote = |p: &Path| shell_quote(&p.to_string_lossy());
+        let (original, rewritten) = (
+            dir.join("original").join(name),
+            dir.join("rewritten").join(name),
+        );
+        // The repro folder keeps a copy of each `--with` file beside the original (unless it is
+        // too large to keep): the replay takes the copy, as the failing case had it.
+        let with: Vec<PathBuf> = setup
+            .with
+            .iter()
+            .map(|f| {
+                let small = std::fs::metadata(f).is_ok_and(|m| m.len() <= REPRO_FILE_LIMIT);
+                match f.file_name() {
+                    Some(n) if small => dir.join("original").join(n),
+                    _ => abs(f),
+                }
+            })
+            .collect();
+        let with_args: String = if with.is_empty() {
+            String::new()
+        } else {
+            let files: Vec<String> = with.iter().map(|p| quote(p)).collect();
+            format!(" --with {}", files.join(" "))
+        };
+        let runtime = match setup.runtimes.as_slice() {
+            [] => "none",
+            [one] => one.kind().name(),
+            _ => "both",
+        };
+        let cwd = cwd.map_or_else(|| ".".to_string(), |c| c.to_string_lossy().into_owned());
+        let cd = format!("cd {} && ", shell_quote(&cwd));
+        let replay = format!(
+            "{cd}ilcheck fuzz --rewriter {} --replay {}{with_args} --runtime {runtime}",
+            shell_quote(setup.rewriter.template()),
+            quote(&original),
+        );
+        let mut steps = vec![
+            format!("{cd}{}", setup.rewriter.shell_line(&original, &rewritten)),
+            format!(
+                "ilcheck verify --baseline {} -- {}",
+                quote(&original),
+                quote(&rewritten)
+            ),
+        ];
+        // `equiv` has no `--runtime none`: without a runtime there is nothing to compare.
+        if runtime != "none" {
+            steps.push(format!(
+                "ilcheck equiv {} {}{with_args} --runtime {runtime}",
+                quote(&original),
+                quote(&rewritten)
+            ));
+        }
+        ReproCommands {
+            cwd,
+            with: with
+                .iter()
+                .map(|p| p.to_string_lossy().into_owned())
+                .collect(),
+            replay,
+            steps,
+        }
+    }
+}
+
+/// The signature recorded in the `failure.json` of the repro folder that `original` belongs to
+/// (`DIR/original/NAME.exe` beside `DIR/failure.json`, or a `failure.json` in the original's
+/// own directory): `Ok(None)` when there is none, an error when it is there but unreadable.
+pub fn recorded_signature(original: &Path) -> Result<Option<(PathBuf, String)>, String> {
+    let Some(parent) = original.parent() else {
+        return Ok(None);
+    };
+    let parent = if parent.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        parent
+    };
+    let mut candidates = vec![parent.join("failure.json")];
+    // Canonical, so that `--replay g2.exe` from inside `original/` finds it too.
+    let in_original =
+        std::fs::canonicalize(parent).is_ok_and(|d| d.file_name().is_some_and(|n| n == "original"));
+    if in_original {
+        candidates.push(parent.join("..").join("failure.json"));
+    }
+    let Some(path) = candidates.into_iter().find(|p| p.is_file()) else {
+        return Ok(None);
+    };
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let v: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    match v.get("signature").and_then(|s| s.as_str()) {
+        Some(s) => Ok(Some((path, s.to_string()))),
+        None => Err(format!("{}: no \"signature\" string", path.display())),
+    }
 }
 
 /// Largest file a repro folder keeps a copy of (the rewriter's output can be anything).

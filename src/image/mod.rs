@@ -763,6 +763,18 @@ impl<'i> Method<'i> {
         sig::method_sig_summary(blob).map_err(|source| ImageError::Sig { offset, source })
     }
 
+    /// The native library and entry point of a P/Invoke method (its ImplMap row), when it has
+    /// one: `("libc", "getpid")`.
+    pub fn pinvoke(&self) -> Result<Option<(&'i str, &'i str)>, ImageError> {
+        let tables = self.image.tables();
+        let Some(row) = tables.impl_map_of(self.token())? else {
+            return Ok(None);
+        };
+        let entry = self.image.strings().get(row.import_name)?;
+        let library = tables.cell(Table::ModuleRef, row.import_scope, 0)?;
+        Ok(Some((self.image.strings().get(library)?, entry)))
+    }
+
     /// The declaring TypeDef's row id (None for a MethodDef no type's method list covers).
     pub fn declaring_type(&self) -> Result<Option<u32>, ImageError> {
         self.image.tables().declaring_type(self.rid)

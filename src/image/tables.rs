@@ -591,6 +591,19 @@ pub struct AssemblyRefRow {
     pub hash_value: u32,
 }
 
+/// A row of ImplMap (II.22.22): the native entry point of a P/Invoke method.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct ImplMapRow {
+    /// MappingFlags: PInvokeAttributes (II.23.1.8): character set, calling convention, …
+    pub flags: u16,
+    /// MemberForwarded: the MethodDef (or Field) it maps.
+    pub member: Token,
+    /// ImportName: `#Strings` offset of the entry point's name.
+    pub import_name: u32,
+    /// ImportScope: the ModuleRef row naming the native library.
+    pub import_scope: u32,
+}
+
 /// Typed, zero-copy access to the rows of one image's tables.
 #[derive(Clone, Copy)]
 pub struct Tables<'a> {
@@ -773,6 +786,33 @@ impl<'a> Tables<'a> {
             nested_class: self.cell(t, rid, 0)?,
             enclosing_class: self.cell(t, rid, 1)?,
         })
+    }
+
+    /// Row `rid` (1-based) of ImplMap; [`ImageError::RowOutOfRange`] past its rows,
+    /// [`ImageError::BadCodedIndex`] for a coded index naming no table.
+    pub fn impl_map(&self, rid: u32) -> Result<ImplMapRow, ImageError> {
+        let t = Table::ImplMap;
+        Ok(ImplMapRow {
+            flags: self.cell(t, rid, 0)? as u16,
+            member: self.coded(t, rid, 1, CodedIndex::MemberForwarded)?,
+            import_name: self.cell(t, rid, 2)?,
+            import_scope: self.cell(t, rid, 3)?,
+        })
+    }
+
+    /// The ImplMap row of `member` (a MethodDef or Field token), when it has one. Rows are
+    /// scanned: the table is small (one row per P/Invoke), and a scan needs no trust in its
+    /// sort order.
+    pub fn impl_map_of(&self, member: Token) -> Result<Option<ImplMapRow>, ImageError> {
+        let Some(key) = CodedIndex::MemberForwarded.encode(member) else {
+            return Ok(None);
+        };
+        for rid in 1..=self.rows(Table::ImplMap) {
+            if self.cell(Table::ImplMap, rid, 1)? == key {
+                return self.impl_map(rid).map(Some);
+            }
+        }
+        Ok(None)
     }
 
     /// Row `rid` (1-based) of Assembly; [`ImageError::RowOutOfRange`] past its rows.

@@ -349,6 +349,55 @@ fn broken_control_flow() -> (Vec<u8>, String) {
     (writer.finish().unwrap().bytes, token)
 }
 
+/// `--baseline-pair` pairs paths that contain `=`: of every split at an `=`, the one whose two
+/// sides are existing files is taken; none, or more than one, is an error that says so.
+#[test]
+fn verify_baseline_pair_takes_paths_with_equals_signs() {
+    let dir = std::env::temp_dir().join(format!("ilcheck-pair-eq-{}", std::process::id()));
+    std::fs::remove_dir_all(&dir).ok();
+    std::fs::create_dir_all(dir.join("x=y")).unwrap();
+    let (patched, token) = broken_control_flow();
+    let original = format!("{}/corpus/bin/control_flow.exe", env!("CARGO_MANIFEST_DIR"));
+    // `=` in the patched file's directory and name, and in the original's name.
+    let p = dir.join("x=y/a=b.exe");
+    std::fs::write(&p, &patched).unwrap();
+    let o = dir.join("orig=1.exe");
+    std::fs::copy(&original, &o).unwrap();
+    let pair = format!("{}={}", p.display(), o.display());
+    let (code, out, err) = ilcheck(&["verify", "--json", "--baseline-pair", &pair]);
+    assert_eq!(code, 1, "{out}{err}");
+    let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
+    assert_eq!(v["per_assembly"][0]["paired_by"], "explicit", "{v:#}");
+    let findings = v["findings"].as_array().unwrap();
+    assert_eq!(findings.len(), 1, "{v:#}");
+    assert_eq!(findings[0]["token"], token);
+
+    // No split names two files.
+    let none = format!("{}={}", p.display(), dir.join("gone=.exe").display());
+    let (code, _, err) = ilcheck(&["verify", "--baseline-pair", &none]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("no `=` in it splits it into two existing files"),
+        "{err}"
+    );
+
+    // Two splits name two files: `c=c=c` beside files `c` and `c=c`.
+    std::fs::copy(&original, dir.join("c")).unwrap();
+    std::fs::copy(&original, dir.join("c=c")).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_ilcheck"))
+        .args(["verify", "--baseline-pair", "c=c=c"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("ambiguous"), "{err}");
+
+    let (_, help, _) = ilcheck(&["verify", "--help"]);
+    assert!(help.contains("every `=` is tried"), "{help}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 /// Assemblies whose file names differ are paired by identity; one with no original is said
 /// loudly (standard error, JSON); `--baseline-pair` pairs explicitly; two originals of one file
 /// name are told apart by identity.

@@ -349,3 +349,70 @@ fn every_token_of_mono_is_named() {
     // assemblies have next to none.
     assert!(raw * 100_000 <= named, "{raw} raw against {named} named");
 }
+
+/// `disasm`'s header line of a P/Invoke method names its library and entry point (the ImplMap
+/// row), and a vararg method's ends its parameters with `...`, as its call sites do; that name
+/// selects it with `--method` as its full name does.
+#[test]
+fn pinvoke_and_vararg_methods_say_so_in_their_header() {
+    let test = "pinvoke_and_vararg_methods_say_so_in_their_header";
+    if !support::mono_tool(test, "ilasm") {
+        return;
+    }
+    const IL: &str = r#"
+.assembly extern mscorlib {}
+.assembly N {}
+.module N.dll
+.module extern libc
+.class public N.Native {
+  .method public static pinvokeimpl("libc" as "getpid" cdecl) int32 GetPid() cil managed preservesig {}
+  .method public static pinvokeimpl("libc" cdecl) int32 getppid() cil managed preservesig {}
+  .method public static vararg int32 VA(int32 a) cil managed { ldarg.0 ret }
+  .method public static vararg void VB() cil managed { ret }
+  .method public static int32 Plain(int32 a) cil managed { ldarg.0 ret }
+}
+"#;
+    let dir = scratch("pinvoke-vararg");
+    let il = dir.join("native.il");
+    std::fs::write(&il, IL).unwrap();
+    let dll = dir.join("native.dll");
+    let o = support::run(
+        std::process::Command::new("ilasm")
+            .arg("/dll")
+            .arg(format!("/out:{}", dll.display()))
+            .arg(&il),
+    );
+    assert!(o.success(), "ilasm: {}", o.describe());
+    let disasm = |args: &[&str]| {
+        let o = support::run(
+            std::process::Command::new(env!("CARGO_BIN_EXE_ilcheck"))
+                .arg("disasm")
+                .arg(&dll)
+                .args(args),
+        );
+        assert!(o.success(), "{}", o.describe());
+        let text = String::from_utf8_lossy(&o.stdout).into_owned();
+        text.lines()
+            .filter(|l| l.starts_with("// method "))
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        disasm(&[]),
+        [
+            r#"// method 0x06000001 N.Native::GetPid() pinvokeimpl("libc" as "getpid"), RVA 0: no body"#,
+            r#"// method 0x06000002 N.Native::getppid() pinvokeimpl("libc" as "getppid"), RVA 0: no body"#,
+            "// method 0x06000003 N.Native::VA(int32, ...), RVA 0x2050",
+            "// method 0x06000004 N.Native::VB(...), RVA 0x2054",
+            "// method 0x06000005 N.Native::Plain(int32), RVA 0x2058",
+        ]
+    );
+    for glob in ["N.Native::VA(int32, ...)", "N.Native::VA(int32)"] {
+        assert_eq!(
+            disasm(&["--method", glob]),
+            ["// method 0x06000003 N.Native::VA(int32, ...), RVA 0x2050"],
+            "{glob}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

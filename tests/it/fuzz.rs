@@ -417,6 +417,137 @@ fn the_loop_finds_and_minimises_every_seeded_weaver_bug() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A repro folder runs as written from anywhere: `failure.json` records the rewriter command and
+/// the directory it ran from, and `report.md`'s replay (`cd CWD && ilcheck fuzz … --replay ABS`)
+/// says it reproduced the recorded signature; the same template run from inside the folder,
+/// where its relative `weaver.exe` is not, is a different failure, and a correct rewriter does
+/// not reproduce it.
+#[test]
+fn a_repro_folder_replays_from_anywhere_and_names_its_signature() {
+    let test = "a_repro_folder_replays_from_anywhere_and_names_its_signature";
+    if !(support::mono_tool(test, "mono")
+        && support::mono_tool(test, "mcs")
+        && support::present(
+            test,
+            "Mono.Cecil 0.11 in mono's GAC",
+            support::cecil_installed(),
+        ))
+    {
+        return;
+    }
+    let dir = scratch("repro-cwd");
+    support::build_weaver(&dir);
+    // Relative paths, as a user types them: they hold only in the fuzz run's directory.
+    let rewriter = "mono weaver.exe --bug short-branches {in} {out}";
+    let o = support::run(ilcheck().current_dir(&dir).args([
+        "fuzz",
+        "--rewriter",
+        rewriter,
+        "--with",
+        "Acme.Probe.dll",
+        "--runtime",
+        "none",
+        "--cases",
+        "3",
+        "--seed",
+        "1",
+        "--methods-per-assembly",
+        "100",
+        "--jobs",
+        "1",
+        "--json",
+    ]));
+    assert_eq!(o.code, Some(1), "{}", text(&o));
+    let s = summary(&o);
+    let repro = dir.join(s["failures"][0]["repros"][0].as_str().unwrap());
+    let record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(repro.join("failure.json")).unwrap())
+            .unwrap();
+    let signature = record["signature"].as_str().unwrap().to_string();
+    assert_eq!(record["rewriter_command"], rewriter, "{record}");
+    assert_eq!(
+        Path::new(record["rewriter_cwd"].as_str().unwrap_or_default()),
+        dir.canonicalize().unwrap(),
+        "{record}"
+    );
+    let replay = record["replay_command"].as_str().unwrap_or_default();
+    let report = std::fs::read_to_string(repro.join("report.md")).unwrap();
+    assert!(
+        report.contains(replay),
+        "report.md lacks {replay:?}:\n{report}"
+    );
+
+    // The recorded command, by a shell in another directory, with ilcheck on PATH.
+    let bin = Path::new(env!("CARGO_BIN_EXE_ilcheck")).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let again = support::run(
+        Command::new("sh")
+            .args(["-c", replay])
+            .current_dir(std::env::temp_dir())
+            .env("PATH", &path),
+    );
+    let out = String::from_utf8_lossy(&again.stdout).to_string();
+    assert_eq!(again.code, Some(1), "{}", text(&again));
+    assert!(
+        out.contains(&format!("reproduced: same signature ({signature})")),
+        "{}",
+        text(&again)
+    );
+
+    // The template from inside the repro folder: weaver.exe is not there, and the replay says
+    // that this is not the failure recorded.
+    let exe = std::fs::read_dir(repro.join("original"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "exe"))
+        .unwrap();
+    let name = exe.file_name().unwrap().to_str().unwrap().to_string();
+    let elsewhere = support::run(ilcheck().current_dir(&repro).args([
+        "fuzz",
+        "--rewriter",
+        rewriter,
+        "--runtime",
+        "none",
+        "--replay",
+        &format!("original/{name}"),
+    ]));
+    assert_eq!(elsewhere.code, Some(1), "{}", text(&elsewhere));
+    assert!(
+        String::from_utf8_lossy(&elsewhere.stdout).contains(&format!(
+            "a different failure: rewriter-crashed (recorded: {signature})"
+        )),
+        "{}",
+        text(&elsewhere)
+    );
+    // The correct weaver, from inside `original/`: no failure, and not the recorded one.
+    let fixed = support::run(ilcheck().current_dir(repro.join("original")).args([
+        "fuzz",
+        "--rewriter",
+        &format!("mono {} {{in}} {{out}}", dir.join("weaver.exe").display()),
+        "--with",
+        "Acme.Probe.dll",
+        "--runtime",
+        "none",
+        "--replay",
+        &name,
+        "--json",
+    ]));
+    assert_eq!(fixed.code, Some(0), "{}", text(&fixed));
+    assert!(
+        String::from_utf8_lossy(&fixed.stdout).contains(&format!(
+            "not reproduced: no failure (recorded: {signature})"
+        )),
+        "{}",
+        text(&fixed)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A runtime that dies in its own code on woven output that verifies and that the other runtime
 /// runs as expected is a runtime defect, kept apart from the rewriter's failures: the kept
 /// program whose woven copy makes mono 6.8's JIT assert replays as `runtime-defect`, exit 0, and
@@ -1298,4 +1429,36 @@ fn equiv_tells_files_that_are_not_programs_apart() {
     assert_eq!(o.code, Some(2), "{}", text(&o));
     assert!(String::from_utf8_lossy(&o.stderr).contains("possible values: mono, coreclr, both"));
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A program of the user's own (no manifest) that runs to completion and prints no `@` result
+/// line is not a broken runtime: equiv says that it compares only result lines (exit 2, nothing
+/// compared), and does not blame the runtime.
+#[test]
+fn equiv_on_a_program_without_result_lines_says_what_it_compares() {
+    let test = "equiv_on_a_program_without_result_lines_says_what_it_compares";
+    let runtimes = support::runtimes(test);
+    if !runtimes
+        .iter()
+        .any(|r| r.kind() == ilcheck::harness::RuntimeKind::Mono)
+    {
+        return;
+    }
+    let program = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus/bin/features.exe");
+    let o = support::run(
+        ilcheck()
+            .arg("equiv")
+            .arg(&program)
+            .arg(&program)
+            .args(["--runtime", "mono"]),
+    );
+    assert_eq!(o.code, Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("ran to completion (exit 0) under mono but printed no result lines")
+            && err.contains("equiv compares only `@` result lines")
+            && !err.contains("broken or not set up"),
+        "{}",
+        text(&o)
+    );
 }
