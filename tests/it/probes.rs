@@ -535,3 +535,99 @@ fn probe_options_a_transform_does_not_use_are_refused() {
     assert!(String::from_utf8_lossy(&o.stdout).contains("24 rewritten"));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A method whose `ret` completes a `tail.` call, and one that leaves by `jmp`: the exit probe
+/// is not called there, so the local planned for their return value is not added either.
+const TAIL_AND_JMP_IL: &str = r#"
+.assembly extern mscorlib { .publickeytoken = (B7 7A 5C 56 19 34 E0 89) .ver 4:0:0:0 }
+.assembly tc { .ver 1:0:0:0 }
+.module tc.exe
+.class public auto ansi C extends [mscorlib]System.Object
+{
+  .method public static int32 Callee(int32 x) cil managed { ldarg.0 ldc.i4.1 add ret }
+  .method public static int32 Tail(int32 x) cil managed { ldarg.0 tail. call int32 C::Callee(int32) ret }
+  .method public static int32 Jmp(int32 x) cil managed { jmp int32 C::Callee(int32) }
+  .method public static int32 Loop0(int32 n) cil managed {
+    .locals init (int32 s)
+  HEAD: ldarg.0 brfalse.s DONE
+    ldloc.0 ldarg.0 add stloc.0 ldarg.0 ldc.i4.1 sub starg.s n br.s HEAD
+  DONE: ldloc.0 ret }
+  .method public static void Main() cil managed { .entrypoint
+    ldc.i4.5 call int32 C::Tail(int32) call void [mscorlib]System.Console::WriteLine(int32)
+    ldc.i4.5 call int32 C::Jmp(int32) call void [mscorlib]System.Console::WriteLine(int32)
+    ldc.i4.5 call int32 C::Loop0(int32) call void [mscorlib]System.Console::WriteLine(int32)
+    ret }
+}
+"#;
+
+/// Assembles `il` into `dir/NAME` with ilasm.
+fn assemble(dir: &Path, name: &str, il: &str) -> PathBuf {
+    let source = dir.join(format!("{name}.il"));
+    std::fs::write(&source, il).unwrap();
+    let out = dir.join(name);
+    let kind = if name.ends_with(".dll") {
+        "/dll"
+    } else {
+        "/exe"
+    };
+    let o = support::run(
+        Command::new("ilasm")
+            .args([kind, "/quiet"])
+            .arg(format!("/output:{}", out.display()))
+            .arg(&source),
+    );
+    assert!(o.success(), "ilasm: {}", o.describe());
+    out
+}
+
+/// `locals_added` and `init_locals_set` count the methods written with the new local: before,
+/// `Tail` and `Jmp` (no epilogue, so no local) were counted too, 4 methods (3 their first)
+/// where 2 (1 its first) got one.
+#[test]
+fn only_methods_written_with_a_new_local_are_counted() {
+    let test = "only_methods_written_with_a_new_local_are_counted";
+    if !support::mono_tool(test, "mcs") || !support::mono_tool(test, "ilasm") {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("ilcheck-probe-locals-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let probe = support::build_probe(&dir);
+    let input = assemble(&dir, "tc.exe", TAIL_AND_JMP_IL);
+    let out = dir.join("out.exe");
+    let o = support::run(
+        Command::new(BIN)
+            .arg("rewrite")
+            .arg(&input)
+            .arg("-o")
+            .arg(&out)
+            .args([
+                "-t",
+                "prologue-epilogue",
+                "--prologue-call",
+                ENTER_ARGS,
+                "--epilogue-call",
+                "void [Acme.Probe]Acme.Probe::ExitValue(string, object)",
+                "--json",
+                "--reference",
+            ])
+            .arg(&probe),
+    );
+    assert!(o.success(), "{}", o.describe());
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    // Callee (no locals before: its first, InitLocals set) and Loop0 (a second local).
+    assert_eq!(report["locals_added"], 2, "{report}");
+    assert_eq!(report["init_locals_set"], 1, "{report}");
+    // What the counts say is what the output holds: two methods with a local signature.
+    let image = ilcheck::image::Image::open(&out).unwrap();
+    let with_locals: Vec<String> = image
+        .methods()
+        .filter(|m| m.decoded_body().is_ok_and(|b| b.local_sig() != 0))
+        .map(|m| m.full_name().unwrap())
+        .collect();
+    assert_eq!(
+        with_locals,
+        ["C::Callee(int32)", "C::Loop0(int32)"],
+        "{report}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
