@@ -63,7 +63,8 @@ pub struct RewriteArgs {
     /// Assemblies, or directories searched recursively for .dll and .exe files.
     #[arg(required = true)]
     pub inputs: Vec<PathBuf>,
-    /// Where to write: a file for one input assembly; a directory (created when missing) for
+    /// Where to write: a file for one input assembly; a directory (created when an output is
+    /// written into it) for
     /// several inputs or a directory input, where each output keeps its path relative to the
     /// directory it was found in (a named file: its file name).
     #[arg(short, long)]
@@ -509,6 +510,15 @@ pub fn run(a: RewriteArgs) -> Result<ExitCode> {
     // Ctrl-C ends the run between assemblies: what is complete is written, nothing else is
     // left behind (not even a temporary file).
     super::interrupt::install();
+    // A named input that is not there is a mistake in the command, not one assembly among
+    // many that failed: refused before anything is created (a many-assembly run would
+    // otherwise leave an empty output directory, and the next run into that name would take
+    // it for a directory to write into).
+    for input in &a.inputs {
+        if let Err(e) = std::fs::metadata(input) {
+            bail!("{}: {e}; nothing written", input.display());
+        }
+    }
     let single =
         a.inputs.len() == 1 && a.inputs[0].is_file() && !a.output.is_dir() && a.shard.is_none();
     let opts = options(&a)?;
@@ -599,8 +609,8 @@ fn many(a: &RewriteArgs, mut opts: RewriteOptions) -> Result<ExitCode> {
     if jobs.is_empty() && problems.is_empty() {
         bail!("no .dll or .exe files to rewrite");
     }
-    std::fs::create_dir_all(&a.output)
-        .with_context(|| format!("creating {}", a.output.display()))?;
+    // The output directory (and each output's directories below it) is created only when an
+    // output is about to be written there: a run that writes nothing creates nothing.
     let cores = ilcheck::corpus::threads_for(a.threads);
     let workers = cores.min(jobs.len()).max(1);
     // Across assemblies when there are several; within the one otherwise.
