@@ -4,6 +4,7 @@
 use crate::cli::out::{errln, out, outln};
 use anyhow::{Context, Result, bail};
 use ilcheck::corpus::{self, Input, RewriteOptions, RewriteReport};
+use ilcheck::report::Invalidated;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -779,15 +780,27 @@ fn many(a: &RewriteArgs, mut opts: RewriteOptions) -> Result<ExitCode> {
     let mut failed = 0usize;
     let mut rejected = 0u64;
     let (mut selected, mut rewritten, mut il_in) = (0u64, 0u64, 0u64);
+    let mut invalidated = std::collections::BTreeMap::<Invalidated, u64>::new();
     for (j, r) in jobs.iter().zip(results) {
         let r = r.into_inner().ok().flatten();
         match r {
             Some(Ok(report)) => {
+                let broken: Vec<Invalidated> =
+                    report.write.iter().flat_map(Invalidated::of).collect();
+                for &i in &broken {
+                    *invalidated.entry(i).or_default() += 1;
+                }
                 if !a.json {
                     let rej: u64 = report.rejected.values().sum();
                     let skipped: u64 = report.skipped.values().sum();
+                    // What the single-file text says on lines of its own, in a few words.
+                    let mut also = String::new();
+                    for i in &broken {
+                        also.push_str("; ");
+                        also.push_str(i.phrase());
+                    }
                     outln!(
-                        "{} → {}: {} selected, {} rewritten, {} skipped, {} rejected",
+                        "{} → {}: {} selected, {} rewritten, {} skipped, {} rejected{also}",
                         j.input.display(),
                         j.output.display(),
                         report.selected,
@@ -820,8 +833,13 @@ fn many(a: &RewriteArgs, mut opts: RewriteOptions) -> Result<ExitCode> {
     if a.json {
         outln!("{}", serde_json::to_string_pretty(&reports)?);
     } else {
+        let mut also = String::new();
+        for (i, n) in &invalidated {
+            also.push_str(if also.is_empty() { "; " } else { ", " });
+            also.push_str(&i.counted(*n));
+        }
         outln!(
-            "total: {} assemblies ({} failed), {selected} methods selected, {rewritten} rewritten, {rejected} rejected; {:.1} MB of IL in {wall:.3} s on {workers} thread(s)",
+            "total: {} assemblies ({} failed), {selected} methods selected, {rewritten} rewritten, {rejected} rejected{also}; {:.1} MB of IL in {wall:.3} s on {workers} thread(s)",
             jobs.len(),
             failed,
             il_in as f64 / 1e6,
