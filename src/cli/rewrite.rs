@@ -85,8 +85,10 @@ pub struct RewriteArgs {
     /// The call at method entry: a probe named ILAsm-style, e.g.
     /// 'void [Acme.Probe]Acme.Probe::Enter(string, int32)', found in a --reference assembly
     /// (string: the method's full name; int32: its token; object[]: its arguments), or a raw
-    /// TOKEN of a parameterless static void method. For wrap-finally and wrap-catch: before the
-    /// new try. Only with the transforms that call it: prologue, prologue-epilogue, wrap-*.
+    /// TOKEN of a parameterless static void method: a MethodDef or MemberRef row of the
+    /// assembly (checked before anything is written; only when one assembly is rewritten).
+    /// For wrap-finally and wrap-catch: before the new try. Only with the transforms that call
+    /// it: prologue, prologue-epilogue, wrap-*.
     #[arg(long, value_name = "PROBE|TOKEN")]
     pub prologue_call: Option<String>,
     /// The call before every return, as --prologue-call (but object, not object[]: the return
@@ -306,6 +308,34 @@ fn check_catch_type(image: &ilcheck::image::Image<'_>, opts: &RewriteOptions) ->
     Ok(())
 }
 
+/// The raw tokens of `--prologue-call` and `--epilogue-call`, as the call snippets hold them.
+fn call_tokens(opts: &RewriteOptions) -> impl Iterator<Item = (&'static str, u32)> + '_ {
+    use ilcheck::ir::Operand;
+    [
+        ("--prologue-call", &opts.transform_opts.prologue),
+        ("--epilogue-call", &opts.transform_opts.epilogue),
+    ]
+    .into_iter()
+    .flat_map(|(option, code)| {
+        code.iter().filter_map(move |i| match i.operand {
+            Operand::Token(t) if i.opcode == ilcheck::opcode::Opcode::Call => Some((option, t)),
+            _ => None,
+        })
+    })
+}
+
+/// Refuses a raw probe token that is not a method `image` can call at every entry or exit
+/// ([`ilcheck::ir::transforms::check_call_token`]): every rewrite would be rejected, and the
+/// output an unchanged copy.
+fn check_call_tokens(image: &ilcheck::image::Image<'_>, opts: &RewriteOptions) -> Result<()> {
+    for (option, token) in call_tokens(opts) {
+        if let Err(e) = ilcheck::ir::transforms::check_call_token(image, token) {
+            bail!("{option} {e}; nothing written");
+        }
+    }
+    Ok(())
+}
+
 /// `--methods` selected no method with a body: exit 1, and nothing is written.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
@@ -442,6 +472,7 @@ fn rewrite_to_temp(
     let image =
         read_image(input, &mut buffers.input).with_context(|| format!("{}", input.display()))?;
     check_catch_type(&image, opts).with_context(|| format!("{}", input.display()))?;
+    check_call_tokens(&image, opts).with_context(|| format!("{}", input.display()))?;
     let mut report = RewriteReport {
         input: input.display().to_string(),
         output: output.display().to_string(),
@@ -609,6 +640,16 @@ fn many(a: &RewriteArgs, mut opts: RewriteOptions) -> Result<ExitCode> {
     let (jobs, problems) = jobs(a)?;
     if jobs.is_empty() && problems.is_empty() {
         bail!("no .dll or .exe files to rewrite");
+    }
+    // A raw token is a row of one assembly's metadata: the same number names another method,
+    // or none, in the next assembly.
+    if jobs.len() > 1
+        && let Some((option, token)) = call_tokens(&opts).next()
+    {
+        bail!(
+            "{option} {token:#010x}: a raw token names a method of one assembly, and this run              rewrites {} assemblies; name the probe by signature (with --reference), or rewrite              the assemblies one at a time; nothing written",
+            jobs.len()
+        );
     }
     // The output directory (and each output's directories below it) is created only when an
     // output is about to be written there: a run that writes nothing creates nothing.

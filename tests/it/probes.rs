@@ -631,3 +631,155 @@ fn only_methods_written_with_a_new_local_are_counted() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Methods a raw probe token may name, and many it may not.
+const RAW_TOKENS_IL: &str = r#"
+.assembly extern mscorlib { .publickeytoken = (B7 7A 5C 56 19 34 E0 89) .ver 4:0:0:0 }
+.assembly rawtok { .ver 1:0:0:0 }
+.module rawtok.exe
+.class public auto ansi C extends [mscorlib]System.Object
+{
+  .field public static int32 F
+  .method public static void Probe() cil managed { ret }
+  .method public static void Takes(int32 x) cil managed { ret }
+  .method public static int32 Returns() cil managed { ldc.i4.0 ret }
+  .method public static void Gen<T>() cil managed { ret }
+  .method public instance void Inst() cil managed { ret }
+  .method public static int32 Work(int32 x) cil managed { ldarg.0 ldc.i4.1 add ret }
+  .method public static void Main() cil managed { .entrypoint
+    call void C::Gen<int32>()
+    call void [mscorlib]System.GC::Collect()
+    ldsfld int32 C::F call int32 C::Work(int32) call void [mscorlib]System.Console::WriteLine(int32)
+    ret }
+}
+"#;
+
+/// A raw `--prologue-call`/`--epilogue-call` token is checked against the assembly before
+/// anything is written: one that is not a MethodDef or MemberRef row of a static,
+/// parameterless, non-generic void method is exit 2 naming it, what it is and what is
+/// required, with nothing written (before, every method was rejected — StackUnderflow,
+/// TokenResolve, ExpectedMethodToken — exit 1, and the output written as an unchanged copy).
+/// A raw token with more than one assembly to rewrite is refused: it names a row of one.
+#[test]
+fn raw_probe_tokens_are_checked_before_anything_is_written() {
+    let test = "raw_probe_tokens_are_checked_before_anything_is_written";
+    if !support::mono_tool(test, "ilasm") {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("ilcheck-raw-tokens-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let input = assemble(&dir, "rawtok.exe", RAW_TOKENS_IL);
+    let original = std::fs::read(&input).unwrap();
+    let image = ilcheck::image::Image::open(&input).unwrap();
+    let method = |name: &str| {
+        let m = image.methods().find(|m| m.name().unwrap() == name).unwrap();
+        format!("{:#010x}", m.token().0)
+    };
+    let member_ref = |name: &str| {
+        let rows = image.tables_header().rows(ilcheck::image::Table::MemberRef);
+        let rid = (1..=rows)
+            .find(|&rid| {
+                let row = image.tables().member_ref(rid).unwrap();
+                image.strings().get(row.name).unwrap() == name
+            })
+            .unwrap();
+        format!("{:#010x}", 0x0a00_0000 | rid)
+    };
+    let out = dir.join("out.exe");
+    let rewrite = |inputs: &[&Path], out: &Path, transform: &str, calls: &[&str]| {
+        support::run(
+            Command::new(BIN)
+                .arg("rewrite")
+                .args(inputs)
+                .arg("-o")
+                .arg(out)
+                .args(["-t", transform])
+                .args(calls),
+        )
+    };
+    for (token, says) in [
+        (method("Takes"), "takes 1 parameter"),
+        (member_ref("WriteLine"), "takes 1 parameter"),
+        (method("Returns"), "returns a value"),
+        (method("Gen"), "is generic"),
+        (method("Inst"), "is an instance method"),
+        ("0x2b000001".to_string(), "is a MethodSpec token"),
+        ("0x04000001".to_string(), "is a Field token, not a method"),
+        (
+            "0x06009999".to_string(),
+            "no such row (the assembly has 7 MethodDef rows)",
+        ),
+        ("0x70000001".to_string(), "user-string"),
+    ] {
+        for (transform, option) in [
+            ("prologue", "--prologue-call"),
+            ("epilogue", "--epilogue-call"),
+        ] {
+            let o = rewrite(&[&input], &out, transform, &[option, &token]);
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.code, Some(2), "{option} {token}: {}", o.describe());
+            assert!(
+                err.contains(&format!("{option} {token}"))
+                    && err.contains(says)
+                    && err.contains("a static method returning void with no parameters")
+                    && err.contains("nothing written"),
+                "{option} {token}: {err}"
+            );
+            assert!(!out.exists(), "{option} {token}");
+        }
+    }
+    // A MethodDef and a MemberRef of static, parameterless void methods are taken.
+    let o = rewrite(
+        &[&input],
+        &out,
+        "prologue-epilogue",
+        &[
+            "--prologue-call",
+            &method("Probe"),
+            "--epilogue-call",
+            &member_ref("Collect"),
+        ],
+    );
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.success(), "{}", o.describe());
+    assert!(text.contains("0 rejected by the verifier"), "{text}");
+    assert!(std::fs::read(&out).unwrap() != original);
+    // More than one assembly to rewrite: refused, whatever the token, nothing created.
+    let copy = dir.join("copy");
+    std::fs::create_dir_all(&copy).unwrap();
+    std::fs::copy(&input, copy.join("other.exe")).unwrap();
+    let many = dir.join("many");
+    let probe = method("Probe");
+    let o = rewrite(
+        &[&input, &copy.join("other.exe")],
+        &many,
+        "prologue",
+        &["--prologue-call", &probe],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.code, Some(2), "{}", o.describe());
+    assert!(
+        err.contains(&format!(
+            "--prologue-call {probe}: a raw token names a method of one assembly"
+        )) && err.contains("rewrites 2 assemblies"),
+        "{err}"
+    );
+    assert!(!many.exists());
+    // One assembly found in a directory: checked against it, as a single file is.
+    let o = rewrite(
+        &[&copy],
+        &many,
+        "prologue",
+        &["--prologue-call", "0x04000001"],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.code, Some(2), "{}", o.describe());
+    assert!(err.contains("is a Field token"), "{err}");
+    assert!(!many.exists());
+    let o = rewrite(&[&copy], &many, "prologue", &["--prologue-call", &probe]);
+    assert!(o.success(), "{}", o.describe());
+    assert!(many.join("other.exe").is_file());
+    assert_eq!(std::fs::read(&input).unwrap(), original);
+    std::fs::remove_dir_all(&dir).ok();
+}
