@@ -36,6 +36,17 @@ pub const TINY_MAX_STACK: u16 = 8;
 /// A tiny header holds code sizes up to this value.
 pub const TINY_MAX_CODE: usize = 63;
 
+/// The LocalVarSigTok of an encoded body with a fat header (II.25.4.3), read without
+/// decoding the rest; `None` for a tiny header (no locals) or bytes too short for a fat one.
+pub(crate) fn fat_local_sig(encoded: &[u8]) -> Option<u32> {
+    let flags = u16::from_le_bytes([*encoded.first()?, *encoded.get(1)?]);
+    if flags & 0x3 != FORMAT_FAT {
+        return None;
+    }
+    let token = encoded.get(8..12)?;
+    Some(u32::from_le_bytes([token[0], token[1], token[2], token[3]]))
+}
+
 /// Section kind: exception-handling table.
 pub const SECT_EH_TABLE: u8 = 0x01;
 /// Section kind: OptIL table (ignored by runtimes).

@@ -4,6 +4,7 @@
 use crate::cli::out::{errln, out, outln};
 use anyhow::{Context, Result, bail};
 use ilcheck::corpus::{self, Input, RewriteOptions, RewriteReport};
+use ilcheck::report::Invalidated;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -63,7 +64,8 @@ pub struct RewriteArgs {
     /// Assemblies, or directories searched recursively for .dll and .exe files.
     #[arg(required = true)]
     pub inputs: Vec<PathBuf>,
-    /// Where to write: a file for one input assembly; a directory (created when missing) for
+    /// Where to write: a file for one input assembly; a directory (created when an output is
+    /// written into it) for
     /// several inputs or a directory input, where each output keeps its path relative to the
     /// directory it was found in (a named file: its file name).
     #[arg(short, long)]
@@ -83,8 +85,10 @@ pub struct RewriteArgs {
     /// The call at method entry: a probe named ILAsm-style, e.g.
     /// 'void [Acme.Probe]Acme.Probe::Enter(string, int32)', found in a --reference assembly
     /// (string: the method's full name; int32: its token; object[]: its arguments), or a raw
-    /// TOKEN of a parameterless static void method. For wrap-finally and wrap-catch: before the
-    /// new try. Only with the transforms that call it: prologue, prologue-epilogue, wrap-*.
+    /// TOKEN of a parameterless static void method: a MethodDef or MemberRef row of the
+    /// assembly (checked before anything is written; only when one assembly is rewritten).
+    /// For wrap-finally and wrap-catch: before the new try. Only with the transforms that call
+    /// it: prologue, prologue-epilogue, wrap-*.
     #[arg(long, value_name = "PROBE|TOKEN")]
     pub prologue_call: Option<String>,
     /// The call before every return, as --prologue-call (but object, not object[]: the return
@@ -304,6 +308,34 @@ fn check_catch_type(image: &ilcheck::image::Image<'_>, opts: &RewriteOptions) ->
     Ok(())
 }
 
+/// The raw tokens of `--prologue-call` and `--epilogue-call`, as the call snippets hold them.
+fn call_tokens(opts: &RewriteOptions) -> impl Iterator<Item = (&'static str, u32)> + '_ {
+    use ilcheck::ir::Operand;
+    [
+        ("--prologue-call", &opts.transform_opts.prologue),
+        ("--epilogue-call", &opts.transform_opts.epilogue),
+    ]
+    .into_iter()
+    .flat_map(|(option, code)| {
+        code.iter().filter_map(move |i| match i.operand {
+            Operand::Token(t) if i.opcode == ilcheck::opcode::Opcode::Call => Some((option, t)),
+            _ => None,
+        })
+    })
+}
+
+/// Refuses a raw probe token that is not a method `image` can call at every entry or exit
+/// ([`ilcheck::ir::transforms::check_call_token`]): every rewrite would be rejected, and the
+/// output an unchanged copy.
+fn check_call_tokens(image: &ilcheck::image::Image<'_>, opts: &RewriteOptions) -> Result<()> {
+    for (option, token) in call_tokens(opts) {
+        if let Err(e) = ilcheck::ir::transforms::check_call_token(image, token) {
+            bail!("{option} {e}; nothing written");
+        }
+    }
+    Ok(())
+}
+
 /// `--methods` selected no method with a body: exit 1, and nothing is written.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
@@ -440,6 +472,7 @@ fn rewrite_to_temp(
     let image =
         read_image(input, &mut buffers.input).with_context(|| format!("{}", input.display()))?;
     check_catch_type(&image, opts).with_context(|| format!("{}", input.display()))?;
+    check_call_tokens(&image, opts).with_context(|| format!("{}", input.display()))?;
     let mut report = RewriteReport {
         input: input.display().to_string(),
         output: output.display().to_string(),
@@ -509,6 +542,15 @@ pub fn run(a: RewriteArgs) -> Result<ExitCode> {
     // Ctrl-C ends the run between assemblies: what is complete is written, nothing else is
     // left behind (not even a temporary file).
     super::interrupt::install();
+    // A named input that is not there is a mistake in the command, not one assembly among
+    // many that failed: refused before anything is created (a many-assembly run would
+    // otherwise leave an empty output directory, and the next run into that name would take
+    // it for a directory to write into).
+    for input in &a.inputs {
+        if let Err(e) = std::fs::metadata(input) {
+            bail!("{}: {e}; nothing written", input.display());
+        }
+    }
     let single =
         a.inputs.len() == 1 && a.inputs[0].is_file() && !a.output.is_dir() && a.shard.is_none();
     let opts = options(&a)?;
@@ -599,8 +641,18 @@ fn many(a: &RewriteArgs, mut opts: RewriteOptions) -> Result<ExitCode> {
     if jobs.is_empty() && problems.is_empty() {
         bail!("no .dll or .exe files to rewrite");
     }
-    std::fs::create_dir_all(&a.output)
-        .with_context(|| format!("creating {}", a.output.display()))?;
+    // A raw token is a row of one assembly's metadata: the same number names another method,
+    // or none, in the next assembly.
+    if jobs.len() > 1
+        && let Some((option, token)) = call_tokens(&opts).next()
+    {
+        bail!(
+            "{option} {token:#010x}: a raw token names a method of one assembly, and this run              rewrites {} assemblies; name the probe by signature (with --reference), or rewrite              the assemblies one at a time; nothing written",
+            jobs.len()
+        );
+    }
+    // The output directory (and each output's directories below it) is created only when an
+    // output is about to be written there: a run that writes nothing creates nothing.
     let cores = ilcheck::corpus::threads_for(a.threads);
     let workers = cores.min(jobs.len()).max(1);
     // Across assemblies when there are several; within the one otherwise.
@@ -769,15 +821,27 @@ fn many(a: &RewriteArgs, mut opts: RewriteOptions) -> Result<ExitCode> {
     let mut failed = 0usize;
     let mut rejected = 0u64;
     let (mut selected, mut rewritten, mut il_in) = (0u64, 0u64, 0u64);
+    let mut invalidated = std::collections::BTreeMap::<Invalidated, u64>::new();
     for (j, r) in jobs.iter().zip(results) {
         let r = r.into_inner().ok().flatten();
         match r {
             Some(Ok(report)) => {
+                let broken: Vec<Invalidated> =
+                    report.write.iter().flat_map(Invalidated::of).collect();
+                for &i in &broken {
+                    *invalidated.entry(i).or_default() += 1;
+                }
                 if !a.json {
                     let rej: u64 = report.rejected.values().sum();
                     let skipped: u64 = report.skipped.values().sum();
+                    // What the single-file text says on lines of its own, in a few words.
+                    let mut also = String::new();
+                    for i in &broken {
+                        also.push_str("; ");
+                        also.push_str(i.phrase());
+                    }
                     outln!(
-                        "{} → {}: {} selected, {} rewritten, {} skipped, {} rejected",
+                        "{} → {}: {} selected, {} rewritten, {} skipped, {} rejected{also}",
                         j.input.display(),
                         j.output.display(),
                         report.selected,
@@ -810,8 +874,13 @@ fn many(a: &RewriteArgs, mut opts: RewriteOptions) -> Result<ExitCode> {
     if a.json {
         outln!("{}", serde_json::to_string_pretty(&reports)?);
     } else {
+        let mut also = String::new();
+        for (i, n) in &invalidated {
+            also.push_str(if also.is_empty() { "; " } else { ", " });
+            also.push_str(&i.counted(*n));
+        }
         outln!(
-            "total: {} assemblies ({} failed), {selected} methods selected, {rewritten} rewritten, {rejected} rejected; {:.1} MB of IL in {wall:.3} s on {workers} thread(s)",
+            "total: {} assemblies ({} failed), {selected} methods selected, {rewritten} rewritten, {rejected} rejected{also}; {:.1} MB of IL in {wall:.3} s on {workers} thread(s)",
             jobs.len(),
             failed,
             il_in as f64 / 1e6,

@@ -147,8 +147,10 @@ pub struct RewriteReport {
     pub write: Option<WriteSummary>,
     /// Threads that rewrote methods.
     pub threads: usize,
-    /// Methods given a new local signature: their locals and one for the return value (the
-    /// wrap transforms, for a non-void method without a spare local).
+    /// Methods written with a new local signature: their locals and one for the return value
+    /// (the wrap transforms, or an exit probe taking the return value, for a non-void method
+    /// without a spare local). A method whose transform did not use the planned local is not
+    /// counted.
     pub locals_added: u64,
     /// Of those, methods that had no locals and got InitLocals with their first.
     pub init_locals_set: u64,
@@ -588,6 +590,9 @@ struct Done {
     differs: bool,
     changed: bool,
     code_size: u32,
+    /// The body names the local signature planned for it; `true` when that signature holds
+    /// the method's first locals (InitLocals set with them).
+    new_local: Option<bool>,
 }
 
 /// What one chunk of methods produced, merged in rid order afterwards.
@@ -802,14 +807,14 @@ impl<'i, 'o> Worker<'i, 'o> {
             }
             None => rewrite_one(rewriter, opts, topts, &body, &self.resolver, out),
         };
-        if result.is_ok()
-            && let Some(new) = self.topts.new_locals
-        {
-            part.report.locals_added += 1;
-            part.report.init_locals_set += u64::from(new.init_locals);
-        }
         match result {
             Ok((outcome, info)) => {
+                // A transform that planned a local may not use it (a `ret` after a `tail.`
+                // call or a `jmp` gets no epilogue): only a header naming the new signature
+                // counts.
+                let new_local = self.topts.new_locals.filter(|new| {
+                    crate::body::fat_local_sig(&part.bodies[start..]) == Some(new.local_sig)
+                });
                 let differs = part.bodies[start..] != *original;
                 if !differs {
                     part.bodies.truncate(start);
@@ -821,6 +826,7 @@ impl<'i, 'o> Worker<'i, 'o> {
                     differs,
                     changed: outcome == crate::ir::Outcome::Changed,
                     code_size: info.code_size,
+                    new_local: new_local.map(|new| new.init_locals),
                 });
             }
             Err(RewriteError::Skipped(reason)) => {
@@ -888,8 +894,6 @@ fn merge_counts(into: &mut RewriteReport, part: &RewriteReport) {
     into.invalid_before += part.invalid_before;
     into.il_bytes_in += part.il_bytes_in;
     into.il_bytes_out += part.il_bytes_out;
-    into.locals_added += part.locals_added;
-    into.init_locals_set += part.init_locals_set;
     for (map, from) in [
         (&mut into.skipped, &part.skipped),
         (&mut into.skipped_il_bytes, &part.skipped_il_bytes),
@@ -1078,6 +1082,10 @@ fn rewrite_image_to(
                 report.unchanged += 1;
             }
             report.il_bytes_out += u64::from(d.code_size);
+            if let Some(first) = d.new_local {
+                report.locals_added += 1;
+                report.init_locals_set += u64::from(first);
+            }
         }
         scratch.parts.push(part);
     }

@@ -7,7 +7,7 @@ mod sarif;
 mod verify;
 mod verify_md;
 
-pub use rewrite::rewrite_text;
+pub use rewrite::{Invalidated, rewrite_text};
 pub use sarif::verify_sarif;
 pub use verify::{no_original_warning, other_build_warning, verify_text};
 pub use verify_md::verify_markdown;

@@ -1397,3 +1397,77 @@ fn nothing_rewritten_adds_no_metadata() {
     assert_eq!(report.rewritten, 24, "{report:#?}");
     assert!(report.metadata_rows_added > 0, "{report:#?}");
 }
+
+/// What a rewrite invalidated is said in every form of the report: the single-file text names
+/// the Authenticode certificate it removed beside the strong name (before, only the strong
+/// name), and each line of a many-assembly run, and its total, say what the single-file text
+/// says (before, nothing: 165 framework images made IL-only, signatures broken, unmentioned).
+#[test]
+fn rewrite_says_what_it_invalidated() {
+    let test = "rewrite_says_what_it_invalidated";
+    let framework = ilcheck::harness::runtime::coreclr_framework_dir().filter(|d| d.is_dir());
+    if !crate::support::present(test, "CoreCLR's shared framework", framework.is_some()) {
+        return;
+    }
+    let framework = framework.unwrap();
+    // Strong-named and Authenticode-signed; ReadyToRun.
+    let signed = framework.join("System.Runtime.WindowsRuntime.dll");
+    let r2r = framework.join("System.Linq.dll");
+    let dir = std::env::temp_dir().join(format!("ilcheck-invalidated-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = |p: &std::path::Path| p.to_str().unwrap().to_string();
+    let rewrite = |inputs: &[&std::path::Path], out: &std::path::Path, extra: &[&str]| {
+        let mut args = vec!["rewrite".to_string()];
+        args.extend(inputs.iter().map(|p| path(p)));
+        args.extend(["-o".into(), path(out), "-t".into(), "prologue".into()]);
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (code, text, err) = ilcheck(&args);
+        assert_eq!(code, 0, "{text}{err}");
+        text
+    };
+    let text = rewrite(&[&signed], &dir.join("one.dll"), &[]);
+    assert!(
+        text.contains(
+            "; strong-name signature no longer valid; Authenticode certificate table removed \
+             (re-sign the output)"
+        ),
+        "{text}"
+    );
+    let text = rewrite(&[&signed, &r2r], &dir.join("many"), &[]);
+    let line = |name: &str| {
+        text.lines()
+            .find(|l| l.contains(&format!("→ {}", path(&dir.join("many").join(name)))))
+            .unwrap_or_else(|| panic!("no line for {name}: {text}"))
+            .to_string()
+    };
+    assert!(
+        line("System.Runtime.WindowsRuntime.dll")
+            .ends_with(" rejected; strong name invalidated; Authenticode certificate dropped"),
+        "{text}"
+    );
+    assert!(
+        line("System.Linq.dll").ends_with(" rejected; ReadyToRun code dropped"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            " rejected; 1 strong name invalidated, 1 Authenticode certificate dropped, \
+             1 ReadyToRun image made IL-only; "
+        ),
+        "{text}"
+    );
+    // Kept native code is said too.
+    let text = rewrite(
+        &[&r2r],
+        &dir.join("kept"),
+        &["--keep-r2r", "--shard", "1/1"],
+    );
+    assert!(
+        text.contains("; ReadyToRun code kept (it may run instead of the patched IL)")
+            && text.contains("; 1 ReadyToRun image kept its native code; "),
+        "{text}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

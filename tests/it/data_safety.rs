@@ -484,3 +484,56 @@ fn an_interrupted_rewrite_writes_whole_files_or_none() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A rewrite that writes nothing creates nothing: a missing input is refused before anything
+/// is made (before, `rewrite nothere.dll -o out.dll` left an empty directory `out.dll/`, and the
+/// next `rewrite u.dll -o out.dll` wrote `out.dll/u.dll`), and a run over a directory whose
+/// every assembly fails leaves no output directory behind.
+#[test]
+fn a_rewrite_that_writes_nothing_creates_nothing() {
+    let dir = scratch("nothing-created");
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let input = root.join("corpus/bin/control_flow.exe");
+    let run = |args: &[&std::ffi::OsStr]| {
+        let o = support::run(
+            Command::new(BIN)
+                .arg("rewrite")
+                .args(args)
+                .args(["-t", "prologue"]),
+        );
+        (o.code, String::from_utf8_lossy(&o.stderr).into_owned())
+    };
+    let missing = dir.join("nothere.dll");
+    let out = dir.join("out.dll");
+    let (code, err) = run(&[missing.as_os_str(), "-o".as_ref(), out.as_os_str()]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("nothere.dll") && err.contains("nothing written"),
+        "{err}"
+    );
+    assert!(!out.exists(), "{err}");
+    // So the next run into that name writes the file itself.
+    let (code, err) = run(&[input.as_os_str(), "-o".as_ref(), out.as_os_str()]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.is_file());
+    // Among several inputs, one missing is refused before any is written.
+    let many = dir.join("many");
+    let (code, err) = run(&[
+        input.as_os_str(),
+        missing.as_os_str(),
+        "-o".as_ref(),
+        many.as_os_str(),
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("nothere.dll"), "{err}");
+    assert!(!many.exists(), "{err}");
+    // A directory of which nothing can be rewritten: its failure reported, no directory made.
+    let junk = dir.join("junk");
+    std::fs::create_dir_all(&junk).unwrap();
+    std::fs::write(junk.join("a.dll"), "not an assembly").unwrap();
+    let (code, err) = run(&[junk.as_os_str(), "-o".as_ref(), many.as_os_str()]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("a.dll"), "{err}");
+    assert!(!many.exists(), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}

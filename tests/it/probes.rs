@@ -535,3 +535,251 @@ fn probe_options_a_transform_does_not_use_are_refused() {
     assert!(String::from_utf8_lossy(&o.stdout).contains("24 rewritten"));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A method whose `ret` completes a `tail.` call, and one that leaves by `jmp`: the exit probe
+/// is not called there, so the local planned for their return value is not added either.
+const TAIL_AND_JMP_IL: &str = r#"
+.assembly extern mscorlib { .publickeytoken = (B7 7A 5C 56 19 34 E0 89) .ver 4:0:0:0 }
+.assembly tc { .ver 1:0:0:0 }
+.module tc.exe
+.class public auto ansi C extends [mscorlib]System.Object
+{
+  .method public static int32 Callee(int32 x) cil managed { ldarg.0 ldc.i4.1 add ret }
+  .method public static int32 Tail(int32 x) cil managed { ldarg.0 tail. call int32 C::Callee(int32) ret }
+  .method public static int32 Jmp(int32 x) cil managed { jmp int32 C::Callee(int32) }
+  .method public static int32 Loop0(int32 n) cil managed {
+    .locals init (int32 s)
+  HEAD: ldarg.0 brfalse.s DONE
+    ldloc.0 ldarg.0 add stloc.0 ldarg.0 ldc.i4.1 sub starg.s n br.s HEAD
+  DONE: ldloc.0 ret }
+  .method public static void Main() cil managed { .entrypoint
+    ldc.i4.5 call int32 C::Tail(int32) call void [mscorlib]System.Console::WriteLine(int32)
+    ldc.i4.5 call int32 C::Jmp(int32) call void [mscorlib]System.Console::WriteLine(int32)
+    ldc.i4.5 call int32 C::Loop0(int32) call void [mscorlib]System.Console::WriteLine(int32)
+    ret }
+}
+"#;
+
+/// Assembles `il` into `dir/NAME` with ilasm.
+fn assemble(dir: &Path, name: &str, il: &str) -> PathBuf {
+    let source = dir.join(format!("{name}.il"));
+    std::fs::write(&source, il).unwrap();
+    let out = dir.join(name);
+    let kind = if name.ends_with(".dll") {
+        "/dll"
+    } else {
+        "/exe"
+    };
+    let o = support::run(
+        Command::new("ilasm")
+            .args([kind, "/quiet"])
+            .arg(format!("/output:{}", out.display()))
+            .arg(&source),
+    );
+    assert!(o.success(), "ilasm: {}", o.describe());
+    out
+}
+
+/// `locals_added` and `init_locals_set` count the methods written with the new local: before,
+/// `Tail` and `Jmp` (no epilogue, so no local) were counted too, 4 methods (3 their first)
+/// where 2 (1 its first) got one.
+#[test]
+fn only_methods_written_with_a_new_local_are_counted() {
+    let test = "only_methods_written_with_a_new_local_are_counted";
+    if !support::mono_tool(test, "mcs") || !support::mono_tool(test, "ilasm") {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("ilcheck-probe-locals-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let probe = support::build_probe(&dir);
+    let input = assemble(&dir, "tc.exe", TAIL_AND_JMP_IL);
+    let out = dir.join("out.exe");
+    let o = support::run(
+        Command::new(BIN)
+            .arg("rewrite")
+            .arg(&input)
+            .arg("-o")
+            .arg(&out)
+            .args([
+                "-t",
+                "prologue-epilogue",
+                "--prologue-call",
+                ENTER_ARGS,
+                "--epilogue-call",
+                "void [Acme.Probe]Acme.Probe::ExitValue(string, object)",
+                "--json",
+                "--reference",
+            ])
+            .arg(&probe),
+    );
+    assert!(o.success(), "{}", o.describe());
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    // Callee (no locals before: its first, InitLocals set) and Loop0 (a second local).
+    assert_eq!(report["locals_added"], 2, "{report}");
+    assert_eq!(report["init_locals_set"], 1, "{report}");
+    // What the counts say is what the output holds: two methods with a local signature.
+    let image = ilcheck::image::Image::open(&out).unwrap();
+    let with_locals: Vec<String> = image
+        .methods()
+        .filter(|m| m.decoded_body().is_ok_and(|b| b.local_sig() != 0))
+        .map(|m| m.full_name().unwrap())
+        .collect();
+    assert_eq!(
+        with_locals,
+        ["C::Callee(int32)", "C::Loop0(int32)"],
+        "{report}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Methods a raw probe token may name, and many it may not.
+const RAW_TOKENS_IL: &str = r#"
+.assembly extern mscorlib { .publickeytoken = (B7 7A 5C 56 19 34 E0 89) .ver 4:0:0:0 }
+.assembly rawtok { .ver 1:0:0:0 }
+.module rawtok.exe
+.class public auto ansi C extends [mscorlib]System.Object
+{
+  .field public static int32 F
+  .method public static void Probe() cil managed { ret }
+  .method public static void Takes(int32 x) cil managed { ret }
+  .method public static int32 Returns() cil managed { ldc.i4.0 ret }
+  .method public static void Gen<T>() cil managed { ret }
+  .method public instance void Inst() cil managed { ret }
+  .method public static int32 Work(int32 x) cil managed { ldarg.0 ldc.i4.1 add ret }
+  .method public static void Main() cil managed { .entrypoint
+    call void C::Gen<int32>()
+    call void [mscorlib]System.GC::Collect()
+    ldsfld int32 C::F call int32 C::Work(int32) call void [mscorlib]System.Console::WriteLine(int32)
+    ret }
+}
+"#;
+
+/// A raw `--prologue-call`/`--epilogue-call` token is checked against the assembly before
+/// anything is written: one that is not a MethodDef or MemberRef row of a static,
+/// parameterless, non-generic void method is exit 2 naming it, what it is and what is
+/// required, with nothing written (before, every method was rejected — StackUnderflow,
+/// TokenResolve, ExpectedMethodToken — exit 1, and the output written as an unchanged copy).
+/// A raw token with more than one assembly to rewrite is refused: it names a row of one.
+#[test]
+fn raw_probe_tokens_are_checked_before_anything_is_written() {
+    let test = "raw_probe_tokens_are_checked_before_anything_is_written";
+    if !support::mono_tool(test, "ilasm") {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("ilcheck-raw-tokens-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let input = assemble(&dir, "rawtok.exe", RAW_TOKENS_IL);
+    let original = std::fs::read(&input).unwrap();
+    let image = ilcheck::image::Image::open(&input).unwrap();
+    let method = |name: &str| {
+        let m = image.methods().find(|m| m.name().unwrap() == name).unwrap();
+        format!("{:#010x}", m.token().0)
+    };
+    let member_ref = |name: &str| {
+        let rows = image.tables_header().rows(ilcheck::image::Table::MemberRef);
+        let rid = (1..=rows)
+            .find(|&rid| {
+                let row = image.tables().member_ref(rid).unwrap();
+                image.strings().get(row.name).unwrap() == name
+            })
+            .unwrap();
+        format!("{:#010x}", 0x0a00_0000 | rid)
+    };
+    let out = dir.join("out.exe");
+    let rewrite = |inputs: &[&Path], out: &Path, transform: &str, calls: &[&str]| {
+        support::run(
+            Command::new(BIN)
+                .arg("rewrite")
+                .args(inputs)
+                .arg("-o")
+                .arg(out)
+                .args(["-t", transform])
+                .args(calls),
+        )
+    };
+    for (token, says) in [
+        (method("Takes"), "takes 1 parameter"),
+        (member_ref("WriteLine"), "takes 1 parameter"),
+        (method("Returns"), "returns a value"),
+        (method("Gen"), "is generic"),
+        (method("Inst"), "is an instance method"),
+        ("0x2b000001".to_string(), "is a MethodSpec token"),
+        ("0x04000001".to_string(), "is a Field token, not a method"),
+        (
+            "0x06009999".to_string(),
+            "no such row (the assembly has 7 MethodDef rows)",
+        ),
+        ("0x70000001".to_string(), "user-string"),
+    ] {
+        for (transform, option) in [
+            ("prologue", "--prologue-call"),
+            ("epilogue", "--epilogue-call"),
+        ] {
+            let o = rewrite(&[&input], &out, transform, &[option, &token]);
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.code, Some(2), "{option} {token}: {}", o.describe());
+            assert!(
+                err.contains(&format!("{option} {token}"))
+                    && err.contains(says)
+                    && err.contains("a static method returning void with no parameters")
+                    && err.contains("nothing written"),
+                "{option} {token}: {err}"
+            );
+            assert!(!out.exists(), "{option} {token}");
+        }
+    }
+    // A MethodDef and a MemberRef of static, parameterless void methods are taken.
+    let o = rewrite(
+        &[&input],
+        &out,
+        "prologue-epilogue",
+        &[
+            "--prologue-call",
+            &method("Probe"),
+            "--epilogue-call",
+            &member_ref("Collect"),
+        ],
+    );
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.success(), "{}", o.describe());
+    assert!(text.contains("0 rejected by the verifier"), "{text}");
+    assert!(std::fs::read(&out).unwrap() != original);
+    // More than one assembly to rewrite: refused, whatever the token, nothing created.
+    let copy = dir.join("copy");
+    std::fs::create_dir_all(&copy).unwrap();
+    std::fs::copy(&input, copy.join("other.exe")).unwrap();
+    let many = dir.join("many");
+    let probe = method("Probe");
+    let o = rewrite(
+        &[&input, &copy.join("other.exe")],
+        &many,
+        "prologue",
+        &["--prologue-call", &probe],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.code, Some(2), "{}", o.describe());
+    assert!(
+        err.contains(&format!(
+            "--prologue-call {probe}: a raw token names a method of one assembly"
+        )) && err.contains("rewrites 2 assemblies"),
+        "{err}"
+    );
+    assert!(!many.exists());
+    // One assembly found in a directory: checked against it, as a single file is.
+    let o = rewrite(
+        &[&copy],
+        &many,
+        "prologue",
+        &["--prologue-call", "0x04000001"],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.code, Some(2), "{}", o.describe());
+    assert!(err.contains("is a Field token"), "{err}");
+    assert!(!many.exists());
+    let o = rewrite(&[&copy], &many, "prologue", &["--prologue-call", &probe]);
+    assert!(o.success(), "{}", o.describe());
+    assert!(many.join("other.exe").is_file());
+    assert_eq!(std::fs::read(&input).unwrap(), original);
+    std::fs::remove_dir_all(&dir).ok();
+}

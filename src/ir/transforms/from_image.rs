@@ -184,3 +184,155 @@ mod tests {
         assert_eq!(locals_plus_one(Some(&[0x07, 0x02, 0x08]), &[0x08]), None);
     }
 }
+
+/// Why a raw token cannot be the method a [`call_snippet`] calls ([`check_call_token`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CallTokenError {
+    /// The token is not of a table that names a method to `call` directly.
+    #[error(
+        "{token} is {what}; give the MethodDef (0x06…) or MemberRef (0x0a…) token of {REQUIRED}"
+    )]
+    NotAMethod {
+        /// The token.
+        token: Token,
+        /// What it is, e.g. `a Field token, not a method`.
+        what: String,
+    },
+    /// The assembly has no such row.
+    #[error(
+        "{token}: no such row (the assembly has {rows} {table:?} rows); give the token of \
+         {REQUIRED}"
+    )]
+    NoRow {
+        /// The token.
+        token: Token,
+        /// Its table.
+        table: Table,
+        /// The rows the table has.
+        rows: u32,
+    },
+    /// The row does not read, or its signature does not parse.
+    #[error("{token}: {reason}")]
+    Unreadable {
+        /// The token.
+        token: Token,
+        /// What did not read.
+        reason: String,
+    },
+    /// A method the call cannot be made to as it stands.
+    #[error("{token} ({name}) {why}; a call at entry or exit takes {REQUIRED}")]
+    Unusable {
+        /// The token.
+        token: Token,
+        /// The method as ildasm names it.
+        name: String,
+        /// What is wrong, e.g. `takes 1 parameter`.
+        why: String,
+    },
+}
+
+/// What a raw-token call accepts, for messages.
+const REQUIRED: &str = "a static method returning void with no parameters";
+
+/// Checks that `token` names a method of `image` that [`call_snippet`] can call at any
+/// method's entry and before its returns: a MethodDef or a method's MemberRef, a row the
+/// image has, static, not generic, of the managed default calling convention, with no
+/// parameters, returning void (the call must leave the stack as it found it, where a return
+/// value may be on it), and not a type initializer. Anything else would make every rewrite of
+/// the assembly invalid (or, for a type initializer, run it again on every call).
+pub fn check_call_token(image: &Image<'_>, token: u32) -> Result<(), CallTokenError> {
+    use crate::disasm::{ImageNamer, TokenNamer};
+    use crate::image::sig::{callconv, method_sig_summary};
+    const STATIC: u16 = 0x0010;
+    let token = Token(token);
+    let table = match token.table() {
+        Some(t @ (Table::MethodDef | Table::MemberRef)) => t,
+        Some(Table::MethodSpec) => {
+            return Err(CallTokenError::NotAMethod {
+                token,
+                what: "a MethodSpec token (a generic method instantiated), and the call takes \
+                       no generic method"
+                    .to_string(),
+            });
+        }
+        Some(other) => {
+            return Err(CallTokenError::NotAMethod {
+                token,
+                what: format!("a {other:?} token, not a method"),
+            });
+        }
+        None => {
+            return Err(CallTokenError::NotAMethod {
+                token,
+                what: match token.table_byte() {
+                    0x70 => "a user-string (#US) token, not a method".to_string(),
+                    b => format!("not a metadata token (there is no table {b:#04x})"),
+                },
+            });
+        }
+    };
+    let rows = image.tables_header().rows(table);
+    if token.rid() == 0 || token.rid() > rows {
+        return Err(CallTokenError::NoRow { token, table, rows });
+    }
+    let unreadable = |reason: String| CallTokenError::Unreadable { token, reason };
+    let tables = image.tables();
+    let (name, signature, flags) = match table {
+        Table::MethodDef => {
+            let row = tables
+                .method_def(token.rid())
+                .map_err(|e| unreadable(e.to_string()))?;
+            (row.name, row.signature, Some(row.flags))
+        }
+        _ => {
+            let row = tables
+                .member_ref(token.rid())
+                .map_err(|e| unreadable(e.to_string()))?;
+            (row.name, row.signature, None)
+        }
+    };
+    let blob = image
+        .blobs()
+        .get(signature)
+        .map_err(|e| unreadable(format!("its signature does not read: {e}")))?;
+    if blob
+        .first()
+        .is_some_and(|cc| cc & callconv::KIND_MASK == callconv::FIELD)
+    {
+        return Err(CallTokenError::NotAMethod {
+            token,
+            what: "a MemberRef of a field, not of a method".to_string(),
+        });
+    }
+    let sig = method_sig_summary(blob)
+        .map_err(|e| unreadable(format!("its signature does not parse: {e}")))?;
+    let name_text = image.strings().get(name).unwrap_or("");
+    let why = if sig.has_this || flags.is_some_and(|f| f & STATIC == 0) {
+        Some("is an instance method".to_string())
+    } else if sig.generic_params > 0 {
+        Some("is generic (a call needs its MethodSpec, and gives no type arguments)".to_string())
+    } else if sig.calling_convention & callconv::KIND_MASK != callconv::DEFAULT {
+        Some("is not of the managed default calling convention".to_string())
+    } else if sig.param_count > 0 {
+        let s = if sig.param_count == 1 { "" } else { "s" };
+        Some(format!("takes {} parameter{s}", sig.param_count))
+    } else if !sig.returns_void {
+        Some("returns a value".to_string())
+    } else if name_text == ".cctor" {
+        Some("is a type initializer, which the runtime runs once".to_string())
+    } else {
+        None
+    };
+    let Some(why) = why else {
+        return Ok(());
+    };
+    let mut name = String::new();
+    if ImageNamer::new(image)
+        .write_token(crate::opcode::OperandKind::Method, token.0, &mut name)
+        .is_err()
+    {
+        name = name_text.to_string();
+    }
+    Err(CallTokenError::Unusable { token, name, why })
+}

@@ -10,8 +10,8 @@ mod wrap;
 pub use branches::{nop_pad, shorten, widen};
 pub use entry_exit::{EntryExit, EntryExitPlan, Insertion, epilogue, prologue, prologue_epilogue};
 pub use from_image::{
-    call_snippet, find_exception_type, locals_plus_one, return_type_bytes, return_value_bytes,
-    spare_return_local,
+    CallTokenError, call_snippet, check_call_token, find_exception_type, locals_plus_one,
+    return_type_bytes, return_value_bytes, spare_return_local,
 };
 pub use probe_args::{CoreTypes, arguments_array, as_object, fits_object};
 pub use wrap::{wrap_catch, wrap_finally};
