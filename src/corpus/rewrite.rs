@@ -780,6 +780,17 @@ impl<'i, 'o> Worker<'i, 'o> {
                 }
             }
         }
+        // A probe in the assembly itself is not instrumented: its entry call would recurse.
+        let own = crate::ir::Operand::Token(method.token().0);
+        let t = &self.topts;
+        let inserted = [&t.prologue, &t.epilogue, &t.wrap_entry, &t.wrap_exit];
+        if inserted
+            .iter()
+            .flat_map(|code| code.iter())
+            .any(|i| i.opcode.flow() == crate::opcode::Flow::Call && i.operand == own)
+        {
+            skip.get_or_insert(SkipReason::ProbeItself);
+        }
         let mut locals = None;
         if self.topts.return_local.is_none()
             && let Some(Some(local)) = self.locals.get(method.rid() as usize)

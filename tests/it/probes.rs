@@ -745,6 +745,27 @@ fn raw_probe_tokens_are_checked_before_anything_is_written() {
     assert!(o.success(), "{}", o.describe());
     assert!(text.contains("0 rejected by the verifier"), "{text}");
     assert!(std::fs::read(&out).unwrap() != original);
+    // The probe itself is left alone: instrumented, its entry call would call itself.
+    let o = rewrite(
+        &[&input],
+        &out,
+        "prologue-epilogue",
+        &[
+            "--prologue-call",
+            &method("Probe"),
+            "--epilogue-call",
+            &member_ref("Collect"),
+            "--json",
+        ],
+    );
+    assert!(o.success(), "{}", o.describe());
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(report["skipped"]["ProbeItself"], 1, "{report}");
+    if support::mono_tool(test, "mono") {
+        let run = support::run(Command::new("mono").arg(&out));
+        assert!(run.success(), "the patched program: {}", run.describe());
+        assert_eq!(String::from_utf8_lossy(&run.stdout).trim(), "1");
+    }
     // More than one assembly to rewrite: refused, whatever the token, nothing created.
     let copy = dir.join("copy");
     std::fs::create_dir_all(&copy).unwrap();

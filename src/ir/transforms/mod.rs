@@ -90,6 +90,10 @@ pub enum SkipReason {
         /// The token given.
         token: u32,
     },
+    /// The method is a probe the inserted code calls: instrumented, it would call itself
+    /// without end.
+    #[error("the method is the probe the inserted code calls: it would call itself without end")]
+    ProbeItself,
     /// The editor refused the edits.
     #[error(transparent)]
     Edit(#[from] EditError),
@@ -106,6 +110,7 @@ impl SkipReason {
             SkipReason::LocallocInHandler { .. } => "LocallocInHandler",
             SkipReason::UnsupportedSnippet { .. } => "UnsupportedSnippet",
             SkipReason::NoCatchType { .. } => "NoCatchType",
+            SkipReason::ProbeItself => "ProbeItself",
             SkipReason::Edit(_) => "Edit",
         }
     }
