@@ -218,9 +218,20 @@ fn run_with_host(a: FuzzArgs, host_dir: &Path) -> Result<ExitCode> {
                 );
             }
             None => {
-                outln!("{}: no failure", original.display());
-                if let Some(r) = &recorded {
-                    outln!("not reproduced: no failure (recorded: {r})");
+                if a.json {
+                    // The same document whatever the outcome: no failure is `"failure": null`.
+                    let v = serde_json::json!({
+                        "original": original.display().to_string(),
+                        "failure": null,
+                        "recorded_signature": recorded,
+                        "reproduced": recorded.as_ref().map(|_| false),
+                    });
+                    outln!("{}", serde_json::to_string_pretty(&v)?);
+                } else {
+                    outln!("{}: no failure", original.display());
+                    if let Some(r) = &recorded {
+                        outln!("not reproduced: no failure (recorded: {r})");
+                    }
                 }
                 ExitCode::SUCCESS
             }

@@ -538,13 +538,12 @@ fn a_repro_folder_replays_from_anywhere_and_names_its_signature() {
         "--json",
     ]));
     assert_eq!(fixed.code, Some(0), "{}", text(&fixed));
-    assert!(
-        String::from_utf8_lossy(&fixed.stdout).contains(&format!(
-            "not reproduced: no failure (recorded: {signature})"
-        )),
-        "{}",
-        text(&fixed)
-    );
+    // With --json, standard output is one JSON document whatever the outcome.
+    let v: serde_json::Value =
+        serde_json::from_slice(&fixed.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&fixed)));
+    assert!(v["failure"].is_null(), "{v}");
+    assert_eq!(v["recorded_signature"], signature.as_str(), "{v}");
+    assert_eq!(v["reproduced"], false, "{v}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
