@@ -319,6 +319,7 @@ fn call_tokens(opts: &RewriteOptions) -> impl Iterator<Item = (&'static str, u32
     .flat_map(|(option, code)| {
         code.iter().filter_map(move |i| match i.operand {
             Operand::Token(t) if i.opcode == ilcheck::opcode::Opcode::Call => Some((option, t)),
+            // The snippet's argument loads: only its call names the probe.
             _ => None,
         })
     })
