@@ -154,6 +154,28 @@ impl DirectBuffer {
 pub const TEMP_PREFIX: &str = ".ilcheck-tmp-";
 
 impl AtomicFile {
+    /// [`AtomicFile::create`] for a file made from `model` (a rewrite's input): a new target
+    /// is executable where the model is and the new file is readable (as `cp` makes it), so a
+    /// patched program stays runnable; a target that exists keeps its own permissions.
+    pub fn create_like(target: &Path, model: &Path) -> io::Result<AtomicFile> {
+        let new = std::fs::metadata(target).is_err();
+        let f = AtomicFile::create(target)?;
+        #[cfg(unix)]
+        if new && let (Ok(m), Some(file)) = (std::fs::metadata(model), f.file.as_ref()) {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = file.metadata()?.permissions().mode();
+            // Each class's execute bit (0o100, 0o010, 0o001) where the model has it and the
+            // new file's matching read bit (four times it) is set.
+            let exec = m.permissions().mode() & 0o111 & ((mode & 0o444) >> 2);
+            if exec != 0 {
+                file.set_permissions(std::fs::Permissions::from_mode(mode | exec))?;
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = (new, model);
+        Ok(f)
+    }
+
     /// Creates the temporary file in `target`'s directory (so the rename stays on one file
     /// system). A target that exists keeps its permissions.
     pub fn create(target: &Path) -> io::Result<AtomicFile> {

@@ -490,7 +490,7 @@ fn rewrite_to_temp(
     #[cfg(unix)]
     if image.file().is_some() {
         create_dir()?;
-        let mut file = ilcheck::fsio::AtomicFile::create(output)
+        let mut file = ilcheck::fsio::AtomicFile::create_like(output, input)
             .with_context(|| format!("writing {}", output.display()))?;
         let target = file
             .file()
@@ -509,7 +509,7 @@ fn rewrite_to_temp(
     // so the mapping (and the input on any error) stays intact.
     let direct = &mut buffers.direct;
     let mut write = || -> std::io::Result<_> {
-        let mut file = ilcheck::fsio::AtomicFile::create(output)?;
+        let mut file = ilcheck::fsio::AtomicFile::create_like(output, input)?;
         // Handed over only where direct I/O pays: elsewhere writing is one copy into the page
         // cache, which costs this thread no more than handing over would, and the buffer
         // stays this worker's (already paged in) for its next output.

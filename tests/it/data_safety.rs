@@ -537,3 +537,35 @@ fn a_rewrite_that_writes_nothing_creates_nothing() {
     assert!(!many.exists(), "{err}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A new output is executable where its input is (a patched program stays runnable by its
+/// path); an output that exists keeps its own mode.
+#[cfg(unix)]
+#[test]
+fn a_new_output_keeps_its_inputs_execute_bits() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch("modes");
+    let input = dir.join("program.exe");
+    std::fs::copy("corpus/bin/features.exe", &input).unwrap();
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let set = |p: &Path, m: u32| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+    };
+    set(&input, 0o755);
+    let out = dir.join("new.exe");
+    let o = support::run(&mut rewrite(&input, &out, "prologue"));
+    assert!(o.success(), "{}", o.describe());
+    assert_eq!(mode(&out) & 0o100, 0o100, "{:o}", mode(&out));
+    // Not executable, not made so; an existing output keeps its mode either way.
+    set(&input, 0o644);
+    let plain = dir.join("plain.exe");
+    let o = support::run(&mut rewrite(&input, &plain, "prologue"));
+    assert!(o.success(), "{}", o.describe());
+    assert_eq!(mode(&plain) & 0o111, 0, "{:o}", mode(&plain));
+    set(&out, 0o600);
+    set(&input, 0o755);
+    let o = support::run(&mut rewrite(&input, &out, "prologue"));
+    assert!(o.success(), "{}", o.describe());
+    assert_eq!(mode(&out), 0o600);
+    let _ = std::fs::remove_dir_all(&dir);
+}
