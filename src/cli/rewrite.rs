@@ -648,7 +648,9 @@ fn many(a: &RewriteArgs, mut opts: RewriteOptions) -> Result<ExitCode> {
         && let Some((option, token)) = call_tokens(&opts).next()
     {
         bail!(
-            "{option} {token:#010x}: a raw token names a method of one assembly, and this run              rewrites {} assemblies; name the probe by signature (with --reference), or rewrite              the assemblies one at a time; nothing written",
+            "{option} {token:#010x}: a raw token names a method of one assembly, and this run \
+             rewrites {} assemblies; name the probe by signature (with --reference), or rewrite \
+             the assemblies one at a time; nothing written",
             jobs.len()
         );
     }

@@ -246,7 +246,7 @@ impl Config {
                 })
             }
         };
-        let counts: [(&'static str, u64, u64); 8] = [
+        let counts: [(&'static str, u64, u64); 9] = [
             (
                 "max_statements",
                 self.max_statements.into(),
@@ -283,17 +283,15 @@ impl Config {
                 self.max_call_params.into(),
                 Self::MAX_CALL_PARAMS.into(),
             ),
+            (
+                "max_callees",
+                self.max_callees.into(),
+                Self::MAX_CALLEES.into(),
+            ),
         ];
         for (field, value, max) in counts {
             range(field, value, 0, max, "")?;
         }
-        range(
-            "max_callees",
-            self.max_callees.into(),
-            0,
-            Self::MAX_CALLEES.into(),
-            "",
-        )?;
         range(
             "min_statements",
             self.min_statements.into(),

@@ -764,8 +764,13 @@ impl<'i> Method<'i> {
     }
 
     /// The native library and entry point of a P/Invoke method (its ImplMap row), when it has
-    /// one: `("libc", "getpid")`.
+    /// one: `("libc", "getpid")`. Only a method flagged PinvokeImpl (II.23.1.10) is looked up,
+    /// so that naming every method of an image does not scan the table for each.
     pub fn pinvoke(&self) -> Result<Option<(&'i str, &'i str)>, ImageError> {
+        const PINVOKE_IMPL: u16 = 0x2000;
+        if self.flags() & PINVOKE_IMPL == 0 {
+            return Ok(None);
+        }
         let tables = self.image.tables();
         let Some(row) = tables.impl_map_of(self.token())? else {
             return Ok(None);

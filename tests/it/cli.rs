@@ -16,6 +16,14 @@ fn ilcheck(args: &[&str]) -> (i32, String, String) {
     )
 }
 
+/// A new, empty directory for one test (`ilcheck-NAME-PID` in the temporary directory).
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("ilcheck-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
 #[test]
 fn disasm_hex_and_bad_input() {
     let (code, out, _) = ilcheck(&["disasm", "--hex", "0A 16 2A"]);
@@ -116,8 +124,7 @@ fn disasm_no_match_and_bad_inputs() {
     assert_eq!(code, 2);
     assert!(err.contains("not a MethodDef token"), "{err}");
 
-    let dir = std::env::temp_dir().join(format!("ilcheck-disasm-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("disasm");
     // A file of body bytes (tiny header, ldc.i4.0, ret) is a body; --method needs an assembly.
     let body = dir.join("body.bin");
     std::fs::write(&body, [0x0A, 0x16, 0x2A]).unwrap();
@@ -310,8 +317,7 @@ fn verify_clean_program_exits_zero() {
 #[test]
 fn verify_baseline_reports_only_what_a_patch_broke() {
     let (patched, token) = broken_control_flow();
-    let dir = std::env::temp_dir().join(format!("ilcheck-baseline-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("baseline");
     let path = dir.join("control_flow.exe");
     std::fs::write(&path, &patched).unwrap();
     let (code, out, err) = ilcheck(&[
@@ -353,8 +359,7 @@ fn broken_control_flow() -> (Vec<u8>, String) {
 /// sides are existing files is taken; none, or more than one, is an error that says so.
 #[test]
 fn verify_baseline_pair_takes_paths_with_equals_signs() {
-    let dir = std::env::temp_dir().join(format!("ilcheck-pair-eq-{}", std::process::id()));
-    std::fs::remove_dir_all(&dir).ok();
+    let dir = scratch("pair-eq");
     std::fs::create_dir_all(dir.join("x=y")).unwrap();
     let (patched, token) = broken_control_flow();
     let original = format!("{}/corpus/bin/control_flow.exe", env!("CARGO_MANIFEST_DIR"));
@@ -403,8 +408,7 @@ fn verify_baseline_pair_takes_paths_with_equals_signs() {
 /// name are told apart by identity.
 #[test]
 fn verify_baseline_pairs_by_identity_or_explicitly_and_warns_when_it_cannot() {
-    let dir = std::env::temp_dir().join(format!("ilcheck-pairs-{}", std::process::id()));
-    std::fs::remove_dir_all(&dir).ok();
+    let dir = scratch("pairs");
     for sub in ["a", "b", "p"] {
         std::fs::create_dir_all(dir.join(sub)).unwrap();
     }
@@ -524,8 +528,7 @@ fn verify_baseline_pairs_by_identity_or_explicitly_and_warns_when_it_cannot() {
 /// same names, and one whose directories match none is said to have no original.
 #[test]
 fn verify_baseline_pairs_same_named_copies_by_their_directories() {
-    let dir = std::env::temp_dir().join(format!("ilcheck-tails-{}", std::process::id()));
-    std::fs::remove_dir_all(&dir).ok();
+    let dir = scratch("tails");
     let (broken, token) = broken_control_flow();
     let original = std::fs::read(format!(
         "{}/corpus/bin/control_flow.exe",
@@ -589,8 +592,7 @@ fn verify_baseline_pairs_same_named_copies_by_their_directories() {
 /// and counts the bytes per reason.
 #[test]
 fn rewrite_json_lists_skipped_methods_and_their_bytes() {
-    let dir = std::env::temp_dir().join(format!("ilcheck-skipped-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("skipped");
     let out = dir.join("shapes.dll");
     let run = |max: &str| {
         let (code, text, err) = ilcheck(&[
@@ -640,8 +642,7 @@ fn rewrite_json_lists_skipped_methods_and_their_bytes() {
 
 #[test]
 fn rewrite_writes_a_verified_assembly() {
-    let dir = std::env::temp_dir().join(format!("ilcheck-rewrite-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("rewrite");
     let out_path = dir.join("features.exe");
     let (code, out, err) = ilcheck(&[
         "rewrite",
@@ -752,8 +753,7 @@ fn wrap_uses_an_unused_local_of_the_return_type() {
 #[test]
 fn rewrite_many_equals_one_run_per_file_and_shards_split_it() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let tmp = std::env::temp_dir().join(format!("ilcheck-rewrite-many-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&tmp);
+    let tmp = scratch("rewrite-many");
     let many = tmp.join("many");
     let (code, out, err) = ilcheck(&[
         "rewrite",
@@ -832,8 +832,7 @@ fn rewrite_many_equals_one_run_per_file_and_shards_split_it() {
 /// `--max-regression`.
 #[test]
 fn bench_measures_checks_and_compares() {
-    let tmp = std::env::temp_dir().join(format!("ilcheck-bench-test-{}", std::process::id()));
-    std::fs::create_dir_all(&tmp).unwrap();
+    let tmp = scratch("bench-test");
     let input = "corpus/bin/control_flow.exe";
     let (code, out, err) = ilcheck(&[
         "bench",
@@ -938,9 +937,7 @@ fn bench_measures_checks_and_compares() {
 /// no ratio to the reference; problems name the user's input, not the scratch copy.
 #[test]
 fn bench_stops_at_a_call_that_writes_nothing() {
-    let tmp = std::env::temp_dir().join(format!("ilcheck-writes-nothing-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&tmp);
-    std::fs::create_dir_all(&tmp).unwrap();
+    let tmp = scratch("writes-nothing");
     let calls = tmp.join("calls.log");
     let inputs = ["corpus/bin/control_flow.exe", "corpus/bin/features.exe"];
     let log = format!("echo call >> '{}'", calls.display());
@@ -1041,8 +1038,7 @@ fn bench_stops_at_a_call_that_writes_nothing() {
 /// `verify --shard K/N` over a corpus, merged with `report merge`, counts what one run counts.
 #[test]
 fn sharded_verify_merges_into_the_whole() {
-    let tmp = std::env::temp_dir().join(format!("ilcheck-shard-merge-{}", std::process::id()));
-    std::fs::create_dir_all(&tmp).unwrap();
+    let tmp = scratch("shard-merge");
     let (_, whole, _) = ilcheck(&["verify", "corpus/bin", "--json", "--max", "100000"]);
     let whole: Value = serde_json::from_str(&whole).unwrap();
     let mut parts = Vec::new();
@@ -1175,9 +1171,7 @@ fn with_reader_gone(args: &[&str]) -> (i32, String) {
 
 #[test]
 fn a_reader_that_stops_early_ends_the_printing_not_the_run() {
-    let dir = std::env::temp_dir().join(format!("ilcheck-reader-gone-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("reader-gone");
     let shard = dir.join("s1.json");
     std::fs::write(
         &shard,
@@ -1250,9 +1244,7 @@ fn a_report_that_cannot_be_written_is_exit_2() {
 /// usual; the error is for a glob that selects nothing in any of them.
 #[test]
 fn rewrite_methods_that_select_nothing_write_nothing() {
-    let dir = std::env::temp_dir().join(format!("ilcheck-select-none-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("select-none");
     let out = dir.join("b.exe");
     let rewrite = |input: &str, out: &std::path::Path, glob: &str| {
         ilcheck(&[
@@ -1328,8 +1320,7 @@ fn rewrite_methods_that_select_nothing_write_nothing() {
 /// anything else is a usage error (exit 2), nothing written.
 #[test]
 fn rewrite_catch_type_must_name_a_type() {
-    let dir = std::env::temp_dir().join(format!("ilcheck-catch-type-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("catch-type");
     let out = dir.join("c.exe");
     for (transform, token, says) in [
         ("wrap-catch", "0x70000001", "0x70000001: not a type token"),
@@ -1413,9 +1404,7 @@ fn rewrite_says_what_it_invalidated() {
     // Strong-named and Authenticode-signed; ReadyToRun.
     let signed = framework.join("System.Runtime.WindowsRuntime.dll");
     let r2r = framework.join("System.Linq.dll");
-    let dir = std::env::temp_dir().join(format!("ilcheck-invalidated-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("invalidated");
     let path = |p: &std::path::Path| p.to_str().unwrap().to_string();
     let rewrite = |inputs: &[&std::path::Path], out: &std::path::Path, extra: &[&str]| {
         let mut args = vec!["rewrite".to_string()];

@@ -420,34 +420,31 @@ fn verify_finds_a_reference_by_its_assembly_name() {
     );
     let not_an_assembly = dir.join("elsewhere/notes.dll");
     std::fs::write(&not_an_assembly, b"not a PE file").unwrap();
-    let o = support::run(
-        Command::new(BIN)
-            .arg("verify")
-            .arg(&program)
-            .arg("--reference")
-            .arg(&not_an_assembly),
-    );
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.code, Some(2), "{err}");
-    assert!(
-        err.contains("notes.dll") && err.contains("not a readable .NET assembly"),
-        "{err}"
-    );
-    // A directory of references that is not there is said, not passed over.
-    let missing = dir.join("no-such-dir");
-    let o = support::run(
-        Command::new(BIN)
-            .arg("verify")
-            .arg(&program)
-            .arg("--reference-dir")
-            .arg(&missing),
-    );
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.code, Some(2), "{err}");
-    assert!(
-        err.contains("no-such-dir") && err.contains("not a directory"),
-        "{err}"
-    );
+    // A reference that is not an assembly, and a directory of references that is not there,
+    // are said, not passed over.
+    for (option, path, says) in [
+        (
+            "--reference",
+            not_an_assembly,
+            "notes.dll: not a readable .NET assembly",
+        ),
+        (
+            "--reference-dir",
+            dir.join("no-such-dir"),
+            "no-such-dir: not a directory",
+        ),
+    ] {
+        let o = support::run(
+            Command::new(BIN)
+                .arg("verify")
+                .arg(&program)
+                .arg(option)
+                .arg(&path),
+        );
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.code, Some(2), "{option}: {err}");
+        assert!(err.contains(says), "{option}: {err}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -783,7 +780,7 @@ fn raw_probe_tokens_are_checked_before_anything_is_written() {
     assert!(
         err.contains(&format!(
             "--prologue-call {probe}: a raw token names a method of one assembly"
-        )) && err.contains("rewrites 2 assemblies"),
+        )) && err.contains("this run rewrites 2 assemblies; name the probe"),
         "{err}"
     );
     assert!(!many.exists());

@@ -776,3 +776,48 @@ fn aligned_original<'o>(
         Match::Certain(t) => body_of(t),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::corpus::{RewriteOptions, RewriteReport, rewrite_image};
+
+    fn corpus(name: &str) -> Vec<u8> {
+        std::fs::read(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("corpus/bin")
+                .join(name),
+        )
+        .unwrap()
+    }
+
+    /// ilcheck's own outputs keep the original's token numbers (their alignment compares tokens
+    /// by value, the fast way); another image does not (compared by name).
+    #[test]
+    fn ilcheck_outputs_keep_their_tokens_and_another_image_does_not() {
+        let data = corpus("features.exe");
+        let original = Image::parse(&data).unwrap();
+        for transform in [
+            crate::ir::Transform::PrologueEpilogue,
+            crate::ir::Transform::WrapFinally,
+        ] {
+            let opts = RewriteOptions {
+                transform,
+                transform_opts: Default::default(),
+                layout: Default::default(),
+                methods: None,
+                max_listed: 0,
+                threads: 1,
+                keep_ready_to_run: false,
+                keep_old_bodies: false,
+                probes: Default::default(),
+            };
+            let out = rewrite_image(&original, &opts, &mut RewriteReport::default()).unwrap();
+            let patched = Image::parse(&out).unwrap();
+            assert!(tokens_kept(&original, &patched), "{transform:?}");
+        }
+        let other = corpus("control_flow.exe");
+        assert!(!tokens_kept(&original, &Image::parse(&other).unwrap()));
+        assert!(tokens_kept(&original, &original));
+    }
+}
